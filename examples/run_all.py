@@ -1,0 +1,62 @@
+"""Run every example kernel against its PyTorch reference and save its code.
+
+For each example this prints PASS or FAIL with the largest absolute error
+against the reference, and the file the generated Pallas code was written to
+(under ``$PALLASITE_CODE_DIR``, default ``.pallasite_code``). Exits non-zero if
+any example fails.
+
+Run from the repository root: ``python examples/run_all.py`` (or
+``python -m examples.run_all``). Each example module defines a kernel with the
+module's own name, ``example_inputs()`` and ``check()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+if not __package__:  # run as a script: make `examples` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pallasite.testing  # noqa: E402
+
+EXAMPLES = ["add", "softmax", "layer_norm", "geglu", "swiglu", "argmax"]
+
+
+def code_dir() -> Path:
+    return Path(os.environ.get("PALLASITE_CODE_DIR", ".pallasite_code")) / "generated"
+
+
+def run_example(name: str) -> bool:
+    """Check one example, write its generated code, print one line; True on PASS."""
+    try:
+        module = importlib.import_module(f"examples.{name}")
+        error = module.check()
+        # The runtime will expose the code it cached; until then, regenerate it.
+        code, _ = pallasite.testing.code_and_output(
+            getattr(module, name), module.example_inputs()
+        )
+    except Exception as exception:  # report and go on to the next example
+        first_line = (str(exception).strip().splitlines() or [""])[0]
+        print(f"{name:<12} FAIL  {type(exception).__name__}: {first_line}")
+        if os.environ.get("PALLASITE_VERBOSE"):
+            traceback.print_exc()
+        return False
+    path = code_dir() / f"{name}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(code)
+    print(f"{name:<12} PASS  max abs error {error:.2e}  code: {path.resolve()}")
+    return True
+
+
+def main() -> int:
+    passed = sum(run_example(name) for name in EXAMPLES)
+    print(f"{passed} passed, {len(EXAMPLES) - passed} failed")
+    return 0 if passed == len(EXAMPLES) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""pallasite: Helion-style tile kernels compiled to JAX Pallas for TPUs."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import exc, language
+from .config import Config
+from .runtime import BoundKernel, CompiledKernel, Kernel
+
+__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language"]
+__version__ = "0.1.0"
+
+
+def kernel(fn: Callable | None = None, **options: Any) -> Any:
+    """Decorate a function as a pallasite kernel: `@pallasite.kernel` or `@pallasite.kernel(config=...)`."""
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)

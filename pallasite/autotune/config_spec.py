@@ -1,0 +1,95 @@
+"""The config space of one bound kernel: its tunable block sizes and their rules."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import exc
+from ..config import Config
+from ..ir import KernelIR, Load, NewAxis, Store, TileSlice, walk_nodes
+from ..plan.tpu_tiling import AxisRule
+
+# Preferred block size by the strongest rule on a dim: big lane blocks keep the
+# grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
+_TARGET = {"lane": 1024, "lane_1d": 4096, "sublane": 256, "free": 8, None: 128}
+_STRENGTH = {"lane_1d": 4, "lane": 3, "sublane": 2, "free": 1}
+
+
+@dataclass(frozen=True)
+class BlockSizeSpec:
+    """One tunable block size: the dim it tiles and every tiling rule it must meet."""
+
+    block_id: int
+    name: str
+    extent: int
+    rules: tuple[AxisRule, ...]
+
+    def allows(self, size: int) -> bool:
+        return all(rule.allows(size) for rule in self.rules)
+
+    def candidates(self) -> list[int]:
+        """Legal sizes worth trying, ascending."""
+        extent = max(self.extent, 1)
+        sizes = {extent}
+        power = 1
+        while power < 2 * extent:
+            sizes.add(power)
+            power *= 2
+        for quantum in (8, 128, 1024):
+            sizes.add(-(-extent // quantum) * quantum)
+        return sorted(s for s in sizes if self.allows(s))
+
+    def default(self) -> int:
+        kinds = [r.kind for r in self.rules]
+        strongest = max(kinds, key=_STRENGTH.get) if kinds else None
+        target = _TARGET[strongest]
+        legal = self.candidates()
+        if not legal:
+            raise exc.IllegalBlockSize(
+                f"No block size for '{self.name}' meets every rule: "
+                + "; ".join(r.describe() for r in self.rules)
+            )
+        fitting = [s for s in legal if s <= max(target, 1)]
+        if self.extent <= target and self.extent in legal:
+            return self.extent
+        return fitting[-1] if fitting else legal[0]
+
+
+class ConfigSpec:
+    """What a config of this kernel may contain, and its default."""
+
+    def __init__(self, ir: KernelIR):
+        rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
+        for call in ir.device_loops:
+            for node in walk_nodes(call.loop.body):
+                if not isinstance(node, (Load, Store)):
+                    continue
+                items = [i for i in node.index if not isinstance(i, NewAxis)]
+                tensor = node.tensor
+                for axis, item in enumerate(items):
+                    if isinstance(item, TileSlice) and item.dim.block_id is not None:
+                        rules[item.dim.block_id].append(
+                            AxisRule(tensor.name, axis, len(tensor.shape), tensor.shape[axis], tensor.dtype)
+                        )
+        self.block_sizes = [
+            BlockSizeSpec(i, dim.name if dim is not None else f"block_{i}",
+                          dim.static_extent if dim is not None and dim.static_extent is not None else 128,
+                          tuple(rules[i]))
+            for i, dim in enumerate(ir.block_dims)
+        ]
+
+    def default_config(self) -> Config:
+        return Config(block_sizes=[spec.default() for spec in self.block_sizes])
+
+    def normalize(self, config: Config) -> Config:
+        """`config` completed with defaults and checked against this kernel."""
+        values = dict(config)
+        sizes = values.get("block_sizes")
+        if sizes is None:
+            values["block_sizes"] = [spec.default() for spec in self.block_sizes]
+        elif len(sizes) != len(self.block_sizes):
+            names = ", ".join(spec.name for spec in self.block_sizes) or "none"
+            raise exc.InvalidConfig(
+                f"block_sizes has {len(sizes)} entries but the kernel has "
+                f"{len(self.block_sizes)} tunable block sizes ({names})."
+            )
+        return Config(values)

@@ -1,0 +1,194 @@
+"""Emit the host wrapper: the JAX function around the pallas_calls.
+
+Host tensors are immutable JAX arrays here, so every host tensor symbol maps
+to its *current* JAX variable. A device loop that writes a tensor produces a
+new variable for it; a view of a tensor is recomputed from its base when the
+base has changed since, and writing into a reshape-view writes its base.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import exc
+from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, ScalarSymbol, TensorSymbol
+from ..plan import KernelPlan, Operand, PallasCallPlan
+from .lowering import OpCall, jnp_dtype, literal, lower
+from .names import NameTable
+
+
+class HostEmitter:
+    def __init__(self, plan: KernelPlan, names: NameTable):
+        self.plan = plan
+        self.ir: KernelIR = plan.ir
+        self.names = names
+        self.lines: list[str] = []
+        self.current: dict[int, str] = {}  # symbol id -> JAX variable
+        self.version: dict[int, int] = {}
+        self.views: dict[int, tuple[HostOp, int]] = {}  # view symbol id -> (op, base version)
+        self.undefined: set[int] = set()  # `torch.empty` allocations not materialized
+        self.mutated_args: list[TensorSymbol] = []
+        self._source = os.path.basename(self.ir.source_file)
+
+    def emit(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def comment(self, location) -> None:
+        if location is not None:
+            self.emit(f"# {self._source}:{location.lineno}: {location.text.strip()}")
+
+    # ------------------------------------------------------------ symbols --
+
+    def define(self, symbol, text: str | None = None) -> str:
+        name = self.names.fresh(symbol.name)
+        if text is not None:
+            self.emit(f"{name} = {text}")
+        self.current[symbol.id] = name
+        self.version[symbol.id] = self.version.get(symbol.id, -1) + 1
+        return name
+
+    def read(self, symbol) -> str:
+        """The current JAX variable of a symbol, recomputing a stale view."""
+        if isinstance(symbol, TensorSymbol) and symbol.id in self.undefined:
+            self.undefined.discard(symbol.id)
+            return self.define(symbol, f"jnp.zeros({literal(symbol.shape)}, {jnp_dtype(symbol.dtype)})")
+        if symbol.id in self.views:
+            op, base_version = self.views[symbol.id]
+            if self.version.get(op.view_of.id) != base_version:
+                self._emit_host_op(op)
+        return self.current[symbol.id]
+
+    def operand_text(self, item) -> str:
+        if isinstance(item, (TensorSymbol, ScalarSymbol)):
+            return self.read(item)
+        return literal(item)
+
+    # ------------------------------------------------------------- driver --
+
+    def function_source(self) -> str:
+        ir = self.ir
+        params = []
+        for name, arg in zip(ir.params, ir.arguments):
+            if isinstance(arg, (TensorSymbol, ScalarSymbol)):
+                self.names.fresh(name)
+                self.current[arg.id] = name
+                self.version[arg.id] = 0
+                params.append(name)
+        header = f"def {ir.name}({', '.join(params)}):"
+        calls = iter(self.plan.calls)
+        for step in ir.steps:
+            if isinstance(step, Allocate):
+                self._emit_allocate(step)
+            elif isinstance(step, HostOp):
+                self.comment(step.location)
+                self._emit_host_op(step)
+            elif isinstance(step, DeviceLoopCall):
+                self._emit_call(next(calls))
+        result = self._result_text(ir.result)
+        mutated = ", ".join(self.read(s) for s in self.mutated_args)
+        self.emit(f"return {result}, ({mutated}{',' if len(self.mutated_args) == 1 else ''})")
+        return "\n".join([header, *self.lines])
+
+    def _emit_allocate(self, step: Allocate) -> None:
+        symbol = step.symbol
+        self.comment(step.location)
+        if symbol.fill is None:
+            self.emit(f"# {symbol.name}: uninitialized until a device loop writes it")
+            self.undefined.add(symbol.id)
+            self.current[symbol.id] = symbol.name
+            return
+        self.define(symbol, f"jnp.full({literal(symbol.shape)}, {literal(symbol.fill)}, {jnp_dtype(symbol.dtype)})")
+
+    def _emit_host_op(self, step: HostOp) -> None:
+        texts = [self.operand_text(a) for a in step.args]
+        types = [(a.shape, a.dtype) if isinstance(a, TensorSymbol) else
+                 ((), a.dtype) if isinstance(a, ScalarSymbol) else None for a in step.args]
+        results = step.result if isinstance(step.result, tuple) else (step.result,)
+        first = results[0]
+        shape = getattr(first, "shape", ())
+        call = OpCall(step.op, texts, types, list(step.args), dict(step.kwargs), shape, first.dtype)
+        self.define(first, lower(call))
+        if step.view_of is not None:
+            self.views[first.id] = (step, self.version[step.view_of.id])
+
+    def _result_text(self, result) -> str:
+        if isinstance(result, (TensorSymbol, ScalarSymbol)):
+            return self.read(result)
+        if isinstance(result, (list, tuple)):
+            inner = ", ".join(self._result_text(r) for r in result)
+            return f"({inner},)" if len(result) == 1 else f"({inner})"
+        if isinstance(result, dict):
+            return "{" + ", ".join(f"{k!r}: {self._result_text(v)}" for k, v in result.items()) + "}"
+        return literal(result)
+
+    # ---------------------------------------------------------- device call --
+
+    def _emit_call(self, call: PallasCallPlan) -> None:
+        self.comment(call.call.loop.location)
+        args = []
+        for op in call.scalar_inputs:
+            args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
+        for op in call.inputs:
+            args.append(self.read(op.symbol))
+        axes = ", ".join(f"i{a}" for a in range(len(call.grid)))
+        grid = ", ".join(str(a.num_blocks) for a in call.grid)
+        self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
+        self.emit(f"    {call.kernel_name},")
+        self.emit(f"    grid=({grid}{',' if len(call.grid) == 1 else ''}),")
+        self.emit("    in_specs=[")
+        for op in (*call.scalar_inputs, *call.inputs):
+            self.emit(f"        {_block_spec(op, axes)},  # {op.symbol.name}")
+        self.emit("    ],")
+        self.emit("    out_specs=[")
+        for op in call.outputs:
+            self.emit(f"        {_block_spec(op, axes)},  # {op.symbol.name}")
+        self.emit("    ],")
+        self.emit("    out_shape=[")
+        for op in call.outputs:
+            self.emit(f"        jax.ShapeDtypeStruct({literal(op.symbol.shape)}, {jnp_dtype(op.symbol.dtype)}),")
+        self.emit("    ],")
+        if call.aliases:
+            self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
+        semantics = ", ".join(repr(a.semantics) for a in call.grid)
+        params = f"dimension_semantics=({semantics}{',' if len(call.grid) == 1 else ''})"
+        if call.vmem_limit_bytes is not None:
+            params += f", vmem_limit_bytes={call.vmem_limit_bytes}"
+        self.emit(f"    compiler_params=pltpu.CompilerParams({params}),")
+        self.emit("    interpret=INTERPRET,")
+        self.emit(f")({', '.join(args)})")
+        for op in call.outputs:
+            self._after_write(op.symbol)
+
+    def _outputs_target(self, call: PallasCallPlan) -> str:
+        names = []
+        for op in call.outputs:
+            self.undefined.discard(op.symbol.id)
+            names.append(self.define(op.symbol))
+        return f"({', '.join(names)},)" if len(names) == 1 else f"({', '.join(names)})"
+
+    def _after_write(self, symbol: TensorSymbol) -> None:
+        """Propagate a device write of `symbol` to what it views and to the caller."""
+        if symbol.origin == "arg" and symbol not in self.mutated_args:
+            self.mutated_args.append(symbol)
+        if symbol.id not in self.views:
+            return
+        op, _ = self.views.pop(symbol.id)
+        base = op.view_of
+        if op.op not in ("reshape", "identity"):
+            raise exc.UnsupportedOperation(
+                f"A device loop writes into '{symbol.name}', a {op.op} view of '{base.name}'; "
+                "only reshape/view results can be written. Write the base tensor instead.",
+                op.location,
+            )
+        self.define(base, f"{self.current[symbol.id]}.reshape({literal(base.shape)})")
+        self.views[symbol.id] = (op, self.version[base.id])
+        self._after_write(base)
+
+
+def _block_spec(op: Operand, axes: str) -> str:
+    if op.memory == "smem":
+        return "pl.BlockSpec(memory_space=pltpu.SMEM)"
+    shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
+    shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
+    index = ", ".join(a.index_expr for a in op.axes)
+    index = f"({index},)" if len(op.axes) == 1 else f"({index})"
+    return f"pl.BlockSpec({shape}, lambda {axes}: {index})"

@@ -1,0 +1,214 @@
+"""Emit the Pallas kernel function of one device loop from its plan."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..ir import Load, Node, Store, TileLoop, Value
+from ..plan import Mask, PallasCallPlan
+from .lowering import OpCall, jnp_dtype, literal, lower
+from .names import NameTable
+
+import builtins
+
+_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
+
+
+class KernelEmitter:
+    """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
+
+    def __init__(self, plan: PallasCallPlan, source_file: str):
+        self.plan = plan
+        self.source_file = os.path.basename(source_file)
+        self.names = NameTable(_RESERVED)
+        self.env: dict[int, str] = {}
+        self.lines: list[str] = []
+        self._last_line: int | None = None
+
+    # ---------------------------------------------------------------- text --
+
+    def emit(self, text: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + text)
+
+    def comment_source(self, node, indent: int = 1) -> None:
+        loc = node.location
+        if loc is None or loc.lineno == self._last_line:
+            return
+        self._last_line = loc.lineno
+        self.emit(f"# {self.source_file}:{loc.lineno}: {loc.text.strip()}", indent)
+
+    def render(self, operand) -> str:
+        if isinstance(operand, Value):
+            return self.env[operand.id]
+        return literal(operand)
+
+    def bind(self, value: Value, default: str) -> str:
+        name = self.names.fresh(value.name or default)
+        self.env[value.id] = name
+        return name
+
+    # -------------------------------------------------------------- kernel --
+
+    def kernel_source(self) -> str:
+        plan = self.plan
+        refs = [op.ref_name for op in (*plan.scalar_inputs, *plan.inputs, *plan.outputs)]
+        for ref in refs:
+            self.names.fresh(ref)
+        self.lines.append(f"def {plan.kernel_name}({', '.join(refs)}):")
+        for axis in plan.grid:
+            dim = axis.dim
+            what = "grid index" if dim.is_grid else f"tile of {dim.block_size}"
+            reason = f": {axis.reason}" if axis.reason else ""
+            self.emit(f"# grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
+                      f"[{dim.begin}, {dim.end}) ({axis.semantics}{reason})")
+        for update in plan.updates:
+            self._emit_copy_in(update)
+        self.emit_body(plan.call.loop.body)
+        return "\n".join(self.lines)
+
+    def _emit_copy_in(self, update) -> None:
+        copy = f"{update.output_ref}[...] = {update.input_ref}[...]"
+        self.emit(f"# '{update.symbol.name}' is updated in place: start from its current contents")
+        if not update.first_visit_axes:
+            self.emit(copy)
+            return
+        cond = " & ".join(f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes)
+        self.emit(f"@pl.when({cond})")
+        self.emit("def _copy_in():")
+        self.emit(copy, 2)
+
+    def emit_body(self, body: list, indent: int = 1) -> None:
+        for node in body:
+            if isinstance(node, TileLoop):
+                raise NotImplementedError("inner loops are planned by the loop strategies")
+            self.comment_source(node, indent)
+            if isinstance(node, Load):
+                self._emit_load(node, indent)
+            elif isinstance(node, Store):
+                self._emit_store(node, indent)
+            else:
+                self._emit_op(node, indent)
+
+    # ------------------------------------------------------------- memory --
+
+    def _ref_subscript(self, access) -> str:
+        parts = [p if isinstance(p, str) else self.render(p) for p in access.ref_index]
+        return ", ".join(parts)
+
+    def _emit_load(self, node: Load, indent: int) -> None:
+        access = self.plan.accesses[node.id]
+        value = node.output
+        text = f"{access.ref_name}[{self._ref_subscript(access)}]"
+        if tuple(access.ref_shape) != tuple(value.shape):
+            text = f"{text}.reshape({literal(tuple(value.shape))})"
+        self.emit(f"{self.bind(value, node.tensor.name)} = {text}", indent)
+
+    def _emit_store(self, node: Store, indent: int) -> None:
+        access = self.plan.accesses[node.id]
+        dtype = node.tensor.dtype
+        target = f"{access.ref_name}[{self._ref_subscript(access)}]"
+        (operand,) = node.args
+        shape = tuple(access.ref_shape)
+        if isinstance(operand, Value):
+            text = self.render(operand)
+            if operand.dtype != dtype:
+                text = f"{text}.astype({jnp_dtype(dtype)})" if dtype != torch.bool else f"({text} != 0)"
+            if tuple(operand.shape) != shape:
+                text = (f"jnp.broadcast_to({text}, {literal(shape)})" if shape
+                        else f"{text}.reshape(())")
+        else:
+            text = f"jnp.full({literal(shape)}, {literal(operand)}, {jnp_dtype(dtype)})" if shape else literal(operand)
+        if access.store_masks:
+            conditions = [self._range_condition(shape, axis, dim) for axis, dim in access.store_masks]
+            self.emit("# keep the contents past the tile's end", indent)
+            text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
+        self.emit(f"{target} = {text}", indent)
+
+    def _range_condition(self, shape, axis: int, dim) -> str:
+        begin = self.env[dim.begin_value.id]
+        end = self.render(dim.end)
+        return f"({begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis}) < {end})"
+
+    # ---------------------------------------------------------------- ops --
+
+    def _emit_op(self, node: Node, indent: int) -> None:
+        op = node.op
+        if op in ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg"):
+            self.emit(f"{self.bind(node.output, op)} = {self._structural(node)}", indent)
+            return
+        texts = [self.render(a) for a in node.args]
+        attrs = dict(node.kwargs)
+        for mask in self.plan.masks.get(node.id, ()):
+            texts[mask.operand] = self._apply_mask(node, mask, texts[mask.operand], indent)
+            if op == "mean":
+                attrs["count"] = self._valid_count(node, mask)
+        types = [(a.shape, a.dtype) if isinstance(a, Value) else None for a in node.args]
+        outputs = node.outputs
+        call = OpCall(op, texts, types, list(node.args), attrs, outputs[0].shape, outputs[0].dtype)
+        if len(outputs) > 1:
+            raise NotImplementedError(f"multi-output op {op}")
+        text = lower(call)
+        if text in self.env.values():  # a no-op (same-dtype cast, contiguous()): reuse the name
+            self.env[outputs[0].id] = text
+            return
+        self.emit(f"{self.bind(outputs[0], op)} = {text}", indent)
+
+    def _structural(self, node: Node) -> str:
+        op = node.op
+        if op == "scalar_arg":
+            return f"{node.args[0].name}_ref[0]"
+        dim = node.args[0]
+        axis = self.plan.grid_axis_of[dim.id]
+        if op == "tile_begin":
+            pid = f"pl.program_id({axis})"
+            term = pid if dim.block_size == 1 else f"{pid} * {dim.block_size}"
+            return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
+        begin = self.env[dim.begin_value.id]
+        if op == "tile_end":
+            return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
+        if op == "tile_index":
+            return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
+        if op == "tile_id":
+            return f"pl.program_id({axis})"
+        if op == "tile_count":
+            return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+        raise NotImplementedError(op)
+
+    def _apply_mask(self, node: Node, mask: Mask, text: str, indent: int) -> str:
+        operand = node.args[mask.operand]
+        shape = tuple(operand.shape)
+        fill = _typed_fill(mask.fill, operand.dtype)
+        name = self.names.fresh(f"{operand.name or 'v'}_masked")
+        condition = self._range_condition(shape, mask.axis, mask.dim)
+        self.emit(f"# mask the padded tail of '{mask.dim.name}' with {fill} before {node.op}", indent)
+        self.emit(f"{name} = jnp.where({condition}, {text}, {fill})", indent)
+        return name
+
+    def _valid_count(self, node: Node, mask: Mask) -> str:
+        dims = node.kwargs["dim"]
+        shape = node.args[0].shape
+        axes = range(len(shape)) if dims is None else dims
+        masked = {m.axis: m.dim for m in self.plan.masks[node.id]}
+        factors = []
+        for axis in axes:
+            if axis in masked:
+                dim = masked[axis]
+                begin = self.env[dim.begin_value.id]
+                factors.append(f"jnp.minimum({self.render(dim.end)} - {begin}, {dim.block_size})")
+            else:
+                factors.append(str(shape[axis]))
+        return "(" + " * ".join(factors) + ")"
+
+
+def _typed_fill(fill, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return literal(bool(fill))
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        if fill == float("inf"):
+            return str(info.max)
+        if fill == float("-inf"):
+            return str(info.min)
+        return str(int(fill))
+    return literal(float(fill))

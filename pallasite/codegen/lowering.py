@@ -1,0 +1,439 @@
+"""One lowering rule per op: canonical op name -> JAX expression text.
+
+Rules are shared by device code (inside the Pallas kernel) and host code
+(the jitted wrapper). A rule sees an `OpCall`: the operand texts and types,
+the op's attrs, and the result type; it returns one expression.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from ..ir import ops
+
+JNP_DTYPES = {
+    torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
+    torch.int32: "jnp.int32", torch.int16: "jnp.int16", torch.int8: "jnp.int8",
+    torch.uint8: "jnp.uint8", torch.bool: "jnp.bool_",
+    torch.float8_e4m3fn: "jnp.float8_e4m3fn", torch.float8_e5m2: "jnp.float8_e5m2",
+}
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def jnp_dtype(dtype: torch.dtype) -> str:
+    try:
+        return JNP_DTYPES[dtype]
+    except KeyError:
+        raise exc.UnsupportedDtype(f"dtype {dtype} is not supported on TPU.") from None
+
+
+def literal(value: Any) -> str:
+    """Python source of a constant operand."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "jnp.nan"
+        if math.isinf(value):
+            return "jnp.inf" if value > 0 else "-jnp.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return jnp_dtype(value)
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    raise exc.UnsupportedOperation(f"Cannot use {value!r} as a constant in generated code.")
+
+
+@dataclass
+class OpCall:
+    """One op as a lowering rule sees it."""
+
+    op: str
+    texts: list[str]  # rendered operands
+    types: list[tuple[tuple[int, ...], torch.dtype] | None]  # None for Python constants
+    raw: list[Any]  # the operands themselves (constants readable here)
+    attrs: dict[str, Any]
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+
+    def cast(self, i: int, dtype: torch.dtype) -> str:
+        """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
+        kind = self.types[i]
+        text = self.texts[i]
+        if kind is None or kind[1] == dtype:
+            return text
+        if dtype == torch.bool:
+            return f"({text} != 0)"
+        return f"{text}.astype({jnp_dtype(dtype)})"
+
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype torch compares/combines the operands in (their promoted dtype)."""
+        args = [
+            torch.empty(kind[0], dtype=kind[1], device="meta") if kind is not None else raw
+            for kind, raw in zip(self.types, self.raw)
+            if kind is not None or isinstance(raw, (int, float, bool))
+        ]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return self.out_dtype
+        if len(args) == 1:
+            dtype = tensors[0].dtype
+        else:
+            dtype = torch.result_type(args[0], args[1])
+        return torch.int32 if dtype == torch.int64 else dtype
+
+    def all_cast(self, dtype: torch.dtype) -> list[str]:
+        return [self.cast(i, dtype) for i in range(len(self.texts))]
+
+
+Rule = Callable[[OpCall], str]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str):
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return register
+
+
+def lower(call: OpCall) -> str:
+    try:
+        fn = RULES[call.op]
+    except KeyError:
+        raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
+    return fn(call)
+
+
+# -------------------------------------------------------------- pointwise --
+
+_UNARY_TEMPLATES = {
+    "neg": "-{0}", "pos": "{0}", "abs": "jnp.abs({0})", "exp": "jnp.exp({0})",
+    "exp2": "jnp.exp2({0})", "expm1": "jnp.expm1({0})", "log": "jnp.log({0})",
+    "log2": "jnp.log2({0})", "log10": "jnp.log10({0})", "log1p": "jnp.log1p({0})",
+    "sqrt": "jnp.sqrt({0})", "rsqrt": "lax.rsqrt({0})", "sin": "jnp.sin({0})",
+    "cos": "jnp.cos({0})", "tan": "jnp.tan({0})", "tanh": "jnp.tanh({0})",
+    "sinh": "jnp.sinh({0})", "cosh": "jnp.cosh({0})", "asin": "jnp.arcsin({0})",
+    "acos": "jnp.arccos({0})", "atan": "jnp.arctan({0})", "asinh": "jnp.arcsinh({0})",
+    "acosh": "jnp.arccosh({0})", "atanh": "jnp.arctanh({0})",
+    "sigmoid": "jax.nn.sigmoid({0})", "relu": "jnp.maximum({0}, 0)",
+    "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})", "erfc": "lax.erfc({0})",
+    "floor": "jnp.floor({0})", "ceil": "jnp.ceil({0})", "trunc": "jnp.trunc({0})",
+    "sign": "jnp.sign({0})", "reciprocal": "(1 / {0})", "square": "({0} * {0})",
+    "isnan": "jnp.isnan({0})", "isinf": "jnp.isinf({0})", "isfinite": "jnp.isfinite({0})",
+    "relu6": "jnp.clip({0}, 0, 6)", "mish": "({0} * jnp.tanh(jax.nn.softplus({0})))",
+    "hardsigmoid": "jnp.clip({0} / 6 + 0.5, 0, 1)",
+    "hardswish": "({0} * jnp.clip({0} / 6 + 0.5, 0, 1))",
+    "logsigmoid": "jax.nn.log_sigmoid({0})", "signbit": "jnp.signbit({0})",
+    "logical_not": "jnp.logical_not({0})",
+}
+_BOOL_RESULT_UNARY = {"isnan", "isinf", "isfinite", "signbit", "logical_not"}
+
+
+def _unary(call: OpCall) -> str:
+    dtype = call.compute_dtype() if call.op in _BOOL_RESULT_UNARY else call.out_dtype
+    return _UNARY_TEMPLATES[call.op].format(call.cast(0, dtype))
+
+
+for _name in _UNARY_TEMPLATES:
+    RULES[_name] = _unary
+
+
+@rule("bitwise_not")
+def _bitwise_not(call: OpCall) -> str:
+    if call.out_dtype == torch.bool:
+        return f"jnp.logical_not({call.texts[0]})"
+    return f"(~{call.cast(0, call.out_dtype)})"
+
+
+@rule("round")
+def _round(call: OpCall) -> str:
+    decimals = call.attrs.get("decimals", 0)
+    return f"jnp.round({call.cast(0, call.out_dtype)}, {decimals})"
+
+
+@rule("gelu")
+def _gelu(call: OpCall) -> str:
+    approximate = call.attrs.get("approximate", "none") == "tanh"
+    return f"jax.nn.gelu({call.cast(0, call.out_dtype)}, approximate={approximate})"
+
+
+@rule("leaky_relu")
+def _leaky_relu(call: OpCall) -> str:
+    x = call.cast(0, call.out_dtype)
+    return f"jnp.where({x} >= 0, {x}, {x} * {literal(call.attrs['negative_slope'])})"
+
+
+@rule("elu")
+def _elu(call: OpCall) -> str:
+    x = call.cast(0, call.out_dtype)
+    return f"jnp.where({x} > 0, {x}, {literal(call.attrs['alpha'])} * jnp.expm1({x}))"
+
+
+@rule("hardtanh")
+def _hardtanh(call: OpCall) -> str:
+    a = call.attrs
+    return f"jnp.clip({call.cast(0, call.out_dtype)}, {literal(a['min_val'])}, {literal(a['max_val'])})"
+
+
+@rule("softplus")
+def _softplus(call: OpCall) -> str:
+    x = call.cast(0, call.out_dtype)
+    beta, threshold = call.attrs["beta"], call.attrs["threshold"]
+    scaled = x if beta == 1 else f"({x} * {literal(beta)})"
+    soft = f"jax.nn.softplus({scaled})" if beta == 1 else f"(jax.nn.softplus({scaled}) / {literal(beta)})"
+    return f"jnp.where({scaled} > {literal(threshold)}, {x}, {soft})"
+
+
+@rule("nan_to_num")
+def _nan_to_num(call: OpCall) -> str:
+    a = call.attrs
+    return (f"jnp.nan_to_num({call.texts[0]}, nan={literal(a['nan'])}, "
+            f"posinf={literal(a['posinf'])}, neginf={literal(a['neginf'])})")
+
+
+_BINARY_OPERATORS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floor_divide": "//",
+}
+_BINARY_FUNCTIONS = {
+    "remainder": "jnp.remainder", "fmod": "jnp.fmod", "pow": "jnp.power",
+    "maximum": "jnp.maximum", "minimum": "jnp.minimum", "atan2": "jnp.arctan2",
+    "bitwise_left_shift": "jnp.left_shift", "bitwise_right_shift": "jnp.right_shift",
+    "copysign": "jnp.copysign", "hypot": "jnp.hypot",
+    "logical_and": "jnp.logical_and", "logical_or": "jnp.logical_or",
+    "logical_xor": "jnp.logical_xor",
+}
+
+
+@rule(*_BINARY_OPERATORS, *_BINARY_FUNCTIONS, "rsub")
+def _binary(call: OpCall) -> str:
+    op = call.op
+    logical = op.startswith("logical_")
+    dtype = call.compute_dtype() if logical else call.out_dtype
+    a, b = call.cast(0, dtype), call.cast(1, dtype)
+    alpha = call.attrs.get("alpha", 1)
+    if alpha != 1:
+        b = f"({literal(alpha)} * {b})"
+    if op == "rsub":
+        return f"({b} - {a})"
+    if op == "div" and call.attrs.get("rounding_mode") == "floor":
+        return f"jnp.floor_divide({a}, {b})"
+    if op == "div" and call.attrs.get("rounding_mode") == "trunc":
+        return f"jnp.trunc({a} / {b})" if dtype.is_floating_point else f"lax.div({a}, {b})"
+    if op in _BINARY_OPERATORS:
+        return f"({a} {_BINARY_OPERATORS[op]} {b})"
+    return f"{_BINARY_FUNCTIONS[op]}({a}, {b})"
+
+
+@rule("bitwise_and", "bitwise_or", "bitwise_xor")
+def _bitwise(call: OpCall) -> str:
+    symbol = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[call.op]
+    dtype = call.out_dtype
+    return f"({call.cast(0, dtype)} {symbol} {call.cast(1, dtype)})"
+
+
+@rule(*ops.COMPARISONS)
+def _compare(call: OpCall) -> str:
+    symbol = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[call.op]
+    dtype = call.compute_dtype()
+    return f"({call.cast(0, dtype)} {symbol} {call.cast(1, dtype)})"
+
+
+@rule("where")
+def _where(call: OpCall) -> str:
+    cond = call.cast(0, torch.bool)
+    return f"jnp.where({cond}, {call.cast(1, call.out_dtype)}, {call.cast(2, call.out_dtype)})"
+
+
+@rule("clamp")
+def _clamp(call: OpCall) -> str:
+    x = call.cast(0, call.out_dtype)
+    low = "None" if call.raw[1] is None else call.cast(1, call.out_dtype)
+    high = "None" if call.raw[2] is None else call.cast(2, call.out_dtype)
+    return f"jnp.clip({x}, {low}, {high})"
+
+
+@rule("lerp")
+def _lerp(call: OpCall) -> str:
+    a, b, w = call.all_cast(call.out_dtype)
+    return f"({a} + {w} * ({b} - {a}))"
+
+
+@rule("addcmul", "addcdiv")
+def _addc(call: OpCall) -> str:
+    a, t1, t2 = call.all_cast(call.out_dtype)
+    op = "*" if call.op == "addcmul" else "/"
+    return f"({a} + {literal(call.attrs['value'])} * ({t1} {op} {t2}))"
+
+
+@rule("to")
+def _to(call: OpCall) -> str:
+    return call.cast(0, call.out_dtype)
+
+
+# ------------------------------------------------------------- reductions --
+
+_REDUCE_FUNCTIONS = {
+    "sum": "jnp.sum", "mean": "jnp.mean", "amax": "jnp.max", "amin": "jnp.min",
+    "prod": "jnp.prod", "all": "jnp.all", "any": "jnp.any", "logsumexp": "jax.nn.logsumexp",
+    "argmax": "jnp.argmax", "argmin": "jnp.argmin",
+}
+
+
+def _axis_text(dims) -> str:
+    if dims is None:
+        return "None"
+    return str(dims[0]) if len(dims) == 1 else literal(tuple(dims))
+
+
+@rule(*_REDUCE_FUNCTIONS)
+def _reduce(call: OpCall) -> str:
+    op = call.op
+    dims, keepdim = call.attrs["dim"], call.attrs["keepdim"]
+    source_dtype = call.types[0][1]
+    x = call.texts[0]
+    if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
+        x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
+    elif op in ("sum", "mean", "prod") and call.out_dtype != source_dtype:
+        x = call.cast(0, call.out_dtype)
+    if op in ("argmax", "argmin"):
+        axis = "None" if dims is None else str(dims[0])
+        if dims is None:
+            return f"{_REDUCE_FUNCTIONS[op]}({x}.reshape(-1)).astype(jnp.int32)"
+        return f"{_REDUCE_FUNCTIONS[op]}({x}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
+    if op == "mean" and "count" in call.attrs:
+        text = f"(jnp.sum({x}, axis={_axis_text(dims)}, keepdims={keepdim}) / {call.attrs['count']})"
+    else:
+        text = f"{_REDUCE_FUNCTIONS[op]}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
+    if op in ("all", "any"):
+        return text
+    if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
+        return f"{text}.astype({jnp_dtype(call.out_dtype)})"
+    return text
+
+
+# ------------------------------------------------------------------ views --
+
+
+@rule("reshape")
+def _reshape(call: OpCall) -> str:
+    return f"{call.texts[0]}.reshape({literal(tuple(call.attrs['shape']))})"
+
+
+@rule("expand")
+def _expand(call: OpCall) -> str:
+    return f"jnp.broadcast_to({call.texts[0]}, {literal(tuple(call.attrs['shape']))})"
+
+
+@rule("permute")
+def _permute(call: OpCall) -> str:
+    return f"jnp.transpose({call.texts[0]}, {literal(tuple(call.attrs['perm']))})"
+
+
+@rule("identity")
+def _identity(call: OpCall) -> str:
+    return call.texts[0]
+
+
+def _key_text(item: Any) -> str:
+    if item is None:
+        return "None"
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, slice):
+        parts = ["" if p is None else str(p) for p in (item.start, item.stop)]
+        return ":".join(parts) + (f":{item.step}" if item.step is not None else "")
+    return literal(item)
+
+
+@rule("getitem")
+def _getitem(call: OpCall) -> str:
+    key = call.attrs["key"]
+    items = key if isinstance(key, tuple) else (key,)
+    return f"{call.texts[0]}[{', '.join(_key_text(i) for i in items)}]"
+
+
+# ----------------------------------------------------------------- matmul --
+
+
+def _dot_text(call: OpCall, a: int, b: int) -> str:
+    """lax.dot_general of operands a and b with f32 (or i32) accumulation."""
+    ta, tb = call.types[a], call.types[b]
+    ra, rb = len(ta[0]), len(tb[0])
+    dtype = torch.promote_types(ta[1], tb[1])
+    x, y = call.cast(a, dtype), call.cast(b, dtype)
+    acc = "jnp.float32" if dtype.is_floating_point else "jnp.int32"
+    if ra == 2 and rb == 2:
+        dims = "(((1,), (0,)), ((), ()))"
+    elif ra == 3 and rb == 3:
+        dims = "(((2,), (1,)), ((0,), (0,)))"
+    elif ra == 3 and rb == 2:
+        dims = "(((2,), (0,)), ((), ()))"
+    else:
+        return f"jnp.matmul({x}, {y}, preferred_element_type={acc})"
+    return f"lax.dot_general({x}, {y}, {dims}, preferred_element_type={acc})"
+
+
+def _finish(call: OpCall, text: str) -> str:
+    if call.out_dtype in (torch.float32, torch.int32):
+        return text
+    return f"{text}.astype({jnp_dtype(call.out_dtype)})"
+
+
+@rule("mm", "bmm", "matmul")
+def _matmul(call: OpCall) -> str:
+    return _finish(call, _dot_text(call, 0, 1))
+
+
+@rule("addmm", "baddbmm")
+def _addmm(call: OpCall) -> str:
+    beta, alpha = call.attrs["beta"], call.attrs["alpha"]
+    product = _dot_text(call, 1, 2)
+    if alpha != 1:
+        product = f"({literal(alpha)} * {product})"
+    bias = call.cast(0, torch.float32) if call.out_dtype.is_floating_point else call.texts[0]
+    if beta == 0:
+        return _finish(call, product)
+    if beta != 1:
+        bias = f"({literal(beta)} * {bias})"
+    return _finish(call, f"({bias} + {product})")
+
+
+@rule("dot")
+def _hl_dot(call: OpCall) -> str:
+    product = _dot_text(call, 0, 1)
+    if call.raw[2] is not None:
+        acc = call.cast(2, torch.float32) if call.out_dtype.is_floating_point else call.texts[2]
+        product = f"({acc} + {product})"
+    return _finish(call, product)
+
+
+# --------------------------------------------------------------- creation --
+
+
+@rule("full")
+def _full(call: OpCall) -> str:
+    shape = literal(tuple(call.attrs["shape"]))
+    return f"jnp.full({shape}, {call.texts[0]}, {jnp_dtype(call.out_dtype)})"
+
+
+@rule("iota")
+def _iota(call: OpCall) -> str:
+    (n,) = call.out_shape
+    start, step = call.attrs["start"], call.attrs["step"]
+    text = f"lax.broadcasted_iota(jnp.int32, ({n},), 0)"
+    if step != 1:
+        text = f"{step} * {text}"
+    if start != 0:
+        text = f"({start} + {text})"
+    if call.out_dtype != torch.int32:
+        text = f"({text}).astype({jnp_dtype(call.out_dtype)})"
+    return text

@@ -1,0 +1,120 @@
+"""`pallasite.Config`: the schedule knobs of one compiled kernel."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import exc
+
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+
+# Keys of Helion's GPU (Triton) backend: they name real choices there and none
+# here, so they get a targeted message instead of the generic one.
+_GPU_ONLY_KEYS = frozenset({
+    "num_warps", "num_stages", "indexing", "pid_type", "l2_groupings",
+    "loop_orders", "flatten_loops", "range_unroll_factors", "range_num_stages",
+    "range_multi_buffers", "range_flattens", "range_warp_specializes",
+    "static_ranges", "num_sm_multiplier", "maxnreg", "reduction_loops",
+})
+
+
+class Config(Mapping[str, Any]):
+    """An immutable set of schedule choices.
+
+    Keys:
+      block_sizes: one int per tiled dimension, in order of appearance.
+      pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline".
+      vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
+    """
+
+    KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes")
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        values = dict(config or {})
+        values.update(kwargs)
+        if "block_size" in values:  # Helion's spelling for a single tiled dim
+            size = values.pop("block_size")
+            if "block_sizes" in values:
+                raise exc.InvalidConfig("Give block_size or block_sizes, not both.")
+            values["block_sizes"] = list(size) if isinstance(size, (list, tuple)) else [size]
+        for key, value in values.items():
+            _validate_key(key, value)
+        if "block_sizes" in values:
+            values["block_sizes"] = [int(b) for b in values["block_sizes"]]
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def block_sizes(self) -> list[int] | None:
+        return self._values.get("block_sizes")
+
+    @property
+    def pallas_loop_type(self) -> str | None:
+        return self._values.get("pallas_loop_type")
+
+    def key(self) -> tuple:
+        """A hashable identity, used by compile caches."""
+        return tuple(sorted((k, _freeze(v)) for k, v in self._values.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"Config({inner})"
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _validate_key(key: str, value: Any) -> None:
+    if key == "block_sizes":
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value
+        ):
+            raise exc.InvalidConfig(
+                f"block_sizes must be a list of positive ints, got {value!r}."
+            )
+    elif key == "pallas_loop_type":
+        if value not in LOOP_TYPES:
+            raise exc.InvalidConfig(
+                f"Invalid pallas_loop_type {value!r}: expected one of "
+                f"{', '.join(repr(t) for t in LOOP_TYPES)}."
+            )
+    elif key == "vmem_limit_bytes":
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise exc.InvalidConfig(
+                f"vmem_limit_bytes must be a positive int, got {value!r}."
+            )
+    elif key in _GPU_ONLY_KEYS:
+        raise exc.InvalidConfig(
+            f"Config key {key!r} is a setting of GPU (Triton) kernels; Pallas "
+            f"TPU kernels have no such choice. Remove it. Valid keys: "
+            f"{', '.join(Config.KNOWN_KEYS)}."
+        )
+    else:
+        raise exc.InvalidConfig(
+            f"Unknown config key {key!r}. Valid keys: {', '.join(Config.KNOWN_KEYS)}."
+        )
+
+
+def as_config(config: Config | Mapping[str, Any] | None) -> Config:
+    if config is None:
+        return Config()
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return Config(config)
+    raise exc.InvalidConfig(f"Expected a pallasite.Config or a dict, got {type(config).__name__}.")

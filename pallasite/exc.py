@@ -1,0 +1,86 @@
+"""Every error pallasite raises on bad input.
+
+Each error names the problem, the user's source line where one applies, and
+what to do about it. Config errors subclass ``ValueError`` so code that
+validates settings generically keeps working.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A line of the user's kernel source."""
+
+    filename: str
+    lineno: int
+    text: str
+
+    def __str__(self) -> str:
+        return f'{self.filename}:{self.lineno}: "{self.text.strip()}"'
+
+
+class PallasiteError(Exception):
+    """Base class of every pallasite error."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None):
+        self.message = message
+        self.location = location
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.location is None:
+            return self.message
+        return f"{self.message}\n  at {self.location}"
+
+    def with_location(self, location: SourceLocation | None) -> PallasiteError:
+        """Attach the user's source line if the error has none yet."""
+        if self.location is None and location is not None:
+            self.location = location
+            self.args = (self._render(),)
+        return self
+
+
+class UnsupportedSyntax(PallasiteError):
+    """Python syntax that device code cannot express."""
+
+
+class UnsupportedOperation(PallasiteError):
+    """A torch op or method with no lowering in device code."""
+
+
+class ShapeMismatch(PallasiteError):
+    """A value whose shape does not fit where it is stored or combined."""
+
+
+class IndexingError(PallasiteError):
+    """A subscript of a tensor that device code cannot lower."""
+
+
+class UnsupportedDtype(PallasiteError):
+    """A dtype the TPU cannot hold in vectors (64-bit, complex)."""
+
+
+class DeviceValueInHostCode(PallasiteError):
+    """A value computed inside a device loop used outside of it."""
+
+
+class KernelArgumentError(PallasiteError, TypeError):
+    """A kernel called with the wrong number or kinds of arguments."""
+
+
+class InvalidConfig(PallasiteError, ValueError):
+    """A config key or value that is not valid for this kernel."""
+
+
+class IllegalBlockSize(InvalidConfig):
+    """A block size the TPU cannot tile (last dim 128, second-to-last 8)."""
+
+
+class VmemOverflow(InvalidConfig):
+    """A config whose VMEM working set exceeds the chip's VMEM."""
+
+
+class TpuLoweringFailed(PallasiteError):
+    """The generated kernel did not lower to Mosaic for a TPU generation."""

@@ -1,0 +1,115 @@
+"""The one place a subscript of a tensor is recognized.
+
+`normalize_subscript` turns a Python subscript key into a tuple of IR index
+items (`TileSlice`, `FullSlice`, `ScalarIndex`, `NewAxis`) covering every axis
+of the tensor. Planning and codegen consume these items and never look at the
+user's key again.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from ..ir import FullSlice, IndexItem, NewAxis, ScalarIndex, TileSlice, Value
+from .proxies import DeviceTensor, HostScalar, TileProxy
+
+
+def normalize_subscript(
+    key: Any,
+    shape: tuple[int, ...],
+    tensor_name: str,
+    scalar_value: Callable[[Any], Value],
+) -> tuple[IndexItem, ...]:
+    """Normalize `tensor[key]`; `scalar_value` turns a host scalar into a device Value."""
+    items = list(key) if isinstance(key, (tuple, list)) else [key]
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise exc.IndexingError(f"{tensor_name}[...]: only one Ellipsis is allowed.")
+    if consumed > len(shape):
+        raise exc.IndexingError(
+            f"Too many indices for {tensor_name}: it has {len(shape)} dimensions, "
+            f"the subscript indexes {consumed}."
+        )
+    out: list[IndexItem] = []
+    axis = 0
+    for item in items:
+        if item is Ellipsis:
+            for _ in range(len(shape) - consumed):
+                out.append(FullSlice())
+                axis += 1
+            continue
+        if item is None:
+            out.append(NewAxis())
+            continue
+        out.append(_normalize_item(item, shape[axis], axis, tensor_name, scalar_value))
+        axis += 1
+    while axis < len(shape):
+        out.append(FullSlice())
+        axis += 1
+    return tuple(out)
+
+
+def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
+    if isinstance(item, TileProxy):
+        return TileSlice(item.dim)
+    if isinstance(item, slice):
+        if item == slice(None) or (
+            item.start in (None, 0) and item.stop in (None, size) and item.step in (None, 1)
+        ):
+            return FullSlice()
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {_slice_text(item)} on axis {axis} is not "
+            "supported in device code; index with a tile, ':' or a scalar."
+        )
+    if isinstance(item, bool):
+        raise exc.IndexingError(f"{tensor_name}[...]: boolean indices are not supported.")
+    if isinstance(item, int):
+        if not -size <= item < size:
+            raise exc.IndexingError(
+                f"Index {item} is out of bounds for axis {axis} of {tensor_name} (size {size})."
+            )
+        return ScalarIndex(item % size)
+    if isinstance(item, HostScalar):
+        if item.python_type is not int:
+            raise exc.IndexingError(f"{tensor_name}[...]: a float scalar cannot index a tensor.")
+        return ScalarIndex(scalar_value(item))
+    if isinstance(item, DeviceTensor):
+        value = item.value
+        producer = value.producer
+        if producer is not None and producer.op == "tile_index":
+            return TileSlice(producer.args[0])
+        if value.shape == () and not value.dtype.is_floating_point and value.dtype != torch.bool:
+            return ScalarIndex(value)
+        if value.shape == ():
+            raise exc.IndexingError(f"{tensor_name}[...]: a {value.dtype} scalar cannot index a tensor.")
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: indexing with a computed index vector (a gather) is not "
+            "supported yet; index with a tile, tile.index, ':' or a scalar."
+        )
+    raise exc.IndexingError(
+        f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
+    )
+
+
+def _slice_text(item: slice) -> str:
+    parts = ["" if p is None else str(p) for p in (item.start, item.stop)]
+    text = ":".join(parts)
+    return text + (f":{item.step}" if item.step is not None else "")
+
+
+def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of `tensor[index]` as device code sees it (tiles are full blocks)."""
+    out = []
+    axis = 0
+    for item in index:
+        if isinstance(item, NewAxis):
+            out.append(1)
+            continue
+        if isinstance(item, TileSlice):
+            out.append(item.dim.block_size)
+        elif isinstance(item, FullSlice):
+            out.append(shape[axis])
+        axis += 1
+    return tuple(out)

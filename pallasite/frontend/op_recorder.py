@@ -1,0 +1,502 @@
+"""Recording torch operations on proxies as IR (device nodes or host steps).
+
+Every op goes through `apply`: canonicalize (name, operands, attrs, the
+result's shape/dtype from running torch on meta tensors), then record it in
+the current context — a device loop body or the host program.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from ..ir import (
+    Allocate, DeviceLoopCall, FullSlice, HostOp, Load, NewAxis, Node, ScalarSymbol, Store,
+    TensorSymbol, TileDim, Value, ops,
+)
+from . import op_args
+from .indexing import indexed_shape, normalize_subscript
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
+from .torch_names import CAST_METHODS, FACTORIES, canonical_name, display_name
+
+_RESHAPES = frozenset({"reshape", "unsqueeze", "squeeze", "flatten"})
+_PERMUTES = frozenset({"transpose", "permute", "t"})
+_MAX_MIN = {"max": ("amax", "argmax", "maximum"), "min": ("amin", "argmin", "minimum")}
+
+
+def check_dtype(dtype: torch.dtype, what: str) -> None:
+    """Reject dtypes a TPU cannot hold in vectors."""
+    if dtype in (torch.int64, torch.float64, torch.uint64, torch.complex64, torch.complex128):
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to int32/float32."
+        )
+
+
+class OpRecorder:
+    def __init__(self) -> None:
+        self.location: exc.SourceLocation | None = None
+        self.device: DeviceLoopCall | None = None
+        self._device_body_stack: list[list] = []
+        self._scalar_values: dict[int, Value] = {}
+        self._tile_attrs: dict[tuple[int, str], Any] = {}
+        self._in_meta = False
+        self._temp_count = 0
+
+    # ------------------------------------------------------------ context --
+
+    def enter_device(self, call: DeviceLoopCall) -> None:
+        self.device = call
+        self._device_body_stack = [call.loop.body]
+        self._scalar_values = {}
+        self._tile_attrs = {}
+
+    def exit_device(self) -> None:
+        self.device = None
+        self._device_body_stack = []
+
+    def record(self, op: str, args: tuple, kwargs: dict, shape: tuple, dtype: torch.dtype,
+               name: str = "", node_type: type = Node, **fields: Any) -> Value:
+        value = Value(tuple(shape), dtype, name)
+        node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
+        value.producer = node
+        self._device_body_stack[-1].append(node)
+        return value
+
+    def _record_multi(self, op: str, args: tuple, kwargs: dict, metas: list[torch.Tensor]) -> list[Value]:
+        values = [Value(tuple(m.shape), self._device_dtype(m.dtype)) for m in metas]
+        node = Node(op, tuple(args), dict(kwargs), values, self.location)
+        for v in values:
+            v.producer = node
+        self._device_body_stack[-1].append(node)
+        return values
+
+    # ---------------------------------------------------------- dispatch --
+
+    def torch_function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        internal = str(kwargs.get("device", "")) == "meta"  # our own shape bookkeeping
+        if self._in_meta or internal or not _has_proxy(args, kwargs) and canonical_name(func) not in FACTORIES:
+            return func(*args, **kwargs)
+        name = canonical_name(func)
+        if name is None:
+            raise exc.UnsupportedOperation(
+                f"{display_name(func)} is not supported by pallasite"
+                + (" in device code." if self.device is not None else " in host code.")
+            )
+        return self.apply(name, func, args, kwargs, display=display_name(func))
+
+    def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in CAST_METHODS:
+            return self.apply("to", None, (obj, CAST_METHODS[name]), {}, display=f"Tensor.{name}")
+        canonical = canonical_name(getattr(torch.Tensor, name, None))
+        if canonical is None:
+            raise exc.UnsupportedOperation(
+                f"Tensor.{name} is not supported by pallasite"
+                + (" in device code." if self.device is not None else " in host code.")
+            )
+        meta = lambda m, *a, **k: getattr(m, name)(*a, **k)  # noqa: E731
+        return self.apply(canonical, meta, (obj, *args), kwargs, display=f"Tensor.{name}")
+
+    def apply(self, name: str, meta_fn: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
+        if name in FACTORIES:
+            return self._factory(name, args, kwargs)
+        if name == "type":
+            name = "to"
+        if name in _MAX_MIN:
+            return self._max_min(name, meta_fn, args, kwargs, display)
+        if name not in ops.ALL_OPS or name in ops.STRUCTURAL:
+            raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
+        name, operands, attrs, meta_out = self._canonicalize(name, meta_fn, args, kwargs, display)
+        if self.device is not None:
+            return self._device_op(name, operands, attrs, meta_out, display)
+        return self._host_op(name, operands, attrs, meta_out, display)
+
+    # ---------------------------------------------------- canonical form --
+
+    def _canonicalize(self, name, meta_fn, args, kwargs, display):
+        """(canonical name, operands, attrs, meta result) of one op call."""
+        if name == "to":
+            operands, attrs = [args[0]], {"dtype": _find_dtype(args[1:], kwargs, display)}
+            meta_fn = lambda m, dtype: m.to(dtype)  # noqa: E731
+            return name, operands, attrs, self._meta(meta_fn, (args[0],), attrs, display)
+        if name in _RESHAPES or name in ("reshape", "expand", "identity", "getitem") or name in _PERMUTES:
+            meta_out = self._meta(meta_fn, args, kwargs, display)
+            if name in _PERMUTES:
+                perm = _permutation(name, args, kwargs, args[0].ndim)
+                return "permute", [args[0]], {"perm": perm}, meta_out
+            if name == "getitem":
+                return "getitem", [args[0]], {"key": args[1]}, meta_out
+            if name == "identity":
+                return "identity", [args[0]], {}, meta_out
+            if name == "expand":
+                return "expand", [args[0]], {"shape": tuple(meta_out.shape)}, meta_out
+            return "reshape", [args[0]], {"shape": tuple(meta_out.shape)}, meta_out
+        operands, attrs = op_args.bind(name, args, kwargs)
+        if name in ops.REDUCTIONS:
+            rank = operands[0].ndim if isinstance(operands[0], _Traced) else 0
+            attrs["dim"] = op_args.normalize_dims(attrs["dim"], rank)
+            if attrs.pop("dtype", None) is not None:
+                raise exc.UnsupportedOperation(f"{display}(dtype=...) is not supported; cast with .to first.")
+            meta_kwargs = {"keepdim": attrs["keepdim"]}
+            if attrs["dim"] is not None:
+                if name in ("sum", "mean", "amax", "amin", "logsumexp"):
+                    meta_kwargs["dim"] = attrs["dim"]
+                elif len(attrs["dim"]) == 1:
+                    meta_kwargs["dim"] = attrs["dim"][0]
+                else:
+                    raise exc.UnsupportedOperation(f"{display} reduces over one dim at a time.")
+            meta = getattr(torch, name)
+            return name, operands, attrs, self._meta(meta, (operands[0],), meta_kwargs, display)
+        if meta_fn is None or name in ("maximum", "minimum", "where", "clamp", "pow", "atan2"):
+            meta_fn = _meta_function(name)
+        return name, operands, attrs, self._meta(meta_fn, args, kwargs, display)
+
+    def _meta(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
+        metas = _to_meta(args)
+        meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+        self._in_meta = True
+        try:
+            return meta_fn(*metas, **meta_kwargs)
+        except exc.PallasiteError:
+            raise
+        except (RuntimeError, TypeError, ValueError, IndexError) as err:
+            raise exc.ShapeMismatch(f"{display}: {err}") from None
+        finally:
+            self._in_meta = False
+
+    def _max_min(self, name, meta_fn, args, kwargs, display):
+        reduce_op, arg_op, binary_op = _MAX_MIN[name]
+        other = args[1] if len(args) > 1 else kwargs.get("other")
+        if isinstance(other, (_Traced, torch.Tensor)):
+            return self.apply(binary_op, None, (args[0], other), {}, display)
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if dim is None:
+            return self.apply(reduce_op, None, (args[0],), {}, display)
+        values = self.apply(reduce_op, None, (args[0],), {"dim": dim, "keepdim": keepdim}, display)
+        indices = self.apply(arg_op, None, (args[0],), {"dim": dim, "keepdim": keepdim}, display)
+        return torch.return_types.max((values, indices)) if name == "max" else torch.return_types.min((values, indices))
+
+    # ------------------------------------------------------------ device --
+
+    def _device_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """Device code computes indices in int32: torch's int64 results narrow to int32."""
+        if dtype == torch.int64:
+            return torch.int32
+        check_dtype(dtype, "A device value")
+        return dtype
+
+    def _device_operand(self, item: Any) -> Any:
+        if isinstance(item, DeviceTensor):
+            return item.value
+        if isinstance(item, HostScalar):
+            return self.scalar_value(item)
+        if isinstance(item, HostTensor):
+            raise exc.IndexingError(
+                f"Host tensor '{item.symbol.name}' is used whole inside a device loop; "
+                f"index it with tiles, e.g. {item.symbol.name}[tile]."
+            )
+        if isinstance(item, TileProxy):
+            raise exc.UnsupportedSyntax(
+                f"Tile '{item.dim.name}' used as a value; use {item.dim.name}.index or .begin."
+            )
+        if isinstance(item, (list, tuple)):
+            return type(item)(self._device_operand(i) for i in item)
+        if isinstance(item, torch.Tensor):
+            raise exc.UnsupportedOperation("A torch tensor constant cannot be used in device code.")
+        return item
+
+    def _device_op(self, name, operands, attrs, meta_out, display):
+        operands = [self._device_operand(o) for o in operands]
+        if name == "getitem":
+            attrs = {"key": _value_key(attrs["key"])}
+        if isinstance(meta_out, (tuple, list)):
+            values = self._record_multi(name, operands, attrs, list(meta_out))
+            return type(meta_out)(DeviceTensor(self, v) for v in values)
+        dtype = self._device_dtype(meta_out.dtype)
+        return DeviceTensor(self, self.record(name, operands, attrs, meta_out.shape, dtype))
+
+    def scalar_value(self, scalar: HostScalar) -> Value:
+        """The device Value of a runtime scalar argument (read once per loop)."""
+        symbol = scalar.symbol
+        if symbol.id not in self._scalar_values:
+            body = self._device_body_stack
+            self._device_body_stack = [self.device.loop.body]
+            value = Value((), symbol.dtype, symbol.name)
+            node = Node("scalar_arg", (symbol,), {}, [value], self.location)
+            value.producer = node
+            self.device.loop.body.insert(0, node)
+            self._device_body_stack = body
+            self.device.scalars.append(symbol)
+            self._scalar_values[symbol.id] = value
+        return self._scalar_values[symbol.id]
+
+    def tile_attribute(self, dim: TileDim, attr: str) -> Any:
+        if self.device is None:
+            raise exc.DeviceValueInHostCode(f"{dim.name}.{attr} is only available inside its loop.")
+        if attr == "begin":
+            return DeviceTensor(self, dim.begin_value)
+        if attr == "count" and dim.static_extent is not None:
+            return -(-dim.static_extent // dim.block_size)
+        key = (dim.id, attr)
+        if key not in self._tile_attrs:
+            shape = (dim.block_size,) if attr == "index" else ()
+            op = {"end": "tile_end", "index": "tile_index", "id": "tile_id", "count": "tile_count"}[attr]
+            value = self.record(op, (dim,), {}, shape, torch.int32, name=f"{dim.name}_{attr}")
+            self._tile_attrs[key] = value
+        return DeviceTensor(self, self._tile_attrs[key])
+
+    def subscript(self, tensor: Any, key: Any) -> Any:
+        if isinstance(tensor, DeviceTensor) or self.device is None:
+            return self.apply("getitem", lambda m, k: m[k], (tensor, key), {}, display="indexing")
+        symbol = tensor.symbol
+        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
+        shape = indexed_shape(index, symbol.shape)
+        value = self.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
+        return DeviceTensor(self, value)
+
+    def store(self, tensor: Any, key: Any, value: Any) -> None:
+        if self.device is None:
+            raise exc.UnsupportedSyntax(
+                "Assigning into a tensor in host code is not supported; write it inside a device loop."
+            )
+        if isinstance(tensor, DeviceTensor):
+            raise exc.UnsupportedSyntax(
+                "Assigning into part of a device value is not supported; build it with torch.where."
+            )
+        symbol = tensor.symbol
+        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
+        target_shape = indexed_shape(index, symbol.shape)
+        operand = self._device_operand(value)
+        if isinstance(operand, Value):
+            try:
+                fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
+            except RuntimeError:
+                fits = False
+            if not fits:
+                raise exc.ShapeMismatch(
+                    f"Cannot store a value of shape {list(operand.shape)} into "
+                    f"{symbol.name}[...] of shape {list(target_shape)}."
+                )
+        elif not isinstance(operand, (int, float, bool)):
+            raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
+        node = Store("store", (operand,), {}, [], self.location, tensor=symbol, index=index)
+        self._device_body_stack[-1].append(node)
+
+    def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
+        if self.device is None:
+            raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
+        check_dtype(dtype, "hl.full")
+        dims = tuple(_shape_entry(s) for s in (shape if isinstance(shape, (list, tuple)) else [shape]))
+        operand = self._device_operand(value)
+        return DeviceTensor(self, self.record("full", (operand,), {"shape": dims, "dtype": dtype}, dims, dtype))
+
+    def arange(self, args: tuple, dtype: torch.dtype) -> DeviceTensor:
+        if self.device is None:
+            raise exc.UnsupportedSyntax("hl.arange creates device values; use torch.arange in host code.")
+        if not all(isinstance(a, int) for a in args):
+            raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
+        rng = range(*args)
+        check_dtype(dtype, "hl.arange")
+        attrs = {"start": rng.start, "step": rng.step, "dtype": dtype}
+        return DeviceTensor(self, self.record("iota", (), attrs, (len(rng),), dtype))
+
+    def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> DeviceTensor:
+        if self.device is None:
+            raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
+        meta = self._meta(torch.matmul, (a, b), {}, "hl.dot")
+        if out_dtype is None:
+            if acc is not None:
+                out_dtype = acc.dtype
+            elif meta.dtype in (torch.bfloat16, torch.float16, torch.float32):
+                out_dtype = torch.float32
+            else:
+                out_dtype = torch.int32
+        if acc is not None and tuple(acc.shape) != tuple(meta.shape):
+            raise exc.ShapeMismatch(f"hl.dot: acc has shape {list(acc.shape)}, the product {list(meta.shape)}.")
+        operands = [self._device_operand(x) for x in (a, b, acc)]
+        value = self.record("dot", operands, {"out_dtype": out_dtype}, meta.shape, out_dtype)
+        return DeviceTensor(self, value)
+
+    # -------------------------------------------------------------- host --
+
+    def _temp_name(self) -> str:
+        self._temp_count += 1
+        return f"_t{self._temp_count}"
+
+    def _host_operand(self, item: Any) -> Any:
+        if isinstance(item, (HostTensor, HostScalar)):
+            return item.symbol
+        if isinstance(item, (DeviceTensor, TileProxy)):
+            raise exc.DeviceValueInHostCode(
+                "A value from inside a device loop is used in host code; store it into a "
+                "tensor inside the loop instead."
+            )
+        if isinstance(item, (list, tuple)):
+            return type(item)(self._host_operand(i) for i in item)
+        return item
+
+    def _host_op(self, name, operands, attrs, meta_out, display):
+        host_operands = tuple(self._host_operand(o) for o in operands)
+        if name == "getitem":
+            attrs = {"key": self._host_operand(attrs["key"])}
+        metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
+        scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
+        results = []
+        for meta in metas:
+            check_dtype(meta.dtype, f"The result of {display}")
+            if scalars_only and meta.ndim == 0:
+                results.append(ScalarSymbol(self._temp_name(), meta.dtype))
+            else:
+                results.append(TensorSymbol(self._temp_name(), tuple(meta.shape), meta.dtype, "host_op"))
+        is_view = name in ("reshape", "expand", "permute", "getitem", "identity")
+        view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
+        result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
+        self.steps.append(HostOp(name, host_operands, attrs, result, self.location, view_of))
+        proxies = [self._host_proxy(r, o) for r, o in zip(results, operands)]
+        if isinstance(meta_out, (tuple, list)):
+            return type(meta_out)(proxies)
+        return proxies[0]
+
+    def _host_proxy(self, symbol: Any, like: Any) -> Any:
+        if isinstance(symbol, ScalarSymbol):
+            return HostScalar(self, symbol, int if not symbol.dtype.is_floating_point else float)
+        return HostTensor(self, symbol)
+
+    def _factory(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if self.device is not None:
+            return self._device_factory(name, args, kwargs)
+        like = args[0] if name.endswith("_like") or name.startswith("new_") else None
+        rest = args[1:] if like is not None else args
+        if name.endswith("_like"):
+            shape = tuple(like.shape)
+            fill = {"empty_like": None, "zeros_like": 0, "ones_like": 1}.get(name)
+            if name == "full_like":
+                fill = rest[0] if rest else kwargs["fill_value"]
+        else:
+            if name in ("full", "new_full"):
+                size_arg = rest[0] if rest else kwargs.get("size")
+                fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
+            else:
+                size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
+                if not rest:
+                    size_arg = kwargs.get("size")
+                fill = {"empty": None, "new_empty": None, "zeros": 0, "new_zeros": 0,
+                        "ones": 1, "new_ones": 1, "empty_strided": None}[name]
+            shape = tuple(int(s) for s in size_arg)
+        if isinstance(fill, (HostScalar, HostTensor)):
+            raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
+        dtype = kwargs.get("dtype") or (like.dtype if like is not None else
+                                        (torch.bool if isinstance(fill, bool) else
+                                         torch.int64 if isinstance(fill, int) and name in ("full", "new_full")
+                                         else torch.get_default_dtype()))
+        check_dtype(dtype, f"torch.{name}(...)")
+        symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill)
+        self.steps.append(Allocate(symbol, self.location))
+        return HostTensor(self, symbol)
+
+    def _device_factory(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in ("zeros_like", "ones_like", "full_like", "empty_like"):
+            like = args[0]
+            if not isinstance(like, DeviceTensor):
+                raise exc.UnsupportedOperation(f"torch.{name} in device code needs a device value.")
+            fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(name)
+            if name == "full_like":
+                fill = args[1] if len(args) > 1 else kwargs["fill_value"]
+            return self.full(tuple(like.shape), fill, kwargs.get("dtype") or like.dtype)
+        raise exc.UnsupportedOperation(
+            f"torch.{name} is not supported in device code; use hl.zeros / hl.full with tiles."
+        )
+
+
+# ---------------------------------------------------------------- helpers --
+
+
+def _has_proxy(args: Any, kwargs: Any = None) -> bool:
+    stack = list(args) + list((kwargs or {}).values())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (_Traced, TileProxy)):
+            return True
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def _to_meta(item: Any) -> Any:
+    if isinstance(item, _Traced):
+        return item.meta
+    if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
+        return type(item)(_to_meta(i) for i in item)
+    return item
+
+
+def _find_dtype(args: tuple, kwargs: dict, display: str) -> torch.dtype:
+    for item in list(args) + list(kwargs.values()):
+        if isinstance(item, torch.dtype):
+            return item
+        if isinstance(item, (_Traced, torch.Tensor)) and hasattr(item, "dtype"):
+            return item.dtype
+    raise exc.UnsupportedOperation(f"{display}: only dtype conversions are supported (e.g. .to(torch.float32)).")
+
+
+def _permutation(name: str, args: tuple, kwargs: dict, rank: int) -> tuple[int, ...]:
+    if name == "t":
+        return (1, 0) if rank == 2 else tuple(range(rank))
+    if name == "transpose":
+        d0, d1 = (list(args[1:]) + [kwargs.get("dim0"), kwargs.get("dim1")])[:2]
+        perm = list(range(rank))
+        d0, d1 = d0 % rank, d1 % rank
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return tuple(perm)
+    dims = args[1:] if len(args) > 2 else (args[1] if len(args) > 1 else kwargs["dims"])
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    return tuple(d % rank for d in dims)
+
+
+def _value_key(key: Any) -> tuple:
+    """A device value's own subscript: only None, ':' , ints and Ellipsis."""
+    items = key if isinstance(key, tuple) else (key,)
+    for item in items:
+        if item is None or item is Ellipsis or (isinstance(item, int) and not isinstance(item, bool)):
+            continue
+        if isinstance(item, slice) and item == slice(None):
+            continue
+        raise exc.IndexingError(
+            "Narrowing a device value (slicing it with a tile, a range or a tensor) is not "
+            "supported; index the host tensor instead."
+        )
+    return items
+
+
+def _shape_entry(entry: Any) -> int:
+    if isinstance(entry, TileProxy):
+        return entry.dim.block_size
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        return entry
+    raise exc.UnsupportedOperation(f"Shapes of device values are tiles and ints, got {entry!r}.")
+
+
+def _scalar_meta(value: Any) -> Any:
+    if isinstance(value, bool):
+        return torch.empty((), dtype=torch.bool, device="meta")
+    if isinstance(value, int):
+        return torch.empty((), dtype=torch.int32, device="meta")
+    if isinstance(value, float):
+        return torch.empty((), dtype=torch.float32, device="meta")
+    return value
+
+
+def _meta_function(name: str) -> Callable:
+    """Meta functions for ops whose torch form rejects Python scalars in some slots."""
+    if name in ("maximum", "minimum", "atan2"):
+        fn = getattr(torch, name)
+        return lambda a, b: fn(_scalar_meta(a), _scalar_meta(b))
+    if name == "where":
+        return torch.where
+    if name == "clamp":
+        return lambda x, min=None, max=None: torch.clamp(x, min=min, max=max)
+    if name == "pow":
+        return lambda a, b: torch.pow(a, b)
+    return getattr(torch, name)

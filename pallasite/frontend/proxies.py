@@ -1,0 +1,261 @@
+"""Stand-ins for tensors and scalars while a kernel is traced.
+
+`HostTensor` is a whole tensor of host code (a kernel argument or a host
+allocation); `DeviceTensor` is a value inside a device loop (a block, a
+scalar read, a computed tile); `HostScalar` is a runtime scalar argument;
+`TileProxy` is the loop variable of `hl.tile`. Every operation on them goes
+to the active `Tracer`, which records IR.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import TensorSymbol, TileDim, Value
+from .torch_names import CAST_METHODS, DUNDER_META, DUNDERS, UNARY_DUNDERS
+
+
+class _Traced:
+    """Operator plumbing shared by every proxy: each operator is one tracer call."""
+
+    _tracer: Any
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        tracer = next(a._tracer for a in _flatten(args, kwargs) if isinstance(a, _Traced))
+        return tracer.torch_function(func, args, kwargs or {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        tracer = self.__dict__.get("_tracer") if "_tracer" in self.__dict__ else None
+        if tracer is None:
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return tracer.call_method(self, name, args, kwargs)
+
+        return method
+
+    def __bool__(self) -> bool:
+        raise exc.UnsupportedSyntax(
+            "The truth value of a traced tensor is not known while the kernel is "
+            "compiled. Use torch.where, or hl.specialize for host scalars."
+        )
+
+    def __iter__(self):
+        raise exc.UnsupportedSyntax("Iterating over a traced tensor is not supported.")
+
+
+def _make_binary(dunder: str):
+    name, reflected = DUNDERS[dunder]
+    meta = DUNDER_META[name]
+
+    def op(self, other):
+        args = (other, self) if reflected else (self, other)
+        return self._tracer.apply(name, meta, args, {}, display=f"operator {dunder}")
+
+    op.__name__ = dunder
+    return op
+
+
+def _make_unary(dunder: str):
+    name = UNARY_DUNDERS[dunder]
+    meta = DUNDER_META[name]
+
+    def op(self):
+        return self._tracer.apply(name, meta, (self,), {}, display=f"operator {dunder}")
+
+    op.__name__ = dunder
+    return op
+
+
+for _dunder in DUNDERS:
+    setattr(_Traced, _dunder, _make_binary(_dunder))
+for _dunder in UNARY_DUNDERS:
+    setattr(_Traced, _dunder, _make_unary(_dunder))
+_Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
+
+
+def _flatten(args: Any, kwargs: Any = None):
+    for item in list(args) + list((kwargs or {}).values()):
+        if isinstance(item, (list, tuple)):
+            yield from _flatten(item)
+        else:
+            yield item
+
+
+class _TensorLike(_Traced):
+    """Shape queries answered from a meta tensor (static shapes)."""
+
+    meta: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.meta.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.meta.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.meta.ndim
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.meta.size() if dim is None else self.meta.size(dim)
+
+    def dim(self) -> int:
+        return self.meta.dim()
+
+    def numel(self) -> int:
+        return self.meta.numel()
+
+    def element_size(self) -> int:
+        return self.meta.element_size()
+
+    def stride(self, dim: int | None = None) -> Any:
+        return self.meta.stride() if dim is None else self.meta.stride(dim)
+
+    def is_contiguous(self, *args: Any, **kwargs: Any) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return self.meta.shape[0]
+
+    @property
+    def T(self) -> Any:  # noqa: N802 - torch's spelling
+        return self._tracer.call_method(self, "t", (), {})
+
+    @property
+    def mT(self) -> Any:  # noqa: N802
+        return self._tracer.call_method(self, "transpose", (-2, -1), {})
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._tracer.subscript(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._tracer.store(self, key, value)
+
+
+class HostTensor(_TensorLike):
+    """A whole tensor of host code."""
+
+    def __init__(self, tracer: Any, symbol: TensorSymbol):
+        self._tracer = tracer
+        self.symbol = symbol
+        self.meta = torch.empty(symbol.shape, dtype=symbol.dtype, device="meta")
+
+    def __repr__(self) -> str:
+        return f"HostTensor({self.symbol!r})"
+
+
+class DeviceTensor(_TensorLike):
+    """A value inside a device loop."""
+
+    def __init__(self, tracer: Any, value: Value):
+        self._tracer = tracer
+        self.value = value
+        self.meta = torch.empty(value.shape, dtype=value.dtype, device="meta")
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor({self.value!r})"
+
+    # A device scalar used as a Python index or int needs a compile-time value.
+    def __index__(self) -> int:
+        raise exc.UnsupportedSyntax(
+            "A device value was used where a compile-time integer is needed."
+        )
+
+
+class HostScalar(_Traced):
+    """A runtime int/float kernel argument: its value is not known while compiling."""
+
+    def __init__(self, tracer: Any, symbol: Any, python_type: type):
+        self._tracer = tracer
+        self.symbol = symbol
+        self.python_type = python_type
+        dtype = torch.int32 if python_type is int else torch.float32
+        self.meta = torch.empty((), dtype=dtype, device="meta")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.meta.dtype
+
+    def _needs_specialize(self, *_: Any) -> Any:
+        raise exc.UnsupportedSyntax(
+            f"Scalar argument '{self.symbol.name}' is a runtime value, so it cannot "
+            "size, shape or branch host code. Wrap it in hl.specialize(...) to make it "
+            "a compile-time constant (the kernel then recompiles per value)."
+        )
+
+    __index__ = __int__ = __float__ = _needs_specialize
+
+    def __bool__(self) -> bool:
+        return self._needs_specialize()
+
+    def __repr__(self) -> str:
+        return f"HostScalar({self.symbol.name})"
+
+
+class BlockSize(int):
+    """An int returned by `hl.register_block_size`, remembering its config slot."""
+
+    block_id: int
+
+    def __new__(cls, value: int, block_id: int) -> BlockSize:
+        obj = super().__new__(cls, value)
+        obj.block_id = block_id
+        return obj
+
+
+class TileProxy:
+    """The loop variable of `hl.tile`: a run of indices of one dimension."""
+
+    def __init__(self, tracer: Any, dim: TileDim):
+        self._tracer = tracer
+        self.dim = dim
+
+    @property
+    def begin(self) -> Any:
+        return self._tracer.tile_attribute(self.dim, "begin")
+
+    @property
+    def end(self) -> Any:
+        return self._tracer.tile_attribute(self.dim, "end")
+
+    @property
+    def block_size(self) -> int:
+        return self.dim.block_size
+
+    @property
+    def index(self) -> Any:
+        return self._tracer.tile_attribute(self.dim, "index")
+
+    @property
+    def id(self) -> Any:
+        return self._tracer.tile_attribute(self.dim, "id")
+
+    @property
+    def count(self) -> Any:
+        return self._tracer.tile_attribute(self.dim, "count")
+
+    def __index__(self) -> int:
+        raise exc.UnsupportedSyntax(
+            f"Tile '{self.dim.name}' is a run of indices; use {self.dim.name}.begin or "
+            f"{self.dim.name}.index for numbers."
+        )
+
+    def __repr__(self) -> str:
+        return f"Tile({self.dim.name})"
+
+
+__all__ = [
+    "BlockSize", "CAST_METHODS", "DeviceTensor", "HostScalar", "HostTensor", "TileProxy",
+]

@@ -1,0 +1,243 @@
+"""The kernel IR.
+
+A traced kernel is a `KernelIR`: a host program (a list of `HostStep`s) whose
+`DeviceLoopCall` steps each hold one top-level device loop. A device loop is a
+`TileLoop` whose body is a list of `Node`s in SSA form over `Value`s.
+
+Inner loops (the next layer of the language) are `TileLoop`s nested inside a
+body; the per-dimension facts every strategy needs (begin, end, block size,
+whether the tail is partial) live on `TileDim`, so the planner treats grid
+dimensions and inner dimensions alike.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import torch
+
+from ..exc import SourceLocation
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """An SSA value of device or host code: a tensor (shape) or a scalar (shape ())."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    name: str = ""
+    producer: Node | None = field(default=None, repr=False)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"%{self.name or self.id}:{tuple(self.shape)}:{self.dtype}"
+
+
+# An operand is a Value, a Python constant, or a (nested) tuple/list of them.
+Operand = Union[Value, int, float, bool, None, tuple, list, torch.dtype]
+
+
+@dataclass(eq=False)
+class TensorSymbol:
+    """A host tensor buffer: a kernel argument, a host allocation or a host op result.
+
+    `fill` tells what an allocation holds before any device loop writes it:
+    None for `torch.empty` (undefined), else the fill value.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    origin: str  # "arg" | "alloc" | "host_op"
+    fill: float | int | bool | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"{self.name}{list(self.shape)}:{self.dtype}"
+
+
+@dataclass(eq=False)
+class ScalarSymbol:
+    """A runtime scalar kernel argument (int or float); its value never recompiles."""
+
+    name: str
+    dtype: torch.dtype  # torch.int32 or torch.float32
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+# ---------------------------------------------------------------- indexing --
+
+
+@dataclass(frozen=True)
+class TileSlice:
+    """`x[tile]` / `x[tile.index]`: the run [tile.begin, tile.begin + block)."""
+
+    dim: TileDim
+
+
+@dataclass(frozen=True)
+class FullSlice:
+    """`x[:]`: the whole dimension."""
+
+
+@dataclass(frozen=True)
+class ScalarIndex:
+    """`x[3]`, `x[g]`, `x[tile.begin + 5]`: one position; the axis disappears."""
+
+    index: Operand  # int or a scalar Value
+
+
+@dataclass(frozen=True)
+class NewAxis:
+    """`x[None]`: a new unit axis."""
+
+
+IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis]
+
+
+# ------------------------------------------------------------------ loops --
+
+
+@dataclass(eq=False)
+class TileDim:
+    """One dimension of an `hl.tile` / `hl.grid` loop.
+
+    `begin`/`end` are ints or scalar Values; `block_id` indexes the config's
+    `block_sizes` (None for grid dims and fixed block sizes).
+    """
+
+    name: str
+    begin: Operand
+    end: Operand
+    block_size: int
+    block_id: int | None
+    is_grid: bool  # hl.grid: block size 1, the loop variable is a scalar
+    begin_value: Value | None = None  # scalar Value: this tile's first index
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def static_extent(self) -> int | None:
+        if isinstance(self.begin, int) and isinstance(self.end, int):
+            return self.end - self.begin
+        return None
+
+    @property
+    def has_partial_tail(self) -> bool:
+        """Whether the last tile runs past `end` (so its tail must be masked)."""
+        extent = self.static_extent
+        return extent is None or extent % self.block_size != 0
+
+    def __repr__(self) -> str:
+        return f"TileDim({self.name}, {self.begin}:{self.end}/{self.block_size})"
+
+
+@dataclass(eq=False)
+class Node:
+    """One operation. `op` keys the lowering table; `args` are operands."""
+
+    op: str
+    args: tuple
+    kwargs: dict[str, Any]
+    outputs: list[Value]
+    location: SourceLocation | None
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def output(self) -> Value:
+        (out,) = self.outputs
+        return out
+
+    def __repr__(self) -> str:
+        outs = ", ".join(map(repr, self.outputs))
+        return f"{outs} = {self.op}{self.args}"
+
+
+@dataclass(eq=False)
+class Load(Node):
+    """Read `tensor[index]` into a value."""
+
+    tensor: TensorSymbol | None = None
+    index: tuple[IndexItem, ...] = ()
+
+
+@dataclass(eq=False)
+class Store(Node):
+    """Write `value` (args[0]) into `tensor[index]`."""
+
+    tensor: TensorSymbol | None = None
+    index: tuple[IndexItem, ...] = ()
+
+
+@dataclass(eq=False)
+class TileLoop:
+    """A `for ... in hl.tile(...)/hl.grid(...)` loop."""
+
+    dims: list[TileDim]
+    body: list[Node | TileLoop]
+    location: SourceLocation | None
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+def walk_nodes(body: list[Node | TileLoop]):
+    """Every node of a body, nested loops included, in program order."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield from walk_nodes(item.body)
+        else:
+            yield item
+
+
+# ------------------------------------------------------------ host program --
+
+
+@dataclass(eq=False)
+class HostOp:
+    """A torch op of host code, on whole tensors and scalars.
+
+    Arguments refer to `TensorSymbol`s and `ScalarSymbol`s; `view_of` marks
+    ops whose result is a view of their first argument (reshape, transpose...).
+    """
+
+    op: str
+    args: tuple
+    kwargs: dict[str, Any]
+    result: TensorSymbol | ScalarSymbol | tuple
+    location: SourceLocation | None
+    view_of: TensorSymbol | None = None
+
+
+@dataclass(eq=False)
+class Allocate:
+    """`torch.empty/zeros/full/...` in host code."""
+
+    symbol: TensorSymbol
+    location: SourceLocation | None
+
+
+@dataclass(eq=False)
+class DeviceLoopCall:
+    """A top-level device loop: one `pallas_call` in the generated code."""
+
+    loop: TileLoop
+    index: int  # position among the kernel's device loops
+    scalars: list[ScalarSymbol]  # runtime scalars the loop reads
+
+
+HostStep = Union[HostOp, Allocate, DeviceLoopCall]
+
+
+@dataclass(eq=False)
+class KernelIR:
+    """Everything tracing learned about one kernel at one signature and config."""
+
+    name: str
+    source_file: str
+    params: list[str]
+    arguments: list[TensorSymbol | ScalarSymbol | Any]  # per parameter
+    steps: list[HostStep]
+    result: Any  # nested structure of TensorSymbol / ScalarSymbol / constants
+    block_dims: list[TileDim]  # dims with a config block size, by block_id
+    device_loops: list[DeviceLoopCall]

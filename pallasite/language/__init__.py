@@ -1,0 +1,149 @@
+"""The kernel language, imported as `hl` (Helion-compatible).
+
+Every function here is meaningful only while pallasite traces a kernel; it
+delegates to the active tracer. Outside a kernel they raise a clear error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from .. import exc
+
+__all__ = [
+    "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
+    "constexpr", "dot", "load", "store", "Tile", "TileIterable",
+]
+
+_active_tracer = None
+
+
+def _tracer(what: str):
+    if _active_tracer is None:
+        raise exc.UnsupportedSyntax(
+            f"hl.{what} can only be used inside a function decorated with @pallasite.kernel."
+        )
+    return _active_tracer
+
+
+def set_active_tracer(tracer) -> Any:
+    """Install `tracer` for the duration of a trace; returns the previous one."""
+    global _active_tracer
+    previous, _active_tracer = _active_tracer, tracer
+    return previous
+
+
+@dataclass
+class TileIterable:
+    """What `hl.tile(...)` / `hl.grid(...)` return: the loop's bounds, not yet a loop.
+
+    The tracer turns a `for` over one of these into a device loop.
+    """
+
+    kind: str  # "tile" | "grid"
+    begins: list[Any]
+    ends: list[Any]
+    block_sizes: list[Any]  # per dim: int, None (tunable) or a registered block size
+    multi: bool  # called with a list of dims: the loop variable is a tuple
+
+    def __iter__(self):
+        raise exc.UnsupportedSyntax(
+            f"hl.{self.kind}(...) is a device loop: use it as the iterable of a for "
+            "loop inside a @pallasite.kernel function."
+        )
+
+
+def _as_list(value: Any) -> tuple[list[Any], bool]:
+    if isinstance(value, (list, tuple, torch.Size)):
+        return list(value), True
+    return [value], False
+
+
+def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> TileIterable:
+    """Iterate over tiles of one or more dimensions: `hl.tile(n)`, `hl.tile(b, e)`, `hl.tile([m, n])`."""
+    if end_or_none is None:
+        ends, multi = _as_list(begin_or_end)
+        begins = [0] * len(ends)
+    else:
+        begins, multi_b = _as_list(begin_or_end)
+        ends, multi_e = _as_list(end_or_none)
+        multi = multi_b or multi_e
+        if len(begins) == 1 and len(ends) > 1:
+            begins = begins * len(ends)
+        if len(begins) != len(ends):
+            raise exc.UnsupportedSyntax("hl.tile(begin, end): begin and end have different lengths.")
+    if isinstance(block_size, (list, tuple)):
+        sizes = list(block_size)
+        if len(sizes) != len(ends):
+            raise exc.UnsupportedSyntax(
+                f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions."
+            )
+    else:
+        sizes = [block_size] * len(ends)
+    return TileIterable("tile", begins, ends, sizes, multi)
+
+
+def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
+    """Iterate over single indices: `for g in hl.grid(n)`; the loop variable is a scalar."""
+    spec = tile(begin_or_end, end_or_none, block_size=1)
+    spec.kind = "grid"
+    return spec
+
+
+class Tile:
+    """Type of a tile loop variable (for annotations); the tracer creates the real ones."""
+
+
+def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32) -> Any:
+    """A device tensor of zeros; `shape` may hold tiles (their block size) and ints."""
+    return _tracer("zeros").full(shape, 0, dtype)
+
+
+def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32) -> Any:
+    """A device tensor filled with `value`."""
+    return _tracer("full").full(shape, value, dtype)
+
+
+def arange(*args: Any, dtype: torch.dtype = torch.int32) -> Any:
+    """`hl.arange(end)` / `hl.arange(begin, end[, step])` as a device vector."""
+    return _tracer("arange").arange(args, dtype)
+
+
+def specialize(value: Any) -> Any:
+    """Make a size or scalar argument a compile-time constant (the kernel recompiles per value)."""
+    if _active_tracer is None:
+        return value
+    return _active_tracer.specialize(value)
+
+
+def register_block_size(*args: Any) -> Any:
+    """Declare a tunable block size for a dimension of the given extent (`min`, `max`)."""
+    return _tracer("register_block_size").register_block_size(args)
+
+
+class constexpr:  # noqa: N801 - Helion's spelling
+    """Annotate a kernel parameter as a compile-time constant: `n: hl.constexpr`."""
+
+    def __init__(self, value: Any = None):
+        self.value = value
+
+
+def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
+    """Matrix product of two device tiles with f32 accumulation (`acc + a @ b`)."""
+    return _tracer("dot").dot(a, b, acc, out_dtype)
+
+
+def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None) -> Any:
+    """`hl.load(x, [tile_m, tile_n])` is `x[tile_m, tile_n]`."""
+    if extra_mask is not None:
+        raise exc.UnsupportedOperation("hl.load(extra_mask=...) is not supported; use torch.where.")
+    return tensor[tuple(index)]
+
+
+def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
+    """`hl.store(x, [tile], v)` is `x[tile] = v`."""
+    if extra_mask is not None:
+        raise exc.UnsupportedOperation("hl.store(extra_mask=...) is not supported; use torch.where.")
+    tensor[tuple(index)] = value

@@ -1,0 +1,122 @@
+"""Build the `KernelPlan` of a traced kernel: one `PallasCallPlan` per device loop."""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import exc
+from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, walk_nodes
+from .masks import plan_masks
+from .memory import check_block_legality, collect_uses, plan_access, plan_operand
+from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan
+from .vmem import estimate_vmem_bytes
+
+
+def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capacity: int,
+               vmem_limit: int | None = None) -> KernelPlan:
+    defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
+    calls = []
+    for step in ir.steps:
+        if isinstance(step, Allocate) and step.symbol.fill is not None:
+            defined.add(id(step.symbol))
+        elif isinstance(step, HostOp):
+            results = step.result if isinstance(step.result, tuple) else (step.result,)
+            defined.update(id(r) for r in results)
+        elif isinstance(step, DeviceLoopCall):
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit))
+            for use in collect_uses(step):
+                if use.stores:
+                    defined.add(id(use.symbol))
+    return KernelPlan(ir, tuple(calls), tuple(block_sizes), chip)
+
+
+def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
+               vmem_limit: int | None) -> PallasCallPlan:
+    loop = call.loop
+    grid_axis_of = {dim.id: axis for axis, dim in enumerate(loop.dims)}
+    scalar_inputs = tuple(Operand(s, f"{s.name}_ref", "smem") for s in call.scalars)
+    inputs: list[Operand] = []
+    outputs: list[Operand] = []
+    updates: list[InPlaceUpdate] = []
+    aliases: dict[int, int] = {}
+    accesses = {}
+    output_axes: list[tuple[Operand, frozenset[int]]] = []
+    for use in collect_uses(call):
+        operand, used_axes = plan_operand(use, grid_axis_of)
+        try:
+            check_block_legality(operand)
+        except exc.PallasiteError as err:
+            raise err.with_location(use.nodes[0].location)
+        name = use.symbol.name
+        if not use.stores:
+            inputs.append(operand)
+        elif not use.loads and id(use.symbol) not in defined:
+            outputs.append(operand)
+            output_axes.append((operand, used_axes))
+        else:
+            in_operand = dataclasses.replace(operand, ref_name=f"{name}_in_ref")
+            aliases[len(scalar_inputs) + len(inputs)] = len(outputs)
+            inputs.append(in_operand)
+            outputs.append(operand)
+            output_axes.append((operand, used_axes))
+            updates.append(InPlaceUpdate(
+                use.symbol, in_operand.ref_name, operand.ref_name,
+                _first_visit_axes(name, used_axes, len(loop.dims), use.nodes[0].location),
+            ))
+        for node in use.nodes:
+            accesses[node.id] = plan_access(node, operand)
+    grid = []
+    for axis, dim in enumerate(loop.dims):
+        extent = dim.static_extent
+        reason = ""
+        for operand, used in output_axes:
+            if axis not in used:
+                reason = f"output '{operand.symbol.name}' keeps one block across this axis"
+                break
+        grid.append(GridAxis(dim, -(-extent // dim.block_size), "arbitrary" if reason else "parallel", reason))
+    masks = plan_masks(loop.body)
+    plan = PallasCallPlan(
+        call=call,
+        kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
+        grid=tuple(grid),
+        scalar_inputs=scalar_inputs,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        aliases=aliases,
+        updates=tuple(updates),
+        accesses=accesses,
+        masks=masks,
+        grid_axis_of=grid_axis_of,
+        vmem_bytes=0,
+        vmem_limit_bytes=None,
+    )
+    vmem = estimate_vmem_bytes(plan)
+    if vmem > vmem_capacity:
+        raise exc.VmemOverflow(
+            f"The VMEM working set of this config is estimated at {vmem / 2**20:.1f} MiB, over "
+            f"the chip's {vmem_capacity / 2**20:.0f} MiB VMEM; use smaller block sizes.",
+            loop.location,
+        )
+    limit = vmem_limit
+    if limit is None and vmem > 16 * 2**20:
+        limit = min(vmem_capacity, int(vmem * 1.25))
+    return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
+
+
+def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location) -> tuple[int, ...]:
+    """Grid axes along which an updated tensor's block stays the same.
+
+    Its block is revisited on consecutive steps only if those axes are the
+    innermost ones; otherwise the block would be written back and fetched
+    again between visits, racing with itself.
+    """
+    unused = [a for a in range(rank) if a not in used_axes]
+    if unused and unused != list(range(rank - len(unused), rank)):
+        raise exc.UnsupportedOperation(
+            f"'{name}' is updated in place with a block that does not change along grid "
+            f"axis {unused[0]}, which is not innermost; index it by every outer tile.",
+            location,
+        )
+    return tuple(unused)
+
+
+__all__ = ["build_plan", "Load", "Store", "walk_nodes"]

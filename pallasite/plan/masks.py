@@ -1,0 +1,196 @@
+"""Which values carry a padded tail, and which ops must mask it.
+
+A block of a tile whose range does not fill it (the last tile of a
+non-divisible dim, or a block larger than the dim) holds stale VMEM past the
+tile's end. Pointwise ops may compute on it freely (stores never write past a
+tensor's bound), but an op that mixes elements along a padded axis — a
+reduction, a matmul contraction — must first replace the tail by its own
+identity. This pass tracks padded axes through the body and records one
+`Mask` per such operand; codegen applies exactly these.
+"""
+from __future__ import annotations
+
+from ..ir import (
+    FullSlice, Load, NewAxis, Node, ScalarIndex, TileDim, TileLoop, TileSlice, Value, ops,
+    walk_nodes,
+)
+from .. import exc
+from .plans import Mask
+
+Padded = dict[int, TileDim]  # axis -> the tile dim whose tail pads it
+
+
+def plan_masks(body: list) -> dict[int, tuple[Mask, ...]]:
+    padded: dict[int, Padded] = {}
+    masks: dict[int, tuple[Mask, ...]] = {}
+    for node in walk_nodes(body):
+        if isinstance(node, TileLoop):
+            continue
+        node_masks, out = _visit(node, padded)
+        if node_masks:
+            masks[node.id] = tuple(node_masks)
+        for value, pads in zip(node.outputs, out):
+            if pads:
+                padded[value.id] = pads
+    return masks
+
+
+def _pads(operand, padded) -> Padded:
+    return padded.get(operand.id, {}) if isinstance(operand, Value) else {}
+
+
+def _visit(node: Node, padded: dict[int, Padded]) -> tuple[list[Mask], list[Padded]]:
+    op = node.op
+    if isinstance(node, Load):
+        out: Padded = {}
+        axis = 0
+        for item in node.index:
+            if isinstance(item, ScalarIndex):
+                continue
+            if isinstance(item, TileSlice) and item.dim.has_partial_tail:
+                out[axis] = item.dim
+            axis += 1
+        return [], [out]
+    if op == "tile_index":
+        dim = node.args[0]
+        return [], [{0: dim} if dim.has_partial_tail else {}]
+    if op in ops.REDUCTIONS:
+        return _reduction(node, padded)
+    if op in ops.MATMUL:
+        return _matmul(node, padded)
+    if op == "permute":
+        pads = _pads(node.args[0], padded)
+        perm = node.kwargs["perm"]
+        return [], [{j: pads[p] for j, p in enumerate(perm) if p in pads}]
+    if op == "reshape":
+        return [], [_reshape(node, _pads(node.args[0], padded))]
+    if op == "getitem":
+        return [], [_getitem(node, _pads(node.args[0], padded))]
+    if not node.outputs:
+        return [], []
+    # Pointwise, expand, identity, full, iota, scalars: broadcast union, right-aligned.
+    rank = len(node.outputs[0].shape)
+    out = {}
+    for operand in node.args:
+        if isinstance(operand, Value):
+            shift = rank - len(operand.shape)
+            for axis, dim in _pads(operand, padded).items():
+                if operand.shape[axis] != 1:
+                    out[axis + shift] = dim
+    return [], [out] * len(node.outputs)
+
+
+def _reduction(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
+    source = node.args[0]
+    pads = _pads(source, padded)
+    rank = len(source.shape) if isinstance(source, Value) else 0
+    dims = node.kwargs["dim"]
+    reduced = set(range(rank)) if dims is None else set(dims)
+    fill = ops.REDUCTION_IDENTITY[node.op]
+    masks = [Mask(0, axis, dim, fill) for axis, dim in sorted(pads.items()) if axis in reduced]
+    out = {}
+    keep = node.kwargs.get("keepdim", False)
+    new_axis = 0
+    for axis in range(rank):
+        if axis in reduced:
+            if keep:
+                new_axis += 1
+            continue
+        if axis in pads:
+            out[new_axis] = pads[axis]
+        new_axis += 1
+    return masks, [out] * len(node.outputs)
+
+
+def _matmul(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
+    offset = 1 if node.op in ("addmm", "baddbmm") else 0
+    a, b = node.args[offset], node.args[offset + 1]
+    pa, pb = _pads(a, padded), _pads(b, padded)
+    ra, rb = len(a.shape), len(b.shape)
+    masks = []
+    if ra - 1 in pa:
+        masks.append(Mask(offset, ra - 1, pa[ra - 1], 0))
+    if rb >= 2 and rb - 2 in pb:
+        masks.append(Mask(offset + 1, rb - 2, pb[rb - 2], 0))
+    rank = len(node.outputs[0].shape)
+    out = {}
+    if ra >= 2 and ra - 2 in pa:
+        out[rank - 2] = pa[ra - 2]
+    if rb >= 2 and rb - 1 in pb:
+        out[rank - 1] = pb[rb - 1]
+    for axis in range(ra - 2):
+        if axis in pa:
+            out[axis + rank - ra] = pa[axis]
+    if offset:  # the added input broadcasts onto the product
+        bias = node.args[0]
+        if isinstance(bias, Value):
+            shift = rank - len(bias.shape)
+            for axis, dim in _pads(bias, padded).items():
+                out.setdefault(axis + shift, dim)
+    return masks, [out]
+
+
+def _reshape(node: Node, pads: Padded) -> Padded:
+    if not pads:
+        return {}
+    source = node.args[0].shape
+    target = node.kwargs["shape"]
+    out = {}
+    for axis, dim in pads.items():
+        before = _prod(source[:axis])
+        size = source[axis]
+        match = None
+        for j, t in enumerate(target):
+            if t == size and _prod(target[:j]) == before:
+                match = j
+                break
+        if match is None:
+            raise exc.UnsupportedOperation(
+                f"reshape {list(source)} -> {list(target)} merges or splits the partially "
+                f"filled tile dim '{dim.name}'; pick a block size that divides it, or "
+                "reshape only whole dims.",
+                node.location,
+            )
+        out[match] = dim
+    return out
+
+
+def _getitem(node: Node, pads: Padded) -> Padded:
+    out = {}
+    src_axis = 0
+    out_axis = 0
+    key = node.kwargs["key"]
+    source_rank = len(node.args[0].shape)
+    explicit = sum(1 for k in key if k is not None and k is not Ellipsis)
+    for item in key:
+        if item is None:
+            out_axis += 1
+        elif item is Ellipsis:
+            for _ in range(source_rank - explicit):
+                if src_axis in pads:
+                    out[out_axis] = pads[src_axis]
+                src_axis += 1
+                out_axis += 1
+        elif isinstance(item, int):
+            src_axis += 1
+        else:
+            if src_axis in pads:
+                out[out_axis] = pads[src_axis]
+            src_axis += 1
+            out_axis += 1
+    while src_axis < source_rank:
+        if src_axis in pads:
+            out[out_axis] = pads[src_axis]
+        src_axis += 1
+        out_axis += 1
+    return out
+
+
+def _prod(values) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+__all__ = ["plan_masks", "FullSlice", "NewAxis"]

@@ -1,0 +1,189 @@
+"""Where each tensor of a device loop lives, and how each access reads it.
+
+Decides, per tensor: SMEM (small, read only at scalar indices) or a VMEM
+block per grid step (BlockSpec), the block shape and index map per axis, and
+whether the tensor is an input, a pure output, or updated in place (aliased).
+Decides, per Load/Store, the subscript of the kernel ref.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import exc
+from ..ir import (
+    DeviceLoopCall, FullSlice, Load, NewAxis, ScalarIndex, Store, TensorSymbol, TileSlice,
+    Value, walk_nodes,
+)
+from .grid_exprs import NotAGridExpression, grid_expression
+from .plans import Access, AxisBlock, Operand
+from .tpu_tiling import AxisRule
+
+SMEM_MAX_ELEMENTS = 16384
+_SMEM_DTYPES = (torch.int32, torch.float32)
+
+
+@dataclass
+class TensorUse:
+    """Every access of one tensor in one device loop."""
+
+    symbol: TensorSymbol
+    loads: list[Load]
+    stores: list[Store]
+
+    @property
+    def nodes(self) -> list:
+        return [*self.loads, *self.stores]
+
+
+def collect_uses(call: DeviceLoopCall) -> list[TensorUse]:
+    uses: dict[int, TensorUse] = {}
+    for node in walk_nodes(call.loop.body):
+        if isinstance(node, (Load, Store)):
+            use = uses.setdefault(node.tensor.id, TensorUse(node.tensor, [], []))
+            (use.loads if isinstance(node, Load) else use.stores).append(node)
+    return list(uses.values())
+
+
+def _tensor_items(index) -> list:
+    """The index items that consume a tensor axis (NewAxis does not)."""
+    return [item for item in index if not isinstance(item, NewAxis)]
+
+
+def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand, frozenset[int]]:
+    """The operand (memory, block per axis) of one tensor, and the grid axes its index map uses."""
+    symbol = use.symbol
+    rank = len(symbol.shape)
+    per_axis = [[_tensor_items(n.index)[axis] for n in use.nodes] for axis in range(rank)]
+    scalar_only = all(isinstance(i, ScalarIndex) for items in per_axis for i in items)
+    numel = 1
+    for s in symbol.shape:
+        numel *= s
+    if scalar_only and numel <= SMEM_MAX_ELEMENTS and symbol.dtype in _SMEM_DTYPES:
+        return Operand(symbol, f"{symbol.name}_ref", "smem"), frozenset()
+    axes = []
+    used: set[int] = set()
+    for axis, items in enumerate(per_axis):
+        block = _axis_block(symbol, axis, items, grid_axis_of)
+        axes.append(block)
+        if block.kind in ("tile", "squeezed"):
+            used |= _expr_axes(block, grid_axis_of, items)
+    return Operand(symbol, f"{symbol.name}_ref", "vmem_block", tuple(axes)), frozenset(used)
+
+
+def _expr_axes(block: AxisBlock, grid_axis_of, items) -> set[int]:
+    if block.kind == "tile":
+        return {grid_axis_of[block.dim.id]}
+    _, axes = grid_expression(items[0].index, grid_axis_of)
+    return set(axes)
+
+
+def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> AxisBlock:
+    size = symbol.shape[axis]
+    rank = len(symbol.shape)
+    first = items[0]
+    if isinstance(first, TileSlice) and all(
+        isinstance(i, TileSlice) and i.dim is first.dim for i in items
+    ):
+        dim = first.dim
+        if dim.id in grid_axis_of and isinstance(dim.begin, int) and dim.begin % dim.block_size == 0:
+            offset = dim.begin // dim.block_size
+            grid_axis = grid_axis_of[dim.id]
+            expr = f"i{grid_axis}" if offset == 0 else f"i{grid_axis} + {offset}"
+            return AxisBlock("tile", dim.block_size, expr, dim)
+        raise exc.IndexingError(
+            f"'{symbol.name}' axis {axis} is indexed by tile '{dim.name}' whose begin "
+            f"{dim.begin} is not a multiple of its block size {dim.block_size}; "
+            "use a block size that divides the begin."
+        )
+    if isinstance(first, ScalarIndex) and axis < rank - 2:
+        try:
+            texts = {grid_expression(i.index, grid_axis_of)[0] for i in items if isinstance(i, ScalarIndex)}
+        except NotAGridExpression:
+            texts = set()
+        if len(texts) == 1 and all(isinstance(i, ScalarIndex) for i in items):
+            return AxisBlock("squeezed", 1, texts.pop())
+        if all(isinstance(i, ScalarIndex) for i in items) and not texts:
+            raise exc.IndexingError(
+                f"'{symbol.name}' axis {axis} is indexed by a scalar computed from runtime "
+                "data (a scalar argument or a tensor read); choosing blocks from data needs "
+                "scalar prefetch, which is not supported yet."
+            )
+    for item in items:
+        if isinstance(item, TileSlice):
+            raise exc.IndexingError(
+                f"'{symbol.name}' axis {axis} is indexed both by tile '{item.dim.name}' and "
+                "by ':' / a scalar / another tile in the same loop; index it one way."
+            )
+    return AxisBlock("full", size, "0")
+
+
+def tiling_rules(operand: Operand) -> list[tuple[AxisBlock, AxisRule]]:
+    symbol = operand.symbol
+    rules = []
+    for axis, block in enumerate(operand.axes):
+        rule = AxisRule(symbol.name, axis, len(symbol.shape), symbol.shape[axis], symbol.dtype)
+        rules.append((block, rule))
+    return rules
+
+
+def check_block_legality(operand: Operand) -> None:
+    if operand.memory != "vmem_block":
+        return
+    for block, rule in tiling_rules(operand):
+        size = 1 if block.kind == "squeezed" else block.size
+        if block.kind == "squeezed" and rule.kind in ("free",):
+            continue
+        if not rule.allows(size):
+            which = f"tile '{block.dim.name}'" if block.dim is not None else "this axis"
+            slot = (
+                f" (block_sizes[{block.dim.block_id}])" if block.dim is not None and block.dim.block_id is not None else ""
+            )
+            raise exc.IllegalBlockSize(
+                f"Block size {size} for {which}{slot} is not legal on TPU: {rule.describe()}."
+            )
+
+
+def plan_access(node, operand: Operand) -> Access:
+    """The ref subscript of one Load/Store of `operand`."""
+    ref_index: list = []
+    items = _tensor_items(node.index)
+    store_masks = []
+    if operand.memory == "smem":
+        ref_index = [item.index for item in items]
+    else:
+        for axis, (item, block) in enumerate(zip(items, operand.axes)):
+            if block.kind == "squeezed":
+                continue
+            if block.kind == "tile":
+                ref_index.append(":")
+                dim = block.dim
+                if isinstance(node, Store) and dim.has_partial_tail and _ends_inside(dim, operand.symbol.shape[axis]):
+                    store_masks.append((sum(1 for r in ref_index if r == ":") - 1, dim))
+            elif isinstance(item, FullSlice):
+                ref_index.append(":")
+            else:
+                ref_index.append(item.index)
+    ref_shape = _ref_shape(operand, ref_index)
+    value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
+    if all(i == ":" for i in ref_index):
+        ref_index = ["..."]
+    return Access(operand.ref_name, tuple(ref_index), ref_shape, tuple(value_shape), tuple(store_masks))
+
+
+def _ref_shape(operand: Operand, ref_index: list) -> tuple[int, ...]:
+    if operand.memory == "smem":
+        return ()
+    block = [a.size for a in operand.axes if a.kind != "squeezed"]
+    return tuple(size for size, item in zip(block, ref_index) if item == ":")
+
+
+def _ends_inside(dim, axis_size: int) -> bool:
+    return not isinstance(dim.end, int) or dim.end < axis_size
+
+
+__all__ = [
+    "TensorUse", "collect_uses", "plan_operand", "plan_access", "check_block_legality",
+    "tiling_rules", "Value",
+]

@@ -1,0 +1,111 @@
+"""The plan objects: every decision codegen consumes, as frozen dataclasses."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One axis of the pallas_call grid, driven by one top-level tile dim."""
+
+    dim: TileDim
+    num_blocks: int
+    semantics: str  # "parallel" | "arbitrary"
+    reason: str  # why arbitrary (empty when parallel)
+
+
+@dataclass(frozen=True)
+class AxisBlock:
+    """How one tensor axis is carved into the block a grid step sees.
+
+    kind: "tile" (blocked by a grid tile dim), "full" (whole axis),
+    "squeezed" (one element chosen by `index_expr`, axis dropped from the ref).
+    """
+
+    kind: str
+    size: int | None
+    index_expr: str  # block index as an expression of the grid indices
+    dim: TileDim | None = None
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor or scalar argument of one pallas_call."""
+
+    symbol: TensorSymbol | ScalarSymbol
+    ref_name: str
+    memory: str  # "vmem_block" | "smem"
+    axes: tuple[AxisBlock, ...] = ()
+
+    @property
+    def block_shape(self) -> tuple[int | None, ...]:
+        return tuple(None if a.kind == "squeezed" else a.size for a in self.axes)
+
+
+@dataclass(frozen=True)
+class Access:
+    """How one Load/Store reads or writes its ref inside the kernel.
+
+    `ref_index` is the subscript text of the ref (`...` for the whole block);
+    `new_axes` are positions where the loaded value gains unit axes.
+    `store_masks` lists the tile dims whose range ends inside the tensor, so a
+    store must keep the old contents past the tile's end.
+    """
+
+    ref_name: str
+    ref_index: tuple  # per ref axis: ":", "...", an int or a scalar Value
+    ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
+    value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
+    store_masks: tuple[tuple[int, TileDim], ...] = ()
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Replace the padded tail of `axis` (past `dim`'s end) by `fill` before an op reads it."""
+
+    operand: int  # which operand of the node
+    axis: int
+    dim: TileDim
+    fill: object  # float | int | bool: the identity of the consuming op
+
+
+@dataclass(frozen=True)
+class InPlaceUpdate:
+    """A tensor read-modify-written by the loop: its input block is copied into
+    the output block on the first visit of that block (grid axes in
+    `first_visit_axes` at 0), then every access uses the output ref."""
+
+    symbol: TensorSymbol
+    input_ref: str
+    output_ref: str
+    first_visit_axes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PallasCallPlan:
+    """Everything codegen needs for one device loop."""
+
+    call: DeviceLoopCall
+    kernel_name: str
+    grid: tuple[GridAxis, ...]
+    scalar_inputs: tuple[Operand, ...]
+    inputs: tuple[Operand, ...]
+    outputs: tuple[Operand, ...]
+    aliases: dict[int, int]  # input position (scalars included) -> output position
+    updates: tuple[InPlaceUpdate, ...]  # tensors updated in place (aliased)
+    accesses: dict[int, Access]  # node id -> access
+    masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands
+    grid_axis_of: dict[int, int]  # TileDim id -> grid axis
+    vmem_bytes: int
+    vmem_limit_bytes: int | None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    ir: KernelIR
+    calls: tuple[PallasCallPlan, ...]
+    block_sizes: tuple[int, ...]
+    chip: str
+    notes: tuple[str, ...] = field(default=())

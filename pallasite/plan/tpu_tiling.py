@@ -1,0 +1,64 @@
+"""TPU block-shape rules: which block sizes Mosaic can tile for a tensor axis.
+
+One place answers "is this block size legal on this axis", for validation
+(`plan.memory`) and for choosing defaults and search spaces (`autotune`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+LANES = 128
+SUBLANES = 8
+
+
+@dataclass(frozen=True)
+class AxisRule:
+    """The tiling rule for a block along one axis of one tensor."""
+
+    tensor: str
+    axis: int
+    rank: int
+    array_dim: int
+    dtype: torch.dtype
+
+    @property
+    def kind(self) -> str:
+        if self.axis == self.rank - 1:
+            return "lane_1d" if self.rank == 1 else "lane"
+        if self.axis == self.rank - 2:
+            return "sublane"
+        return "free"
+
+    def allows(self, block: int) -> bool:
+        if block == self.array_dim:
+            return True
+        kind = self.kind
+        if kind == "lane":
+            return block % LANES == 0
+        if kind == "sublane":
+            return block % SUBLANES == 0
+        if kind == "lane_1d":
+            packing = max(1, 4 // self.dtype.itemsize)
+            return block % (LANES * SUBLANES) == 0 or (
+                block >= LANES * packing and block & (block - 1) == 0
+            )
+        return True
+
+    def describe(self) -> str:
+        kind = self.kind
+        if kind == "lane":
+            need = f"a multiple of {LANES}"
+        elif kind == "sublane":
+            need = f"a multiple of {SUBLANES}"
+        elif kind == "lane_1d":
+            packing = max(1, 4 // self.dtype.itemsize)
+            need = f"a multiple of {LANES * SUBLANES} or a power of two >= {LANES * packing}"
+        else:
+            need = "any size"
+        which = {"lane": "last", "lane_1d": "only", "sublane": "second-to-last"}.get(kind, "a leading")
+        return (
+            f"axis {self.axis} of '{self.tensor}' ({which} dim, size {self.array_dim}) "
+            f"needs a block that is {need}, or exactly {self.array_dim}"
+        )

@@ -1,0 +1,32 @@
+"""Estimate the VMEM working set of one pallas_call plan."""
+from __future__ import annotations
+
+from ..ir import walk_nodes
+from .plans import PallasCallPlan
+from .tpu_tiling import LANES, SUBLANES
+
+
+def padded_bytes(shape, dtype) -> int:
+    """Bytes of a VMEM buffer of `shape`, with the (8, 128) tile padding of the last two dims."""
+    dims = [1 if d is None else d for d in shape] or [1]
+    dims[-1] = -(-dims[-1] // LANES) * LANES
+    if len(dims) >= 2:
+        dims[-2] = -(-dims[-2] // SUBLANES) * SUBLANES
+    total = dtype.itemsize
+    for d in dims:
+        total *= d
+    return total
+
+
+def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
+    """Double-buffered blocks of every operand plus the largest live values of the body."""
+    blocks = sum(
+        2 * padded_bytes(op.block_shape, op.symbol.dtype)
+        for op in (*plan.inputs, *plan.outputs)
+        if op.memory == "vmem_block"
+    )
+    values = sorted(
+        (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body) for v in node.outputs),
+        reverse=True,
+    )
+    return blocks + sum(values[:3])

@@ -1,0 +1,56 @@
+"""Moving tensors between torch and JAX (zero-copy through DLPack where possible)."""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+_TORCH_OF_JAX = {
+    np.dtype("float32"): torch.float32, np.dtype("int32"): torch.int32,
+    np.dtype("bool"): torch.bool, np.dtype("float16"): torch.float16,
+    np.dtype("int8"): torch.int8, np.dtype("uint8"): torch.uint8,
+    np.dtype("int16"): torch.int16, np.dtype("float64"): torch.float64,
+    np.dtype("int64"): torch.int64,
+}
+
+
+def torch_dtype_of(array: Any) -> torch.dtype:
+    dtype = np.dtype(array.dtype)
+    if dtype == jnp.bfloat16:
+        return torch.bfloat16
+    return _TORCH_OF_JAX.get(dtype, torch.float32)
+
+
+def to_jax(tensor: torch.Tensor) -> jax.Array:
+    tensor = tensor.detach()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    try:
+        return jnp.from_dlpack(tensor)
+    except Exception:  # noqa: BLE001 - some dtypes/layouts have no DLPack path
+        if tensor.dtype == torch.bfloat16:
+            return jnp.asarray(tensor.view(torch.int16).numpy()).view(jnp.bfloat16)
+        return jnp.asarray(tensor.numpy())
+
+
+def to_torch(array: jax.Array) -> torch.Tensor:
+    try:
+        return torch.from_dlpack(array)
+    except Exception:  # noqa: BLE001
+        host = np.asarray(array)
+        if host.dtype == jnp.bfloat16:
+            return torch.from_numpy(host.view(np.int16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(host.copy())
+
+
+def tree_to_torch(value: Any) -> Any:
+    if isinstance(value, jax.Array):
+        return to_torch(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(tree_to_torch(v) for v in value)
+    if isinstance(value, dict):
+        return {k: tree_to_torch(v) for k, v in value.items()}
+    return value

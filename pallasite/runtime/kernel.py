@@ -1,0 +1,292 @@
+"""`Kernel` (the decorated function), `BoundKernel` (one signature), `CompiledKernel`."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import sys
+import types
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from .. import exc
+from .. import language as hl
+from ..autotune import ConfigSpec
+from ..codegen import generate_module
+from ..config import Config, as_config
+from ..frontend import ArgSpec, Tracer
+from ..frontend.op_recorder import check_dtype
+from ..plan import KernelPlan, build_plan
+from .chips import chip_info, default_chip
+from .convert import to_jax, torch_dtype_of, tree_to_torch
+from .interpret import interpret_params
+
+PRINT_ENV = "PALLASITE_PRINT_CODE"
+CODE_DIR_ENV = "PALLASITE_CODE_DIR"
+_EFFORTS = ("none", "quick", "full")
+
+
+class Kernel:
+    """A kernel function compiled per argument signature and config."""
+
+    def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
+                 static_shapes: bool = True, autotune_effort: str = "quick",
+                 backend: str = "pallas", **settings: Any):
+        if backend != "pallas":
+            raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
+        if autotune_effort not in _EFFORTS:
+            raise exc.InvalidConfig(f"autotune_effort={autotune_effort!r}: expected one of {_EFFORTS}.")
+        if static_shapes is not True:
+            raise exc.InvalidConfig("static_shapes=False is not supported: TPU blocks need static shapes.")
+        if settings:
+            raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(sorted(settings))}.")
+        self.fn = fn
+        self.config = as_config(config) if config is not None else None
+        self.configs = [as_config(c) for c in (configs or [])]
+        self.autotune_effort = autotune_effort
+        self._signature = inspect.signature(fn)
+        self._params = list(self._signature.parameters.values())
+        self._specialized: set[str] = set()
+        self._bound: dict[tuple, BoundKernel] = {}
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"<pallasite.Kernel {self.fn.__name__}>"
+
+    # ------------------------------------------------------------ binding --
+
+    def _bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise exc.KernelArgumentError(f"{self.fn.__name__}(): {err}") from None
+        bound.apply_defaults()
+        return list(bound.arguments.values())
+
+    def _arg_specs(self, values: list[Any]) -> list[ArgSpec]:
+        specs = []
+        for param, value in zip(self._params, values):
+            constexpr = param.annotation is hl.constexpr or param.annotation == "hl.constexpr"
+            if isinstance(value, (torch.Tensor, jax.Array)):
+                dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
+                try:
+                    check_dtype(dtype, f"Argument '{param.name}'")
+                except exc.UnsupportedDtype as err:
+                    raise exc.KernelArgumentError(err.message) from None
+                specs.append(ArgSpec("tensor", tuple(value.shape), dtype))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
+                specs.append(ArgSpec("scalar", python_type=type(value), value=value))
+            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+                raise exc.KernelArgumentError(
+                    f"Argument '{param.name}' is a {type(value).__name__} of tensors; pass tensors "
+                    "as separate arguments."
+                )
+            else:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise exc.KernelArgumentError(
+                        f"Argument '{param.name}' of type {type(value).__name__} is not a tensor, "
+                        "a number or a hashable constant."
+                    ) from None
+                specs.append(ArgSpec("const", value=value))
+        return specs
+
+    def _key(self, specs: list[ArgSpec]) -> tuple:
+        key = []
+        for param, spec in zip(self._params, specs):
+            if spec.kind == "tensor":
+                key.append((spec.shape, spec.dtype))
+            elif spec.kind == "scalar":
+                key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
+            else:
+                key.append(("const", type(spec.value), spec.value))
+        return tuple(key)
+
+    def bind(self, args: tuple, kwargs: dict | None = None) -> BoundKernel:
+        """The kernel specialized to these arguments' shapes, dtypes and constants."""
+        values = self._bind_arguments(tuple(args), kwargs or {})
+        specs = self._arg_specs(values)
+        key = self._key(specs)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = BoundKernel(self, specs)
+            if bound.specialized - self._specialized:
+                self._specialized |= bound.specialized
+                key = self._key(specs)
+            self._bound[key] = bound
+        return bound
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.bind(args, kwargs)(*args, **kwargs)
+
+    def reset(self) -> None:
+        """Forget every bound and compiled variant (the next call traces again)."""
+        self._bound.clear()
+        self._specialized.clear()
+
+    @property
+    def jax_fn(self) -> Callable:
+        """The kernel on `jax.Array`s, usable inside `jax.jit`.
+
+        Returns the kernel's result; a kernel that updates arguments in place
+        returns `(result, {name: new_value})` since JAX arrays are immutable.
+        """
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.bind(args, kwargs).run_jax(*args, **kwargs)
+
+        call.__name__ = f"{self.fn.__name__}_jax"
+        return call
+
+
+class BoundKernel:
+    """One kernel at one argument signature: its config space, code and compiled variants."""
+
+    def __init__(self, kernel: Kernel, specs: list[ArgSpec]):
+        self.kernel = kernel
+        self.specs = specs
+        discovery = self._trace(None)
+        self.specialized = set(discovery.specialized)
+        self.config_spec = ConfigSpec(discovery.ir)
+        self._compiled: dict[tuple, CompiledKernel] = {}
+        self._default: CompiledKernel | None = None
+
+    @property
+    def fn(self) -> Callable:
+        return self.kernel.fn
+
+    def _trace(self, block_sizes: list[int] | None):
+        provisional: dict[int, int] = {}
+
+        def choose(block_id: int, extent: int) -> int:
+            if block_sizes is not None:
+                return block_sizes[block_id]
+            return provisional.setdefault(block_id, max(1, min(extent, 128)))
+
+        tracer = Tracer(self.kernel.fn, self.specs, choose)
+        tracer.ir = tracer.run()
+        return tracer
+
+    def plan(self, config: Config | None = None, chip: str | None = None) -> KernelPlan:
+        """The schedule decisions for `config` (default config if None)."""
+        config = self.config_spec.normalize(as_config(config))
+        chip = chip or default_chip()
+        tracer = self._trace(config.block_sizes)
+        info = chip_info(chip)
+        return build_plan(tracer.ir, tuple(config.block_sizes), chip, info.vmem_capacity_bytes,
+                          config.get("vmem_limit_bytes"))
+
+    def to_code(self, config: Config | dict | None = None, chip: str | None = None) -> str:
+        """The generated Pallas module for `config`."""
+        config = self.config_spec.normalize(as_config(config))
+        return generate_module(self.plan(config, chip), repr(config))
+
+    def compile_config(self, config: Config | dict | None = None) -> CompiledKernel:
+        config = self.config_spec.normalize(as_config(config))
+        compiled = self._compiled.get(config.key())
+        if compiled is None:
+            code = self.to_code(config)
+            compiled = CompiledKernel(self, config, code)
+            self._compiled[config.key()] = compiled
+        return compiled
+
+    def _choose_config(self) -> Config:
+        kernel = self.kernel
+        if kernel.config is not None:
+            return kernel.config
+        if kernel.configs:
+            return kernel.configs[0]
+        return self.config_spec.default_config()
+
+    def _default_compiled(self) -> CompiledKernel:
+        if self._default is None:
+            self._default = self.compile_config(self._choose_config())
+        return self._default
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._default_compiled()(*args, **kwargs)
+
+    def run_jax(self, *args: Any, **kwargs: Any) -> Any:
+        return self._default_compiled().run_jax(*args, **kwargs)
+
+
+class CompiledKernel:
+    """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
+
+    def __init__(self, bound: BoundKernel, config: Config, code: str):
+        self.bound = bound
+        self.config = config
+        self.code = code
+        self.code_path = _write_code(bound.kernel.fn.__name__, code)
+        if os.environ.get(PRINT_ENV, "0") not in ("", "0"):
+            print(f"# pallasite: generated code for {bound.kernel.fn.__name__} ({self.code_path})",
+                  file=sys.stderr)
+            print(code, file=sys.stderr)
+        self.module = load_module(code, self.code_path, interpret_params())
+        self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
+        self.mutated_args = self.module.MUTATED_ARGS
+        self._jitted = jax.jit(self.host_fn)
+        params = bound.kernel._params
+        self._runtime_params = [
+            (i, spec) for i, spec in enumerate(bound.specs) if spec.kind in ("tensor", "scalar")
+        ]
+        self._param_index = {p.name: i for i, p in enumerate(params)}
+
+    def _jax_args(self, values: list[Any]) -> list[Any]:
+        out = []
+        for i, spec in self._runtime_params:
+            value = values[i]
+            if spec.kind == "tensor":
+                out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
+            else:
+                out.append(jnp.asarray(value, dtype=jnp.int32 if spec.python_type is int else jnp.float32))
+        return out
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = self.bound.kernel._bind_arguments(args, kwargs)
+        result, mutated = self._jitted(*self._jax_args(values))
+        for name, new_value in zip(self.mutated_args, mutated):
+            target = values[self._param_index[name]]
+            if isinstance(target, torch.Tensor):
+                target.copy_(tree_to_torch(new_value))
+        return tree_to_torch(result)
+
+    def run_jax(self, *args: Any, **kwargs: Any) -> Any:
+        values = self.bound.kernel._bind_arguments(args, kwargs)
+        result, mutated = self.host_fn(*self._jax_args(values))
+        if self.mutated_args:
+            return result, dict(zip(self.mutated_args, mutated))
+        return result
+
+
+def load_module(code: str, path: str, interpret: Any) -> types.ModuleType:
+    """Execute generated source as a module whose tracebacks point at `path`."""
+    module = types.ModuleType(f"pallasite_generated_{os.path.basename(path)[:-3]}")
+    module.__file__ = path
+    exec(compile(code, path, "exec"), module.__dict__)
+    module.INTERPRET = interpret
+    return module
+
+
+def code_dir() -> str:
+    default = os.path.join(os.path.expanduser("~"), ".cache", "pallasite", "code")
+    return os.environ.get(CODE_DIR_ENV, default)
+
+
+def _write_code(name: str, code: str) -> str:
+    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
+    directory = code_dir()
+    path = os.path.join(directory, f"{name}_{digest}.py")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(code)
+    except OSError:
+        pass  # read-only home: tracebacks still name the path, the code is on the kernel
+    return path

@@ -1,0 +1,73 @@
+"""Helpers for testing kernels: run with a config, check the Mosaic lowering."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from . import exc
+from .config import Config
+from .runtime.chips import simulated_chip
+from .runtime.convert import torch_dtype_of
+from .runtime.kernel import Kernel, load_module
+
+DEFAULT_CHIPS = ("v5e", "v6e", "v7x")
+
+
+def _config(bound, config_kwargs: dict[str, Any]) -> Config:
+    if not config_kwargs:
+        return bound.config_spec.default_config()
+    return Config(**config_kwargs)
+
+
+def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -> tuple[str, Any]:
+    """Compile `kernel` for `args` with the given config (default if none) and run it once."""
+    bound = kernel.bind(tuple(args))
+    config = _config(bound, config_kwargs)
+    compiled = bound.compile_config(config)
+    return compiled.code, compiled(*args)
+
+
+def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,
+                       **config_kwargs: Any) -> dict[str, str]:
+    """Lower the kernel to Mosaic for each TPU generation with `jax.export`; raise on failure.
+
+    Returns the generated code per chip (each plan is checked against that
+    chip's VMEM).
+    """
+    bound = kernel.bind(tuple(args))
+    config = _config(bound, config_kwargs)
+    structs = []
+    for spec, value in zip(bound.specs, args):
+        if spec.kind == "tensor":
+            structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
+        elif spec.kind == "scalar":
+            structs.append(jax.ShapeDtypeStruct((), jnp.int32 if spec.python_type is int else jnp.float32))
+    codes = {}
+    for chip in chips:
+        with simulated_chip(chip):
+            code = bound.to_code(config, chip=chip)
+            module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
+            host = getattr(module, kernel.fn.__name__)
+            try:
+                jax.export.export(jax.jit(host), platforms=["tpu"])(*structs)
+            except Exception as err:  # noqa: BLE001 - any lowering failure is reported
+                raise exc.TpuLoweringFailed(
+                    f"{kernel.fn.__name__} did not lower to Mosaic for TPU {chip}: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+        codes[chip] = code
+    return codes
+
+
+def _jax_dtype(dtype: torch.dtype):
+    return {
+        torch.float32: jnp.float32, torch.bfloat16: jnp.bfloat16, torch.float16: jnp.float16,
+        torch.int32: jnp.int32, torch.int8: jnp.int8, torch.uint8: jnp.uint8,
+        torch.int16: jnp.int16, torch.bool: jnp.bool_,
+    }[dtype]
+
+
+__all__ = ["code_and_output", "check_tpu_lowering", "torch_dtype_of"]
