@@ -139,6 +139,10 @@ class OpRecorder:
             if attrs.pop("dtype", None) is not None:
                 raise exc.UnsupportedOperation(f"{display}(dtype=...) is not supported; cast with .to first.")
             meta_kwargs = {"keepdim": attrs["keepdim"]}
+            if attrs["dim"] is None:
+                meta_kwargs = {}
+                if attrs["keepdim"]:
+                    attrs["dim"] = tuple(range(rank))
             if attrs["dim"] is not None:
                 if name in ("sum", "mean", "amax", "amin", "logsumexp"):
                     meta_kwargs["dim"] = attrs["dim"]

@@ -290,7 +290,7 @@ class Tracer(OpRecorder):
         self.enter_device(call)
         try:
             for dim in dims:
-                dim.begin_value = self.record("tile_begin", (dim,), {}, (), torch.int32, name=f"{dim.name}_begin")
+                dim.begin_value = self.record("tile_begin", (dim,), {}, (), torch.int32, name=dim.name if dim.is_grid else f"{dim.name}_begin")
             proxies = [
                 DeviceTensor(self, dim.begin_value) if spec.kind == "grid" else TileProxy(self, dim)
                 for dim in dims
