@@ -7,6 +7,7 @@ import torch
 
 from ..ir import Load, Node, Store, TileLoop, Value
 from ..plan import Mask, PallasCallPlan
+from ..plan.plans import InnerTileSlice
 from .lowering import OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
@@ -25,6 +26,8 @@ class KernelEmitter:
         self.env: dict[int, str] = {}
         self.lines: list[str] = []
         self._last_line: int | None = None
+        self.loop_counters: dict[int, str] = {}  # inner TileDim id -> loop counter variable
+        self.dynamic_dims: set[int] = set()  # inner dims whose counter is traced (fori_loop)
 
     # ---------------------------------------------------------------- text --
 
@@ -81,7 +84,8 @@ class KernelEmitter:
     def emit_body(self, body: list, indent: int = 1) -> None:
         for node in body:
             if isinstance(node, TileLoop):
-                raise NotImplementedError("inner loops are planned by the loop strategies")
+                self._emit_inner_loop(node, indent)
+                continue
             self.comment_source(node, indent)
             if isinstance(node, Load):
                 self._emit_load(node, indent)
@@ -90,10 +94,71 @@ class KernelEmitter:
             else:
                 self._emit_op(node, indent)
 
+    # -------------------------------------------------------- inner loops --
+
+    def _emit_inner_loop(self, loop: TileLoop, indent: int) -> None:
+        """An inner loop over resident blocks: Python-unrolled if static, else lax.fori_loop."""
+        loop_plan = self.plan.inner_loops[loop.id]
+        self.comment_source(loop, indent)
+        carried = []
+        for item in loop.carried:
+            var = self.names.fresh(item.name)
+            self.emit(f"{var} = {self.render(item.init)}", indent)
+            self.env[item.param.id] = var
+            carried.append((item, var))
+        if loop_plan.static_trips is not None:
+            self.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': "
+                      f"{'x'.join(map(str, loop_plan.static_trips))} steps unrolled over resident blocks", indent)
+            inner = indent
+            for dim, trips in zip(loop.dims, loop_plan.static_trips):
+                counter = self.names.fresh(f"{dim.name}_step")
+                self.loop_counters[dim.id] = counter
+                self.emit(f"for {counter} in range({trips}):", inner)
+                inner += 1
+            self.emit_body(loop.body, inner)
+            for item, var in carried:
+                if self.render(item.result) != var:
+                    self.emit(f"{var} = {self.render(item.result)}", inner)
+        else:
+            self._emit_fori(loop, carried, indent)
+        for item, var in carried:
+            self.env[item.out.id] = var
+
+    def _emit_fori(self, loop: TileLoop, carried: list, indent: int) -> None:
+        if len(loop.dims) != 1:
+            raise NotImplementedError("data-dependent multi-dim inner loops")
+        (dim,) = loop.dims
+        counter = self.names.fresh(f"{dim.name}_step")
+        self.loop_counters[dim.id] = counter
+        self.dynamic_dims.add(dim.id)
+        body_name = self.names.fresh(f"{dim.name}_body")
+        names = ", ".join(var for _, var in carried)
+        pack = f"({names},)" if carried else "()"
+        trips = (f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1})"
+                 f" // {dim.block_size}")
+        self.emit(f"# inner loop '{dim.name}': data-dependent trip count, fori_loop over resident blocks", indent)
+        self.emit(f"def {body_name}({counter}, carry):", indent)
+        if carried:
+            self.emit(f"{pack} = carry", indent + 1)
+        self.emit_body(loop.body, indent + 1)
+        results = ", ".join(self.render(item.result) for item, _ in carried)
+        self.emit(f"return ({results},)" if carried else "return carry", indent + 1)
+        target = pack if carried else "_"
+        self.emit(f"{target} = lax.fori_loop(0, {trips}, {body_name}, {pack})", indent)
+
     # ------------------------------------------------------------- memory --
 
     def _ref_subscript(self, access) -> str:
-        parts = [p if isinstance(p, str) else self.render(p) for p in access.ref_index]
+        parts = []
+        for item in access.ref_index:
+            if isinstance(item, InnerTileSlice):
+                dim = item.dim
+                begin = self.env[dim.begin_value.id]
+                if dim.id in self.dynamic_dims and isinstance(dim.begin, int) and dim.begin % dim.block_size == 0:
+                    begin = f"pl.multiple_of({begin}, {dim.block_size})"
+                parts.append(f"pl.ds({begin}, {dim.block_size})")
+            else:
+                parts.append(item if isinstance(item, str) else self.render(item))
         return ", ".join(parts)
 
     def _emit_load(self, node: Load, indent: int) -> None:
@@ -159,6 +224,8 @@ class KernelEmitter:
         if op == "scalar_arg":
             return f"{node.args[0].name}_ref[0]"
         dim = node.args[0]
+        if dim.id not in self.plan.grid_axis_of:
+            return self._inner_structural(op, dim)
         axis = self.plan.grid_axis_of[dim.id]
         if op == "tile_begin":
             pid = f"pl.program_id({axis})"
@@ -175,11 +242,27 @@ class KernelEmitter:
             return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
         raise NotImplementedError(op)
 
+    def _inner_structural(self, op: str, dim) -> str:
+        counter = self.loop_counters[dim.id]
+        if op == "tile_begin":
+            term = counter if dim.block_size == 1 else f"{counter} * {dim.block_size}"
+            return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
+        begin = self.env[dim.begin_value.id]
+        if op == "tile_end":
+            return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
+        if op == "tile_index":
+            return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
+        if op == "tile_id":
+            return counter
+        if op == "tile_count":
+            return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+        raise NotImplementedError(op)
+
     def _apply_mask(self, node: Node, mask: Mask, text: str, indent: int) -> str:
         operand = node.args[mask.operand]
         shape = tuple(operand.shape)
         fill = _typed_fill(mask.fill, operand.dtype)
-        name = self.names.fresh(f"{operand.name or 'v'}_masked")
+        name = self.names.fresh(f"{self.env.get(operand.id, operand.name or 'v')}_masked")
         condition = self._range_condition(shape, mask.axis, mask.dim)
         self.emit(f"# mask the padded tail of '{mask.dim.name}' with {fill} before {node.op}", indent)
         self.emit(f"{name} = jnp.where({condition}, {text}, {fill})", indent)

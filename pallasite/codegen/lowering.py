@@ -127,7 +127,7 @@ _UNARY_TEMPLATES = {
     "sigmoid": "jax.nn.sigmoid({0})", "relu": "jnp.maximum({0}, 0)",
     "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})", "erfc": "lax.erfc({0})",
     "floor": "jnp.floor({0})", "ceil": "jnp.ceil({0})", "trunc": "jnp.trunc({0})",
-    "sign": "jnp.sign({0})", "reciprocal": "(1 / {0})", "square": "({0} * {0})",
+    "reciprocal": "(1 / {0})", "square": "({0} * {0})",
     "isnan": "jnp.isnan({0})", "isinf": "jnp.isinf({0})", "isfinite": "jnp.isfinite({0})",
     "relu6": "jnp.clip({0}, 0, 6)", "mish": "({0} * jnp.tanh(jax.nn.softplus({0})))",
     "hardsigmoid": "jnp.clip({0} / 6 + 0.5, 0, 1)",
@@ -152,6 +152,15 @@ def _bitwise_not(call: OpCall) -> str:
     if call.out_dtype == torch.bool:
         return f"jnp.logical_not({call.texts[0]})"
     return f"(~{call.cast(0, call.out_dtype)})"
+
+
+@rule("sign")
+def _sign(call: OpCall) -> str:
+    # torch.sign(nan) is 0 where jnp.sign(nan) is nan; comparisons give torch's answer.
+    x, dtype = call.cast(0, call.out_dtype), jnp_dtype(call.out_dtype)
+    if call.out_dtype == torch.bool:
+        return x
+    return f"(({x} > 0).astype({dtype}) - ({x} < 0).astype({dtype}))"
 
 
 @rule("round")
@@ -264,7 +273,8 @@ def _clamp(call: OpCall) -> str:
 @rule("lerp")
 def _lerp(call: OpCall) -> str:
     a, b, w = call.all_cast(call.out_dtype)
-    return f"({a} + {w} * ({b} - {a}))"
+    # torch's two-sided form: exact at weight 0 and 1, and inf-safe on either side.
+    return f"jnp.where(jnp.abs({w}) < 0.5, {a} + {w} * ({b} - {a}), {b} - ({b} - {a}) * (1 - {w}))"
 
 
 @rule("addcmul", "addcdiv")

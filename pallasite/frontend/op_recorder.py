@@ -56,6 +56,16 @@ class OpRecorder:
         self.device = None
         self._device_body_stack = []
 
+    def push_body(self, body: list) -> None:
+        """Record into `body` (an inner loop's) until `pop_body`."""
+        self._device_body_stack.append(body)
+
+    def pop_body(self) -> None:
+        self._device_body_stack.pop()
+
+    def append_node(self, node: Any) -> None:
+        self._device_body_stack[-1].append(node)
+
     def record(self, op: str, args: tuple, kwargs: dict, shape: tuple, dtype: torch.dtype,
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
         value = Value(tuple(shape), dtype, name)
@@ -107,6 +117,9 @@ class OpRecorder:
             return self._max_min(name, meta_fn, args, kwargs, display)
         if name not in ops.ALL_OPS or name in ops.STRUCTURAL:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
+        if self.device is not None:
+            # Before shape inference, whose broadcast error would hide the real problem.
+            _reject_whole_host_tensors(args[:1] if name == "to" else args, kwargs)
         name, operands, attrs, meta_out = self._canonicalize(name, meta_fn, args, kwargs, display)
         if self.device is not None:
             return self._device_op(name, operands, attrs, meta_out, display)
@@ -197,10 +210,7 @@ class OpRecorder:
         if isinstance(item, HostScalar):
             return self.scalar_value(item)
         if isinstance(item, HostTensor):
-            raise exc.IndexingError(
-                f"Host tensor '{item.symbol.name}' is used whole inside a device loop; "
-                f"index it with tiles, e.g. {item.symbol.name}[tile]."
-            )
+            raise _whole_host_tensor_error(item)
         if isinstance(item, TileProxy):
             raise exc.UnsupportedSyntax(
                 f"Tile '{item.dim.name}' used as a value; use {item.dim.name}.index or .begin."
@@ -426,6 +436,24 @@ def _has_proxy(args: Any, kwargs: Any = None) -> bool:
         if isinstance(item, (list, tuple)):
             stack.extend(item)
     return False
+
+
+def _whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
+    name = tensor.symbol.name
+    return exc.IndexingError(
+        f"Host tensor '{name}' is used whole inside a device loop; index it with tiles, "
+        f"e.g. {name}[tile]."
+    )
+
+
+def _reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
+    stack = list(args) + list(kwargs.values())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, HostTensor):
+            raise _whole_host_tensor_error(item)
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
 
 
 def _to_meta(item: Any) -> Any:

@@ -21,7 +21,8 @@ from torch.overrides import TorchFunctionMode
 from .. import exc
 from .. import language as hl
 from ..ir import (
-    Allocate, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
+    Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
+    Value,
 )
 from . import source
 from .op_recorder import OpRecorder
@@ -89,13 +90,15 @@ class Tracer(OpRecorder):
                 self._run_host_block(self.fn_ast.body)
         finally:
             hl.set_active_tracer(previous)
+        with self._user_code():  # errors point at the `return` statement
+            result = self._result_structure(self.result)
         return KernelIR(
             name=self.fn.__name__,
             source_file=self.filename,
             params=params,
             arguments=arguments,
             steps=self.steps,
-            result=self._result_structure(self.result),
+            result=result,
             block_dims=self.block_dims,
             device_loops=self.device_loops,
         )
@@ -254,9 +257,8 @@ class Tracer(OpRecorder):
             if isinstance(stmt, ast.For):
                 iterable = self._evaluate(stmt.iter, stmt)
                 if isinstance(iterable, hl.TileIterable):
-                    raise exc.UnsupportedSyntax(
-                        "Nested hl.tile/hl.grid loops inside a device loop are not supported yet.", loc
-                    )
+                    self._inner_loop(stmt, iterable)
+                    continue
                 self._python_loop(stmt, iterable, self._run_device_block)
             elif isinstance(stmt, ast.If):
                 test = self._evaluate(stmt.test, stmt)
@@ -304,6 +306,75 @@ class Tracer(OpRecorder):
         self.steps.append(call)
         self.device_loops.append(call)
 
+    def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+        """A tile/grid loop inside a device loop: traced once, with loop-carried variables."""
+        loc = source.location(self.filename, stmt)
+        if stmt.orelse:
+            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", loc)
+        names = self._loop_names(stmt.target, len(spec.ends), spec.kind)
+        dims = []
+        for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes):
+            begin = self._inner_bound(begin, "begin", loc)
+            end = self._inner_bound(end, "end", loc)
+            dims.append(self._tile_dim(name, begin, end, block, spec.kind, loc))
+        assigned = {
+            node.id for inner in stmt.body for node in ast.walk(inner)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        }
+        before = dict(self.scope)
+        carried = []
+        for name in sorted(assigned):
+            value = before.get(name)
+            if isinstance(value, DeviceTensor):
+                param = Value(value.value.shape, value.value.dtype, name)
+                carried.append(Carried(name, value.value, param))
+                self.scope[name] = DeviceTensor(self, param)
+        loop = TileLoop(dims, [], loc, carried)
+        self.push_body(loop.body)
+        try:
+            for dim in dims:
+                dim.begin_value = self.record(
+                    "tile_begin", (dim,), {}, (), torch.int32,
+                    name=dim.name if dim.is_grid else f"{dim.name}_begin")
+            proxies = [DeviceTensor(self, d.begin_value) if d.is_grid else TileProxy(self, d) for d in dims]
+            self._assign_target(stmt.target, tuple(proxies) if spec.multi else proxies[0], stmt)
+            self._run_device_block(stmt.body)
+        finally:
+            self.pop_body()
+        self.location = loc
+        for item in carried:
+            result = self.scope.get(item.name)
+            if not isinstance(result, DeviceTensor):
+                raise exc.UnsupportedSyntax(
+                    f"Loop-carried variable '{item.name}' must stay a device tensor in the loop.", loc)
+            if result.value.shape != item.init.shape or result.value.dtype != item.init.dtype:
+                raise exc.ShapeMismatch(
+                    f"Loop-carried variable '{item.name}' is {list(item.init.shape)} {item.init.dtype} "
+                    f"before the loop but {list(result.value.shape)} {result.value.dtype} after an "
+                    "iteration; initialize it with the shape and dtype the loop produces.", loc)
+            item.result = result.value
+            item.out = Value(item.init.shape, item.init.dtype, item.name)
+        self.append_node(loop)
+        for name in assigned:  # values defined only inside the loop do not escape it
+            if name in before:
+                self.scope[name] = before[name]
+            else:
+                self.scope.pop(name, None)
+        for item in carried:
+            self.scope[item.name] = DeviceTensor(self, item.out)
+
+    def _inner_bound(self, bound: Any, what: str, loc) -> Any:
+        if isinstance(bound, bool):
+            raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
+        if isinstance(bound, int):
+            return bound
+        if isinstance(bound, (DeviceTensor, HostScalar)):
+            value = self._device_operand(bound)
+            if value.shape != () or value.dtype.is_floating_point:
+                raise exc.UnsupportedSyntax(f"Loop {what} must be an integer scalar.", loc)
+            return value
+        raise exc.UnsupportedSyntax(f"Loop {what} must be an int or a device scalar, got {bound!r}.", loc)
+
     def _loop_names(self, target: ast.expr, count: int, kind: str) -> list[str]:
         if isinstance(target, ast.Tuple) and len(target.elts) == count and all(
             isinstance(e, ast.Name) for e in target.elts
@@ -322,8 +393,9 @@ class Tracer(OpRecorder):
             raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
         return int(bound)
 
-    def _tile_dim(self, name: str, begin: int, end: int, block: Any, kind: str, loc) -> TileDim:
-        extent = max(end - begin, 0)
+    def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
+        static = isinstance(begin, int) and isinstance(end, int)
+        extent = max(end - begin, 0) if static else 128
         if kind == "grid":
             return TileDim(name, begin, end, 1, None, True)
         if block is None:

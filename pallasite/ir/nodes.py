@@ -172,12 +172,33 @@ class Store(Node):
 
 
 @dataclass(eq=False)
+class Carried:
+    """A variable updated across iterations of an inner loop (an accumulator).
+
+    `init` is its value before the loop, `param` its value at the start of an
+    iteration (a placeholder the body reads), `result` its value at the end of
+    the body, `out` its value after the loop.
+    """
+
+    name: str
+    init: Value
+    param: Value
+    result: Value | None = None
+    out: Value | None = None
+
+
+@dataclass(eq=False)
 class TileLoop:
-    """A `for ... in hl.tile(...)/hl.grid(...)` loop."""
+    """A `for ... in hl.tile(...)/hl.grid(...)` loop.
+
+    A top-level loop is the pallas_call grid; a loop nested in a body is an
+    inner loop, lowered by the strategy the config chooses.
+    """
 
     dims: list[TileDim]
     body: list[Node | TileLoop]
     location: SourceLocation | None
+    carried: list[Carried] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
 
 

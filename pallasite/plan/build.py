@@ -4,15 +4,15 @@ from __future__ import annotations
 import dataclasses
 
 from .. import exc
-from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, walk_nodes
+from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from .masks import plan_masks
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
-from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan
+from .plans import GridAxis, InPlaceUpdate, InnerLoopPlan, KernelPlan, Operand, PallasCallPlan
 from .vmem import estimate_vmem_bytes
 
 
 def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capacity: int,
-               vmem_limit: int | None = None) -> KernelPlan:
+               vmem_limit: int | None = None, loop_type: str | None = None) -> KernelPlan:
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     calls = []
     for step in ir.steps:
@@ -22,7 +22,7 @@ def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capac
             results = step.result if isinstance(step.result, tuple) else (step.result,)
             defined.update(id(r) for r in results)
         elif isinstance(step, DeviceLoopCall):
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, loop_type))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -30,7 +30,7 @@ def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capac
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None) -> PallasCallPlan:
+               vmem_limit: int | None, loop_type: str | None) -> PallasCallPlan:
     loop = call.loop
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(loop.dims)}
     scalar_inputs = tuple(Operand(s, f"{s.name}_ref", "smem") for s in call.scalars)
@@ -86,6 +86,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         accesses=accesses,
         masks=masks,
         grid_axis_of=grid_axis_of,
+        inner_loops=_plan_inner_loops(loop.body, loop_type),
         vmem_bytes=0,
         vmem_limit_bytes=None,
     )
@@ -100,6 +101,26 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if limit is None and vmem > 16 * 2**20:
         limit = min(vmem_capacity, int(vmem * 1.25))
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
+
+
+def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopPlan]:
+    strategy = loop_type or "unroll"
+    plans: dict[int, InnerLoopPlan] = {}
+    for item in body:
+        if not isinstance(item, TileLoop):
+            continue
+        if strategy != "unroll":
+            raise exc.InvalidConfig(
+                f"pallas_loop_type {strategy!r} is not implemented yet; this build lowers inner "
+                "loops with 'unroll' (resident blocks).", item.location)
+        trips = []
+        for dim in item.dims:
+            extent = dim.static_extent
+            trips.append(None if extent is None else -(-extent // dim.block_size))
+        static = None if any(t is None for t in trips) else tuple(trips)
+        plans[item.id] = InnerLoopPlan(strategy, static)
+        plans.update(_plan_inner_loops(item.body, loop_type))
+    return plans
 
 
 def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location) -> tuple[int, ...]:

@@ -23,16 +23,41 @@ Padded = dict[int, TileDim]  # axis -> the tile dim whose tail pads it
 def plan_masks(body: list) -> dict[int, tuple[Mask, ...]]:
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
-    for node in walk_nodes(body):
+    _visit_body(body, padded, masks)
+    return masks
+
+
+def _visit_body(body: list, padded: dict[int, Padded], masks: dict) -> None:
+    for node in body:
         if isinstance(node, TileLoop):
+            _visit_loop(node, padded, masks)
             continue
         node_masks, out = _visit(node, padded)
         if node_masks:
             masks[node.id] = tuple(node_masks)
+        else:
+            masks.pop(node.id, None)
         for value, pads in zip(node.outputs, out):
             if pads:
                 padded[value.id] = pads
-    return masks
+
+
+def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict) -> None:
+    """A loop-carried value is padded where its initial or its updated value is."""
+    for item in loop.carried:
+        padded[item.param.id] = dict(_pads(item.init, padded))
+    for _ in range(3):  # padding only grows; a fixpoint is reached quickly
+        _visit_body(loop.body, padded, masks)
+        changed = False
+        for item in loop.carried:
+            grown = {**_pads(item.result, padded), **padded[item.param.id]}
+            if grown != padded[item.param.id]:
+                padded[item.param.id] = grown
+                changed = True
+        if not changed:
+            break
+    for item in loop.carried:
+        padded[item.out.id] = padded[item.param.id]
 
 
 def _pads(operand, padded) -> Padded:

@@ -17,7 +17,7 @@ from ..ir import (
     Value, walk_nodes,
 )
 from .grid_exprs import NotAGridExpression, grid_expression
-from .plans import Access, AxisBlock, Operand
+from .plans import Access, AxisBlock, InnerTileSlice, Operand
 from .tpu_tiling import AxisRule
 
 SMEM_MAX_ELEMENTS = 16384
@@ -83,6 +83,11 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> A
     size = symbol.shape[axis]
     rank = len(symbol.shape)
     first = items[0]
+    inner = [i.dim for i in items if isinstance(i, TileSlice) and i.dim.id not in grid_axis_of]
+    if len(inner) == len(items):  # only inner tiles (possibly of sibling loops) read this axis
+        rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
+        length = max(_resident_length(dim, size, rule) for dim in inner)
+        return AxisBlock("resident", length, "0", first.dim)
     if isinstance(first, TileSlice) and all(
         isinstance(i, TileSlice) and i.dim is first.dim for i in items
     ):
@@ -117,6 +122,26 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> A
                 "by ':' / a scalar / another tile in the same loop; index it one way."
             )
     return AxisBlock("full", size, "0")
+
+
+def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
+    """The block length that holds every inner tile of `dim` read as `pl.ds(begin, block)`.
+
+    It starts at element 0 and must reach the end of the last tile, which may
+    lie past the array (Pallas pads that part of the block; masks hide it).
+    """
+    block = dim.block_size
+    if isinstance(dim.begin, int) and isinstance(dim.end, int):
+        trips = -(-(dim.end - dim.begin) // block)
+        needed = max(dim.begin + trips * block, 1)
+    else:  # a data-dependent range may start anywhere in the array
+        needed = array_dim + block - 1
+    if needed <= array_dim:
+        return array_dim
+    length = needed
+    while not rule.allows(length):
+        length += 1
+    return length
 
 
 def tiling_rules(operand: Operand) -> list[tuple[AxisBlock, AxisRule]]:
@@ -156,18 +181,18 @@ def plan_access(node, operand: Operand) -> Access:
         for axis, (item, block) in enumerate(zip(items, operand.axes)):
             if block.kind == "squeezed":
                 continue
-            if block.kind == "tile":
-                ref_index.append(":")
-                dim = block.dim
+            if block.kind in ("tile", "resident"):
+                dim = item.dim
+                ref_index.append(":" if block.kind == "tile" else InnerTileSlice(dim))
                 if isinstance(node, Store) and dim.has_partial_tail and _ends_inside(dim, operand.symbol.shape[axis]):
-                    store_masks.append((sum(1 for r in ref_index if r == ":") - 1, dim))
+                    store_masks.append((_kept_axes(ref_index) - 1, dim))
             elif isinstance(item, FullSlice):
                 ref_index.append(":")
             else:
                 ref_index.append(item.index)
     ref_shape = _ref_shape(operand, ref_index)
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
-    if all(i == ":" for i in ref_index):
+    if all(isinstance(i, str) and i == ":" for i in ref_index):
         ref_index = ["..."]
     return Access(operand.ref_name, tuple(ref_index), ref_shape, tuple(value_shape), tuple(store_masks))
 
@@ -176,7 +201,17 @@ def _ref_shape(operand: Operand, ref_index: list) -> tuple[int, ...]:
     if operand.memory == "smem":
         return ()
     block = [a.size for a in operand.axes if a.kind != "squeezed"]
-    return tuple(size for size, item in zip(block, ref_index) if item == ":")
+    shape = []
+    for size, item in zip(block, ref_index):
+        if isinstance(item, InnerTileSlice):
+            shape.append(item.dim.block_size)
+        elif item == ":":
+            shape.append(size)
+    return tuple(shape)
+
+
+def _kept_axes(ref_index: list) -> int:
+    return sum(1 for r in ref_index if isinstance(r, InnerTileSlice) or r == ":")
 
 
 def _ends_inside(dim, axis_size: int) -> bool:

@@ -21,7 +21,8 @@ class AxisBlock:
     """How one tensor axis is carved into the block a grid step sees.
 
     kind: "tile" (blocked by a grid tile dim), "full" (whole axis),
-    "squeezed" (one element chosen by `index_expr`, axis dropped from the ref).
+    "squeezed" (one element chosen by `index_expr`, axis dropped from the ref),
+    "resident" (the whole range an inner tile loop walks, read per inner tile).
     """
 
     kind: str
@@ -45,6 +46,14 @@ class Operand:
 
 
 @dataclass(frozen=True)
+class InnerTileSlice:
+    """A ref subscript item: the run of an inner tile inside a resident block,
+    `pl.ds(dim.begin_value, dim.block_size)` (the block starts at element 0)."""
+
+    dim: TileDim
+
+
+@dataclass(frozen=True)
 class Access:
     """How one Load/Store reads or writes its ref inside the kernel.
 
@@ -55,7 +64,7 @@ class Access:
     """
 
     ref_name: str
-    ref_index: tuple  # per ref axis: ":", "...", an int or a scalar Value
+    ref_index: tuple  # per ref axis: ":", "...", an int, a scalar Value or an InnerTileSlice
     ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
     store_masks: tuple[tuple[int, TileDim], ...] = ()
@@ -84,6 +93,19 @@ class InPlaceUpdate:
 
 
 @dataclass(frozen=True)
+class InnerLoopPlan:
+    """How one inner tile loop runs.
+
+    strategy "unroll": every tensor it reads stays resident in VMEM through the
+    outer BlockSpec; a static trip count is unrolled in Python (`static_trips`),
+    a dynamic one is a `lax.fori_loop` over the resident block.
+    """
+
+    strategy: str
+    static_trips: tuple[int, ...] | None  # per dim, None when a bound is data-dependent
+
+
+@dataclass(frozen=True)
 class PallasCallPlan:
     """Everything codegen needs for one device loop."""
 
@@ -98,6 +120,7 @@ class PallasCallPlan:
     accesses: dict[int, Access]  # node id -> access
     masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands
     grid_axis_of: dict[int, int]  # TileDim id -> grid axis
+    inner_loops: dict[int, InnerLoopPlan]  # TileLoop id -> its strategy
     vmem_bytes: int
     vmem_limit_bytes: int | None
 

@@ -179,7 +179,7 @@ class BoundKernel:
         tracer = self._trace(config.block_sizes)
         info = chip_info(chip)
         return build_plan(tracer.ir, tuple(config.block_sizes), chip, info.vmem_capacity_bytes,
-                          config.get("vmem_limit_bytes"))
+                          config.get("vmem_limit_bytes"), config.get("pallas_loop_type"))
 
     def to_code(self, config: Config | dict | None = None, chip: str | None = None) -> str:
         """The generated Pallas module for `config`."""

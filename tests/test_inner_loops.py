@@ -1,0 +1,156 @@
+"""Inner tile loops with the 'unroll' strategy: resident blocks, carried values, masks."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+
+@pallasite.kernel
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def test_matmul_bf16_non_divisible_k_masks_the_contraction():
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 300).bfloat16(), torch.randn(300, 128).bfloat16()
+    _, result = code_and_output(matmul, (x, y), block_sizes=[128, 128, 128])
+    torch.testing.assert_close(result, x.float() @ y.float(), atol=1e-2, rtol=1e-2)
+    plan = matmul.bind((x, y)).plan(pallasite.Config(block_sizes=[128, 128, 128]))
+    call = plan.calls[0]
+    (loop_plan,) = call.inner_loops.values()
+    assert loop_plan.strategy == "unroll" and loop_plan.static_trips == (3,)
+    x_operand = next(op for op in call.inputs if op.symbol.name == "x")
+    assert [a.kind for a in x_operand.axes] == ["tile", "resident"]
+    assert x_operand.axes[1].size == 384  # every K tile fits the resident block
+    masks = [m for ms in call.masks.values() for m in ms]
+    assert {(m.axis, m.fill) for m in masks} == {(1, 0), (0, 0)}  # x's and y's K axes
+
+
+def test_matmul_lowers_to_mosaic():
+    x, y = torch.randn(256, 300).bfloat16(), torch.randn(300, 128).bfloat16()
+    check_tpu_lowering(matmul, (x, y), block_sizes=[128, 128, 128])
+
+
+@pallasite.kernel
+def attention(q, k, v):
+    bh, s, d = q.size()
+    out = torch.empty_like(q)
+    scale = 1.0 / math.sqrt(d)
+    for tile_b, tile_q in hl.tile([bh, s], block_size=[1, None]):
+        m_i = hl.full([tile_b, tile_q], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
+        acc = hl.zeros([tile_b, tile_q, d], dtype=torch.float32)
+        qb = q[tile_b, tile_q, :]
+        for tile_k in hl.tile(s):
+            kb = k[tile_b, tile_k, :]
+            vb = v[tile_b, tile_k, :]
+            qk = torch.bmm(qb, kb.transpose(1, 2)) * scale
+            m_new = torch.maximum(m_i, torch.amax(qk, -1))
+            p = torch.exp(qk - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = acc * alpha[:, :, None] + torch.bmm(p.to(vb.dtype), vb)
+            m_i = m_new
+        out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+def test_flash_attention_online_softmax_with_partial_kv_tile():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 200, 64) for _ in range(3))
+    _, result = code_and_output(attention, (q, k, v), block_sizes=[128, 128])
+    expected = torch.softmax(q @ k.transpose(1, 2) / 8.0, -1) @ v
+    torch.testing.assert_close(result, expected, atol=1e-4, rtol=1e-4)
+    check_tpu_lowering(attention, (q, k, v), block_sizes=[128, 128], chips=("v6e",))
+
+
+@pallasite.kernel
+def jagged_mean(x, offsets):
+    n, d = x.size()
+    b = offsets.size(0) - 1
+    out = torch.empty([b, d], dtype=x.dtype, device=x.device)
+    for g in hl.grid(b):
+        start = offsets[g]
+        end = offsets[g + 1]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile in hl.tile(start, end):
+            acc = acc + x[tile, :].sum(0)
+        count = torch.clamp(end - start, min=1)
+        out[g, :] = acc / count
+    return out
+
+
+def test_jagged_mean_with_unaligned_data_dependent_bounds():
+    torch.manual_seed(0)
+    x = torch.randn(300, 128)
+    offsets = torch.tensor([0, 5, 5, 140, 300], dtype=torch.int32)
+    code, result = code_and_output(jagged_mean, (x, offsets), block_sizes=[64])
+    expected = torch.stack([
+        x[offsets[i]:offsets[i + 1]].sum(0) / max(int(offsets[i + 1] - offsets[i]), 1) for i in range(4)
+    ])
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    assert "lax.fori_loop" in code
+    plan = jagged_mean.bind((x, offsets)).plan(pallasite.Config(block_sizes=[64]))
+    call = plan.calls[0]
+    assert next(op for op in call.inputs if op.symbol.name == "offsets").memory == "smem"
+    (loop_plan,) = call.inner_loops.values()
+    assert loop_plan.static_trips is None
+    check_tpu_lowering(jagged_mean, (x, offsets), block_sizes=[64], chips=("v5e",))
+
+
+@pallasite.kernel
+def center_rows(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        total = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n):
+            total = total + x[tile_m, tile_n].sum(1)
+        mean = total / n
+        for tile_n in hl.tile(n):
+            out[tile_m, tile_n] = x[tile_m, tile_n] - mean[:, None]
+    return out
+
+
+def test_two_sibling_inner_loops_two_pass_centering():
+    torch.manual_seed(0)
+    x = torch.randn(64, 300)
+    _, result = code_and_output(center_rows, (x,), block_sizes=[32, 128, 128])
+    torch.testing.assert_close(result, x - x.mean(1, keepdim=True), atol=1e-5, rtol=1e-5)
+
+
+def test_unimplemented_loop_types_say_so():
+    x, y = torch.randn(128, 128), torch.randn(128, 128)
+    with pytest.raises(exc.InvalidConfig, match="'fori_loop' is not implemented yet"):
+        code_and_output(matmul, (x, y), block_sizes=[128, 128, 128], pallas_loop_type="fori_loop")
+
+
+def test_carried_value_changing_dtype_is_rejected():
+    @pallasite.kernel
+    def bad(x):
+        m, k = x.size()
+        out = torch.empty([m], dtype=torch.float32, device=x.device)
+        for tile_m in hl.tile(m):
+            acc = hl.zeros([tile_m], dtype=torch.bfloat16)
+            for tile_k in hl.tile(k):
+                acc = acc + x[tile_m, tile_k].sum(1)
+            out[tile_m] = acc
+        return out
+
+    with pytest.raises(exc.ShapeMismatch, match="Loop-carried variable 'acc'"):
+        bad(torch.randn(16, 256))
