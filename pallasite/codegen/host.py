@@ -124,6 +124,12 @@ class HostEmitter:
 
     def _emit_call(self, call: PallasCallPlan) -> None:
         self.comment(call.call.loop.location)
+        if any(axis.num_blocks == 0 for axis in call.grid):
+            self.emit("# the loop has no iterations (a zero-size dimension): no kernel runs")
+            for op in call.outputs:
+                if op.symbol.id in self.undefined:
+                    self.read(op.symbol)  # materialize the (empty) tensor
+            return
         args = []
         for op in call.scalar_inputs:
             args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")

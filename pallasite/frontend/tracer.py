@@ -422,6 +422,12 @@ class Tracer(OpRecorder):
         if isinstance(value, HostScalar):
             self.specialized.add(value.symbol.name)
             index = [a.arg for a in self.fn_ast.args.args].index(value.symbol.name)
+            if self.arg_specs[index].value is None:
+                raise exc.UnsupportedSyntax(
+                    f"hl.specialize({value.symbol.name}): the argument is traced by jax.jit, so its "
+                    "value is unknown while compiling; make it static (jax.jit(..., "
+                    "static_argnums=...)) or close over it."
+                )
             return self.arg_specs[index].value
         if isinstance(value, (list, tuple, torch.Size)):
             return type(value)(self.specialize(v) for v in value)

@@ -19,6 +19,7 @@ from ..codegen import generate_module
 from ..config import Config, as_config
 from ..frontend import ArgSpec, Tracer
 from ..frontend.op_recorder import check_dtype
+from ..ir import TensorSymbol
 from ..plan import KernelPlan, build_plan
 from .chips import chip_info, default_chip
 from .convert import to_jax, torch_dtype_of, tree_to_torch
@@ -71,7 +72,11 @@ class Kernel:
         specs = []
         for param, value in zip(self._params, values):
             constexpr = param.annotation is hl.constexpr or param.annotation == "hl.constexpr"
-            if isinstance(value, (torch.Tensor, jax.Array)):
+            if _is_python_scalar_in_jit(value) and not constexpr:
+                # `jax.jit(kernel.jax_fn)(x, 2.0)` traces the Python scalar; it stays a scalar.
+                python_type = float if jnp.issubdtype(value.dtype, jnp.floating) else int
+                specs.append(ArgSpec("scalar", python_type=python_type, value=_concrete(value, python_type)))
+            elif isinstance(value, (torch.Tensor, jax.Array)):
                 dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
                 try:
                     check_dtype(dtype, f"Argument '{param.name}'")
@@ -190,8 +195,9 @@ class BoundKernel:
         config = self.config_spec.normalize(as_config(config))
         compiled = self._compiled.get(config.key())
         if compiled is None:
-            code = self.to_code(config)
-            compiled = CompiledKernel(self, config, code)
+            plan = self.plan(config)
+            code = generate_module(plan, repr(config))
+            compiled = CompiledKernel(self, config, code, plan.ir.result)
             self._compiled[config.key()] = compiled
         return compiled
 
@@ -218,8 +224,9 @@ class BoundKernel:
 class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
-    def __init__(self, bound: BoundKernel, config: Config, code: str):
+    def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None):
         self.bound = bound
+        self.result_structure = result_structure  # the IR's symbols, mirroring the result
         self.config = config
         self.code = code
         self.code_path = _write_code(bound.kernel.fn.__name__, code)
@@ -254,6 +261,16 @@ class CompiledKernel:
             target = values[self._param_index[name]]
             if isinstance(target, torch.Tensor):
                 target.copy_(tree_to_torch(new_value))
+        return self._torch_result(result, self.result_structure, values)
+
+    def _torch_result(self, result: Any, structure: Any, values: list[Any]) -> Any:
+        """Convert to torch; a returned argument is the caller's own tensor, as in eager PyTorch."""
+        if isinstance(structure, TensorSymbol) and structure.origin == "arg":
+            original = values[self._param_index[structure.name]]
+            if isinstance(original, torch.Tensor):
+                return original
+        if isinstance(structure, (list, tuple)) and isinstance(result, (list, tuple)):
+            return type(result)(self._torch_result(r, s, values) for r, s in zip(result, structure))
         return tree_to_torch(result)
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
@@ -262,6 +279,20 @@ class CompiledKernel:
         if self.mutated_args:
             return result, dict(zip(self.mutated_args, mutated))
         return result
+
+
+def _is_python_scalar_in_jit(value: Any) -> bool:
+    """A 0-d weakly typed JAX value: what `jax.jit` makes of a Python int or float argument."""
+    return (isinstance(value, jax.Array) and value.ndim == 0 and getattr(value, "weak_type", False)
+            and (jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer)))
+
+
+def _concrete(value: Any, python_type: type) -> Any:
+    """The Python value of a scalar, or None while it is traced (only hl.specialize needs it)."""
+    try:
+        return python_type(value)
+    except jax.errors.ConcretizationTypeError:
+        return None
 
 
 def load_module(code: str, path: str, interpret: Any) -> types.ModuleType:

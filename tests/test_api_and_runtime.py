@@ -1,0 +1,431 @@
+"""The public API and the runtime: decorator forms, binding and compile caches,
+generated code, `pallasite.testing`, `jax_fn` inside `jax.jit`, in-place
+updates, and kernels written exactly as for Helion."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+
+def source_line(kernel, text: str) -> tuple[int, str]:
+    """(file line number, stripped text) of the one line of `kernel`'s source containing `text`."""
+    lines, first = inspect.getsourcelines(kernel.fn)
+    matches = [(first + i, line.strip()) for i, line in enumerate(lines) if text in line]
+    assert len(matches) == 1
+    return matches[0]
+
+
+@pallasite.kernel
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out
+
+
+@pallasite.kernel
+def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * factor
+    return out
+
+
+@pallasite.kernel
+def row_softmax(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        row = x[tile_m, :]
+        e = torch.exp(row - torch.amax(row, dim=1, keepdim=True))
+        out[tile_m, :] = e / torch.sum(e, dim=1, keepdim=True)
+    return out
+
+
+# ---------------------------------------------------------------- decorator --
+
+
+def test_bare_decorator():
+    assert isinstance(add, pallasite.Kernel)
+    assert add.fn.__name__ == "add" and add.__name__ == "add"
+    assert "hl.tile([m, n])" in inspect.getsource(add.fn)
+    x, y = torch.randn(16, 256), torch.randn(16, 256)
+    torch.testing.assert_close(add(x, y), x + y)
+
+
+def test_decorator_with_config():
+    config = pallasite.Config(block_sizes=[8, 128])
+
+    @pallasite.kernel(config=config)
+    def add_blocked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile(x.size()):
+            out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+        return out
+
+    x, y = torch.randn(24, 384), torch.randn(24, 384)
+    torch.testing.assert_close(add_blocked(x, y), x + y)
+    bound = add_blocked.bind((x, y))
+    assert [c.config for c in bound._compiled.values()] == [config]
+    assert [axis.num_blocks for axis in bound.plan(config).calls[0].grid] == [3, 3]
+
+
+def test_decorator_with_configs_and_helion_settings():
+    configs = [pallasite.Config(block_sizes=[128]), pallasite.Config(block_sizes=[256])]
+
+    @pallasite.kernel(configs=configs, static_shapes=True, autotune_effort="none")
+    def negate(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = -x[tile]
+        return out
+
+    x = torch.randn(1000)
+    torch.testing.assert_close(negate(x), -x)
+    (compiled,) = negate.bind((x,))._compiled.values()
+    assert compiled.config in configs
+
+
+def test_decorator_rejects_bad_settings():
+    with pytest.raises(exc.InvalidConfig, match="autotune_effort"):
+        pallasite.kernel(autotune_effort="forever")(add.fn)
+    with pytest.raises(exc.InvalidConfig, match="static_shapes=False"):
+        pallasite.kernel(static_shapes=False)(add.fn)
+    with pytest.raises(exc.InvalidConfig, match="Unknown kernel settings: colour"):
+        pallasite.kernel(colour="blue")(add.fn)
+
+
+# ------------------------------------------------------------------ binding --
+
+
+def test_bind_is_cached_per_signature():
+    x, y = torch.randn(16, 256), torch.randn(16, 256)
+    bound = add.bind((x, y))
+    assert isinstance(bound, pallasite.BoundKernel)
+    assert add.bind((torch.zeros(16, 256), torch.ones(16, 256))) is bound  # values don't matter
+    assert add.bind((torch.randn(32, 256), torch.randn(32, 256))) is not bound  # shape does
+    assert add.bind((x.bfloat16(), y.bfloat16())) is not bound  # dtype does
+    torch.testing.assert_close(bound(x, y), x + y)
+
+
+def test_reset_forgets_bound_kernels():
+    @pallasite.kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] * 2
+        return out
+
+    x = torch.randn(1024)
+    torch.testing.assert_close(double(x), x * 2)
+    before = double.bind((x,))
+    double.reset()
+    after = double.bind((x,))
+    assert after is not before
+    assert after._compiled == {}
+    torch.testing.assert_close(double(x), x * 2)
+
+
+def test_to_code_quotes_user_source():
+    x, y = torch.randn(16, 256), torch.randn(16, 256)
+    bound = add.bind((x, y))
+    code = bound.to_code(pallasite.Config(block_sizes=[8, 128]))
+    assert isinstance(code, str)
+    assert "pl.pallas_call(" in code
+    lineno, text = source_line(add, "out[tile_m, tile_n] = ")
+    assert f"# {os.path.basename(__file__)}:{lineno}: {text}" in code
+    lineno, text = source_line(add, "for tile_m, tile_n in hl.tile")
+    assert f"# {os.path.basename(__file__)}:{lineno}: {text}" in code
+    compile(code, "<generated>", "exec")  # valid Python
+
+
+def test_compile_config_returns_callable():
+    x, y = torch.randn(40, 256), torch.randn(40, 256)
+    bound = add.bind((x, y))
+    compiled = bound.compile_config(pallasite.Config(block_sizes=[16, 128]))
+    assert isinstance(compiled, pallasite.CompiledKernel)
+    assert "pl.pallas_call(" in compiled.code
+    torch.testing.assert_close(compiled(x, y), x + y)
+    assert bound.compile_config({"block_sizes": [16, 128]}) is compiled
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (8, 1000)])
+def test_default_config_for_odd_2d_shapes(shape):
+    x, y = torch.randn(shape), torch.randn(shape)
+    bound = add.bind((x, y))
+    config = bound.config_spec.default_config()
+    block_m, block_n = config.block_sizes
+    assert block_m == shape[0] or block_m % 8 == 0
+    assert block_n == shape[1] or block_n % 128 == 0
+    torch.testing.assert_close(bound.compile_config(config)(x, y), x + y)
+
+
+def test_default_config_for_odd_1d_shape():
+    x = torch.randn(5000)
+    bound = scale.bind((x, 0.5))
+    (block,) = bound.config_spec.default_config().block_sizes
+    assert block == 5000 or block % 1024 == 0 or (block >= 128 and block & (block - 1) == 0)
+    torch.testing.assert_close(scale(x, 0.5), x * 0.5)
+
+
+# ------------------------------------------------------- pallasite.testing --
+
+
+def test_code_and_output_with_block_sizes():
+    x, y = torch.randn(24, 256), torch.randn(24, 256)
+    code, result = code_and_output(add, (x, y), block_sizes=[8, 128])
+    assert "pl.pallas_call(" in code
+    assert "block_sizes=[8, 128]" in code
+    torch.testing.assert_close(result, x + y)
+
+
+def test_code_and_output_with_helion_block_size_spelling():
+    x = torch.randn(1024)
+    code, result = code_and_output(scale, (x, 3.0), block_size=256)
+    assert "block_sizes=[256]" in code
+    torch.testing.assert_close(result, x * 3.0)
+
+
+def test_code_and_output_default_config():
+    x = torch.randn(40, 384)
+    code, result = code_and_output(row_softmax, (x,))
+    assert "pl.pallas_call(" in code
+    torch.testing.assert_close(result, torch.softmax(x, dim=1))
+
+
+def test_print_code_env(monkeypatch, capfd):
+    monkeypatch.setenv("PALLASITE_PRINT_CODE", "1")
+
+    @pallasite.kernel
+    def add_one(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] + 1.0
+        return out
+
+    x = torch.randn(1024)
+    torch.testing.assert_close(add_one(x), x + 1.0)
+    printed = capfd.readouterr().err
+    assert "generated code for add_one" in printed
+    assert "pl.pallas_call(" in printed
+    assert "out[tile] = x[tile] + 1.0" in printed
+
+
+# ------------------------------------------------------------ compile cache --
+
+
+def test_repeat_call_does_not_recompile():
+    x, y = torch.randn(16, 256), torch.randn(16, 256)
+    add.reset()
+    torch.testing.assert_close(add(x, y), x + y)
+    bound = add.bind((x, y))
+    (compiled,) = bound._compiled.values()
+    x2, y2 = torch.randn(16, 256), torch.randn(16, 256)
+    torch.testing.assert_close(add(x2, y2), x2 + y2)
+    assert add.bind((x2, y2)) is bound
+    assert list(bound._compiled.values()) == [compiled]
+    assert compiled._jitted._cache_size() == 1
+
+
+def test_scalar_value_change_does_not_recompile():
+    x = torch.randn(2048)
+    scale.reset()
+    torch.testing.assert_close(scale(x, 2.0), x * 2.0)
+    torch.testing.assert_close(scale(x, -0.25), x * -0.25)
+    bound = scale.bind((x, 7.0))
+    assert len(scale._bound) == 1
+    (compiled,) = bound._compiled.values()
+    assert compiled._jitted._cache_size() == 1
+
+
+# ------------------------------------------------------------------ jax_fn --
+
+
+def test_jax_fn_inside_jit():
+    x, y = np.random.default_rng(0).standard_normal((2, 24, 256), dtype=np.float32)
+
+    @jax.jit
+    def add_then_double(a, b):
+        return add.jax_fn(a, b) * 2
+
+    result = add_then_double(jnp.asarray(x), jnp.asarray(y))
+    assert isinstance(result, jax.Array)
+    np.testing.assert_allclose(np.asarray(result), (x + y) * 2, rtol=1e-6)
+
+
+def test_two_kernels_in_one_jit():
+    x, y = np.random.default_rng(1).standard_normal((2, 16, 256), dtype=np.float32)
+
+    @jax.jit
+    def softmax_of_sum(a, b):
+        return row_softmax.jax_fn(add.jax_fn(a, b))
+
+    result = softmax_of_sum(jnp.asarray(x), jnp.asarray(y))
+    expected = torch.softmax(torch.from_numpy(x + y), dim=1)
+    torch.testing.assert_close(torch.from_numpy(np.array(result)), expected)
+
+
+def test_jax_fn_scalar_argument_inside_jit():
+    x = np.random.default_rng(3).standard_normal(2048, dtype=np.float32)
+    scale_jit = jax.jit(scale.jax_fn)  # `factor` reaches the kernel as a traced Python float
+    np.testing.assert_allclose(np.asarray(scale_jit(jnp.asarray(x), 2.0)), x * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(scale_jit(jnp.asarray(x), -0.5)), x * -0.5, rtol=1e-6)
+    assert scale_jit._cache_size() == 1  # a new scalar value is not a new trace
+
+
+# ---------------------------------------------------------- in-place update --
+
+
+@pallasite.kernel
+def add_into(acc: torch.Tensor, x: torch.Tensor) -> None:
+    for tile_m, tile_n in hl.tile(acc.size()):
+        acc[tile_m, tile_n] = acc[tile_m, tile_n] + x[tile_m, tile_n]
+
+
+def test_in_place_update_is_seen_by_torch_caller():
+    acc, x = torch.randn(24, 256), torch.randn(24, 256)
+    expected = acc + x
+    assert add_into(acc, x) is None
+    torch.testing.assert_close(acc, expected)
+
+
+def test_in_place_update_is_aliased_in_plan():
+    acc, x = torch.randn(24, 256), torch.randn(24, 256)
+    plan = add_into.bind((acc, x)).plan(pallasite.Config(block_sizes=[8, 128]))
+    (call,) = plan.calls
+    assert [op.symbol.name for op in call.inputs] == ["acc", "x"]
+    assert [op.symbol.name for op in call.outputs] == ["acc"]
+    assert call.aliases == {0: 0}  # input 0 (acc) is output 0
+
+
+def test_in_place_update_through_jax_fn():
+    acc, x = np.random.default_rng(2).standard_normal((2, 24, 256), dtype=np.float32)
+    result, updated = jax.jit(add_into.jax_fn)(jnp.asarray(acc), jnp.asarray(x))
+    assert result is None
+    assert set(updated) == {"acc"}
+    np.testing.assert_allclose(np.asarray(updated["acc"]), acc + x, rtol=1e-6)
+
+
+# -------------------------------------------------------- Helion kernels --
+
+HELION_KERNELS = '''
+import torch
+
+import pallasite as helion
+import pallasite.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[32, 128]))
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+@helion.kernel(autotune_effort="none")
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n, _m = x.size()
+    out = torch.empty_like(x)
+    for tile_n in hl.tile(n):
+        values = x[tile_n, :]
+        amax = torch.amax(values, dim=1, keepdim=True)
+        exp = torch.exp(values - amax)
+        sum_exp = torch.sum(exp, dim=1, keepdim=True)
+        out[tile_n, :] = exp / sum_exp
+    return out
+
+
+@helion.kernel(autotune_effort="none")
+def batch_scale(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    b, m, n = x.size()
+    out = torch.empty_like(x)
+    for i in hl.grid(b):
+        out[i, :, :] = x[i, :, :] * scales[i]
+    return out
+
+
+@helion.kernel(autotune_effort="none")
+def chunked_relu(x: torch.Tensor, chunk: int) -> torch.Tensor:
+    (n,) = x.size()
+    chunk = hl.specialize(chunk)
+    out = torch.empty_like(x)
+    for tile in hl.tile(n, block_size=chunk):
+        out[tile] = torch.relu(x[tile])
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def helion_module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("helion_kernels") / "helion_style_kernels.py"
+    path.write_text(textwrap.dedent(HELION_KERNELS))
+    spec = importlib.util.spec_from_file_location("helion_style_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_helion_add(helion_module):
+    x, y = torch.randn(100, 300), torch.randn(100, 300)
+    torch.testing.assert_close(helion_module.add(x, y), x + y)
+
+
+def test_helion_softmax(helion_module):
+    x = torch.randn(50, 256)
+    torch.testing.assert_close(helion_module.softmax(x), torch.softmax(x, dim=1))
+
+
+def test_helion_grid(helion_module):
+    x, scales = torch.randn(3, 16, 128), torch.randn(3)
+    torch.testing.assert_close(helion_module.batch_scale(x, scales), x * scales[:, None, None])
+
+
+def test_helion_specialize(helion_module):
+    x = torch.randn(4096)
+    torch.testing.assert_close(helion_module.chunked_relu(x, 1024), torch.relu(x))
+    torch.testing.assert_close(helion_module.chunked_relu(x, 2048), torch.relu(x))
+    # hl.specialize makes the chunk part of the signature: one bound kernel per value.
+    kernel = helion_module.chunked_relu
+    assert kernel.bind((x, 1024)) is not kernel.bind((x, 2048))
+    assert kernel.bind((x, 1024)).plan().calls[0].grid[0].num_blocks == 4
+
+
+# ------------------------------------------------------------ TPU lowering --
+
+
+@pallasite.kernel
+def row_argmax(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.int32, device=x.device)
+    for tile_m in hl.tile(m):
+        out[tile_m] = torch.argmax(x[tile_m, :], dim=1).to(torch.int32)
+    return out
+
+
+def test_check_tpu_lowering_reports_mosaic_rejection():
+    # Interpret mode computes an argmax of int32 rows, but Mosaic's argmax takes
+    # only float32 input: the lowering check must catch what interpret mode hides.
+    x = torch.stack([torch.randperm(256, dtype=torch.int32) for _ in range(16)])
+    torch.testing.assert_close(row_argmax(x), torch.argmax(x, dim=1).to(torch.int32))
+    with pytest.raises(exc.TpuLoweringFailed) as info:
+        check_tpu_lowering(row_argmax, (x,), chips=["v5e"])
+    assert "row_argmax did not lower to Mosaic for TPU v5e" in info.value.message
+    assert "float32" in info.value.message
+    # The same kernel on float32 rows lowers.
+    codes = check_tpu_lowering(row_argmax, (x.to(torch.float32),), chips=["v5e"])
+    assert "pl.pallas_call(" in codes["v5e"]

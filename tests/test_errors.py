@@ -1,0 +1,463 @@
+"""Bad input gets a clear `pallasite.exc` error, never a wrong answer.
+
+Each test writes the kernel a user might write, calls it, and checks the error
+type, that the message names the problem, and — for errors in kernel code —
+that the error points at the user's offending source line.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.runtime.chips import chip_info, default_chip
+
+
+def line_of(kernel, text: str) -> int:
+    """The file line number of the (single) line of `kernel`'s source containing `text`."""
+    lines, first = inspect.getsourcelines(kernel.fn)
+    matches = [first + i for i, line in enumerate(lines) if text in line]
+    assert len(matches) == 1, f"{text!r} occurs {len(matches)} times in {kernel.fn.__name__}"
+    return matches[0]
+
+
+def assert_points_at(err: exc.PallasiteError, kernel, text: str) -> None:
+    """The error carries the user's source line containing `text`, and shows it."""
+    assert err.location is not None, f"no source location on: {err}"
+    assert err.location.lineno == line_of(kernel, text)
+    assert text in err.location.text
+    assert text in str(err)
+
+
+# ------------------------------------------------- unsupported device code --
+
+
+@pallasite.kernel
+def cumsum_rows(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = torch.cumsum(x[tile_m, :], dim=1)
+    return out
+
+
+@pallasite.kernel
+def sort_rows(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = torch.sort(x[tile_m, :], dim=1).values
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "op", "line"),
+    [
+        (cumsum_rows, "cumsum", "torch.cumsum(x[tile_m, :], dim=1)"),
+        (sort_rows, "sort", "torch.sort(x[tile_m, :], dim=1)"),
+    ],
+)
+def test_unsupported_torch_op_in_device_code(kernel, op, line):
+    x = torch.randn(16, 128)
+    with pytest.raises(exc.UnsupportedOperation) as info:
+        kernel(x)
+    assert op in info.value.message
+    assert "not supported" in info.value.message
+    assert_points_at(info.value, kernel, line)
+
+
+@pallasite.kernel
+def while_in_device_loop(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        while False:
+            v = v + 1
+        out[tile] = v
+    return out
+
+
+@pallasite.kernel
+def if_on_device_value(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        if v.sum() > 0:
+            v = -v
+        out[tile] = v
+    return out
+
+
+@pallasite.kernel
+def return_in_device_loop(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile]
+        return x
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "words", "line"),
+    [
+        (while_in_device_loop, ["While", "not supported"], "while False:"),
+        (if_on_device_value, ["if on a device value", "torch.where"], "if v.sum() > 0:"),
+        (return_in_device_loop, ["return inside a device loop"], "return x"),
+    ],
+)
+def test_unsupported_syntax_in_device_code(kernel, words, line):
+    x = torch.randn(256)
+    with pytest.raises(exc.UnsupportedSyntax) as info:
+        kernel(x)
+    for word in words:
+        assert word in info.value.message
+    assert_points_at(info.value, kernel, line)
+
+
+# --------------------------------------------------------- shape and index --
+
+
+@pallasite.kernel
+def carried_value_changes_shape(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n, block_size=128):
+            acc = acc[:, None] + x[tile_m, tile_n]
+        out[tile_m] = acc.sum(1)
+    return out
+
+
+def test_loop_carried_value_changes_shape():
+    x = torch.randn(16, 256)
+    with pytest.raises(exc.ShapeMismatch) as info:
+        carried_value_changes_shape(x)
+    message = info.value.message
+    assert "Loop-carried variable 'acc' is [16] torch.float32 before the loop" in message
+    assert "[16, 128] torch.float32 after an iteration" in message
+    assert_points_at(info.value, carried_value_changes_shape, "for tile_n in hl.tile(n, block_size=128):")
+
+
+@pallasite.kernel
+def store_row_sums_into_rows(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = x[tile_m, :].sum(1)
+    return out
+
+
+def test_store_shape_mismatch():
+    x = torch.randn(16, 128)  # one block of all 16 rows by default
+    with pytest.raises(exc.ShapeMismatch) as info:
+        store_row_sums_into_rows(x)
+    message = info.value.message
+    assert "Cannot store a value of shape [16] into out[...] of shape [16, 128]" in message
+    assert_points_at(info.value, store_row_sums_into_rows, "out[tile_m, :] = x[tile_m, :].sum(1)")
+
+
+@pallasite.kernel
+def copy_middle_columns(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, 2], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = x[tile_m, 1:3]
+    return out
+
+
+def test_slice_in_device_code():
+    x = torch.randn(16, 128)
+    with pytest.raises(exc.IndexingError) as info:
+        copy_middle_columns(x)
+    assert "1:3" in info.value.message
+    assert_points_at(info.value, copy_middle_columns, "x[tile_m, 1:3]")
+
+
+@pallasite.kernel
+def add_whole_tensor(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + y
+    return out
+
+
+def test_host_tensor_used_whole_in_device_code():
+    x, y = torch.randn(256), torch.randn(256)
+    with pytest.raises(exc.IndexingError) as info:
+        add_whole_tensor(x, y)
+    assert "Host tensor 'y' is used whole inside a device loop" in info.value.message
+    assert "y[tile]" in info.value.message
+    assert_points_at(info.value, add_whole_tensor, "out[tile] = x[tile] + y")
+
+
+@pallasite.kernel
+def scale_to_runtime_length(x: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty([n], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(n):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_runtime_scalar_used_as_shape():
+    x = torch.randn(256)
+    with pytest.raises(exc.UnsupportedSyntax) as info:
+        scale_to_runtime_length(x, 256)
+    assert "hl.specialize" in info.value.message
+    assert "'n'" in info.value.message
+    assert_points_at(info.value, scale_to_runtime_length, "out = torch.empty([n]")
+
+
+@pallasite.kernel
+def relu_in_chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
+    chunk = hl.specialize(chunk)
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0), block_size=chunk):
+        out[tile] = torch.relu(x[tile])
+    return out
+
+
+def test_specialize_of_scalar_traced_by_jax_jit():
+    x = jnp.linspace(-1.0, 1.0, 2048)
+    np.testing.assert_allclose(relu_in_chunks.jax_fn(x, 1024), np.maximum(np.asarray(x), 0))
+    with pytest.raises(exc.UnsupportedSyntax) as info:
+        jax.jit(relu_in_chunks.jax_fn)(x, 1024)
+    assert "traced by jax.jit" in info.value.message and "static_argnums" in info.value.message
+    assert_points_at(info.value, relu_in_chunks, "chunk = hl.specialize(chunk)")
+    # Made static, as the message says, it compiles.
+    relu_jit = jax.jit(relu_in_chunks.jax_fn, static_argnums=1)
+    np.testing.assert_allclose(relu_jit(x, 1024), np.maximum(np.asarray(x), 0))
+
+
+@pallasite.kernel
+def returns_device_value(x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        doubled = x[tile] * 2
+    return doubled
+
+
+def test_device_value_returned_from_kernel():
+    x = torch.randn(256)
+    with pytest.raises(exc.DeviceValueInHostCode) as info:
+        returns_device_value(x)
+    assert "returns a value computed inside a device loop" in info.value.message
+    assert_points_at(info.value, returns_device_value, "return doubled")
+
+
+# ----------------------------------------------------------------- dtypes --
+
+
+@pallasite.kernel
+def double_it(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_64_bit_tensor_argument(dtype):
+    x = torch.arange(256, dtype=dtype)
+    with pytest.raises(exc.KernelArgumentError) as info:
+        double_it(x)
+    assert str(dtype) in info.value.message
+    assert "TPU has no 64-bit vectors; cast to int32/float32" in info.value.message
+    assert "'x'" in info.value.message
+    # The int32/float32 casts the message asks for work.
+    narrow = x.to(torch.int32 if dtype == torch.int64 else torch.float32)
+    torch.testing.assert_close(double_it(narrow), narrow * 2)
+
+
+@pallasite.kernel
+def count_positives(x: torch.Tensor) -> torch.Tensor:
+    counts = torch.zeros([x.size(0)], dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        counts[tile] = (x[tile] > 0).to(torch.int32)
+    return counts
+
+
+def test_int64_allocation_in_host_code():
+    x = torch.randn(256)
+    with pytest.raises(exc.UnsupportedDtype) as info:
+        count_positives(x)
+    assert "torch.int64" in info.value.message
+    assert "TPU has no 64-bit vectors; cast to int32/float32" in info.value.message
+    assert_points_at(info.value, count_positives, "dtype=torch.int64")
+
+
+# -------------------------------------------------------------- arguments --
+
+
+def test_wrong_number_of_arguments():
+    x = torch.randn(256)
+    with pytest.raises(exc.KernelArgumentError) as info:
+        double_it(x, x)
+    assert "double_it" in info.value.message
+    with pytest.raises(exc.KernelArgumentError):
+        double_it()
+    assert issubclass(exc.KernelArgumentError, TypeError)
+
+
+def test_list_of_tensors_argument():
+    x = torch.randn(256)
+    with pytest.raises(exc.KernelArgumentError) as info:
+        double_it([x, x])
+    assert "list of tensors" in info.value.message
+    assert "'x'" in info.value.message
+
+
+def test_unhashable_argument():
+    with pytest.raises(exc.KernelArgumentError) as info:
+        double_it({"not": "a tensor"})
+    assert "'x'" in info.value.message
+    assert "dict" in info.value.message
+    with pytest.raises(TypeError):  # KernelArgumentError is a TypeError too
+        double_it({"not": "a tensor"})
+
+
+# ---------------------------------------------------------------- configs --
+
+
+def test_config_errors_are_value_errors():
+    assert issubclass(exc.InvalidConfig, ValueError)
+    assert issubclass(exc.IllegalBlockSize, ValueError)
+    assert issubclass(exc.VmemOverflow, ValueError)
+
+
+def test_unknown_config_key():
+    with pytest.raises(exc.InvalidConfig) as info:
+        pallasite.Config(foo=1)
+    assert "Unknown config key 'foo'" in info.value.message
+    assert "block_sizes" in info.value.message  # names the valid keys
+
+
+def test_invalid_loop_type():
+    with pytest.raises(ValueError) as info:
+        pallasite.Config(pallas_loop_type="bogus")
+    assert str(info.value).startswith("Invalid pallas_loop_type 'bogus'")
+    assert isinstance(info.value, exc.InvalidConfig)
+
+
+@pytest.mark.parametrize("bad", [[0], [-8], [8.0], 64, [True]])
+def test_invalid_block_sizes_value(bad):
+    with pytest.raises(exc.InvalidConfig) as info:
+        pallasite.Config(block_sizes=bad)
+    assert "block_sizes must be a list of positive ints" in info.value.message
+
+
+@pytest.mark.parametrize("key", ["num_warps", "num_stages"])
+def test_gpu_only_config_key(key):
+    with pytest.raises(exc.InvalidConfig) as info:
+        pallasite.Config(**{key: 4})
+    assert key in info.value.message
+    assert "GPU" in info.value.message
+
+
+def test_gpu_only_key_in_decorator_config():
+    with pytest.raises(exc.InvalidConfig) as info:
+
+        @pallasite.kernel(config={"block_sizes": [256], "num_warps": 4})
+        def warps(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = x[tile]
+            return out
+
+    assert "num_warps" in info.value.message
+
+
+def test_wrong_number_of_block_sizes():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128, 128]))
+    def add_2d(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile(x.size()):
+            out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+        return out
+
+    x, y = torch.randn(16, 256), torch.randn(16, 256)
+    with pytest.raises(exc.InvalidConfig) as info:
+        add_2d(x, y)
+    assert "3 entries" in info.value.message and "2 tunable block sizes" in info.value.message
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 100]))
+def add_blocks(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out
+
+
+def test_illegal_block_size():
+    x, y = torch.randn(16, 300), torch.randn(16, 300)
+    with pytest.raises(exc.IllegalBlockSize) as info:
+        add_blocks(x, y)
+    message = info.value.message
+    assert "Block size 100" in message
+    assert "tile_n" in message and "block_sizes[1]" in message
+    assert "multiple of 128" in message and "300" in message
+    assert isinstance(info.value, ValueError)
+    assert info.value.location is not None
+    assert "x[tile_m, tile_n]" in info.value.location.text
+    # The legal sizes the message names work.
+    for block_n in (128, 300):
+        result = add_blocks.bind((x, y)).compile_config(pallasite.Config(block_sizes=[8, block_n]))(x, y)
+        torch.testing.assert_close(result, x + y)
+
+
+@pallasite.kernel
+def row_copy(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = x[tile_m, :] + 1.0
+    return out
+
+
+def test_vmem_overflow():
+    # Planned from shapes only: the (4096, 32768) float32 tensors are never allocated.
+    x = torch.empty(4096, 32768, device="meta")
+    bound = row_copy.bind((x,))
+    with pytest.raises(exc.VmemOverflow) as info:
+        bound.plan(pallasite.Config(block_sizes=[4096]))
+    message = info.value.message
+    capacity = chip_info(default_chip()).vmem_capacity_bytes
+    assert re.search(r"estimated at \d+(\.\d)? MiB", message), message
+    assert f"the chip's {capacity / 2**20:.0f} MiB VMEM" in message
+    assert "smaller block sizes" in message
+    assert isinstance(info.value, ValueError)
+    assert_points_at(info.value, row_copy, "for tile_m in hl.tile(m):")
+    # A block of 8 of the same rows fits.
+    assert bound.plan(pallasite.Config(block_sizes=[8])).calls[0].vmem_bytes < capacity
+
+
+# ---------------------------------------------------------------- backend --
+
+
+def test_backend_triton_rejected():
+    def body(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    with pytest.raises(exc.InvalidConfig) as info:
+        pallasite.kernel(backend="triton")(body)
+    assert "'triton'" in info.value.message and "'pallas'" in info.value.message
+
+
+def test_backend_pallas_accepted():
+    @pallasite.kernel(backend="pallas")
+    def negate(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = -x[tile]
+        return out
+
+    x = torch.randn(1024)
+    torch.testing.assert_close(negate(x), -x)
