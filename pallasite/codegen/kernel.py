@@ -220,40 +220,25 @@ class KernelEmitter:
         self.emit(f"{self.bind(outputs[0], op)} = {text}", indent)
 
     def _structural(self, node: Node) -> str:
+        """Tile attributes. A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
         op = node.op
         if op == "scalar_arg":
             return f"{node.args[0].name}_ref[0]"
         dim = node.args[0]
-        if dim.id not in self.plan.grid_axis_of:
-            return self._inner_structural(op, dim)
-        axis = self.plan.grid_axis_of[dim.id]
+        if dim.id in self.plan.grid_axis_of:
+            step = f"pl.program_id({self.plan.grid_axis_of[dim.id]})"
+        else:
+            step = self.loop_counters[dim.id]
         if op == "tile_begin":
-            pid = f"pl.program_id({axis})"
-            term = pid if dim.block_size == 1 else f"{pid} * {dim.block_size}"
+            term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
             return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
+        if op == "tile_id":
+            return step
         begin = self.env[dim.begin_value.id]
         if op == "tile_end":
             return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
         if op == "tile_index":
             return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
-        if op == "tile_id":
-            return f"pl.program_id({axis})"
-        if op == "tile_count":
-            return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
-        raise NotImplementedError(op)
-
-    def _inner_structural(self, op: str, dim) -> str:
-        counter = self.loop_counters[dim.id]
-        if op == "tile_begin":
-            term = counter if dim.block_size == 1 else f"{counter} * {dim.block_size}"
-            return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
-        begin = self.env[dim.begin_value.id]
-        if op == "tile_end":
-            return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
-        if op == "tile_index":
-            return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
-        if op == "tile_id":
-            return counter
         if op == "tile_count":
             return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
         raise NotImplementedError(op)
