@@ -302,9 +302,13 @@ class OpRecorder:
         if self.device is None:
             raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
         check_dtype(dtype, "hl.full")
-        dims = tuple(_shape_entry(s) for s in (shape if isinstance(shape, (list, tuple)) else [shape]))
+        entries = shape if isinstance(shape, (list, tuple)) else [shape]
+        dims = tuple(_shape_entry(s) for s in entries)
+        # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
+        tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
         operand = self._device_operand(value)
-        return DeviceTensor(self, self.record("full", (operand,), {"shape": dims, "dtype": dtype}, dims, dtype))
+        attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
+        return DeviceTensor(self, self.record("full", (operand,), attrs, dims, dtype))
 
     def arange(self, args: tuple, dtype: torch.dtype) -> DeviceTensor:
         if self.device is None:

@@ -28,7 +28,7 @@ REDUCTIONS = frozenset({
 })
 VIEWS = frozenset({
     "reshape", "unsqueeze", "squeeze", "transpose", "permute", "expand",
-    "flatten", "getitem", "identity",
+    "flatten", "getitem", "identity", "t",
 })
 MATMUL = frozenset({"mm", "bmm", "matmul", "addmm", "baddbmm", "dot"})
 CREATION = frozenset({"full", "iota"})

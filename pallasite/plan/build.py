@@ -50,6 +50,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         if not use.stores:
             inputs.append(operand)
         elif not use.loads and id(use.symbol) not in defined:
+            _first_visit_axes(name, used_axes, len(loop.dims), use.nodes[0].location, "is written")
             outputs.append(operand)
             output_axes.append((operand, used_axes))
         else:
@@ -123,18 +124,21 @@ def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopP
     return plans
 
 
-def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location) -> tuple[int, ...]:
-    """Grid axes along which an updated tensor's block stays the same.
+def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location,
+                      how: str = "is updated in place") -> tuple[int, ...]:
+    """Grid axes along which a written tensor's block stays the same.
 
     Its block is revisited on consecutive steps only if those axes are the
     innermost ones; otherwise the block would be written back and fetched
-    again between visits, racing with itself.
+    again between visits, racing with itself (an output's revisit would even
+    start from a stale buffer and overwrite what the earlier visit wrote).
     """
     unused = [a for a in range(rank) if a not in used_axes]
     if unused and unused != list(range(rank - len(unused), rank)):
         raise exc.UnsupportedOperation(
-            f"'{name}' is updated in place with a block that does not change along grid "
-            f"axis {unused[0]}, which is not innermost; index it by every outer tile.",
+            f"'{name}' {how} with a block that does not change along grid "
+            f"axis {unused[0]}, which is not innermost; index it by every outer tile, "
+            "or make that tile the last dimension of the loop.",
             location,
         )
     return tuple(unused)

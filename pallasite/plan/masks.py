@@ -79,6 +79,9 @@ def _visit(node: Node, padded: dict[int, Padded]) -> tuple[list[Mask], list[Padd
     if op == "tile_index":
         dim = node.args[0]
         return [], [{0: dim} if dim.has_partial_tail else {}]
+    if op == "full":  # hl.full([tile, ...]): axes sized by a partial tile extend past its end
+        tiles = node.kwargs.get("tiles", ())
+        return [], [{axis: dim for axis, dim in enumerate(tiles) if dim is not None and dim.has_partial_tail}]
     if op in ops.REDUCTIONS:
         return _reduction(node, padded)
     if op in ops.MATMUL:

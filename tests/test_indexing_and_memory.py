@@ -1,0 +1,650 @@
+"""Indexing forms, tile attributes, scalars, and where each tensor lives.
+
+Each test is a kernel, an input, a torch reference and an assertion; where
+the schedule matters it also asserts on the plan: which tensors are inputs,
+outputs or aliased in-place updates, which live in SMEM, and the grid's
+dimension semantics.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(shape, generator=_gen(seed)).to(dtype)
+
+
+def only_call(kernel, args, **config):
+    """The plan of the kernel's single device loop."""
+    (call,) = kernel.bind(tuple(args)).plan(pallasite.Config(**config) if config else None).calls
+    return call
+
+
+def names(operands) -> list[str]:
+    return [operand.symbol.name for operand in operands]
+
+
+# ------------------------------------------------------------ tile indexing --
+
+
+@pallasite.kernel
+def shift_1d(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.empty_like(x)
+    for tile in hl.tile(n, block_size=128):
+        out[tile] = x[tile] + 1
+    return out
+
+
+def test_1d_tile_with_partial_last_block():
+    x = randn(300)
+    torch.testing.assert_close(shift_1d(x), x + 1)
+
+
+@pallasite.kernel
+def add_2d(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out
+
+
+def test_2d_tiles_partial_on_both_axes_run_in_parallel():
+    x, y = randn(12, 200, seed=1), randn(12, 200, seed=2)
+    torch.testing.assert_close(add_2d(x, y), x + y)
+    call = only_call(add_2d, (x, y))
+    assert [axis.num_blocks for axis in call.grid] == [2, 2]
+    assert [axis.semantics for axis in call.grid] == ["parallel", "parallel"]
+
+
+@pallasite.kernel
+def tunable_2d(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[None, 128]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * 2
+    return out
+
+
+def test_tunable_block_size_comes_from_config():
+    x = randn(24, 256, seed=3)
+    _, result = code_and_output(tunable_2d, (x,), block_sizes=[8])
+    torch.testing.assert_close(result, x * 2)
+    assert [axis.num_blocks for axis in only_call(tunable_2d, (x,), block_sizes=[8]).grid] == [3, 2]
+
+
+@pallasite.kernel
+def rows_and_columns(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    scaled_rows = torch.empty_like(x)
+    column_sums = torch.empty([n], dtype=x.dtype)
+    for tile_m in hl.tile(m, block_size=8):
+        scaled_rows[tile_m, :] = x[tile_m, :] * w[:][None, :]
+    for tile_n in hl.tile(n, block_size=128):
+        column_sums[tile_n] = x[:, tile_n].sum(0) + x[0, tile_n] - x[-1, tile_n]
+    return scaled_rows, column_sums
+
+
+def test_full_slices_and_integer_indices():
+    x, w = randn(16, 256, seed=4), randn(256, seed=5)
+    scaled_rows, column_sums = rows_and_columns(x, w)
+    torch.testing.assert_close(scaled_rows, x * w)
+    torch.testing.assert_close(column_sums, x.sum(0) + x[0] - x[-1], atol=1e-5, rtol=1e-5)
+
+
+@pallasite.kernel
+def new_axis_loads(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        out[tile_m, tile_n] = x[tile_m, None, tile_n][:, 0, :] + bias[None, tile_n]
+    return out
+
+
+def test_none_axes_in_a_subscript():
+    x, bias = randn(16, 256, seed=6), randn(256, seed=7)
+    torch.testing.assert_close(new_axis_loads(x, bias), x + bias[None, :])
+
+
+@pallasite.kernel
+def tile_index_subscripts(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.empty_like(x)
+    for tile in hl.tile(n, block_size=128):
+        out[tile.index] = x[tile.index] * 2 + tile.index.to(torch.float32)
+    return out
+
+
+def test_tile_index_as_subscript_and_value():
+    x = randn(300, seed=8)
+    torch.testing.assert_close(tile_index_subscripts(x), x * 2 + torch.arange(300).float())
+
+
+@pallasite.kernel
+def row_differences(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m // 8, n], dtype=x.dtype)
+    # The row tile is the last (innermost) loop dim: `out`'s block only changes with tile_n.
+    for tile_n, tile_m in hl.tile([n, m], block_size=[128, 8]):
+        out[tile_m.id, tile_n] = x[tile_m.begin + 1, tile_n] - x[tile_m.begin, tile_n]
+    return out
+
+
+def test_scalar_index_from_tile_begin_arithmetic():
+    x = randn(16, 256, seed=9)
+    torch.testing.assert_close(row_differences(x), x[1::8] - x[0::8])
+    assert [axis.semantics for axis in only_call(row_differences, (x,)).grid] == ["parallel", "arbitrary"]
+
+
+@pallasite.kernel
+def row_differences_outer_rows(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m // 8, n], dtype=x.dtype)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        out[tile_m.id, tile_n] = x[tile_m.begin + 1, tile_n] - x[tile_m.begin, tile_n]
+    return out
+
+
+def test_output_block_revisited_across_an_outer_axis_is_rejected():
+    # `out`'s block would be written back and revisited after tile_n moves on,
+    # overwriting the first visit's rows with a stale buffer.
+    with pytest.raises(exc.UnsupportedOperation, match="not innermost"):
+        row_differences_outer_rows(randn(16, 256, seed=9))
+
+
+@pallasite.kernel
+def offset_tiles(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.zeros_like(x)
+    for tile in hl.tile(256, n, block_size=128):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_tile_with_begin_a_multiple_of_the_block():
+    x = randn(600, seed=10)
+    expected = torch.zeros(600)
+    expected[256:] = x[256:] * 2
+    torch.testing.assert_close(offset_tiles(x), expected)
+    assert only_call(offset_tiles, (x,)).grid[0].num_blocks == 3
+
+
+@pallasite.kernel
+def misaligned_begin(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.zeros_like(x)
+    for tile in hl.tile(100, n, block_size=128):
+        out[tile] = x[tile]
+    return out
+
+
+def test_tile_begin_not_a_multiple_of_the_block_is_rejected():
+    with pytest.raises(exc.IndexingError, match="not a multiple of its block size"):
+        misaligned_begin(randn(600))
+
+
+@pallasite.kernel
+def mixed_axis_indexing(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + x[tile_m, 0][:, None]
+    return out
+
+
+def test_one_axis_indexed_by_a_tile_and_a_scalar_is_rejected():
+    with pytest.raises(exc.IndexingError, match="indexed both by tile"):
+        mixed_axis_indexing(randn(16, 256))
+
+
+# ----------------------------------------------------------- grid indexing --
+
+
+@pallasite.kernel
+def scale_batches(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    b, s, d = x.size()
+    out = torch.empty_like(x)
+    for g in hl.grid(b):
+        out[g, :, :] = x[g, :, :] * scale[g]
+    return out
+
+
+def test_grid_index_and_per_program_table_in_smem():
+    x, scale = randn(3, 16, 128, seed=11), randn(3, seed=12)
+    torch.testing.assert_close(scale_batches(x, scale), x * scale[:, None, None])
+    call = only_call(scale_batches, (x, scale))
+    memory = {operand.symbol.name: operand.memory for operand in call.inputs}
+    assert memory == {"x": "vmem_block", "scale": "smem"}
+    assert call.inputs[0].block_shape == (None, 16, 128)  # the batch axis is squeezed
+    assert [axis.semantics for axis in call.grid] == ["parallel"]
+
+
+@pallasite.kernel
+def per_head_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    batch, heads, seq, dim = x.size()
+    out = torch.empty_like(x)
+    for bh, tile_s in hl.tile([batch * heads, seq], block_size=[1, 8]):
+        b = bh.begin // heads
+        h = bh.begin % heads
+        out[b, h, tile_s, :] = x[b, h, tile_s, :] + bias[h] * (b + 1)
+    return out
+
+
+def test_grid_index_arithmetic_on_a_4d_tensor():
+    x, bias = randn(2, 3, 16, 128, seed=13), randn(3, seed=14)
+    expected = x + bias[None, :, None, None] * torch.tensor([1.0, 2.0])[:, None, None, None]
+    torch.testing.assert_close(per_head_bias(x, bias), expected)
+    call = only_call(per_head_bias, (x, bias))
+    assert call.inputs[0].block_shape == (None, None, 8, 128)
+    assert [axis.index_expr for axis in call.inputs[0].axes[:2]] == ["(i0 // 3)", "(i0 % 3)"]
+    assert {op.symbol.name: op.memory for op in call.inputs}["bias"] == "smem"
+    assert [axis.semantics for axis in call.grid] == ["parallel", "parallel"]
+
+
+@pallasite.kernel
+def per_head_grid(x: torch.Tensor) -> torch.Tensor:
+    batch, heads, seq, dim = x.size()
+    out = torch.empty_like(x)
+    for bh in hl.grid(batch * heads):
+        b = bh // heads
+        h = bh % heads
+        out[b, h, :, :] = x[b, h, :, :] * (h + 1) - b
+    return out
+
+
+def test_hl_grid_index_split_into_batch_and_head():
+    x = randn(2, 3, 8, 128, seed=15)
+    h = torch.arange(3).float()[None, :, None, None]
+    b = torch.arange(2).float()[:, None, None, None]
+    torch.testing.assert_close(per_head_grid(x), x * (h + 1) - b)
+    assert [axis.semantics for axis in only_call(per_head_grid, (x,)).grid] == ["parallel"]
+
+
+def test_grid_index_arithmetic_lowers_to_mosaic():
+    check_tpu_lowering(per_head_bias, (randn(2, 3, 16, 128), randn(3)))
+
+
+@pallasite.kernel
+def gather_row(x: torch.Tensor, row: int) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([n], dtype=x.dtype)
+    for tile_n in hl.tile(n, block_size=128):
+        out[tile_n] = x[row, tile_n] * 2
+    return out
+
+
+def test_runtime_int_scalar_as_an_index():
+    x = randn(16, 256, seed=16)
+    torch.testing.assert_close(gather_row(x, 3), x[3] * 2)
+    torch.testing.assert_close(gather_row(x, 11), x[11] * 2)
+    assert len(gather_row.bind((x, 3))._compiled) == 1
+
+
+@pallasite.kernel
+def pick_batch(x: torch.Tensor, batch: int) -> torch.Tensor:
+    b, s, d = x.size()
+    out = torch.empty([s, d], dtype=x.dtype)
+    for tile_s in hl.tile(s, block_size=8):
+        out[tile_s, :] = x[batch, tile_s, :]
+    return out
+
+
+def test_runtime_scalar_choosing_a_block_needs_scalar_prefetch():
+    with pytest.raises(exc.IndexingError, match="scalar prefetch"):
+        pick_batch(randn(2, 16, 128), 1)
+
+
+# --------------------------------------------------------- tile attributes --
+
+
+@pallasite.kernel
+def tile_attributes(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    (n,) = x.size()
+    positions = torch.empty([n], dtype=torch.int32)
+    info = torch.empty([4, 5], dtype=torch.int32)
+    for tile in hl.tile(n, block_size=128):
+        positions[tile] = tile.index
+        info[tile.id, 0] = tile.begin
+        info[tile.id, 1] = tile.end
+        info[tile.id, 2] = tile.block_size
+        info[tile.id, 3] = tile.id
+        info[tile.id, 4] = tile.count
+    return positions, info
+
+
+def test_tile_attributes_stored_as_values():
+    positions, info = tile_attributes(randn(400))
+    torch.testing.assert_close(positions, torch.arange(400, dtype=torch.int32))
+    expected = torch.tensor(
+        [[0, 128, 128, 0, 4], [128, 256, 128, 1, 4], [256, 384, 128, 2, 4], [384, 400, 128, 3, 4]],
+        dtype=torch.int32,
+    )
+    torch.testing.assert_close(info, expected)  # the last tile's end is clamped to 400
+
+
+def test_tables_read_at_scalar_indices_live_in_smem():
+    call = only_call(tile_attributes, (randn(400),))
+    memory = {operand.symbol.name: operand.memory for operand in call.outputs}
+    assert memory == {"positions": "vmem_block", "info": "smem"}
+
+
+@pallasite.kernel
+def offset_lookup(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        shift = offsets[tile_m.id] + offsets[tile_n.id + 2]
+        out[tile_m, tile_n] = x[tile_m, tile_n] + shift
+    return out
+
+
+def test_int_table_indexed_by_tile_ids_in_smem():
+    x = randn(16, 256, seed=17)
+    offsets = torch.tensor([10, 20, 1, 2], dtype=torch.int32)
+    expected = x + torch.tensor([[11.0, 12.0], [21.0, 22.0]]).repeat_interleave(8, 0).repeat_interleave(128, 1)
+    torch.testing.assert_close(offset_lookup(x, offsets), expected)
+    call = only_call(offset_lookup, (x, offsets))
+    assert {op.symbol.name: op.memory for op in call.inputs} == {"x": "vmem_block", "offsets": "smem"}
+
+
+def test_smem_table_lowers_to_mosaic():
+    check_tpu_lowering(offset_lookup, (randn(16, 256), torch.tensor([10, 20, 1, 2], dtype=torch.int32)))
+
+
+# --------------------------------------------------- creation, specialize --
+
+
+@pallasite.kernel
+def created_values(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    columns = torch.empty([m, n], dtype=torch.int32)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        acc = hl.zeros([tile_m, tile_n])
+        acc = acc + hl.full([tile_m, tile_n], 2.0) * x[tile_m, tile_n]
+        out[tile_m, tile_n] = acc + hl.full([tile_m, 1], 0.5, torch.float32) + torch.ones_like(acc)
+        columns[tile_m, tile_n] = hl.arange(128)[None, :] + tile_n.begin + hl.zeros([tile_m, tile_n], dtype=torch.int32)
+    return out, columns
+
+
+def test_hl_zeros_full_and_arange():
+    x = randn(16, 256, seed=18)
+    out, columns = created_values(x)
+    torch.testing.assert_close(out, 2 * x + 1.5)
+    torch.testing.assert_close(columns, torch.arange(256, dtype=torch.int32).expand(16, 256))
+
+
+@pallasite.kernel
+def arange_steps(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n], dtype=torch.float32)
+    for tile_m in hl.tile(m, block_size=8):
+        evens = hl.arange(0, 2 * n, 2).to(torch.float32)
+        out[tile_m, :] = x[tile_m, :] + evens[None, :] + hl.arange(5, 5 + n, dtype=torch.int32)[None, :]
+    return out
+
+
+def test_hl_arange_with_begin_and_step():
+    x = randn(8, 128, seed=19)
+    expected = x + torch.arange(0, 256, 2).float() + torch.arange(5, 133)
+    torch.testing.assert_close(arange_steps(x), expected)
+
+
+@pallasite.kernel
+def repeat_columns(x: torch.Tensor, copies: int) -> torch.Tensor:
+    m, n = x.size()
+    copies = hl.specialize(copies)
+    out = torch.empty([m, n * copies], dtype=x.dtype)
+    for tile_m in hl.tile(m, block_size=8):
+        row = x[tile_m, :]
+        out[tile_m, :] = row[:, None, :].expand(8, copies, n).reshape(8, n * copies)
+    return out
+
+
+def test_specialized_scalar_sizes_host_code_and_recompiles_per_value():
+    x = randn(8, 128, seed=20)
+    repeat_columns.reset()
+    torch.testing.assert_close(repeat_columns(x, 2), x.repeat(1, 2))
+    torch.testing.assert_close(repeat_columns(x, 3), x.repeat(1, 3))
+    assert repeat_columns.bind((x, 2)) is not repeat_columns.bind((x, 3))
+
+
+# ---------------------------------------------------------- scalar arguments --
+
+
+@pallasite.kernel
+def affine(x: torch.Tensor, alpha: float, shift: int) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * alpha + shift
+    return out
+
+
+def test_changing_scalar_values_does_not_recompile():
+    x = randn(16, 256, seed=21)
+    affine.reset()
+    torch.testing.assert_close(affine(x, 2.0, 3), x * 2.0 + 3)
+    torch.testing.assert_close(affine(x, -0.5, 7), x * -0.5 + 7)
+    bound = affine.bind((x, 2.0, 3))
+    assert bound is affine.bind((x, -0.5, 7))
+    assert len(bound._compiled) == 1
+    call = only_call(affine, (x, 2.0, 3))
+    assert [(op.symbol.name, op.memory) for op in call.scalar_inputs] == [("alpha", "smem"), ("shift", "smem")]
+
+
+@pallasite.kernel
+def int_scalar_stays_int(x: torch.Tensor, k: int) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.empty_like(x)
+    for tile in hl.tile(n, block_size=128):
+        out[tile] = x[tile] * k + k // 2
+    return out
+
+
+def test_int_scalar_keeps_int32_arithmetic():
+    x = torch.arange(-64, 64, dtype=torch.int32)
+    torch.testing.assert_close(int_scalar_stays_int(x, 5), x * 5 + 2)
+    torch.testing.assert_close(int_scalar_stays_int(x, -3), x * -3 - 2)
+
+
+# ------------------------------------------------------ shapes and dtypes --
+
+
+@pallasite.kernel
+def bf16_blend(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    m, n = a.size()
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[32, 256]):
+        out[tile_m, tile_n] = (a[tile_m, tile_n].float() * 0.25 + b[tile_m, tile_n]).to(torch.bfloat16)
+    return out
+
+
+def test_bf16_with_blocks_larger_than_the_tensor():
+    a, b = randn(20, 200, seed=22, dtype=torch.bfloat16), randn(20, 200, seed=23)
+    torch.testing.assert_close(bf16_blend(a, b), (a.float() * 0.25 + b).to(torch.bfloat16))
+    assert [axis.num_blocks for axis in only_call(bf16_blend, (a, b)).grid] == [1, 1]
+
+
+def test_illegal_block_size_is_rejected():
+    with pytest.raises(exc.IllegalBlockSize, match="multiple of 8"):
+        only_call(tunable_2d, (randn(24, 256),), block_sizes=[4])
+
+
+@pallasite.kernel
+def split_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    positive = torch.empty_like(x)
+    negative = torch.empty_like(x)
+    row_max = torch.empty([m, 1], dtype=x.dtype)
+    for tile_m in hl.tile(m, block_size=8):
+        row = x[tile_m, :]
+        positive[tile_m, :] = torch.relu(row)
+        negative[tile_m, :] = torch.relu(-row)
+        row_max[tile_m, :] = row.amax(1, keepdim=True)
+    return positive, negative, row_max
+
+
+def test_several_outputs_are_pure_outputs():
+    x = randn(16, 256, seed=24)
+    positive, negative, row_max = split_stats(x)
+    torch.testing.assert_close(positive, x.clamp(min=0))
+    torch.testing.assert_close(negative, (-x).clamp(min=0))
+    torch.testing.assert_close(row_max, x.amax(1, keepdim=True))
+    call = only_call(split_stats, (x,))
+    assert names(call.inputs) == ["x"]
+    assert names(call.outputs) == ["positive", "negative", "row_max"]
+    assert call.aliases == {}
+    assert [axis.semantics for axis in call.grid] == ["parallel"]
+
+
+# ------------------------------------------------------- in-place updates --
+
+
+@pallasite.kernel
+def add_into(x: torch.Tensor, y: torch.Tensor) -> None:
+    m, n = x.size()
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        x[tile_m, tile_n] += y[tile_m, tile_n]
+
+
+def test_in_place_update_mutates_the_callers_tensor():
+    # 12 x 200 with blocks of 8 x 128: the aliased tensor's last blocks are partial.
+    x, y = randn(12, 200, seed=25), randn(12, 200, seed=26)
+    original = x.clone()
+    assert add_into(x, y) is None
+    torch.testing.assert_close(x, original + y)
+    torch.testing.assert_close(y, randn(12, 200, seed=26))
+
+
+def test_in_place_update_is_aliased_and_read_only_inputs_are_not():
+    x, y = randn(12, 200), randn(12, 200)
+    call = only_call(add_into, (x, y))
+    assert names(call.inputs) == ["x", "y"]
+    assert names(call.outputs) == ["x"]
+    assert call.aliases == {0: 0}
+    assert [update.symbol.name for update in call.updates] == ["x"]
+    assert [axis.semantics for axis in call.grid] == ["parallel", "parallel"]
+
+
+def test_in_place_update_lowers_to_mosaic():
+    check_tpu_lowering(add_into, (randn(12, 200), randn(12, 200)))
+
+
+@pallasite.kernel
+def scale_tail_in_place(x: torch.Tensor, factor: float) -> torch.Tensor:
+    (n,) = x.size()
+    for tile in hl.tile(256, n, block_size=128):
+        x[tile] = x[tile] * factor
+    return x
+
+
+def test_in_place_update_of_part_of_a_tensor_keeps_the_rest():
+    x = randn(500, seed=27)
+    original = x.clone()
+    result = scale_tail_in_place(x, 3.0)
+    expected = original.clone()
+    expected[256:] *= 3.0
+    torch.testing.assert_close(x, expected)
+    torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def zero_filled_output(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.zeros([n + 100], dtype=x.dtype)
+    for tile in hl.tile(n, block_size=128):
+        out[tile] = x[tile] - 1
+    return out
+
+
+def test_zero_filled_allocation_keeps_its_unwritten_tail():
+    x = randn(300, seed=28)
+    expected = torch.zeros(400)
+    expected[:300] = x - 1
+    torch.testing.assert_close(zero_filled_output(x), expected)
+    call = only_call(zero_filled_output, (x,))
+    assert names(call.outputs) == ["out"]
+    assert call.aliases == {1: 0}  # the zeros are the output's starting contents
+
+
+def test_empty_allocation_is_a_pure_output_not_an_input():
+    x = randn(300)
+    call = only_call(shift_1d, (x,))
+    assert names(call.inputs) == ["x"]
+    assert names(call.outputs) == ["out"]
+    assert call.aliases == {} and call.updates == ()
+
+
+# --------------------------------------------------- host code around loops --
+
+
+@pallasite.kernel
+def prologue_and_epilogue(x: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    x = x * 2
+    y = flat.reshape(16, 256)
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([16, 256], block_size=[8, 128]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out.reshape(4, 4, 256) + 1
+
+
+def test_host_torch_ops_before_and_after_the_loop():
+    x, flat = randn(16, 256, seed=29), randn(4096, seed=30)
+    expected = (x * 2 + flat.reshape(16, 256)).reshape(4, 4, 256) + 1
+    torch.testing.assert_close(prologue_and_epilogue(x, flat), expected)
+    torch.testing.assert_close(flat, randn(4096, seed=30))  # a reshaped input is only read
+    call = only_call(prologue_and_epilogue, (x, flat))
+    assert call.aliases == {}
+
+
+@pallasite.kernel
+def write_through_view(x: torch.Tensor) -> torch.Tensor:
+    (n,) = x.size()
+    out = torch.empty([n], dtype=x.dtype)
+    grid_view = out.view(n // 128, 128)
+    rows = x.view(n // 128, 128)
+    for tile_r in hl.tile(n // 128, block_size=8):
+        grid_view[tile_r, :] = rows[tile_r, :] * 3
+    return out
+
+
+def test_store_into_a_host_view_writes_its_base():
+    x = randn(2048, seed=31)
+    torch.testing.assert_close(write_through_view(x), x * 3)
+
+
+@pallasite.kernel
+def two_passes(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    tripled = torch.empty_like(x)
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        tripled[tile_m, tile_n] = x[tile_m, tile_n] * 3
+    for tile_m in hl.tile(m, block_size=8):
+        row = tripled[tile_m, :]
+        out[tile_m, :] = row - row.amax(1, keepdim=True)
+    return out
+
+
+def test_second_loop_reads_what_the_first_wrote():
+    x = randn(16, 256, seed=32)
+    torch.testing.assert_close(two_passes(x), x * 3 - (x * 3).amax(1, keepdim=True))
+    first, second = two_passes.bind((x,)).plan().calls
+    assert names(first.outputs) == ["tripled"] and names(second.inputs) == ["tripled"]
+    assert first.aliases == {} and second.aliases == {}
+
+
+def test_two_passes_lower_to_mosaic():
+    check_tpu_lowering(two_passes, (randn(16, 256),))
