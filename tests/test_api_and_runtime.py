@@ -429,3 +429,17 @@ def test_check_tpu_lowering_reports_mosaic_rejection():
     # The same kernel on float32 rows lowers.
     codes = check_tpu_lowering(row_argmax, (x.to(torch.float32),), chips=["v5e"])
     assert "pl.pallas_call(" in codes["v5e"]
+
+
+def test_helion_decorator_spellings_use_default_config_and_print_output_code(capfd):
+    @pallasite.kernel(use_default_config=True, print_output_code=True)
+    def double(x):
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] * 2
+        return out
+
+    x = torch.randn(1024)
+    torch.testing.assert_close(double(x), x * 2)
+    assert double.autotune_effort == "none"
+    assert "pl.pallas_call" in capfd.readouterr().err

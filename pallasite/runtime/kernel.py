@@ -35,7 +35,8 @@ class Kernel:
 
     def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
                  static_shapes: bool = True, autotune_effort: str = "quick",
-                 backend: str = "pallas", **settings: Any):
+                 backend: str = "pallas", use_default_config: bool = False,
+                 print_output_code: bool = False, **settings: Any):
         if backend != "pallas":
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
         if autotune_effort not in _EFFORTS:
@@ -47,7 +48,9 @@ class Kernel:
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
-        self.autotune_effort = autotune_effort
+        # Helion's spellings: use_default_config skips tuning, print_output_code prints the module.
+        self.autotune_effort = "none" if use_default_config else autotune_effort
+        self.print_output_code = bool(print_output_code)
         self._signature = inspect.signature(fn)
         self._params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
@@ -230,7 +233,7 @@ class CompiledKernel:
         self.config = config
         self.code = code
         self.code_path = _write_code(bound.kernel.fn.__name__, code)
-        if os.environ.get(PRINT_ENV, "0") not in ("", "0"):
+        if bound.kernel.print_output_code or os.environ.get(PRINT_ENV, "0") not in ("", "0"):
             print(f"# pallasite: generated code for {bound.kernel.fn.__name__} ({self.code_path})",
                   file=sys.stderr)
             print(code, file=sys.stderr)
