@@ -125,9 +125,7 @@ class KernelEmitter:
             self.env[item.out.id] = var
 
     def _emit_fori(self, loop: TileLoop, carried: list, indent: int) -> None:
-        if len(loop.dims) != 1:
-            raise NotImplementedError("data-dependent multi-dim inner loops")
-        (dim,) = loop.dims
+        (dim,) = loop.dims  # the plan admits one dim here
         counter = self.names.fresh(f"{dim.name}_step")
         self.loop_counters[dim.id] = counter
         self.dynamic_dims.add(dim.id)

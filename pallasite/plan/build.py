@@ -119,6 +119,10 @@ def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopP
             extent = dim.static_extent
             trips.append(None if extent is None else -(-extent // dim.block_size))
         static = None if any(t is None for t in trips) else tuple(trips)
+        if static is None and len(item.dims) > 1:
+            raise exc.UnsupportedOperation(
+                "An inner hl.tile over several dims with data-dependent bounds is not supported; "
+                "write one nested loop per dim.", item.location)
         plans[item.id] = InnerLoopPlan(strategy, static)
         plans.update(_plan_inner_loops(item.body, loop_type))
     return plans
