@@ -14,24 +14,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.randn(shape, generator=_gen(seed)).to(dtype)
-
-
-def only_call(kernel, args, **config):
-    """The plan of the kernel's single device loop."""
-    (call,) = kernel.bind(tuple(args)).plan(pallasite.Config(**config) if config else None).calls
-    return call
-
-
-def names(operands) -> list[str]:
-    return [operand.symbol.name for operand in operands]
+from plan_helpers import names, only_call, randn
 
 
 # ------------------------------------------------------------ tile indexing --

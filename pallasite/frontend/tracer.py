@@ -281,23 +281,12 @@ class Tracer(OpRecorder):
 
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         loc = source.location(self.filename, stmt)
-        names = self._loop_names(stmt.target, len(spec.ends), spec.kind)
-        dims = []
-        for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes):
-            begin = self._static_bound(begin, "begin", loc)
-            end = self._static_bound(end, "end", loc)
-            dims.append(self._tile_dim(name, begin, end, block, spec.kind, loc))
+        dims = self._loop_dims(stmt, spec, self._static_bound, loc)
         body: list = []
         call = DeviceLoopCall(TileLoop(dims, body, loc), len(self.device_loops), [])
         self.enter_device(call)
         try:
-            for dim in dims:
-                dim.begin_value = self.record("tile_begin", (dim,), {}, (), torch.int32, name=dim.name if dim.is_grid else f"{dim.name}_begin")
-            proxies = [
-                DeviceTensor(self, dim.begin_value) if spec.kind == "grid" else TileProxy(self, dim)
-                for dim in dims
-            ]
-            self._assign_target(stmt.target, tuple(proxies) if spec.multi else proxies[0], stmt)
+            self._bind_loop_variable(stmt, spec, dims)
             self._run_device_block(stmt.body)
         finally:
             self.exit_device()
@@ -306,17 +295,29 @@ class Tracer(OpRecorder):
         self.steps.append(call)
         self.device_loops.append(call)
 
+    def _loop_dims(self, stmt: ast.For, spec: hl.TileIterable, bound: Callable, loc) -> list[TileDim]:
+        """The TileDims of a loop; `bound` checks/converts each begin and end."""
+        names = self._loop_names(stmt.target, len(spec.ends), spec.kind)
+        return [
+            self._tile_dim(name, bound(begin, "begin", loc), bound(end, "end", loc), block, spec.kind, loc)
+            for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes)
+        ]
+
+    def _bind_loop_variable(self, stmt: ast.For, spec: hl.TileIterable, dims: list[TileDim]) -> None:
+        """Record each dim's begin and bind the loop target: tiles, or scalars for hl.grid."""
+        for dim in dims:
+            dim.begin_value = self.record(
+                "tile_begin", (dim,), {}, (), torch.int32,
+                name=dim.name if dim.is_grid else f"{dim.name}_begin")
+        proxies = [DeviceTensor(self, d.begin_value) if d.is_grid else TileProxy(self, d) for d in dims]
+        self._assign_target(stmt.target, tuple(proxies) if spec.multi else proxies[0], stmt)
+
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A tile/grid loop inside a device loop: traced once, with loop-carried variables."""
         loc = source.location(self.filename, stmt)
         if stmt.orelse:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", loc)
-        names = self._loop_names(stmt.target, len(spec.ends), spec.kind)
-        dims = []
-        for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes):
-            begin = self._inner_bound(begin, "begin", loc)
-            end = self._inner_bound(end, "end", loc)
-            dims.append(self._tile_dim(name, begin, end, block, spec.kind, loc))
+        dims = self._loop_dims(stmt, spec, self._inner_bound, loc)
         assigned = {
             node.id for inner in stmt.body for node in ast.walk(inner)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
@@ -332,12 +333,7 @@ class Tracer(OpRecorder):
         loop = TileLoop(dims, [], loc, carried)
         self.push_body(loop.body)
         try:
-            for dim in dims:
-                dim.begin_value = self.record(
-                    "tile_begin", (dim,), {}, (), torch.int32,
-                    name=dim.name if dim.is_grid else f"{dim.name}_begin")
-            proxies = [DeviceTensor(self, d.begin_value) if d.is_grid else TileProxy(self, d) for d in dims]
-            self._assign_target(stmt.target, tuple(proxies) if spec.multi else proxies[0], stmt)
+            self._bind_loop_variable(stmt, spec, dims)
             self._run_device_block(stmt.body)
         finally:
             self.pop_body()
