@@ -136,8 +136,8 @@ def test_two_sibling_inner_loops_two_pass_centering():
 
 def test_unimplemented_loop_types_say_so():
     x, y = torch.randn(128, 128), torch.randn(128, 128)
-    with pytest.raises(exc.InvalidConfig, match="'fori_loop' is not implemented yet"):
-        code_and_output(matmul, (x, y), block_sizes=[128, 128, 128], pallas_loop_type="fori_loop")
+    with pytest.raises(exc.InvalidConfig, match="'emit_pipeline' is not implemented yet"):
+        code_and_output(matmul, (x, y), block_sizes=[128, 128, 128], pallas_loop_type="emit_pipeline")
 
 
 def test_carried_value_changing_dtype_is_rejected():
@@ -170,3 +170,52 @@ def test_multi_dim_inner_loop_with_data_dependent_bounds_is_rejected():
 
     with pytest.raises(exc.UnsupportedOperation, match="one nested loop per dim"):
         bad(torch.randn(64, 128), torch.tensor([0, 8, 16], dtype=torch.int32))
+
+
+# ------------------------------------------------------ fori_loop strategy --
+
+
+def test_fori_loop_streams_operands_from_hbm_double_buffered():
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 300).bfloat16(), torch.randn(300, 128).bfloat16()
+    config = dict(block_sizes=[128, 128, 128], pallas_loop_type="fori_loop")
+    _, result = code_and_output(matmul, (x, y), **config)
+    torch.testing.assert_close(result, x.float() @ y.float(), atol=1e-2, rtol=1e-2)
+    call = matmul.bind((x, y)).plan(pallasite.Config(**config)).calls[0]
+    (loop_plan,) = call.inner_loops.values()
+    assert loop_plan.strategy == "fori_loop"
+    assert {(s.symbol.name, s.direction) for s in loop_plan.streams} == {("x", "in"), ("y", "in")}
+    assert all(s.prefetches_next_tile for s in loop_plan.streams)  # tile j+1 in flight during tile j
+    assert {op.symbol.name: op.memory for op in call.inputs} == {"x": "hbm", "y": "hbm"}
+    # K=300 in tiles of 128: the host pads K to 384 so the last DMA window stays in bounds.
+    assert {op.symbol.name: op.padded_shape for op in call.inputs} == {"x": (256, 384), "y": (384, 128)}
+    check_tpu_lowering(matmul, (x, y), chips=("v5e",), **config)
+
+
+def test_fori_loop_writes_output_tiles_back_asynchronously():
+    torch.manual_seed(0)
+    x = torch.randn(64, 300)
+    config = dict(block_sizes=[32, 128, 128], pallas_loop_type="fori_loop")
+    _, result = code_and_output(center_rows, (x,), **config)
+    torch.testing.assert_close(result, x - x.mean(1, keepdim=True), atol=1e-5, rtol=1e-5)
+    call = center_rows.bind((x,)).plan(pallasite.Config(**config)).calls[0]
+    streams = [s for p in call.inner_loops.values() for s in p.streams]
+    # x is read by both sibling loops, so it stays resident; out is streamed back per tile.
+    assert [(s.symbol.name, s.direction) for s in streams] == [("out", "out")]
+    assert [op.memory for op in call.inputs] == ["vmem_block"]
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop"])
+def test_attention_and_jagged_per_loop_type(loop_type):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 200, 64) for _ in range(3))
+    _, result = code_and_output(attention, (q, k, v), block_sizes=[128, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, torch.softmax(q @ k.transpose(1, 2) / 8.0, -1) @ v, atol=1e-4, rtol=1e-4)
+    x = torch.randn(300, 128)
+    offsets = torch.tensor([0, 5, 5, 140, 300], dtype=torch.int32)
+    _, result = code_and_output(jagged_mean, (x, offsets), block_sizes=[64], pallas_loop_type=loop_type)
+    expected = torch.stack([
+        x[offsets[i]:offsets[i + 1]].sum(0) / max(int(offsets[i + 1] - offsets[i]), 1) for i in range(4)
+    ])
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    check_tpu_lowering(jagged_mean, (x, offsets), block_sizes=[64], pallas_loop_type=loop_type, chips=("v7x",))

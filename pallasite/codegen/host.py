@@ -134,7 +134,7 @@ class HostEmitter:
         for op in call.scalar_inputs:
             args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
         for op in call.inputs:
-            args.append(self.read(op.symbol))
+            args.append(self._padded(op))
         axes = ", ".join(f"i{a}" for a in range(len(call.grid)))
         grid = ", ".join(str(a.num_blocks) for a in call.grid)
         self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
@@ -150,8 +150,17 @@ class HostEmitter:
         self.emit("    ],")
         self.emit("    out_shape=[")
         for op in call.outputs:
-            self.emit(f"        jax.ShapeDtypeStruct({literal(op.symbol.shape)}, {jnp_dtype(op.symbol.dtype)}),")
+            shape = op.padded_shape or op.symbol.shape
+            self.emit(f"        jax.ShapeDtypeStruct({literal(shape)}, {jnp_dtype(op.symbol.dtype)}),")
         self.emit("    ],")
+        streams = [s for loop_plan in call.inner_loops.values() for s in loop_plan.streams]
+        if streams:
+            self.emit("    scratch_shapes=[")
+            for stream in streams:
+                shape = literal((2, *stream.window_shape))
+                self.emit(f"        pltpu.VMEM({shape}, {jnp_dtype(stream.symbol.dtype)}),  # {stream.buffer}")
+                self.emit(f"        pltpu.SemaphoreType.DMA((2,)),  # {stream.semaphores}")
+            self.emit("    ],")
         if call.aliases:
             self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
         semantics = ", ".join(repr(a.semantics) for a in call.grid)
@@ -162,7 +171,18 @@ class HostEmitter:
         self.emit("    interpret=INTERPRET,")
         self.emit(f")({', '.join(args)})")
         for op in call.outputs:
+            if op.padded_shape is not None:
+                window = ", ".join(f":{d}" for d in op.symbol.shape)
+                self.define(op.symbol, f"{self.current[op.symbol.id]}[{window}]  # drop the DMA padding")
             self._after_write(op.symbol)
+
+    def _padded(self, op: Operand) -> str:
+        """An input as the kernel takes it: padded so every DMA window stays in bounds."""
+        name = self.read(op.symbol)
+        if op.padded_shape is None:
+            return name
+        pads = ", ".join(f"(0, {p - d})" for p, d in zip(op.padded_shape, op.symbol.shape))
+        return f"jnp.pad({name}, ({pads},))"
 
     def _outputs_target(self, call: PallasCallPlan) -> str:
         names = []
@@ -193,6 +213,8 @@ class HostEmitter:
 def _block_spec(op: Operand, axes: str) -> str:
     if op.memory == "smem":
         return "pl.BlockSpec(memory_space=pltpu.SMEM)"
+    if op.memory == "hbm":
+        return "pl.BlockSpec(memory_space=pl.ANY)"
     shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
     shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
     index = ", ".join(a.index_expr for a in op.axes)

@@ -7,8 +7,9 @@ import torch
 
 from ..ir import Load, Node, Store, TileLoop, Value
 from ..plan import Mask, PallasCallPlan
-from ..plan.plans import InnerTileSlice
+from ..plan.plans import InnerTileSlice, StreamSlot
 from .lowering import OpCall, jnp_dtype, literal, lower
+from .fori import ForiLoopEmitter
 from .names import NameTable
 
 import builtins
@@ -16,7 +17,7 @@ import builtins
 _RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
 
 
-class KernelEmitter:
+class KernelEmitter(ForiLoopEmitter):
     """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
 
     def __init__(self, plan: PallasCallPlan, source_file: str):
@@ -28,6 +29,8 @@ class KernelEmitter:
         self._last_line: int | None = None
         self.loop_counters: dict[int, str] = {}  # inner TileDim id -> loop counter variable
         self.dynamic_dims: set[int] = set()  # inner dims whose counter is traced (fori_loop)
+        self.loop_slots: dict[int, str] = {}  # inner loop id -> its double-buffer slot variable
+        self.loop_steps: dict[int, str] = {}  # inner loop id -> its step counter (fori_loop)
 
     # ---------------------------------------------------------------- text --
 
@@ -56,6 +59,7 @@ class KernelEmitter:
     def kernel_source(self) -> str:
         plan = self.plan
         refs = [op.ref_name for op in (*plan.scalar_inputs, *plan.inputs, *plan.outputs)]
+        refs += [ref for stream in _streams(plan) for ref in (stream.buffer, stream.semaphores)]
         for ref in refs:
             self.names.fresh(ref)
         self.lines.append(f"def {plan.kernel_name}({', '.join(refs)}):")
@@ -106,7 +110,7 @@ class KernelEmitter:
             self.emit(f"{var} = {self.render(item.init)}", indent)
             self.env[item.param.id] = var
             carried.append((item, var))
-        if loop_plan.static_trips is not None:
+        if loop_plan.static_trips is not None and loop_plan.strategy == "unroll":
             self.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': "
                       f"{'x'.join(map(str, loop_plan.static_trips))} steps unrolled over resident blocks", indent)
             inner = indent
@@ -120,36 +124,18 @@ class KernelEmitter:
                 if self.render(item.result) != var:
                     self.emit(f"{var} = {self.render(item.result)}", inner)
         else:
-            self._emit_fori(loop, carried, indent)
+            self._emit_fori(loop, carried, indent, loop_plan)
         for item, var in carried:
             self.env[item.out.id] = var
-
-    def _emit_fori(self, loop: TileLoop, carried: list, indent: int) -> None:
-        (dim,) = loop.dims  # the plan admits one dim here
-        counter = self.names.fresh(f"{dim.name}_step")
-        self.loop_counters[dim.id] = counter
-        self.dynamic_dims.add(dim.id)
-        body_name = self.names.fresh(f"{dim.name}_body")
-        names = ", ".join(var for _, var in carried)
-        pack = f"({names},)" if carried else "()"
-        trips = (f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1})"
-                 f" // {dim.block_size}")
-        self.emit(f"# inner loop '{dim.name}': data-dependent trip count, fori_loop over resident blocks", indent)
-        self.emit(f"def {body_name}({counter}, carry):", indent)
-        if carried:
-            self.emit(f"{pack} = carry", indent + 1)
-        self.emit_body(loop.body, indent + 1)
-        results = ", ".join(self.render(item.result) for item, _ in carried)
-        self.emit(f"return ({results},)" if carried else "return carry", indent + 1)
-        target = pack if carried else "_"
-        self.emit(f"{target} = lax.fori_loop(0, {trips}, {body_name}, {pack})", indent)
 
     # ------------------------------------------------------------- memory --
 
     def _ref_subscript(self, access) -> str:
         parts = []
         for item in access.ref_index:
-            if isinstance(item, InnerTileSlice):
+            if isinstance(item, StreamSlot):
+                parts.append(self.loop_slots[item.loop_id])
+            elif isinstance(item, InnerTileSlice):
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
                 if dim.id in self.dynamic_dims and isinstance(dim.begin, int) and dim.begin % dim.block_size == 0:
@@ -187,6 +173,10 @@ class KernelEmitter:
             self.emit("# keep the contents past the tile's end", indent)
             text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
         self.emit(f"{target} = {text}", indent)
+        if access.stream is not None:
+            loop_id = access.stream.loop_id
+            step, slot = self.loop_steps[loop_id], self.loop_slots[loop_id]
+            self.emit(f"{access.stream.copy_fn}({step}, {slot}).start()  # write back asynchronously", indent)
 
     def _range_condition(self, shape, axis: int, dim) -> str:
         begin = self.env[dim.begin_value.id]
@@ -278,3 +268,8 @@ def _typed_fill(fill, dtype: torch.dtype) -> str:
             return str(info.min)
         return str(int(fill))
     return literal(float(fill))
+
+
+def _streams(plan: PallasCallPlan):
+    """Every DMA stream of the plan's inner loops, in loop order (their scratch order)."""
+    return [stream for loop_plan in plan.inner_loops.values() for stream in loop_plan.streams]

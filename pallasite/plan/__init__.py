@@ -1,10 +1,11 @@
 """Decisions: grid, memory placement, block shapes, masks, VMEM — one plan per config."""
 from .build import build_plan
 from .plans import (
-    Access, AxisBlock, GridAxis, InPlaceUpdate, KernelPlan, Mask, Operand, PallasCallPlan,
+    Access, AxisBlock, GridAxis, InnerLoopPlan, InPlaceUpdate, KernelPlan, Mask, Operand,
+    PallasCallPlan, Stream,
 )
 
 __all__ = [
-    "Access", "AxisBlock", "GridAxis", "InPlaceUpdate", "KernelPlan", "Mask", "Operand",
+    "Access", "AxisBlock", "GridAxis", "InnerLoopPlan", "InPlaceUpdate", "Stream", "KernelPlan", "Mask", "Operand",
     "PallasCallPlan", "build_plan",
 ]

@@ -6,6 +6,7 @@ import dataclasses
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from .masks import plan_masks
+from .streams import plan_streams, stream_access, stream_operand
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import GridAxis, InPlaceUpdate, InnerLoopPlan, KernelPlan, Operand, PallasCallPlan
 from .vmem import estimate_vmem_bytes
@@ -40,7 +41,18 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     aliases: dict[int, int] = {}
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
-    for use in collect_uses(call):
+    uses = collect_uses(call)
+    inner_loops = _plan_inner_loops(loop.body, loop_type)
+    streams = plan_streams(loop.body, {i: p.strategy for i, p in inner_loops.items()}, uses)
+    for loop_id, loop_plan in inner_loops.items():
+        mine = tuple(s for s in streams.values() if s.loop_id == loop_id)
+        inner_loops[loop_id] = dataclasses.replace(loop_plan, streams=mine)
+    for use in uses:
+        stream = streams.get(use.symbol.id)
+        if stream is not None:
+            _add_stream(stream, use, grid_axis_of, defined, scalar_inputs, inputs, outputs,
+                        aliases, output_axes, accesses)
+            continue
         operand, used_axes = plan_operand(use, grid_axis_of)
         try:
             check_block_legality(operand)
@@ -87,7 +99,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         accesses=accesses,
         masks=masks,
         grid_axis_of=grid_axis_of,
-        inner_loops=_plan_inner_loops(loop.body, loop_type),
+        inner_loops=inner_loops,
         vmem_bytes=0,
         vmem_limit_bytes=None,
     )
@@ -104,13 +116,30 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
 
 
+def _add_stream(stream, use, grid_axis_of, defined, scalar_inputs, inputs, outputs, aliases,
+                output_axes, accesses) -> None:
+    """A streamed tensor is a pl.ANY operand; an output that already holds data is aliased
+    (its HBM buffer is written window by window, so the rest keeps its contents)."""
+    operand, used_axes = stream_operand(stream, grid_axis_of)
+    if stream.direction == "in":
+        inputs.append(operand)
+    else:
+        if id(use.symbol) in defined:
+            aliases[len(scalar_inputs) + len(inputs)] = len(outputs)
+            inputs.append(dataclasses.replace(operand, ref_name=f"{use.symbol.name}_in_hbm"))
+        outputs.append(operand)
+        output_axes.append((operand, used_axes))
+    for node in use.nodes:
+        accesses[node.id] = stream_access(node, stream)
+
+
 def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopPlan]:
     strategy = loop_type or "unroll"
     plans: dict[int, InnerLoopPlan] = {}
     for item in body:
         if not isinstance(item, TileLoop):
             continue
-        if strategy != "unroll":
+        if strategy == "emit_pipeline":
             raise exc.InvalidConfig(
                 f"pallas_loop_type {strategy!r} is not implemented yet; this build lowers inner "
                 "loops with 'unroll' (resident blocks).", item.location)
@@ -123,6 +152,10 @@ def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopP
             raise exc.UnsupportedOperation(
                 "An inner hl.tile over several dims with data-dependent bounds is not supported; "
                 "write one nested loop per dim.", item.location)
+        if strategy == "fori_loop" and len(item.dims) > 1:
+            raise exc.UnsupportedOperation(
+                "pallas_loop_type 'fori_loop' streams one dim per loop; write one nested "
+                "hl.tile loop per dim.", item.location)
         plans[item.id] = InnerLoopPlan(strategy, static)
         plans.update(_plan_inner_loops(item.body, loop_type))
     return plans

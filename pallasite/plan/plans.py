@@ -37,8 +37,9 @@ class Operand:
 
     symbol: TensorSymbol | ScalarSymbol
     ref_name: str
-    memory: str  # "vmem_block" | "smem"
+    memory: str  # "vmem_block" | "smem" | "hbm" (pl.ANY: copied by explicit DMA)
     axes: tuple[AxisBlock, ...] = ()
+    padded_shape: tuple[int, ...] | None = None  # hbm: the host pads it so every DMA window is in bounds
 
     @property
     def block_shape(self) -> tuple[int | None, ...]:
@@ -68,6 +69,7 @@ class Access:
     ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
     store_masks: tuple[tuple[int, TileDim], ...] = ()
+    stream: Stream | None = None  # set when the ref is a DMA buffer
 
 
 @dataclass(frozen=True)
@@ -93,16 +95,54 @@ class InPlaceUpdate:
 
 
 @dataclass(frozen=True)
+class StreamSlot:
+    """A ref subscript item: the double-buffer slot of inner loop `loop_id`'s current step."""
+
+    loop_id: int
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A tensor moved tile by tile between HBM and VMEM scratch by explicit DMA
+    inside one inner loop (the `fori_loop` strategy).
+
+    Double-buffered: an input's copy for step j+1 starts before step j
+    computes; an output's copy of step j starts right after its store and is
+    waited for only when its slot is reused (step j+2) or after the loop. One
+    builder function makes each descriptor, for its start and for its wait.
+    """
+
+    symbol: TensorSymbol
+    loop_id: int
+    direction: str  # "in" | "out"
+    hbm_ref: str
+    buffer: str  # VMEM scratch of shape (2, *window_shape)
+    semaphores: str  # DMA semaphores, one per slot
+    copy_fn: str  # the generated descriptor builder: copy_fn(step, slot)
+    index: tuple  # the normalized index of every access (one window form)
+    window_shape: tuple[int, ...]
+
+    @property
+    def prefetches_next_tile(self) -> bool:
+        """An input's next tile is in flight while this tile computes."""
+        return self.direction == "in"
+
+
+@dataclass(frozen=True)
 class InnerLoopPlan:
     """How one inner tile loop runs.
 
     strategy "unroll": every tensor it reads stays resident in VMEM through the
     outer BlockSpec; a static trip count is unrolled in Python (`static_trips`),
     a dynamic one is a `lax.fori_loop` over the resident block.
+    strategy "fori_loop": a `lax.fori_loop` whose tensors (`streams`) stay in
+    HBM and are copied tile by tile, double-buffered; a tensor the loop cannot
+    stream (also used outside it, or both read and written) stays resident.
     """
 
     strategy: str
     static_trips: tuple[int, ...] | None  # per dim, None when a bound is data-dependent
+    streams: tuple[Stream, ...] = ()  # fori_loop: tensors copied per tile by DMA
 
 
 @dataclass(frozen=True)

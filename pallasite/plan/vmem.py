@@ -25,6 +25,9 @@ def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
         for op in (*plan.inputs, *plan.outputs)
         if op.memory == "vmem_block"
     )
+    for loop_plan in plan.inner_loops.values():
+        for stream in loop_plan.streams:
+            blocks += 2 * padded_bytes(stream.window_shape, stream.symbol.dtype)
     values = sorted(
         (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body) for v in node.outputs),
         reverse=True,
