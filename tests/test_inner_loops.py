@@ -134,12 +134,6 @@ def test_two_sibling_inner_loops_two_pass_centering():
     torch.testing.assert_close(result, x - x.mean(1, keepdim=True), atol=1e-5, rtol=1e-5)
 
 
-def test_unimplemented_loop_types_say_so():
-    x, y = torch.randn(128, 128), torch.randn(128, 128)
-    with pytest.raises(exc.InvalidConfig, match="'emit_pipeline' is not implemented yet"):
-        code_and_output(matmul, (x, y), block_sizes=[128, 128, 128], pallas_loop_type="emit_pipeline")
-
-
 def test_carried_value_changing_dtype_is_rejected():
     @pallasite.kernel
     def bad(x):
@@ -205,7 +199,7 @@ def test_fori_loop_writes_output_tiles_back_asynchronously():
     assert [op.memory for op in call.inputs] == ["vmem_block"]
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop"])
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
 def test_attention_and_jagged_per_loop_type(loop_type):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 200, 64) for _ in range(3))
@@ -219,3 +213,51 @@ def test_attention_and_jagged_per_loop_type(loop_type):
     ])
     torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
     check_tpu_lowering(jagged_mean, (x, offsets), block_sizes=[64], pallas_loop_type=loop_type, chips=("v7x",))
+
+
+# -------------------------------------------------- emit_pipeline strategy --
+
+
+def test_emit_pipeline_keeps_carried_values_in_vmem_scratch():
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 300).bfloat16(), torch.randn(300, 128).bfloat16()
+    config = dict(block_sizes=[128, 128, 128], pallas_loop_type="emit_pipeline")
+    _, result = code_and_output(matmul, (x, y), **config)
+    torch.testing.assert_close(result, x.float() @ y.float(), atol=1e-2, rtol=1e-2)
+    call = matmul.bind((x, y)).plan(pallasite.Config(**config)).calls[0]
+    (loop_plan,) = call.inner_loops.values()
+    assert loop_plan.strategy == "emit_pipeline" and not loop_plan.aligned_begin
+    assert {s.symbol.name for s in loop_plan.streams} == {"x", "y"}
+    assert loop_plan.carried_refs == ("tile_k_acc_ref",)
+    assert {(s.name, s.kind) for s in call.scratch} == {("tile_k_acc_ref", "vmem"), ("tile_k_step_ref", "smem")}
+    check_tpu_lowering(matmul, (x, y), chips=("v6e",), **config)
+
+
+def test_emit_pipeline_with_data_dependent_begin_fetches_aligned_blocks_and_masks():
+    x = torch.randn(300, 128)
+    offsets = torch.tensor([0, 5, 5, 140, 300], dtype=torch.int32)
+    config = pallasite.Config(block_sizes=[64], pallas_loop_type="emit_pipeline")
+    call = jagged_mean.bind((x, offsets)).plan(config).calls[0]
+    (loop_plan,) = call.inner_loops.values()
+    assert loop_plan.aligned_begin  # tiles start at start // 64 * 64; rows below start are masked
+    x_operand = next(op for op in call.inputs if op.symbol.name == "x")
+    assert x_operand.memory == "hbm" and x_operand.padded_shape == (320, 128)
+
+
+def test_baddbmm_accumulates_bf16_products_into_f32():
+    @pallasite.kernel
+    def bmm_acc(a, b):
+        batch, m, k = a.size()
+        _, _, n = b.size()
+        out = torch.empty([batch, m, n], dtype=torch.float32, device=a.device)
+        for tile_b, tile_m, tile_n in hl.tile([batch, m, n], block_size=[1, None, None]):
+            acc = hl.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = torch.baddbmm(acc, a[tile_b, tile_m, tile_k], b[tile_b, tile_k, tile_n])
+            out[tile_b, tile_m, tile_n] = acc
+        return out
+
+    torch.manual_seed(0)
+    a, b = torch.randn(2, 128, 256).bfloat16(), torch.randn(2, 256, 128).bfloat16()
+    _, result = code_and_output(bmm_acc, (a, b), block_sizes=[128, 128, 128])
+    torch.testing.assert_close(result, a.float() @ b.float(), atol=1e-2, rtol=1e-2)

@@ -153,13 +153,10 @@ class HostEmitter:
             shape = op.padded_shape or op.symbol.shape
             self.emit(f"        jax.ShapeDtypeStruct({literal(shape)}, {jnp_dtype(op.symbol.dtype)}),")
         self.emit("    ],")
-        streams = [s for loop_plan in call.inner_loops.values() for s in loop_plan.streams]
-        if streams:
+        if call.scratch:
             self.emit("    scratch_shapes=[")
-            for stream in streams:
-                shape = literal((2, *stream.window_shape))
-                self.emit(f"        pltpu.VMEM({shape}, {jnp_dtype(stream.symbol.dtype)}),  # {stream.buffer}")
-                self.emit(f"        pltpu.SemaphoreType.DMA((2,)),  # {stream.semaphores}")
+            for scratch in call.scratch:
+                self.emit(f"        {_scratch_shape(scratch)},  # {scratch.name}")
             self.emit("    ],")
         if call.aliases:
             self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
@@ -220,3 +217,11 @@ def _block_spec(op: Operand, axes: str) -> str:
     index = ", ".join(a.index_expr for a in op.axes)
     index = f"({index},)" if len(op.axes) == 1 else f"({index})"
     return f"pl.BlockSpec({shape}, lambda {axes}: {index})"
+
+
+def _scratch_shape(scratch) -> str:
+    if scratch.kind == "dma_semaphores":
+        return f"pltpu.SemaphoreType.DMA({literal(scratch.shape)})"
+    if scratch.kind == "smem":
+        return f"pltpu.SMEM({literal(scratch.shape)}, jnp.int32)"
+    return f"pltpu.VMEM({literal(scratch.shape)}, {jnp_dtype(scratch.dtype)})"

@@ -10,6 +10,7 @@ from ..plan import Mask, PallasCallPlan
 from ..plan.plans import InnerTileSlice, StreamSlot
 from .lowering import OpCall, jnp_dtype, literal, lower
 from .fori import ForiLoopEmitter
+from .pipeline import PipelineEmitter
 from .names import NameTable
 
 import builtins
@@ -17,7 +18,7 @@ import builtins
 _RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
 
 
-class KernelEmitter(ForiLoopEmitter):
+class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
     """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
 
     def __init__(self, plan: PallasCallPlan, source_file: str):
@@ -31,6 +32,8 @@ class KernelEmitter(ForiLoopEmitter):
         self.dynamic_dims: set[int] = set()  # inner dims whose counter is traced (fori_loop)
         self.loop_slots: dict[int, str] = {}  # inner loop id -> its double-buffer slot variable
         self.loop_steps: dict[int, str] = {}  # inner loop id -> its step counter (fori_loop)
+        self.block_starts: dict[int, str] = {}  # emit_pipeline dim id -> its first block index
+        self.lower_bounds: dict[int, str] = {}  # retiled dim id -> the begin masks must respect
 
     # ---------------------------------------------------------------- text --
 
@@ -59,7 +62,7 @@ class KernelEmitter(ForiLoopEmitter):
     def kernel_source(self) -> str:
         plan = self.plan
         refs = [op.ref_name for op in (*plan.scalar_inputs, *plan.inputs, *plan.outputs)]
-        refs += [ref for stream in _streams(plan) for ref in (stream.buffer, stream.semaphores)]
+        refs += [scratch.name for scratch in plan.scratch]
         for ref in refs:
             self.names.fresh(ref)
         self.lines.append(f"def {plan.kernel_name}({', '.join(refs)}):")
@@ -123,6 +126,8 @@ class KernelEmitter(ForiLoopEmitter):
             for item, var in carried:
                 if self.render(item.result) != var:
                     self.emit(f"{var} = {self.render(item.result)}", inner)
+        elif loop_plan.strategy == "emit_pipeline":
+            self._emit_pipeline(loop, carried, indent, loop_plan)
         else:
             self._emit_fori(loop, carried, indent, loop_plan)
         for item, var in carried:
@@ -173,15 +178,18 @@ class KernelEmitter(ForiLoopEmitter):
             self.emit("# keep the contents past the tile's end", indent)
             text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
         self.emit(f"{target} = {text}", indent)
-        if access.stream is not None:
-            loop_id = access.stream.loop_id
+        if access.write_back is not None:
+            loop_id = access.write_back.loop_id
             step, slot = self.loop_steps[loop_id], self.loop_slots[loop_id]
-            self.emit(f"{access.stream.copy_fn}({step}, {slot}).start()  # write back asynchronously", indent)
+            self.emit(f"{access.write_back.copy_fn}({step}, {slot}).start()  # write back asynchronously", indent)
 
     def _range_condition(self, shape, axis: int, dim) -> str:
         begin = self.env[dim.begin_value.id]
         end = self.render(dim.end)
-        return f"({begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis}) < {end})"
+        index = f"{begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})"
+        if dim.id in self.lower_bounds:
+            return f"(({index} < {end}) & ({index} >= {self.lower_bounds[dim.id]}))"
+        return f"({index} < {end})"
 
     # ---------------------------------------------------------------- ops --
 
@@ -217,6 +225,8 @@ class KernelEmitter(ForiLoopEmitter):
             step = f"pl.program_id({self.plan.grid_axis_of[dim.id]})"
         else:
             step = self.loop_counters[dim.id]
+        if op == "tile_begin" and dim.id in self.block_starts:
+            return f"({self.block_starts[dim.id]} + {step}) * {dim.block_size}"
         if op == "tile_begin":
             term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
             return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
@@ -269,7 +279,3 @@ def _typed_fill(fill, dtype: torch.dtype) -> str:
         return str(int(fill))
     return literal(float(fill))
 
-
-def _streams(plan: PallasCallPlan):
-    """Every DMA stream of the plan's inner loops, in loop order (their scratch order)."""
-    return [stream for loop_plan in plan.inner_loops.values() for stream in loop_plan.streams]

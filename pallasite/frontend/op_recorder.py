@@ -165,7 +165,7 @@ class OpRecorder:
                     raise exc.UnsupportedOperation(f"{display} reduces over one dim at a time.")
             meta = getattr(torch, name)
             return name, operands, attrs, self._meta(meta, (operands[0],), meta_kwargs, display)
-        if meta_fn is None or name in ("maximum", "minimum", "where", "clamp", "pow", "atan2"):
+        if meta_fn is None or name in ("maximum", "minimum", "where", "clamp", "pow", "atan2", "addmm", "baddbmm"):
             meta_fn = _meta_function(name)
         return name, operands, attrs, self._meta(meta_fn, args, kwargs, display)
 
@@ -533,6 +533,16 @@ def _meta_function(name: str) -> Callable:
         return torch.where
     if name == "clamp":
         return lambda x, min=None, max=None: torch.clamp(x, min=min, max=max)
+    if name in ("addmm", "baddbmm"):
+        # Accumulating low-precision products into a wider accumulator is the kernel idiom;
+        # torch's baddbmm refuses mixed dtypes, so the products take the accumulator's dtype.
+        fn = getattr(torch, name)
+
+        def accumulate(acc, a, b, **kwargs):
+            if isinstance(acc, torch.Tensor) and a.dtype != acc.dtype:
+                a, b = a.to(acc.dtype), b.to(acc.dtype)
+            return fn(acc, a, b, **kwargs)
+        return accumulate
     if name == "pow":
         return lambda a, b: torch.pow(a, b)
     return getattr(torch, name)

@@ -2,10 +2,10 @@
 from .build import build_plan
 from .plans import (
     Access, AxisBlock, GridAxis, InnerLoopPlan, InPlaceUpdate, KernelPlan, Mask, Operand,
-    PallasCallPlan, Stream,
+    PallasCallPlan, Scratch, Stream,
 )
 
 __all__ = [
-    "Access", "AxisBlock", "GridAxis", "InnerLoopPlan", "InPlaceUpdate", "Stream", "KernelPlan", "Mask", "Operand",
+    "Access", "AxisBlock", "GridAxis", "InnerLoopPlan", "InPlaceUpdate", "Scratch", "Stream", "KernelPlan", "Mask", "Operand",
     "PallasCallPlan", "build_plan",
 ]

@@ -6,9 +6,10 @@ import dataclasses
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from .masks import plan_masks
+from .inner_loops import attach_streams, plan_inner_loops, plan_scratch, retiled_dims
 from .streams import plan_streams, stream_access, stream_operand
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
-from .plans import GridAxis, InPlaceUpdate, InnerLoopPlan, KernelPlan, Operand, PallasCallPlan
+from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan
 from .vmem import estimate_vmem_bytes
 
 
@@ -42,16 +43,15 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
-    inner_loops = _plan_inner_loops(loop.body, loop_type)
-    streams = plan_streams(loop.body, {i: p.strategy for i, p in inner_loops.items()}, uses)
-    for loop_id, loop_plan in inner_loops.items():
-        mine = tuple(s for s in streams.values() if s.loop_id == loop_id)
-        inner_loops[loop_id] = dataclasses.replace(loop_plan, streams=mine)
+    inner_loops = plan_inner_loops(loop.body, loop_type)
+    strategies = {i: p.strategy for i, p in inner_loops.items()}
+    streams = plan_streams(loop.body, strategies, uses, grid_axis_of)
+    inner_loops = attach_streams(inner_loops, streams)
     for use in uses:
         stream = streams.get(use.symbol.id)
         if stream is not None:
-            _add_stream(stream, use, grid_axis_of, defined, scalar_inputs, inputs, outputs,
-                        aliases, output_axes, accesses)
+            _add_stream(stream, inner_loops[stream.loop_id], use, grid_axis_of, defined,
+                        scalar_inputs, inputs, outputs, aliases, output_axes, accesses)
             continue
         operand, used_axes = plan_operand(use, grid_axis_of)
         try:
@@ -86,7 +86,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 reason = f"output '{operand.symbol.name}' keeps one block across this axis"
                 break
         grid.append(GridAxis(dim, -(-extent // dim.block_size), "arbitrary" if reason else "parallel", reason))
-    masks = plan_masks(loop.body)
+    masks = plan_masks(loop.body, retiled_dims(loop.body, inner_loops))
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
@@ -100,6 +100,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         masks=masks,
         grid_axis_of=grid_axis_of,
         inner_loops=inner_loops,
+        scratch=plan_scratch(loop.body, inner_loops),
         vmem_bytes=0,
         vmem_limit_bytes=None,
     )
@@ -116,11 +117,11 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
 
 
-def _add_stream(stream, use, grid_axis_of, defined, scalar_inputs, inputs, outputs, aliases,
-                output_axes, accesses) -> None:
+def _add_stream(stream, loop_plan, use, grid_axis_of, defined, scalar_inputs, inputs, outputs,
+                aliases, output_axes, accesses) -> None:
     """A streamed tensor is a pl.ANY operand; an output that already holds data is aliased
     (its HBM buffer is written window by window, so the rest keeps its contents)."""
-    operand, used_axes = stream_operand(stream, grid_axis_of)
+    operand, used_axes = stream_operand(stream, grid_axis_of, loop_plan.strategy == "emit_pipeline")
     if stream.direction == "in":
         inputs.append(operand)
     else:
@@ -130,35 +131,7 @@ def _add_stream(stream, use, grid_axis_of, defined, scalar_inputs, inputs, outpu
         outputs.append(operand)
         output_axes.append((operand, used_axes))
     for node in use.nodes:
-        accesses[node.id] = stream_access(node, stream)
-
-
-def _plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopPlan]:
-    strategy = loop_type or "unroll"
-    plans: dict[int, InnerLoopPlan] = {}
-    for item in body:
-        if not isinstance(item, TileLoop):
-            continue
-        if strategy == "emit_pipeline":
-            raise exc.InvalidConfig(
-                f"pallas_loop_type {strategy!r} is not implemented yet; this build lowers inner "
-                "loops with 'unroll' (resident blocks).", item.location)
-        trips = []
-        for dim in item.dims:
-            extent = dim.static_extent
-            trips.append(None if extent is None else -(-extent // dim.block_size))
-        static = None if any(t is None for t in trips) else tuple(trips)
-        if static is None and len(item.dims) > 1:
-            raise exc.UnsupportedOperation(
-                "An inner hl.tile over several dims with data-dependent bounds is not supported; "
-                "write one nested loop per dim.", item.location)
-        if strategy == "fori_loop" and len(item.dims) > 1:
-            raise exc.UnsupportedOperation(
-                "pallas_loop_type 'fori_loop' streams one dim per loop; write one nested "
-                "hl.tile loop per dim.", item.location)
-        plans[item.id] = InnerLoopPlan(strategy, static)
-        plans.update(_plan_inner_loops(item.body, loop_type))
-    return plans
+        accesses[node.id] = stream_access(node, stream, loop_plan.strategy)
 
 
 def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location,

@@ -20,19 +20,25 @@ from .plans import Mask
 Padded = dict[int, TileDim]  # axis -> the tile dim whose tail pads it
 
 
-def plan_masks(body: list) -> dict[int, tuple[Mask, ...]]:
+def plan_masks(body: list, retiled: frozenset[int] = frozenset()) -> dict[int, tuple[Mask, ...]]:
+    """Masks per node id. `retiled` dims (emit_pipeline with an unaligned begin)
+    read whole blocks from a block multiple, so their head is padding too."""
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
-    _visit_body(body, padded, masks)
+
+    def needs_mask(dim: TileDim) -> bool:
+        return dim.has_partial_tail or dim.id in retiled
+
+    _visit_body(body, padded, masks, needs_mask)
     return masks
 
 
-def _visit_body(body: list, padded: dict[int, Padded], masks: dict) -> None:
+def _visit_body(body: list, padded: dict[int, Padded], masks: dict, needs_mask) -> None:
     for node in body:
         if isinstance(node, TileLoop):
-            _visit_loop(node, padded, masks)
+            _visit_loop(node, padded, masks, needs_mask)
             continue
-        node_masks, out = _visit(node, padded)
+        node_masks, out = _visit(node, padded, needs_mask)
         if node_masks:
             masks[node.id] = tuple(node_masks)
         else:
@@ -42,12 +48,12 @@ def _visit_body(body: list, padded: dict[int, Padded], masks: dict) -> None:
                 padded[value.id] = pads
 
 
-def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict) -> None:
+def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, needs_mask) -> None:
     """A loop-carried value is padded where its initial or its updated value is."""
     for item in loop.carried:
         padded[item.param.id] = dict(_pads(item.init, padded))
     for _ in range(3):  # padding only grows; a fixpoint is reached quickly
-        _visit_body(loop.body, padded, masks)
+        _visit_body(loop.body, padded, masks, needs_mask)
         changed = False
         for item in loop.carried:
             grown = {**_pads(item.result, padded), **padded[item.param.id]}
@@ -64,7 +70,7 @@ def _pads(operand, padded) -> Padded:
     return padded.get(operand.id, {}) if isinstance(operand, Value) else {}
 
 
-def _visit(node: Node, padded: dict[int, Padded]) -> tuple[list[Mask], list[Padded]]:
+def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask], list[Padded]]:
     op = node.op
     if isinstance(node, Load):
         out: Padded = {}
@@ -72,16 +78,16 @@ def _visit(node: Node, padded: dict[int, Padded]) -> tuple[list[Mask], list[Padd
         for item in node.index:
             if isinstance(item, ScalarIndex):
                 continue
-            if isinstance(item, TileSlice) and item.dim.has_partial_tail:
+            if isinstance(item, TileSlice) and needs_mask(item.dim):
                 out[axis] = item.dim
             axis += 1
         return [], [out]
     if op == "tile_index":
         dim = node.args[0]
-        return [], [{0: dim} if dim.has_partial_tail else {}]
+        return [], [{0: dim} if needs_mask(dim) else {}]
     if op == "full":  # hl.full([tile, ...]): axes sized by a partial tile extend past its end
         tiles = node.kwargs.get("tiles", ())
-        return [], [{axis: dim for axis, dim in enumerate(tiles) if dim is not None and dim.has_partial_tail}]
+        return [], [{axis: dim for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
     if op in ops.REDUCTIONS:
         return _reduction(node, padded)
     if op in ops.MATMUL:

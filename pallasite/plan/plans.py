@@ -69,7 +69,7 @@ class Access:
     ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
     store_masks: tuple[tuple[int, TileDim], ...] = ()
-    stream: Stream | None = None  # set when the ref is a DMA buffer
+    write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
 
 
 @dataclass(frozen=True)
@@ -103,29 +103,58 @@ class StreamSlot:
 
 @dataclass(frozen=True)
 class Stream:
-    """A tensor moved tile by tile between HBM and VMEM scratch by explicit DMA
-    inside one inner loop (the `fori_loop` strategy).
+    """A tensor an inner loop moves tile by tile between HBM and VMEM, instead of
+    keeping it resident (the `fori_loop` and `emit_pipeline` strategies).
 
-    Double-buffered: an input's copy for step j+1 starts before step j
+    fori_loop: explicit DMA into VMEM scratch `buffer` of shape (2, *window),
+    double-buffered — an input's copy for step j+1 starts before step j
     computes; an output's copy of step j starts right after its store and is
-    waited for only when its slot is reused (step j+2) or after the loop. One
-    builder function makes each descriptor, for its start and for its wait.
+    waited for when its slot is reused (step j+2) or after the loop. One
+    builder function `copy_fn` makes each descriptor, for its start and wait.
+    emit_pipeline: a BlockSpec of `pltpu.emit_pipeline`, whose body sees the
+    window as `block_ref`.
     """
 
     symbol: TensorSymbol
     loop_id: int
     direction: str  # "in" | "out"
-    hbm_ref: str
-    buffer: str  # VMEM scratch of shape (2, *window_shape)
-    semaphores: str  # DMA semaphores, one per slot
-    copy_fn: str  # the generated descriptor builder: copy_fn(step, slot)
     index: tuple  # the normalized index of every access (one window form)
     window_shape: tuple[int, ...]
 
     @property
+    def hbm_ref(self) -> str:
+        return f"{self.symbol.name}_hbm"
+
+    @property
+    def buffer(self) -> str:
+        return f"{self.symbol.name}_buf"
+
+    @property
+    def semaphores(self) -> str:
+        return f"{self.symbol.name}_sem"
+
+    @property
+    def copy_fn(self) -> str:
+        return f"{self.symbol.name}_copy"
+
+    @property
+    def block_ref(self) -> str:
+        return f"{self.symbol.name}_blk"
+
+    @property
     def prefetches_next_tile(self) -> bool:
-        """An input's next tile is in flight while this tile computes."""
+        """An input's next tile is in flight while this tile computes (both strategies)."""
         return self.direction == "in"
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A scratch buffer of the kernel (after its operand refs)."""
+
+    name: str
+    kind: str  # "vmem" | "smem" | "dma_semaphores"
+    shape: tuple[int, ...]
+    dtype: object  # torch dtype (None for semaphores)
 
 
 @dataclass(frozen=True)
@@ -138,11 +167,17 @@ class InnerLoopPlan:
     strategy "fori_loop": a `lax.fori_loop` whose tensors (`streams`) stay in
     HBM and are copied tile by tile, double-buffered; a tensor the loop cannot
     stream (also used outside it, or both read and written) stays resident.
+    strategy "emit_pipeline": `pltpu.emit_pipeline` over the loop's tiles with
+    the streams as its BlockSpecs; carried values live in VMEM scratch.
     """
 
     strategy: str
     static_trips: tuple[int, ...] | None  # per dim, None when a bound is data-dependent
-    streams: tuple[Stream, ...] = ()  # fori_loop: tensors copied per tile by DMA
+    streams: tuple[Stream, ...] = ()  # tensors moved per tile (fori_loop, emit_pipeline)
+    aligned_begin: bool = False  # emit_pipeline: tiles start at block multiples; the
+    #   loop's own begin is then a lower bound that masks must apply
+    carried_refs: tuple[str, ...] = ()  # emit_pipeline: VMEM scratch per carried value
+    step_ref: str | None = None  # emit_pipeline: SMEM step counter the body reads
 
 
 @dataclass(frozen=True)
@@ -161,6 +196,7 @@ class PallasCallPlan:
     masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands
     grid_axis_of: dict[int, int]  # TileDim id -> grid axis
     inner_loops: dict[int, InnerLoopPlan]  # TileLoop id -> its strategy
+    scratch: tuple[Scratch, ...]  # kernel scratch buffers, in parameter order
     vmem_bytes: int
     vmem_limit_bytes: int | None
 

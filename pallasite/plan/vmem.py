@@ -26,8 +26,12 @@ def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
         if op.memory == "vmem_block"
     )
     for loop_plan in plan.inner_loops.values():
-        for stream in loop_plan.streams:
+        for stream in loop_plan.streams:  # double-buffered: DMA scratch or pipeline buffers
             blocks += 2 * padded_bytes(stream.window_shape, stream.symbol.dtype)
+    for scratch in plan.scratch:
+        if scratch.kind == "vmem" and not any(
+                scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):
+            blocks += padded_bytes(scratch.shape, scratch.dtype)
     values = sorted(
         (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body) for v in node.outputs),
         reverse=True,
