@@ -23,7 +23,10 @@ if not __package__:  # run as a script: make `examples` importable
 
 import pallasite.testing  # noqa: E402
 
-EXAMPLES = ["add", "softmax", "layer_norm", "geglu", "swiglu", "argmax"]
+EXAMPLES = [
+    "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
+    "matmul", "bmm", "attention", "jagged_sum", "centering",
+]
 
 
 def code_dir() -> Path:
@@ -35,9 +38,11 @@ def run_example(name: str) -> bool:
     try:
         module = importlib.import_module(f"examples.{name}")
         error = module.check()
-        # The runtime will expose the code it cached; until then, regenerate it.
+        # The runtime will expose the code it cached; until then, regenerate it
+        # with the config the example's kernel declares (default config if none).
+        kernel = getattr(module, name)
         code, _ = pallasite.testing.code_and_output(
-            getattr(module, name), module.example_inputs()
+            kernel, module.example_inputs(), **(kernel.config or {})
         )
     except Exception as exception:  # report and go on to the next example
         first_line = (str(exception).strip().splitlines() or [""])[0]

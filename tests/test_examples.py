@@ -7,7 +7,10 @@ import pytest
 
 from pallasite.testing import check_tpu_lowering
 
-EXAMPLES = ["add", "softmax", "layer_norm", "geglu", "swiglu", "argmax"]
+EXAMPLES = [
+    "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
+    "matmul", "bmm", "attention", "jagged_sum", "centering",
+]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -20,5 +23,7 @@ def test_example_matches_torch(name):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_lowers_to_mosaic(name):
     module = importlib.import_module(f"examples.{name}")
-    codes = check_tpu_lowering(getattr(module, name), module.example_inputs())
+    kernel = getattr(module, name)
+    # Lower the config the example runs with (the kernel's own, else the default).
+    codes = check_tpu_lowering(kernel, module.example_inputs(), **(kernel.config or {}))
     assert set(codes) == {"v5e", "v6e", "v7x"}
