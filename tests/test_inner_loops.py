@@ -261,3 +261,28 @@ def test_baddbmm_accumulates_bf16_products_into_f32():
     a, b = torch.randn(2, 128, 256).bfloat16(), torch.randn(2, 256, 128).bfloat16()
     _, result = code_and_output(bmm_acc, (a, b), block_sizes=[128, 128, 128])
     torch.testing.assert_close(result, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+@pallasite.kernel
+def block_sums(x):
+    b, m, n = x.size()
+    out = torch.empty([b], dtype=torch.float32, device=x.device)
+    for tile_b in hl.tile(b):
+        total = hl.zeros([tile_b], dtype=torch.float32)
+        for tile_m in hl.tile(m):
+            for tile_n in hl.tile(n):
+                total = total + x[tile_b, tile_m, tile_n].sum(2).sum(1)
+        out[tile_b] = total
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_three_levels_of_nesting(loop_type):
+    torch.manual_seed(0)
+    x = torch.randn(8, 40, 300)
+    config = dict(block_sizes=[8, 16, 128], pallas_loop_type=loop_type)
+    _, result = code_and_output(block_sums, (x,), **config)
+    torch.testing.assert_close(result, x.sum((1, 2)), atol=1e-3, rtol=1e-4)
+    plan = block_sums.bind((x,)).plan(pallasite.Config(**config))
+    assert [p.strategy for p in plan.calls[0].inner_loops.values()] == [loop_type, loop_type]
+    check_tpu_lowering(block_sums, (x,), chips=("v6e",), **config)
