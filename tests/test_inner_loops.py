@@ -286,3 +286,19 @@ def test_three_levels_of_nesting(loop_type):
     plan = block_sums.bind((x,)).plan(pallasite.Config(**config))
     assert [p.strategy for p in plan.calls[0].inner_loops.values()] == [loop_type, loop_type]
     check_tpu_lowering(block_sums, (x,), chips=("v6e",), **config)
+
+
+def test_schedule_metrics_compare_resident_and_streamed_matmul():
+    from pallasite.plan.metrics import schedule_metrics
+
+    x, y = torch.randn(256, 256).bfloat16(), torch.randn(256, 128).bfloat16()
+    bound = matmul.bind((x, y))
+    resident = schedule_metrics(bound.plan(pallasite.Config(block_sizes=[128, 128, 128])))
+    streamed = schedule_metrics(bound.plan(pallasite.Config(block_sizes=[128, 128, 128], pallas_loop_type="fori_loop")))
+    minimum = 256 * 256 * 2 + 256 * 128 * 2 + 256 * 128 * 4
+    # Resident: x's row block is reused across the single n step, y's block never changes.
+    assert resident.hbm_bytes == resident.min_hbm_bytes == minimum
+    assert resident.exposed_dma_waits == 3  # the first x, y blocks and the last out block
+    # Streamed: y's K tiles are copied again for each of the two row blocks.
+    assert streamed.hbm_bytes == minimum + 256 * 128 * 2
+    assert streamed.exposed_dma_waits == 1 + 2 * 2  # out, plus the first tile of x and y per run

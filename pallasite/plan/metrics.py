@@ -1,0 +1,115 @@
+"""What a schedule costs, read off its plan: HBM traffic and exposed DMA waits.
+
+Used by benchmarks and (later) the autotuner's cost model. The model:
+- a BlockSpec operand's block is copied whenever its block index changes
+  between consecutive grid steps (Pallas skips the copy otherwise); edge
+  blocks count only their in-bounds part;
+- a streamed tensor (fori_loop / emit_pipeline) copies one window per inner
+  step, every time its loop runs;
+- the host pads streamed tensors whose windows overrun them (one extra read
+  and write of the padded array);
+- a DMA wait is exposed (not overlapped with compute) at the start of every
+  pipeline — the first block of each input — and at its end — the last
+  write-back of each output. The grid's BlockSpec pipeline counts once; a
+  streamed inner loop counts once per run.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ..ir import TileLoop
+from .plans import KernelPlan, Operand, PallasCallPlan
+
+
+@dataclass(frozen=True)
+class ScheduleMetrics:
+    hbm_bytes: int | None  # None when a trip count depends on data
+    min_hbm_bytes: int  # each input read once, each output written once
+    host_padding_bytes: int
+    exposed_dma_waits: int | None
+
+
+def schedule_metrics(plan: KernelPlan) -> ScheduleMetrics:
+    total, minimum, padding, waits = 0, 0, 0, 0
+    for call in plan.calls:
+        m = _call_metrics(call)
+        minimum += m.min_hbm_bytes
+        padding += m.host_padding_bytes
+        total = None if total is None or m.hbm_bytes is None else total + m.hbm_bytes
+        waits = None if waits is None or m.exposed_dma_waits is None else waits + m.exposed_dma_waits
+    return ScheduleMetrics(total, minimum, padding, waits)
+
+
+def _nbytes(shape, dtype) -> int:
+    count = dtype.itemsize
+    for d in shape:
+        count *= d
+    return count
+
+
+def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
+    operands = [op for op in (*call.inputs, *call.outputs)]
+    distinct = {id(op.symbol): op for op in operands}
+    minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for op in distinct.values())
+    steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
+    traffic = 0
+    exposed = 0
+    for op in operands:
+        if op.memory == "smem":
+            traffic += _nbytes(op.symbol.shape, op.symbol.dtype)
+        elif op.memory == "vmem_block":
+            traffic += _block_traffic(op, steps)
+            exposed += 1
+    padding = sum(
+        _nbytes(op.symbol.shape, op.symbol.dtype) + _nbytes(op.padded_shape, op.symbol.dtype)
+        for op in call.inputs if op.padded_shape is not None
+    )
+    runs = _loop_runs(call.call.loop.body, call, len(steps))
+    for loop_id, loop_plan in call.inner_loops.items():
+        if not loop_plan.streams:
+            continue
+        count = runs.get(loop_id)
+        trips = None if loop_plan.static_trips is None else loop_plan.static_trips[0]
+        if count is None or trips is None:
+            return ScheduleMetrics(None, minimum, padding, None)
+        for stream in loop_plan.streams:
+            traffic += count * trips * _nbytes(stream.window_shape, stream.symbol.dtype)
+            exposed += count
+    return ScheduleMetrics(traffic, minimum, padding, exposed)
+
+
+def _block_traffic(op: Operand, steps: list[tuple[int, ...]]) -> int:
+    """Bytes copied for a BlockSpec operand over the grid (a copy per change of block index)."""
+    previous = None
+    total = 0
+    for step in steps:
+        env = {f"i{axis}": value for axis, value in enumerate(step)}
+        index = tuple(eval(axis.index_expr, {}, env) for axis in op.axes)  # noqa: S307 - our own expressions
+        if index != previous:
+            total += _block_bytes(op, index)
+            previous = index
+    return total
+
+
+def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
+    count = op.symbol.dtype.itemsize
+    for axis, block_index, size in zip(op.axes, index, op.symbol.shape):
+        extent = 1 if axis.kind == "squeezed" else axis.size
+        start = block_index * extent
+        count *= max(0, min(size, start + extent) - start)
+    return count
+
+
+def _loop_runs(body: list, call: PallasCallPlan, grid_steps: int, factor: int | None = None) -> dict:
+    """How many times each inner loop runs in the whole call (None if data-dependent)."""
+    factor = grid_steps if factor is None else factor
+    runs = {}
+    for item in body:
+        if isinstance(item, TileLoop):
+            runs[item.id] = factor
+            trips = call.inner_loops[item.id].static_trips
+            inner = None if factor is None or trips is None else factor * trips[0]
+            runs.update(_loop_runs(item.body, call, grid_steps, inner) if inner is not None
+                        else {k: None for k in _loop_runs(item.body, call, grid_steps, 1)})
+    return runs
