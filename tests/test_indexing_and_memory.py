@@ -283,9 +283,34 @@ def pick_batch(x: torch.Tensor, batch: int) -> torch.Tensor:
     return out
 
 
-def test_runtime_scalar_choosing_a_block_needs_scalar_prefetch():
-    with pytest.raises(exc.IndexingError, match="scalar prefetch"):
-        pick_batch(randn(2, 16, 128), 1)
+def test_runtime_scalar_choosing_a_block_is_scalar_prefetched():
+    x = randn(2, 16, 128)
+    torch.testing.assert_close(pick_batch(x, 1), x[1])
+    torch.testing.assert_close(pick_batch(x, 0), x[0])  # same compiled kernel, new scalar
+    call = only_call(pick_batch, (x, 1))
+    assert names(call.scalar_prefetch) == ["batch"]
+    x_operand = next(op for op in call.inputs if op.symbol.name == "x")
+    assert x_operand.axes[0].kind == "squeezed" and x_operand.axes[0].index_expr == "batch_ref[0]"
+    check_tpu_lowering(pick_batch, (x, 1), chips=("v5e",))
+
+
+@pallasite.kernel
+def permute_blocks(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    b, m, n = x.size()
+    out = torch.empty_like(x)
+    for g in hl.grid(b):
+        out[g, :, :] = x[perm[g], :, :] * 2
+    return out
+
+
+def test_table_values_choosing_blocks_are_scalar_prefetched():
+    x = randn(4, 16, 128)
+    perm = torch.tensor([2, 0, 3, 1], dtype=torch.int32)
+    torch.testing.assert_close(permute_blocks(x, perm), x[perm.long()] * 2)
+    call = only_call(permute_blocks, (x, perm))
+    assert names(call.scalar_prefetch) == ["perm"]
+    assert next(op for op in call.inputs if op.symbol.name == "x").axes[0].index_expr == "perm_ref[i0]"
+    check_tpu_lowering(permute_blocks, (x, perm), chips=("v7x",))
 
 
 # --------------------------------------------------------- tile attributes --

@@ -131,33 +131,46 @@ class HostEmitter:
                     self.read(op.symbol)  # materialize the (empty) tensor
             return
         args = []
-        for op in call.scalar_inputs:
-            args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
+        for op in (*call.scalar_prefetch, *call.scalar_inputs):
+            if isinstance(op.symbol, TensorSymbol):  # a prefetched table
+                args.append(self.read(op.symbol))
+            else:
+                args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
         for op in call.inputs:
             args.append(self._padded(op))
-        axes = ", ".join(f"i{a}" for a in range(len(call.grid)))
+        params = [f"i{a}" for a in range(len(call.grid))] + [op.ref_name for op in call.scalar_prefetch]
+        axes = ", ".join(params)
         grid = ", ".join(str(a.num_blocks) for a in call.grid)
         self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
         self.emit(f"    {call.kernel_name},")
-        self.emit(f"    grid=({grid}{',' if len(call.grid) == 1 else ''}),")
-        self.emit("    in_specs=[")
+        pad = "    "
+        if call.scalar_prefetch:
+            names = ", ".join(op.symbol.name for op in call.scalar_prefetch)
+            self.emit(f"    # {names}: scalar-prefetched into SMEM; index maps read them to choose blocks")
+            self.emit("    grid_spec=pltpu.PrefetchScalarGridSpec(")
+            self.emit(f"        num_scalar_prefetch={len(call.scalar_prefetch)},")
+            pad = "        "
+        self.emit(f"{pad}grid=({grid}{',' if len(call.grid) == 1 else ''}),")
+        self.emit(f"{pad}in_specs=[")
         for op in (*call.scalar_inputs, *call.inputs):
-            self.emit(f"        {_block_spec(op, axes)},  # {op.symbol.name}")
-        self.emit("    ],")
-        self.emit("    out_specs=[")
+            self.emit(f"{pad}    {_block_spec(op, axes)},  # {op.symbol.name}")
+        self.emit(f"{pad}],")
+        self.emit(f"{pad}out_specs=[")
         for op in call.outputs:
-            self.emit(f"        {_block_spec(op, axes)},  # {op.symbol.name}")
-        self.emit("    ],")
+            self.emit(f"{pad}    {_block_spec(op, axes)},  # {op.symbol.name}")
+        self.emit(f"{pad}],")
+        if call.scratch:
+            self.emit(f"{pad}scratch_shapes=[")
+            for scratch in call.scratch:
+                self.emit(f"{pad}    {_scratch_shape(scratch)},  # {scratch.name}")
+            self.emit(f"{pad}],")
+        if call.scalar_prefetch:
+            self.emit("    ),")
         self.emit("    out_shape=[")
         for op in call.outputs:
             shape = op.padded_shape or op.symbol.shape
             self.emit(f"        jax.ShapeDtypeStruct({literal(shape)}, {jnp_dtype(op.symbol.dtype)}),")
         self.emit("    ],")
-        if call.scratch:
-            self.emit("    scratch_shapes=[")
-            for scratch in call.scratch:
-                self.emit(f"        {_scratch_shape(scratch)},  # {scratch.name}")
-            self.emit("    ],")
         if call.aliases:
             self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
         semantics = ", ".join(repr(a.semantics) for a in call.grid)

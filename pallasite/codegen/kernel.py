@@ -61,7 +61,7 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
 
     def kernel_source(self) -> str:
         plan = self.plan
-        refs = [op.ref_name for op in (*plan.scalar_inputs, *plan.inputs, *plan.outputs)]
+        refs = [op.ref_name for op in (*plan.scalar_prefetch, *plan.scalar_inputs, *plan.inputs, *plan.outputs)]
         refs += [scratch.name for scratch in plan.scratch]
         for ref in refs:
             self.names.fresh(ref)

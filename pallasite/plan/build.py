@@ -51,7 +51,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         stream = streams.get(use.symbol.id)
         if stream is not None:
             _add_stream(stream, inner_loops[stream.loop_id], use, grid_axis_of, defined,
-                        scalar_inputs, inputs, outputs, aliases, output_axes, accesses)
+                        inputs, outputs, aliases, output_axes, accesses)
             continue
         operand, used_axes = plan_operand(use, grid_axis_of)
         try:
@@ -67,7 +67,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             output_axes.append((operand, used_axes))
         else:
             in_operand = dataclasses.replace(operand, ref_name=f"{name}_in_ref")
-            aliases[len(scalar_inputs) + len(inputs)] = len(outputs)
+            aliases[id(in_operand)] = len(outputs)
             inputs.append(in_operand)
             outputs.append(operand)
             output_axes.append((operand, used_axes))
@@ -86,12 +86,16 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 reason = f"output '{operand.symbol.name}' keeps one block across this axis"
                 break
         grid.append(GridAxis(dim, -(-extent // dim.block_size), "arbitrary" if reason else "parallel", reason))
+    prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
+    all_inputs = [*prefetch, *scalar_inputs, *inputs]
+    aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
     masks = plan_masks(loop.body, retiled_dims(loop.body, inner_loops))
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
         grid=tuple(grid),
-        scalar_inputs=scalar_inputs,
+        scalar_prefetch=tuple(prefetch),
+        scalar_inputs=tuple(scalar_inputs),
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         aliases=aliases,
@@ -117,7 +121,27 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
 
 
-def _add_stream(stream, loop_plan, use, grid_axis_of, defined, scalar_inputs, inputs, outputs,
+def _split_scalar_prefetch(scalar_inputs, inputs, outputs, location):
+    """Move the SMEM operands that BlockSpec index maps read into the scalar-prefetch group.
+
+    With any prefetch, every runtime scalar is prefetched too (they are SMEM anyway).
+    """
+    needed = set()
+    for op in (*inputs, *outputs):
+        for axis in op.axes:
+            needed |= axis.prefetch
+    if not needed:
+        return [], list(scalar_inputs), list(inputs)
+    tables = [op for op in inputs if op.symbol in needed]
+    for op in tables:
+        if op.memory != "smem":
+            raise exc.IndexingError(
+                f"'{op.symbol.name}' chooses which block a BlockSpec loads, so it must be small "
+                "(scalar prefetch into SMEM) and read only at scalar indices.", location)
+    return [*scalar_inputs, *tables], [], [op for op in inputs if op.symbol not in needed]
+
+
+def _add_stream(stream, loop_plan, use, grid_axis_of, defined, inputs, outputs,
                 aliases, output_axes, accesses) -> None:
     """A streamed tensor is a pl.ANY operand; an output that already holds data is aliased
     (its HBM buffer is written window by window, so the rest keeps its contents)."""
@@ -126,8 +150,9 @@ def _add_stream(stream, loop_plan, use, grid_axis_of, defined, scalar_inputs, in
         inputs.append(operand)
     else:
         if id(use.symbol) in defined:
-            aliases[len(scalar_inputs) + len(inputs)] = len(outputs)
-            inputs.append(dataclasses.replace(operand, ref_name=f"{use.symbol.name}_in_hbm"))
+            in_operand = dataclasses.replace(operand, ref_name=f"{use.symbol.name}_in_hbm")
+            aliases[id(in_operand)] = len(outputs)
+            inputs.append(in_operand)
         outputs.append(operand)
         output_axes.append((operand, used_axes))
     for node in use.nodes:

@@ -75,8 +75,7 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
 def _expr_axes(block: AxisBlock, grid_axis_of, items) -> set[int]:
     if block.kind == "tile":
         return {grid_axis_of[block.dim.id]}
-    _, axes = grid_expression(items[0].index, grid_axis_of)
-    return set(axes)
+    return set(grid_expression(items[0].index, grid_axis_of).axes)
 
 
 def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> AxisBlock:
@@ -102,19 +101,14 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> A
             f"{dim.begin} is not a multiple of its block size {dim.block_size}; "
             "use a block size that divides the begin."
         )
-    if isinstance(first, ScalarIndex) and axis < rank - 2:
+    if isinstance(first, ScalarIndex) and axis < rank - 2 and all(isinstance(i, ScalarIndex) for i in items):
         try:
-            texts = {grid_expression(i.index, grid_axis_of)[0] for i in items if isinstance(i, ScalarIndex)}
+            exprs = {grid_expression(i.index, grid_axis_of) for i in items}
         except NotAGridExpression:
-            texts = set()
-        if len(texts) == 1 and all(isinstance(i, ScalarIndex) for i in items):
-            return AxisBlock("squeezed", 1, texts.pop())
-        if all(isinstance(i, ScalarIndex) for i in items) and not texts:
-            raise exc.IndexingError(
-                f"'{symbol.name}' axis {axis} is indexed by a scalar computed from runtime "
-                "data (a scalar argument or a tensor read); choosing blocks from data needs "
-                "scalar prefetch, which is not supported yet."
-            )
+            exprs = set()
+        if len(exprs) == 1:  # one block per step, chosen by the index map (prefetching data it reads)
+            expr = exprs.pop()
+            return AxisBlock("squeezed", 1, expr.text, prefetch=expr.prefetch)
     for item in items:
         if isinstance(item, TileSlice):
             raise exc.IndexingError(

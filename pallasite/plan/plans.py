@@ -27,8 +27,9 @@ class AxisBlock:
 
     kind: str
     size: int | None
-    index_expr: str  # block index as an expression of the grid indices
+    index_expr: str  # block index as an expression of the grid indices (and prefetch refs)
     dim: TileDim | None = None
+    prefetch: frozenset = frozenset()  # symbols the index map reads (scalar prefetch)
 
 
 @dataclass(frozen=True)
@@ -187,10 +188,11 @@ class PallasCallPlan:
     call: DeviceLoopCall
     kernel_name: str
     grid: tuple[GridAxis, ...]
+    scalar_prefetch: tuple[Operand, ...]  # SMEM operands index maps read (PrefetchScalarGridSpec)
     scalar_inputs: tuple[Operand, ...]
     inputs: tuple[Operand, ...]
     outputs: tuple[Operand, ...]
-    aliases: dict[int, int]  # input position (scalars included) -> output position
+    aliases: dict[int, int]  # input position (prefetch and scalars included) -> output position
     updates: tuple[InPlaceUpdate, ...]  # tensors updated in place (aliased)
     accesses: dict[int, Access]  # node id -> access
     masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands

@@ -88,7 +88,7 @@ def stream_operand(stream: Stream, grid_axis_of: dict[int, int], aligned: bool) 
             padded.append(max(size, _window_end(dim, size, aligned and dim.id not in grid_axis_of)))
         elif isinstance(item, ScalarIndex):
             try:
-                used |= grid_expression(item.index, grid_axis_of)[1]
+                used |= grid_expression(item.index, grid_axis_of).axes
             except NotAGridExpression:
                 pass
             padded.append(size)
