@@ -302,3 +302,20 @@ def test_schedule_metrics_compare_resident_and_streamed_matmul():
     # Streamed: y's K tiles are copied again for each of the two row blocks.
     assert streamed.hbm_bytes == minimum + 256 * 128 * 2
     assert streamed.exposed_dma_waits == 1 + 2 * 2  # out, plus the first tile of x and y per run
+
+
+def test_default_config_streams_when_resident_blocks_overflow_vmem():
+    # K = 2**22 bf16: a resident (256, K) row block of x alone is 2 GiB, over any chip's VMEM.
+    x = torch.empty(256, 2**22, dtype=torch.bfloat16, device="meta")
+    y = torch.empty(2**22, 256, dtype=torch.bfloat16, device="meta")
+    bound = matmul.bind((x, y))
+    with pytest.raises(exc.VmemOverflow, match=r"estimated at .* MiB, over the chip's .* MiB VMEM"):
+        bound.plan(pallasite.Config(block_sizes=[256, 256, 512], pallas_loop_type="unroll"))
+    config = bound.config_spec.default_config()
+    assert config["pallas_loop_type"] == "fori_loop"
+    bound.plan(config)  # plans without overflowing
+
+
+def test_default_config_keeps_resident_inner_loops_when_they_fit():
+    x, y = torch.randn(256, 300), torch.randn(300, 128)
+    assert matmul.bind((x, y)).config_spec.default_config()["pallas_loop_type"] == "unroll"

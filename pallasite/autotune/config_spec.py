@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .. import exc
 from ..config import Config
-from ..ir import KernelIR, Load, NewAxis, Store, TileSlice, walk_nodes
+from ..ir import KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, walk_nodes
+from ..config import LOOP_TYPES
 from ..plan.tpu_tiling import AxisRule
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
@@ -38,6 +40,11 @@ class BlockSizeSpec:
             sizes.add(-(-extent // quantum) * quantum)
         return sorted(s for s in sizes if self.allows(s))
 
+    def smaller(self, size: int) -> int:
+        """The next legal size below `size` (itself if there is none)."""
+        below = [s for s in self.candidates() if s < size]
+        return below[-1] if below else size
+
     def default(self) -> int:
         kinds = [r.kind for r in self.rules]
         strongest = max(kinds, key=_STRENGTH.get) if kinds else None
@@ -57,7 +64,11 @@ class BlockSizeSpec:
 class ConfigSpec:
     """What a config of this kernel may contain, and its default."""
 
-    def __init__(self, ir: KernelIR):
+    def __init__(self, ir: KernelIR, validate: Callable[[Config], object] | None = None):
+        """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow)."""
+        self._validate = validate
+        self.has_inner_loops = any(
+            isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
         rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
         for call in ir.device_loops:
             for node in walk_nodes(call.loop.body):
@@ -77,8 +88,36 @@ class ConfigSpec:
             for i, dim in enumerate(ir.block_dims)
         ]
 
+    @property
+    def loop_types(self) -> tuple[str, ...]:
+        """The inner-loop strategies this kernel can choose between (none without inner loops)."""
+        return LOOP_TYPES if self.has_inner_loops else ()
+
     def default_config(self) -> Config:
-        return Config(block_sizes=[spec.default() for spec in self.block_sizes])
+        """A config that plans: preferred block sizes, resident (unroll) inner loops if they
+        fit VMEM, else streamed ones (fori_loop), else smaller blocks."""
+        error: exc.PallasiteError | None = None
+        for candidate in self._default_candidates():
+            if self._validate is None:
+                return candidate
+            try:
+                self._validate(candidate)
+                return candidate
+            except exc.VmemOverflow as err:
+                error = err
+        raise error
+
+    def _default_candidates(self):
+        sizes = [spec.default() for spec in self.block_sizes]
+        strategies = ("unroll", "fori_loop") if self.has_inner_loops else (None,)
+        for _ in range(8):
+            for strategy in strategies:
+                extra = {"pallas_loop_type": strategy} if strategy else {}
+                yield Config(block_sizes=sizes, **extra)
+            smaller = [spec.smaller(size) for spec, size in zip(self.block_sizes, sizes)]
+            if smaller == sizes:
+                return
+            sizes = smaller
 
     def normalize(self, config: Config) -> Config:
         """`config` completed with defaults and checked against this kernel."""

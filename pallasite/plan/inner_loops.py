@@ -7,7 +7,6 @@ from .. import exc
 from ..ir import TileLoop
 from .plans import InnerLoopPlan, Scratch, Stream
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def plan_inner_loops(body: list, loop_type: str | None) -> dict[int, InnerLoopPlan]:

@@ -160,7 +160,7 @@ class BoundKernel:
         self.specs = specs
         discovery = self._trace(None)
         self.specialized = set(discovery.specialized)
-        self.config_spec = ConfigSpec(discovery.ir)
+        self.config_spec = ConfigSpec(discovery.ir, validate=self.plan)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
 
