@@ -319,3 +319,49 @@ def test_default_config_streams_when_resident_blocks_overflow_vmem():
 def test_default_config_keeps_resident_inner_loops_when_they_fit():
     x, y = torch.randn(256, 300), torch.randn(300, 128)
     assert matmul.bind((x, y)).config_spec.default_config()["pallas_loop_type"] == "unroll"
+
+
+@pallasite.kernel
+def prefix_sums(x, lengths, bias):
+    b, n, d = x.size()
+    out = torch.empty([b, d], dtype=torch.float32, device=x.device)
+    for g in hl.grid(b):
+        shift = bias[g]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile in hl.tile(0, lengths[g]):
+            acc = acc + x[g, tile, :].sum(0)
+        out[g, :] = acc + shift
+    return out
+
+
+@pallasite.kernel
+def window_sum(x):
+    m, k = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_k in hl.tile(128, 300):
+            acc = acc + x[tile_m, tile_k].sum(1)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_lengths_bound_table_lookup_and_non_zero_begin(loop_type):
+    torch.manual_seed(0)
+    x = torch.randn(3, 200, 128)
+    lengths = torch.tensor([0, 77, 200], dtype=torch.int32)
+    bias = torch.tensor([1.0, 2.0, 3.0])
+    _, result = code_and_output(prefix_sums, (x, lengths, bias), block_sizes=[64], pallas_loop_type=loop_type)
+    expected = torch.stack([x[i, :int(lengths[i])].sum(0) + bias[i] for i in range(3)])
+    torch.testing.assert_close(result, expected, atol=1e-4, rtol=1e-5)
+    call = prefix_sums.bind((x, lengths, bias)).plan(
+        pallasite.Config(block_sizes=[64], pallas_loop_type=loop_type)).calls[0]
+    assert {op.symbol.name: op.memory for op in call.inputs if op.symbol.name != "x"} == {
+        "lengths": "smem", "bias": "smem"}
+    check_tpu_lowering(prefix_sums, (x, lengths, bias), block_sizes=[64], pallas_loop_type=loop_type,
+                       chips=("v6e",))
+
+    y = torch.randn(16, 300)
+    _, result = code_and_output(window_sum, (y,), block_sizes=[16, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, y[:, 128:300].sum(1), atol=1e-4, rtol=1e-5)
