@@ -365,3 +365,39 @@ def test_lengths_bound_table_lookup_and_non_zero_begin(loop_type):
     y = torch.randn(16, 300)
     _, result = code_and_output(window_sum, (y,), block_sizes=[16, 128], pallas_loop_type=loop_type)
     torch.testing.assert_close(result, y[:, 128:300].sum(1), atol=1e-4, rtol=1e-5)
+
+
+def _matmul_with(spelling):
+    @pallasite.kernel
+    def product(x, y):
+        m, k = x.size()
+        _, n = y.size()
+        out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+        for tile_m, tile_n in hl.tile([m, n]):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                a, b = x[tile_m, tile_k], y[tile_k, tile_n]
+                if spelling == "mm":
+                    acc = acc + torch.mm(a, b).to(torch.float32)
+                elif spelling == "matmul":
+                    acc = acc + torch.matmul(a, b).to(torch.float32)
+                elif spelling == "@":
+                    acc = acc + (a @ b).to(torch.float32)
+                elif spelling == "bmm":
+                    acc = acc + torch.bmm(a[None, :, :], b[None, :, :])[0].to(torch.float32)
+                elif spelling == "hl.dot":
+                    acc = hl.dot(a, b, acc=acc)
+                else:
+                    acc = hl.dot(a, b, acc=acc, out_dtype=torch.float32)
+            out[tile_m, tile_n] = acc
+        return out
+
+    return product
+
+
+@pytest.mark.parametrize("spelling", ["mm", "matmul", "@", "bmm", "hl.dot", "hl.dot out_dtype"])
+def test_every_matmul_spelling_in_an_inner_loop(spelling):
+    torch.manual_seed(0)
+    x, y = torch.randn(128, 200), torch.randn(200, 128)
+    _, result = code_and_output(_matmul_with(spelling), (x, y), block_sizes=[128, 128, 128])
+    torch.testing.assert_close(result, x @ y, atol=1e-3, rtol=1e-3)
