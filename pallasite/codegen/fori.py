@@ -42,7 +42,7 @@ class ForiLoopEmitter:
         if streams:
             self._emit_step_copies(streams, step, trips, indent + 1)
         self.emit_body(loop.body, indent + 1)
-        results = ", ".join(self.render(item.result) for item, _ in carried)
+        results = ", ".join(self.carried_results(loop, carried, indent + 1))
         self.emit(f"return ({results},)" if carried else "return carry", indent + 1)
         target = pack if carried else "_"
         self.emit(f"{target} = lax.fori_loop(0, {trips}, {body_name}, {pack})", indent)

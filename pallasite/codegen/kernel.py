@@ -123,15 +123,28 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
                 self.emit(f"for {counter} in range({trips}):", inner)
                 inner += 1
             self.emit_body(loop.body, inner)
-            for item, var in carried:
-                if self.render(item.result) != var:
-                    self.emit(f"{var} = {self.render(item.result)}", inner)
+            for (item, var), result in zip(carried, self.carried_results(loop, carried, inner)):
+                if result != var:
+                    self.emit(f"{var} = {result}", inner)
         elif loop_plan.strategy == "emit_pipeline":
             self._emit_pipeline(loop, carried, indent, loop_plan)
         else:
             self._emit_fori(loop, carried, indent, loop_plan)
         for item, var in carried:
             self.env[item.out.id] = var
+
+    def carried_results(self, loop: TileLoop, carried: list, indent: int) -> list[str]:
+        """The carried values at the end of an iteration: lanes past a partial tile of the
+        loop keep their previous value (the plan's `CarriedMask`s)."""
+        results = [self.render(item.result) for item, _ in carried]
+        for mask in self.plan.carried_masks.get(loop.id, ()):
+            item, var = carried[mask.carried]
+            condition = self._range_condition(item.result.shape, mask.axis, mask.dim)
+            name = self.names.fresh(f"{item.name}_kept")
+            self.emit(f"# lanes past the end of '{mask.dim.name}' keep their previous '{item.name}'", indent)
+            self.emit(f"{name} = jnp.where({condition}, {results[mask.carried]}, {var})", indent)
+            results[mask.carried] = name
+        return results
 
     # ------------------------------------------------------------- memory --
 
@@ -261,7 +274,10 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
             if axis in masked:
                 dim = masked[axis]
                 begin = self.env[dim.begin_value.id]
-                factors.append(f"jnp.minimum({self.render(dim.end)} - {begin}, {dim.block_size})")
+                end = f"jnp.minimum({self.render(dim.end)}, {begin} + {dim.block_size})"
+                if dim.id in self.lower_bounds:  # a retiled tile starts below the loop's begin
+                    begin = f"jnp.maximum({self.lower_bounds[dim.id]}, {begin})"
+                factors.append(f"jnp.maximum({end} - {begin}, 0)")
             else:
                 factors.append(str(shape[axis]))
         return "(" + " * ".join(factors) + ")"

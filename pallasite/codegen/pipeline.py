@@ -44,8 +44,8 @@ class PipelineEmitter:
         for (item, var), ref in zip(carried, loop_plan.carried_refs):
             self.emit(f"{var} = {self._read_scratch(ref, item)}", indent + 1)
         self.emit_body(loop.body, indent + 1)
-        for (item, var), ref in zip(carried, loop_plan.carried_refs):
-            result = self.render(item.result)
+        results = self.carried_results(loop, carried, indent + 1)
+        for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
             self.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}", indent + 1)
         self.emit(f"{loop_plan.step_ref}[0] = {step} + 1", indent + 1)
         self.emit(f"@pl.when({trips} > 0)", indent)

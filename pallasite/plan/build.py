@@ -89,7 +89,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
-    masks = plan_masks(loop.body, retiled_dims(loop.body, inner_loops))
+    masks, carried_masks = plan_masks(loop.body, retiled_dims(loop.body, inner_loops))
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
@@ -102,6 +102,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         updates=tuple(updates),
         accesses=accesses,
         masks=masks,
+        carried_masks=carried_masks,
         grid_axis_of=grid_axis_of,
         inner_loops=inner_loops,
         scratch=plan_scratch(loop.body, inner_loops),

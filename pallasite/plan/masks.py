@@ -15,28 +15,33 @@ from ..ir import (
     walk_nodes,
 )
 from .. import exc
-from .plans import Mask
+from .plans import CarriedMask, Mask
 
 Padded = dict[int, TileDim]  # axis -> the tile dim whose tail pads it
 
 
-def plan_masks(body: list, retiled: frozenset[int] = frozenset()) -> dict[int, tuple[Mask, ...]]:
-    """Masks per node id. `retiled` dims (emit_pipeline with an unaligned begin)
-    read whole blocks from a block multiple, so their head is padding too."""
+def plan_masks(body: list, retiled: frozenset[int] = frozenset()
+               ) -> tuple[dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]]]:
+    """Masks per node id, and the carried-value masks per inner loop id.
+
+    `retiled` dims (emit_pipeline with an unaligned begin) read whole blocks
+    from a block multiple, so their head is padding too.
+    """
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
+    carried_masks: dict[int, tuple[CarriedMask, ...]] = {}
 
     def needs_mask(dim: TileDim) -> bool:
         return dim.has_partial_tail or dim.id in retiled
 
-    _visit_body(body, padded, masks, needs_mask)
-    return masks
+    _visit_body(body, padded, masks, carried_masks, needs_mask)
+    return masks, carried_masks
 
 
-def _visit_body(body: list, padded: dict[int, Padded], masks: dict, needs_mask) -> None:
+def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_masks: dict, needs_mask) -> None:
     for node in body:
         if isinstance(node, TileLoop):
-            _visit_loop(node, padded, masks, needs_mask)
+            _visit_loop(node, padded, masks, carried_masks, needs_mask)
             continue
         node_masks, out = _visit(node, padded, needs_mask)
         if node_masks:
@@ -48,20 +53,37 @@ def _visit_body(body: list, padded: dict[int, Padded], masks: dict, needs_mask) 
                 padded[value.id] = pads
 
 
-def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, needs_mask) -> None:
-    """A loop-carried value is padded where its initial or its updated value is."""
+def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_masks: dict,
+                needs_mask) -> None:
+    """A loop-carried value is padded where its initial or its updated value is.
+
+    Padding by the loop's own dims is different: it is the partial tile of one
+    iteration, and those dims do not exist after the loop. The carried value
+    keeps its previous lanes there (a `CarriedMask`), so that padding never
+    reaches the next iteration or the code after the loop.
+    """
+    own = {dim.id for dim in loop.dims}
     for item in loop.carried:
         padded[item.param.id] = dict(_pads(item.init, padded))
     for _ in range(3):  # padding only grows; a fixpoint is reached quickly
-        _visit_body(loop.body, padded, masks, needs_mask)
+        _visit_body(loop.body, padded, masks, carried_masks, needs_mask)
         changed = False
         for item in loop.carried:
-            grown = {**_pads(item.result, padded), **padded[item.param.id]}
+            outer = {axis: dim for axis, dim in _pads(item.result, padded).items() if dim.id not in own}
+            grown = {**outer, **padded[item.param.id]}
             if grown != padded[item.param.id]:
                 padded[item.param.id] = grown
                 changed = True
         if not changed:
             break
+    kept = tuple(
+        CarriedMask(position, axis, dim)
+        for position, item in enumerate(loop.carried)
+        for axis, dim in sorted(_pads(item.result, padded).items())
+        if dim.id in own
+    )
+    if kept:
+        carried_masks[loop.id] = kept
     for item in loop.carried:
         padded[item.out.id] = padded[item.param.id]
 

@@ -84,6 +84,22 @@ class Mask:
 
 
 @dataclass(frozen=True)
+class CarriedMask:
+    """At the end of each iteration of an inner loop, the lanes of carried value
+    `carried` (its position in `TileLoop.carried`) past `dim`'s tile range keep
+    their previous value: the loop's partial tile contributes nothing there.
+
+    `dim` is one of the loop's own dims, which do not exist after the loop, so
+    the padding they cause must stop at the carried value; the value after the
+    loop then has no padded lanes of its own.
+    """
+
+    carried: int
+    axis: int
+    dim: TileDim
+
+
+@dataclass(frozen=True)
 class InPlaceUpdate:
     """A tensor read-modify-written by the loop: its input block is copied into
     the output block on the first visit of that block (grid axes in
@@ -196,6 +212,7 @@ class PallasCallPlan:
     updates: tuple[InPlaceUpdate, ...]  # tensors updated in place (aliased)
     accesses: dict[int, Access]  # node id -> access
     masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands
+    carried_masks: dict[int, tuple[CarriedMask, ...]]  # TileLoop id -> lanes its carried values keep
     grid_axis_of: dict[int, int]  # TileDim id -> grid axis
     inner_loops: dict[int, InnerLoopPlan]  # TileLoop id -> its strategy
     scratch: tuple[Scratch, ...]  # kernel scratch buffers, in parameter order
