@@ -168,7 +168,7 @@ class HostEmitter:
             self.emit("    ),")
         self.emit("    out_shape=[")
         for op in call.outputs:
-            shape = op.padded_shape or op.symbol.shape
+            shape = op.call_shape
             self.emit(f"        jax.ShapeDtypeStruct({literal(shape)}, {jnp_dtype(op.symbol.dtype)}),")
         self.emit("    ],")
         if call.aliases:
@@ -184,11 +184,16 @@ class HostEmitter:
             if op.padded_shape is not None:
                 window = ", ".join(f":{d}" for d in op.symbol.shape)
                 self.define(op.symbol, f"{self.current[op.symbol.id]}[{window}]  # drop the DMA padding")
+            elif op.view_shape is not None:
+                self.define(op.symbol, f"{self.current[op.symbol.id]}.reshape({literal(op.symbol.shape)})")
             self._after_write(op.symbol)
 
     def _padded(self, op: Operand) -> str:
-        """An input as the kernel takes it: padded so every DMA window stays in bounds."""
+        """An input as the kernel takes it: padded so every DMA window stays in bounds,
+        or reshaped to the plan's view."""
         name = self.read(op.symbol)
+        if op.view_shape is not None:
+            return f"{name}.reshape({literal(op.view_shape)})"
         if op.padded_shape is None:
             return name
         pads = ", ".join(f"(0, {p - d})" for p, d in zip(op.padded_shape, op.symbol.shape))

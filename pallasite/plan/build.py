@@ -62,7 +62,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         if not use.stores:
             inputs.append(operand)
         elif not use.loads and id(use.symbol) not in defined:
-            _first_visit_axes(name, used_axes, len(loop.dims), use.nodes[0].location, "is written")
+            _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location, "is written")
             outputs.append(operand)
             output_axes.append((operand, used_axes))
         else:
@@ -73,7 +73,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             output_axes.append((operand, used_axes))
             updates.append(InPlaceUpdate(
                 use.symbol, in_operand.ref_name, operand.ref_name,
-                _first_visit_axes(name, used_axes, len(loop.dims), use.nodes[0].location),
+                _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location),
             ))
         for node in use.nodes:
             accesses[node.id] = plan_access(node, operand)
@@ -160,7 +160,7 @@ def _add_stream(stream, loop_plan, use, grid_axis_of, defined, inputs, outputs,
         accesses[node.id] = stream_access(node, stream, loop_plan.strategy)
 
 
-def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location,
+def _first_visit_axes(operand: Operand, used_axes: frozenset[int], rank: int, location,
                       how: str = "is updated in place") -> tuple[int, ...]:
     """Grid axes along which a written tensor's block stays the same.
 
@@ -171,10 +171,15 @@ def _first_visit_axes(name: str, used_axes: frozenset[int], rank: int, location,
     """
     unused = [a for a in range(rank) if a not in used_axes]
     if unused and unused != list(range(rank - len(unused), rank)):
+        name = operand.symbol.name
+        whole = "".join(f" Its axis {axis} is one whole block: {block.reason}."
+                        for axis, block in enumerate(operand.axes) if block.reason)
         raise exc.UnsupportedOperation(
             f"'{name}' {how} with a block that does not change along grid "
-            f"axis {unused[0]}, which is not innermost; index it by every outer tile, "
-            "or make that tile the last dimension of the loop.",
+            f"axis {unused[0]}, which is not innermost, so programs would overwrite each "
+            f"other's writes.{whole} Index '{name}' by every outer tile (a tile, or a row "
+            "chosen by tile.id / tile.begin // block_size on a leading or second-to-last "
+            "axis), or make that tile the last dimension of the loop.",
             location,
         )
     return tuple(unused)

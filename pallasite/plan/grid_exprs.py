@@ -44,6 +44,12 @@ def grid_expression(operand, grid_axis_of: dict[int, int]) -> GridExpression:
         term = f"i{axis}" if dim.block_size == 1 else f"i{axis} * {dim.block_size}"
         text = term if dim.begin == 0 else f"{dim.begin} + {term}"
         return GridExpression(text, frozenset({axis}))
+    if node.op == "tile_id":
+        dim = node.args[0]
+        if dim.id not in grid_axis_of:
+            raise NotAGridExpression(f"{dim.name} is not a grid dimension")
+        axis = grid_axis_of[dim.id]
+        return GridExpression(f"i{axis}", frozenset({axis}))
     if node.op in _ARITH and node.kwargs.get("alpha", 1) == 1:
         left = grid_expression(node.args[0], grid_axis_of)
         right = grid_expression(node.args[1], grid_axis_of)

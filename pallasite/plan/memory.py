@@ -64,12 +64,19 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
         return Operand(symbol, f"{symbol.name}_ref", "smem"), frozenset()
     axes = []
     used: set[int] = set()
+    view_shape = None
     for axis, items in enumerate(per_axis):
-        block = _axis_block(symbol, axis, items, grid_axis_of)
+        block = _axis_block(symbol, axis, items, grid_axis_of, written=bool(use.stores))
         axes.append(block)
         if block.kind in ("tile", "squeezed"):
             used |= _expr_axes(block, grid_axis_of, items)
-    return Operand(symbol, f"{symbol.name}_ref", "vmem_block", tuple(axes)), frozenset(used)
+        if block.kind == "squeezed" and axis == rank - 2:
+            # Each program owns one row: a unit axis after it makes the row a leading
+            # axis of the call's view, which Mosaic can squeeze.
+            axes.append(AxisBlock("unit", 1, "0"))
+            view_shape = (*symbol.shape[:axis + 1], 1, *symbol.shape[axis + 1:])
+    operand = Operand(symbol, f"{symbol.name}_ref", "vmem_block", tuple(axes), view_shape=view_shape)
+    return operand, frozenset(used)
 
 
 def _expr_axes(block: AxisBlock, grid_axis_of, items) -> set[int]:
@@ -78,7 +85,7 @@ def _expr_axes(block: AxisBlock, grid_axis_of, items) -> set[int]:
     return set(grid_expression(items[0].index, grid_axis_of).axes)
 
 
-def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> AxisBlock:
+def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
     size = symbol.shape[axis]
     rank = len(symbol.shape)
     first = items[0]
@@ -101,12 +108,19 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> A
             f"{dim.begin} is not a multiple of its block size {dim.block_size}; "
             "use a block size that divides the begin."
         )
-    if isinstance(first, ScalarIndex) and axis < rank - 2 and all(isinstance(i, ScalarIndex) for i in items):
+    reason = ""
+    if isinstance(first, ScalarIndex) and all(isinstance(i, ScalarIndex) for i in items):
         try:
             exprs = {grid_expression(i.index, grid_axis_of) for i in items}
-        except NotAGridExpression:
-            exprs = set()
-        if len(exprs) == 1:  # one block per step, chosen by the index map (prefetching data it reads)
+        except NotAGridExpression as err:
+            exprs, reason = set(), f"its index ({err}) is not computed from grid indices"
+        if len(exprs) > 1:
+            reason = "it is indexed at several scalar positions"
+        elif exprs and axis == rank - 1:
+            reason = "a TPU block cannot select one position of a tensor's last dim"
+        elif exprs and axis == rank - 2 and not written:
+            reason = "a read-only row stays in the whole-axis block"
+        elif exprs:  # one block per step, chosen by the index map (prefetching data it reads)
             expr = exprs.pop()
             return AxisBlock("squeezed", 1, expr.text, prefetch=expr.prefetch)
     for item in items:
@@ -115,7 +129,7 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of) -> A
                 f"'{symbol.name}' axis {axis} is indexed both by tile '{item.dim.name}' and "
                 "by ':' / a scalar / another tile in the same loop; index it one way."
             )
-    return AxisBlock("full", size, "0")
+    return AxisBlock("full", size, "0", reason=reason)
 
 
 def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
@@ -140,11 +154,9 @@ def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
 
 def tiling_rules(operand: Operand) -> list[tuple[AxisBlock, AxisRule]]:
     symbol = operand.symbol
-    rules = []
-    for axis, block in enumerate(operand.axes):
-        rule = AxisRule(symbol.name, axis, len(symbol.shape), symbol.shape[axis], symbol.dtype)
-        rules.append((block, rule))
-    return rules
+    shape = operand.call_shape
+    return [(block, AxisRule(symbol.name, axis, len(shape), shape[axis], symbol.dtype))
+            for axis, block in enumerate(operand.axes)]
 
 
 def check_block_legality(operand: Operand) -> None:
@@ -172,7 +184,12 @@ def plan_access(node, operand: Operand) -> Access:
     if operand.memory == "smem":
         ref_index = [item.index for item in items]
     else:
-        for axis, (item, block) in enumerate(zip(items, operand.axes)):
+        remaining = iter(enumerate(items))
+        for block in operand.axes:
+            if block.kind == "unit":  # exists only in the call's view
+                ref_index.append(":")
+                continue
+            axis, item = next(remaining)
             if block.kind == "squeezed":
                 continue
             if block.kind in ("tile", "resident"):

@@ -94,7 +94,7 @@ def _block_traffic(op: Operand, steps: list[tuple[int, ...]]) -> int:
 
 def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
     count = op.symbol.dtype.itemsize
-    for axis, block_index, size in zip(op.axes, index, op.symbol.shape):
+    for axis, block_index, size in zip(op.axes, index, op.call_shape):
         extent = 1 if axis.kind == "squeezed" else axis.size
         start = block_index * extent
         count *= max(0, min(size, start + extent) - start)

@@ -22,7 +22,8 @@ class AxisBlock:
 
     kind: "tile" (blocked by a grid tile dim), "full" (whole axis),
     "squeezed" (one element chosen by `index_expr`, axis dropped from the ref),
-    "resident" (the whole range an inner tile loop walks, read per inner tile).
+    "resident" (the whole range an inner tile loop walks, read per inner tile),
+    "unit" (a size-1 axis that exists only in the operand's `view_shape`).
     """
 
     kind: str
@@ -30,6 +31,7 @@ class AxisBlock:
     index_expr: str  # block index as an expression of the grid indices (and prefetch refs)
     dim: TileDim | None = None
     prefetch: frozenset = frozenset()  # symbols the index map reads (scalar prefetch)
+    reason: str = ""  # why a scalar-indexed axis is "full" rather than "squeezed"
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,18 @@ class Operand:
     memory: str  # "vmem_block" | "smem" | "hbm" (pl.ANY: copied by explicit DMA)
     axes: tuple[AxisBlock, ...] = ()
     padded_shape: tuple[int, ...] | None = None  # hbm: the host pads it so every DMA window is in bounds
+    # vmem_block: the host reshapes it to this shape for the call (and back): a unit
+    # axis after a row chosen by a scalar, since Mosaic cannot squeeze a block's last two dims.
+    view_shape: tuple[int, ...] | None = None
 
     @property
     def block_shape(self) -> tuple[int | None, ...]:
         return tuple(None if a.kind == "squeezed" else a.size for a in self.axes)
+
+    @property
+    def call_shape(self) -> tuple[int, ...]:
+        """The array's shape as the pallas_call sees it."""
+        return self.padded_shape or self.view_shape or tuple(self.symbol.shape)
 
 
 @dataclass(frozen=True)
