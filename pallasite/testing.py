@@ -17,9 +17,8 @@ DEFAULT_CHIPS = ("v5e", "v6e", "v7x")
 
 
 def _config(bound, config_kwargs: dict[str, Any]) -> Config:
-    if not config_kwargs:
-        return bound.config_spec.default_config()
-    return Config(**config_kwargs)
+    """The given config, or (none given) the one a plain call of the kernel runs."""
+    return bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
 
 
 def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -> tuple[str, Any]:

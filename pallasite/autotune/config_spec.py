@@ -120,9 +120,12 @@ class ConfigSpec:
             sizes = smaller
 
     def normalize(self, config: Config) -> Config:
-        """`config` completed with defaults and checked against this kernel."""
+        """`config` completed with defaults (block sizes, the resident loop strategy)
+        and checked against this kernel."""
         values = dict(config)
         sizes = values.get("block_sizes")
+        if self.has_inner_loops:
+            values.setdefault("pallas_loop_type", "unroll")
         if sizes is None:
             values["block_sizes"] = [spec.default() for spec in self.block_sizes]
         elif len(sizes) != len(self.block_sizes):

@@ -2,10 +2,10 @@
 from .build import build_plan
 from .plans import (
     Access, AxisBlock, GridAxis, InnerLoopPlan, InPlaceUpdate, KernelPlan, Mask, Operand,
-    PallasCallPlan, Scratch, Stream,
+    PallasCallPlan, PlanTarget, Scratch, Stream,
 )
 
 __all__ = [
     "Access", "AxisBlock", "GridAxis", "InnerLoopPlan", "InPlaceUpdate", "Scratch", "Stream", "KernelPlan", "Mask", "Operand",
-    "PallasCallPlan", "build_plan",
+    "PallasCallPlan", "PlanTarget", "build_plan",
 ]

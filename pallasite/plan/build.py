@@ -9,12 +9,15 @@ from .masks import plan_masks
 from .inner_loops import attach_streams, plan_inner_loops, plan_scratch, retiled_dims
 from .streams import plan_streams, stream_access, stream_operand
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
-from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan
+from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan, PlanTarget
 from .vmem import estimate_vmem_bytes
 
 
-def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capacity: int,
-               vmem_limit: int | None = None, loop_type: str | None = None) -> KernelPlan:
+def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
+    """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
+    config = target.config
+    vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
+    loop_type = config.get("pallas_loop_type")
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     calls = []
     for step in ir.steps:
@@ -28,7 +31,7 @@ def build_plan(ir: KernelIR, block_sizes: tuple[int, ...], chip: str, vmem_capac
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
-    return KernelPlan(ir, tuple(calls), tuple(block_sizes), chip)
+    return KernelPlan(ir, tuple(calls), target)
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,

@@ -1,8 +1,10 @@
 """The plan objects: every decision codegen consumes, as frozen dataclasses."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
+from ..config import Config
 from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
 
 
@@ -231,9 +233,32 @@ class PallasCallPlan:
 
 
 @dataclass(frozen=True)
+class PlanTarget:
+    """What a plan is built for: the resolved config and the TPU generation.
+
+    The config is complete (every tunable block size, the loop strategy);
+    `tpu` is JAX's `TpuInfo` of the chip (VMEM capacity, ...).
+    """
+
+    config: Config
+    chip: str
+    tpu: Any
+
+    @property
+    def vmem_capacity_bytes(self) -> int:
+        return self.tpu.vmem_capacity_bytes
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     ir: KernelIR
     calls: tuple[PallasCallPlan, ...]
-    block_sizes: tuple[int, ...]
-    chip: str
-    notes: tuple[str, ...] = field(default=())
+    target: PlanTarget
+
+    @property
+    def config(self) -> Config:
+        return self.target.config
+
+    @property
+    def chip(self) -> str:
+        return self.target.chip

@@ -20,7 +20,7 @@ from ..config import Config, as_config
 from ..frontend import ArgSpec, Tracer
 from ..frontend.op_recorder import check_dtype
 from ..ir import TensorSymbol
-from ..plan import KernelPlan, build_plan
+from ..plan import KernelPlan, PlanTarget, build_plan
 from .chips import chip_info, default_chip
 from .convert import to_jax, torch_dtype_of, tree_to_torch
 from .interpret import interpret_params
@@ -163,6 +163,7 @@ class BoundKernel:
         self.config_spec = ConfigSpec(discovery.ir, validate=self.plan)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
+        self._resolved: Config | None = None
 
     @property
     def fn(self) -> Callable:
@@ -180,41 +181,47 @@ class BoundKernel:
         tracer.ir = tracer.run()
         return tracer
 
-    def plan(self, config: Config | None = None, chip: str | None = None) -> KernelPlan:
-        """The schedule decisions for `config` (default config if None)."""
-        config = self.config_spec.normalize(as_config(config))
+    def resolve_config(self, config: Config | dict | None = None) -> Config:
+        """The one place a config is resolved.
+
+        An explicit `config` is completed with defaults and checked against the
+        kernel; without one: the decorator's `config=`, else `configs[0]`, else
+        the default config (which plans candidates until one fits VMEM).
+        `to_code`, `plan`, `compile_config` and a plain call all come here.
+        """
+        if config is not None:
+            return self.config_spec.normalize(as_config(config))
+        if self._resolved is None:
+            kernel = self.kernel
+            chosen = kernel.config or (kernel.configs[0] if kernel.configs else None)
+            if chosen is None:
+                chosen = self.config_spec.default_config()
+            self._resolved = self.config_spec.normalize(chosen)
+        return self._resolved
+
+    def plan(self, config: Config | dict | None = None, chip: str | None = None) -> KernelPlan:
+        """The schedule decisions for `config` (the resolved config if None)."""
+        config = self.resolve_config(config)
         chip = chip or default_chip()
         tracer = self._trace(config.block_sizes)
-        info = chip_info(chip)
-        return build_plan(tracer.ir, tuple(config.block_sizes), chip, info.vmem_capacity_bytes,
-                          config.get("vmem_limit_bytes"), config.get("pallas_loop_type"))
+        return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip)))
 
     def to_code(self, config: Config | dict | None = None, chip: str | None = None) -> str:
-        """The generated Pallas module for `config`."""
-        config = self.config_spec.normalize(as_config(config))
-        return generate_module(self.plan(config, chip), repr(config))
+        """The generated Pallas module for `config` (with none: the module a plain call runs)."""
+        return generate_module(self.plan(config, chip))
 
     def compile_config(self, config: Config | dict | None = None) -> CompiledKernel:
-        config = self.config_spec.normalize(as_config(config))
+        config = self.resolve_config(config)
         compiled = self._compiled.get(config.key())
         if compiled is None:
             plan = self.plan(config)
-            code = generate_module(plan, repr(config))
-            compiled = CompiledKernel(self, config, code, plan.ir.result)
+            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result)
             self._compiled[config.key()] = compiled
         return compiled
 
-    def _choose_config(self) -> Config:
-        kernel = self.kernel
-        if kernel.config is not None:
-            return kernel.config
-        if kernel.configs:
-            return kernel.configs[0]
-        return self.config_spec.default_config()
-
     def _default_compiled(self) -> CompiledKernel:
         if self._default is None:
-            self._default = self.compile_config(self._choose_config())
+            self._default = self.compile_config()
         return self._default
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,87 @@
+"""One config resolution: `to_code()`, `plan()` and a plain call agree (issue #6 §1).
+
+The config a call runs is resolved in one place — an explicit config, else the
+decorator's `config=`, else `configs[0]`, else the default — so `to_code()`
+with no argument shows exactly the module a plain call compiles.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+
+
+def _add_kernel(**options):
+    @pallasite.kernel(**options)
+    def add(x, y):
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile([m, n]):
+            out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+        return out
+    return add
+
+
+def _module_run_by_a_call(kernel, args, capfd, monkeypatch) -> str:
+    """The generated module a plain call compiles, as PALLASITE_PRINT_CODE prints it."""
+    monkeypatch.setenv("PALLASITE_PRINT_CODE", "1")
+    capfd.readouterr()
+    kernel(*args)
+    printed = capfd.readouterr().err
+    header, _, module = printed.partition("\n")
+    assert header.startswith("# pallasite: generated code for")
+    return module.rstrip("\n") + "\n"
+
+
+ARGS = (torch.randn(256, 512), torch.randn(256, 512))
+
+
+@pytest.mark.parametrize("options", [
+    {"config": pallasite.Config(block_sizes=[128, 128])},
+    {},
+    {"configs": [pallasite.Config(block_sizes=[64, 256]), pallasite.Config(block_sizes=[128, 128])]},
+], ids=["decorator_config", "default_config", "configs_list"])
+def test_to_code_shows_the_module_a_plain_call_runs(options, capfd, monkeypatch):
+    kernel = _add_kernel(**options)
+    shown = kernel.bind(ARGS).to_code()
+    assert _module_run_by_a_call(kernel, ARGS, capfd, monkeypatch) == shown
+
+
+def test_decorator_config_is_what_to_code_and_plan_use():
+    kernel = _add_kernel(config=pallasite.Config(block_sizes=[128, 128]))
+    bound = kernel.bind(ARGS)
+    assert "block_sizes=[128, 128]" in bound.to_code()
+    assert [axis.dim.block_size for axis in bound.plan().calls[0].grid] == [128, 128]
+    assert bound.resolve_config().block_sizes == [128, 128]
+
+
+@pallasite.kernel
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def test_to_code_of_a_kernel_whose_default_only_fits_streamed():
+    # A resident (256, K) row block of x would be 2 GiB: only fori_loop fits VMEM.
+    x = torch.empty(256, 2**22, dtype=torch.bfloat16, device="meta")
+    y = torch.empty(2**22, 256, dtype=torch.bfloat16, device="meta")
+    bound = matmul.bind((x, y))
+    code = bound.to_code()  # used to raise VmemOverflow: to_code planned `unroll`
+    assert "pallas_loop_type='fori_loop'" in code
+    assert bound.plan().calls[0].inner_loops  # the same resolution
+
+
+def test_an_explicit_partial_config_is_completed_and_checked():
+    bound = _add_kernel().bind(ARGS)
+    assert bound.resolve_config({"block_sizes": [8, 128]}).block_sizes == [8, 128]
+    with pytest.raises(pallasite.exc.InvalidConfig, match="block_sizes has 1 entries"):
+        bound.resolve_config({"block_sizes": [8]})
