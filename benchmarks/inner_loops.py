@@ -22,9 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pallasite  # noqa: E402
 from examples.attention import attention  # noqa: E402
 from examples.matmul import matmul  # noqa: E402
+from pallasite.plan.loops import STRATEGIES  # noqa: E402
 from pallasite.plan.metrics import schedule_metrics  # noqa: E402
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+LOOP_TYPES = tuple(STRATEGIES)
 
 
 def cases():

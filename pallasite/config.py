@@ -6,8 +6,6 @@ from typing import Any
 
 from . import exc
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
-
 # Keys of Helion's GPU (Triton) backend: they name real choices there and none
 # here, so they get a targeted message instead of the generic one.
 _GPU_ONLY_KEYS = frozenset({
@@ -88,11 +86,9 @@ def _validate_key(key: str, value: Any) -> None:
                 f"block_sizes must be a list of positive ints, got {value!r}."
             )
     elif key == "pallas_loop_type":
-        if value not in LOOP_TYPES:
-            raise exc.InvalidConfig(
-                f"Invalid pallas_loop_type {value!r}: expected one of "
-                f"{', '.join(repr(t) for t in LOOP_TYPES)}."
-            )
+        from .plan.loops import strategy_named  # the strategy registry (plan imports config)
+
+        strategy_named(value)  # raises "Invalid pallas_loop_type ..." naming the registered ones
     elif key == "vmem_limit_bytes":
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise exc.InvalidConfig(

@@ -13,6 +13,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.index_expr import Binary, BinaryOp, Const, GridIndex, TableRead
 from pallasite.testing import check_tpu_lowering, code_and_output
 from plan_helpers import names, only_call, randn
 
@@ -214,7 +215,9 @@ def test_grid_index_arithmetic_on_a_4d_tensor():
     torch.testing.assert_close(per_head_bias(x, bias), expected)
     call = only_call(per_head_bias, (x, bias))
     assert call.inputs[0].block_shape == (None, None, 8, 128)
-    assert [axis.index_expr for axis in call.inputs[0].axes[:2]] == ["(i0 // 3)", "(i0 % 3)"]
+    # Block indices are expression trees of the grid index: b = bh // 3, h = bh % 3.
+    assert [axis.index for axis in call.inputs[0].axes[:2]] == [
+        Binary(BinaryOp.FLOORDIV, GridIndex(0), Const(3)), Binary(BinaryOp.MOD, GridIndex(0), Const(3))]
     assert {op.symbol.name: op.memory for op in call.inputs}["bias"] == "smem"
     assert [axis.semantics for axis in call.grid] == ["parallel", "parallel"]
 
@@ -274,7 +277,8 @@ def test_runtime_scalar_choosing_a_block_is_scalar_prefetched():
     call = only_call(pick_batch, (x, 1))
     assert names(call.scalar_prefetch) == ["batch"]
     x_operand = next(op for op in call.inputs if op.symbol.name == "x")
-    assert x_operand.axes[0].kind == "squeezed" and x_operand.axes[0].index_expr == "batch_ref[0]"
+    batch = call.scalar_prefetch[0].symbol
+    assert x_operand.axes[0].kind == "squeezed" and x_operand.axes[0].index == TableRead(batch)
     check_tpu_lowering(pick_batch, (x, 1), chips=("v5e",))
 
 
@@ -293,7 +297,8 @@ def test_table_values_choosing_blocks_are_scalar_prefetched():
     torch.testing.assert_close(permute_blocks(x, perm), x[perm.long()] * 2)
     call = only_call(permute_blocks, (x, perm))
     assert names(call.scalar_prefetch) == ["perm"]
-    assert next(op for op in call.inputs if op.symbol.name == "x").axes[0].index_expr == "perm_ref[i0]"
+    perm_symbol = call.scalar_prefetch[0].symbol
+    assert next(op for op in call.inputs if op.symbol.name == "x").axes[0].index == TableRead(perm_symbol, (GridIndex(0),))
     check_tpu_lowering(permute_blocks, (x, perm), chips=("v7x",))
 
 

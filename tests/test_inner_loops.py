@@ -226,7 +226,7 @@ def test_emit_pipeline_keeps_carried_values_in_vmem_scratch():
     torch.testing.assert_close(result, x.float() @ y.float(), atol=1e-2, rtol=1e-2)
     call = matmul.bind((x, y)).plan(pallasite.Config(**config)).calls[0]
     (loop_plan,) = call.inner_loops.values()
-    assert loop_plan.strategy == "emit_pipeline" and not loop_plan.aligned_begin
+    assert loop_plan.strategy == "emit_pipeline" and not loop_plan.retiled
     assert {s.symbol.name for s in loop_plan.streams} == {"x", "y"}
     assert loop_plan.carried_refs == ("tile_k_acc_ref",)
     assert {(s.name, s.kind) for s in call.scratch} == {("tile_k_acc_ref", "vmem"), ("tile_k_step_ref", "smem")}
@@ -239,7 +239,7 @@ def test_emit_pipeline_with_data_dependent_begin_fetches_aligned_blocks_and_mask
     config = pallasite.Config(block_sizes=[64], pallas_loop_type="emit_pipeline")
     call = jagged_mean.bind((x, offsets)).plan(config).calls[0]
     (loop_plan,) = call.inner_loops.values()
-    assert loop_plan.aligned_begin  # tiles start at start // 64 * 64; rows below start are masked
+    assert loop_plan.retiled  # tiles start at start // 64 * 64; rows below start are masked
     x_operand = next(op for op in call.inputs if op.symbol.name == "x")
     assert x_operand.memory == "hbm" and x_operand.padded_shape == (320, 128)
 

@@ -6,8 +6,8 @@ from typing import Callable
 
 from .. import exc
 from ..config import Config
-from ..ir import KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, walk_nodes
-from ..config import LOOP_TYPES
+from ..ir import KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
+from ..plan.loops import STRATEGIES, default_strategies
 from ..plan.tpu_tiling import AxisRule
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
@@ -37,7 +37,7 @@ class BlockSizeSpec:
             sizes.add(power)
             power *= 2
         for quantum in (8, 128, 1024):
-            sizes.add(-(-extent // quantum) * quantum)
+            sizes.add(cdiv(extent, quantum) * quantum)
         return sorted(s for s in sizes if self.allows(s))
 
     def smaller(self, size: int) -> int:
@@ -91,7 +91,7 @@ class ConfigSpec:
     @property
     def loop_types(self) -> tuple[str, ...]:
         """The inner-loop strategies this kernel can choose between (none without inner loops)."""
-        return LOOP_TYPES if self.has_inner_loops else ()
+        return tuple(STRATEGIES) if self.has_inner_loops else ()
 
     def default_config(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
@@ -109,7 +109,7 @@ class ConfigSpec:
 
     def _default_candidates(self):
         sizes = [spec.default() for spec in self.block_sizes]
-        strategies = ("unroll", "fori_loop") if self.has_inner_loops else (None,)
+        strategies = [s.name for s in default_strategies()] if self.has_inner_loops else [None]
         for _ in range(8):
             for strategy in strategies:
                 extra = {"pallas_loop_type": strategy} if strategy else {}
@@ -125,7 +125,7 @@ class ConfigSpec:
         values = dict(config)
         sizes = values.get("block_sizes")
         if self.has_inner_loops:
-            values.setdefault("pallas_loop_type", "unroll")
+            values.setdefault("pallas_loop_type", default_strategies()[0].name)
         if sizes is None:
             values["block_sizes"] = [spec.default() for spec in self.block_sizes]
         elif len(sizes) != len(self.block_sizes):

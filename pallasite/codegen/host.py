@@ -11,7 +11,8 @@ import os
 
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, ScalarSymbol, TensorSymbol
-from ..plan import KernelPlan, Operand, PallasCallPlan
+from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
+from .index_text import index_map_text
 from .lowering import OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
@@ -138,8 +139,8 @@ class HostEmitter:
                 args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
         for op in call.inputs:
             args.append(self._padded(op))
-        params = [f"i{a}" for a in range(len(call.grid))] + [op.ref_name for op in call.scalar_prefetch]
-        axes = ", ".join(params)
+        prefetch_refs = {op.symbol: op.ref_name for op in call.scalar_prefetch}
+        rank = len(call.grid)
         grid = ", ".join(str(a.num_blocks) for a in call.grid)
         self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
         self.emit(f"    {call.kernel_name},")
@@ -153,11 +154,11 @@ class HostEmitter:
         self.emit(f"{pad}grid=({grid}{',' if len(call.grid) == 1 else ''}),")
         self.emit(f"{pad}in_specs=[")
         for op in (*call.scalar_inputs, *call.inputs):
-            self.emit(f"{pad}    {_block_spec(op, axes)},  # {op.symbol.name}")
+            self.emit(f"{pad}    {_block_spec(op, rank, prefetch_refs)},  # {op.symbol.name}")
         self.emit(f"{pad}],")
         self.emit(f"{pad}out_specs=[")
         for op in call.outputs:
-            self.emit(f"{pad}    {_block_spec(op, axes)},  # {op.symbol.name}")
+            self.emit(f"{pad}    {_block_spec(op, rank, prefetch_refs)},  # {op.symbol.name}")
         self.emit(f"{pad}],")
         if call.scratch:
             self.emit(f"{pad}scratch_shapes=[")
@@ -173,7 +174,7 @@ class HostEmitter:
         self.emit("    ],")
         if call.aliases:
             self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
-        semantics = ", ".join(repr(a.semantics) for a in call.grid)
+        semantics = ", ".join(repr(a.semantics.value) for a in call.grid)
         params = f"dimension_semantics=({semantics}{',' if len(call.grid) == 1 else ''})"
         if call.vmem_limit_bytes is not None:
             params += f", vmem_limit_bytes={call.vmem_limit_bytes}"
@@ -225,21 +226,20 @@ class HostEmitter:
         self._after_write(base)
 
 
-def _block_spec(op: Operand, axes: str) -> str:
-    if op.memory == "smem":
+def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
+    if op.memory is Memory.SMEM:
         return "pl.BlockSpec(memory_space=pltpu.SMEM)"
-    if op.memory == "hbm":
+    if op.memory is Memory.HBM:
         return "pl.BlockSpec(memory_space=pl.ANY)"
     shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
     shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
-    index = ", ".join(a.index_expr for a in op.axes)
-    index = f"({index},)" if len(op.axes) == 1 else f"({index})"
-    return f"pl.BlockSpec({shape}, lambda {axes}: {index})"
+    index_map = index_map_text(tuple(a.index for a in op.axes), grid_rank, prefetch_refs)
+    return f"pl.BlockSpec({shape}, {index_map})"
 
 
 def _scratch_shape(scratch) -> str:
-    if scratch.kind == "dma_semaphores":
+    if scratch.kind is ScratchKind.DMA_SEMAPHORES:
         return f"pltpu.SemaphoreType.DMA({literal(scratch.shape)})"
-    if scratch.kind == "smem":
+    if scratch.kind is ScratchKind.SMEM:
         return f"pltpu.SMEM({literal(scratch.shape)}, jnp.int32)"
     return f"pltpu.VMEM({literal(scratch.shape)}, {jnp_dtype(scratch.dtype)})"

@@ -2,23 +2,36 @@
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 
-from ..ir import Load, Node, Store, TileLoop, Value
-from ..plan import Mask, PallasCallPlan
+from dataclasses import dataclass
+
+from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value
+from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, StreamSlot
 from .lowering import OpCall, jnp_dtype, literal, lower
-from .fori import ForiLoopEmitter
-from .pipeline import PipelineEmitter
 from .names import NameTable
 
 import builtins
 
 _RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
+_TILE_ATTRIBUTES = ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg")
 
 
-class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
+@dataclass
+class LoopFrame:
+    """The generated names of one inner loop, made by its strategy's emitter."""
+
+    counters: dict[int, str]  # dim id -> the variable counting the dim's tiles
+    traced: bool = False  # counters are traced values (lax.fori_loop, pipeline step), not Python ints
+    step: str | None = None  # the loop's step (stream copy builders take it)
+    slot: str | None = None  # the double-buffer slot of the current step
+    first_block: str | None = None  # tiles start at block multiples: the first tile's block index
+
+
+class KernelEmitter:
     """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
 
     def __init__(self, plan: PallasCallPlan, source_file: str):
@@ -28,12 +41,9 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         self.env: dict[int, str] = {}
         self.lines: list[str] = []
         self._last_line: int | None = None
-        self.loop_counters: dict[int, str] = {}  # inner TileDim id -> loop counter variable
-        self.dynamic_dims: set[int] = set()  # inner dims whose counter is traced (fori_loop)
-        self.loop_slots: dict[int, str] = {}  # inner loop id -> its double-buffer slot variable
-        self.loop_steps: dict[int, str] = {}  # inner loop id -> its step counter (fori_loop)
-        self.block_starts: dict[int, str] = {}  # emit_pipeline dim id -> its first block index
-        self.lower_bounds: dict[int, str] = {}  # retiled dim id -> the begin masks must respect
+        self.frames: dict[int, LoopFrame] = {}  # inner TileLoop id -> its generated names
+        self._range_scopes: list[dict] = [{}]  # (shape, axis, range) -> condition variable, per scope
+        self._attribute_lines: dict[str, int] = {}  # tile attribute variable -> its line
 
     # ---------------------------------------------------------------- text --
 
@@ -71,11 +81,19 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
             what = "grid index" if dim.is_grid else f"tile of {dim.block_size}"
             reason = f": {axis.reason}" if axis.reason else ""
             self.emit(f"# grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
-                      f"[{dim.begin}, {dim.end}) ({axis.semantics}{reason})")
+                      f"[{dim.begin}, {dim.end}) ({axis.semantics.value}{reason})")
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
+        self._drop_unused_tile_attributes()
         return "\n".join(self.lines)
+
+    def _drop_unused_tile_attributes(self) -> None:
+        """Tile attributes are bound where their loop starts; drop those nothing reads."""
+        text = "\n".join(self.lines)
+        unused = {line for name, line in self._attribute_lines.items()
+                  if len(re.findall(rf"\b{re.escape(name)}\b", text)) == 1}
+        self.lines = [line for i, line in enumerate(self.lines) if i not in unused]
 
     def _emit_copy_in(self, update) -> None:
         copy = f"{update.output_ref}[...] = {update.input_ref}[...]"
@@ -101,10 +119,20 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
             else:
                 self._emit_op(node, indent)
 
+    def emit_loop_body(self, loop: TileLoop, indent: int) -> None:
+        """The body of an inner loop: a scope of its own for the masks it computes."""
+        self._range_scopes.append({})
+        try:
+            self.emit_body(loop.body, indent)
+        finally:
+            self._range_scopes.pop()
+
     # -------------------------------------------------------- inner loops --
 
     def _emit_inner_loop(self, loop: TileLoop, indent: int) -> None:
-        """An inner loop over resident blocks: Python-unrolled if static, else lax.fori_loop."""
+        """An inner loop, by the emitter of its strategy's plan (codegen/loops/)."""
+        from .loops import emitter_for
+
         loop_plan = self.plan.inner_loops[loop.id]
         self.comment_source(loop, indent)
         carried = []
@@ -113,23 +141,7 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
             self.emit(f"{var} = {self.render(item.init)}", indent)
             self.env[item.param.id] = var
             carried.append((item, var))
-        if loop_plan.static_trips is not None and loop_plan.strategy == "unroll":
-            self.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': "
-                      f"{'x'.join(map(str, loop_plan.static_trips))} steps unrolled over resident blocks", indent)
-            inner = indent
-            for dim, trips in zip(loop.dims, loop_plan.static_trips):
-                counter = self.names.fresh(f"{dim.name}_step")
-                self.loop_counters[dim.id] = counter
-                self.emit(f"for {counter} in range({trips}):", inner)
-                inner += 1
-            self.emit_body(loop.body, inner)
-            for (item, var), result in zip(carried, self.carried_results(loop, carried, inner)):
-                if result != var:
-                    self.emit(f"{var} = {result}", inner)
-        elif loop_plan.strategy == "emit_pipeline":
-            self._emit_pipeline(loop, carried, indent, loop_plan)
-        else:
-            self._emit_fori(loop, carried, indent, loop_plan)
+        emitter_for(loop_plan)(self, loop, loop_plan, carried, indent)
         for item, var in carried:
             self.env[item.out.id] = var
 
@@ -139,28 +151,40 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         results = [self.render(item.result) for item, _ in carried]
         for mask in self.plan.carried_masks.get(loop.id, ()):
             item, var = carried[mask.carried]
-            condition = self._range_condition(item.result.shape, mask.axis, mask.dim)
+            condition = self.range_condition(item.result.shape, mask.axis, mask.range, indent)
             name = self.names.fresh(f"{item.name}_kept")
             self.emit(f"# lanes past the end of '{mask.dim.name}' keep their previous '{item.name}'", indent)
             self.emit(f"{name} = jnp.where({condition}, {results[mask.carried]}, {var})", indent)
             results[mask.carried] = name
         return results
 
+    def frame_of(self, dim) -> LoopFrame | None:
+        """The frame of the inner loop that walks `dim` (None for a grid dim)."""
+        for frame in self.frames.values():
+            if dim.id in frame.counters:
+                return frame
+        return None
+
     # ------------------------------------------------------------- memory --
 
     def _ref_subscript(self, access) -> str:
+        if not access.ref_index:
+            return "..."
         parts = []
         for item in access.ref_index:
-            if isinstance(item, StreamSlot):
-                parts.append(self.loop_slots[item.loop_id])
-            elif isinstance(item, InnerTileSlice):
+            if isinstance(item, FullSlice):
+                parts.append(":")
+            elif isinstance(item, ScalarIndex):
+                parts.append(self.render(item.index))
+            elif isinstance(item, StreamSlot):
+                parts.append(self.frames[item.loop_id].slot)
+            else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
-                if dim.id in self.dynamic_dims and isinstance(dim.begin, int) and dim.begin % dim.block_size == 0:
+                frame = self.frame_of(dim)
+                if frame is not None and frame.traced and dim.begin_aligned:
                     begin = f"pl.multiple_of({begin}, {dim.block_size})"
                 parts.append(f"pl.ds({begin}, {dim.block_size})")
-            else:
-                parts.append(item if isinstance(item, str) else self.render(item))
         return ", ".join(parts)
 
     def _emit_load(self, node: Load, indent: int) -> None:
@@ -184,32 +208,49 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
             if tuple(operand.shape) != shape:
                 text = (f"jnp.broadcast_to({text}, {literal(shape)})" if shape
                         else f"{text}.reshape(())")
+        elif operand == 0 and shape:
+            text = f"jnp.zeros({literal(shape)}, {jnp_dtype(dtype)})"
         else:
             text = f"jnp.full({literal(shape)}, {literal(operand)}, {jnp_dtype(dtype)})" if shape else literal(operand)
         if access.store_masks:
-            conditions = [self._range_condition(shape, axis, dim) for axis, dim in access.store_masks]
+            conditions = [self.range_condition(shape, m.axis, m.range, indent) for m in access.store_masks]
             self.emit("# keep the contents past the tile's end", indent)
             text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
         self.emit(f"{target} = {text}", indent)
         if access.write_back is not None:
-            loop_id = access.write_back.loop_id
-            step, slot = self.loop_steps[loop_id], self.loop_slots[loop_id]
-            self.emit(f"{access.write_back.copy_fn}({step}, {slot}).start()  # write back asynchronously", indent)
+            frame = self.frames[access.write_back.loop_id]
+            self.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()  # write back asynchronously",
+                      indent)
 
-    def _range_condition(self, shape, axis: int, dim) -> str:
+    def range_condition(self, shape, axis: int, rng: TileRange, indent: int) -> str:
+        """A boolean array of `shape`: which positions along `axis` lie in the tile range.
+
+        Computed once per scope (a loop step) for each (shape, axis, range)."""
+        key = (tuple(shape), axis, rng)
+        for scope in reversed(self._range_scopes):
+            if key in scope:
+                return scope[key]
+        dim = rng.dim
         begin = self.env[dim.begin_value.id]
-        end = self.render(dim.end)
         index = f"{begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})"
-        if dim.id in self.lower_bounds:
-            return f"(({index} < {end}) & ({index} >= {self.lower_bounds[dim.id]}))"
-        return f"({index} < {end})"
+        condition = f"{index} < {self.render(dim.end)}"
+        if rng.lower is not None:
+            position = self.names.fresh(f"{dim.name}_position")
+            self.emit(f"{position} = {index}", indent)
+            condition = f"({position} >= {self.render(rng.lower)}) & ({position} < {self.render(dim.end)})"
+        name = self.names.fresh(f"{dim.name}_valid")
+        self.emit(f"{name} = {condition}", indent)
+        self._range_scopes[-1][key] = name
+        return name
 
     # ---------------------------------------------------------------- ops --
 
     def _emit_op(self, node: Node, indent: int) -> None:
         op = node.op
-        if op in ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg"):
-            self.emit(f"{self.bind(node.output, op)} = {self._structural(node)}", indent)
+        if op in _TILE_ATTRIBUTES:
+            name = self.bind(node.output, op)
+            self._attribute_lines[name] = len(self.lines)
+            self.emit(f"{name} = {self._structural(node)}", indent)
             return
         texts = [self.render(a) for a in node.args]
         attrs = dict(node.kwargs)
@@ -232,14 +273,17 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         """Tile attributes. A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
         op = node.op
         if op == "scalar_arg":
-            return f"{node.args[0].name}_ref[0]"
+            (operand,) = [o for o in (*self.plan.scalar_prefetch, *self.plan.scalar_inputs)
+                          if o.symbol is node.args[0]]
+            return f"{operand.ref_name}[0]"
         dim = node.args[0]
-        if dim.id in self.plan.grid_axis_of:
+        frame = self.frame_of(dim)
+        if frame is None:
             step = f"pl.program_id({self.plan.grid_axis_of[dim.id]})"
         else:
-            step = self.loop_counters[dim.id]
-        if op == "tile_begin" and dim.id in self.block_starts:
-            return f"({self.block_starts[dim.id]} + {step}) * {dim.block_size}"
+            step = frame.counters[dim.id]
+        if op == "tile_begin" and frame is not None and frame.first_block is not None:
+            return f"({frame.first_block} + {step}) * {dim.block_size}"
         if op == "tile_begin":
             term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
             return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
@@ -259,8 +303,8 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         shape = tuple(operand.shape)
         fill = _typed_fill(mask.fill, operand.dtype)
         name = self.names.fresh(f"{self.env.get(operand.id, operand.name or 'v')}_masked")
-        condition = self._range_condition(shape, mask.axis, mask.dim)
         self.emit(f"# mask the padded tail of '{mask.dim.name}' with {fill} before {node.op}", indent)
+        condition = self.range_condition(shape, mask.axis, mask.range, indent)
         self.emit(f"{name} = jnp.where({condition}, {text}, {fill})", indent)
         return name
 
@@ -268,19 +312,18 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         dims = node.kwargs["dim"]
         shape = node.args[0].shape
         axes = range(len(shape)) if dims is None else dims
-        masked = {m.axis: m.dim for m in self.plan.masks[node.id]}
-        factors = []
-        for axis in axes:
-            if axis in masked:
-                dim = masked[axis]
-                begin = self.env[dim.begin_value.id]
-                end = f"jnp.minimum({self.render(dim.end)}, {begin} + {dim.block_size})"
-                if dim.id in self.lower_bounds:  # a retiled tile starts below the loop's begin
-                    begin = f"jnp.maximum({self.lower_bounds[dim.id]}, {begin})"
-                factors.append(f"jnp.maximum({end} - {begin}, 0)")
-            else:
-                factors.append(str(shape[axis]))
+        masked = {m.axis: m.range for m in self.plan.masks[node.id]}
+        factors = [self.range_count(masked[axis]) if axis in masked else str(shape[axis]) for axis in axes]
         return "(" + " * ".join(factors) + ")"
+
+    def range_count(self, rng: TileRange) -> str:
+        """How many positions of the current tile lie in its range (a masked mean's divisor)."""
+        dim = rng.dim
+        begin = self.env[dim.begin_value.id]
+        end = f"jnp.minimum({self.render(dim.end)}, {begin} + {dim.block_size})"
+        if rng.lower is not None:  # the tile starts below the loop's begin
+            begin = f"jnp.maximum({self.render(rng.lower)}, {begin})"
+        return f"jnp.maximum({end} - {begin}, 0)"
 
 
 def _typed_fill(fill, dtype: torch.dtype) -> str:

@@ -22,6 +22,11 @@ from ..exc import SourceLocation
 _ids = itertools.count()
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of ints: how many blocks of `b` cover `a`."""
+    return -(-a // b)
+
+
 @dataclass(eq=False)
 class Value:
     """An SSA value of device or host code: a tensor (shape) or a scalar (shape ())."""
@@ -125,10 +130,22 @@ class TileDim:
         return None
 
     @property
+    def static_trips(self) -> int | None:
+        """How many tiles the loop runs, when both bounds are known."""
+        extent = self.static_extent
+        return None if extent is None else cdiv(max(extent, 0), self.block_size)
+
+    @property
     def has_partial_tail(self) -> bool:
         """Whether the last tile runs past `end` (so its tail must be masked)."""
         extent = self.static_extent
         return extent is None or extent % self.block_size != 0
+
+    @property
+    def begin_aligned(self) -> bool:
+        """Whether every tile starts at a multiple of the block size (a static begin
+        that the block divides), so tiles are whole blocks of the tensor."""
+        return isinstance(self.begin, int) and self.begin % self.block_size == 0
 
     def __repr__(self) -> str:
         return f"TileDim({self.name}, {self.begin}:{self.end}/{self.block_size})"

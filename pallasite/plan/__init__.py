@@ -1,11 +1,12 @@
-"""Decisions: grid, memory placement, block shapes, masks, VMEM — one plan per config."""
+"""Decisions: grid, memory placement, block shapes, masks, loop strategies, VMEM — one plan per config."""
 from .build import build_plan
 from .plans import (
-    Access, AxisBlock, GridAxis, InnerLoopPlan, InPlaceUpdate, KernelPlan, Mask, Operand,
-    PallasCallPlan, PlanTarget, Scratch, Stream,
+    Access, AxisBlock, BlockKind, CarriedMask, Direction, GridAxis, InPlaceUpdate, KernelPlan, LoopPlan, Mask,
+    Memory, Operand, PallasCallPlan, PlanTarget, Scratch, ScratchKind, Semantics, StoreMask, Stream, TileRange,
 )
 
 __all__ = [
-    "Access", "AxisBlock", "GridAxis", "InnerLoopPlan", "InPlaceUpdate", "Scratch", "Stream", "KernelPlan", "Mask", "Operand",
-    "PallasCallPlan", "PlanTarget", "build_plan",
+    "Access", "AxisBlock", "BlockKind", "CarriedMask", "Direction", "GridAxis", "InPlaceUpdate", "KernelPlan",
+    "LoopPlan", "Mask", "Memory", "Operand", "PallasCallPlan", "PlanTarget", "Scratch", "ScratchKind",
+    "Semantics", "StoreMask", "Stream", "TileRange", "build_plan",
 ]

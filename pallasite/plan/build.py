@@ -5,11 +5,14 @@ import dataclasses
 
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
+from ..ir import cdiv
+from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, range_lowers, strategy_named
+from .loops.streams import plan_streams, stream_operand
 from .masks import plan_masks
-from .inner_loops import attach_streams, plan_inner_loops, plan_scratch, retiled_dims
-from .streams import plan_streams, stream_access, stream_operand
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
-from .plans import GridAxis, InPlaceUpdate, KernelPlan, Operand, PallasCallPlan, PlanTarget
+from .plans import (
+    Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, Semantics,
+)
 from .vmem import estimate_vmem_bytes
 
 
@@ -17,7 +20,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
     config = target.config
     vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
-    loop_type = config.get("pallas_loop_type")
+    strategy = strategy_named(config.get("pallas_loop_type"))
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     calls = []
     for step in ir.steps:
@@ -27,7 +30,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             results = step.result if isinstance(step.result, tuple) else (step.result,)
             defined.update(id(r) for r in results)
         elif isinstance(step, DeviceLoopCall):
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, loop_type))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -35,10 +38,10 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, loop_type: str | None) -> PallasCallPlan:
+               vmem_limit: int | None, strategy) -> PallasCallPlan:
     loop = call.loop
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(loop.dims)}
-    scalar_inputs = tuple(Operand(s, f"{s.name}_ref", "smem") for s in call.scalars)
+    scalar_inputs = tuple(Operand(s, f"{s.name}_ref", Memory.SMEM) for s in call.scalars)
     inputs: list[Operand] = []
     outputs: list[Operand] = []
     updates: list[InPlaceUpdate] = []
@@ -46,9 +49,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
-    inner_loops = plan_inner_loops(loop.body, loop_type)
-    strategies = {i: p.strategy for i, p in inner_loops.items()}
-    streams = plan_streams(loop.body, strategies, uses, grid_axis_of)
+    inner_loops = plan_inner_loops(loop.body, strategy)
+    streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
     inner_loops = attach_streams(inner_loops, streams)
     for use in uses:
         stream = streams.get(use.symbol.id)
@@ -88,11 +90,12 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             if axis not in used:
                 reason = f"output '{operand.symbol.name}' keeps one block across this axis"
                 break
-        grid.append(GridAxis(dim, -(-extent // dim.block_size), "arbitrary" if reason else "parallel", reason))
+        semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
+        grid.append(GridAxis(dim, cdiv(extent, dim.block_size), semantics, reason))
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
-    masks, carried_masks = plan_masks(loop.body, retiled_dims(loop.body, inner_loops))
+    masks, carried_masks = plan_masks(loop.body, range_lowers(loop.body, inner_loops))
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
@@ -138,7 +141,7 @@ def _split_scalar_prefetch(scalar_inputs, inputs, outputs, location):
         return [], list(scalar_inputs), list(inputs)
     tables = [op for op in inputs if op.symbol in needed]
     for op in tables:
-        if op.memory != "smem":
+        if op.memory is not Memory.SMEM:
             raise exc.IndexingError(
                 f"'{op.symbol.name}' chooses which block a BlockSpec loads, so it must be small "
                 "(scalar prefetch into SMEM) and read only at scalar indices.", location)
@@ -149,8 +152,9 @@ def _add_stream(stream, loop_plan, use, grid_axis_of, defined, inputs, outputs,
                 aliases, output_axes, accesses) -> None:
     """A streamed tensor is a pl.ANY operand; an output that already holds data is aliased
     (its HBM buffer is written window by window, so the rest keeps its contents)."""
-    operand, used_axes = stream_operand(stream, grid_axis_of, loop_plan.strategy == "emit_pipeline")
-    if stream.direction == "in":
+    strategy = STRATEGIES[loop_plan.strategy]
+    operand, used_axes = stream_operand(stream, grid_axis_of, strategy.windows_from_block_multiples)
+    if stream.direction is Direction.IN:
         inputs.append(operand)
     else:
         if id(use.symbol) in defined:
@@ -160,7 +164,7 @@ def _add_stream(stream, loop_plan, use, grid_axis_of, defined, inputs, outputs,
         outputs.append(operand)
         output_axes.append((operand, used_axes))
     for node in use.nodes:
-        accesses[node.id] = stream_access(node, stream, loop_plan.strategy)
+        accesses[node.id] = strategy.stream_access(node, stream)
 
 
 def _first_visit_axes(operand: Operand, used_axes: frozenset[int], rank: int, location,

@@ -15,24 +15,30 @@ from ..ir import (
     walk_nodes,
 )
 from .. import exc
-from .plans import CarriedMask, Mask
+from .plans import CarriedMask, Mask, TileRange
 
-Padded = dict[int, TileDim]  # axis -> the tile dim whose tail pads it
+Padded = dict[int, TileRange]  # axis -> the tile range outside which its lanes are padding
 
 
-def plan_masks(body: list, retiled: frozenset[int] = frozenset()
+def plan_masks(body: list, lowers: dict[int, object] | None = None
                ) -> tuple[dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]]]:
     """Masks per node id, and the carried-value masks per inner loop id.
 
-    `retiled` dims (emit_pipeline with an unaligned begin) read whole blocks
-    from a block multiple, so their head is padding too.
+    `lowers` maps dims whose tiles start below their loop's begin (a pipeline
+    over block-aligned tiles of an unaligned range) to that begin: their
+    head is padding too. Every mask of a dim carries the same `TileRange`.
     """
+    lowers = lowers or {}
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
     carried_masks: dict[int, tuple[CarriedMask, ...]] = {}
+    ranges: dict[int, TileRange] = {}
 
-    def needs_mask(dim: TileDim) -> bool:
-        return dim.has_partial_tail or dim.id in retiled
+    def needs_mask(dim: TileDim) -> TileRange | None:
+        """The range outside which `dim`'s tiles hold padding, or None if they never do."""
+        if not (dim.has_partial_tail or dim.id in lowers):
+            return None
+        return ranges.setdefault(dim.id, TileRange(dim, lowers.get(dim.id)))
 
     _visit_body(body, padded, masks, carried_masks, needs_mask)
     return masks, carried_masks
@@ -62,14 +68,14 @@ def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_
     keeps its previous lanes there (a `CarriedMask`), so that padding never
     reaches the next iteration or the code after the loop.
     """
-    own = {dim.id for dim in loop.dims}
+    own = {dim.id for dim in loop.dims}  # padding by these stops at the carried values
     for item in loop.carried:
         padded[item.param.id] = dict(_pads(item.init, padded))
     for _ in range(3):  # padding only grows; a fixpoint is reached quickly
         _visit_body(loop.body, padded, masks, carried_masks, needs_mask)
         changed = False
         for item in loop.carried:
-            outer = {axis: dim for axis, dim in _pads(item.result, padded).items() if dim.id not in own}
+            outer = {axis: rng for axis, rng in _pads(item.result, padded).items() if rng.dim.id not in own}
             grown = {**outer, **padded[item.param.id]}
             if grown != padded[item.param.id]:
                 padded[item.param.id] = grown
@@ -77,10 +83,10 @@ def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_
         if not changed:
             break
     kept = tuple(
-        CarriedMask(position, axis, dim)
+        CarriedMask(position, axis, rng)
         for position, item in enumerate(loop.carried)
-        for axis, dim in sorted(_pads(item.result, padded).items())
-        if dim.id in own
+        for axis, rng in sorted(_pads(item.result, padded).items())
+        if rng.dim.id in own
     )
     if kept:
         carried_masks[loop.id] = kept
@@ -101,15 +107,15 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
             if isinstance(item, ScalarIndex):
                 continue
             if isinstance(item, TileSlice) and needs_mask(item.dim):
-                out[axis] = item.dim
+                out[axis] = needs_mask(item.dim)
             axis += 1
         return [], [out]
     if op == "tile_index":
         dim = node.args[0]
-        return [], [{0: dim} if needs_mask(dim) else {}]
+        return [], [{0: needs_mask(dim)} if needs_mask(dim) else {}]
     if op == "full":  # hl.full([tile, ...]): axes sized by a partial tile extend past its end
         tiles = node.kwargs.get("tiles", ())
-        return [], [{axis: dim for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
+        return [], [{axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
     if op in ops.REDUCTIONS:
         return _reduction(node, padded)
     if op in ops.MATMUL:
@@ -203,7 +209,7 @@ def _reshape(node: Node, pads: Padded) -> Padded:
         if match is None:
             raise exc.UnsupportedOperation(
                 f"reshape {list(source)} -> {list(target)} merges or splits the partially "
-                f"filled tile dim '{dim.name}'; pick a block size that divides it, or "
+                f"filled tile dim '{dim.dim.name}'; pick a block size that divides it, or "
                 "reshape only whole dims.",
                 node.location,
             )

@@ -17,7 +17,8 @@ from ..ir import (
     Value, walk_nodes,
 )
 from .grid_exprs import NotAGridExpression, grid_expression
-from .plans import Access, AxisBlock, InnerTileSlice, Operand
+from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
+from .plans import Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, StoreMask, TileRange
 from .tpu_tiling import AxisRule
 
 SMEM_MAX_ELEMENTS = 16384
@@ -61,28 +62,21 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     for s in symbol.shape:
         numel *= s
     if scalar_only and numel <= SMEM_MAX_ELEMENTS and symbol.dtype in _SMEM_DTYPES:
-        return Operand(symbol, f"{symbol.name}_ref", "smem"), frozenset()
+        return Operand(symbol, f"{symbol.name}_ref", Memory.SMEM), frozenset()
     axes = []
     used: set[int] = set()
     view_shape = None
     for axis, items in enumerate(per_axis):
         block = _axis_block(symbol, axis, items, grid_axis_of, written=bool(use.stores))
         axes.append(block)
-        if block.kind in ("tile", "squeezed"):
-            used |= _expr_axes(block, grid_axis_of, items)
-        if block.kind == "squeezed" and axis == rank - 2:
+        used |= grid_axes(block.index)
+        if block.kind is BlockKind.SQUEEZED and axis == rank - 2:
             # Each program owns one row: a unit axis after it makes the row a leading
             # axis of the call's view, which Mosaic can squeeze.
-            axes.append(AxisBlock("unit", 1, "0"))
+            axes.append(AxisBlock(BlockKind.UNIT, 1, ZERO))
             view_shape = (*symbol.shape[:axis + 1], 1, *symbol.shape[axis + 1:])
-    operand = Operand(symbol, f"{symbol.name}_ref", "vmem_block", tuple(axes), view_shape=view_shape)
+    operand = Operand(symbol, f"{symbol.name}_ref", Memory.VMEM_BLOCK, tuple(axes), view_shape=view_shape)
     return operand, frozenset(used)
-
-
-def _expr_axes(block: AxisBlock, grid_axis_of, items) -> set[int]:
-    if block.kind == "tile":
-        return {grid_axis_of[block.dim.id]}
-    return set(grid_expression(items[0].index, grid_axis_of).axes)
 
 
 def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
@@ -93,16 +87,14 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of, writ
     if len(inner) == len(items):  # only inner tiles (possibly of sibling loops) read this axis
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
         length = max(_resident_length(dim, size, rule) for dim in inner)
-        return AxisBlock("resident", length, "0", first.dim)
+        return AxisBlock(BlockKind.RESIDENT, length, ZERO, first.dim)
     if isinstance(first, TileSlice) and all(
         isinstance(i, TileSlice) and i.dim is first.dim for i in items
     ):
         dim = first.dim
-        if dim.id in grid_axis_of and isinstance(dim.begin, int) and dim.begin % dim.block_size == 0:
-            offset = dim.begin // dim.block_size
-            grid_axis = grid_axis_of[dim.id]
-            expr = f"i{grid_axis}" if offset == 0 else f"i{grid_axis} + {offset}"
-            return AxisBlock("tile", dim.block_size, expr, dim)
+        if dim.id in grid_axis_of and dim.begin_aligned:
+            index = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(dim.begin // dim.block_size))
+            return AxisBlock(BlockKind.TILE, dim.block_size, index, dim)
         raise exc.IndexingError(
             f"'{symbol.name}' axis {axis} is indexed by tile '{dim.name}' whose begin "
             f"{dim.begin} is not a multiple of its block size {dim.block_size}; "
@@ -121,15 +113,14 @@ def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of, writ
         elif exprs and axis == rank - 2 and not written:
             reason = "a read-only row stays in the whole-axis block"
         elif exprs:  # one block per step, chosen by the index map (prefetching data it reads)
-            expr = exprs.pop()
-            return AxisBlock("squeezed", 1, expr.text, prefetch=expr.prefetch)
+            return AxisBlock(BlockKind.SQUEEZED, 1, exprs.pop())
     for item in items:
         if isinstance(item, TileSlice):
             raise exc.IndexingError(
                 f"'{symbol.name}' axis {axis} is indexed both by tile '{item.dim.name}' and "
                 "by ':' / a scalar / another tile in the same loop; index it one way."
             )
-    return AxisBlock("full", size, "0", reason=reason)
+    return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
 
 
 def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
@@ -140,8 +131,7 @@ def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
     """
     block = dim.block_size
     if isinstance(dim.begin, int) and isinstance(dim.end, int):
-        trips = -(-(dim.end - dim.begin) // block)
-        needed = max(dim.begin + trips * block, 1)
+        needed = max(dim.begin + dim.static_trips * block, 1)
     else:  # a data-dependent range may start anywhere in the array
         needed = array_dim + block - 1
     if needed <= array_dim:
@@ -160,11 +150,11 @@ def tiling_rules(operand: Operand) -> list[tuple[AxisBlock, AxisRule]]:
 
 
 def check_block_legality(operand: Operand) -> None:
-    if operand.memory != "vmem_block":
+    if operand.memory is not Memory.VMEM_BLOCK:
         return
     for block, rule in tiling_rules(operand):
-        size = 1 if block.kind == "squeezed" else block.size
-        if block.kind == "squeezed" and rule.kind in ("free",):
+        size = 1 if block.kind is BlockKind.SQUEEZED else block.size
+        if block.kind is BlockKind.SQUEEZED and rule.kind == "free":
             continue
         if not rule.allows(size):
             which = f"tile '{block.dim.name}'" if block.dim is not None else "this axis"
@@ -177,52 +167,38 @@ def check_block_legality(operand: Operand) -> None:
 
 
 def plan_access(node, operand: Operand) -> Access:
-    """The ref subscript of one Load/Store of `operand`."""
-    ref_index: list = []
+    """The ref subscript of one Load/Store of `operand`: one `RefItem` per ref axis."""
     items = _tensor_items(node.index)
+    if operand.memory is Memory.SMEM:
+        value_shape = node.outputs[0].shape if isinstance(node, Load) else ()
+        return Access(operand.ref_name, tuple(ScalarIndex(item.index) for item in items), (), tuple(value_shape))
+    ref_index: list = []
+    ref_shape: list[int] = []
     store_masks = []
-    if operand.memory == "smem":
-        ref_index = [item.index for item in items]
-    else:
-        remaining = iter(enumerate(items))
-        for block in operand.axes:
-            if block.kind == "unit":  # exists only in the call's view
-                ref_index.append(":")
-                continue
-            axis, item = next(remaining)
-            if block.kind == "squeezed":
-                continue
-            if block.kind in ("tile", "resident"):
-                dim = item.dim
-                ref_index.append(":" if block.kind == "tile" else InnerTileSlice(dim))
-                if isinstance(node, Store) and dim.has_partial_tail and _ends_inside(dim, operand.symbol.shape[axis]):
-                    store_masks.append((_kept_axes(ref_index) - 1, dim))
-            elif isinstance(item, FullSlice):
-                ref_index.append(":")
-            else:
-                ref_index.append(item.index)
-    ref_shape = _ref_shape(operand, ref_index)
+    remaining = iter(enumerate(items))
+    for block in operand.axes:
+        if block.kind is BlockKind.UNIT:  # exists only in the call's view
+            ref_index.append(FullSlice())
+            ref_shape.append(1)
+            continue
+        axis, item = next(remaining)
+        if block.kind is BlockKind.SQUEEZED:
+            continue
+        if block.kind in (BlockKind.TILE, BlockKind.RESIDENT):
+            dim = item.dim
+            ref_index.append(FullSlice() if block.kind is BlockKind.TILE else InnerTileSlice(dim))
+            ref_shape.append(dim.block_size)
+            if isinstance(node, Store) and dim.has_partial_tail and _ends_inside(dim, operand.symbol.shape[axis]):
+                store_masks.append(StoreMask(len(ref_shape) - 1, TileRange(dim)))
+        elif isinstance(item, FullSlice):
+            ref_index.append(FullSlice())
+            ref_shape.append(block.size)
+        else:
+            ref_index.append(ScalarIndex(item.index))
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
-    if all(isinstance(i, str) and i == ":" for i in ref_index):
-        ref_index = ["..."]
-    return Access(operand.ref_name, tuple(ref_index), ref_shape, tuple(value_shape), tuple(store_masks))
-
-
-def _ref_shape(operand: Operand, ref_index: list) -> tuple[int, ...]:
-    if operand.memory == "smem":
-        return ()
-    block = [a.size for a in operand.axes if a.kind != "squeezed"]
-    shape = []
-    for size, item in zip(block, ref_index):
-        if isinstance(item, InnerTileSlice):
-            shape.append(item.dim.block_size)
-        elif item == ":":
-            shape.append(size)
-    return tuple(shape)
-
-
-def _kept_axes(ref_index: list) -> int:
-    return sum(1 for r in ref_index if isinstance(r, InnerTileSlice) or r == ":")
+    if all(isinstance(i, FullSlice) for i in ref_index):
+        ref_index = []  # the whole block
+    return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks))
 
 
 def _ends_inside(dim, axis_size: int) -> bool:

@@ -19,7 +19,8 @@ import itertools
 from dataclasses import dataclass
 
 from ..ir import TileLoop
-from .plans import KernelPlan, Operand, PallasCallPlan
+from .index_expr import DataDependent, evaluate
+from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,15 @@ def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
     traffic = 0
     exposed = 0
     for op in operands:
-        if op.memory == "smem":
+        if op.memory is Memory.SMEM:
             traffic += _nbytes(op.symbol.shape, op.symbol.dtype)
-        elif op.memory == "vmem_block":
-            traffic += _block_traffic(op, steps)
+        elif op.memory is Memory.VMEM_BLOCK:
+            blocks = _block_traffic(op, steps)
+            if blocks is None:
+                return ScheduleMetrics(None, minimum, _host_padding(call), None)
+            traffic += blocks
             exposed += 1
-    padding = sum(
-        _nbytes(op.symbol.shape, op.symbol.dtype) + _nbytes(op.padded_shape, op.symbol.dtype)
-        for op in call.inputs if op.padded_shape is not None
-    )
+    padding = _host_padding(call)
     runs = _loop_runs(call.call.loop.body, call, len(steps))
     for loop_id, loop_plan in call.inner_loops.items():
         if not loop_plan.streams:
@@ -79,23 +80,34 @@ def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
     return ScheduleMetrics(traffic, minimum, padding, exposed)
 
 
-def _block_traffic(op: Operand, steps: list[tuple[int, ...]]) -> int:
-    """Bytes copied for a BlockSpec operand over the grid (a copy per change of block index)."""
+def _block_traffic(op: Operand, steps: list[tuple[int, ...]]) -> int | None:
+    """Bytes copied for a BlockSpec operand over the grid (a copy per change of block
+    index); None when a block index depends on table values."""
     previous = None
     total = 0
     for step in steps:
-        env = {f"i{axis}": value for axis, value in enumerate(step)}
-        index = tuple(eval(axis.index_expr, {}, env) for axis in op.axes)  # noqa: S307 - our own expressions
+        try:
+            index = tuple(evaluate(axis.index, step) for axis in op.axes)
+        except DataDependent:
+            return None
         if index != previous:
             total += _block_bytes(op, index)
             previous = index
     return total
 
 
+def _host_padding(call: PallasCallPlan) -> int:
+    """Bytes the host copies to pad streamed inputs (read the array, write the padded one)."""
+    return sum(
+        _nbytes(op.symbol.shape, op.symbol.dtype) + _nbytes(op.padded_shape, op.symbol.dtype)
+        for op in call.inputs if op.padded_shape is not None
+    )
+
+
 def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
     count = op.symbol.dtype.itemsize
     for axis, block_index, size in zip(op.axes, index, op.call_shape):
-        extent = 1 if axis.kind == "squeezed" else axis.size
+        extent = 1 if axis.kind is BlockKind.SQUEEZED else axis.size
         start = block_index * extent
         count *= max(0, min(size, start + extent) - start)
     return count

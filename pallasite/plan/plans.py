@@ -1,11 +1,43 @@
 """The plan objects: every decision codegen consumes, as frozen dataclasses."""
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from ..config import Config
-from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
+from ..ir import DeviceLoopCall, FullSlice, KernelIR, ScalarIndex, ScalarSymbol, TensorSymbol, TileDim
+from .index_expr import IndexExpr, prefetched
+
+
+class Semantics(str, enum.Enum):
+    """A grid axis's dimension semantics (megacore chips split `parallel` axes)."""
+
+    PARALLEL = "parallel"
+    ARBITRARY = "arbitrary"
+
+
+class BlockKind(str, enum.Enum):
+    """How one tensor axis is carved into the block a grid step sees."""
+
+    TILE = "tile"  # blocked by a grid tile dim
+    FULL = "full"  # the whole axis
+    SQUEEZED = "squeezed"  # one element chosen by the index map; the axis leaves the ref
+    RESIDENT = "resident"  # the whole range an inner tile loop walks, read per inner tile
+    UNIT = "unit"  # a size-1 axis that exists only in the operand's `view_shape`
+
+
+class Memory(str, enum.Enum):
+    """Where an operand lives while the kernel runs."""
+
+    VMEM_BLOCK = "vmem_block"  # a BlockSpec block, copied in/out by the grid pipeline
+    SMEM = "smem"  # the whole (small) tensor or scalar in SMEM
+    HBM = "hbm"  # pl.ANY: stays in HBM, copied by explicit DMA
+
+
+class Direction(str, enum.Enum):
+    IN = "in"
+    OUT = "out"
 
 
 @dataclass(frozen=True)
@@ -14,35 +46,34 @@ class GridAxis:
 
     dim: TileDim
     num_blocks: int
-    semantics: str  # "parallel" | "arbitrary"
+    semantics: Semantics
     reason: str  # why arbitrary (empty when parallel)
 
 
 @dataclass(frozen=True)
 class AxisBlock:
-    """How one tensor axis is carved into the block a grid step sees.
+    """One axis of an operand's block: its kind, length and block index."""
 
-    kind: "tile" (blocked by a grid tile dim), "full" (whole axis),
-    "squeezed" (one element chosen by `index_expr`, axis dropped from the ref),
-    "resident" (the whole range an inner tile loop walks, read per inner tile),
-    "unit" (a size-1 axis that exists only in the operand's `view_shape`).
-    """
-
-    kind: str
+    kind: BlockKind
     size: int | None
-    index_expr: str  # block index as an expression of the grid indices (and prefetch refs)
+    index: IndexExpr  # the block index, a function of the grid indices (and prefetched tables)
     dim: TileDim | None = None
-    prefetch: frozenset = frozenset()  # symbols the index map reads (scalar prefetch)
-    reason: str = ""  # why a scalar-indexed axis is "full" rather than "squeezed"
+    reason: str = ""  # why a scalar-indexed axis is FULL rather than SQUEEZED
+
+    @property
+    def prefetch(self) -> frozenset:
+        """The symbols the index map reads (scalar prefetch)."""
+        return prefetched(self.index)
 
 
 @dataclass(frozen=True)
 class Operand:
-    """A tensor or scalar argument of one pallas_call."""
+    """A tensor or scalar argument of one pallas_call; `ref_name` names its kernel
+    parameter (and, when prefetched, its index-map parameter)."""
 
     symbol: TensorSymbol | ScalarSymbol
     ref_name: str
-    memory: str  # "vmem_block" | "smem" | "hbm" (pl.ANY: copied by explicit DMA)
+    memory: Memory
     axes: tuple[AxisBlock, ...] = ()
     padded_shape: tuple[int, ...] | None = None  # hbm: the host pads it so every DMA window is in bounds
     # vmem_block: the host reshapes it to this shape for the call (and back): a unit
@@ -51,7 +82,7 @@ class Operand:
 
     @property
     def block_shape(self) -> tuple[int | None, ...]:
-        return tuple(None if a.kind == "squeezed" else a.size for a in self.axes)
+        return tuple(None if a.kind is BlockKind.SQUEEZED else a.size for a in self.axes)
 
     @property
     def call_shape(self) -> tuple[int, ...]:
@@ -68,47 +99,82 @@ class InnerTileSlice:
 
 
 @dataclass(frozen=True)
+class StreamSlot:
+    """A ref subscript item: the double-buffer slot of inner loop `loop_id`'s current step."""
+
+    loop_id: int
+
+
+# A ref subscript item: the whole axis, one position, an inner tile's run, a stream slot.
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, StreamSlot]
+
+
+@dataclass(frozen=True)
+class TileRange:
+    """The valid positions of `dim`'s current tile: [begin, min(end, begin + block)),
+    raised to `lower` when tiles start below the loop's own begin (a pipeline over
+    block-aligned tiles of an unaligned range). Masks and mean divisors read it."""
+
+    dim: TileDim
+    lower: object = None  # int | scalar Value | None
+
+
+@dataclass(frozen=True)
+class StoreMask:
+    """A store keeps the old contents of ref axis `axis` outside `range`."""
+
+    axis: int
+    range: TileRange
+
+
+@dataclass(frozen=True)
 class Access:
     """How one Load/Store reads or writes its ref inside the kernel.
 
-    `ref_index` is the subscript text of the ref (`...` for the whole block);
-    `new_axes` are positions where the loaded value gains unit axes.
-    `store_masks` lists the tile dims whose range ends inside the tensor, so a
-    store must keep the old contents past the tile's end.
+    `ref_index` has one item per ref axis (empty: the whole ref); `store_masks`
+    list the ranges a store must keep the old contents outside of.
     """
 
     ref_name: str
-    ref_index: tuple  # per ref axis: ":", "...", an int, a scalar Value or an InnerTileSlice
+    ref_index: tuple[RefItem, ...]
     ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
-    store_masks: tuple[tuple[int, TileDim], ...] = ()
+    store_masks: tuple[StoreMask, ...] = ()
     write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
 
 
 @dataclass(frozen=True)
 class Mask:
-    """Replace the padded tail of `axis` (past `dim`'s end) by `fill` before an op reads it."""
+    """Replace the lanes of `axis` outside `range` by `fill` before an op reads them."""
 
     operand: int  # which operand of the node
     axis: int
-    dim: TileDim
+    range: TileRange
     fill: object  # float | int | bool: the identity of the consuming op
+
+    @property
+    def dim(self) -> TileDim:
+        return self.range.dim
 
 
 @dataclass(frozen=True)
 class CarriedMask:
     """At the end of each iteration of an inner loop, the lanes of carried value
-    `carried` (its position in `TileLoop.carried`) past `dim`'s tile range keep
-    their previous value: the loop's partial tile contributes nothing there.
+    `carried` (its position in `TileLoop.carried`) outside `range` keep their
+    previous value: the loop's partial tile contributes nothing there.
 
-    `dim` is one of the loop's own dims, which do not exist after the loop, so
-    the padding they cause must stop at the carried value; the value after the
-    loop then has no padded lanes of its own.
+    The range's dim is one of the loop's own dims, which do not exist after the
+    loop, so the padding they cause must stop at the carried value; the value
+    after the loop then has no padded lanes of its own.
     """
 
     carried: int
     axis: int
-    dim: TileDim
+    range: TileRange
+
+    @property
+    def dim(self) -> TileDim:
+        return self.range.dim
 
 
 @dataclass(frozen=True)
@@ -124,29 +190,17 @@ class InPlaceUpdate:
 
 
 @dataclass(frozen=True)
-class StreamSlot:
-    """A ref subscript item: the double-buffer slot of inner loop `loop_id`'s current step."""
-
-    loop_id: int
-
-
-@dataclass(frozen=True)
 class Stream:
     """A tensor an inner loop moves tile by tile between HBM and VMEM, instead of
-    keeping it resident (the `fori_loop` and `emit_pipeline` strategies).
+    keeping it resident (the streaming strategies; see plan/loops/).
 
-    fori_loop: explicit DMA into VMEM scratch `buffer` of shape (2, *window),
-    double-buffered — an input's copy for step j+1 starts before step j
-    computes; an output's copy of step j starts right after its store and is
-    waited for when its slot is reused (step j+2) or after the loop. One
-    builder function `copy_fn` makes each descriptor, for its start and wait.
-    emit_pipeline: a BlockSpec of `pltpu.emit_pipeline`, whose body sees the
-    window as `block_ref`.
+    Its names (HBM ref, VMEM buffer, semaphores, copy builder, pipeline block
+    ref) are its kernel parameters and locals, derived from the tensor's name.
     """
 
     symbol: TensorSymbol
     loop_id: int
-    direction: str  # "in" | "out"
+    direction: Direction
     index: tuple  # the normalized index of every access (one window form)
     window_shape: tuple[int, ...]
 
@@ -172,8 +226,14 @@ class Stream:
 
     @property
     def prefetches_next_tile(self) -> bool:
-        """An input's next tile is in flight while this tile computes (both strategies)."""
-        return self.direction == "in"
+        """An input's next tile is in flight while this tile computes (every streaming strategy)."""
+        return self.direction is Direction.IN
+
+
+class ScratchKind(str, enum.Enum):
+    VMEM = "vmem"
+    SMEM = "smem"
+    DMA_SEMAPHORES = "dma_semaphores"
 
 
 @dataclass(frozen=True)
@@ -181,32 +241,21 @@ class Scratch:
     """A scratch buffer of the kernel (after its operand refs)."""
 
     name: str
-    kind: str  # "vmem" | "smem" | "dma_semaphores"
+    kind: ScratchKind
     shape: tuple[int, ...]
-    dtype: object  # torch dtype (None for semaphores)
+    dtype: object  # torch dtype (None for semaphores; SMEM scratch is int32)
 
 
 @dataclass(frozen=True)
-class InnerLoopPlan:
-    """How one inner tile loop runs.
+class LoopPlan:
+    """How one inner tile loop runs: the base of each strategy's own plan.
 
-    strategy "unroll": every tensor it reads stays resident in VMEM through the
-    outer BlockSpec; a static trip count is unrolled in Python (`static_trips`),
-    a dynamic one is a `lax.fori_loop` over the resident block.
-    strategy "fori_loop": a `lax.fori_loop` whose tensors (`streams`) stay in
-    HBM and are copied tile by tile, double-buffered; a tensor the loop cannot
-    stream (also used outside it, or both read and written) stays resident.
-    strategy "emit_pipeline": `pltpu.emit_pipeline` over the loop's tiles with
-    the streams as its BlockSpecs; carried values live in VMEM scratch.
+    Each strategy (plan/loops/) subclasses it with the fields only it needs.
     """
 
-    strategy: str
+    strategy: str  # the strategy's name, as `pallas_loop_type` spells it
     static_trips: tuple[int, ...] | None  # per dim, None when a bound is data-dependent
-    streams: tuple[Stream, ...] = ()  # tensors moved per tile (fori_loop, emit_pipeline)
-    aligned_begin: bool = False  # emit_pipeline: tiles start at block multiples; the
-    #   loop's own begin is then a lower bound that masks must apply
-    carried_refs: tuple[str, ...] = ()  # emit_pipeline: VMEM scratch per carried value
-    step_ref: str | None = None  # emit_pipeline: SMEM step counter the body reads
+    streams: tuple[Stream, ...] = ()  # tensors the loop moves tile by tile
 
 
 @dataclass(frozen=True)
@@ -226,7 +275,7 @@ class PallasCallPlan:
     masks: dict[int, tuple[Mask, ...]]  # node id -> masks on its operands
     carried_masks: dict[int, tuple[CarriedMask, ...]]  # TileLoop id -> lanes its carried values keep
     grid_axis_of: dict[int, int]  # TileDim id -> grid axis
-    inner_loops: dict[int, InnerLoopPlan]  # TileLoop id -> its strategy
+    inner_loops: dict[int, LoopPlan]  # TileLoop id -> how it runs
     scratch: tuple[Scratch, ...]  # kernel scratch buffers, in parameter order
     vmem_bytes: int
     vmem_limit_bytes: int | None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..ir import walk_nodes
-from .plans import PallasCallPlan
+from .plans import Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
 
@@ -23,13 +23,13 @@ def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
     blocks = sum(
         2 * padded_bytes(op.block_shape, op.symbol.dtype)
         for op in (*plan.inputs, *plan.outputs)
-        if op.memory == "vmem_block"
+        if op.memory is Memory.VMEM_BLOCK
     )
     for loop_plan in plan.inner_loops.values():
         for stream in loop_plan.streams:  # double-buffered: DMA scratch or pipeline buffers
             blocks += 2 * padded_bytes(stream.window_shape, stream.symbol.dtype)
     for scratch in plan.scratch:
-        if scratch.kind == "vmem" and not any(
+        if scratch.kind is ScratchKind.VMEM and not any(
                 scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):
             blocks += padded_bytes(scratch.shape, scratch.dtype)
     values = sorted(

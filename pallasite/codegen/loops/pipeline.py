@@ -1,0 +1,80 @@
+"""Emit an `emit_pipeline` loop: one nested Pallas pipeline per inner loop.
+
+Streamed tensors are the pipeline's BlockSpecs (it double-buffers their
+DMAs); carried values live in VMEM scratch across steps; the body reads its
+step from an SMEM counter. Tiles start at a block multiple; a retiled loop's
+masks clip them to [begin, end) (the plan's `TileRange.lower`).
+"""
+from __future__ import annotations
+
+from ...ir import FullSlice, NewAxis, TileLoop, TileSlice
+from ...plan import Direction
+from ...plan.loops import PipelineLoopPlan
+from .registry import emits
+
+
+@emits(PipelineLoopPlan)
+def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, carried: list, indent: int) -> None:
+    from ..kernel import LoopFrame
+
+    (dim,) = loop.dims  # the plan admits one dim here
+    block = dim.block_size
+    first = k.names.fresh(f"{dim.name}_first_block")
+    trips = k.names.fresh(f"{dim.name}_trips")
+    if isinstance(dim.begin, int):
+        k.emit(f"{first} = {dim.begin // block}", indent)
+    else:
+        k.emit(f"{first} = {k.render(dim.begin)} // {block}", indent)
+    k.emit(f"{trips} = ({k.render(dim.end)} - {first} * {block} + {block - 1}) // {block}", indent)
+    streams = loop_plan.streams
+    inputs = [s for s in streams if s.direction is Direction.IN]
+    outputs = [s for s in streams if s.direction is Direction.OUT]
+    names = ", ".join(s.symbol.name for s in streams) or "nothing"
+    k.emit(f"# inner loop '{dim.name}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
+    for (item, var), ref in zip(carried, loop_plan.carried_refs):
+        init = k.render(item.init)
+        k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}", indent)
+    k.emit(f"{loop_plan.step_ref}[0] = 0", indent)
+    body_name = k.names.fresh(f"{dim.name}_body")
+    k.emit(f"def {body_name}({', '.join(s.block_ref for s in (*inputs, *outputs))}):", indent)
+    step = k.names.fresh(f"{dim.name}_step")
+    k.frames[loop.id] = LoopFrame({dim.id: step}, traced=True, step=step, first_block=first)
+    k.emit(f"{step} = {loop_plan.step_ref}[0]", indent + 1)
+    for (item, var), ref in zip(carried, loop_plan.carried_refs):
+        k.emit(f"{var} = {_read_scratch(ref, item)}", indent + 1)
+    k.emit_loop_body(loop, indent + 1)
+    results = k.carried_results(loop, carried, indent + 1)
+    for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
+        k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}", indent + 1)
+    k.emit(f"{loop_plan.step_ref}[0] = {step} + 1", indent + 1)
+    k.emit(f"@pl.when({trips} > 0)", indent)
+    k.emit(f"def _run_{body_name}():", indent)
+    k.emit("pltpu.emit_pipeline(", indent + 1)
+    k.emit(f"{body_name},", indent + 2)
+    k.emit(f"grid=({trips},),", indent + 2)
+    k.emit(f"in_specs=[{', '.join(_pipeline_spec(k, s, dim, first) for s in inputs)}],", indent + 2)
+    k.emit(f"out_specs=[{', '.join(_pipeline_spec(k, s, dim, first) for s in outputs)}],", indent + 2)
+    k.emit(f")({', '.join(s.hbm_ref for s in (*inputs, *outputs))})", indent + 1)
+    for (item, var), ref in zip(carried, loop_plan.carried_refs):
+        k.emit(f"{var} = {_read_scratch(ref, item)}", indent)
+
+
+def _read_scratch(ref: str, item) -> str:
+    return f"{ref}[...]" if item.init.shape else f"{ref}[...].reshape(())"
+
+
+def _pipeline_spec(k, stream, dim, first: str) -> str:
+    indices = []
+    for item in stream.index:
+        if isinstance(item, NewAxis):
+            continue
+        if isinstance(item, TileSlice) and item.dim is dim:
+            indices.append(f"{first} + j")
+        elif isinstance(item, TileSlice):  # a block-aligned grid tile (the strategy checked)
+            indices.append(f"{k.env[item.dim.begin_value.id]} // {item.dim.block_size}")
+        elif isinstance(item, FullSlice):
+            indices.append("0")
+    shape = ", ".join(map(str, stream.window_shape))
+    shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
+    index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"
+    return f"pl.BlockSpec({shape}, lambda j: {index})"

@@ -1,0 +1,35 @@
+"""Emit an `unroll` loop: a Python `for` over resident blocks (static trip count),
+else a `lax.fori_loop` over them."""
+from __future__ import annotations
+
+from ...ir import TileLoop
+from ...plan.loops import ResidentLoopPlan
+from .registry import emits
+from .streamed import emit_fori_loop
+
+
+@emits(ResidentLoopPlan)
+def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, carried: list, indent: int) -> None:
+    from ..kernel import LoopFrame
+
+    if loop_plan.static_trips is None:
+        emit_fori_loop(k, loop, loop_plan, carried, indent)
+        return
+    steps = "x".join(map(str, loop_plan.static_trips))
+    total = 1
+    for trips in loop_plan.static_trips:
+        total *= trips
+    k.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': {steps} "
+           f"step{'s' if total != 1 else ''} unrolled over resident blocks", indent)
+    counters = {}
+    inner = indent
+    for dim, trips in zip(loop.dims, loop_plan.static_trips):
+        counter = k.names.fresh(f"{dim.name}_step")
+        counters[dim.id] = counter
+        k.emit(f"for {counter} in range({trips}):", inner)
+        inner += 1
+    k.frames[loop.id] = LoopFrame(counters)
+    k.emit_loop_body(loop, inner)
+    for (item, var), result in zip(carried, k.carried_results(loop, carried, inner)):
+        if result != var:
+            k.emit(f"{var} = {result}", inner)

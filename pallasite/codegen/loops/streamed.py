@@ -1,0 +1,117 @@
+"""Emit a `fori_loop` loop: `lax.fori_loop` streaming tensors from HBM with
+double-buffered DMA (also the loop of a resident block with a dynamic trip count)."""
+from __future__ import annotations
+
+from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
+from ...plan import Direction, LoopPlan, Stream
+from ...plan.loops import StreamedLoopPlan
+from .registry import emits
+
+
+@emits(StreamedLoopPlan)
+def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, carried: list, indent: int) -> None:
+    from ..kernel import LoopFrame
+
+    (dim,) = loop.dims  # the plan admits one dim here
+    streams = loop_plan.streams
+    step = k.names.fresh(f"{dim.name}_step")
+    frame = LoopFrame({dim.id: step}, traced=True, step=step)
+    k.frames[loop.id] = frame
+    trips = k.names.fresh(f"{dim.name}_trips")
+    if loop_plan.static_trips is not None:
+        k.emit(f"{trips} = {loop_plan.static_trips[0]}", indent)
+    else:
+        k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + "
+               f"{dim.block_size - 1}) // {dim.block_size}", indent)
+    if streams:
+        what = ", ".join(f"{s.symbol.name} ({s.direction.value})" for s in streams)
+        k.emit(f"# inner loop '{dim.name}': fori_loop streaming {what} from HBM, double-buffered", indent)
+        frame.slot = k.names.fresh(f"{dim.name}_slot")
+        for stream in streams:
+            _emit_copy_builder(k, stream, dim, indent)
+        _emit_first_copies(k, streams, trips, indent)
+    else:
+        k.emit(f"# inner loop '{dim.name}': fori_loop over resident blocks", indent)
+    body_name = k.names.fresh(f"{dim.name}_body")
+    names = ", ".join(var for _, var in carried)
+    pack = f"({names},)" if carried else "()"
+    k.emit(f"def {body_name}({step}, carry):", indent)
+    if carried:
+        k.emit(f"{pack} = carry", indent + 1)
+    if streams:
+        _emit_step_copies(k, streams, frame, trips, indent + 1)
+    k.emit_loop_body(loop, indent + 1)
+    results = ", ".join(k.carried_results(loop, carried, indent + 1))
+    k.emit(f"return ({results},)" if carried else "return carry", indent + 1)
+    inits = ", ".join(k.render(item.init) for item, _ in carried)
+    k.emit(f"{pack if carried else '_'} = lax.fori_loop(0, {trips}, {body_name}, "
+           f"{f'({inits},)' if carried else '()'})", indent)
+    if streams:
+        _emit_drain_outputs(k, streams, trips, indent)
+
+
+def _emit_copy_builder(k, stream: Stream, dim, indent: int) -> None:
+    """One function builds each DMA descriptor, for its start and for its wait."""
+    parts = []
+    for item in stream.index:
+        if isinstance(item, NewAxis):
+            continue
+        if isinstance(item, TileSlice) and item.dim is dim:
+            start = f"step * {dim.block_size}"
+            if not (isinstance(dim.begin, int) and dim.begin == 0):
+                start = f"{k.render(dim.begin)} + {start}"
+            parts.append(f"pl.ds({start}, {dim.block_size})")
+        elif isinstance(item, TileSlice):
+            parts.append(f"pl.ds({k.env[item.dim.begin_value.id]}, {item.dim.block_size})")
+        elif isinstance(item, FullSlice):
+            parts.append(":")
+        elif isinstance(item, ScalarIndex):
+            parts.append(k.render(item.index))
+    window = f"{stream.hbm_ref}.at[{', '.join(parts)}]"
+    buffer = f"{stream.buffer}.at[slot]"
+    src, dst = (window, buffer) if stream.direction is Direction.IN else (buffer, window)
+    k.emit(f"def {stream.copy_fn}(step, slot):", indent)
+    k.emit(f"return pltpu.make_async_copy({src}, {dst}, {stream.semaphores}.at[slot])", indent + 1)
+
+
+def _emit_first_copies(k, streams, trips: str, indent: int) -> None:
+    inputs = [s for s in streams if s.direction is Direction.IN]
+    if not inputs:
+        return
+    k.emit(f"@pl.when({trips} > 0)", indent)
+    k.emit("def _fetch_first_tile():", indent)
+    for stream in inputs:
+        k.emit(f"{stream.copy_fn}(0, 0).start()", indent + 1)
+
+
+def _emit_step_copies(k, streams, frame, trips: str, indent: int) -> None:
+    step, slot = frame.step, frame.slot
+    k.emit(f"{slot} = {step} % 2", indent)
+    inputs = [s for s in streams if s.direction is Direction.IN]
+    outputs = [s for s in streams if s.direction is Direction.OUT]
+    if inputs:
+        k.emit("# start the next tile's copy before computing on this one", indent)
+        k.emit(f"@pl.when({step} + 1 < {trips})", indent)
+        k.emit("def _fetch_next_tile():", indent)
+        for stream in inputs:
+            k.emit(f"{stream.copy_fn}({step} + 1, 1 - {slot}).start()", indent + 1)
+        for stream in inputs:
+            k.emit(f"{stream.copy_fn}({step}, {slot}).wait()", indent)
+    if outputs:
+        k.emit("# this slot's previous write-back must finish before it is reused", indent)
+        k.emit(f"@pl.when({step} >= 2)", indent)
+        k.emit("def _reuse_slot():", indent)
+        for stream in outputs:
+            k.emit(f"{stream.copy_fn}({step} - 2, {slot}).wait()", indent + 1)
+
+
+def _emit_drain_outputs(k, streams, trips: str, indent: int) -> None:
+    outputs = [s for s in streams if s.direction is Direction.OUT]
+    if not outputs:
+        return
+    k.emit("# wait for the last write-backs", indent)
+    for back, name in ((2, "_drain_second_last"), (1, "_drain_last")):
+        k.emit(f"@pl.when({trips} >= {back})", indent)
+        k.emit(f"def {name}():", indent)
+        for stream in outputs:
+            k.emit(f"{stream.copy_fn}({trips} - {back}, ({trips} - {back}) % 2).wait()", indent + 1)

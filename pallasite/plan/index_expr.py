@@ -1,0 +1,121 @@
+"""Index expressions of BlockSpec index maps, as small trees.
+
+A block index is a function of the grid indices and of scalar-prefetched
+tables: `i0`, `i0 + 1`, `i0 // 3`, `offsets[i0] // 64`. The plan builds these
+trees; codegen renders them to Python once (`codegen/index_text.py`); the
+schedule metrics evaluate them for concrete grid steps. Nothing parses or
+`eval`s text.
+"""
+from __future__ import annotations
+
+import enum
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Union
+
+from ..ir import ScalarSymbol, TensorSymbol
+
+
+class BinaryOp(enum.Enum):
+    """Integer arithmetic an index map can do; the value is its Python spelling."""
+
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    FLOORDIV = "//"
+    MOD = "%"
+    MIN = "min"
+    MAX = "max"
+
+
+_EVALUATE: dict[BinaryOp, Callable[[int, int], int]] = {
+    BinaryOp.ADD: operator.add, BinaryOp.SUB: operator.sub, BinaryOp.MUL: operator.mul,
+    BinaryOp.FLOORDIV: operator.floordiv, BinaryOp.MOD: operator.mod,
+    BinaryOp.MIN: min, BinaryOp.MAX: max,
+}
+
+
+@dataclass(frozen=True)
+class GridIndex:
+    """The index of grid axis `axis` (the index map's parameter)."""
+
+    axis: int
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """`table[index...]` of a scalar-prefetched tensor, or a prefetched runtime scalar
+    (`index` empty: its single element)."""
+
+    symbol: TensorSymbol | ScalarSymbol
+    index: tuple[IndexExpr, ...] = ()
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: BinaryOp
+    left: IndexExpr
+    right: IndexExpr
+
+
+IndexExpr = Union[GridIndex, Const, TableRead, Binary]
+
+ZERO = Const(0)
+
+
+def binary(op: BinaryOp, left: IndexExpr, right: IndexExpr) -> IndexExpr:
+    """`left op right`, folded when both are constants or one is the identity."""
+    if isinstance(left, Const) and isinstance(right, Const):
+        return Const(_EVALUATE[op](left.value, right.value))
+    if op in (BinaryOp.ADD, BinaryOp.SUB) and right == ZERO:
+        return left
+    if op is BinaryOp.ADD and left == ZERO:
+        return right
+    if op in (BinaryOp.MUL, BinaryOp.FLOORDIV) and right == Const(1):
+        return left
+    return Binary(op, left, right)
+
+
+def grid_axes(expr: IndexExpr) -> frozenset[int]:
+    """The grid axes an expression depends on."""
+    if isinstance(expr, GridIndex):
+        return frozenset({expr.axis})
+    if isinstance(expr, Binary):
+        return grid_axes(expr.left) | grid_axes(expr.right)
+    if isinstance(expr, TableRead):
+        return frozenset().union(*(grid_axes(i) for i in expr.index))
+    return frozenset()
+
+
+def prefetched(expr: IndexExpr) -> frozenset:
+    """The symbols an expression reads through scalar prefetch."""
+    if isinstance(expr, TableRead):
+        return frozenset({expr.symbol}).union(*(prefetched(i) for i in expr.index))
+    if isinstance(expr, Binary):
+        return prefetched(expr.left) | prefetched(expr.right)
+    return frozenset()
+
+
+class DataDependent(Exception):
+    """The expression reads a table whose values were not given."""
+
+
+def evaluate(expr: IndexExpr, grid: tuple[int, ...], tables: Mapping[Any, Any] | None = None) -> int:
+    """The value of `expr` at grid step `grid`; `tables` maps prefetched symbols to values."""
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, GridIndex):
+        return grid[expr.axis]
+    if isinstance(expr, Binary):
+        return _EVALUATE[expr.op](evaluate(expr.left, grid, tables), evaluate(expr.right, grid, tables))
+    if tables is None or expr.symbol not in tables:
+        raise DataDependent(expr.symbol.name)
+    value = tables[expr.symbol]
+    for index in expr.index:
+        value = value[evaluate(index, grid, tables)]
+    return int(value)

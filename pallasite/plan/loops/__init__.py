@@ -1,0 +1,70 @@
+"""Inner-loop strategies (`pallas_loop_type`): the registry, and planning every inner loop.
+
+A strategy is a `LoopStrategy` (base.py) with its own `LoopPlan` subclass, in
+one module here, and one emitter module in `codegen/loops/`. Adding one means
+those two modules and a line in `STRATEGIES`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ... import exc
+from ..plans import LoopPlan, Scratch, Stream
+from .base import LoopStrategy, inner_loops
+from .pipeline import PIPELINE, PipelineLoopPlan
+from .resident import RESIDENT, ResidentLoopPlan
+from .streamed import STREAMED_FORI, StreamedLoopPlan
+
+STRATEGIES: dict[str, LoopStrategy] = {s.name: s for s in (RESIDENT, STREAMED_FORI, PIPELINE)}
+
+
+def strategy_named(name: str | None) -> LoopStrategy:
+    """The strategy a config names (`unroll` when it names none)."""
+    if name is None:
+        return RESIDENT
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise exc.InvalidConfig(
+            f"Invalid pallas_loop_type {name!r}: expected one of "
+            f"{', '.join(repr(n) for n in STRATEGIES)}.") from None
+
+
+def default_strategies() -> list[LoopStrategy]:
+    """The strategies a default config tries, in order."""
+    return sorted((s for s in STRATEGIES.values() if s.default_order is not None),
+                  key=lambda s: s.default_order)
+
+
+def plan_inner_loops(body: list, strategy: LoopStrategy) -> dict[int, LoopPlan]:
+    """Every inner loop of `body` planned by `strategy`, by TileLoop id."""
+    names: set[str] = set()
+    return {loop.id: strategy.plan_loop(loop, names) for loop in inner_loops(body)}
+
+
+def attach_streams(plans: dict[int, LoopPlan], streams: dict[int, Stream]) -> dict[int, LoopPlan]:
+    return {
+        loop_id: dataclasses.replace(plan, streams=tuple(s for s in streams.values() if s.loop_id == loop_id))
+        for loop_id, plan in plans.items()
+    }
+
+
+def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
+    """Every loop's scratch buffers, in kernel-parameter order."""
+    return tuple(scratch for loop in inner_loops(body)
+                 for scratch in STRATEGIES[plans[loop.id].strategy].scratch(loop, plans[loop.id]))
+
+
+def range_lowers(body: list, plans: dict[int, LoopPlan]) -> dict[int, object]:
+    """Dims whose tiles start below their loop's begin, with that begin (for masks)."""
+    lowers: dict[int, object] = {}
+    for loop in inner_loops(body):
+        lowers.update(STRATEGIES[plans[loop.id].strategy].range_lower(loop, plans[loop.id]))
+    return lowers
+
+
+__all__ = [
+    "STRATEGIES", "LoopStrategy", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
+    "attach_streams", "default_strategies", "inner_loops", "plan_inner_loops", "plan_scratch",
+    "range_lowers", "strategy_named",
+]

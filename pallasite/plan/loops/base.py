@@ -1,0 +1,77 @@
+"""The mould every inner-loop strategy fits: `LoopStrategy` and what they share."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ... import exc
+from ...ir import Load, TileLoop
+from ..plans import Access, LoopPlan, Scratch, Stream
+
+
+class LoopStrategy:
+    """How an inner tile loop runs, planned once per loop.
+
+    A strategy decides its loop's plan (`plan_loop`: its own `LoopPlan`
+    subclass), whether and how it streams tensors tile by tile from HBM
+    (`streams`, `accepts_stream`, `stream_access`), the scratch buffers it
+    needs, and where its tiles start (`range_lower`). Codegen has one emitter
+    per strategy, keyed by the plan class (codegen/loops/).
+    """
+
+    name: str  # the `pallas_loop_type` value
+    default_order: int | None = None  # the default config tries strategies in this order
+    streams: bool = False  # moves the tensors only this loop uses tile by tile
+    windows_from_block_multiples: bool = False  # stream windows start at block multiples
+
+    def plan_loop(self, loop: TileLoop, names: set[str]) -> LoopPlan:
+        return LoopPlan(self.name, static_trips(loop))
+
+    def accepts_stream(self, index: tuple, loop_dims: set[int], grid_axis_of: dict[int, int]) -> bool:
+        """Whether a tensor accessed with `index` can be one of this loop's streams."""
+        return self.streams
+
+    def stream_access(self, node, stream: Stream) -> Access:
+        raise NotImplementedError(f"{self.name} does not stream tensors")
+
+    def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
+        return ()
+
+    def range_lower(self, loop: TileLoop, plan: LoopPlan) -> dict[int, object]:
+        """Dims whose tiles start below the loop's begin, with the begin masks must respect."""
+        return {}
+
+
+def static_trips(loop: TileLoop) -> tuple[int, ...] | None:
+    """Trips per dim, or None if any bound depends on data."""
+    trips = tuple(dim.static_trips for dim in loop.dims)
+    return None if any(t is None for t in trips) else trips
+
+
+def one_dim(loop: TileLoop, strategy: str) -> None:
+    """Reject a multi-dim loop for a strategy that walks one dim per loop."""
+    if len(loop.dims) > 1:
+        raise exc.UnsupportedOperation(
+            f"pallas_loop_type {strategy!r} walks one dim per loop; write one nested "
+            "hl.tile loop per dim.", loop.location)
+
+
+def inner_loops(body: list) -> Iterator[TileLoop]:
+    """Every inner loop of a body, outer loops first."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield item
+            yield from inner_loops(item.body)
+
+
+def value_shape(node, stream: Stream) -> tuple[int, ...]:
+    """The shape device code sees for a streamed access."""
+    return tuple(node.outputs[0].shape) if isinstance(node, Load) else tuple(stream.window_shape)
+
+
+def unique_name(base: str, used: set[str]) -> str:
+    name, count = base, 1
+    while name in used:
+        name = f"{base}_{count}"
+        count += 1
+    used.add(name)
+    return name

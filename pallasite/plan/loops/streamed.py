@@ -1,0 +1,45 @@
+"""`fori_loop`: a `lax.fori_loop` whose tensors stay in HBM and are copied tile by tile.
+
+Each stream gets a VMEM buffer of two windows and two DMA semaphores: an
+input's copy for step j+1 starts before step j computes; an output's copy of
+step j starts right after its store and is waited for when its slot is reused
+(step j+2) or after the loop. One builder function per stream makes each
+descriptor, for its start and its wait.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir import TileLoop
+from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream, StreamSlot
+from .base import LoopStrategy, one_dim, static_trips, value_shape
+
+
+@dataclass(frozen=True)
+class StreamedLoopPlan(LoopPlan):
+    """A fori_loop streaming `streams` through double-buffered VMEM scratch."""
+
+
+class StreamedFori(LoopStrategy):
+    name = "fori_loop"
+    default_order = 1
+    streams = True
+
+    def plan_loop(self, loop: TileLoop, names: set[str]) -> StreamedLoopPlan:
+        one_dim(loop, self.name)
+        return StreamedLoopPlan(self.name, static_trips(loop))
+
+    def stream_access(self, node, stream: Stream) -> Access:
+        write_back = stream if stream.direction is Direction.OUT else None
+        return Access(stream.buffer, (StreamSlot(stream.loop_id),), stream.window_shape,
+                      value_shape(node, stream), (), write_back)
+
+    def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
+        scratch = []
+        for stream in plan.streams:
+            scratch.append(Scratch(stream.buffer, ScratchKind.VMEM, (2, *stream.window_shape), stream.symbol.dtype))
+            scratch.append(Scratch(stream.semaphores, ScratchKind.DMA_SEMAPHORES, (2,), None))
+        return tuple(scratch)
+
+
+STREAMED_FORI = StreamedFori()

@@ -1,0 +1,99 @@
+"""Which tensors a streaming loop moves tile by tile from HBM, and their HBM operands.
+
+A tensor is streamed by inner loop L (whose strategy streams) when every
+access of it in the whole device loop sits directly in L's body, all with one
+index form that walks one of L's tile dims, and it is only read (an input
+stream) or only written (an output stream); the strategy may refuse an index
+form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
+as with `unroll`. Streamed tensors are pl.ANY operands that the host pads so
+every window is in bounds.
+"""
+from __future__ import annotations
+
+from ...ir import NewAxis, ScalarIndex, TileLoop, TileSlice, cdiv
+from ..grid_exprs import NotAGridExpression, grid_expression
+from ..index_expr import grid_axes
+from ..memory import TensorUse
+from ..plans import Direction, LoopPlan, Memory, Operand, Stream
+
+
+def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses: list[TensorUse],
+                 grid_axis_of: dict[int, int]) -> dict[int, Stream]:
+    """Streams by tensor symbol id, for the inner loops whose strategy streams."""
+    owner: dict[int, TileLoop] = {}
+    _direct_parents(body, owner)
+    streams: dict[int, Stream] = {}
+    for use in uses:
+        loops = {owner.get(node.id) for node in use.nodes}
+        if len(loops) != 1:
+            continue
+        (loop,) = loops
+        if loop is None:
+            continue
+        strategy = strategies[plans[loop.id].strategy]
+        if not strategy.streams or (use.loads and use.stores):
+            continue
+        first = use.nodes[0].index
+        if any(node.index != first for node in use.nodes):
+            continue
+        loop_dims = {dim.id for dim in loop.dims}
+        if not any(isinstance(i, TileSlice) and i.dim.id in loop_dims for i in first):
+            continue
+        if not strategy.accepts_stream(first, loop_dims, grid_axis_of):
+            continue
+        window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
+                       for item, size in zip(tensor_axes(first), use.symbol.shape)
+                       if not isinstance(item, ScalarIndex))
+        direction = Direction.OUT if use.stores else Direction.IN
+        streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window)
+    return streams
+
+
+def _direct_parents(body: list, owner: dict, loop: TileLoop | None = None) -> None:
+    for item in body:
+        if isinstance(item, TileLoop):
+            _direct_parents(item.body, owner, item)
+        elif loop is not None:
+            owner[item.id] = loop
+
+
+def tensor_axes(index: tuple) -> list:
+    """The index items that consume a tensor axis (NewAxis does not)."""
+    return [item for item in index if not isinstance(item, NewAxis)]
+
+
+def stream_operand(stream: Stream, grid_axis_of: dict[int, int],
+                   from_block_multiples: bool) -> tuple[Operand, frozenset[int]]:
+    """The pl.ANY operand of a streamed tensor (padded so every window is in bounds),
+    and the grid axes its windows follow."""
+    symbol = stream.symbol
+    padded = []
+    used: set[int] = set()
+    for item, size in zip(tensor_axes(stream.index), symbol.shape):
+        if isinstance(item, TileSlice):
+            dim = item.dim
+            if dim.id in grid_axis_of:
+                used.add(grid_axis_of[dim.id])
+            aligned = from_block_multiples and dim.id not in grid_axis_of
+            padded.append(max(size, _window_end(dim, size, aligned)))
+        elif isinstance(item, ScalarIndex):
+            try:
+                used |= grid_axes(grid_expression(item.index, grid_axis_of))
+            except NotAGridExpression:
+                pass
+            padded.append(size)
+        else:
+            padded.append(size)
+    padded_shape = tuple(padded) if tuple(padded) != tuple(symbol.shape) else None
+    return Operand(symbol, stream.hbm_ref, Memory.HBM, (), padded_shape), frozenset(used)
+
+
+def _window_end(dim, array_dim: int, from_block_multiple: bool) -> int:
+    """How far the last window of `dim` reaches."""
+    block = dim.block_size
+    if isinstance(dim.begin, int) and isinstance(dim.end, int):
+        first = (dim.begin // block) * block if from_block_multiple else dim.begin
+        return first + cdiv(dim.end - first, block) * block
+    if from_block_multiple:  # windows start at a block multiple and end by the array's rounded-up end
+        return cdiv(array_dim, block) * block
+    return array_dim + block  # a data-dependent start can be anywhere in the array
