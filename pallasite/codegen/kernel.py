@@ -44,6 +44,7 @@ class KernelEmitter:
         self.frames: dict[int, LoopFrame] = {}  # inner TileLoop id -> its generated names
         self._range_scopes: list[dict] = [{}]  # (shape, axis, range) -> condition variable, per scope
         self._attribute_lines: dict[str, int] = {}  # tile attribute variable -> its line
+        self._uses, self._inlined = _value_uses(plan.call.loop.body)
 
     # ---------------------------------------------------------------- text --
 
@@ -66,6 +67,25 @@ class KernelEmitter:
         name = self.names.fresh(value.name or default)
         self.env[value.id] = name
         return name
+
+    def bind_carried(self, loop: TileLoop, indent: int, copy: bool) -> list[tuple]:
+        """A variable per carried value of `loop`, bound to its loop-time parameter.
+
+        `copy`: the emitter rebinds the variable each step (a Python loop), so
+        it starts as a copy of the initial value — unless nothing else reads
+        that value, whose variable is then reused."""
+        carried = []
+        for item in loop.carried:
+            init = self.render(item.init)
+            if copy and self._uses.get(item.init.id) == 1 and init.isidentifier():
+                var = init
+            else:
+                var = self.names.fresh(item.name)
+                if copy:
+                    self.emit(f"{var} = {init}", indent)
+            self.env[item.param.id] = var
+            carried.append((item, var))
+        return carried
 
     # -------------------------------------------------------------- kernel --
 
@@ -135,13 +155,7 @@ class KernelEmitter:
 
         loop_plan = self.plan.inner_loops[loop.id]
         self.comment_source(loop, indent)
-        carried = []
-        for item in loop.carried:
-            var = self.names.fresh(item.name)
-            self.emit(f"{var} = {self.render(item.init)}", indent)
-            self.env[item.param.id] = var
-            carried.append((item, var))
-        emitter_for(loop_plan)(self, loop, loop_plan, carried, indent)
+        carried = emitter_for(loop_plan)(self, loop, loop_plan, indent)
         for item, var in carried:
             self.env[item.out.id] = var
 
@@ -151,9 +165,9 @@ class KernelEmitter:
         results = [self.render(item.result) for item, _ in carried]
         for mask in self.plan.carried_masks.get(loop.id, ()):
             item, var = carried[mask.carried]
+            self.emit(f"# lanes past the end of '{mask.dim.name}' keep their previous '{item.name}'", indent)
             condition = self.range_condition(item.result.shape, mask.axis, mask.range, indent)
             name = self.names.fresh(f"{item.name}_kept")
-            self.emit(f"# lanes past the end of '{mask.dim.name}' keep their previous '{item.name}'", indent)
             self.emit(f"{name} = jnp.where({condition}, {results[mask.carried]}, {var})", indent)
             results[mask.carried] = name
         return results
@@ -216,7 +230,7 @@ class KernelEmitter:
             conditions = [self.range_condition(shape, m.axis, m.range, indent) for m in access.store_masks]
             self.emit("# keep the contents past the tile's end", indent)
             text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
-        self.emit(f"{target} = {text}", indent)
+        self.emit(f"{target} = {_unwrap(text)}", indent)
         if access.write_back is not None:
             frame = self.frames[access.write_back.loop_id]
             self.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()  # write back asynchronously",
@@ -267,7 +281,10 @@ class KernelEmitter:
         if text in self.env.values():  # a no-op (same-dtype cast, contiguous()): reuse the name
             self.env[outputs[0].id] = text
             return
-        self.emit(f"{self.bind(outputs[0], op)} = {text}", indent)
+        if outputs[0].id in self._inlined:  # an unnamed part of one statement: inline it
+            self.env[outputs[0].id] = _atom(text)
+            return
+        self.emit(f"{self.bind(outputs[0], op)} = {_unwrap(text)}", indent)
 
     def _structural(self, node: Node) -> str:
         """Tile attributes. A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
@@ -302,7 +319,8 @@ class KernelEmitter:
         operand = node.args[mask.operand]
         shape = tuple(operand.shape)
         fill = _typed_fill(mask.fill, operand.dtype)
-        name = self.names.fresh(f"{self.env.get(operand.id, operand.name or 'v')}_masked")
+        label = self.env.get(operand.id, "") if operand.id not in self._inlined else operand.name
+        name = self.names.fresh(f"{label or node.op}_masked")
         self.emit(f"# mask the padded tail of '{mask.dim.name}' with {fill} before {node.op}", indent)
         condition = self.range_condition(shape, mask.axis, mask.range, indent)
         self.emit(f"{name} = jnp.where({condition}, {text}, {fill})", indent)
@@ -338,3 +356,107 @@ def _typed_fill(fill, dtype: torch.dtype) -> str:
         return str(int(fill))
     return literal(float(fill))
 
+
+
+def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
+    """How often each Value is read, and the unnamed single-use op results that can be
+    written inline in the one statement that reads them (readable, like hand-written code)."""
+    uses: dict[int, int] = {}
+    consumer: dict[int, Node] = {}
+
+    def read(operand, node=None) -> None:
+        if isinstance(operand, Value):
+            uses[operand.id] = uses.get(operand.id, 0) + 1
+            if node is not None:
+                consumer[operand.id] = node
+        elif isinstance(operand, (tuple, list)):
+            for item in operand:
+                read(item, node)
+
+    def visit(items: list) -> None:
+        for item in items:
+            if isinstance(item, TileLoop):
+                for dim in item.dims:
+                    read((dim.begin, dim.end))
+                for carried in item.carried:
+                    read((carried.init, carried.result))
+                visit(item.body)
+                continue
+            read(item.args, item)
+            for index in getattr(item, "index", ()):
+                if isinstance(index, ScalarIndex):
+                    read(index.index)
+
+    visit(body)
+    inlined = set()
+
+    def find(items: list) -> None:
+        for item in items:
+            if isinstance(item, TileLoop):
+                find(item.body)
+                continue
+            if isinstance(item, (Load, Store)) or item.op in _TILE_ATTRIBUTES or len(item.outputs) != 1:
+                continue
+            value = item.output
+            user = consumer.get(value.id)
+            if (not value.name and uses.get(value.id) == 1 and user is not None and user in items
+                    and not isinstance(user, Load) and item.location is not None and user.location is not None
+                    and user.location.lineno == item.location.lineno):
+                inlined.add(value.id)
+
+    find(body)
+    return uses, inlined
+
+
+def _atom(text: str) -> str:
+    """`text` safe to embed in a larger expression (parenthesized unless it is one term)."""
+    if text.isidentifier() or re.fullmatch(r"[\w.]+", text):
+        return text
+    if text[0] in "([" and _closing(text, 0) == len(text) - 1:
+        return text
+    head = re.match(r"[\w.]+(?=[(\[])", text)
+    if head:
+        end = head.end()
+        while end < len(text) and text[end] in "([":
+            end = _closing(text, end) + 1
+            while end < len(text) and text[end] == ".":
+                more = re.match(r"\.[\w]+", text[end:])
+                if not more:
+                    break
+                end += more.end()
+        if end == len(text):
+            return text
+    return f"({text})"
+
+
+def _unwrap(text: str) -> str:
+    """An assignment's right-hand side without redundant outer parentheses."""
+    while text.startswith("(") and _closing(text, 0) == len(text) - 1 and "," not in _top_level(text[1:-1]):
+        text = text[1:-1]
+    return text
+
+
+def _top_level(text: str) -> str:
+    """The characters of `text` outside any brackets."""
+    depth, out = 0, []
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the bracket closing the one at `start` (quotes are not expected here)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)

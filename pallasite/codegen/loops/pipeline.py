@@ -14,11 +14,12 @@ from .registry import emits
 
 
 @emits(PipelineLoopPlan)
-def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, carried: list, indent: int) -> None:
+def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: int) -> list:
     from ..kernel import LoopFrame
 
     (dim,) = loop.dims  # the plan admits one dim here
     block = dim.block_size
+    carried = k.bind_carried(loop, indent, copy=False)
     first = k.names.fresh(f"{dim.name}_first_block")
     trips = k.names.fresh(f"{dim.name}_trips")
     if isinstance(dim.begin, int):
@@ -57,6 +58,7 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, carried: 
     k.emit(f")({', '.join(s.hbm_ref for s in (*inputs, *outputs))})", indent + 1)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {_read_scratch(ref, item)}", indent)
+    return carried
 
 
 def _read_scratch(ref: str, item) -> str:

@@ -9,12 +9,12 @@ from .streamed import emit_fori_loop
 
 
 @emits(ResidentLoopPlan)
-def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, carried: list, indent: int) -> None:
+def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, indent: int) -> list:
     from ..kernel import LoopFrame
 
     if loop_plan.static_trips is None:
-        emit_fori_loop(k, loop, loop_plan, carried, indent)
-        return
+        return emit_fori_loop(k, loop, loop_plan, indent)
+    carried = k.bind_carried(loop, indent, copy=True)
     steps = "x".join(map(str, loop_plan.static_trips))
     total = 1
     for trips in loop_plan.static_trips:
@@ -33,3 +33,4 @@ def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, carried: 
     for (item, var), result in zip(carried, k.carried_results(loop, carried, inner)):
         if result != var:
             k.emit(f"{var} = {result}", inner)
+    return carried

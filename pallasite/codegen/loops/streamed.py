@@ -9,11 +9,12 @@ from .registry import emits
 
 
 @emits(StreamedLoopPlan)
-def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, carried: list, indent: int) -> None:
+def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, indent: int) -> list:
     from ..kernel import LoopFrame
 
     (dim,) = loop.dims  # the plan admits one dim here
     streams = loop_plan.streams
+    carried = k.bind_carried(loop, indent, copy=False)
     step = k.names.fresh(f"{dim.name}_step")
     frame = LoopFrame({dim.id: step}, traced=True, step=step)
     k.frames[loop.id] = frame
@@ -48,6 +49,7 @@ def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, carried: list, indent
            f"{f'({inits},)' if carried else '()'})", indent)
     if streams:
         _emit_drain_outputs(k, streams, trips, indent)
+    return carried
 
 
 def _emit_copy_builder(k, stream: Stream, dim, indent: int) -> None:
