@@ -430,9 +430,18 @@ def _atom(text: str) -> str:
 
 
 def _unwrap(text: str) -> str:
-    """An assignment's right-hand side without redundant outer parentheses."""
+    """An assignment's right-hand side without redundant parentheses: around the
+    whole of it, or doubled around a call's single argument (`jnp.exp((a - b))`)."""
     while text.startswith("(") and _closing(text, 0) == len(text) - 1 and "," not in _top_level(text[1:-1]):
         text = text[1:-1]
+    i = 0
+    while i < len(text) - 1:
+        if text[i] == "(" and text[i + 1] == "(":
+            inner_end = _closing(text, i + 1)
+            if inner_end + 1 == _closing(text, i) and "," not in _top_level(text[i + 2:inner_end]):
+                text = text[:i + 1] + text[i + 2:inner_end] + text[inner_end + 1:]
+                continue
+        i += 1
     return text
 
 

@@ -432,6 +432,8 @@ def _hl_dot(call: OpCall) -> str:
 @rule("full")
 def _full(call: OpCall) -> str:
     shape = literal(tuple(call.attrs["shape"]))
+    if call.raw[0] == 0 and not isinstance(call.raw[0], bool):
+        return f"jnp.zeros({shape}, {jnp_dtype(call.out_dtype)})"
     return f"jnp.full({shape}, {call.texts[0]}, {jnp_dtype(call.out_dtype)})"
 
 
