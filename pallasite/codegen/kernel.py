@@ -8,7 +8,7 @@ import torch
 from ..ir import Load, Node, Store, TileLoop, Value
 from ..plan import Mask, PallasCallPlan
 from ..plan.plans import InnerTileSlice, StreamSlot
-from .lowering import OpCall, jnp_dtype, literal, lower
+from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .fori import ForiLoopEmitter
 from .pipeline import PipelineEmitter
 from .names import NameTable
@@ -211,15 +211,18 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         if op in ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg"):
             self.emit(f"{self.bind(node.output, op)} = {self._structural(node)}", indent)
             return
-        texts = [self.render(a) for a in node.args]
+        args = [
+            Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
+            for a in node.args
+        ]
         attrs = dict(node.kwargs)
         for mask in self.plan.masks.get(node.id, ()):
-            texts[mask.operand] = self._apply_mask(node, mask, texts[mask.operand], indent)
+            args[mask.operand] = args[mask.operand].with_text(
+                self._apply_mask(node, mask, args[mask.operand].text, indent))
             if op == "mean":
                 attrs["count"] = self._valid_count(node, mask)
-        types = [(a.shape, a.dtype) if isinstance(a, Value) else None for a in node.args]
         outputs = node.outputs
-        call = OpCall(op, texts, types, list(node.args), attrs, outputs[0].shape, outputs[0].dtype)
+        call = OpCall(op, args, attrs, outputs[0].shape, outputs[0].dtype)
         if len(outputs) > 1:
             raise NotImplementedError(f"multi-output op {op}")
         text = lower(call)
