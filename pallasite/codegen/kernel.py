@@ -5,7 +5,7 @@ import os
 
 import torch
 
-from ..ir import Load, Node, Store, TileLoop, Value
+from ..ir import Load, Node, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan
 from ..plan.plans import InnerTileSlice, StreamSlot
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
@@ -207,9 +207,9 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
     # ---------------------------------------------------------------- ops --
 
     def _emit_op(self, node: Node, indent: int) -> None:
-        op = node.op
-        if op in ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg"):
-            self.emit(f"{self.bind(node.output, op)} = {self._structural(node)}", indent)
+        op = ops.OPS[node.op]
+        if op.kind is ops.OpKind.STRUCTURAL:
+            self.emit(f"{self.bind(node.output, node.op)} = {self._structural(node)}", indent)
             return
         args = [
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
@@ -219,43 +219,21 @@ class KernelEmitter(ForiLoopEmitter, PipelineEmitter):
         for mask in self.plan.masks.get(node.id, ()):
             args[mask.operand] = args[mask.operand].with_text(
                 self._apply_mask(node, mask, args[mask.operand].text, indent))
-            if op == "mean":
+            if op.reduction is not None and op.reduction.averages:
                 attrs["count"] = self._valid_count(node, mask)
         outputs = node.outputs
-        call = OpCall(op, args, attrs, outputs[0].shape, outputs[0].dtype)
+        call = OpCall(node.op, args, attrs, outputs[0].shape, outputs[0].dtype)
         if len(outputs) > 1:
-            raise NotImplementedError(f"multi-output op {op}")
+            raise NotImplementedError(f"multi-output op {node.op}")
         text = lower(call)
         if text in self.env.values():  # a no-op (same-dtype cast, contiguous()): reuse the name
             self.env[outputs[0].id] = text
             return
-        self.emit(f"{self.bind(outputs[0], op)} = {text}", indent)
+        self.emit(f"{self.bind(outputs[0], node.op)} = {text}", indent)
 
     def _structural(self, node: Node) -> str:
-        """Tile attributes. A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
-        op = node.op
-        if op == "scalar_arg":
-            return f"{node.args[0].name}_ref[0]"
-        dim = node.args[0]
-        if dim.id in self.plan.grid_axis_of:
-            step = f"pl.program_id({self.plan.grid_axis_of[dim.id]})"
-        else:
-            step = self.loop_counters[dim.id]
-        if op == "tile_begin" and dim.id in self.block_starts:
-            return f"({self.block_starts[dim.id]} + {step}) * {dim.block_size}"
-        if op == "tile_begin":
-            term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
-            return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
-        if op == "tile_id":
-            return step
-        begin = self.env[dim.begin_value.id]
-        if op == "tile_end":
-            return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
-        if op == "tile_index":
-            return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
-        if op == "tile_count":
-            return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
-        raise NotImplementedError(op)
+        """A structural op: a runtime scalar read or a tile attribute (`STRUCTURAL_RULES`)."""
+        return STRUCTURAL_RULES[node.op](self, node)
 
     def _apply_mask(self, node: Node, mask: Mask, text: str, indent: int) -> str:
         operand = node.args[mask.operand]
@@ -298,3 +276,54 @@ def _typed_fill(fill, dtype: torch.dtype) -> str:
         return str(int(fill))
     return literal(float(fill))
 
+
+# ------------------------------------------------------- structural ops --
+# The kernel emitter's own lowering of the registry's STRUCTURAL ops: each reads
+# the emitter's state (grid axes, loop counters), so none is a `RULES` entry.
+
+
+def _tile_step(emitter: KernelEmitter, dim) -> str:
+    """A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
+    if dim.id in emitter.plan.grid_axis_of:
+        return f"pl.program_id({emitter.plan.grid_axis_of[dim.id]})"
+    return emitter.loop_counters[dim.id]
+
+
+def _scalar_arg(emitter: KernelEmitter, node: Node) -> str:
+    return f"{node.args[0].name}_ref[0]"
+
+
+def _tile_begin(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    step = _tile_step(emitter, dim)
+    if dim.id in emitter.block_starts:
+        return f"({emitter.block_starts[dim.id]} + {step}) * {dim.block_size}"
+    term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
+    return term if dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
+
+
+def _tile_id(emitter: KernelEmitter, node: Node) -> str:
+    return _tile_step(emitter, node.args[0])
+
+
+def _tile_end(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"jnp.minimum({begin} + {dim.block_size}, {emitter.render(dim.end)})"
+
+
+def _tile_index(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
+
+
+def _tile_count(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+
+
+STRUCTURAL_RULES = {
+    "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
+    "tile_index": _tile_index, "tile_count": _tile_count,
+}

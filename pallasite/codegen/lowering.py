@@ -3,8 +3,8 @@
 Rules are shared by device code (inside the Pallas kernel) and host code
 (the jitted wrapper). A rule sees an `OpCall`: the operands (`Arg`: text,
 shape and dtype, the operand itself), the op's attrs, and the result type; it
-returns one expression. `RULES` is keyed by the canonical op names of
-`ir/ops.py`, one rule per op.
+returns one expression. `RULES` is keyed by the registry's canonical names
+(`ir/ops`): every op that is not structural has exactly one rule here.
 """
 from __future__ import annotations
 
