@@ -13,7 +13,7 @@ from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, ScalarSymbol, TensorSymbol
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from .index_text import index_map_text
-from .lowering import OpCall, jnp_dtype, literal, lower
+from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
 
@@ -100,13 +100,16 @@ class HostEmitter:
         self.define(symbol, f"jnp.full({literal(symbol.shape)}, {literal(symbol.fill)}, {jnp_dtype(symbol.dtype)})")
 
     def _emit_host_op(self, step: HostOp) -> None:
-        texts = [self.operand_text(a) for a in step.args]
-        types = [(a.shape, a.dtype) if isinstance(a, TensorSymbol) else
-                 ((), a.dtype) if isinstance(a, ScalarSymbol) else None for a in step.args]
+        args = [
+            Arg(self.read(a), a.shape, a.dtype, a) if isinstance(a, TensorSymbol) else
+            Arg(self.read(a), (), a.dtype, a) if isinstance(a, ScalarSymbol) else
+            Arg(literal(a), None, None, a)
+            for a in step.args
+        ]
         results = step.result if isinstance(step.result, tuple) else (step.result,)
         first = results[0]
         shape = getattr(first, "shape", ())
-        call = OpCall(step.op, texts, types, list(step.args), dict(step.kwargs), shape, first.dtype)
+        call = OpCall(step.op, args, dict(step.kwargs), shape, first.dtype)
         self.define(first, lower(call))
         if step.view_of is not None:
             self.views[first.id] = (step, self.version[step.view_of.id])

@@ -8,16 +8,15 @@ import torch
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value
+from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, StreamSlot
-from .lowering import OpCall, jnp_dtype, literal, lower
+from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
 import builtins
 
 _RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
-_TILE_ATTRIBUTES = ("tile_begin", "tile_end", "tile_index", "tile_id", "tile_count", "scalar_arg")
 
 
 @dataclass
@@ -260,23 +259,26 @@ class KernelEmitter:
     # ---------------------------------------------------------------- ops --
 
     def _emit_op(self, node: Node, indent: int) -> None:
-        op = node.op
-        if op in _TILE_ATTRIBUTES:
-            name = self.bind(node.output, op)
+        op = ops.OPS[node.op]
+        if op.kind is ops.OpKind.STRUCTURAL:
+            name = self.bind(node.output, node.op)
             self._attribute_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)
             return
-        texts = [self.render(a) for a in node.args]
+        args = [
+            Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
+            for a in node.args
+        ]
         attrs = dict(node.kwargs)
         for mask in self.plan.masks.get(node.id, ()):
-            texts[mask.operand] = self._apply_mask(node, mask, texts[mask.operand], indent)
-            if op == "mean":
+            args[mask.operand] = args[mask.operand].with_text(
+                self._apply_mask(node, mask, args[mask.operand].text, indent))
+            if op.reduction is not None and op.reduction.averages:
                 attrs["count"] = self._valid_count(node, mask)
-        types = [(a.shape, a.dtype) if isinstance(a, Value) else None for a in node.args]
         outputs = node.outputs
-        call = OpCall(op, texts, types, list(node.args), attrs, outputs[0].shape, outputs[0].dtype)
+        call = OpCall(node.op, args, attrs, outputs[0].shape, outputs[0].dtype)
         if len(outputs) > 1:
-            raise NotImplementedError(f"multi-output op {op}")
+            raise NotImplementedError(f"multi-output op {node.op}")
         text = lower(call)
         if text in self.env.values():  # a no-op (same-dtype cast, contiguous()): reuse the name
             self.env[outputs[0].id] = text
@@ -284,36 +286,11 @@ class KernelEmitter:
         if outputs[0].id in self._inlined:  # an unnamed part of one statement: inline it
             self.env[outputs[0].id] = _atom(text)
             return
-        self.emit(f"{self.bind(outputs[0], op)} = {_unwrap(text)}", indent)
+        self.emit(f"{self.bind(outputs[0], node.op)} = {_unwrap(text)}", indent)
 
     def _structural(self, node: Node) -> str:
-        """Tile attributes. A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
-        op = node.op
-        if op == "scalar_arg":
-            (operand,) = [o for o in (*self.plan.scalar_prefetch, *self.plan.scalar_inputs)
-                          if o.symbol is node.args[0]]
-            return f"{operand.ref_name}[0]"
-        dim = node.args[0]
-        frame = self.frame_of(dim)
-        if frame is None:
-            step = f"pl.program_id({self.plan.grid_axis_of[dim.id]})"
-        else:
-            step = frame.counters[dim.id]
-        if op == "tile_begin" and frame is not None and frame.first_block is not None:
-            return f"({frame.first_block} + {step}) * {dim.block_size}"
-        if op == "tile_begin":
-            term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
-            return term if dim.begin == 0 else f"{self.render(dim.begin)} + {term}"
-        if op == "tile_id":
-            return step
-        begin = self.env[dim.begin_value.id]
-        if op == "tile_end":
-            return f"jnp.minimum({begin} + {dim.block_size}, {self.render(dim.end)})"
-        if op == "tile_index":
-            return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
-        if op == "tile_count":
-            return f"({self.render(dim.end)} - {self.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
-        raise NotImplementedError(op)
+        """A structural op: a runtime scalar read or a tile attribute (`STRUCTURAL_RULES`)."""
+        return STRUCTURAL_RULES[node.op](self, node)
 
     def _apply_mask(self, node: Node, mask: Mask, text: str, indent: int) -> str:
         operand = node.args[mask.operand]
@@ -395,7 +372,8 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
             if isinstance(item, TileLoop):
                 find(item.body)
                 continue
-            if isinstance(item, (Load, Store)) or item.op in _TILE_ATTRIBUTES or len(item.outputs) != 1:
+            if (isinstance(item, (Load, Store)) or ops.OPS[item.op].kind is ops.OpKind.STRUCTURAL
+                    or len(item.outputs) != 1):
                 continue
             value = item.output
             user = consumer.get(value.id)
@@ -469,3 +447,59 @@ def _closing(text: str, start: int) -> int:
             if depth == 0:
                 return i
     return len(text)
+
+
+# ------------------------------------------------------- structural ops --
+# The kernel emitter's own lowering of the registry's STRUCTURAL ops: each reads
+# the emitter's state (grid axes, loop counters), so none is a `RULES` entry.
+
+
+def _tile_step(emitter: KernelEmitter, dim) -> str:
+    """A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
+    frame = emitter.frame_of(dim)
+    if frame is None:
+        return f"pl.program_id({emitter.plan.grid_axis_of[dim.id]})"
+    return frame.counters[dim.id]
+
+
+def _scalar_arg(emitter: KernelEmitter, node: Node) -> str:
+    plan = emitter.plan
+    (operand,) = [o for o in (*plan.scalar_prefetch, *plan.scalar_inputs) if o.symbol is node.args[0]]
+    return f"{operand.ref_name}[0]"
+
+
+def _tile_begin(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    step = _tile_step(emitter, dim)
+    frame = emitter.frame_of(dim)
+    if frame is not None and frame.first_block is not None:
+        return f"({frame.first_block} + {step}) * {dim.block_size}"
+    term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
+    return term if dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
+
+
+def _tile_id(emitter: KernelEmitter, node: Node) -> str:
+    return _tile_step(emitter, node.args[0])
+
+
+def _tile_end(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"jnp.minimum({begin} + {dim.block_size}, {emitter.render(dim.end)})"
+
+
+def _tile_index(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
+
+
+def _tile_count(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+
+
+STRUCTURAL_RULES = {
+    "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
+    "tile_index": _tile_index, "tile_count": _tile_count,
+}

@@ -1,19 +1,20 @@
 """One lowering rule per op: canonical op name -> JAX expression text.
 
 Rules are shared by device code (inside the Pallas kernel) and host code
-(the jitted wrapper). A rule sees an `OpCall`: the operand texts and types,
-the op's attrs, and the result type; it returns one expression.
+(the jitted wrapper). A rule sees an `OpCall`: the operands (`Arg`: text,
+shape and dtype, the operand itself), the op's attrs, and the result type; it
+returns one expression. `RULES` is keyed by the registry's canonical names
+(`ir/ops`): every op that is not structural has exactly one rule here.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 
 from .. import exc
-from ..ir import ops
 
 JNP_DTYPES = {
     torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
@@ -51,34 +52,50 @@ def literal(value: Any) -> str:
     raise exc.UnsupportedOperation(f"Cannot use {value!r} as a constant in generated code.")
 
 
+@dataclass(frozen=True)
+class Arg:
+    """One operand as a rule sees it: its rendered text, and for a value (kernel
+    Value, host tensor or scalar) its shape and dtype; both are None for a
+    Python constant, whose value `raw` holds."""
+
+    text: str
+    shape: tuple[int, ...] | None
+    dtype: torch.dtype | None
+    raw: Any
+
+    @property
+    def is_constant(self) -> bool:
+        return self.dtype is None
+
+    def with_text(self, text: str) -> Arg:
+        return replace(self, text=text)
+
+
 @dataclass
 class OpCall:
     """One op as a lowering rule sees it."""
 
     op: str
-    texts: list[str]  # rendered operands
-    types: list[tuple[tuple[int, ...], torch.dtype] | None]  # None for Python constants
-    raw: list[Any]  # the operands themselves (constants readable here)
+    args: list[Arg]
     attrs: dict[str, Any]
     out_shape: tuple[int, ...]
     out_dtype: torch.dtype
 
     def cast(self, i: int, dtype: torch.dtype) -> str:
         """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
-        kind = self.types[i]
-        text = self.texts[i]
-        if kind is None or kind[1] == dtype:
-            return text
+        arg = self.args[i]
+        if arg.is_constant or arg.dtype == dtype:
+            return arg.text
         if dtype == torch.bool:
-            return f"({text} != 0)"
-        return f"{text}.astype({jnp_dtype(dtype)})"
+            return f"({arg.text} != 0)"
+        return f"{arg.text}.astype({jnp_dtype(dtype)})"
 
     def compute_dtype(self) -> torch.dtype:
         """The dtype torch compares/combines the operands in (their promoted dtype)."""
         args = [
-            torch.empty(kind[0], dtype=kind[1], device="meta") if kind is not None else raw
-            for kind, raw in zip(self.types, self.raw)
-            if kind is not None or isinstance(raw, (int, float, bool))
+            arg.raw if arg.is_constant else torch.empty(arg.shape, dtype=arg.dtype, device="meta")
+            for arg in self.args
+            if not arg.is_constant or isinstance(arg.raw, (int, float, bool))
         ]
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors:
@@ -90,7 +107,7 @@ class OpCall:
         return torch.int32 if dtype == torch.int64 else dtype
 
     def all_cast(self, dtype: torch.dtype) -> list[str]:
-        return [self.cast(i, dtype) for i in range(len(self.texts))]
+        return [self.cast(i, dtype) for i in range(len(self.args))]
 
 
 Rule = Callable[[OpCall], str]
@@ -98,8 +115,11 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(*names: str):
+    """Register `fn` as the lowering of each named op (one rule per op)."""
     def register(fn: Rule) -> Rule:
         for name in names:
+            if name in RULES:
+                raise ValueError(f"op {name!r} has two lowering rules")
             RULES[name] = fn
         return fn
     return register
@@ -143,14 +163,13 @@ def _unary(call: OpCall) -> str:
     return _UNARY_TEMPLATES[call.op].format(call.cast(0, dtype))
 
 
-for _name in _UNARY_TEMPLATES:
-    RULES[_name] = _unary
+rule(*_UNARY_TEMPLATES)(_unary)
 
 
 @rule("bitwise_not")
 def _bitwise_not(call: OpCall) -> str:
     if call.out_dtype == torch.bool:
-        return f"jnp.logical_not({call.texts[0]})"
+        return f"jnp.logical_not({call.args[0].text})"
     return f"(~{call.cast(0, call.out_dtype)})"
 
 
@@ -205,7 +224,7 @@ def _softplus(call: OpCall) -> str:
 @rule("nan_to_num")
 def _nan_to_num(call: OpCall) -> str:
     a = call.attrs
-    return (f"jnp.nan_to_num({call.texts[0]}, nan={literal(a['nan'])}, "
+    return (f"jnp.nan_to_num({call.args[0].text}, nan={literal(a['nan'])}, "
             f"posinf={literal(a['posinf'])}, neginf={literal(a['neginf'])})")
 
 
@@ -249,9 +268,12 @@ def _bitwise(call: OpCall) -> str:
     return f"({call.cast(0, dtype)} {symbol} {call.cast(1, dtype)})"
 
 
-@rule(*ops.COMPARISONS)
+_COMPARISON_OPERATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+@rule(*_COMPARISON_OPERATORS)
 def _compare(call: OpCall) -> str:
-    symbol = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[call.op]
+    symbol = _COMPARISON_OPERATORS[call.op]
     dtype = call.compute_dtype()
     return f"({call.cast(0, dtype)} {symbol} {call.cast(1, dtype)})"
 
@@ -265,8 +287,8 @@ def _where(call: OpCall) -> str:
 @rule("clamp")
 def _clamp(call: OpCall) -> str:
     x = call.cast(0, call.out_dtype)
-    low = "None" if call.raw[1] is None else call.cast(1, call.out_dtype)
-    high = "None" if call.raw[2] is None else call.cast(2, call.out_dtype)
+    low = "None" if call.args[1].raw is None else call.cast(1, call.out_dtype)
+    high = "None" if call.args[2].raw is None else call.cast(2, call.out_dtype)
     return f"jnp.clip({x}, {low}, {high})"
 
 
@@ -308,8 +330,8 @@ def _axis_text(dims) -> str:
 def _reduce(call: OpCall) -> str:
     op = call.op
     dims, keepdim = call.attrs["dim"], call.attrs["keepdim"]
-    source_dtype = call.types[0][1]
-    x = call.texts[0]
+    source_dtype = call.args[0].dtype
+    x = call.args[0].text
     if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
         x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
     elif op in ("sum", "mean", "prod") and call.out_dtype != source_dtype:
@@ -335,22 +357,22 @@ def _reduce(call: OpCall) -> str:
 
 @rule("reshape")
 def _reshape(call: OpCall) -> str:
-    return f"{call.texts[0]}.reshape({literal(tuple(call.attrs['shape']))})"
+    return f"{call.args[0].text}.reshape({literal(tuple(call.attrs['shape']))})"
 
 
 @rule("expand")
 def _expand(call: OpCall) -> str:
-    return f"jnp.broadcast_to({call.texts[0]}, {literal(tuple(call.attrs['shape']))})"
+    return f"jnp.broadcast_to({call.args[0].text}, {literal(tuple(call.attrs['shape']))})"
 
 
 @rule("permute")
 def _permute(call: OpCall) -> str:
-    return f"jnp.transpose({call.texts[0]}, {literal(tuple(call.attrs['perm']))})"
+    return f"jnp.transpose({call.args[0].text}, {literal(tuple(call.attrs['perm']))})"
 
 
 @rule("identity")
 def _identity(call: OpCall) -> str:
-    return call.texts[0]
+    return call.args[0].text
 
 
 def _key_text(item: Any) -> str:
@@ -368,7 +390,7 @@ def _key_text(item: Any) -> str:
 def _getitem(call: OpCall) -> str:
     key = call.attrs["key"]
     items = key if isinstance(key, tuple) else (key,)
-    return f"{call.texts[0]}[{', '.join(_key_text(i) for i in items)}]"
+    return f"{call.args[0].text}[{', '.join(_key_text(i) for i in items)}]"
 
 
 # ----------------------------------------------------------------- matmul --
@@ -376,9 +398,9 @@ def _getitem(call: OpCall) -> str:
 
 def _dot_text(call: OpCall, a: int, b: int) -> str:
     """lax.dot_general of operands a and b with f32 (or i32) accumulation."""
-    ta, tb = call.types[a], call.types[b]
-    ra, rb = len(ta[0]), len(tb[0])
-    dtype = torch.promote_types(ta[1], tb[1])
+    ta, tb = call.args[a], call.args[b]
+    ra, rb = len(ta.shape), len(tb.shape)
+    dtype = torch.promote_types(ta.dtype, tb.dtype)
     x, y = call.cast(a, dtype), call.cast(b, dtype)
     acc = "jnp.float32" if dtype.is_floating_point else "jnp.int32"
     if ra == 2 and rb == 2:
@@ -409,7 +431,7 @@ def _addmm(call: OpCall) -> str:
     product = _dot_text(call, 1, 2)
     if alpha != 1:
         product = f"({literal(alpha)} * {product})"
-    bias = call.cast(0, torch.float32) if call.out_dtype.is_floating_point else call.texts[0]
+    bias = call.cast(0, torch.float32) if call.out_dtype.is_floating_point else call.args[0].text
     if beta == 0:
         return _finish(call, product)
     if beta != 1:
@@ -420,8 +442,8 @@ def _addmm(call: OpCall) -> str:
 @rule("dot")
 def _hl_dot(call: OpCall) -> str:
     product = _dot_text(call, 0, 1)
-    if call.raw[2] is not None:
-        acc = call.cast(2, torch.float32) if call.out_dtype.is_floating_point else call.texts[2]
+    if call.args[2].raw is not None:
+        acc = call.cast(2, torch.float32) if call.out_dtype.is_floating_point else call.args[2].text
         product = f"({acc} + {product})"
     return _finish(call, product)
 
@@ -432,9 +454,9 @@ def _hl_dot(call: OpCall) -> str:
 @rule("full")
 def _full(call: OpCall) -> str:
     shape = literal(tuple(call.attrs["shape"]))
-    if call.raw[0] == 0 and not isinstance(call.raw[0], bool):
+    if call.args[0].raw == 0 and not isinstance(call.args[0].raw, bool):
         return f"jnp.zeros({shape}, {jnp_dtype(call.out_dtype)})"
-    return f"jnp.full({shape}, {call.texts[0]}, {jnp_dtype(call.out_dtype)})"
+    return f"jnp.full({shape}, {call.args[0].text}, {jnp_dtype(call.out_dtype)})"
 
 
 @rule("iota")

@@ -1,12 +1,14 @@
 """Recording torch operations on proxies as IR (device nodes or host steps).
 
-Every op goes through `apply`: canonicalize (name, operands, attrs, the
-result's shape/dtype from running torch on meta tensors), then record it in
-the current context — a device loop body or the host program.
+Every op goes through `apply`: look its spelling up in the op registry
+(`ir/ops`), let the spelling's binder produce the canonical form (operands,
+attrs, the result's shape/dtype from running torch on meta tensors), then
+record it in the current context — a device loop body or the host program.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable
 
 import torch
@@ -16,14 +18,9 @@ from ..ir import (
     Allocate, DeviceLoopCall, FullSlice, HostOp, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
-from . import op_args
 from .indexing import indexed_shape, normalize_subscript
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
-from .torch_names import CAST_METHODS, FACTORIES, canonical_name, display_name
-
-_RESHAPES = frozenset({"reshape", "unsqueeze", "squeeze", "flatten"})
-_PERMUTES = frozenset({"transpose", "permute", "t"})
-_MAX_MIN = {"max": ("amax", "argmax", "maximum"), "min": ("amin", "argmin", "minimum")}
+from .torch_names import display_name, spelling_name
 
 
 def check_dtype(dtype: torch.dtype, what: str) -> None:
@@ -68,6 +65,8 @@ class OpRecorder:
 
     def record(self, op: str, args: tuple, kwargs: dict, shape: tuple, dtype: torch.dtype,
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
+        if node_type is Node:
+            _check_registered(op)
         value = Value(tuple(shape), dtype, name)
         node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
         value.producer = node
@@ -75,6 +74,7 @@ class OpRecorder:
         return value
 
     def _record_multi(self, op: str, args: tuple, kwargs: dict, metas: list[torch.Tensor]) -> list[Value]:
+        _check_registered(op)
         values = [Value(tuple(m.shape), self._device_dtype(m.dtype)) for m in metas]
         node = Node(op, tuple(args), dict(kwargs), values, self.location)
         for v in values:
@@ -86,9 +86,9 @@ class OpRecorder:
 
     def torch_function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         internal = str(kwargs.get("device", "")) == "meta"  # our own shape bookkeeping
-        if self._in_meta or internal or not _has_proxy(args, kwargs) and canonical_name(func) not in FACTORIES:
+        name = spelling_name(func)
+        if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
-        name = canonical_name(func)
         if name is None:
             raise exc.UnsupportedOperation(
                 f"{display_name(func)} is not supported by pallasite"
@@ -97,77 +97,37 @@ class OpRecorder:
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
-        if name in CAST_METHODS:
-            return self.apply("to", None, (obj, CAST_METHODS[name]), {}, display=f"Tensor.{name}")
-        canonical = canonical_name(getattr(torch.Tensor, name, None))
-        if canonical is None:
+        spelling = spelling_name(getattr(torch.Tensor, name, None))
+        if spelling is None:
             raise exc.UnsupportedOperation(
                 f"Tensor.{name} is not supported by pallasite"
                 + (" in device code." if self.device is not None else " in host code.")
             )
         meta = lambda m, *a, **k: getattr(m, name)(*a, **k)  # noqa: E731
-        return self.apply(canonical, meta, (obj, *args), kwargs, display=f"Tensor.{name}")
+        return self.apply(spelling, meta, (obj, *args), kwargs, display=f"Tensor.{name}")
 
-    def apply(self, name: str, meta_fn: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
-        if name in FACTORIES:
-            return self._factory(name, args, kwargs)
-        if name == "type":
-            name = "to"
-        if name in _MAX_MIN:
-            return self._max_min(name, meta_fn, args, kwargs, display)
-        if name not in ops.ALL_OPS or name in ops.STRUCTURAL:
+    def apply(self, spelling: str, function: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
+        """Record one call of `spelling` (`function` is what the user called, if anything)."""
+        if spelling in ops.FACTORIES:
+            return self._factory(ops.FACTORIES[spelling], args, kwargs)
+        if spelling not in ops.SPELLINGS:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
+        op, bind = ops.SPELLINGS[spelling]
+        run_meta = functools.partial(self._shape_rule, display=display)
+        bound = bind(op, ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta))
+        if isinstance(bound, ops.Redirect):
+            return bound.pack([self.apply(name, None, a, k, display) for name, a, k in bound.calls])
+        operands, attrs, meta_out = bound
+        if self.device is not None:
+            return self._device_op(op, operands, attrs, meta_out, display)
+        return self._host_op(op, operands, attrs, meta_out, display)
+
+    def _shape_rule(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
+        """A binder's shape rule run on the meta tensors of `args`."""
         if self.device is not None:
             # Before shape inference, whose broadcast error would hide the real problem.
-            _reject_whole_host_tensors(args[:1] if name == "to" else args, kwargs)
-        name, operands, attrs, meta_out = self._canonicalize(name, meta_fn, args, kwargs, display)
-        if self.device is not None:
-            return self._device_op(name, operands, attrs, meta_out, display)
-        return self._host_op(name, operands, attrs, meta_out, display)
-
-    # ---------------------------------------------------- canonical form --
-
-    def _canonicalize(self, name, meta_fn, args, kwargs, display):
-        """(canonical name, operands, attrs, meta result) of one op call."""
-        if name == "to":
-            operands, attrs = [args[0]], {"dtype": _find_dtype(args[1:], kwargs, display)}
-            meta_fn = lambda m, dtype: m.to(dtype)  # noqa: E731
-            return name, operands, attrs, self._meta(meta_fn, (args[0],), attrs, display)
-        if name in _RESHAPES or name in ("reshape", "expand", "identity", "getitem") or name in _PERMUTES:
-            meta_out = self._meta(meta_fn, args, kwargs, display)
-            if name in _PERMUTES:
-                perm = _permutation(name, args, kwargs, args[0].ndim)
-                return "permute", [args[0]], {"perm": perm}, meta_out
-            if name == "getitem":
-                return "getitem", [args[0]], {"key": args[1]}, meta_out
-            if name == "identity":
-                return "identity", [args[0]], {}, meta_out
-            if name == "expand":
-                return "expand", [args[0]], {"shape": tuple(meta_out.shape)}, meta_out
-            return "reshape", [args[0]], {"shape": tuple(meta_out.shape)}, meta_out
-        operands, attrs = op_args.bind(name, args, kwargs)
-        if name in ops.REDUCTIONS:
-            rank = operands[0].ndim if isinstance(operands[0], _Traced) else 0
-            attrs["dim"] = op_args.normalize_dims(attrs["dim"], rank)
-            if attrs.pop("dtype", None) is not None:
-                raise exc.UnsupportedOperation(f"{display}(dtype=...) is not supported; cast with .to first.")
-            meta_kwargs = {"keepdim": attrs["keepdim"]}
-            if attrs["dim"] is None:
-                meta_kwargs = {}
-                if attrs["keepdim"]:
-                    attrs["dim"] = tuple(range(rank))
-            if attrs["dim"] is not None:
-                if name in ("sum", "mean", "amax", "amin", "logsumexp"):
-                    meta_kwargs["dim"] = attrs["dim"]
-                elif len(attrs["dim"]) == 1:
-                    meta_kwargs["dim"] = attrs["dim"][0]
-                else:
-                    raise exc.UnsupportedOperation(f"{display} reduces over one dim at a time.")
-            meta = getattr(torch, name)
-            return name, operands, attrs, self._meta(meta, (operands[0],), meta_kwargs, display)
-        if meta_fn is None or name in ("maximum", "minimum", "where", "clamp", "pow", "atan2", "addmm", "baddbmm"):
-            meta_fn = _meta_function(name)
-        return name, operands, attrs, self._meta(meta_fn, args, kwargs, display)
+            _reject_whole_host_tensors(args, kwargs)
+        return self._meta(meta_fn, args, kwargs, display)
 
     def _meta(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
         metas = _to_meta(args)
@@ -181,19 +141,6 @@ class OpRecorder:
             raise exc.ShapeMismatch(f"{display}: {err}") from None
         finally:
             self._in_meta = False
-
-    def _max_min(self, name, meta_fn, args, kwargs, display):
-        reduce_op, arg_op, binary_op = _MAX_MIN[name]
-        other = args[1] if len(args) > 1 else kwargs.get("other")
-        if isinstance(other, (_Traced, torch.Tensor)):
-            return self.apply(binary_op, None, (args[0], other), {}, display)
-        dim = args[1] if len(args) > 1 else kwargs.get("dim")
-        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-        if dim is None:
-            return self.apply(reduce_op, None, (args[0],), {}, display)
-        values = self.apply(reduce_op, None, (args[0],), {"dim": dim, "keepdim": keepdim}, display)
-        indices = self.apply(arg_op, None, (args[0],), {"dim": dim, "keepdim": keepdim}, display)
-        return torch.return_types.max((values, indices)) if name == "max" else torch.return_types.min((values, indices))
 
     # ------------------------------------------------------------ device --
 
@@ -221,15 +168,15 @@ class OpRecorder:
             raise exc.UnsupportedOperation("A torch tensor constant cannot be used in device code.")
         return item
 
-    def _device_op(self, name, operands, attrs, meta_out, display):
+    def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = [self._device_operand(o) for o in operands]
-        if name == "getitem":
+        if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": _value_key(attrs["key"])}
         if isinstance(meta_out, (tuple, list)):
-            values = self._record_multi(name, operands, attrs, list(meta_out))
+            values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        return DeviceTensor(self, self.record(name, operands, attrs, meta_out.shape, dtype))
+        return DeviceTensor(self, self.record(op.name, operands, attrs, meta_out.shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
         """The device Value of a runtime scalar argument (read once per loop)."""
@@ -256,7 +203,7 @@ class OpRecorder:
         key = (dim.id, attr)
         if key not in self._tile_attrs:
             shape = (dim.block_size,) if attr == "index" else ()
-            op = {"end": "tile_end", "index": "tile_index", "id": "tile_id", "count": "tile_count"}[attr]
+            op = ops.TILE_ATTRIBUTES[attr].name
             value = self.record(op, (dim,), {}, shape, torch.int32, name=f"{dim.name}_{attr}")
             self._tile_attrs[key] = value
         return DeviceTensor(self, self._tile_attrs[key])
@@ -355,9 +302,9 @@ class OpRecorder:
             return type(item)(self._host_operand(i) for i in item)
         return item
 
-    def _host_op(self, name, operands, attrs, meta_out, display):
+    def _host_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         host_operands = tuple(self._host_operand(o) for o in operands)
-        if name == "getitem":
+        if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": self._host_operand(attrs["key"])}
         metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
         scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
@@ -368,10 +315,10 @@ class OpRecorder:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
                 results.append(TensorSymbol(self._temp_name(), tuple(meta.shape), meta.dtype, "host_op"))
-        is_view = name in ("reshape", "expand", "permute", "getitem", "identity")
+        is_view = op.kind is ops.OpKind.VIEW
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
-        self.steps.append(HostOp(name, host_operands, attrs, result, self.location, view_of))
+        self.steps.append(HostOp(op.name, host_operands, attrs, result, self.location, view_of))
         proxies = [self._host_proxy(r, o) for r, o in zip(results, operands)]
         if isinstance(meta_out, (tuple, list)):
             return type(meta_out)(proxies)
@@ -382,49 +329,49 @@ class OpRecorder:
             return HostScalar(self, symbol, int if not symbol.dtype.is_floating_point else float)
         return HostTensor(self, symbol)
 
-    def _factory(self, name: str, args: tuple, kwargs: dict) -> Any:
+    def _factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
         if self.device is not None:
-            return self._device_factory(name, args, kwargs)
-        like = args[0] if name.endswith("_like") or name.startswith("new_") else None
+            return self._device_factory(factory, args, kwargs)
+        name = factory.name
+        like = args[0] if factory.form != "size" else None
         rest = args[1:] if like is not None else args
-        if name.endswith("_like"):
+        fill = factory.fill
+        if factory.form == "like":
             shape = tuple(like.shape)
-            fill = {"empty_like": None, "zeros_like": 0, "ones_like": 1}.get(name)
-            if name == "full_like":
+            if fill is ops.FILL_ARGUMENT:
                 fill = rest[0] if rest else kwargs["fill_value"]
         else:
-            if name in ("full", "new_full"):
+            if fill is ops.FILL_ARGUMENT:
                 size_arg = rest[0] if rest else kwargs.get("size")
                 fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
             else:
                 size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
                 if not rest:
                     size_arg = kwargs.get("size")
-                fill = {"empty": None, "new_empty": None, "zeros": 0, "new_zeros": 0,
-                        "ones": 1, "new_ones": 1, "empty_strided": None}[name]
             shape = tuple(int(s) for s in size_arg)
         if isinstance(fill, (HostScalar, HostTensor)):
             raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
         dtype = kwargs.get("dtype") or (like.dtype if like is not None else
                                         (torch.bool if isinstance(fill, bool) else
-                                         torch.int64 if isinstance(fill, int) and name in ("full", "new_full")
+                                         torch.int64 if isinstance(fill, int) and factory.fill is ops.FILL_ARGUMENT
                                          else torch.get_default_dtype()))
         check_dtype(dtype, f"torch.{name}(...)")
         symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill)
         self.steps.append(Allocate(symbol, self.location))
         return HostTensor(self, symbol)
 
-    def _device_factory(self, name: str, args: tuple, kwargs: dict) -> Any:
-        if name in ("zeros_like", "ones_like", "full_like", "empty_like"):
+    def _device_factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
+        """`torch.zeros_like(v)` and friends of a device value are `hl.full`s; uninitialized is zeros."""
+        if factory.form == "like":
             like = args[0]
             if not isinstance(like, DeviceTensor):
-                raise exc.UnsupportedOperation(f"torch.{name} in device code needs a device value.")
-            fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(name)
-            if name == "full_like":
+                raise exc.UnsupportedOperation(f"torch.{factory.name} in device code needs a device value.")
+            fill = 0 if factory.fill is None else factory.fill
+            if fill is ops.FILL_ARGUMENT:
                 fill = args[1] if len(args) > 1 else kwargs["fill_value"]
             return self.full(tuple(like.shape), fill, kwargs.get("dtype") or like.dtype)
         raise exc.UnsupportedOperation(
-            f"torch.{name} is not supported in device code; use hl.zeros / hl.full with tiles."
+            f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
         )
 
 
@@ -468,29 +415,6 @@ def _to_meta(item: Any) -> Any:
     return item
 
 
-def _find_dtype(args: tuple, kwargs: dict, display: str) -> torch.dtype:
-    for item in list(args) + list(kwargs.values()):
-        if isinstance(item, torch.dtype):
-            return item
-        if isinstance(item, (_Traced, torch.Tensor)) and hasattr(item, "dtype"):
-            return item.dtype
-    raise exc.UnsupportedOperation(f"{display}: only dtype conversions are supported (e.g. .to(torch.float32)).")
-
-
-def _permutation(name: str, args: tuple, kwargs: dict, rank: int) -> tuple[int, ...]:
-    if name == "t":
-        return (1, 0) if rank == 2 else tuple(range(rank))
-    if name == "transpose":
-        d0, d1 = (list(args[1:]) + [kwargs.get("dim0"), kwargs.get("dim1")])[:2]
-        perm = list(range(rank))
-        d0, d1 = d0 % rank, d1 % rank
-        perm[d0], perm[d1] = perm[d1], perm[d0]
-        return tuple(perm)
-    dims = args[1:] if len(args) > 2 else (args[1] if len(args) > 1 else kwargs["dims"])
-    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
-    return tuple(d % rank for d in dims)
-
-
 def _value_key(key: Any) -> tuple:
     """A device value's own subscript: only None, ':' , ints and Ellipsis."""
     items = key if isinstance(key, tuple) else (key,)
@@ -514,35 +438,7 @@ def _shape_entry(entry: Any) -> int:
     raise exc.UnsupportedOperation(f"Shapes of device values are tiles and ints, got {entry!r}.")
 
 
-def _scalar_meta(value: Any) -> Any:
-    if isinstance(value, bool):
-        return torch.empty((), dtype=torch.bool, device="meta")
-    if isinstance(value, int):
-        return torch.empty((), dtype=torch.int32, device="meta")
-    if isinstance(value, float):
-        return torch.empty((), dtype=torch.float32, device="meta")
-    return value
-
-
-def _meta_function(name: str) -> Callable:
-    """Meta functions for ops whose torch form rejects Python scalars in some slots."""
-    if name in ("maximum", "minimum", "atan2"):
-        fn = getattr(torch, name)
-        return lambda a, b: fn(_scalar_meta(a), _scalar_meta(b))
-    if name == "where":
-        return torch.where
-    if name == "clamp":
-        return lambda x, min=None, max=None: torch.clamp(x, min=min, max=max)
-    if name in ("addmm", "baddbmm"):
-        # Accumulating low-precision products into a wider accumulator is the kernel idiom;
-        # torch's baddbmm refuses mixed dtypes, so the products take the accumulator's dtype.
-        fn = getattr(torch, name)
-
-        def accumulate(acc, a, b, **kwargs):
-            if isinstance(acc, torch.Tensor) and a.dtype != acc.dtype:
-                a, b = a.to(acc.dtype), b.to(acc.dtype)
-            return fn(acc, a, b, **kwargs)
-        return accumulate
-    if name == "pow":
-        return lambda a, b: torch.pow(a, b)
-    return getattr(torch, name)
+def _check_registered(op: str) -> None:
+    """Every op the frontend records has an entry in the registry (and so a lowering)."""
+    if op not in ops.OPS:
+        raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")

@@ -13,8 +13,7 @@ from typing import Any
 import torch
 
 from .. import exc
-from ..ir import TensorSymbol, TileDim, Value
-from .torch_names import CAST_METHODS, DUNDER_META, DUNDERS, UNARY_DUNDERS
+from ..ir import TensorSymbol, TileDim, Value, ops
 
 
 class _Traced:
@@ -49,10 +48,7 @@ class _Traced:
         raise exc.UnsupportedSyntax("Iterating over a traced tensor is not supported.")
 
 
-def _make_binary(dunder: str):
-    name, reflected = DUNDERS[dunder]
-    meta = DUNDER_META[name]
-
+def _make_binary(dunder: str, name: str, meta: Any, reflected: bool):
     def op(self, other):
         args = (other, self) if reflected else (self, other)
         return self._tracer.apply(name, meta, args, {}, display=f"operator {dunder}")
@@ -61,10 +57,7 @@ def _make_binary(dunder: str):
     return op
 
 
-def _make_unary(dunder: str):
-    name = UNARY_DUNDERS[dunder]
-    meta = DUNDER_META[name]
-
+def _make_unary(dunder: str, name: str, meta: Any):
     def op(self):
         return self._tracer.apply(name, meta, (self,), {}, display=f"operator {dunder}")
 
@@ -72,10 +65,20 @@ def _make_unary(dunder: str):
     return op
 
 
-for _dunder in DUNDERS:
-    setattr(_Traced, _dunder, _make_binary(_dunder))
-for _dunder in UNARY_DUNDERS:
-    setattr(_Traced, _dunder, _make_unary(_dunder))
+def _install_operator(op: ops.OpDef) -> None:
+    """`a + b` on proxies records the op whose Python operator spelling `+` is."""
+    spelled = op.operator
+    if len(op.signature.operands) == 1:
+        setattr(_Traced, spelled.dunder, _make_unary(spelled.dunder, op.name, spelled.function))
+        return
+    setattr(_Traced, spelled.dunder, _make_binary(spelled.dunder, op.name, spelled.function, False))
+    if spelled.reflected is not None:
+        setattr(_Traced, spelled.reflected, _make_binary(spelled.reflected, op.name, spelled.function, True))
+
+
+for _op in ops.OPS.values():
+    if _op.operator is not None:
+        _install_operator(_op)
 _Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 
@@ -257,5 +260,5 @@ class TileProxy:
 
 
 __all__ = [
-    "BlockSize", "CAST_METHODS", "DeviceTensor", "HostScalar", "HostTensor", "TileProxy",
+    "BlockSize", "DeviceTensor", "HostScalar", "HostTensor", "TileProxy",
 ]

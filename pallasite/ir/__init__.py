@@ -1,2 +1,2 @@
-"""The kernel IR: host program, device loops, values, loads and stores."""
+"""The kernel IR: host program, device loops, values, loads and stores; `ir.ops` is the op registry."""
 from .nodes import *  # noqa: F401,F403

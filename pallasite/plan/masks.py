@@ -11,9 +11,10 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, Load, NewAxis, Node, ScalarIndex, TileDim, TileLoop, TileSlice, Value, ops,
+    FullSlice, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice, Value, ops,
     walk_nodes,
 )
+from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
 from .plans import CarriedMask, Mask, TileRange
 
@@ -99,7 +100,6 @@ def _pads(operand, padded) -> Padded:
 
 
 def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask], list[Padded]]:
-    op = node.op
     if isinstance(node, Load):
         out: Padded = {}
         axis = 0
@@ -110,27 +110,20 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
                 out[axis] = needs_mask(item.dim)
             axis += 1
         return [], [out]
-    if op == "tile_index":
-        dim = node.args[0]
-        return [], [{0: needs_mask(dim)} if needs_mask(dim) else {}]
-    if op == "full":  # hl.full([tile, ...]): axes sized by a partial tile extend past its end
-        tiles = node.kwargs.get("tiles", ())
-        return [], [{axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
-    if op in ops.REDUCTIONS:
-        return _reduction(node, padded)
-    if op in ops.MATMUL:
-        return _matmul(node, padded)
-    if op == "permute":
-        pads = _pads(node.args[0], padded)
-        perm = node.kwargs["perm"]
-        return [], [{j: pads[p] for j, p in enumerate(perm) if p in pads}]
-    if op == "reshape":
-        return [], [_reshape(node, _pads(node.args[0], padded))]
-    if op == "getitem":
-        return [], [_getitem(node, _pads(node.args[0], padded))]
-    if not node.outputs:
+    if isinstance(node, Store):
         return [], []
-    # Pointwise, expand, identity, full, iota, scalars: broadcast union, right-aligned.
+    op = ops.OPS[node.op]
+    if op.kind is OpKind.REDUCTION:
+        return _reduction(node, op.reduction, padded)
+    if op.kind is OpKind.CONTRACTION:
+        return _matmul(node, op.contraction, padded)
+    if op.kind is OpKind.VIEW and op.view in _VIEW_PADDING:
+        return [], [_VIEW_PADDING[op.view](node, _pads(node.args[0], padded))]
+    if op.kind in (OpKind.CREATION, OpKind.STRUCTURAL):
+        # hl.full([tile, ...]), tile.index: axes sized by a partial tile extend past its end
+        tiles = op.tiles_of(node.args, node.kwargs)
+        return [], [{axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
+    # Elementwise ops and broadcasting views (expand, identity): broadcast union, right-aligned.
     rank = len(node.outputs[0].shape)
     out = {}
     for operand in node.args:
@@ -142,14 +135,13 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
     return [], [out] * len(node.outputs)
 
 
-def _reduction(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
+def _reduction(node: Node, reduction: Reduction, padded) -> tuple[list[Mask], list[Padded]]:
     source = node.args[0]
     pads = _pads(source, padded)
     rank = len(source.shape) if isinstance(source, Value) else 0
     dims = node.kwargs["dim"]
     reduced = set(range(rank)) if dims is None else set(dims)
-    fill = ops.REDUCTION_IDENTITY[node.op]
-    masks = [Mask(0, axis, dim, fill) for axis, dim in sorted(pads.items()) if axis in reduced]
+    masks = [Mask(0, axis, dim, reduction.identity) for axis, dim in sorted(pads.items()) if axis in reduced]
     out = {}
     keep = node.kwargs.get("keepdim", False)
     new_axis = 0
@@ -164,16 +156,16 @@ def _reduction(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
     return masks, [out] * len(node.outputs)
 
 
-def _matmul(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
-    offset = 1 if node.op in ("addmm", "baddbmm") else 0
-    a, b = node.args[offset], node.args[offset + 1]
+def _matmul(node: Node, contraction: Contraction, padded) -> tuple[list[Mask], list[Padded]]:
+    a, b = node.args[contraction.lhs], node.args[contraction.rhs]
     pa, pb = _pads(a, padded), _pads(b, padded)
     ra, rb = len(a.shape), len(b.shape)
     masks = []
-    if ra - 1 in pa:
-        masks.append(Mask(offset, ra - 1, pa[ra - 1], 0))
-    if rb >= 2 and rb - 2 in pb:
-        masks.append(Mask(offset + 1, rb - 2, pb[rb - 2], 0))
+    lhs_axis, rhs_axis = contraction.contracted_axes(ra, rb)
+    if lhs_axis in pa:
+        masks.append(Mask(contraction.lhs, lhs_axis, pa[lhs_axis], 0))
+    if rhs_axis is not None and rhs_axis in pb:
+        masks.append(Mask(contraction.rhs, rhs_axis, pb[rhs_axis], 0))
     rank = len(node.outputs[0].shape)
     out = {}
     if ra >= 2 and ra - 2 in pa:
@@ -183,13 +175,18 @@ def _matmul(node: Node, padded) -> tuple[list[Mask], list[Padded]]:
     for axis in range(ra - 2):
         if axis in pa:
             out[axis + rank - ra] = pa[axis]
-    if offset:  # the added input broadcasts onto the product
-        bias = node.args[0]
+    if contraction.addend is not None:  # the added input broadcasts onto the product
+        bias = node.args[contraction.addend]
         if isinstance(bias, Value):
             shift = rank - len(bias.shape)
             for axis, dim in _pads(bias, padded).items():
                 out.setdefault(axis + shift, dim)
     return masks, [out]
+
+
+def _permute(node: Node, pads: Padded) -> Padded:
+    perm = node.kwargs["perm"]
+    return {j: pads[p] for j, p in enumerate(perm) if p in pads}
 
 
 def _reshape(node: Node, pads: Padded) -> Padded:
@@ -246,6 +243,10 @@ def _getitem(node: Node, pads: Padded) -> Padded:
         src_axis += 1
         out_axis += 1
     return out
+
+
+# Views that move padded axes; BROADCAST views (expand, identity) pad like elementwise ops.
+_VIEW_PADDING = {ViewRule.PERMUTE: _permute, ViewRule.RESHAPE: _reshape, ViewRule.SUBSCRIPT: _getitem}
 
 
 def _prod(values) -> int:

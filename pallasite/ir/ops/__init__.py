@@ -1,0 +1,43 @@
+"""The op registry: one `OpDef` per IR op, looked up by canonical name or by spelling.
+
+Every stage reads the entry instead of keeping its own list of op names:
+the frontend binds a torch call through `SPELLINGS` (and allocates through
+`FACTORIES`), the mask planner dispatches on `OpDef.kind`, the kernel emitter
+tells structural ops from lowered ones, and codegen's `RULES` are keyed by
+`OPS`' names (checked by `tests/test_op_registry.py`).
+"""
+from __future__ import annotations
+
+from .binders import normalize_dims
+from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
+from .definition import (
+    FILL_ARGUMENT, REQUIRED, Binder, Bound, Call, Contraction, Factory, OpDef, OpKind, PythonOperator,
+    Reduction, Redirect, Signature, Spelling, ViewRule,
+)
+
+
+def _index() -> tuple[dict[str, OpDef], dict[str, tuple[OpDef, Binder]], dict[str, OpDef]]:
+    ops: dict[str, OpDef] = {}
+    spellings: dict[str, tuple[OpDef, Binder]] = {}
+    tile_attributes: dict[str, OpDef] = {}
+    for op in DEFINITIONS:
+        if op.name in ops:
+            raise ValueError(f"op {op.name!r} is defined twice")
+        ops[op.name] = op
+        for spelling in op.spellings:
+            if spelling.name in spellings:
+                raise ValueError(f"spelling {spelling.name!r} names two ops")
+            spellings[spelling.name] = (op, spelling.bind or op.bind)
+        if op.tile_attribute is not None:
+            tile_attributes[op.tile_attribute] = op
+    return ops, spellings, tile_attributes
+
+
+OPS, SPELLINGS, TILE_ATTRIBUTES = _index()
+FACTORIES: dict[str, Factory] = {factory.name: factory for factory in FACTORY_DEFINITIONS}
+
+__all__ = [
+    "FACTORIES", "FILL_ARGUMENT", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder", "Bound",
+    "Call", "Contraction", "Factory", "OpDef", "OpKind", "PythonOperator", "Reduction", "Redirect",
+    "Signature", "Spelling", "ViewRule", "normalize_dims",
+]

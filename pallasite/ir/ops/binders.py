@@ -1,0 +1,189 @@
+"""Binders: how a call of one spelling becomes an op's (operands, attrs, meta result).
+
+A binder is attached to an op definition (its default) or to one spelling of
+it (`transpose` binds to `permute`). This is the one place a torch spelling is
+rewritten to the IR's form.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ... import exc
+from .definition import Bound, Call, OpDef, Redirect
+
+
+def by_signature(op: OpDef, call: Call) -> Bound:
+    """Operands and attrs from the op's signature; the shape from the op's own rule,
+    else from the function the user called."""
+    operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
+    shape_rule = op.meta or call.function or getattr(torch, op.name)
+    return operands, attrs, call.run_meta(shape_rule, call.args, dict(call.kwargs))
+
+
+def reduction(tuple_dims: bool) -> Callable:
+    """`dim` normalized to a sorted tuple of axes (None: all); `dtype=` is rejected.
+    `tuple_dims`: torch's function takes several dims at once (sum does, argmax does not)."""
+
+    def bind(op: OpDef, call: Call) -> Bound:
+        return _bind_reduction(op, call, tuple_dims)
+
+    return bind
+
+
+def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound:
+    operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
+    rank = call.rank_of(operands[0])
+    attrs["dim"] = normalize_dims(attrs["dim"], rank)
+    if attrs.pop("dtype", None) is not None:
+        raise exc.UnsupportedOperation(f"{call.display}(dtype=...) is not supported; cast with .to first.")
+    meta_kwargs: dict[str, Any] = {"keepdim": attrs["keepdim"]}
+    if attrs["dim"] is None:
+        meta_kwargs = {}
+        if attrs["keepdim"]:
+            attrs["dim"] = tuple(range(rank))
+    if attrs["dim"] is not None:
+        if tuple_dims:
+            meta_kwargs["dim"] = attrs["dim"]
+        elif len(attrs["dim"]) == 1:
+            meta_kwargs["dim"] = attrs["dim"][0]
+        else:
+            raise exc.UnsupportedOperation(f"{call.display} reduces over one dim at a time.")
+    return operands, attrs, call.run_meta(getattr(torch, op.name), (operands[0],), meta_kwargs)
+
+
+def normalize_dims(dim: Any, rank: int) -> tuple[int, ...] | None:
+    """`dim` of a reduction as a sorted tuple of non-negative axes (None: all)."""
+    if dim is None:
+        return None
+    dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+    out = []
+    for d in dims:
+        if not isinstance(d, int):
+            raise exc.UnsupportedOperation(f"Reduction dim must be a Python int, got {d!r}.")
+        if not -max(rank, 1) <= d < max(rank, 1):
+            raise exc.ShapeMismatch(f"Reduction dim {d} is out of range for a rank-{rank} value.")
+        out.append(d % max(rank, 1))
+    return tuple(sorted(set(out)))
+
+
+def max_min(reduce_op: str, arg_op: str, binary_op: str, result_type: type) -> Callable:
+    """torch.max/min: of two tensors (`maximum`), of all elements (`amax`), or along a dim
+    (values and indices: `amax` + `argmax`)."""
+
+    def bind(op: OpDef, call: Call) -> Redirect:
+        args, kwargs = call.args, call.kwargs
+        other = args[1] if len(args) > 1 else kwargs.get("other")
+        if isinstance(call.meta_of(other), torch.Tensor):
+            return Redirect(((binary_op, (args[0], other), {}),), _first)
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if dim is None:
+            return Redirect(((reduce_op, (args[0],), {}),), _first)
+        return Redirect(
+            ((reduce_op, (args[0],), {"dim": dim, "keepdim": keepdim}),
+             (arg_op, (args[0],), {"dim": dim, "keepdim": keepdim})),
+            lambda results: result_type(tuple(results)),
+        )
+
+    return bind
+
+
+def _first(results: list) -> Any:
+    return results[0]
+
+
+# ------------------------------------------------------------------ casts --
+
+
+def _to(meta: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return meta.to(dtype)
+
+
+def cast(op: OpDef, call: Call) -> Bound:
+    """`x.to(dtype)`, `x.to(other)`, `x.type(dtype)`: only dtype conversions."""
+    attrs = {"dtype": _find_dtype(call)}
+    return [call.args[0]], attrs, call.run_meta(_to, (call.args[0],), attrs)
+
+
+def cast_to(dtype: torch.dtype) -> Callable:
+    """`x.float()`, `x.int()`, ...: a cast to a fixed dtype."""
+
+    def bind(op: OpDef, call: Call) -> Bound:
+        attrs = {"dtype": dtype}
+        return [call.args[0]], attrs, call.run_meta(_to, (call.args[0],), attrs)
+
+    return bind
+
+
+def _find_dtype(call: Call) -> torch.dtype:
+    for item in list(call.args[1:]) + list(call.kwargs.values()):
+        if isinstance(item, torch.dtype):
+            return item
+        meta = call.meta_of(item)
+        if isinstance(meta, torch.Tensor):
+            return meta.dtype
+    raise exc.UnsupportedOperation(
+        f"{call.display}: only dtype conversions are supported (e.g. .to(torch.float32))."
+    )
+
+
+# ------------------------------------------------------------------ views --
+
+
+def view(attrs_of: Callable[[Call, Any], dict]) -> Callable:
+    """A view of the call's first argument: its shape from the function the user
+    called, its attrs from the call and that result."""
+
+    def bind(op: OpDef, call: Call) -> Bound:
+        function = call.function or getattr(torch, call.spelling)
+        out = call.run_meta(function, call.args, dict(call.kwargs))
+        return [call.args[0]], attrs_of(call, out), out
+
+    return bind
+
+
+def result_shape(call: Call, out: Any) -> dict:
+    """reshape, view, flatten, squeeze, unsqueeze, expand: the result's shape."""
+    return {"shape": tuple(out.shape)}
+
+
+def no_attrs(call: Call, out: Any) -> dict:
+    return {}
+
+
+def subscript_key(call: Call, out: Any) -> dict:
+    return {"key": call.args[1]}
+
+
+def permute_dims(call: Call, out: Any) -> dict:
+    """x.permute(1, 0) / x.permute((1, 0)) / torch.permute(x, dims=...)."""
+    rank = call.rank_of(call.args[0])
+    args = call.args
+    dims = args[1:] if len(args) > 2 else (args[1] if len(args) > 1 else call.kwargs["dims"])
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    return {"perm": tuple(d % rank for d in dims)}
+
+
+def swap_dims(call: Call, out: Any) -> dict:
+    """transpose(x, d0, d1) and its aliases swapaxes/swapdims."""
+    rank = call.rank_of(call.args[0])
+    d0, d1 = (list(call.args[1:]) + [call.kwargs.get("dim0"), call.kwargs.get("dim1")])[:2]
+    perm = list(range(rank))
+    d0, d1 = d0 % rank, d1 % rank
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return {"perm": tuple(perm)}
+
+
+def matrix_transpose(call: Call, out: Any) -> dict:
+    """x.t(): swaps the two axes of a matrix, leaves a vector as it is."""
+    rank = call.rank_of(call.args[0])
+    return {"perm": (1, 0) if rank == 2 else tuple(range(rank))}
+
+
+def unbound(op: OpDef, call: Call) -> Bound:
+    """The binder of an op whose name is no spelling: it binds only through its spellings'
+    own binders (views), or the frontend records it itself (hl.full, hl.arange, hl.dot,
+    tile attributes)."""
+    raise exc.UnsupportedOperation(f"{call.display} is not supported by pallasite.")

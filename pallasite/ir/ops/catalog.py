@@ -1,0 +1,286 @@
+"""The op definitions, one entry per IR op, and the torch allocations.
+
+Grouped by kind. An entry lists the torch spellings that record it (the
+op's own name first), its IR signature, and, where torch's function does not
+fit, its shape rule. Lowering rules live in `codegen/lowering.py`, keyed by
+the same names; `tests/test_op_registry.py` checks that the two agree.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import torch
+
+from . import binders
+from .binders import by_signature
+from .definition import (
+    BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Binder, Contraction, Factory, OpDef, OpKind,
+    PythonOperator, Reduction, Signature, Spelling, ViewRule,
+)
+
+
+def _spellings(names: tuple) -> tuple[Spelling, ...]:
+    return tuple(n if isinstance(n, Spelling) else Spelling(n) for n in names)
+
+
+def _op(name: str, kind: OpKind, *aliases: str | Spelling, bind: Binder = by_signature,
+        spelled: bool = True, **fields: Any) -> OpDef:
+    """An entry whose spellings are its own name (if `spelled`) and `aliases`."""
+    names = ((name,) if spelled else ()) + aliases
+    return OpDef(name, kind, bind, _spellings(names), **fields)
+
+
+def _elementwise(name: str, *aliases: str | Spelling, **fields: Any) -> OpDef:
+    return _op(name, OpKind.ELEMENTWISE, *aliases, **fields)
+
+
+# ---------------------------------------------------------- shape rules --
+
+
+def _scalar_meta(value: Any) -> Any:
+    if isinstance(value, bool):
+        return torch.empty((), dtype=torch.bool, device="meta")
+    if isinstance(value, int):
+        return torch.empty((), dtype=torch.int32, device="meta")
+    if isinstance(value, float):
+        return torch.empty((), dtype=torch.float32, device="meta")
+    return value
+
+
+def _with_scalar_tensors(function: Callable) -> Callable:
+    """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors."""
+    return lambda a, b: function(_scalar_meta(a), _scalar_meta(b))
+
+
+def _clamp(x, min=None, max=None):  # noqa: A002 - torch's parameter names
+    return torch.clamp(x, min=min, max=max)
+
+
+def _pow(a, b):
+    return torch.pow(a, b)
+
+
+def _accumulate(function: Callable) -> Callable:
+    """Accumulating low-precision products into a wider accumulator is the kernel idiom;
+    torch's baddbmm refuses mixed dtypes, so the products take the accumulator's dtype."""
+
+    def accumulate(acc, a, b, **kwargs):
+        if isinstance(acc, torch.Tensor) and a.dtype != acc.dtype:
+            a, b = a.to(acc.dtype), b.to(acc.dtype)
+        return function(acc, a, b, **kwargs)
+
+    return accumulate
+
+
+# ------------------------------------------------------------ elementwise --
+
+_INPLACE = {"inplace": False}
+
+UNARY_OPS = (
+    _elementwise("neg", "negative", operator=PythonOperator(operator.neg, "__neg__")),
+    _elementwise("pos", operator=PythonOperator(operator.pos, "__pos__")),
+    _elementwise("abs", "absolute", operator=PythonOperator(operator.abs, "__abs__")),
+    *(_elementwise(name) for name in (
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+        "tan", "tanh", "sinh", "cosh", "erf", "erfc", "floor", "ceil", "sign", "reciprocal",
+        "square", "logical_not", "isnan", "isinf", "isfinite", "logsigmoid", "signbit",
+    )),
+    _elementwise("asin", "arcsin"), _elementwise("acos", "arccos"), _elementwise("atan", "arctan"),
+    _elementwise("asinh", "arcsinh"), _elementwise("acosh", "arccosh"),
+    _elementwise("atanh", "arctanh"), _elementwise("trunc", "fix"),
+    _elementwise("sigmoid", "expit"),
+    _elementwise("bitwise_not", operator=PythonOperator(operator.invert, "__invert__")),
+    _elementwise("round", signature=Signature(attrs={"decimals": 0})),
+    _elementwise("gelu", signature=Signature(attrs={"approximate": "none"})),
+    *(_elementwise(name, signature=Signature(attrs=_INPLACE))
+      for name in ("relu", "relu6", "silu", "mish", "hardsigmoid", "hardswish")),
+    _elementwise("leaky_relu", signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE})),
+    _elementwise("elu", signature=Signature(attrs={"alpha": 1.0, **_INPLACE})),
+    _elementwise("hardtanh", signature=Signature(attrs={"min_val": -1.0, "max_val": 1.0, **_INPLACE})),
+    _elementwise("softplus", signature=Signature(attrs={"beta": 1.0, "threshold": 20.0})),
+    _elementwise("nan_to_num", signature=Signature(attrs={"nan": 0.0, "posinf": None, "neginf": None})),
+)
+
+_ALPHA = Signature(("input", "other"), {"alpha": 1})
+
+BINARY_OPS = (
+    _elementwise("add", signature=_ALPHA, operator=PythonOperator(operator.add, "__add__", "__radd__")),
+    _elementwise("sub", "subtract", signature=_ALPHA,
+                 operator=PythonOperator(operator.sub, "__sub__", "__rsub__")),
+    _elementwise("rsub", signature=_ALPHA),
+    _elementwise("mul", "multiply", signature=BINARY,
+                 operator=PythonOperator(operator.mul, "__mul__", "__rmul__")),
+    _elementwise("div", "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
+                 operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__")),
+    _elementwise("floor_divide", signature=BINARY,
+                 operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__")),
+    _elementwise("remainder", signature=BINARY,
+                 operator=PythonOperator(operator.mod, "__mod__", "__rmod__")),
+    _elementwise("pow", signature=Signature(("input", "exponent")), meta=_pow,
+                 operator=PythonOperator(operator.pow, "__pow__", "__rpow__")),
+    _elementwise("maximum", signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
+    _elementwise("minimum", signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
+    _elementwise("atan2", "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2)),
+    *(_elementwise(name, signature=BINARY) for name in (
+        "fmod", "logical_and", "logical_or", "logical_xor", "copysign", "hypot",
+    )),
+    _elementwise("bitwise_and", signature=BINARY,
+                 operator=PythonOperator(operator.and_, "__and__", "__rand__")),
+    _elementwise("bitwise_or", signature=BINARY,
+                 operator=PythonOperator(operator.or_, "__or__", "__ror__")),
+    _elementwise("bitwise_xor", signature=BINARY,
+                 operator=PythonOperator(operator.xor, "__xor__", "__rxor__")),
+    _elementwise("bitwise_left_shift", signature=BINARY,
+                 operator=PythonOperator(operator.lshift, "__lshift__")),
+    _elementwise("bitwise_right_shift", signature=BINARY,
+                 operator=PythonOperator(operator.rshift, "__rshift__")),
+)
+
+COMPARISON_OPS = tuple(
+    _elementwise(name, *aliases, signature=BINARY, operator=PythonOperator(function, f"__{name}__"))
+    for name, function, aliases in (
+        ("lt", operator.lt, ("less",)), ("le", operator.le, ("less_equal",)),
+        ("gt", operator.gt, ("greater",)), ("ge", operator.ge, ("greater_equal",)),
+        ("eq", operator.eq, ()), ("ne", operator.ne, ("not_equal",)),
+    )
+)
+
+_CAST_METHODS = {
+    "float": torch.float32, "bfloat16": torch.bfloat16, "half": torch.float16,
+    "int": torch.int32, "bool": torch.bool, "double": torch.float64, "long": torch.int64,
+}
+
+OTHER_ELEMENTWISE_OPS = (
+    _elementwise("where", signature=Signature(("condition", "input", "other")), meta=torch.where),
+    _elementwise("clamp", "clip", signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})),
+                 meta=_clamp),
+    _elementwise("lerp", signature=Signature(("input", "end", "weight"))),
+    _elementwise("addcmul", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
+    _elementwise("addcdiv", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
+    _elementwise("to", "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
+                 bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED})),
+)
+
+# ------------------------------------------------------------- reductions --
+
+
+def _reduction(name: str, identity: float | bool, *aliases: Spelling, tuple_dims: bool = False,
+               signature: Signature = REDUCE, averages: bool = False) -> OpDef:
+    return _op(name, OpKind.REDUCTION, *aliases, bind=binders.reduction(tuple_dims), signature=signature,
+               reduction=Reduction(identity, averages))
+
+
+_INF = float("inf")
+
+REDUCTION_OPS = (
+    _reduction("sum", 0, tuple_dims=True),
+    _reduction("mean", 0, tuple_dims=True, averages=True),
+    _reduction("prod", 1),
+    _reduction("logsumexp", -_INF, tuple_dims=True,
+               signature=Signature(attrs={"dim": REQUIRED, "keepdim": False})),
+    _reduction("amax", -_INF, Spelling("max", binders.max_min("amax", "argmax", "maximum", torch.return_types.max)),
+               tuple_dims=True),
+    _reduction("amin", _INF, Spelling("min", binders.max_min("amin", "argmin", "minimum", torch.return_types.min)),
+               tuple_dims=True),
+    _reduction("argmax", -_INF),
+    _reduction("argmin", _INF),
+    _reduction("all", True),
+    _reduction("any", False),
+)
+
+# ------------------------------------------------------------------ views --
+
+
+def _view(name: str, rule: ViewRule, *spellings: Spelling, signature: Signature = UNARY) -> OpDef:
+    return OpDef(name, OpKind.VIEW, binders.unbound, spellings, signature, view=rule)
+
+
+_RESHAPE = binders.view(binders.result_shape)
+_SWAP = binders.view(binders.swap_dims)
+
+VIEW_OPS = (
+    _view("reshape", ViewRule.RESHAPE,
+          *(Spelling(name, _RESHAPE) for name in ("reshape", "view", "flatten", "squeeze", "unsqueeze")),
+          signature=Signature(attrs={"shape": REQUIRED})),
+    _view("expand", ViewRule.BROADCAST, Spelling("expand", _RESHAPE), signature=Signature(attrs={"shape": REQUIRED})),
+    _view("permute", ViewRule.PERMUTE,
+          Spelling("permute", binders.view(binders.permute_dims)),
+          Spelling("transpose", _SWAP), Spelling("swapaxes", _SWAP), Spelling("swapdims", _SWAP),
+          Spelling("t", binders.view(binders.matrix_transpose)),
+          signature=Signature(attrs={"perm": REQUIRED})),
+    # Python's subscript of a device value (`v[:, None]`); tensors' subscripts are loads.
+    _view("getitem", ViewRule.SUBSCRIPT, Spelling("getitem", binders.view(binders.subscript_key)),
+          signature=Signature(attrs={"key": REQUIRED})),
+    _view("identity", ViewRule.BROADCAST,
+          *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "clone", "detach"))),
+)
+
+# ----------------------------------------------------------- contractions --
+
+
+def _contraction(name: str, signature: Signature, contraction: Contraction, **fields: Any) -> OpDef:
+    return _op(name, OpKind.CONTRACTION, signature=signature, contraction=contraction, **fields)
+
+
+_MATMUL = Contraction(lhs=0, rhs=1)
+_ADD_PRODUCT = Contraction(lhs=1, rhs=2, addend=0)
+
+CONTRACTION_OPS = (
+    _contraction("mm", Signature(("input", "mat2")), _MATMUL),
+    _contraction("bmm", Signature(("input", "mat2")), _MATMUL),
+    _contraction("matmul", BINARY, _MATMUL,
+                 operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__")),
+    _contraction("addmm", Signature(("input", "mat1", "mat2"), {"beta": 1, "alpha": 1}), _ADD_PRODUCT,
+                 meta=_accumulate(torch.addmm)),
+    _contraction("baddbmm", Signature(("input", "batch1", "batch2"), {"beta": 1, "alpha": 1}), _ADD_PRODUCT,
+                 meta=_accumulate(torch.baddbmm)),
+    # hl.dot(a, b, acc, out_dtype). Its acc's padding is not inherited by the result (the
+    # planner has never done so; acc is product-shaped), hence no `addend`.
+    _contraction("dot", Signature(("a", "b", "acc"), {"out_dtype": None}), _MATMUL,
+                 spelled=False, bind=binders.unbound),
+)
+
+# --------------------------------------------------- creation, structural --
+
+CREATION_OPS = (
+    # hl.full / hl.zeros, and device `torch.*_like` factories. `tiles` says which tile sizes
+    # each axis, so a reduction over a partial tile sees only its valid part.
+    _op("full", OpKind.CREATION, spelled=False, bind=binders.unbound,
+        signature=Signature(("fill_value",), {"shape": REQUIRED, "dtype": REQUIRED, "tiles": ()}),
+        tiles=lambda args, attrs: attrs.get("tiles", ())),
+    # hl.arange
+    _op("iota", OpKind.CREATION, spelled=False, bind=binders.unbound,
+        signature=Signature((), {"start": 0, "step": 1, "dtype": REQUIRED})),
+)
+
+
+def _tile_attribute(name: str, attribute: str, **fields: Any) -> OpDef:
+    return _op(name, OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+               signature=Signature(("tile",)), tile_attribute=attribute, **fields)
+
+
+STRUCTURAL_OPS = (
+    _tile_attribute("tile_begin", "begin"),
+    _tile_attribute("tile_end", "end"),
+    _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],)),
+    _tile_attribute("tile_id", "id"),
+    _tile_attribute("tile_count", "count"),
+    # A runtime scalar argument, read once per device loop.
+    _op("scalar_arg", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+        signature=Signature(("symbol",))),
+)
+
+DEFINITIONS = (
+    *UNARY_OPS, *BINARY_OPS, *COMPARISON_OPS, *OTHER_ELEMENTWISE_OPS, *REDUCTION_OPS, *VIEW_OPS,
+    *CONTRACTION_OPS, *CREATION_OPS, *STRUCTURAL_OPS,
+)
+
+FACTORY_DEFINITIONS = (
+    Factory("empty", None, "size"), Factory("zeros", 0, "size"), Factory("ones", 1, "size"),
+    Factory("full", FILL_ARGUMENT, "size"), Factory("empty_strided", None, "size"),
+    Factory("empty_like", None, "like"), Factory("zeros_like", 0, "like"),
+    Factory("ones_like", 1, "like"), Factory("full_like", FILL_ARGUMENT, "like"),
+    Factory("new_empty", None, "new"), Factory("new_zeros", 0, "new"), Factory("new_ones", 1, "new"),
+    Factory("new_full", FILL_ARGUMENT, "new"),
+)

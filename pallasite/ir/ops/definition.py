@@ -1,0 +1,225 @@
+"""What an op definition says: its kind, its torch spellings, its arguments, its shape rule.
+
+An `OpDef` is the one home of everything pallasite knows about an IR op
+except its lowering (a rule per canonical name in `codegen/lowering.py`). The
+frontend binds a torch call through the spelling's binder; the mask planner
+reads `kind` and its payload (`reduction`, `contraction`, `view`, `tiles`);
+the kernel emitter reads `kind` to tell structural ops from lowered ones.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ... import exc
+
+
+class OpKind(enum.Enum):
+    """How an op treats the padded tail of a partial tile; the mask planner's one dispatch."""
+
+    ELEMENTWISE = "elementwise"  # lane by lane: the result is padded where a (broadcast) operand is
+    REDUCTION = "reduction"  # mixes lanes along `dim`: padded lanes become the op's identity first
+    CONTRACTION = "contraction"  # matmul family: padded contracted lanes become 0 first
+    VIEW = "view"  # moves lanes without computing; its `ViewRule` says where the padding goes
+    CREATION = "creation"  # a new value: padded along the axes a partial tile sizes
+    STRUCTURAL = "structural"  # tile attributes and scalar reads, written by the kernel emitter
+
+
+class ViewRule(enum.Enum):
+    """Where a view moves the padded axes of its source."""
+
+    BROADCAST = "broadcast"  # expand, identity: axes right-aligned with the source's
+    PERMUTE = "permute"  # axis j of the result is axis perm[j] of the source
+    RESHAPE = "reshape"  # whole axes only: merging or splitting a padded axis is rejected
+    SUBSCRIPT = "subscript"  # getitem: an int drops an axis, None adds one
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction's padding facts."""
+
+    identity: float | bool  # what padded lanes become before reducing
+    averages: bool = False  # divides by the element count, which must count valid lanes only
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A matmul-family op: which operands are multiplied, and which one is added.
+
+    Torch's matmul convention: the last axis of `lhs` is contracted with the
+    second-to-last of `rhs`; leading axes of `lhs` are batch axes.
+    """
+
+    lhs: int  # operand positions of the two factors
+    rhs: int
+    addend: int | None = None  # an operand broadcast onto the product (addmm's input)
+
+    @staticmethod
+    def contracted_axes(lhs_rank: int, rhs_rank: int) -> tuple[int, int | None]:
+        """The contracted axis of each factor. A 1-D rhs (matrix @ vector) reports None:
+        only the lhs side is masked then (today's behaviour)."""
+        return lhs_rank - 1, (rhs_rank - 2 if rhs_rank >= 2 else None)
+
+
+REQUIRED = object()  # an attr without a default
+
+
+@dataclass(frozen=True)
+class Signature:
+    """An op's IR arguments: operands (values, in this order) and attrs (with defaults).
+
+    `bind` turns a torch call's positional/keyword arguments into this form, so
+    `x.sum(1, True)` and `torch.sum(x, dim=1, keepdim=True)` record the same node.
+    """
+
+    operands: tuple[str, ...] = ("input",)
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    optional: frozenset[str] = frozenset()  # operands that default to None (clamp's min/max)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    def bind(self, op: str, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Bind `args`/`kwargs` of a call of `op` to (operands, attrs)."""
+        params = list(self.operands) + list(self.attrs)
+        if len(args) > len(params):
+            raise exc.UnsupportedOperation(f"Too many arguments to {op}: {len(args)}.")
+        bound: dict[str, Any] = dict(zip(params, args))
+        for key, value in kwargs.items():
+            if key == "out":
+                raise exc.UnsupportedOperation(f"{op}(out=...) is not supported in kernels.")
+            if key not in params:
+                raise exc.UnsupportedOperation(f"{op}() got an unsupported argument {key!r}.")
+            if key in bound:
+                raise exc.UnsupportedOperation(f"{op}() got {key!r} twice.")
+            bound[key] = value
+        operands = []
+        for param in self.operands:
+            if param not in bound and param not in self.optional:
+                raise exc.UnsupportedOperation(f"{op}() is missing argument {param!r}.")
+            operands.append(bound.get(param))
+        attrs = {}
+        for param, default in self.attrs.items():
+            value = bound.get(param, default)
+            if value is REQUIRED:
+                raise exc.UnsupportedOperation(f"{op}() is missing argument {param!r}.")
+            attrs[param] = value
+        if attrs.get("inplace"):
+            raise exc.UnsupportedOperation(f"{op}(inplace=True) is not supported; assign the result.")
+        attrs.pop("inplace", None)
+        return operands, attrs
+
+
+UNARY = Signature()
+BINARY = Signature(("input", "other"))
+REDUCE = Signature(attrs={"dim": None, "keepdim": False, "dtype": None})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a spelling, as its binder sees it.
+
+    `args`/`kwargs` are what the user passed (traced values, constants);
+    `function` is the callable they called, whose result on meta tensors is
+    the default shape rule (None when pallasite records the op itself). The
+    frontend lends two services: `meta_of` (an argument's meta tensor, or the
+    argument itself if it is not traced) and `run_meta` (run a shape rule on
+    the meta tensors of its arguments, turning torch's errors into ours).
+    """
+
+    spelling: str
+    args: tuple
+    kwargs: Mapping[str, Any]
+    function: Callable | None
+    display: str
+    meta_of: Callable[[Any], Any]
+    run_meta: Callable[[Callable, tuple, dict], Any]
+
+    def rank_of(self, item: Any) -> int:
+        meta = self.meta_of(item)
+        return meta.ndim if isinstance(meta, torch.Tensor) else 0
+
+
+Bound = tuple[list, dict, Any]  # operands, attrs, the meta result (its shape and dtype)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A spelling that is one of several ops, or several at once (torch.max: `maximum`,
+    `amax`, or `amax` + `argmax`). The frontend applies each call and packs the results."""
+
+    calls: tuple[tuple[str, tuple, dict], ...]  # (spelling, args, kwargs)
+    pack: Callable[[list], Any]
+
+
+Binder = Callable[["OpDef", Call], "Bound | Redirect"]
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """A name the frontend resolves to an op: a torch function, Tensor method,
+    torch.nn.functional or torch.special function, or an alias of one."""
+
+    name: str
+    bind: Binder | None = None  # None: the op's own binder
+
+
+@dataclass(frozen=True)
+class PythonOperator:
+    """The Python operator spelling of an op (`a + b`); `function` on meta tensors is its shape rule."""
+
+    function: Callable
+    dunder: str
+    reflected: str | None = None  # `2 + a` calls `a.__radd__(2)`
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything pallasite knows about one IR op, but its lowering rule."""
+
+    name: str
+    kind: OpKind
+    bind: Binder
+    spellings: tuple[Spelling, ...] = ()
+    signature: Signature = UNARY
+    meta: Callable | None = None  # the shape/dtype rule, when the called torch function does not fit
+    operator: PythonOperator | None = None
+    reduction: Reduction | None = None  # REDUCTION
+    contraction: Contraction | None = None  # CONTRACTION
+    view: ViewRule | None = None  # VIEW
+    # CREATION / STRUCTURAL: the tile dim sizing each result axis (args, attrs) -> dims or None
+    tiles: Callable[[tuple, Mapping[str, Any]], tuple] | None = None
+    tile_attribute: str | None = None  # STRUCTURAL: the `tile.<attribute>` this op reads
+
+    def __post_init__(self) -> None:
+        payloads = {
+            OpKind.REDUCTION: self.reduction, OpKind.CONTRACTION: self.contraction,
+            OpKind.VIEW: self.view,
+        }
+        for kind, payload in payloads.items():
+            if (kind is self.kind) != (payload is not None):
+                raise ValueError(f"op {self.name!r} ({self.kind.name}) and its {kind.name.lower()} payload disagree")
+        if self.tiles is not None and self.kind not in (OpKind.CREATION, OpKind.STRUCTURAL):
+            raise ValueError(f"op {self.name!r}: only created values are sized by tiles")
+        if self.tile_attribute is not None and self.kind is not OpKind.STRUCTURAL:
+            raise ValueError(f"op {self.name!r}: only structural ops read tile attributes")
+
+    def tiles_of(self, args: tuple, attrs: Mapping[str, Any]) -> tuple:
+        return self.tiles(args, attrs) if self.tiles is not None else ()
+
+
+@dataclass(frozen=True)
+class Factory:
+    """A torch allocation. Host code records an `Allocate`; device code's `*_like` forms
+    record a `full`, the others are rejected (device values are shaped by tiles)."""
+
+    name: str
+    fill: Any  # the contents: a value, None (uninitialized), or FILL_ARGUMENT
+    form: str  # "size": torch.zeros(size); "like": torch.zeros_like(x); "new": x.new_zeros(size)
+
+
+FILL_ARGUMENT = object()  # torch.full(size, fill_value) and friends: the fill is an argument

@@ -1,0 +1,104 @@
+"""The op registry (`pallasite/ir/ops`) and the stages that read it agree.
+
+Every op the frontend can record is defined once; each has exactly one
+lowering — a `RULES` entry, or the kernel emitter's own rule if it is
+structural — and every torch spelling rewrites to its op where it is defined.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import pallasite
+import pallasite.language as hl
+from pallasite.codegen.kernel import STRUCTURAL_RULES
+from pallasite.codegen.lowering import RULES
+from pallasite.ir import ops, walk_nodes
+from pallasite.ir.ops import OpKind
+
+
+def _structural() -> set[str]:
+    return {name for name, op in ops.OPS.items() if op.kind is OpKind.STRUCTURAL}
+
+
+def test_every_op_has_exactly_one_lowering():
+    lowered, structural = set(RULES), _structural()
+    assert lowered.isdisjoint(structural)
+    assert lowered | structural == set(ops.OPS), (
+        f"defined without a lowering: {sorted(set(ops.OPS) - lowered - structural)}; "
+        f"lowered but not defined: {sorted(lowered - set(ops.OPS))}"
+    )
+    assert set(STRUCTURAL_RULES) == structural
+
+
+def test_every_spelling_is_reachable():
+    """A spelling is a torch callable, an op's Python operator, or Python's subscript of a
+    device value (`getitem`); anything else would be dead."""
+    owners = (torch, torch.Tensor, F, torch.special)
+    callables = {name for name in ops.SPELLINGS if any(callable(getattr(o, name, None)) for o in owners)}
+    operators = {op.name for op in ops.OPS.values() if op.operator is not None}
+    assert set(ops.SPELLINGS) - callables - operators == {"getitem"}
+    assert set(ops.SPELLINGS).isdisjoint(ops.FACTORIES)
+
+
+def _imported_packages(package: Path) -> set[str]:
+    """The pallasite packages that modules under `package` import (relative imports)."""
+    found = set()
+    for path in package.rglob("*.py"):
+        depth = len(path.relative_to(package.parent).parts) - 1  # ir/ops/x.py: 2
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > depth:
+                names = [node.module] if node.module else [alias.name for alias in node.names]
+                found.update(name.split(".")[0] for name in names)
+    return found
+
+
+def test_the_registry_stays_inside_its_stage():
+    """`ir/` holds the registry without reaching into later stages (or the frontend)."""
+    root = Path(pallasite.__file__).parent
+    assert _imported_packages(root / "ir").isdisjoint({"frontend", "plan", "codegen", "runtime"})
+    assert "codegen" not in _imported_packages(root / "plan")
+
+
+def test_kind_payloads():
+    for op in ops.OPS.values():
+        assert (op.reduction is not None) == (op.kind is OpKind.REDUCTION), op.name
+        assert (op.contraction is not None) == (op.kind is OpKind.CONTRACTION), op.name
+        assert (op.view is not None) == (op.kind is OpKind.VIEW), op.name
+    assert ops.OPS["mean"].reduction.averages
+    assert ops.OPS["amax"].reduction.identity == float("-inf")
+    assert ops.OPS["addmm"].contraction == ops.Contraction(lhs=1, rhs=2, addend=0)
+    assert {attr: op.name for attr, op in ops.TILE_ATTRIBUTES.items()} == {
+        "begin": "tile_begin", "end": "tile_end", "index": "tile_index", "id": "tile_id",
+        "count": "tile_count",
+    }
+
+
+@pallasite.kernel
+def spelled_many_ways(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([n, m], dtype=torch.float32)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[m, 128]):
+        v = x[tile_m, tile_n]
+        a = v.transpose(0, 1) + v.t() + torch.swapaxes(v, 0, 1) + v.permute(1, 0)
+        b = torch.clip(a, -1.0, 1.0).float().type(torch.float32)
+        c = b.view(b.shape).contiguous() + b.unsqueeze(0).flatten(0, 1)
+        peak, index = torch.max(c, dim=1, keepdim=True)
+        out[tile_n, tile_m] = torch.true_divide(c, peak) + index.float() * 0
+    return out
+
+
+def test_spellings_rewrite_to_their_op():
+    x = torch.randn(64, 256)
+    b = (4 * x.T).clip(-1, 1)
+    torch.testing.assert_close(spelled_many_ways(x), b / b.amax(1, keepdim=True))
+    (call,) = spelled_many_ways.bind((x,)).plan().calls
+    recorded = [node.op for node in walk_nodes(call.call.loop.body)]
+    assert recorded.count("permute") == 4  # transpose, t, swapaxes, permute
+    assert recorded.count("reshape") == 3  # view, unsqueeze, flatten
+    assert recorded.count("to") == 3  # float() twice, type()
+    assert {"clamp", "identity", "amax", "argmax", "div"} <= set(recorded)
+    assert set(recorded) - {"load", "store"} <= set(ops.OPS)
