@@ -226,22 +226,27 @@ def test_emit_pipeline_keeps_carried_values_in_vmem_scratch():
     torch.testing.assert_close(result, x.float() @ y.float(), atol=1e-2, rtol=1e-2)
     call = matmul.bind((x, y)).plan(pallasite.Config(**config)).calls[0]
     (loop_plan,) = call.inner_loops.values()
-    assert loop_plan.strategy == "emit_pipeline" and not loop_plan.retiled
+    assert loop_plan.strategy == "emit_pipeline"
     assert {s.symbol.name for s in loop_plan.streams} == {"x", "y"}
     assert loop_plan.carried_refs == ("tile_k_acc_ref",)
     assert {(s.name, s.kind) for s in call.scratch} == {("tile_k_acc_ref", "vmem"), ("tile_k_step_ref", "smem")}
     check_tpu_lowering(matmul, (x, y), chips=("v6e",), **config)
 
 
-def test_emit_pipeline_with_data_dependent_begin_fetches_aligned_blocks_and_masks():
+def test_emit_pipeline_with_data_dependent_begin_reads_real_tiles_from_a_resident_block():
+    """A pipeline's index maps count in blocks, so a loop starting at offsets[g] cannot stream
+    through it: its tiles stay the user's (offsets[g] + j * 64) and x stays resident."""
     x = torch.randn(300, 128)
     offsets = torch.tensor([0, 5, 5, 140, 300], dtype=torch.int32)
     config = pallasite.Config(block_sizes=[64], pallas_loop_type="emit_pipeline")
     call = jagged_mean.bind((x, offsets)).plan(config).calls[0]
     (loop_plan,) = call.inner_loops.values()
-    assert loop_plan.retiled  # tiles start at start // 64 * 64; rows below start are masked
+    assert loop_plan.strategy == "emit_pipeline" and loop_plan.streams == ()
     x_operand = next(op for op in call.inputs if op.symbol.name == "x")
-    assert x_operand.memory == "hbm" and x_operand.padded_shape == (320, 128)
+    assert x_operand.memory == "vmem_block" and x_operand.axes[0].kind == "resident"
+    _, result = code_and_output(jagged_mean, (x, offsets), **config)
+    expected = torch.stack([x[b:e].sum(0) / max(e - b, 1) for b, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_baddbmm_accumulates_bf16_products_into_f32():

@@ -27,7 +27,6 @@ class LoopFrame:
     traced: bool = False  # counters are traced values (lax.fori_loop, pipeline step), not Python ints
     step: str | None = None  # the loop's step (stream copy builders take it)
     slot: str | None = None  # the double-buffer slot of the current step
-    first_block: str | None = None  # tiles start at block multiples: the first tile's block index
 
 
 class KernelEmitter:
@@ -247,10 +246,6 @@ class KernelEmitter:
         begin = self.env[dim.begin_value.id]
         index = f"{begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})"
         condition = f"{index} < {self.render(dim.end)}"
-        if rng.lower is not None:
-            position = self.names.fresh(f"{dim.name}_position")
-            self.emit(f"{position} = {index}", indent)
-            condition = f"({position} >= {self.render(rng.lower)}) & ({position} < {self.render(dim.end)})"
         name = self.names.fresh(f"{dim.name}_valid")
         self.emit(f"{name} = {condition}", indent)
         self._range_scopes[-1][key] = name
@@ -316,8 +311,6 @@ class KernelEmitter:
         dim = rng.dim
         begin = self.env[dim.begin_value.id]
         end = f"jnp.minimum({self.render(dim.end)}, {begin} + {dim.block_size})"
-        if rng.lower is not None:  # the tile starts below the loop's begin
-            begin = f"jnp.maximum({self.render(rng.lower)}, {begin})"
         return f"jnp.maximum({end} - {begin}, 0)"
 
 
@@ -471,9 +464,6 @@ def _scalar_arg(emitter: KernelEmitter, node: Node) -> str:
 def _tile_begin(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
     step = _tile_step(emitter, dim)
-    frame = emitter.frame_of(dim)
-    if frame is not None and frame.first_block is not None:
-        return f"({frame.first_block} + {step}) * {dim.block_size}"
     term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
     return term if dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
 

@@ -199,7 +199,7 @@ class OpRecorder:
         if attr == "begin":
             return DeviceTensor(self, dim.begin_value)
         if attr == "count" and dim.static_extent is not None:
-            return -(-dim.static_extent // dim.block_size)
+            return dim.static_trips
         key = (dim.id, attr)
         if key not in self._tile_attrs:
             shape = (dim.block_size,) if attr == "index" else ()

@@ -6,7 +6,7 @@ import dataclasses
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
-from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, range_lowers, strategy_named
+from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .masks import plan_masks
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
@@ -95,7 +95,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
-    masks, carried_masks = plan_masks(loop.body, range_lowers(loop.body, inner_loops))
+    masks, carried_masks = plan_masks(loop.body)
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",

@@ -21,15 +21,12 @@ from .plans import CarriedMask, Mask, TileRange
 Padded = dict[int, TileRange]  # axis -> the tile range outside which its lanes are padding
 
 
-def plan_masks(body: list, lowers: dict[int, object] | None = None
+def plan_masks(body: list
                ) -> tuple[dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]]]:
     """Masks per node id, and the carried-value masks per inner loop id.
 
-    `lowers` maps dims whose tiles start below their loop's begin (a pipeline
-    over block-aligned tiles of an unaligned range) to that begin: their
-    head is padding too. Every mask of a dim carries the same `TileRange`.
+    Every mask of a dim carries the same `TileRange`.
     """
-    lowers = lowers or {}
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
     carried_masks: dict[int, tuple[CarriedMask, ...]] = {}
@@ -37,9 +34,9 @@ def plan_masks(body: list, lowers: dict[int, object] | None = None
 
     def needs_mask(dim: TileDim) -> TileRange | None:
         """The range outside which `dim`'s tiles hold padding, or None if they never do."""
-        if not (dim.has_partial_tail or dim.id in lowers):
+        if not dim.has_partial_tail:
             return None
-        return ranges.setdefault(dim.id, TileRange(dim, lowers.get(dim.id)))
+        return ranges.setdefault(dim.id, TileRange(dim))
 
     _visit_body(body, padded, masks, carried_masks, needs_mask)
     return masks, carried_masks

@@ -61,26 +61,29 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     numel = 1
     for s in symbol.shape:
         numel *= s
+    # An empty tensor goes to the call as one padding element per empty dim, so no
+    # block is empty; nothing reads it (every loop over its elements runs zero times).
+    array_shape = tuple(max(d, 1) for d in symbol.shape)
+    padded = array_shape if array_shape != tuple(symbol.shape) else None
     if scalar_only and numel <= SMEM_MAX_ELEMENTS and symbol.dtype in _SMEM_DTYPES:
-        return Operand(symbol, f"{symbol.name}_ref", Memory.SMEM), frozenset()
+        return Operand(symbol, f"{symbol.name}_ref", Memory.SMEM, padded_shape=padded), frozenset()
     axes = []
     used: set[int] = set()
     view_shape = None
     for axis, items in enumerate(per_axis):
-        block = _axis_block(symbol, axis, items, grid_axis_of, written=bool(use.stores))
+        block = _axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores))
         axes.append(block)
         used |= grid_axes(block.index)
-        if block.kind is BlockKind.SQUEEZED and axis == rank - 2:
+        if block.kind is BlockKind.SQUEEZED and axis == rank - 2 and padded is None:
             # Each program owns one row: a unit axis after it makes the row a leading
             # axis of the call's view, which Mosaic can squeeze.
             axes.append(AxisBlock(BlockKind.UNIT, 1, ZERO))
             view_shape = (*symbol.shape[:axis + 1], 1, *symbol.shape[axis + 1:])
-    operand = Operand(symbol, f"{symbol.name}_ref", Memory.VMEM_BLOCK, tuple(axes), view_shape=view_shape)
+    operand = Operand(symbol, f"{symbol.name}_ref", Memory.VMEM_BLOCK, tuple(axes), padded, view_shape)
     return operand, frozenset(used)
 
 
-def _axis_block(symbol: TensorSymbol, axis: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
-    size = symbol.shape[axis]
+def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
     rank = len(symbol.shape)
     first = items[0]
     inner = [i.dim for i in items if isinstance(i, TileSlice) and i.dim.id not in grid_axis_of]

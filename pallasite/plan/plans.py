@@ -75,7 +75,9 @@ class Operand:
     ref_name: str
     memory: Memory
     axes: tuple[AxisBlock, ...] = ()
-    padded_shape: tuple[int, ...] | None = None  # hbm: the host pads it so every DMA window is in bounds
+    # The host pads it to this shape for the call (outputs are sliced back): hbm, so every
+    # DMA window is in bounds; an empty tensor, so no block is empty.
+    padded_shape: tuple[int, ...] | None = None
     # vmem_block: the host reshapes it to this shape for the call (and back): a unit
     # axis after a row chosen by a scalar, since Mosaic cannot squeeze a block's last two dims.
     view_shape: tuple[int, ...] | None = None
@@ -111,12 +113,11 @@ RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, StreamSlot]
 
 @dataclass(frozen=True)
 class TileRange:
-    """The valid positions of `dim`'s current tile: [begin, min(end, begin + block)),
-    raised to `lower` when tiles start below the loop's own begin (a pipeline over
-    block-aligned tiles of an unaligned range). Masks and mean divisors read it."""
+    """The valid positions of `dim`'s current tile: [begin, min(end, begin + block)).
+    Every mask of the dim (reductions, stores, carried values) and a masked mean's
+    divisor read the range from here."""
 
     dim: TileDim
-    lower: object = None  # int | scalar Value | None
 
 
 @dataclass(frozen=True)

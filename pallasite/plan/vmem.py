@@ -1,7 +1,7 @@
 """Estimate the VMEM working set of one pallas_call plan."""
 from __future__ import annotations
 
-from ..ir import walk_nodes
+from ..ir import cdiv, walk_nodes
 from .plans import Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
@@ -9,9 +9,9 @@ from .tpu_tiling import LANES, SUBLANES
 def padded_bytes(shape, dtype) -> int:
     """Bytes of a VMEM buffer of `shape`, with the (8, 128) tile padding of the last two dims."""
     dims = [1 if d is None else d for d in shape] or [1]
-    dims[-1] = -(-dims[-1] // LANES) * LANES
+    dims[-1] = cdiv(dims[-1], LANES) * LANES
     if len(dims) >= 2:
-        dims[-2] = -(-dims[-2] // SUBLANES) * SUBLANES
+        dims[-2] = cdiv(dims[-2], SUBLANES) * SUBLANES
     total = dtype.itemsize
     for d in dims:
         total *= d

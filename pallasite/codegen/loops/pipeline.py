@@ -2,8 +2,9 @@
 
 Streamed tensors are the pipeline's BlockSpecs (it double-buffers their
 DMAs); carried values live in VMEM scratch across steps; the body reads its
-step from an SMEM counter. Tiles start at a block multiple; a retiled loop's
-masks clip them to [begin, end) (the plan's `TileRange.lower`).
+step from an SMEM counter. Tiles are the user's (`begin + step * block`); the
+pipeline's index maps count in blocks, which the plan allows only for loops
+whose begin is a block multiple.
 """
 from __future__ import annotations
 
@@ -20,17 +21,19 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     (dim,) = loop.dims  # the plan admits one dim here
     block = dim.block_size
     carried = k.bind_carried(loop, indent, copy=False)
-    first = k.names.fresh(f"{dim.name}_first_block")
     trips = k.names.fresh(f"{dim.name}_trips")
-    if isinstance(dim.begin, int):
-        k.emit(f"{first} = {dim.begin // block}", indent)
-    else:
-        k.emit(f"{first} = {k.render(dim.begin)} // {block}", indent)
-    k.emit(f"{trips} = ({k.render(dim.end)} - {first} * {block} + {block - 1}) // {block}", indent)
     streams = loop_plan.streams
+    first = None
+    if streams:  # the plan streams only loops whose begin is a block multiple
+        first = k.names.fresh(f"{dim.name}_first_block")
+        k.emit(f"{first} = {dim.begin // block}", indent)
+    k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + {block - 1}) // {block}", indent)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
-    names = ", ".join(s.symbol.name for s in streams) or "nothing"
+    names = ", ".join(s.symbol.name for s in streams)
+    if not names:
+        names = ("nothing (tensors stay resident: its begin is not a block multiple)"
+                 if not dim.begin_aligned else "nothing (its tensors are also used outside it)")
     k.emit(f"# inner loop '{dim.name}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         init = k.render(item.init)
@@ -39,7 +42,7 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     body_name = k.names.fresh(f"{dim.name}_body")
     k.emit(f"def {body_name}({', '.join(s.block_ref for s in (*inputs, *outputs))}):", indent)
     step = k.names.fresh(f"{dim.name}_step")
-    k.frames[loop.id] = LoopFrame({dim.id: step}, traced=True, step=step, first_block=first)
+    k.frames[loop.id] = LoopFrame({dim.id: step}, traced=True, step=step)
     k.emit(f"{step} = {loop_plan.step_ref}[0]", indent + 1)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {_read_scratch(ref, item)}", indent + 1)

@@ -55,16 +55,9 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
                  for scratch in STRATEGIES[plans[loop.id].strategy].scratch(loop, plans[loop.id]))
 
 
-def range_lowers(body: list, plans: dict[int, LoopPlan]) -> dict[int, object]:
-    """Dims whose tiles start below their loop's begin, with that begin (for masks)."""
-    lowers: dict[int, object] = {}
-    for loop in inner_loops(body):
-        lowers.update(STRATEGIES[plans[loop.id].strategy].range_lower(loop, plans[loop.id]))
-    return lowers
-
 
 __all__ = [
     "STRATEGIES", "LoopStrategy", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
     "attach_streams", "default_strategies", "inner_loops", "plan_inner_loops", "plan_scratch",
-    "range_lowers", "strategy_named",
+    "strategy_named",
 ]

@@ -14,7 +14,7 @@ class LoopStrategy:
     A strategy decides its loop's plan (`plan_loop`: its own `LoopPlan`
     subclass), whether and how it streams tensors tile by tile from HBM
     (`streams`, `accepts_stream`, `stream_access`), the scratch buffers it
-    needs, and where its tiles start (`range_lower`). Codegen has one emitter
+    needs. Codegen has one emitter
     per strategy, keyed by the plan class (codegen/loops/).
     """
 
@@ -36,9 +36,6 @@ class LoopStrategy:
     def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
         return ()
 
-    def range_lower(self, loop: TileLoop, plan: LoopPlan) -> dict[int, object]:
-        """Dims whose tiles start below the loop's begin, with the begin masks must respect."""
-        return {}
 
 
 def static_trips(loop: TileLoop) -> tuple[int, ...] | None:

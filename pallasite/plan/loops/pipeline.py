@@ -1,9 +1,11 @@
 """`emit_pipeline`: `pltpu.emit_pipeline` over the loop's tiles, the streams its BlockSpecs.
 
 Carried values live in VMEM scratch across pipeline steps and the body reads
-its step from an SMEM counter. A pipeline's index maps count in blocks, so a
-loop whose begin is not a block multiple runs over the block-aligned tiles
-that cover [begin, end) (`retiled`), and masks clip them to the range.
+its step from an SMEM counter. Tiles are the user's (`begin + j * block`). A
+pipeline's index maps count in blocks, so only a loop whose begin is a block
+multiple streams through it; a loop with an unaligned or data-dependent begin
+(`offsets[g]`) reads resident blocks with `pl.ds` at the real tile, like
+`unroll` (the plan's `streams` are empty and say so in the generated code).
 """
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from .streams import tensor_axes
 
 @dataclass(frozen=True)
 class PipelineLoopPlan(LoopPlan):
-    retiled: bool = False  # tiles are block-aligned and start below an unaligned begin
     carried_refs: tuple[str, ...] = ()  # VMEM scratch per carried value
     step_ref: str = ""  # SMEM step counter the body reads
 
@@ -32,18 +33,20 @@ class Pipeline(LoopStrategy):
         (dim,) = loop.dims
         prefix = unique_name(dim.name, names)
         return PipelineLoopPlan(
-            self.name, static_trips(loop), retiled=not dim.begin_aligned,
+            self.name, static_trips(loop),
             carried_refs=tuple(f"{prefix}_{item.name}_ref" for item in loop.carried),
             step_ref=f"{prefix}_step_ref")
 
     def accepts_stream(self, index: tuple, loop_dims: set[int], grid_axis_of: dict[int, int]) -> bool:
-        """Index maps count in blocks: every other tile must be a block-aligned grid tile."""
+        """Index maps count in blocks: the loop's tiles and every other tile must start at
+        block multiples (the others being grid tiles)."""
         for item in tensor_axes(index):
             if isinstance(item, ScalarIndex):
                 return False
-            if isinstance(item, TileSlice) and item.dim.id not in loop_dims:
-                if item.dim.id not in grid_axis_of or not item.dim.begin_aligned:
-                    return False
+            if isinstance(item, TileSlice) and not item.dim.begin_aligned:
+                return False
+            if isinstance(item, TileSlice) and item.dim.id not in loop_dims and item.dim.id not in grid_axis_of:
+                return False
         return True
 
     def stream_access(self, node, stream: Stream) -> Access:
@@ -55,9 +58,6 @@ class Pipeline(LoopStrategy):
         scratch.append(Scratch(plan.step_ref, ScratchKind.SMEM, (1,), None))
         return tuple(scratch)
 
-    def range_lower(self, loop: TileLoop, plan: PipelineLoopPlan) -> dict[int, object]:
-        (dim,) = loop.dims
-        return {dim.id: dim.begin} if plan.retiled else {}
 
 
 PIPELINE = Pipeline()
