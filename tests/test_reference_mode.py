@@ -229,6 +229,41 @@ def test_inner_tile_attributes_agree_with_the_compiled_kernel(loop_type):
     assert torch.equal(run_ref(segment_tile_info, (x, offsets)), compiled)
 
 
+@pallasite.kernel
+def inner_tile_info(x):
+    m, n = x.size()
+    info = torch.full([4, 4], -1, dtype=torch.int32)
+    for tile_m in hl.tile(m, block_size=8):
+        for tile_n in hl.tile(100, n, block_size=128):
+            info[tile_n.id, 0] = tile_n.begin
+            info[tile_n.id, 1] = tile_n.end
+            info[tile_n.id, 2] = tile_n.count
+            info[tile_n.id, 3] = x[tile_m, tile_n].sum().to(torch.int32)
+    return info
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES_UNALIGNED)
+def test_inner_tiles_of_a_static_unaligned_begin_agree_with_the_compiled_kernel(loop_type):
+    x = torch.ones(8, 400)
+    expected = [[100, 228, 3, 1024], [228, 356, 3, 1024], [356, 400, 3, 352], [-1, -1, -1, -1]]
+    assert run_ref(inner_tile_info, (x,)).tolist() == expected
+    _, compiled = code_and_output(inner_tile_info, (x,), pallas_loop_type=loop_type)
+    assert compiled.tolist() == expected
+
+
+def test_device_code_can_print_its_values(capsys):
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[4]))
+    def show(x):
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            print(tile.begin, x[tile])
+            out[tile] = x[tile]
+        return out
+
+    run_ref(show, (torch.arange(6.0),))
+    assert capsys.readouterr().out.splitlines() == ["0 tensor([0., 1., 2., 3.])", "4 tensor([4., 5.])"]
+
+
 # --------------------------------------------- data-dependent and dependent bounds --
 
 

@@ -8,6 +8,7 @@ tracer while it runs: `hl.zeros`, `hl.dot`, ... call its methods.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ class ReferenceRunner:
         self._block_sizes: list[int] | None = None
         self._slots: dict[tuple, int] = {}
         self._code: dict[int, Any] = {}
+        self._locations: dict[int, exc.SourceLocation] = {}
         self._python_loops: tuple[tuple[int, int], ...] = ()  # (id of the for, iteration)
         self._calls_in_statement = 0
         self.scope: dict[str, Any] = {}
@@ -100,11 +102,23 @@ class ReferenceRunner:
 
     def _enter(self, stmt: ast.stmt) -> None:
         self.statement = stmt
-        self.location = source.location(self.filename, stmt)
+        self.location = self._locations.get(id(stmt))
+        if self.location is None:
+            self.location = self._locations[id(stmt)] = source.location(self.filename, stmt)
         self._calls_in_statement = 0
 
+    @contextlib.contextmanager
     def _user_code(self):
-        return _UserCode(self)
+        """Errors of the running statement: pallasite errors get its line, the user's own a note."""
+        try:
+            yield
+        except exc.PallasiteError as err:
+            raise err.with_location(self.location) from None
+        except Exception as err:
+            if self.location is not None and not getattr(err, "_pallasite_noted", False):
+                err.add_note(f"while pallasite ran {self.location} in reference mode")
+                err._pallasite_noted = True
+            raise
 
     def _run_host_block(self, stmts: list[ast.stmt]) -> bool:
         """Run host statements; True once a `return` ran."""
@@ -324,27 +338,6 @@ def keep_lanes(name: str, old: torch.Tensor, new: Any, location: exc.SourceLocat
     merged = old.clone()
     merged[tuple(slice(0, n) for n in new.shape)] = new
     return lanes.mark(merged, lanes.of(old))
-
-
-class _UserCode:
-    """Errors from the user's statement: pallasite errors get its line, others a note."""
-
-    def __init__(self, runner: ReferenceRunner):
-        self.runner = runner
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, err, traceback) -> bool:
-        if err is None:
-            return False
-        location = self.runner.location
-        if isinstance(err, exc.PallasiteError):
-            err.with_location(location)
-        elif isinstance(err, Exception) and location is not None and not getattr(err, "_pallasite_noted", False):
-            err.add_note(f"while pallasite ran {location} in reference mode")
-            err._pallasite_noted = True
-        return False
 
 
 def _loop_names(target: ast.expr, count: int, kind: str) -> list[str]:
