@@ -334,6 +334,27 @@ def test_jagged_segments_including_empty_ones():
     assert_same(result, code_and_output(segment_sums, (x, offsets))[1])
 
 
+@pallasite.kernel
+def tag_segment_rows(x, offsets):
+    segments = offsets.size(0) - 1
+    out = torch.zeros_like(x)
+    for g in hl.grid(segments):
+        for tile in hl.tile(offsets[g], offsets[g + 1], block_size=16):
+            out[tile, :] = x[tile, :] + g
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES_UNALIGNED)
+def test_stores_of_a_segment_stay_inside_it(loop_type):
+    """Segment 1 starts at row 37: its first tile must not write rows 32..36 of segment 0."""
+    x = torch.zeros(64, 128)
+    offsets = torch.tensor([0, 37, 64], dtype=torch.int32)
+    expected = torch.cat([torch.zeros(37, 128), torch.ones(27, 128)])
+    assert torch.equal(run_ref(tag_segment_rows, (x, offsets)), expected)
+    _, compiled = code_and_output(tag_segment_rows, (x, offsets), pallas_loop_type=loop_type)
+    assert torch.equal(compiled, expected)
+
+
 # ------------------------------------------------------------ in-place updates --
 
 

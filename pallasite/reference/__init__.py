@@ -74,8 +74,13 @@ def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[in
     if bind is None:
         raise exc.InvalidConfig(
             "Reference mode of a plain function needs its block sizes: pass config=Config(block_sizes=[...]).")
-    spec = bind(args, kwargs).config_spec
-    return list((spec.normalize(chosen) if chosen is not None else spec.default_config()).block_sizes)
+    try:
+        spec = bind(args, kwargs).config_spec
+        return list((spec.normalize(chosen) if chosen is not None else spec.default_config()).block_sizes)
+    except exc.PallasiteError as err:
+        err.add_note("Reference mode took its block sizes from the compiler's default config; pass "
+                     "config=pallasite.Config(block_sizes=[...]) to run without the compiler.")
+        raise
 
 
 def _kernel_config(kernel: Any) -> Config | None:
