@@ -165,6 +165,23 @@ def test_elementwise_ops_compute_on_the_shorter_extent():
     assert torch.equal(code_and_output(lane_columns, (x,))[1], expected)
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def block_sized_views(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        # Sizes written for the [8, 128] block stand for the last tile's 4 rows.
+        row_max = x[tile, :].amax(1, keepdim=True).expand(tile.block_size, 128)
+        out[tile, :] = (x[tile, :] - row_max).reshape(tile.block_size, 1, 128).reshape(tile.block_size, 128)
+    return out
+
+
+def test_view_sizes_written_for_the_block_take_the_tiles_extent():
+    x = randn(20, 128)
+    expected = x - x.amax(1, keepdim=True)
+    torch.testing.assert_close(run_ref(block_sized_views, (x,)), expected)
+    torch.testing.assert_close(code_and_output(block_sized_views, (x,), block_sizes=[8])[1], expected)
+
+
 # ----------------------------------------------------------- tile attributes --
 
 
