@@ -1,14 +1,15 @@
-"""Helpers for testing kernels: run with a config, check the Mosaic lowering."""
+"""Helpers for testing kernels: run with a config, run in reference mode, check the Mosaic lowering."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import torch
 
 from . import exc
-from .config import Config
+from .config import Config, as_config
+from .reference import run_reference
 from .runtime.chips import simulated_chip
 from .runtime.convert import torch_dtype_of
 from .runtime.kernel import Kernel, load_module
@@ -27,6 +28,20 @@ def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -
     config = _config(bound, config_kwargs)
     compiled = bound.compile_config(config)
     return compiled.code, compiled(*args)
+
+
+def run_ref(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+            config: Config | Mapping[str, Any] | None = None, **config_kwargs: Any) -> Any:
+    """Run `kernel` in reference mode: its body eagerly in PyTorch, tiles as slices.
+
+    Block sizes come from `config` (or `**config_kwargs`, as for
+    `code_and_output`), else the kernel's own config, else its default config,
+    so tiles have the compiled kernel's boundaries. In-place updates apply to
+    `args`, as when the compiled kernel is called.
+    """
+    if config_kwargs:
+        config = Config({**dict(as_config(config)), **config_kwargs})
+    return run_reference(kernel, tuple(args), kwargs, config)
 
 
 def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,
@@ -69,4 +84,4 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_tpu_lowering", "torch_dtype_of"]
+__all__ = ["code_and_output", "check_tpu_lowering", "run_ref", "torch_dtype_of"]

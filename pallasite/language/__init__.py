@@ -1,7 +1,9 @@
 """The kernel language, imported as `hl` (Helion-compatible).
 
-Every function here is meaningful only while pallasite traces a kernel; it
-delegates to the active tracer. Outside a kernel they raise a clear error.
+Every function here is meaningful only while pallasite traces a kernel or
+runs it in reference mode; it delegates to the active tracer (the frontend's
+`Tracer`, or `pallasite.reference.ReferenceRunner`). Outside a kernel they
+raise a clear error.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def _tracer(what: str):
 
 
 def set_active_tracer(tracer) -> Any:
-    """Install `tracer` for the duration of a trace; returns the previous one."""
+    """Install `tracer` for the duration of a trace (or a reference run); returns the previous one."""
     global _active_tracer
     previous, _active_tracer = _active_tracer, tracer
     return previous

@@ -21,6 +21,7 @@ from ..frontend import ArgSpec, Tracer
 from ..frontend.op_recorder import check_dtype
 from ..ir import TensorSymbol
 from ..plan import KernelPlan, PlanTarget, build_plan
+from ..reference import REF_ENV, run_reference
 from .chips import chip_info, default_chip
 from .convert import to_jax, torch_dtype_of, tree_to_torch
 from .interpret import interpret_params
@@ -36,13 +37,17 @@ class Kernel:
     def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
                  static_shapes: bool = True, autotune_effort: str = "quick",
                  backend: str = "pallas", use_default_config: bool = False,
-                 print_output_code: bool = False, **settings: Any):
+                 print_output_code: bool = False, ref_mode: bool = False, **settings: Any):
+        """`ref_mode=True` runs every call eagerly in PyTorch instead of compiling (see
+        `pallasite.reference`); so does the `PALLASITE_REF=1` environment variable."""
         if backend != "pallas":
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
         if autotune_effort not in _EFFORTS:
             raise exc.InvalidConfig(f"autotune_effort={autotune_effort!r}: expected one of {_EFFORTS}.")
         if static_shapes is not True:
             raise exc.InvalidConfig("static_shapes=False is not supported: TPU blocks need static shapes.")
+        if not isinstance(ref_mode, bool):
+            raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True or False.")
         if settings:
             raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(sorted(settings))}.")
         self.fn = fn
@@ -51,6 +56,7 @@ class Kernel:
         # Helion's spellings: use_default_config skips tuning, print_output_code prints the module.
         self.autotune_effort = "none" if use_default_config else autotune_effort
         self.print_output_code = bool(print_output_code)
+        self.ref_mode = ref_mode
         self._signature = inspect.signature(fn)
         self._params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
@@ -60,6 +66,11 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<pallasite.Kernel {self.fn.__name__}>"
+
+    @property
+    def declared_config(self) -> Config | None:
+        """The config the decorator names (`config=`, else the first of `configs=`), if any."""
+        return self.config or (self.configs[0] if self.configs else None)
 
     # ------------------------------------------------------------ binding --
 
@@ -130,6 +141,8 @@ class Kernel:
         return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
+            return run_reference(self, args, kwargs)
         return self.bind(args, kwargs)(*args, **kwargs)
 
     def reset(self) -> None:
@@ -192,8 +205,7 @@ class BoundKernel:
         if config is not None:
             return self.config_spec.normalize(as_config(config))
         if self._resolved is None:
-            kernel = self.kernel
-            chosen = kernel.config or (kernel.configs[0] if kernel.configs else None)
+            chosen = self.kernel.declared_config
             if chosen is None:
                 chosen = self.config_spec.default_config()
             self._resolved = self.config_spec.normalize(chosen)

@@ -1,0 +1,86 @@
+"""Reference mode: a kernel's body executed eagerly in PyTorch, tiles as slices.
+
+An oracle independent of the compiler — no IR, no plan, no generated code,
+no JAX — for differential testing and for debugging kernels. Turned on by
+`PALLASITE_REF=1`, `pallasite.kernel(..., ref_mode=True)`, or called directly
+as `pallasite.testing.run_ref(kernel, args)`. Its semantics are the
+language's:
+
+- Host code runs as ordinary PyTorch on the real tensors. `hl.specialize(x)`
+  is `x`. Block sizes come from the config (`run_ref(..., config=)`, else the
+  kernel's `config=`/`configs[0]`, else the default config — the compiler's
+  `BoundKernel.resolve_config`), so tiles have the boundaries of the compiled kernel for
+  that config; tunable sizes are numbered in the order the kernel first
+  reaches each `hl.tile(..., block_size=None)` dim and
+  `hl.register_block_size` call.
+- `hl.tile`/`hl.grid` loops iterate concretely, the last dimension fastest.
+  A tile has `begin`, `end` (clamped to the loop's end), `block_size`,
+  `index` (`torch.arange(begin, end)`, int32), `id` and `count` — ints, except
+  `index`; `hl.grid` yields ints. Bounds may be ints or integer scalars read
+  from tensors.
+- Loads and stores are torch indexing: `x[tile]` is `x[begin:end]` (the last
+  tile is shorter); a scalar read is a 0-d tensor; one index vector gathers
+  (load) or scatters (store). A load is a copy; stores and `x[tile] += v`
+  write the caller's tensors. A tile past a tensor's end is an error.
+- Device values have their tiles' actual extents: `hl.zeros([tile, 8])` is
+  `[tile.end - tile.begin, 8]`, and `.shape` of a device value says so (in the
+  compiled kernel it is the block size).
+- The extent rule: an elementwise op whose operands disagree on an axis's
+  extent (neither a broadcast axis) computes on the shorter extent; a value
+  stored into a shorter slice is cut to it. A one-index tile's axis is a lane,
+  never a broadcast axis. At the end of each iteration of an inner loop, a
+  device value that existed before the loop and was reassigned in it keeps
+  its previous value in the lanes past a shorter extent; so a block-sized
+  accumulator (`hl.zeros([tm, block_n])` summed over `hl.tile(n,
+  block_size=block_n)`) ends with every lane's partial result. Other names
+  assigned in an inner loop do not escape it.
+- Dtypes as the compiled kernel: device int64 results narrow to int32, bf16/f16
+  reductions and all matmuls accumulate in f32, `hl.dot` returns `out_dtype`,
+  else `acc`'s dtype, else f32.
+- Errors are `pallasite.exc` errors carrying the user's line; Python errors
+  of the user's own code keep their type and get the line as a note.
+- The result is what the kernel returns: torch tensors, with in-place updates
+  applied to the caller's arguments.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .. import exc
+from ..config import Config, as_config
+from .runner import ReferenceRunner
+
+REF_ENV = "PALLASITE_REF"
+
+
+def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = None,
+                  config: Config | Mapping[str, Any] | None = None) -> Any:
+    """Run `kernel` (a `pallasite.Kernel` or a plain kernel function) eagerly on `args`."""
+    fn = getattr(kernel, "fn", kernel)
+    args, kwargs = tuple(args), dict(kwargs or {})
+    check_arguments = getattr(kernel, "_arg_specs", None)
+    if check_arguments is not None:  # the argument errors of a compiled call (kinds, 64-bit dtypes)
+        check_arguments(kernel._bind_arguments(args, kwargs))
+    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config))
+    return runner.run(args, kwargs)
+
+
+def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[int]:
+    """The block sizes the compiled kernel would use for this call and config (the
+    compiler's one config resolution, `BoundKernel.resolve_config`)."""
+    chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
+    if chosen is not None and chosen.block_sizes is not None:
+        return list(chosen.block_sizes)  # no need to trace the kernel
+    bind: Callable | None = getattr(kernel, "bind", None)
+    if bind is None:
+        raise exc.InvalidConfig(
+            "Reference mode of a plain function needs its block sizes: pass config=Config(block_sizes=[...]).")
+    try:
+        return list(bind(args, kwargs).resolve_config(config).block_sizes)
+    except exc.PallasiteError as err:
+        err.add_note("Reference mode took its block sizes from the compiler's config resolution; pass "
+                     "config=pallasite.Config(block_sizes=[...]) to a plain function to run without the compiler.")
+        raise
+
+
+__all__ = ["REF_ENV", "ReferenceRunner", "run_reference"]

@@ -1,0 +1,180 @@
+"""Loads and stores of reference mode: torch indexing on the real tensors.
+
+A tile indexes the slice `[tile.begin, tile.end)`; a 0-d integer tensor (a
+scalar read from a tensor) is an int; one 1-D integer tensor (`tile.index +
+1`, `indices[tile]`) gathers on load and scatters on store along its own axis.
+A load is a copy (a device value never aliases the tensor it was read from);
+a store writes the caller's tensor. A value longer than the slice it is
+stored into is cut to the slice (a store never writes past its tile); a
+shorter one is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from . import lanes
+from .tiles import RefTile
+
+NameOf = Callable[[torch.Tensor], str]
+
+
+@dataclass
+class _Subscript:
+    """A key split into basic indexing (a view) and at most one gathering index vector."""
+
+    basic: list[Any] = field(default_factory=list)
+    gather: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (view axis, index)
+    lanes: set[int] = field(default_factory=set)
+    native: tuple | None = None  # several index tensors: torch's own advanced indexing
+
+
+def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
+    subscript = _split(tensor, key, name_of)
+    if subscript.native is not None:
+        return lanes.finish(tensor[subscript.native].clone())
+    view = tensor[tuple(subscript.basic)]
+    if subscript.gather:
+        ((axis, index),) = subscript.gather
+        result = view[(slice(None),) * axis + (index,)]
+    else:
+        result = view.clone()
+    return lanes.finish(result, subscript.lanes)
+
+
+def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
+    if lanes.is_device(tensor):
+        raise exc.UnsupportedSyntax(
+            "Assigning into part of a device value is not supported; build it with torch.where.")
+    subscript = _split(tensor, key, name_of)
+    if subscript.native is not None:
+        tensor[subscript.native] = value
+        return
+    view = tensor[tuple(subscript.basic)]
+    target = list(view.shape)
+    gather_key = ()
+    if subscript.gather:
+        ((axis, index),) = subscript.gather
+        target[axis] = index.shape[0]
+        gather_key = (slice(None),) * axis + (index,)
+    if isinstance(value, torch.Tensor):
+        if not lanes.is_device(value) and value.ndim > 0:
+            raise exc.IndexingError(
+                f"A host tensor is stored whole into {name_of(tensor)}[...] inside a device loop; "
+                "index it with tiles.")
+        value = _fit(value, target, lambda: name_of(tensor))
+    if gather_key:
+        view[gather_key] = value
+    else:
+        view[...] = value
+
+
+def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> torch.Tensor:
+    """`value` cut to the target's extents; a broadcast axis stays for torch to broadcast."""
+    shape = list(value.shape)
+
+    def mismatch() -> exc.ShapeMismatch:
+        return exc.ShapeMismatch(
+            f"Cannot store a value of shape {shape} into {name()}[...] of shape {target}.")
+
+    extra = value.ndim - len(target)
+    if extra > 0:
+        if any(value.shape[a] != 1 or a in lanes.of(value) for a in range(extra)):
+            raise mismatch()
+        value = lanes.mark(value.reshape(value.shape[extra:]), {a - extra for a in lanes.of(value)})
+    shift = len(target) - value.ndim
+    for axis in range(value.ndim):
+        extent, wanted = lanes.real_extent(value, axis), target[axis + shift]
+        if extent is None or extent == wanted:
+            continue
+        if extent < wanted:
+            raise mismatch()
+        value = lanes.mark(value.narrow(axis, 0, wanted), lanes.of(value))
+    return value
+
+
+def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
+    items = list(key) if isinstance(key, (tuple, list)) else [key]
+    items = [_scalar(item, name_of, tensor) for item in items]
+    device = lanes.is_device(tensor)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise exc.IndexingError(f"{name_of(tensor)}[...]: only one Ellipsis is allowed.")
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if consumed > tensor.ndim:
+        raise exc.IndexingError(
+            f"Too many indices for {name_of(tensor)}: it has {tensor.ndim} dimensions, "
+            f"the subscript indexes {consumed}.")
+    subscript = _Subscript()
+    source_lanes = lanes.of(tensor)
+    axis = out_axis = 0
+    for item in items:
+        if item is Ellipsis:
+            for _ in range(tensor.ndim - consumed):
+                subscript.basic.append(slice(None))
+                if axis in source_lanes:
+                    subscript.lanes.add(out_axis)
+                axis, out_axis = axis + 1, out_axis + 1
+        elif item is None:
+            subscript.basic.append(None)
+            out_axis += 1
+        elif isinstance(item, int):
+            size = tensor.shape[axis]
+            if not -size <= item < size:
+                raise exc.IndexingError(
+                    f"Index {item} is out of bounds for axis {axis} of {name_of(tensor)} (size {size}).")
+            subscript.basic.append(item)
+            axis += 1
+        elif isinstance(item, slice):
+            subscript.basic.append(item)
+            if axis in source_lanes:
+                subscript.lanes.add(out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
+        elif isinstance(item, RefTile):
+            if device:
+                raise _narrowing_error()
+            if item.begin < 0 or item.end > tensor.shape[axis]:
+                raise exc.IndexingError(
+                    f"{name_of(tensor)}[...]: tile '{item.name}' covers [{item.begin}, {item.end}), "
+                    f"past axis {axis} of size {tensor.shape[axis]}.")
+            subscript.basic.append(slice(item.begin, item.end))
+            if item.single_lane:
+                subscript.lanes.add(out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
+        elif isinstance(item, torch.Tensor) and item.ndim == 1 and not item.dtype.is_floating_point \
+                and item.dtype != torch.bool:
+            if device:
+                raise _narrowing_error()
+            subscript.gather.append((out_axis, item))
+            subscript.basic.append(slice(None))
+            if 0 in lanes.of(item):
+                subscript.lanes.add(out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
+        else:
+            raise exc.IndexingError(
+                f"{name_of(tensor)}[...]: unsupported index {item!r} of type {type(item).__name__}.")
+    if len(subscript.gather) > 1:
+        subscript.native = tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
+    return subscript
+
+
+def _scalar(item: Any, name_of: NameOf, tensor: torch.Tensor) -> Any:
+    """0-d integer tensors and int-like values as Python ints."""
+    if isinstance(item, bool):
+        raise exc.IndexingError(f"{name_of(tensor)}[...]: boolean indices are not supported.")
+    if isinstance(item, torch.Tensor) and item.ndim == 0:
+        if item.dtype.is_floating_point or item.dtype == torch.bool:
+            raise exc.IndexingError(f"{name_of(tensor)}[...]: a {item.dtype} scalar cannot index a tensor.")
+        return int(item.item())
+    if not isinstance(item, (int, torch.Tensor, RefTile, slice)) and item is not None \
+            and item is not Ellipsis and hasattr(item, "__index__"):
+        return int(item.__index__())
+    return item
+
+
+def _narrowing_error() -> exc.IndexingError:
+    return exc.IndexingError(
+        "Narrowing a device value with a tile or an index vector is not supported; index the "
+        "host tensor instead.")

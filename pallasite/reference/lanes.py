@@ -1,0 +1,50 @@
+"""Which tensors are device values, and which of their unit axes are lanes.
+
+In reference mode every value computed inside a device loop carries one
+attribute: the set of its axes that have extent 1 because a tile has one index
+there (the last tile of a range, with a wider block) — a *lane*, which must
+never broadcast. Every other unit axis is a broadcast axis, as in PyTorch.
+Tensors without the attribute are host tensors.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+
+ATTRIBUTE = "_pallasite_lanes"
+
+
+def mark(tensor: torch.Tensor, axes: Iterable[int] = ()) -> torch.Tensor:
+    """Record `tensor` as a device value whose unit `axes` are lanes; returns it."""
+    setattr(tensor, ATTRIBUTE, frozenset(a for a in axes if 0 <= a < tensor.ndim and tensor.shape[a] == 1))
+    return tensor
+
+
+def of(tensor: Any) -> frozenset[int]:
+    return getattr(tensor, ATTRIBUTE, frozenset())
+
+
+def is_device(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and hasattr(value, ATTRIBUTE)
+
+
+def real_extent(tensor: torch.Tensor, axis: int) -> int | None:
+    """The axis's extent, or None for a broadcast axis."""
+    size = tensor.shape[axis]
+    return None if size == 1 and axis not in of(tensor) else size
+
+
+def finish(result: Any, axes: Iterable[int] = ()) -> Any:
+    """Mark a device result (each tensor of a tuple result), narrowing int64 to int32.
+
+    Device code computes indices in int32, as the compiled kernel does.
+    """
+    if isinstance(result, torch.Tensor):
+        if result.dtype == torch.int64:
+            result = result.to(torch.int32)
+        return mark(result, axes)
+    if isinstance(result, tuple) and any(isinstance(r, torch.Tensor) for r in result):
+        items = tuple(finish(r, axes) for r in result)
+        return items if type(result) is tuple else type(result)(items)
+    return result

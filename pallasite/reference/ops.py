@@ -1,0 +1,474 @@
+"""Torch ops on device values in reference mode: the language's extent and dtype rules.
+
+`DeviceSemantics` is a `TorchFunctionMode` active for a whole reference run.
+Host code passes through untouched. Inside a device loop every torch call is
+routed here:
+
+- elementwise ops whose operands disagree on an axis's extent (neither is a
+  broadcast axis) compute on the shorter extent: the longer operands are
+  sliced to their first lanes (`agree`);
+- reductions of bf16/f16 accumulate in f32; matmuls (`mm`, `bmm`, `matmul`,
+  `@`, `addmm`, `baddbmm`, `hl.dot`) accumulate in f32 (int32 for integers)
+  and return the promoted dtype (an `addmm` its input's dtype);
+- int64 results narrow to int32 (device index arithmetic is 32-bit);
+- `x += v` on a device value is `x = x + v` (no aliasing, as in the compiled
+  kernel); other in-place methods on device values are rejected, as there;
+- a whole host tensor used as an operand is rejected, as in the compiled
+  kernel: index it with tiles.
+
+Lanes (see `lanes.py`) are tracked through every op here so that a one-index
+tile never broadcasts.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .. import exc
+from . import indexing, lanes
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+_POINTWISE = frozenset({
+    # unary
+    "neg", "negative", "positive", "abs", "absolute", "exp", "exp2", "expm1", "log", "log2",
+    "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin",
+    "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh", "atanh", "arcsinh",
+    "arccosh", "arctanh", "sigmoid", "special_expit", "expit", "relu", "gelu", "silu", "erf",
+    "erfc", "erfinv", "floor", "ceil", "round", "trunc", "fix", "sign", "sgn", "reciprocal",
+    "square", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "isposinf",
+    "isneginf", "softplus", "nan_to_num", "relu6", "hardtanh", "leaky_relu", "elu", "selu",
+    "celu", "mish", "hardsigmoid", "hardswish", "logsigmoid", "signbit", "frac", "logit",
+    # binary and more
+    "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
+    "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum", "fmax", "fmin", "atan2",
+    "arctan2", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "copysign", "hypot", "xlogy",
+    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "where", "clamp", "clip", "clamp_min", "clamp_max", "lerp", "addcmul",
+    "addcdiv", "masked_fill",
+    # operators
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+    "__rtruediv__", "__div__", "__rdiv__", "__floordiv__", "__rfloordiv__", "__mod__",
+    "__rmod__", "__pow__", "__rpow__", "__and__", "__rand__", "__or__", "__ror__", "__xor__",
+    "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__lt__", "__le__",
+    "__gt__", "__ge__", "__eq__", "__ne__", "__neg__", "__pos__", "__abs__", "__invert__",
+})
+_IN_PLACE_OPERATORS = {
+    "__ior__": "__or__", "__iand__": "__and__", "__ixor__": "__xor__",
+    "__ilshift__": "__lshift__", "__irshift__": "__rshift__",
+}
+_ACCUMULATING = frozenset({"sum", "mean", "prod", "logsumexp", "nansum", "nanmean"})
+_REDUCTIONS = _ACCUMULATING | {"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"}
+_MATMULS = frozenset({"mm", "bmm", "matmul", "__matmul__", "__rmatmul__", "addmm", "baddbmm"})
+
+
+class DeviceSemantics(TorchFunctionMode):
+    """Routes torch calls made inside device loops through the language's rules."""
+
+    def __init__(self, runner: Any):
+        super().__init__()
+        self.runner = runner  # in_device, augmented, name_of(tensor)
+        self._paused = False
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Plain PyTorch for reference mode's own bookkeeping (and for the compiler it may call)."""
+        previous, self._paused = self._paused, True
+        try:
+            yield
+        finally:
+            self._paused = previous
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self._paused:
+            return func(*args, **kwargs)
+        if not self.runner.in_device:
+            if any(lanes.is_device(item) for item in _flatten((args, kwargs))):
+                raise exc.DeviceValueInHostCode(
+                    "A value from inside a device loop is used in host code; store it into a "
+                    "tensor inside the loop instead.")
+            return func(*args, **kwargs)
+        return device_call(func, args, kwargs, self.runner)
+
+
+def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
+    name = getattr(func, "__name__", "")
+    try:
+        if name == "__getitem__":
+            return indexing.load(args[0], args[1], runner.name_of)
+        if name == "__setitem__":
+            indexing.store(args[0], args[1], args[2], runner.name_of)
+            return None
+        if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
+            func, name = _out_of_place(name, runner.augmented)
+        if name == "__get__":
+            return _property(func, args)
+        if name in _POINTWISE:
+            return _pointwise(func, args, kwargs, name)
+        if name in _REDUCTIONS:
+            return _reduction(func, name, args, kwargs)
+        if name in _MATMULS:
+            return _matmul(func, name, args, kwargs)
+        if name in _VIEWS:
+            return _VIEWS[name](func, args, kwargs)
+        if name == "empty_like":  # the compiled kernel fills it with zeros: be deterministic
+            func = torch.zeros_like
+        return _generic(func, args, kwargs)
+    except exc.PallasiteError:
+        raise
+    except IndexError as err:
+        raise exc.IndexingError(f"indexing: {err}") from None
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise exc.ShapeMismatch(f"{_display(func, name)}: {err}") from None
+
+
+def _out_of_place(name: str, augmented: bool) -> tuple[Callable, str]:
+    """`x += v` (an augmented assignment) rebinds x to `x + v`; in-place methods are not device ops."""
+    base = _IN_PLACE_OPERATORS.get(name, name.rstrip("_"))
+    if not augmented:
+        raise exc.UnsupportedOperation(
+            f"Tensor.{name} updates a value in place, which device code does not support; "
+            f"write `x = x.{base}(...)` or `x = x + ...`.")
+    return getattr(torch.Tensor, base), base
+
+
+def _display(func: Callable, name: str) -> str:
+    qualname = getattr(func, "__qualname__", name) or name
+    return "torch." + qualname.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
+
+
+# ---------------------------------------------------------------- results --
+
+
+def _flatten(item: Any):
+    if isinstance(item, (list, tuple)):
+        for sub in item:
+            yield from _flatten(sub)
+    elif isinstance(item, dict):
+        for sub in item.values():
+            yield from _flatten(sub)
+    else:
+        yield item
+
+
+def _check_operands(args: Any) -> None:
+    for item in _flatten(args):
+        if isinstance(item, torch.Tensor) and not lanes.is_device(item):
+            raise exc.IndexingError(
+                "A host tensor is used whole inside a device loop; index it with tiles, "
+                "e.g. x[tile].")
+
+
+def _generic(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Any other op: torch's own semantics; lanes kept when the shape is kept."""
+    result = func(*args, **kwargs)
+    if not any(isinstance(r, torch.Tensor) for r in _flatten(result)):
+        return result  # shape queries, item(), bool(), ...
+    _check_operands((args, kwargs))
+    first = next((t for t in _flatten((args, kwargs)) if isinstance(t, torch.Tensor)), None)
+    axes = lanes.of(first) if isinstance(result, torch.Tensor) and first is not None and \
+        result.shape == first.shape else ()
+    return lanes.finish(result, axes)
+
+
+# -------------------------------------------------------- the extent rule --
+
+
+def agree(tensors: list[torch.Tensor], trailing: int = 0) -> tuple[list[torch.Tensor], set[int]]:
+    """Slice `tensors` so every broadcast-aligned axis has one extent: the shortest.
+
+    The last `trailing` axes of each tensor are left alone (a matmul's matrix
+    axes). Returns the sliced tensors and the output axes that are lanes.
+    """
+    rank = max((t.ndim - trailing for t in tensors), default=0)
+    targets: dict[int, int] = {}
+    for tensor in tensors:
+        shift = rank - (tensor.ndim - trailing)
+        for axis in range(tensor.ndim - trailing):
+            extent = lanes.real_extent(tensor, axis)
+            if extent is not None:
+                targets[axis + shift] = min(targets.get(axis + shift, extent), extent)
+    sliced = []
+    for tensor in tensors:
+        shift = rank - (tensor.ndim - trailing)
+        for axis in range(tensor.ndim - trailing):
+            target = targets.get(axis + shift)
+            if target is not None and tensor.shape[axis] > target:
+                tensor = tensor.narrow(axis, 0, target)
+        sliced.append(tensor)
+    return sliced, {axis for axis, target in targets.items() if target == 1}
+
+
+def _pointwise(func: Callable, args: tuple, kwargs: dict, name: str) -> Any:
+    if name == "where" and len(args) + len(kwargs) == 1:
+        return _generic(func, args, kwargs)
+    _check_operands((args, kwargs))
+    slots = [("arg", i) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    slots += [("kwarg", k) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    args, kwargs = list(args), dict(kwargs)
+    tensors = [args[key] if kind == "arg" else kwargs[key] for kind, key in slots]
+    sliced, axes = agree(tensors)
+    for (kind, key), tensor in zip(slots, sliced):
+        if kind == "arg":
+            args[key] = tensor
+        else:
+            kwargs[key] = tensor
+    return lanes.finish(func(*args, **kwargs), axes)
+
+
+# ------------------------------------------------------------- reductions --
+
+
+def _reduction(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
+    source = args[0]
+    other = args[1] if len(args) > 1 else kwargs.get("other")
+    if name in ("max", "min") and isinstance(other, torch.Tensor):
+        return _pointwise(func, args, kwargs, name)
+    _check_operands((args, kwargs))
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if name in _ACCUMULATING and source.dtype in _LOW_PRECISION and kwargs.get("dtype") is None:
+        result = func(source.float(), *args[1:], **kwargs)  # accumulate in f32, as the kernel does
+        result = result.to(source.dtype)
+    else:
+        result = func(*args, **kwargs)
+    rank = source.ndim
+    if dim is None:
+        reduced = set(range(rank))
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        reduced = {d % max(rank, 1) for d in dims}
+    axes, out_axis = set(), 0
+    for axis in range(rank):
+        if axis in reduced:
+            out_axis += 1 if keepdim else 0
+            continue
+        if axis in lanes.of(source):
+            axes.add(out_axis)
+        out_axis += 1
+    return lanes.finish(result, axes)
+
+
+# ----------------------------------------------------------------- matmul --
+
+
+def _accumulator(tensor: torch.Tensor) -> torch.Tensor:
+    """The operand in its accumulation dtype (f32, or int64 narrowed at the end), lanes kept."""
+    wide = tensor.float() if tensor.dtype.is_floating_point else tensor.long()
+    return wide if wide is tensor else lanes.mark(wide, lanes.of(tensor))
+
+
+def product(a: torch.Tensor, b: torch.Tensor, func: Callable = torch.matmul) -> tuple[torch.Tensor, set[int]]:
+    """`a @ b` accumulated in f32 (int64 for integers, narrowed later) and its lane axes.
+
+    A contraction whose two extents differ (a block-sized operand against a
+    short tile) contracts over the shorter one.
+    """
+    _check_operands((a, b))
+    axes = set()
+    rows_lane = a.ndim >= 2 and a.ndim - 2 in lanes.of(a)
+    columns_lane = b.ndim >= 2 and b.ndim - 1 in lanes.of(b)
+    a_axis, b_axis = a.ndim - 1, (b.ndim - 2 if b.ndim >= 2 else 0)
+    ka, kb = lanes.real_extent(a, a_axis), lanes.real_extent(b, b_axis)
+    if ka is not None and kb is not None and ka != kb:
+        a = lanes.mark(a.narrow(a_axis, 0, min(ka, kb)), lanes.of(a))
+        b = lanes.mark(b.narrow(b_axis, 0, min(ka, kb)), lanes.of(b))
+    batch_axes: set[int] = set()
+    if a.ndim > 2 and b.ndim > 2:
+        (a, b), batch_axes = agree([a, b], trailing=2)
+    result = func(_accumulator(a), _accumulator(b))
+    if result.ndim >= 2:
+        if rows_lane:
+            axes.add(result.ndim - 2)
+        if columns_lane:
+            axes.add(result.ndim - 1)
+        shift = result.ndim - 2 - max(a.ndim, b.ndim, 2) + 2
+        axes |= {axis + shift for axis in batch_axes}
+    return result, axes
+
+
+def accumulate(acc: torch.Tensor, result: torch.Tensor, axes: set[int], scale_acc: Any = 1,
+               scale_product: Any = 1) -> tuple[torch.Tensor, set[int]]:
+    """`scale_acc * acc + scale_product * result` in the accumulator's precision, under the extent rule."""
+    lanes.mark(result, axes)
+    (bias, result), axes = agree([_accumulator(acc), result])
+    if scale_product != 1:
+        result = result * scale_product
+    if scale_acc == 0:
+        return result, axes
+    return (bias if scale_acc == 1 else bias * scale_acc) + result, axes
+
+
+def _matmul(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
+    if name in ("addmm", "baddbmm"):
+        bias, a, b = args[:3]
+        beta = args[3] if len(args) > 3 else kwargs.get("beta", 1)
+        alpha = args[4] if len(args) > 4 else kwargs.get("alpha", 1)
+        result, axes = product(a, b, torch.mm if name == "addmm" else torch.bmm)
+        if isinstance(bias, torch.Tensor):
+            _check_operands(bias)
+            result, axes = accumulate(bias, result, axes, beta, alpha)
+            return lanes.finish(result.to(bias.dtype), axes)
+        return lanes.finish((result * alpha).to(torch.promote_types(a.dtype, b.dtype)), axes)
+    a, b = (args[1], args[0]) if name == "__rmatmul__" else args[:2]
+    multiply = {"mm": torch.mm, "bmm": torch.bmm}.get(name, torch.matmul)
+    result, axes = product(a, b, multiply)
+    return lanes.finish(result.to(torch.promote_types(a.dtype, b.dtype)), axes)
+
+
+def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, out_dtype: torch.dtype | None) -> torch.Tensor:
+    """`hl.dot`: `acc + a @ b` accumulated in f32; the result has `out_dtype`, else acc's dtype,
+    else f32 for float operands (int32 for integers)."""
+    if out_dtype is None:
+        if acc is not None:
+            out_dtype = acc.dtype
+        else:
+            out_dtype = torch.float32 if torch.promote_types(a.dtype, b.dtype).is_floating_point else torch.int32
+    result, axes = product(a, b)
+    if acc is not None:
+        _check_operands(acc)
+        result, axes = accumulate(acc, result, axes)
+    return lanes.finish(result.to(out_dtype), axes)
+
+
+# ------------------------------------------------------------------ views --
+
+
+def _dims(args: tuple, kwargs: dict, key: str) -> list[int]:
+    dims = args[1:] if len(args) > 1 else kwargs.get(key, ())
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
+        dims = dims[0]
+    return [int(d) for d in dims]
+
+
+def _permuted(func: Callable, args: tuple, kwargs: dict, perm: list[int]) -> Any:
+    _check_operands((args, kwargs))
+    source = args[0]
+    kept = lanes.of(source)
+    return lanes.finish(func(*args, **kwargs), {j for j, p in enumerate(perm) if p in kept})
+
+
+def _permute(func, args, kwargs):
+    rank = args[0].ndim
+    return _permuted(func, args, kwargs, [d % rank for d in _dims(args, kwargs, "dims")])
+
+
+def _transpose(func, args, kwargs):
+    rank = args[0].ndim
+    d0 = args[1] if len(args) > 1 else kwargs["dim0"]
+    d1 = args[2] if len(args) > 2 else kwargs["dim1"]
+    perm = list(range(rank))
+    perm[d0 % rank], perm[d1 % rank] = perm[d1 % rank], perm[d0 % rank]
+    return _permuted(func, args, kwargs, perm)
+
+
+def _t(func, args, kwargs):
+    rank = args[0].ndim
+    return _permuted(func, args, kwargs, [1, 0] if rank == 2 else list(range(rank)))
+
+
+def _property(func: Callable, args: tuple) -> Any:
+    """`x.T`, `x.mT`, ... are permutations; other properties pass through."""
+    owner = getattr(func, "__self__", None)
+    source = args[0]
+    rank = source.ndim if isinstance(source, torch.Tensor) else 0
+    if owner is torch.Tensor.T or owner is torch.Tensor.H:
+        return _permuted(func, args, {}, list(reversed(range(rank))))
+    if (owner is torch.Tensor.mT or owner is torch.Tensor.mH) and rank >= 2:
+        return _permuted(func, args, {}, list(range(rank - 2)) + [rank - 1, rank - 2])
+    return _generic(func, args, {})
+
+
+def _unsqueeze(func, args, kwargs):
+    _check_operands((args, kwargs))
+    source = args[0]
+    dim = args[1] if len(args) > 1 else kwargs["dim"]
+    dim = dim % (source.ndim + 1)
+    return lanes.finish(func(*args, **kwargs), {a + (a >= dim) for a in lanes.of(source)})
+
+
+def _squeeze(func, args, kwargs):
+    """Squeezes broadcast axes only: a lane is a real axis of its block."""
+    _check_operands((args, kwargs))
+    source = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if dims is None:
+        dims = range(source.ndim)
+    elif not isinstance(dims, (list, tuple)):
+        dims = (dims,)
+    kept = lanes.of(source)
+    removed = {d % source.ndim for d in dims if source.shape[d] == 1 and d % source.ndim not in kept}
+    shape = [s for axis, s in enumerate(source.shape) if axis not in removed]
+    axes = {a - sum(1 for r in removed if r < a) for a in kept}
+    return lanes.finish(source.reshape(shape), axes)
+
+
+def _reshape(func, args, kwargs):
+    """`reshape`/`view` with the extent rule: a size written for a block (`v.reshape(8, 128)`
+    of a 4-row tile) takes the extent of the axis it stands for."""
+    if "dtype" in kwargs or any(isinstance(d, torch.dtype) for d in args[1:]):
+        return _generic(func, args, kwargs)  # a bitcast view
+    _check_operands((args, kwargs))
+    source = args[0]
+    shape = _dims(args, kwargs, "shape")
+    try:
+        result = source.reshape(shape)
+    except RuntimeError:
+        fitted = _fit_to_extents(source, shape)
+        if fitted is None:
+            raise
+        result = source.reshape(fitted)
+    return lanes.finish(result, _reshaped_lanes(source, result))
+
+
+def _fit_to_extents(source: torch.Tensor, shape: list[int]) -> list[int] | None:
+    """`shape` with its non-unit sizes replaced by the source's real extents, one for one."""
+    real = [lanes.real_extent(source, axis) for axis in range(source.ndim)]
+    real = [extent for extent in real if extent is not None]
+    positions = [j for j, size in enumerate(shape) if size != 1]
+    if -1 in shape or len(positions) != len(real) or any(shape[j] < e for j, e in zip(positions, real)):
+        return None
+    fitted = list(shape)
+    for j, extent in zip(positions, real):
+        fitted[j] = extent
+    return fitted
+
+
+def _reshaped_lanes(source: torch.Tensor, result: torch.Tensor) -> set[int]:
+    """A lane goes to the unit axis of the result with as many elements before it."""
+    axes: set[int] = set()
+    for axis in sorted(lanes.of(source)):
+        before = source.shape[:axis].numel()
+        for j, size in enumerate(result.shape):
+            if size == 1 and j not in axes and result.shape[:j].numel() == before:
+                axes.add(j)
+                break
+    return axes
+
+
+def _expand(func, args, kwargs):
+    """Expanding changes broadcast axes only: an axis with an extent keeps it (a size written
+    for the block stands for the tile's extent), and a lane never widens."""
+    _check_operands((args, kwargs))
+    source = args[0]
+    if func is torch.Tensor.expand_as:
+        sizes = list(args[1].shape)
+    else:
+        sizes = _dims(args, kwargs, "size")
+    shift = len(sizes) - source.ndim
+    for axis in range(source.ndim):
+        if lanes.real_extent(source, axis) is not None:
+            sizes[axis + shift] = -1
+    return lanes.finish(source.expand(sizes), {a + shift for a in lanes.of(source)})
+
+
+_VIEWS: dict[str, Callable] = {
+    "permute": _permute, "transpose": _transpose, "swapaxes": _transpose, "swapdims": _transpose,
+    "t": _t, "unsqueeze": _unsqueeze, "squeeze": _squeeze, "reshape": _reshape, "view": _reshape,
+    "expand": _expand, "expand_as": _expand, "broadcast_to": _expand,
+}

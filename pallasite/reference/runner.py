@@ -1,0 +1,359 @@
+"""The statement runner of reference mode: a kernel body executed eagerly, loops iterated.
+
+Each statement is compiled and `exec`'d on its own in the kernel's scope, so a
+device loop's iterations run one after the other and an inner loop can keep
+a carried value's lanes between iterations. The runner is the `hl` active
+tracer while it runs: `hl.zeros`, `hl.dot`, ... call its methods.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from .. import language as hl
+from ..frontend import source
+from . import lanes, ops, tiles
+
+_MISSING = object()
+
+
+class ReferenceRunner:
+    """Runs one call of a kernel function on real tensors."""
+
+    def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]]):
+        """`block_sizes()` gives the config's block sizes; it is called only if the kernel
+        has a tunable block size."""
+        self.fn = fn
+        self.fn_ast, self.filename = source.function_ast(fn)
+        self._block_sizes_of_config = block_sizes
+        self._block_sizes: list[int] | None = None
+        self._slots: dict[tuple, int] = {}
+        self._code: dict[int, Any] = {}
+        self._locations: dict[int, exc.SourceLocation] = {}
+        self._python_loops: tuple[tuple[int, int], ...] = ()  # (id of the for, iteration)
+        self._calls_in_statement = 0
+        self.scope: dict[str, Any] = {}
+        self.statement: ast.stmt | None = None
+        self.location: exc.SourceLocation | None = None
+        self.device_depth = 0
+        self.result: Any = None
+        self.mode = ops.DeviceSemantics(self)
+
+    # ------------------------------------------------------------- driver --
+
+    def run(self, args: tuple, kwargs: dict) -> Any:
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as err:
+            raise exc.KernelArgumentError(f"{self.fn.__name__}(): {err}") from None
+        bound.apply_defaults()
+        self.scope = dict(self.fn.__globals__)
+        for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ()):
+            self.scope[name] = cell.cell_contents
+        self.scope.update(bound.arguments)
+        previous = hl.set_active_tracer(self)
+        try:
+            with self.mode:
+                self._run_host_block(self.fn_ast.body)
+        finally:
+            hl.set_active_tracer(previous)
+        if any(lanes.is_device(item) for item in _leaves(self.result)):
+            raise exc.DeviceValueInHostCode(
+                "The kernel returns a value computed inside a device loop; store it into a "
+                "tensor allocated in host code and return that tensor.")
+        return self.result
+
+    @property
+    def in_device(self) -> bool:
+        return self.device_depth > 0
+
+    @property
+    def augmented(self) -> bool:
+        """Whether the running statement is `x op= v` (which rebinds x in device code)."""
+        return isinstance(self.statement, ast.AugAssign)
+
+    def name_of(self, tensor: torch.Tensor) -> str:
+        """The user's name for a tensor, for error messages."""
+        names = [name for name, value in self.scope.items() if value is tensor and not name.startswith("__")]
+        return names[0] if names else "tensor"
+
+    # --------------------------------------------------------- statements --
+
+    def _execute(self, stmt: ast.stmt) -> None:
+        self._enter(stmt)
+        code = self._code.get(id(stmt))
+        if code is None:
+            code = self._code[id(stmt)] = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
+        with self._user_code():
+            exec(code, self.scope)
+
+    def _evaluate(self, expr: ast.expr, stmt: ast.stmt) -> Any:
+        self._enter(stmt)
+        code = self._code.get(id(expr))
+        if code is None:
+            code = self._code[id(expr)] = compile(ast.Expression(body=expr), self.filename, "eval")
+        with self._user_code():
+            return eval(code, self.scope)
+
+    def _enter(self, stmt: ast.stmt) -> None:
+        self.statement = stmt
+        self.location = self._locations.get(id(stmt))
+        if self.location is None:
+            self.location = self._locations[id(stmt)] = source.location(self.filename, stmt)
+        self._calls_in_statement = 0
+
+    @contextlib.contextmanager
+    def _user_code(self):
+        """Errors of the running statement: pallasite errors get its line, the user's own a note."""
+        try:
+            yield
+        except exc.PallasiteError as err:
+            raise err.with_location(self.location) from None
+        except Exception as err:
+            if self.location is not None and not getattr(err, "_pallasite_noted", False):
+                err.add_note(f"while pallasite ran {self.location} in reference mode")
+                err._pallasite_noted = True
+            raise
+
+    def _run_host_block(self, stmts: list[ast.stmt]) -> bool:
+        """Run host statements; True once a `return` ran."""
+        for stmt in stmts:
+            if isinstance(stmt, ast.Return):
+                self.result = None if stmt.value is None else self._evaluate(stmt.value, stmt)
+                return True
+            if source.looks_like_device_loop(stmt):
+                iterable = self._evaluate(stmt.iter, stmt)
+                if isinstance(iterable, hl.TileIterable):
+                    self._device_loop(stmt, iterable)
+                elif self._python_loop(stmt, iterable, self._run_host_block):
+                    return True
+            elif isinstance(stmt, ast.If) and source.contains_device_loop(stmt):
+                if self._run_host_block(stmt.body if self._evaluate(stmt.test, stmt) else stmt.orelse):
+                    return True
+            elif isinstance(stmt, ast.For) and source.contains_device_loop(stmt):
+                if self._python_loop(stmt, self._evaluate(stmt.iter, stmt), self._run_host_block):
+                    return True
+            elif source.contains_device_loop(stmt):
+                raise exc.UnsupportedSyntax(
+                    f"A device loop inside a {type(stmt).__name__} statement is not supported.",
+                    source.location(self.filename, stmt))
+            else:
+                self._execute(stmt)
+        return False
+
+    def _run_device_block(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            location = source.location(self.filename, stmt)
+            if isinstance(stmt, ast.For):
+                iterable = self._evaluate(stmt.iter, stmt)
+                if isinstance(iterable, hl.TileIterable):
+                    self._inner_loop(stmt, iterable)
+                else:
+                    self._python_loop(stmt, iterable, self._run_device_block)
+            elif isinstance(stmt, ast.If):
+                self._run_device_block(stmt.body if self._evaluate(stmt.test, stmt) else stmt.orelse)
+            elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)):
+                self._execute(stmt)
+            elif isinstance(stmt, ast.Return):
+                raise exc.UnsupportedSyntax("return inside a device loop is not supported.", location)
+            else:
+                raise exc.UnsupportedSyntax(
+                    f"{type(stmt).__name__} statements are not supported in device code.", location)
+
+    def _python_loop(self, stmt: ast.For, iterable: Any, run_block: Callable) -> bool:
+        """A `for` over a Python iterable around device code (the compiler unrolls it)."""
+        if stmt.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt)):
+            raise exc.UnsupportedSyntax(
+                "break/continue/else in a loop around device code are not supported.",
+                source.location(self.filename, stmt))
+        outer = self._python_loops
+        try:
+            for iteration, item in enumerate(iterable):
+                self._python_loops = outer + ((id(stmt), iteration),)
+                self._assign(stmt.target, item, stmt)
+                if run_block(stmt.body):
+                    return True
+        finally:
+            self._python_loops = outer
+        return False
+
+    def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt) -> None:
+        if isinstance(target, ast.Name):
+            self.scope[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise exc.UnsupportedSyntax(
+                    f"Cannot unpack {len(values)} values into {len(target.elts)} names.",
+                    source.location(self.filename, stmt))
+            for element, item in zip(target.elts, values):
+                self._assign(element, item, stmt)
+        else:
+            raise exc.UnsupportedSyntax(
+                "Loop targets must be names or tuples of names.", source.location(self.filename, stmt))
+
+    # --------------------------------------------------------- tile loops --
+
+    def _iterations(self, stmt: ast.For, spec: hl.TileIterable):
+        """The loop variable of each iteration of an `hl.tile`/`hl.grid` loop."""
+        self._enter(stmt)
+        if stmt.orelse:
+            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location)
+        with self._user_code(), self.mode.paused():
+            begins = [tiles.as_bound(b, "begin") for b in spec.begins]
+            ends = [tiles.as_bound(e, "end") for e in spec.ends]
+            blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
+                      for i, block in enumerate(spec.block_sizes)]
+        names = _loop_names(stmt.target, len(ends), spec.kind)
+        return tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi)
+
+    def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+        """A top-level loop: each iteration is one program of the compiled grid."""
+        iterations = self._iterations(stmt, spec)
+        self.device_depth += 1
+        try:
+            for item in iterations:
+                self._assign(stmt.target, item, stmt)
+                self._run_device_block(stmt.body)
+        finally:
+            self.device_depth -= 1
+
+    def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+        """A loop inside device code. A device value assigned in it that existed before it is
+        carried: after each iteration it keeps its previous lanes past a shorter extent
+        (`keep_lanes`). Other names assigned in the loop do not escape it."""
+        iterations = self._iterations(stmt, spec)
+        location = self.location
+        assigned = {
+            node.id for inner in stmt.body for node in ast.walk(inner)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        }
+        before = {name: self.scope.get(name, _MISSING) for name in assigned}
+        carried = sorted(name for name in assigned if lanes.is_device(before[name]))
+        for item in iterations:
+            previous = {name: self.scope[name] for name in carried}
+            self._assign(stmt.target, item, stmt)
+            self._run_device_block(stmt.body)
+            self.location = location
+            with self.mode.paused():
+                for name in carried:
+                    self.scope[name] = keep_lanes(name, previous[name], self.scope.get(name, _MISSING), location)
+        for name in assigned:
+            if name in carried:
+                continue
+            if before[name] is _MISSING:
+                self.scope.pop(name, None)
+            else:
+                self.scope[name] = before[name]
+
+    def _block_size(self, stmt: ast.For, dim: int, block: Any) -> int:
+        if block is None:
+            return self._slot(("tile", id(stmt), dim, self._python_loops))
+        return tiles.check_block_size(block)
+
+    def _slot(self, key: tuple) -> int:
+        """The config's block size for one tunable dimension.
+
+        Slots are numbered in the order the kernel first reaches each
+        `hl.tile(..., block_size=None)` dim and `hl.register_block_size` call,
+        which is the order the compiler's trace numbers them in.
+        """
+        index = self._slots.setdefault(key, len(self._slots))
+        if self._block_sizes is None:
+            with self.mode.paused():
+                self._block_sizes = list(self._block_sizes_of_config())
+        if index >= len(self._block_sizes):
+            raise exc.InvalidConfig(
+                f"The config has {len(self._block_sizes)} block sizes, but the kernel has more "
+                "tunable block sizes.")
+        return self._block_sizes[index]
+
+    # ------------------------------------------------------- hl functions --
+
+    def specialize(self, value: Any) -> Any:
+        return value
+
+    def register_block_size(self, args: tuple) -> int:
+        if not args or len(args) > 2:
+            raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
+        self._calls_in_statement += 1
+        statement = id(self.statement)
+        return self._slot(("register_block_size", statement, self._calls_in_statement, self._python_loops))
+
+    def full(self, shape: Any, value: Any, dtype: torch.dtype) -> torch.Tensor:
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
+        entries = shape if isinstance(shape, (list, tuple, torch.Size)) else [shape]
+        dims, axes = [], set()
+        for axis, entry in enumerate(entries):
+            if isinstance(entry, tiles.RefTile):
+                dims.append(entry.extent)
+                if entry.single_lane:
+                    axes.add(axis)
+            elif isinstance(entry, int) and not isinstance(entry, bool):
+                dims.append(entry)
+            else:
+                raise exc.UnsupportedOperation(f"Shapes of device values are tiles and ints, got {entry!r}.")
+        with self.mode.paused():
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            return lanes.finish(torch.full(dims, value, dtype=dtype), axes)
+
+    def arange(self, args: tuple, dtype: torch.dtype) -> torch.Tensor:
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.arange creates device values; use torch.arange in host code.")
+        if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
+        with self.mode.paused():
+            return lanes.mark(torch.arange(*args, dtype=dtype))
+
+    def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
+        with self.mode.paused():
+            return ops.dot(a, b, acc, out_dtype)
+
+
+def keep_lanes(name: str, old: torch.Tensor, new: Any, location: exc.SourceLocation | None) -> torch.Tensor:
+    """A carried value after one iteration: `new` in its lanes, `old` in the lanes past them."""
+    if not lanes.is_device(new):
+        raise exc.UnsupportedSyntax(f"Loop-carried variable '{name}' must stay a device tensor in the loop.",
+                                    location)
+    if new.dtype != old.dtype or new.ndim != old.ndim:
+        raise exc.ShapeMismatch(
+            f"Loop-carried variable '{name}' is {list(old.shape)} {old.dtype} before the loop but "
+            f"{list(new.shape)} {new.dtype} after an iteration; initialize it with the shape and "
+            "dtype the loop produces.", location)
+    if all(n >= o for n, o in zip(new.shape, old.shape)):
+        return new
+    if not all(n <= o for n, o in zip(new.shape, old.shape)):
+        raise exc.ShapeMismatch(
+            f"Loop-carried variable '{name}' changes shape from {list(old.shape)} to "
+            f"{list(new.shape)} in an iteration.", location)
+    merged = old.clone()
+    merged[tuple(slice(0, n) for n in new.shape)] = new
+    return lanes.mark(merged, lanes.of(old))
+
+
+def _loop_names(target: ast.expr, count: int, kind: str) -> list[str]:
+    if isinstance(target, ast.Tuple) and len(target.elts) == count and all(
+            isinstance(e, ast.Name) for e in target.elts):
+        return [e.id for e in target.elts]
+    base = target.id if isinstance(target, ast.Name) else kind
+    return [base] if count == 1 else [f"{base}_{i}" for i in range(count)]
+
+
+def _leaves(value: Any):
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    else:
+        yield value

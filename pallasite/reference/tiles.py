@@ -1,0 +1,99 @@
+"""Tiles of reference mode: concrete runs of indices, and the loops that yield them."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+import torch
+
+from .. import exc
+from .. import language as hl
+from . import lanes
+
+
+class RefTile(hl.Tile):
+    """One tile of an `hl.tile` loop: the indices [begin, end) of one dimension.
+
+    `end` is clamped to the loop's end, so the last tile of a range that the
+    block size does not divide is shorter than `block_size`; `x[tile]` is the
+    slice `x[begin:end]`.
+    """
+
+    def __init__(self, begin: int, end: int, block_size: int, tile_id: int, count: int, name: str):
+        self.begin = begin
+        self.end = end
+        self.block_size = block_size
+        self.id = tile_id
+        self.count = count
+        self.name = name
+        self._index: torch.Tensor | None = None
+
+    @property
+    def extent(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def single_lane(self) -> bool:
+        """A one-index tile of a wider block: its axis is a lane, never a broadcast axis."""
+        return self.extent == 1 and self.block_size > 1
+
+    @property
+    def index(self) -> torch.Tensor:
+        """`torch.arange(begin, end)` as int32 (device indices are 32-bit)."""
+        if self._index is None:
+            index = torch.arange(self.begin, self.end, dtype=torch.int32)
+            self._index = lanes.mark(index, {0} if self.single_lane else ())
+        return self._index
+
+    def __index__(self) -> int:
+        raise exc.UnsupportedSyntax(
+            f"Tile '{self.name}' is a run of indices; use {self.name}.begin or "
+            f"{self.name}.index for numbers."
+        )
+
+    def __repr__(self) -> str:
+        return f"RefTile({self.name}: {self.begin}:{self.end}/{self.block_size})"
+
+
+def as_bound(value: Any, what: str) -> int:
+    """A loop begin/end as a Python int: ints, and integer scalars read from tensors."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise exc.UnsupportedSyntax(f"Loop {what} must be an integer scalar, got a {value.dtype} "
+                                        f"tensor of shape {list(value.shape)}.")
+        return int(value.reshape(()).item())
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise exc.UnsupportedSyntax(f"Loop {what} must be an int or an integer scalar, got {value!r}.")
+    return int(value.__index__())
+
+
+def check_block_size(block: Any) -> int:
+    if isinstance(block, bool) or not isinstance(block, int) or block <= 0:
+        raise exc.IllegalBlockSize(f"block_size must be a positive int or None, got {block!r}.")
+    return int(block)
+
+
+def dim_tiles(name: str, begin: int, end: int, block: int) -> list[RefTile]:
+    """The tiles of one dimension, in order; none if the range is empty."""
+    count = max(0, -(-(end - begin) // block))
+    return [
+        RefTile(begin + i * block, min(begin + (i + 1) * block, end), block, i, count, name)
+        for i in range(count)
+    ]
+
+
+def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blocks: list[int],
+            multi: bool) -> Iterator[Any]:
+    """The loop variable of each iteration, the last dimension fastest (as the Pallas grid runs).
+
+    `hl.tile` yields `RefTile`s, `hl.grid` plain ints; a loop over a list of
+    dimensions yields a tuple.
+    """
+    per_dim = []
+    for name, begin, end, block in zip(names, begins, ends, blocks):
+        if kind == "grid":
+            per_dim.append(list(range(begin, end)))
+        else:
+            per_dim.append(dim_tiles(name, begin, end, block))
+    for items in itertools.product(*per_dim):
+        yield tuple(items) if multi else items[0]
