@@ -171,3 +171,41 @@ def test_masked_mean_lowers_to_mosaic(loop_type):
     x = torch.randn(48, 128)
     offsets = torch.tensor([0, 5, 12, 16, 19, 30, 32, 45], dtype=torch.int32)
     check_tpu_lowering(segment_tile_means, (x, offsets), pallas_loop_type=loop_type)
+
+
+# ------------------------------------------------- flat argmax of a partial tile --
+
+
+@pallasite.kernel
+def tile_flat_argmax(x):
+    m, n = x.size()
+    out = torch.empty([(m + 15) // 16, (n + 127) // 128], dtype=torch.int32, device=x.device)
+    for tm, tn in hl.tile([m, n], block_size=[16, 128]):
+        out[tm.id, tn.id] = torch.argmax(x[tm, tn])
+    return out
+
+
+@pallasite.kernel
+def tile_flat_argmin(x):
+    m, n = x.size()
+    out = torch.empty([(m + 15) // 16, (n + 127) // 128], dtype=torch.int32, device=x.device)
+    for tm, tn in hl.tile([m, n], block_size=[16, 128]):
+        out[tm.id, tn.id] = x[tm, tn].argmin()
+    return out
+
+
+@pytest.mark.parametrize("kernel,reduce", [(tile_flat_argmax, torch.argmax), (tile_flat_argmin, torch.argmin)],
+                         ids=["argmax", "argmin"])
+def test_argmax_without_dim_indexes_the_tiles_real_elements(kernel, reduce):
+    """torch flattens the tile's actual slice: a partial tile's flat index counts only its
+    valid columns, not the padded block's (#7 §5)."""
+    x = torch.randn(20, 200, generator=torch.Generator().manual_seed(3))
+    result = kernel(x)
+    for i, rows in enumerate(range(0, 20, 16)):
+        for j, cols in enumerate(range(0, 200, 128)):
+            expected = reduce(x[rows:rows + 16, cols:cols + 128])
+            assert result[i, j] == expected, (i, j)
+
+
+def test_flat_argmax_of_a_partial_tile_lowers_to_mosaic():
+    check_tpu_lowering(tile_flat_argmax, (torch.randn(20, 200),))

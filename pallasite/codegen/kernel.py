@@ -270,6 +270,8 @@ class KernelEmitter:
                 self._apply_mask(node, mask, args[mask.operand].text, indent))
             if op.reduction is not None and op.reduction.averages:
                 attrs["count"] = self._valid_count(node, mask)
+            if op.reduction is not None and op.reduction.flat_index and node.kwargs["dim"] is None:
+                attrs["extents"] = self._valid_extents(node)
         outputs = node.outputs
         call = OpCall(node.op, args, attrs, outputs[0].shape, outputs[0].dtype)
         if len(outputs) > 1:
@@ -305,6 +307,12 @@ class KernelEmitter:
         masked = {m.axis: m.range for m in self.plan.masks[node.id]}
         factors = [self.range_count(masked[axis]) if axis in masked else str(shape[axis]) for axis in axes]
         return "(" + " * ".join(factors) + ")"
+
+    def _valid_extents(self, node: Node) -> list[str]:
+        """Per axis of a reduction's source: how many of its positions are valid."""
+        masked = {m.axis: m.range for m in self.plan.masks[node.id]}
+        shape = node.args[0].shape
+        return [self.range_count(masked[axis]) if axis in masked else str(size) for axis, size in enumerate(shape)]
 
     def range_count(self, rng: TileRange) -> str:
         """How many positions of the current tile lie in its range (a masked mean's divisor)."""

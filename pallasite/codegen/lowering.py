@@ -339,7 +339,10 @@ def _reduce(call: OpCall) -> str:
     if op in ("argmax", "argmin"):
         axis = "None" if dims is None else str(dims[0])
         if dims is None:
-            return f"{_REDUCE_FUNCTIONS[op]}({x}.reshape(-1)).astype(jnp.int32)"
+            flat = f"{_REDUCE_FUNCTIONS[op]}({x}.reshape(-1)).astype(jnp.int32)"
+            if "extents" in call.attrs:  # a partial tile: torch flattens only its valid elements
+                return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
+            return flat
         return f"{_REDUCE_FUNCTIONS[op]}({x}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
     if op == "mean" and "count" in call.attrs:
         text = f"(jnp.sum({x}, axis={_axis_text(dims)}, keepdims={keepdim}) / {call.attrs['count']})"
@@ -350,6 +353,18 @@ def _reduce(call: OpCall) -> str:
     if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
         return f"{text}.astype({jnp_dtype(call.out_dtype)})"
     return text
+
+
+def _valid_flat_index(flat: str, block: tuple[int, ...], extents: list[str]) -> str:
+    """The flat index into the valid elements (`extents` per axis) of the element at
+    `flat` in the row-major block: each coordinate times the valid elements after it."""
+    terms = []
+    for axis, size in enumerate(block):
+        stride = math.prod(block[axis + 1:])
+        coordinate = f"({flat} // {stride}) % {size}" if axis else f"{flat} // {stride}"
+        after = " * ".join(extents[axis + 1:])
+        terms.append(f"({coordinate}) * {after}" if after else f"({coordinate})")
+    return " + ".join(terms)
 
 
 # ------------------------------------------------------------------ views --

@@ -166,9 +166,9 @@ OTHER_ELEMENTWISE_OPS = (
 
 
 def _reduction(name: str, identity: float | bool, *aliases: Spelling, tuple_dims: bool = False,
-               signature: Signature = REDUCE, averages: bool = False) -> OpDef:
+               signature: Signature = REDUCE, averages: bool = False, flat_index: bool = False) -> OpDef:
     return _op(name, OpKind.REDUCTION, *aliases, bind=binders.reduction(tuple_dims), signature=signature,
-               reduction=Reduction(identity, averages))
+               reduction=Reduction(identity, averages, flat_index))
 
 
 _INF = float("inf")
@@ -183,8 +183,8 @@ REDUCTION_OPS = (
                tuple_dims=True),
     _reduction("amin", _INF, Spelling("min", binders.max_min("amin", "argmin", "minimum", torch.return_types.min)),
                tuple_dims=True),
-    _reduction("argmax", -_INF),
-    _reduction("argmin", _INF),
+    _reduction("argmax", -_INF, flat_index=True),
+    _reduction("argmin", _INF, flat_index=True),
     _reduction("all", True),
     _reduction("any", False),
 )

@@ -44,6 +44,7 @@ class Reduction:
 
     identity: float | bool  # what padded lanes become before reducing
     averages: bool = False  # divides by the element count, which must count valid lanes only
+    flat_index: bool = False  # without dim, returns a flat index, which must count valid lanes only
 
 
 @dataclass(frozen=True)
