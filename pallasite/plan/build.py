@@ -6,6 +6,7 @@ import dataclasses
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
+from .bounds import check_access_bounds
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .masks import plan_masks
@@ -53,6 +54,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
     inner_loops = attach_streams(inner_loops, streams)
     for use in uses:
+        for node in use.nodes:
+            check_access_bounds(node)
         stream = streams.get(use.symbol.id)
         if stream is not None:
             _add_stream(stream, inner_loops[stream.loop_id], use, grid_axis_of, defined,

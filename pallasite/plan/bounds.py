@@ -1,0 +1,122 @@
+"""Bounds of every access, checked when a kernel is planned.
+
+Shapes are static, so the range each index form covers is known: a tile
+covers [begin, end) of its loop (its partial tail is masked, never past
+`end`), a scalar index covers an interval computed from tile begins and ids,
+constants and integer arithmetic. An access reaching past its tensor is an
+`exc.ShapeMismatch` at the user's line, never NaN or an out-of-bounds block
+deep inside the interpreter. Ranges that depend on data (offsets read from
+tensors) are not known here.
+"""
+from __future__ import annotations
+
+from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileSlice, Value
+from .. import exc
+
+Interval = tuple[int, int]  # inclusive
+
+
+def check_access_bounds(node) -> None:
+    """Raise if `node` (a Load or Store) can reach outside its tensor."""
+    tensor = node.tensor
+    axis = 0
+    for item in node.index:
+        if isinstance(item, NewAxis):
+            continue
+        size = tensor.shape[axis]
+        if isinstance(item, TileSlice):
+            dim = item.dim
+            if isinstance(dim.begin, int) and isinstance(dim.end, int) and dim.end > dim.begin:
+                if dim.begin < 0 or dim.end > size:
+                    raise _error(node, f"{dim.name} covers [{dim.begin}, {dim.end})", tensor.name, axis, size)
+        elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
+            interval = scalar_interval(item.index)
+            if interval is not None and (interval[0] < 0 or interval[1] >= size):
+                what = f"{describe(item.index)} covers [{interval[0]}, {interval[1]}]"
+                raise _error(node, what, tensor.name, axis, size)
+        axis += 1
+
+
+def _error(node, what: str, tensor: str, axis: int, size: int) -> exc.ShapeMismatch:
+    return exc.ShapeMismatch(
+        f"{access_text(node)}: {what} but {tensor}.size({axis}) is {size}; make the loop's range "
+        f"match the tensor or index it differently.", node.location)
+
+
+def access_text(node) -> str:
+    """`y[tile_m, tile_n]`: the subscript as the user wrote it (roughly)."""
+    parts = []
+    for item in node.index:
+        if isinstance(item, NewAxis):
+            parts.append("None")
+        elif isinstance(item, TileSlice):
+            parts.append(item.dim.name)
+        elif isinstance(item, FullSlice):
+            parts.append(":")
+        else:
+            parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
+    return f"{node.tensor.name}[{', '.join(parts)}]"
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "floor_divide": "//", "remainder": "%"}
+
+
+def describe(operand) -> str:
+    """A scalar's expression in the user's terms (`tile_m.begin + 9`)."""
+    if not isinstance(operand, Value):
+        return str(operand)
+    node = operand.producer
+    if node is None:
+        return operand.name or "?"
+    if node.op in ("tile_begin", "tile_end", "tile_id", "tile_count"):
+        dim = node.args[0]
+        return dim.name if dim.is_grid and node.op == "tile_begin" else f"{dim.name}.{node.op[5:]}"
+    if node.op in _SYMBOLS:
+        return f"{describe(node.args[0])} {_SYMBOLS[node.op]} {describe(node.args[1])}"
+    return operand.name or node.op
+
+
+def scalar_interval(operand) -> Interval | None:
+    """The values an int scalar can take over every tile of its loops, or None if unknown."""
+    if isinstance(operand, bool):
+        return None
+    if isinstance(operand, int):
+        return operand, operand
+    if not isinstance(operand, Value) or operand.producer is None:
+        return None
+    node = operand.producer
+    if node.op in ("tile_begin", "tile_id", "tile_end"):
+        dim = node.args[0]
+        trips = dim.static_trips
+        if trips is None or trips == 0:
+            return None
+        if node.op == "tile_id":
+            return 0, trips - 1
+        last_begin = dim.begin + (trips - 1) * dim.block_size
+        if node.op == "tile_begin":
+            return dim.begin, last_begin
+        return min(dim.begin + dim.block_size, dim.end), dim.end
+    if node.op in ("add", "sub", "mul", "floor_divide", "remainder", "minimum", "maximum") and not isinstance(node, Load):
+        if node.kwargs.get("alpha", 1) != 1:
+            return None
+        left, right = scalar_interval(node.args[0]), scalar_interval(node.args[1])
+        if left is None or right is None:
+            return None
+        return _combine(node.op, left, right)
+    return None
+
+
+def _combine(op: str, a: Interval, b: Interval) -> Interval | None:
+    if op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if op in ("mul", "minimum", "maximum"):
+        fn = {"mul": lambda x, y: x * y, "minimum": min, "maximum": max}[op]
+        corners = [fn(x, y) for x in a for y in b]
+        return min(corners), max(corners)
+    if op == "floor_divide" and b[0] == b[1] and b[0] > 0:
+        return a[0] // b[0], a[1] // b[0]
+    if op == "remainder" and b[0] == b[1] and b[0] > 0:
+        return (a[0] % b[0], a[1] % b[0]) if a[1] - a[0] < b[0] and a[0] % b[0] <= a[1] % b[0] else (0, b[0] - 1)
+    return None

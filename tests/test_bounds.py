@@ -1,0 +1,70 @@
+"""Every access is checked against its tensor's bounds when the kernel is planned
+(issue #11 item 1): shapes are static, so a tile that runs past a tensor is a
+clear error at the user's line, never NaN or a JAX traceback."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+
+
+@pallasite.kernel
+def add_tiles(x, y):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out
+
+
+@pallasite.kernel
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def test_a_tile_past_a_narrower_tensor_is_a_shape_error():
+    with pytest.raises(exc.ShapeMismatch) as info:
+        add_tiles(torch.randn(300, 200), torch.randn(300, 100))
+    message = str(info.value)
+    assert "y[tile_m, tile_n]: tile_n covers [0, 200) but y.size(1) is 100" in message
+    assert "out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]" in message  # the user's line
+
+
+def test_transposed_shapes_name_the_tile_and_the_size():
+    with pytest.raises(exc.ShapeMismatch, match=r"tile_m covers \[0, 300\) but y.size\(0\) is 200"):
+        add_tiles(torch.randn(300, 200), torch.randn(200, 300))
+
+
+def test_matmul_inner_dims_that_disagree():
+    with pytest.raises(exc.ShapeMismatch, match=r"y\[tile_k, tile_n\]: tile_k covers \[0, 200\) but y.size\(0\) is 150"):
+        matmul(torch.randn(64, 200), torch.randn(150, 128))
+
+
+@pallasite.kernel
+def shifted_rows(x):
+    m, n = x.size()
+    out = torch.empty([m // 8, n], dtype=x.dtype)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[8, 128]):
+        out[tile_m.id, tile_n] = x[tile_m.begin + 9, tile_n]
+    return out
+
+
+def test_a_scalar_index_past_the_end_on_the_last_tile():
+    with pytest.raises(exc.ShapeMismatch, match=r"covers \[9, 17\] but x.size\(0\) is 16"):
+        shifted_rows(torch.randn(16, 128))
+
+
+def test_in_bounds_accesses_still_run():
+    x, y = torch.randn(300, 200), torch.randn(300, 200)
+    torch.testing.assert_close(add_tiles(x, y), x + y)
