@@ -202,6 +202,10 @@ class KernelEmitter:
     def _emit_load(self, node: Load, indent: int) -> None:
         access = self.plan.accesses[node.id]
         value = node.output
+        if 0 in value.shape:  # an empty slice: nothing to read
+            self.emit(f"{self.bind(value, node.tensor.name)} = jnp.zeros({literal(tuple(value.shape))}, "
+                      f"{jnp_dtype(value.dtype)})", indent)
+            return
         text = f"{access.ref_name}[{self._ref_subscript(access)}]"
         if tuple(access.ref_shape) != tuple(value.shape):
             text = f"{text}.reshape({literal(tuple(value.shape))})"
@@ -212,6 +216,9 @@ class KernelEmitter:
         dtype = node.tensor.dtype
         target = f"{access.ref_name}[{self._ref_subscript(access)}]"
         (operand,) = node.args
+        if isinstance(operand, Value) and 0 in operand.shape:
+            self.emit("# an empty slice: nothing to store", indent)
+            return
         shape = tuple(access.ref_shape)
         if isinstance(operand, Value):
             text = self.render(operand)

@@ -1,0 +1,38 @@
+"""Empty and degenerate inputs give torch's results (issue #11 item 2)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+
+
+@pallasite.kernel
+def row_sums(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tile_m in hl.tile(m):
+        out[tile_m] = x[tile_m, :].sum(-1)
+    return out
+
+
+@pallasite.kernel
+def row_sums_by_tiles(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n):
+            acc += x[tile_m, tile_n].sum(-1)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("kernel", [row_sums, row_sums_by_tiles], ids=["whole_row", "inner_loop"])
+@pytest.mark.parametrize("shape", [(5, 0), (0, 5), (0, 0), (1, 1), (1, 300), (7, 1)])
+def test_reductions_over_empty_and_unit_dims(kernel, shape):
+    x = torch.randn(*shape)
+    result = kernel(x)
+    assert result.shape == (shape[0],)
+    torch.testing.assert_close(result, x.sum(-1), atol=1e-5, rtol=1e-5)
