@@ -106,3 +106,47 @@ def test_jagged_kernels_lower_to_mosaic(loop_type):
     check_tpu_lowering(jagged_attention, (q, k, v, offsets), pallas_loop_type=loop_type)
     check_tpu_lowering(stamp_tiles, (torch.zeros(12, 128), torch.tensor([0, 5, 12], dtype=torch.int32)),
                        pallas_loop_type=loop_type)
+
+
+# ------------------------------------------- stores never pass an inner loop's end --
+
+
+@pallasite.kernel
+def first_rows_doubled(x):
+    rows, cols = x.size()
+    y = torch.zeros_like(x)
+    for tile_c in hl.tile(cols):
+        for t in hl.tile(29):
+            y[t, tile_c] = x[t, tile_c] * 2.0
+    return y
+
+
+@pallasite.kernel
+def segments_doubled_last_first(x, offsets):
+    b = offsets.size(0) - 1
+    y = torch.zeros_like(x)
+    for g in hl.grid(b):
+        seg = b - 1 - g
+        for t in hl.tile(offsets[seg], offsets[seg + 1]):
+            y[t, :] = x[t, :] * 2.0
+    return y
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_inner_loop_ending_inside_the_output_leaves_the_rest_alone(loop_type):
+    x = torch.randn(40, 128)
+    _, result = code_and_output(first_rows_doubled, (x,), block_sizes=[128, 8], pallas_loop_type=loop_type)
+    expected = torch.zeros_like(x)
+    expected[:29] = x[:29] * 2
+    torch.testing.assert_close(result, expected)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_segments_last_tile_never_writes_the_next_segment(loop_type):
+    x = torch.randn(40, 128)
+    offsets = torch.tensor([0, 5, 32, 33], dtype=torch.int32)
+    _, result = code_and_output(segments_doubled_last_first, (x, offsets), block_sizes=[8],
+                                pallas_loop_type=loop_type)
+    expected = torch.zeros_like(x)
+    expected[:33] = x[:33] * 2
+    torch.testing.assert_close(result, expected)

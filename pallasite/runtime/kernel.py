@@ -5,7 +5,9 @@ import hashlib
 import inspect
 import os
 import sys
+import tempfile
 import types
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -332,14 +334,31 @@ def code_dir() -> str:
 
 
 def _write_code(name: str, code: str) -> str:
+    """Write the generated module where tracebacks will point (named by its hash).
+
+    The module runs from the in-memory text; the file is for tracebacks and
+    readers. It is written atomically (a temporary file renamed into place),
+    so concurrent compiles never see half a file; a cached file whose text
+    differs (truncated, edited) is rewritten with a warning.
+    """
     digest = hashlib.sha256(code.encode()).hexdigest()[:12]
     directory = code_dir()
     path = os.path.join(directory, f"{name}_{digest}.py")
     try:
+        with open(path) as f:
+            existing = f.read()
+    except (OSError, UnicodeDecodeError):
+        existing = None
+    if existing == code:
+        return path
+    if existing is not None:
+        warnings.warn(f"pallasite: the cached module {path} was corrupt; regenerated it.", stacklevel=3)
+    try:
         os.makedirs(directory, exist_ok=True)
-        if not os.path.exists(path):
-            with open(path, "w") as f:
-                f.write(code)
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}_", suffix=".tmp")
+        with os.fdopen(handle, "w") as f:
+            f.write(code)
+        os.replace(temporary, path)
     except OSError:
         pass  # read-only home: tracebacks still name the path, the code is on the kernel
     return path

@@ -3,8 +3,9 @@
 A tensor is streamed by inner loop L (whose strategy streams) when every
 access of it in the whole device loop sits directly in L's body, all with one
 index form that walks one of L's tile dims, and it is only read (an input
-stream) or only written (an output stream); the strategy may refuse an index
-form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
+stream) or only written (an output stream, whose partial last tile must not
+end inside the tensor: windows are written back whole); the strategy may
+refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
 as with `unroll`. Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
 """
@@ -41,12 +42,25 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
             continue
         if not strategy.accepts_stream(first, loop_dims, grid_axis_of):
             continue
+        if use.stores and _spills_past_range(first, use.symbol.shape):
+            continue
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
                        if not isinstance(item, ScalarIndex))
         direction = Direction.OUT if use.stores else Direction.IN
         streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window)
     return streams
+
+
+def _spills_past_range(index: tuple, shape: tuple[int, ...]) -> bool:
+    """Whether a window's write-back can pass its tile's range inside the tensor: a partial
+    last tile whose range may end before the tensor does. Windows are copied whole, so
+    such an output stays resident, where stores keep the contents past the range."""
+    for item, size in zip(tensor_axes(index), shape):
+        if isinstance(item, TileSlice) and item.dim.has_partial_tail:
+            if not isinstance(item.dim.end, int) or item.dim.end < size:
+                return True
+    return False
 
 
 def _direct_parents(body: list, owner: dict, loop: TileLoop | None = None) -> None:
