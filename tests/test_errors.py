@@ -461,3 +461,15 @@ def test_backend_pallas_accepted():
 
     x = torch.randn(1024)
     torch.testing.assert_close(negate(x), -x)
+
+
+def test_a_vmem_limit_below_the_working_set_is_rejected():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 256], vmem_limit_bytes=1024))
+    def copy_rows(x):
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile(x.size()):
+            out[tile_m, tile_n] = x[tile_m, tile_n]
+        return out
+
+    with pytest.raises(exc.VmemOverflow, match="vmem_limit_bytes=1024 is below"):
+        copy_rows(torch.randn(96, 256))

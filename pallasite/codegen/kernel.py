@@ -41,7 +41,7 @@ class KernelEmitter:
         self._last_line: int | None = None
         self.frames: dict[int, LoopFrame] = {}  # inner TileLoop id -> its generated names
         self._range_scopes: list[dict] = [{}]  # (shape, axis, range) -> condition variable, per scope
-        self._attribute_lines: dict[str, int] = {}  # tile attribute variable -> its line
+        self._value_lines: dict[str, int] = {}  # variable of a pure value -> the line binding it
         self._uses, self._inlined = _value_uses(plan.call.loop.body)
 
     # ---------------------------------------------------------------- text --
@@ -103,15 +103,21 @@ class KernelEmitter:
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
-        self._drop_unused_tile_attributes()
+        self._drop_unused_values()
         return "\n".join(self.lines)
 
-    def _drop_unused_tile_attributes(self) -> None:
-        """Tile attributes are bound where their loop starts; drop those nothing reads."""
-        text = "\n".join(self.lines)
-        unused = {line for name, line in self._attribute_lines.items()
-                  if len(re.findall(rf"\b{re.escape(name)}\b", text)) == 1}
-        self.lines = [line for i, line in enumerate(self.lines) if i not in unused]
+    def _drop_unused_values(self) -> None:
+        """Drop the bindings of pure values nothing reads: tile attributes are bound where
+        their loop starts, and a scalar may only feed an index map (`tile.begin // 32`)."""
+        dropped: set[int] = set()
+        while True:
+            text = "\n".join(line for i, line in enumerate(self.lines) if i not in dropped)
+            unused = {line for name, line in self._value_lines.items() if line not in dropped
+                      and len(re.findall(rf"\b{re.escape(name)}\b", text)) == 1}
+            if not unused:
+                break
+            dropped |= unused
+        self.lines = [line for i, line in enumerate(self.lines) if i not in dropped]
 
     def _emit_copy_in(self, update) -> None:
         copy = f"{update.output_ref}[...] = {update.input_ref}[...]"
@@ -264,7 +270,7 @@ class KernelEmitter:
         op = ops.OPS[node.op]
         if op.kind is ops.OpKind.STRUCTURAL:
             name = self.bind(node.output, node.op)
-            self._attribute_lines[name] = len(self.lines)
+            self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)
             return
         args = [
@@ -290,7 +296,9 @@ class KernelEmitter:
         if outputs[0].id in self._inlined:  # an unnamed part of one statement: inline it
             self.env[outputs[0].id] = _atom(text)
             return
-        self.emit(f"{self.bind(outputs[0], node.op)} = {_unwrap(text)}", indent)
+        name = self.bind(outputs[0], node.op)
+        self._value_lines[name] = len(self.lines)
+        self.emit(f"{name} = {_unwrap(text)}", indent)
 
     def _structural(self, node: Node) -> str:
         """A structural op: a runtime scalar read or a tile attribute (`STRUCTURAL_RULES`)."""

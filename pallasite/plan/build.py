@@ -126,6 +126,12 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             loop.location,
         )
     limit = vmem_limit
+    if limit is not None and limit < vmem:
+        raise exc.VmemOverflow(
+            f"vmem_limit_bytes={limit} is below this config's estimated VMEM working set of "
+            f"{vmem} bytes ({vmem / 2**20:.2f} MiB); raise the limit or use smaller block sizes.",
+            loop.location,
+        )
     if limit is None and vmem > 16 * 2**20:
         limit = min(vmem_capacity, int(vmem * 1.25))
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
