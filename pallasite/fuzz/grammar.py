@@ -139,8 +139,33 @@ def _reduced_dtype(reducer: str, dtype: torch.dtype) -> torch.dtype:
     return torch.int32 if reducer == "argmax" else dtype
 
 
+def _two_pass(draw: Draw, name: str) -> Case:
+    """A row statistic carried over one inner loop, then used by a sibling loop (two passes)."""
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    dims = {"m": draw.size(0.4), "n": draw.size(0.8)}
+    stat, init, update, use = rng.choice((
+        ("mean", "hl.zeros([tm], dtype=torch.float32)", "stat + x[tm, tn].sum(1)", "x[tm, tn] - (stat / n)[:, None]"),
+        ("max", 'hl.full([tm], float("-inf"), dtype=torch.float32)', "torch.maximum(stat, torch.amax(x[tm, tn], 1))",
+         "torch.exp(x[tm, tn] - stat[:, None])"),
+        ("sumsq", "hl.zeros([tm], dtype=torch.float32)", "stat + (x[tm, tn] * x[tm, tn]).sum(-1)",
+         "x[tm, tn] * torch.rsqrt(stat / n + 1e-5)[:, None]"),
+    ))
+    body = _lines(0, "m, n = x.size()", "out = torch.empty([m, n], dtype=torch.float32, device=x.device)",
+                  "for tm in hl.tile(m):")
+    body += _lines(1, f"stat = {init}", "for tn in hl.tile(n):")
+    body.append(Line(2, f"stat = {update}"))
+    body.append(Line(1, "for tn in hl.tile(n):"))
+    body.append(Line(2, f"out[tm, tn] = {use}"))
+    body.append(Line(0, "return out"))
+    return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+                loop_type=draw.loop_type(), tags=("two_pass", stat))
+
+
 def reduction(draw: Draw, name: str) -> Case:
     rng = draw.rng
+    if draw.chance(0.3):
+        return _two_pass(draw, name)
     rank = rng.choice((2, 2, 3))
     axes = _AXES[rank]
     dims = {a: draw.size(large=0.5 if a == "n" else 0.3) for a in axes}

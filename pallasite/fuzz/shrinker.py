@@ -43,9 +43,19 @@ def _smaller_values(value: int) -> list[int]:
 
 
 def _shrink_dims(case: Case) -> Iterator[Case]:
+    """Each dim smaller, with the same block sizes, then with block sizes chosen afresh (a block
+    sized for the old extent is often illegal for the new one)."""
     for name, value in case.dims.items():
         for smaller in _smaller_values(value):
             yield case.with_(dims={**case.dims, name: smaller})
+            if case.block_sizes is not None:
+                yield case.with_(dims={**case.dims, name: smaller}, block_sizes=None)
+
+
+def _drop_inputs(case: Case) -> Iterator[Case]:
+    """An input the body does not read (one it reads then fails another way)."""
+    for i in range(1, len(case.inputs)):
+        yield case.with_(inputs=case.inputs[:i] + case.inputs[i + 1:])
 
 
 def _shrink_segments(case: Case) -> Iterator[Case]:
@@ -73,7 +83,7 @@ def _simpler_loop_type(case: Case) -> Iterator[Case]:
         yield case.with_(loop_type="unroll")
 
 
-PASSES: tuple[Proposal, ...] = (_drop_lines, _use_an_operand, _shrink_segments, _shrink_dims,
+PASSES: tuple[Proposal, ...] = (_drop_lines, _use_an_operand, _drop_inputs, _shrink_segments, _shrink_dims,
                                 _shrink_block_sizes, _simpler_loop_type)
 
 
