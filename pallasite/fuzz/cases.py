@@ -1,0 +1,163 @@
+"""A generated kernel as data: source lines, named dims, inputs and a config.
+
+A case is kept structured (not only as text) so the shrinker can drop a line,
+shrink a dim or a block size and render the result again; the same rendering
+feeds the runner and the regression tests it writes, so both run the same code.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+DTYPE_NAMES = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.int32: "torch.int32",
+               torch.bool: "torch.bool"}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One source line of the kernel function body (indent counted in levels below `def`)."""
+
+    indent: int
+    text: str
+    droppable: bool = False  # the shrinker may delete it or replace its expression by an operand
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A kernel argument: a tensor shaped by named dims, or jagged offsets from `Case.segments`."""
+
+    name: str
+    dims: tuple[str | int, ...] = ()
+    dtype: torch.dtype = torch.float32
+    fill: str = "randn"  # "randn" | "randint" | "offsets" | "positive"
+
+    def expression(self, case: Case, seed: int) -> str:
+        """Python source building this input (deterministic: its own seeded generator)."""
+        if self.fill == "offsets":
+            return f"torch.tensor({list(case.offsets())}, dtype=torch.int32)"
+        shape = ", ".join(str(case.size(d)) for d in self.dims)
+        shape = f"({shape},)" if len(self.dims) == 1 else f"({shape})"
+        generator = f"torch.Generator().manual_seed({seed})"
+        if self.fill == "randint":
+            return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype=torch.int32)"
+        value = f"torch.randn({shape}, generator={generator})"
+        if self.fill == "positive":
+            value = f"{value}.abs().add(0.5)"
+        if self.dtype != torch.float32:
+            value = f"{value}.to({DTYPE_NAMES[self.dtype]})"
+        return value
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated kernel with its inputs and config."""
+
+    kind: str
+    name: str  # the kernel function's name, unique per (seed, case)
+    inputs: tuple[InputSpec, ...]
+    body: tuple[Line, ...]  # after the `def` line, at one indent
+    dims: dict[str, int] = field(default_factory=dict)
+    segments: tuple[int, ...] = ()  # jagged segment lengths; the dim "T" is their sum
+    block_sizes: tuple[int, ...] | None = None  # None: chosen after binding (`with_config`)
+    loop_type: str | None = None
+    data_seed: int = 0
+    exact: bool = False  # integer / argmax results: compared exactly
+    tags: tuple[str, ...] = ()  # forms this case exercises (e.g. "lane_accumulator")
+
+    def size(self, dim: str | int) -> int:
+        if isinstance(dim, int):
+            return dim
+        if dim == "T":
+            return sum(self.segments)
+        return self.dims[dim]
+
+    def offsets(self) -> tuple[int, ...]:
+        bounds = [0]
+        for length in self.segments:
+            bounds.append(bounds[-1] + length)
+        return tuple(bounds)
+
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if self.block_sizes is not None:
+            config["block_sizes"] = list(self.block_sizes)
+        if self.loop_type is not None:
+            config["pallas_loop_type"] = self.loop_type
+        return config
+
+    def source(self) -> str:
+        """The kernel module's source: imports and the decorated function."""
+        params = ", ".join(spec.name for spec in self.inputs)
+        lines = ["import math", "", "import torch", "", "import pallasite",
+                 "import pallasite.language as hl", "", "", "@pallasite.kernel", f"def {self.name}({params}):"]
+        lines += ["    " * (line.indent + 1) + line.text for line in self.body]
+        return "\n".join(lines) + "\n"
+
+    def input_lines(self) -> list[str]:
+        """`name = <expression>` per input."""
+        return [f"{spec.name} = {spec.expression(self, self.data_seed * 16 + i)}"
+                for i, spec in enumerate(self.inputs)]
+
+    def make_inputs(self) -> tuple[torch.Tensor, ...]:
+        namespace: dict[str, Any] = {"torch": torch}
+        for text in self.input_lines():
+            exec(text, namespace)  # noqa: S102 - our own generated input expressions
+        return tuple(namespace[spec.name] for spec in self.inputs)
+
+    def with_(self, **changes: Any) -> Case:
+        return replace(self, **changes)
+
+
+_MODULE_DIR: Path | None = None
+_LOADED = 0
+
+
+def load_kernel(case: Case) -> Any:
+    """Write the case's source to a real file (pallasite reads kernels with `inspect`) and import it."""
+    global _MODULE_DIR, _LOADED
+    if _MODULE_DIR is None:
+        _MODULE_DIR = Path(tempfile.mkdtemp(prefix="pallasite_fuzz_"))
+    _LOADED += 1
+    module_name = f"pallasite_fuzz_case_{_LOADED}"
+    path = _MODULE_DIR / f"{module_name}.py"
+    path.write_text(case.source())
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, case.name)
+
+
+def unload_all() -> None:
+    """Forget the modules this process imported for cases (they are not reused)."""
+    for name in [n for n in sys.modules if n.startswith("pallasite_fuzz_case_")]:
+        del sys.modules[name]
+
+
+_NAME = re.compile(r"\b[a-z]\w*\b")
+
+
+def assigned_name(line: Line) -> str | None:
+    """`v3` for `v3 = ...` (plain single-name assignments only)."""
+    match = re.match(r"^([A-Za-z_]\w*) = (.+)$", line.text)
+    return match.group(1) if match else None
+
+
+def operand_names(line: Line, known: set[str]) -> list[str]:
+    """The previously assigned names a line's expression reads, in order of appearance."""
+    match = re.match(r"^[A-Za-z_]\w* = (.+)$", line.text)
+    if not match:
+        return []
+    seen: list[str] = []
+    for name in _NAME.findall(match.group(1)):
+        if name in known and name not in seen:
+            seen.append(name)
+    return seen

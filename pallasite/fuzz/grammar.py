@@ -1,0 +1,450 @@
+"""The kernel grammar: one generator per kind of kernel, each returning a `Case`.
+
+Every generator draws from a `random.Random` only, so a seed fixes the cases.
+Block sizes that the config tunes are chosen later, after binding, from the
+kernel's `config_spec` (`choose_config`); sizes written in the source
+(`block_size=16`) are drawn here.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+import torch
+
+from .cases import Case, InputSpec, Line
+from .expressions import FLOATS, ChainBuilder, Value, dtype_name
+
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
+LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
+MIXED_DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
+
+
+class Draw:
+    """The random choices of one case."""
+
+    def __init__(self, rng: random.Random, loop_types: tuple[str, ...]):
+        self.rng = rng
+        self.loop_types = loop_types
+
+    def size(self, large: float = 0.5) -> int:
+        return self.rng.choice(LARGE_SIZES if self.rng.random() < large else SMALL_SIZES)
+
+    def dtype(self, choices=MIXED_DTYPES) -> torch.dtype:
+        return self.rng.choice(choices)
+
+    def loop_type(self) -> str:
+        return self.rng.choice(self.loop_types)
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+
+def _fill(dtype: torch.dtype) -> str:
+    return "randint" if dtype == torch.int32 else "randn"
+
+
+def _lines(indent: int, *texts: str) -> list[Line]:
+    return [Line(indent, text) for text in texts]
+
+
+# ------------------------------------------------------------------ pointwise --
+
+_AXES = {1: ("n",), 2: ("m", "n"), 3: ("b", "m", "n")}
+
+
+def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list[Line], dict[str, int], bool, str | None]:
+    rng = draw.rng
+    rank = rng.choice((1, 2, 2, 3))
+    axes = _AXES[rank]
+    dims = {a: draw.size(large=0.6 if a == "n" else 0.3) for a in axes}
+    count = rng.choice((1, 2, 3))
+    dtypes = [draw.dtype() for _ in range(count)]
+    if in_place:
+        dtypes[0] = draw.dtype(FLOATS)
+    inputs = [InputSpec(f"x{i}", axes, d, _fill(d)) for i, d in enumerate(dtypes)]
+    tiles = [f"t{a}" for a in axes]
+    inner = in_place and rank >= 2 and draw.chance(0.5)  # the last dim as an inner loop
+    loop_type = draw.loop_type() if inner else None
+    body = [Line(0, f"{', '.join(axes)}{',' if rank == 1 else ''} = x0.size()")]
+    if not in_place:
+        out_dtype = draw.dtype((torch.float32, torch.bfloat16, None))
+    indent = 1
+    if inner:
+        outer = tiles[:-1]
+        outer_spec = axes[0] if len(outer) == 1 else f"[{', '.join(axes[:-1])}]"
+        body.append(Line(0, f"for {', '.join(outer)} in hl.tile({outer_spec}):"))
+        body.append(Line(1, f"for {tiles[-1]} in hl.tile({axes[-1]}):"))
+        indent = 2
+    else:
+        spec = axes[0] if rank == 1 else f"[{', '.join(axes)}]"
+        body.append(Line(0, f"for {', '.join(tiles)} in hl.tile({spec}):"))
+    index = ", ".join(tiles)
+    leaves = [Value(f"a{i}", d, leaf=True) for i, d in enumerate(dtypes)]
+    body += [Line(indent, f"a{i} = x{i}[{index}]") for i in range(count)]
+    if rank >= 2 and draw.chance(0.3):  # a row vector broadcast over the other axes
+        dtype = draw.dtype()
+        inputs.append(InputSpec("r", ("n",), dtype, _fill(dtype)))
+        none_axes = ", ".join(["None"] * (rank - 1))
+        body.append(Line(indent, f"a{count} = r[{tiles[-1]}][{none_axes}, :]"))
+        leaves.append(Value(f"a{count}", dtype, leaf=True))
+    if rank >= 2 and draw.chance(0.2):  # a tile's index vector
+        none_axes = ", ".join(["None"] * (rank - 1))
+        body.append(Line(indent, f"a{len(leaves)} = {tiles[-1]}.index[{none_axes}, :]"))
+        leaves.append(Value(f"a{len(leaves)}", torch.int32))
+    chain = ChainBuilder(rng, indent, leaves)
+    result = chain.chain(rng.randint(1, 5), float_only=in_place)
+    body += chain.lines
+    exact = False
+    if in_place:
+        cast = f".to({dtype_name(dtypes[0])})" if draw.chance(0.5) else ""
+        body.append(Line(indent, f"x0[{index}] += {result.name}{cast}"))
+        if draw.chance(0.3):
+            body.append(Line(indent, f"x0[{index}] = x0[{index}] * 0.5 + a0", droppable=True))
+        body.append(Line(0, "return x0"))
+    else:
+        if out_dtype is None:
+            out_dtype = result.dtype
+            exact = out_dtype == torch.int32
+        shape = ", ".join(axes)
+        body.insert(1, Line(0, f"out = torch.empty([{shape}], dtype={dtype_name(out_dtype)}, device=x0.device)"))
+        body.append(Line(indent, f"out[{index}] = {result.name}.to({dtype_name(out_dtype)})"))
+        body.append(Line(0, "return out"))
+    return inputs, body, dims, exact, loop_type
+
+
+def pointwise(draw: Draw, name: str) -> Case:
+    inputs, body, dims, exact, loop_type = _elementwise_body(draw, in_place=False)
+    return Case("pointwise", name, tuple(inputs), tuple(body), dims, loop_type=loop_type, exact=exact)
+
+
+def in_place(draw: Draw, name: str) -> Case:
+    inputs, body, dims, exact, loop_type = _elementwise_body(draw, in_place=True)
+    return Case("in_place", name, tuple(inputs), tuple(body), dims, loop_type=loop_type, exact=exact)
+
+
+# ----------------------------------------------------------------- reductions --
+
+_REDUCERS = {
+    "sum": ("{v}.sum({d}{k})", "torch.sum({v}, dim={d}{k})"),
+    "amax": ("torch.amax({v}, {d}{k})", "{v}.amax(dim={d}{k})", "torch.max({v}, dim={d}{k}).values"),
+    "amin": ("torch.amin({v}, {d}{k})", "{v}.min(dim={d}{k}).values"),
+    "mean": ("{v}.mean({d}{k})", "torch.mean({v}, dim={d}{k})"),
+    "argmax": ("torch.argmax({v}, dim={d}{k})", "{v}.argmax({d}{k})"),
+}
+
+
+def _reduced_dtype(reducer: str, dtype: torch.dtype) -> torch.dtype:
+    return torch.int32 if reducer == "argmax" else dtype
+
+
+def _two_pass(draw: Draw, name: str) -> Case:
+    """A row statistic carried over one inner loop, then used by a sibling loop (two passes)."""
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    dims = {"m": draw.size(0.4), "n": draw.size(0.8)}
+    stat, init, update, use = rng.choice((
+        ("mean", "hl.zeros([tm], dtype=torch.float32)", "stat + x[tm, tn].sum(1)", "x[tm, tn] - (stat / n)[:, None]"),
+        ("max", 'hl.full([tm], float("-inf"), dtype=torch.float32)', "torch.maximum(stat, torch.amax(x[tm, tn], 1))",
+         "torch.exp(x[tm, tn] - stat[:, None])"),
+        ("sumsq", "hl.zeros([tm], dtype=torch.float32)", "stat + (x[tm, tn] * x[tm, tn]).sum(-1)",
+         "x[tm, tn] * torch.rsqrt(stat / n + 1e-5)[:, None]"),
+    ))
+    body = _lines(0, "m, n = x.size()", "out = torch.empty([m, n], dtype=torch.float32, device=x.device)",
+                  "for tm in hl.tile(m):")
+    body += _lines(1, f"stat = {init}", "for tn in hl.tile(n):")
+    body.append(Line(2, f"stat = {update}"))
+    body.append(Line(1, "for tn in hl.tile(n):"))
+    body.append(Line(2, f"out[tm, tn] = {use}"))
+    body.append(Line(0, "return out"))
+    return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+                loop_type=draw.loop_type(), tags=("two_pass", stat))
+
+
+def reduction(draw: Draw, name: str) -> Case:
+    rng = draw.rng
+    if draw.chance(0.3):
+        return _two_pass(draw, name)
+    rank = rng.choice((2, 2, 3))
+    axes = _AXES[rank]
+    dims = {a: draw.size(large=0.5 if a == "n" else 0.3) for a in axes}
+    reduced = rng.randrange(rank)
+    reducer = rng.choice(tuple(_REDUCERS))
+    dtype = draw.dtype((torch.float32, torch.bfloat16)) if reducer == "mean" else draw.dtype()
+    inputs = [InputSpec("x", axes, dtype, _fill(dtype))]
+    kept = [a for i, a in enumerate(axes) if i != reduced]
+    keepdim = draw.chance(0.3)
+    tiles = {a: f"t{a}" for a in kept}
+    load_index = ", ".join(tiles.get(a, ":") for a in axes)
+    body = [Line(0, f"{', '.join(axes)} = x.size()")]
+    leaf = Value("v", dtype, leaf=True)
+    chain = ChainBuilder(rng, 1, [leaf], prefix="w")
+    value = leaf
+    if reducer != "argmax" and draw.chance(0.6):
+        value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
+    if value.dtype == torch.int32 and reducer == "mean":
+        value = Value(value.name, torch.float32)
+    result_dtype = _reduced_dtype(reducer, value.dtype)
+    out_dims = [a if i != reduced else "1" for i, a in enumerate(axes) if keepdim or i != reduced]
+    store_index = ", ".join(tiles.get(a, ":") for i, a in enumerate(axes) if keepdim or i != reduced)
+    body.append(Line(0, f"out = torch.empty([{', '.join(out_dims)}], dtype={dtype_name(result_dtype)}, "
+                        "device=x.device)"))
+    spec = kept[0] if len(kept) == 1 else f"[{', '.join(kept)}]"
+    body.append(Line(0, f"for {', '.join(tiles.values())} in hl.tile({spec}):"))
+    body.append(Line(1, f"v = x[{load_index}]"))
+    body += chain.lines
+    d = reduced - rank if draw.chance(0.3) else reduced
+    text = rng.choice(_REDUCERS[reducer]).format(v=value.name, d=d, k=", keepdim=True" if keepdim else "")
+    body.append(Line(1, f"out[{store_index}] = {text}"))
+    body.append(Line(0, "return out"))
+    return Case("reduction", name, tuple(inputs), tuple(body), dims, exact=result_dtype == torch.int32)
+
+
+# -------------------------------------------------------------------- matmul --
+
+def matmul(draw: Draw, name: str) -> Case:
+    rng = draw.rng
+    batched = draw.chance(0.3)
+    dtype = draw.dtype(FLOATS)
+    dims = {"m": draw.size(0.4), "k": draw.size(0.6), "n": draw.size(0.6)}
+    out_dtype = draw.dtype((torch.float32, dtype))
+    if batched:
+        dims["b"] = rng.choice((1, 2, 3))
+        inputs = [InputSpec("x", ("b", "m", "k"), dtype), InputSpec("y", ("b", "k", "n"), dtype)]
+        body = _lines(0, "b, m, k = x.size()", "n = y.size(2)",
+                      f"out = torch.empty([b, m, n], dtype={dtype_name(out_dtype)}, device=x.device)",
+                      "for tb, tm, tn in hl.tile([b, m, n]):")
+        body += _lines(1, "acc = hl.zeros([tb, tm, tn], dtype=torch.float32)", "for tk in hl.tile(k):")
+        a, b = "x[tb, tm, tk]", "y[tb, tk, tn]"
+        update = rng.choice((f"torch.baddbmm(acc, {a}, {b})", f"acc + torch.bmm({a}, {b})",
+                             f"hl.dot({a}, {b}, acc=acc)"))
+        store = "out[tb, tm, tn]"
+    else:
+        inputs = [InputSpec("x", ("m", "k"), dtype), InputSpec("y", ("k", "n"), dtype)]
+        body = _lines(0, "m, k = x.size()", "n = y.size(1)",
+                      f"out = torch.empty([m, n], dtype={dtype_name(out_dtype)}, device=x.device)",
+                      "for tm, tn in hl.tile([m, n]):")
+        body += _lines(1, "acc = hl.zeros([tm, tn], dtype=torch.float32)", "for tk in hl.tile(k):")
+        a, b = "x[tm, tk]", "y[tk, tn]"
+        update = rng.choice((f"torch.addmm(acc, {a}, {b})", f"hl.dot({a}, {b}, acc=acc)",
+                             f"acc + hl.dot({a}, {b})", f"acc + torch.mm({a}, {b}).float()"))
+        store = "out[tm, tn]"
+    body.append(Line(2, f"acc = {update}"))
+    epilogue = rng.choice(("acc", "torch.relu(acc)", "acc * 0.5 + 1.0", "torch.sigmoid(acc)"))
+    body.append(Line(1, f"{store} = ({epilogue}).to({dtype_name(out_dtype)})"))
+    body.append(Line(0, "return out"))
+    return Case("matmul", name, tuple(inputs), tuple(body), dims, loop_type=draw.loop_type())
+
+
+# ----------------------------------------------------------------- attention --
+
+def attention(draw: Draw, name: str) -> Case:
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    dims = {"s": draw.size(0.5), "kv": draw.size(0.5), "d": rng.choice((8, 16, 64, 128))}
+    causal = draw.chance(0.4)
+    inputs = [InputSpec("q", ("s", "d"), dtype), InputSpec("k", ("kv", "d"), dtype), InputSpec("v", ("kv", "d"), dtype)]
+    body = _lines(0, "s, d = q.size()", "kv = k.size(0)", "out = torch.empty_like(q)",
+                  "scale = 1.0 / math.sqrt(d)", "for tq in hl.tile(s):")
+    body += _lines(1, "qb = q[tq, :]", 'm_i = hl.full([tq], float("-inf"), dtype=torch.float32)',
+                   "l_i = hl.zeros([tq], dtype=torch.float32)", "acc = hl.zeros([tq, d], dtype=torch.float32)")
+    end = "min(kv, tq.end)" if causal else "kv"
+    body.append(Line(1, f"for tk in hl.tile(0, {end}):" if causal else "for tk in hl.tile(kv):"))
+    body.append(Line(2, "scores = hl.dot(qb, k[tk, :].T) * scale"))
+    if causal and draw.chance(0.5):
+        body.append(Line(2, 'scores = torch.where(tq.index[:, None] >= tk.index[None, :], scores, float("-inf"))',
+                         droppable=True))
+    body += _lines(2, "m_new = torch.maximum(m_i, torch.amax(scores, -1))", "p = torch.exp(scores - m_new[:, None])",
+                   "alpha = torch.exp(m_i - m_new)", "l_i = l_i * alpha + torch.sum(p, -1)")
+    body.append(Line(2, rng.choice(("acc = hl.dot(p.to(v.dtype), v[tk, :], acc=acc * alpha[:, None])",
+                                    "acc = acc * alpha[:, None] + hl.dot(p.to(v.dtype), v[tk, :])"))))
+    body.append(Line(2, "m_i = m_new"))
+    body.append(Line(1, "out[tq, :] = (acc / l_i[:, None]).to(out.dtype)"))
+    body.append(Line(0, "return out"))
+    if causal:
+        dims["kv"] = dims["s"]
+    return Case("attention", name, tuple(inputs), tuple(body), dims, loop_type=draw.loop_type())
+
+
+# -------------------------------------------------------------------- bounds --
+
+def _segments(draw: Draw) -> tuple[int, ...]:
+    rng = draw.rng
+    count = rng.randint(1, 6)
+    return tuple(rng.choice((0, 0, 1, 3, 5, 8, 13, 16, 20, 37, 64)) for _ in range(count))
+
+
+def _block(draw: Draw, choices=(None, None, 8, 16, 32)) -> str:
+    size = draw.rng.choice(choices)
+    return "" if size is None else f", block_size={size}"
+
+
+def bounds(draw: Draw, name: str) -> Case:
+    rng = draw.rng
+    form = rng.choice(("static_outer", "static_inner", "jagged_rows", "jagged_reduce", "dependent"))
+    dtype = draw.dtype()
+    d = rng.choice((1, 8, 100, 128, 256))
+    loop_type = None
+    segments: tuple[int, ...] = ()
+    if form == "static_outer":
+        dims = {"m": draw.size(0.6), "n": rng.choice((1, 128, 200))}
+        begin = rng.randint(0, dims["m"])
+        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        body = _lines(0, "m, n = x.size()", "out = torch.zeros_like(x)", f"for t in hl.tile({begin}, m):")
+        body.append(Line(1, "out[t, :] = x[t, :] * 2 + 1"))
+    elif form == "static_inner":
+        dims = {"m": draw.size(0.3), "n": draw.size(0.8)}
+        begin = rng.randint(0, dims["n"])
+        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
+        body = _lines(0, "m, n = x.size()", f"out = torch.empty([m], dtype={acc_dtype}, device=x.device)",
+                      "for tm in hl.tile(m):")
+        body += _lines(1, f"acc = hl.zeros([tm], dtype={acc_dtype})", f"for tn in hl.tile({begin}, n):")
+        body.append(Line(2, "acc = acc + x[tm, tn].sum(1)"))
+        body.append(Line(1, "out[tm] = acc"))
+        loop_type = draw.loop_type()
+    else:
+        segments = _segments(draw)
+        dims = {"d": d}
+        inputs = [InputSpec("x", ("T", "d"), dtype, _fill(dtype)), InputSpec("offsets", (), torch.int32, "offsets")]
+        loop_type = draw.loop_type()
+        body = _lines(0, "segments = offsets.size(0) - 1", "d = x.size(1)")
+        if form == "jagged_rows":
+            body.append(Line(0, "out = torch.zeros_like(x)"))
+            body.append(Line(0, "for g in hl.grid(segments):"))
+            body.append(Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw)}):"))
+            body.append(Line(2, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] + t.begin",
+                                            "out[t, :] = x[t, :] - t.id"))))
+        elif form == "jagged_reduce":
+            acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
+            reducer, init, update = rng.choice((
+                ("sum", "hl.zeros([d], dtype={a})", "acc + x[t, :].sum(0)"),
+                ("amax", 'hl.full([d], -1000, dtype={a})', "torch.maximum(acc, torch.amax(x[t, :], 0))"),
+            ))
+            body.append(Line(0, f"out = torch.empty([segments, d], dtype={acc_dtype}, device=x.device)"))
+            body.append(Line(0, "for g in hl.grid(segments):"))
+            body += _lines(1, "acc = " + init.format(a=acc_dtype),
+                           f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw)}):")
+            body.append(Line(2, f"acc = {update}"))
+            body.append(Line(1, "out[g, :] = acc"))
+        else:
+            body.append(Line(0, f"out = torch.zeros([x.size(0), d], dtype=torch.float32, device=x.device)"))
+            body.append(Line(0, "for g in hl.grid(segments):"))
+            body += _lines(1, "start = offsets[g]", "end = offsets[g + 1]",
+                           f"for tq in hl.tile(start, end{_block(draw)}):")
+            body += _lines(2, "acc = hl.zeros([tq, d], dtype=torch.float32)",
+                           f"for tk in hl.tile(start, min(end, tq.end){_block(draw)}):")
+            body.append(Line(3, "acc = acc + x[tk, :].sum(0)[None, :]"))
+            body.append(Line(2, "out[tq, :] = acc"))
+    body.append(Line(0, "return out"))
+    exact = dtype == torch.int32 and form != "dependent"
+    return Case("bounds", name, tuple(inputs), tuple(body), dims, segments=segments, loop_type=loop_type,
+                exact=exact, tags=(form,))
+
+
+# ------------------------------------------------- issue #13: the three shapes --
+
+_LANE_FINAL = {
+    "sum": ("torch.sum(acc, dim=1)", "acc.sum(1)"),
+    "amax": ("torch.amax(acc, dim=1)",),
+    "amin": ("acc.min(dim=1).values", "torch.amin(acc, 1)"),
+    "mean": ("acc.mean(dim=1)",),
+    "argmax": ("torch.argmax(acc, dim=1)",),
+}
+
+
+def lane_accumulator(draw: Draw, name: str) -> Case:
+    """A block-sized accumulator over an inner loop, reduced along its lanes after the loop."""
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    final = rng.choice(tuple(_LANE_FINAL))
+    combine = rng.choice(("add", "maximum", "minimum"))
+    dims = {"m": draw.size(0.4), "n": draw.size(0.8)}
+    body = _lines(0, "m, n = x.size()")
+    out_dtype = torch.int32 if final == "argmax" else torch.float32
+    body.append(Line(0, f"out = torch.empty([m], dtype={dtype_name(out_dtype)}, device=x.device)"))
+    body += _lines(0, "block_n = hl.register_block_size(n)", "for tm in hl.tile(m):")
+    init = {"add": "hl.zeros([tm, block_n], dtype=torch.float32)",
+            "maximum": 'hl.full([tm, block_n], float("-inf"), dtype=torch.float32)',
+            "minimum": 'hl.full([tm, block_n], float("inf"), dtype=torch.float32)'}[combine]
+    body += _lines(1, f"acc = {init}", "for tn in hl.tile(n, block_size=block_n):")
+    body.append(Line(2, "v = x[tm, tn]"))
+    exact_ops = final == "argmax"
+    if exact_ops:
+        op = rng.choice(("v", "torch.abs(v)", "-v", "v * 2"))
+    else:
+        op = rng.choice(("v", "torch.abs(v)", "torch.sigmoid(v)", "v * v", "torch.tanh(v) + 1.0"))
+    body.append(Line(2, f"f = {op}", droppable=True))
+    body.append(Line(2, {"add": "acc = acc + f", "maximum": "acc = torch.maximum(acc, f)",
+                         "minimum": "acc = torch.minimum(acc, f)"}[combine]))
+    body.append(Line(1, f"out[tm] = {rng.choice(_LANE_FINAL[final])}"))
+    body.append(Line(0, "return out"))
+    return Case("lane_accumulator", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+                loop_type=draw.loop_type(), exact=final == "argmax", tags=("lane_accumulator", final))
+
+
+def segment_mean(draw: Draw, name: str) -> Case:
+    """A masked mean inside a jagged segment loop: `x[t, :].mean(0)` per tile."""
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    dims = {"d": rng.choice((1, 16, 128, 200, 256))}
+    body = _lines(0, "segments = offsets.size(0) - 1", "d = x.size(1)",
+                  "out = torch.empty([segments, d], dtype=torch.float32, device=x.device)",
+                  "for g in hl.grid(segments):")
+    body += _lines(1, "acc = hl.zeros([d], dtype=torch.float32)",
+                   f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw, (None, 4, 8, 16, 32))}):")
+    body.append(Line(2, rng.choice(("acc = acc + x[t, :].mean(0)", "acc = acc + torch.abs(x[t, :]).mean(0)",
+                                    "acc = torch.maximum(acc, x[t, :].mean(dim=0))"))))
+    body.append(Line(1, "out[g, :] = acc"))
+    body.append(Line(0, "return out"))
+    inputs = (InputSpec("x", ("T", "d"), dtype), InputSpec("offsets", (), torch.int32, "offsets"))
+    return Case("segment_mean", name, inputs, tuple(body), dims, segments=_segments(draw),
+                loop_type=draw.loop_type(), tags=("segment_mean",))
+
+
+def tile_rows(draw: Draw, name: str) -> Case:
+    """A tile's id (or begin // block) as an output row: one row per program."""
+    rng = draw.rng
+    dtype = draw.dtype(FLOATS)
+    reducer = rng.choice(("mean", "sum", "amax", "amin"))
+    spelling = {"mean": "{v}.mean({d})", "sum": "{v}.sum({d})", "amax": "torch.amax({v}, dim={d})",
+                "amin": "{v}.amin({d})"}[reducer]
+    out_dtype = dtype if reducer in ("amax", "amin") else torch.float32
+    value = rng.choice(("x[tm, tn]", "(x[tm, tn] * 2.0)", "torch.abs(x[tm, tn])"))
+    if draw.chance(0.7):  # rows of tm
+        block = rng.choice((8, 16, 32))
+        dims = {"m": draw.size(0.5), "n": draw.size(0.6)}
+        row = rng.choice(("tm.id", f"tm.begin // {block}"))
+        body = _lines(0, "m, n = x.size()",
+                      f"out = torch.empty([(m + {block - 1}) // {block}, n], dtype={dtype_name(out_dtype)}, "
+                      "device=x.device)",
+                      f"for tm, tn in hl.tile([m, n], block_size=[{block}, None]):")
+        body.append(Line(1, f"out[{row}, tn] = {spelling.format(v=value, d=0)}"))
+    else:  # rows of the lane tile tn
+        block = rng.choice((128, 256))
+        dims = {"m": draw.size(0.3), "n": draw.size(0.9)}
+        body = _lines(0, "m, n = x.size()",
+                      f"out = torch.empty([(n + {block - 1}) // {block}, m], dtype={dtype_name(out_dtype)}, "
+                      "device=x.device)",
+                      f"for tm, tn in hl.tile([m, n], block_size=[None, {block}]):")
+        body.append(Line(1, f"out[tn.id, tm] = {spelling.format(v=value, d=1)}"))
+    body.append(Line(0, "return out"))
+    return Case("tile_rows", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+                tags=("tile_rows", reducer))
+
+
+KINDS: dict[str, Callable[[Draw, str], Case]] = {
+    "pointwise": pointwise, "reduction": reduction, "matmul": matmul, "attention": attention,
+    "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
+    "segment_mean": segment_mean, "tile_rows": tile_rows,
+}
+
+
+def generate(seed: int, index: int, kinds: tuple[str, ...] = tuple(KINDS),
+             loop_types: tuple[str, ...] = LOOP_TYPES) -> Case:
+    """Case `index` of a run: kinds in turn, everything else from a (seed, index) stream."""
+    kind = kinds[index % len(kinds)]
+    rng = random.Random(f"pallasite-fuzz:{seed}:{index}")
+    case = KINDS[kind](Draw(rng, loop_types), f"fuzz_{kind}_s{seed}_c{index}")
+    return case.with_(data_seed=rng.randrange(1 << 20))

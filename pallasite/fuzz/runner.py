@@ -1,0 +1,171 @@
+"""Run one case both ways — compiled (TPU interpret mode) and in reference mode — and classify it."""
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import re
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from .. import exc
+from ..testing import code_and_output, run_ref
+from .cases import Case, load_kernel
+
+
+class Outcome(str, enum.Enum):
+    MATCH = "match"
+    MISMATCH = "mismatch"  # a silent wrong result: the finding that matters most
+    INTERNAL = "internal error"  # an exception that is not a clean pallasite error
+    REJECTED = "rejected"  # a pallasite error naming an unsupported form or config
+    REF_ERROR = "ref-mode error"  # compiled fine, reference mode raised
+    TIMEOUT = "timeout"
+
+    @property
+    def is_finding(self) -> bool:
+        return self in (Outcome.MISMATCH, Outcome.INTERNAL)
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case  # with the config that ran
+    outcome: Outcome
+    detail: str  # the error message, or what differed
+    signature: tuple  # "fails the same way" for the shrinker
+    seconds: float
+
+
+# A pallasite error whose text shows the compiler tripped over itself, not over the user's kernel.
+_INTERNAL_TEXT = re.compile(r"internal|traceback|assertionerror|keyerror|attributeerror|nonetype|"
+                            r"unexpected|please report|\bbug\b", re.IGNORECASE)
+
+
+class CaseTimeout(BaseException):
+    """Raised in the main thread when a case runs past its budget (a BaseException, so a
+    compiler's `except Exception` cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CaseTimeout(f"case ran past {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def message_of(error: BaseException) -> str:
+    text = error.message if isinstance(error, exc.PallasiteError) else str(error)
+    return f"{type(error).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
+
+
+def normalized(message: str) -> str:
+    """A message with numbers and quoted names blurred, to group and compare failures."""
+    message = re.sub(r"\d+", "N", message)
+    return re.sub(r"'[^']*'", "'…'", message)[:200]
+
+
+def choose_config(case: Case, kernel: Any, args: tuple, rng: random.Random) -> Case:
+    """Fill in the tunable block sizes from the kernel's config space (legal TPU sizes only)."""
+    if case.block_sizes is not None:
+        return case
+    spec = kernel.bind(args).config_spec
+    sizes = []
+    for block in spec.block_sizes:
+        candidates = block.candidates() or [block.default()]
+        small = [c for c in candidates if c <= max(block.extent, candidates[0])]
+        sizes.append(rng.choice(small if small and rng.random() < 0.85 else candidates))
+    loop_type = case.loop_type if spec.loop_types else None
+    return case.with_(block_sizes=tuple(sizes), loop_type=loop_type)
+
+
+def _clone(args: tuple) -> tuple:
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def tolerance(case: Case) -> tuple[float, float]:
+    """(rtol, atol per unit of the result's magnitude): a few bf16 ulps when bf16 is anywhere
+    in the case (XLA keeps f32 intermediates, eager torch rounds every op), else f32 sums in
+    another order."""
+    if "bfloat16" in case.source() or any(s.dtype == torch.bfloat16 for s in case.inputs):
+        return 2.0 ** -6, 2.0 ** -6
+    return 1e-4, 1e-4
+
+
+def compare(result: Any, expected: Any, case: Case) -> str | None:
+    """None if they agree, else what differs."""
+    if not isinstance(result, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        return None if type(result) is type(expected) else f"result types differ: {type(result)} vs {type(expected)}"
+    if result.shape != expected.shape or result.dtype != expected.dtype:
+        return f"compiled {tuple(result.shape)} {result.dtype} vs reference {tuple(expected.shape)} {expected.dtype}"
+    if result.numel() == 0:
+        return None
+    if case.exact or not expected.dtype.is_floating_point:
+        bad = result != expected
+    else:
+        rtol, atol = tolerance(case)
+        r, e = result.double(), expected.double()
+        finite = e[torch.isfinite(e)]
+        scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
+        bad = ~torch.isclose(r, e, rtol=rtol, atol=atol * scale, equal_nan=True)
+    if not bool(bad.any()):
+        return None
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    return (f"{int(bad.sum())} of {bad.numel()} elements differ; first at {list(index)}: "
+            f"compiled {result[index].item()!r}, reference {expected[index].item()!r}")
+
+
+def run_case(case: Case, timeout: float | None = None, config_rng: random.Random | None = None) -> Result:
+    """Compile and run `case`, run it in reference mode, compare; never raises (but Ctrl-C)."""
+    start = time.perf_counter()
+
+    def done(outcome: Outcome, detail: str, signature: tuple, ran: Case) -> Result:
+        return Result(ran, outcome, detail, signature, time.perf_counter() - start)
+
+    ran = case
+    try:
+        with deadline(timeout):
+            kernel = load_kernel(case)
+            args = case.make_inputs()
+            try:
+                ran = choose_config(case, kernel, args, config_rng or random.Random(0))
+                _, compiled = code_and_output(kernel, _clone(args), **ran.config())
+            except exc.PallasiteError as error:
+                message = message_of(error)
+                if _INTERNAL_TEXT.search(str(error)):
+                    return done(Outcome.INTERNAL, message, ("internal", normalized(message)), ran)
+                return done(Outcome.REJECTED, message, ("rejected", normalized(message)), ran)
+            except CaseTimeout:
+                raise
+            except Exception as error:  # noqa: BLE001 - anything else is the compiler's fault
+                message = message_of(error)
+                detail = message + "\n" + "".join(traceback.format_exception(error)[-6:])
+                return done(Outcome.INTERNAL, detail, ("internal", normalized(message)), ran)
+            try:
+                expected = run_ref(kernel, _clone(args), config=ran.config())
+            except CaseTimeout:
+                raise
+            except Exception as error:  # noqa: BLE001
+                message = message_of(error)
+                return done(Outcome.REF_ERROR, message, ("ref", normalized(message)), ran)
+    except CaseTimeout as error:
+        return done(Outcome.TIMEOUT, str(error), ("timeout",), ran)
+    difference = compare(compiled, expected, ran)
+    if difference is None:
+        return done(Outcome.MATCH, "", ("match",), ran)
+    return done(Outcome.MISMATCH, difference, ("mismatch",), ran)

@@ -1,0 +1,108 @@
+"""A fuzz run: generate cases, run each both ways, shrink and write up the findings."""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from .cases import Case, unload_all
+from .grammar import KINDS, LOOP_TYPES, generate
+from .report import regression_test, summary, write_finding
+from .runner import Outcome, Result, run_case
+from .shrinker import shrink
+
+
+@dataclass
+class FuzzReport:
+    results: list[Result] = field(default_factory=list)
+    findings: list[tuple[Result, Path]] = field(default_factory=list)  # shrunk result, test file
+    seconds: float = 0.0
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(r.outcome is outcome for r in self.results)
+
+
+def config_rng(seed: int, index: int) -> random.Random:
+    return random.Random(f"pallasite-fuzz-config:{seed}:{index}")
+
+
+def run_fuzz(cases: int, seed: int = 0, *, kinds: Sequence[str] = tuple(KINDS),
+             loop_types: Sequence[str] = LOOP_TYPES, out: Path | str = "fuzz_findings",
+             timeout_per_case: float | None = 120.0, shrink_findings: bool = True,
+             stream: TextIO = sys.stderr) -> FuzzReport:
+    """Run `cases` generated cases; a mismatch or internal error is shrunk and written to `out`."""
+    os.environ.setdefault("PALLASITE_CODE_DIR", tempfile.mkdtemp(prefix="pallasite_fuzz_code_"))
+    kinds, loop_types = tuple(kinds), tuple(loop_types)
+    report = FuzzReport()
+    start = time.perf_counter()
+    for index in range(cases):
+        case = generate(seed, index, kinds, loop_types)
+        result = run_case(case, timeout_per_case, config_rng(seed, index))
+        report.results.append(result)
+        note = f"  {result.detail.splitlines()[0][:100]}" if result.outcome is not Outcome.MATCH else ""
+        print(f"[{index + 1:>4}/{cases}] {case.kind:<17} {result.outcome.value:<14} {result.seconds:5.1f}s{note}",
+              file=stream, flush=True)
+        if result.outcome.is_finding:
+            report.findings.append(_write_up(result, out, timeout_per_case, shrink_findings, stream))
+        if index % 25 == 24:
+            unload_all()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _write_up(result: Result, out: Path | str, timeout: float | None, shrink_it: bool,
+              stream: TextIO) -> tuple[Result, Path]:
+    original = result.case
+    final = result
+    if shrink_it:
+        def still_fails(candidate: Case) -> bool:
+            nonlocal final
+            attempt = run_case(candidate, timeout)
+            if attempt.signature == result.signature:
+                final = attempt
+                return True
+            return False
+
+        smallest, attempts = shrink(original, still_fails)
+        print(f"    shrunk in {attempts} attempts", file=stream, flush=True)
+        if final.case != smallest:
+            final = run_case(smallest, timeout)
+    path = write_finding(Path(out), final.case, final, original)
+    print(f"    regression test: {path}\n" + regression_test(final.case, final, original), file=stream, flush=True)
+    return final, path
+
+
+def _names(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown {what} {unknown}; choose from {', '.join(allowed)}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pallasite.fuzz",
+        description="Differential fuzzer: random kernels compiled (TPU interpret mode) vs reference mode.")
+    parser.add_argument("--cases", type=int, default=100, help="how many kernels to generate")
+    parser.add_argument("--seed", type=int, default=0, help="the run's seed (a seed fixes every case)")
+    parser.add_argument("--kinds", type=lambda t: _names(t, tuple(KINDS), "kind"), default=tuple(KINDS),
+                        help=f"comma-separated kinds of kernels (default all: {', '.join(KINDS)})")
+    parser.add_argument("--loop-types", type=lambda t: _names(t, LOOP_TYPES, "loop type"), default=LOOP_TYPES,
+                        help="comma-separated pallas_loop_type values for kernels with inner loops")
+    parser.add_argument("--out", default="fuzz_findings", help="folder for the regression tests of findings")
+    parser.add_argument("--timeout-per-case", type=float, default=120.0, help="seconds before a case times out")
+    parser.add_argument("--no-shrink", action="store_true", help="write findings as generated, unshrunk")
+    args = parser.parse_args(argv)
+    report = run_fuzz(args.cases, args.seed, kinds=args.kinds, loop_types=args.loop_types, out=args.out,
+                      timeout_per_case=args.timeout_per_case, shrink_findings=not args.no_shrink)
+    print(summary(report.results, report.seconds, args.kinds))
+    for result, path in report.findings:
+        print(f"finding: {result.outcome.value} in {result.case.name}: {result.detail.splitlines()[0]}\n  -> {path}")
+    return 1 if report.findings else 0

@@ -1,0 +1,109 @@
+"""The differential fuzzer (`python -m pallasite.fuzz`): a smoke run, its grammar, its shrinker."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+
+import torch
+
+from pallasite.fuzz import KINDS, Outcome, generate, run_case, run_fuzz, shrink
+from pallasite.fuzz.cases import Case, InputSpec, Line
+from pallasite.fuzz.report import regression_test
+from pallasite.fuzz.runner import compare
+from pallasite.fuzz.session import main
+
+SEED = 7
+
+
+def test_a_fixed_seed_smoke_run_finds_no_mismatch_and_no_internal_error(tmp_path):
+    stream = io.StringIO()
+    report = run_fuzz(27, SEED, out=tmp_path, timeout_per_case=60, stream=stream)
+    assert len(report.results) == 27
+    assert {r.case.kind for r in report.results} == set(KINDS)
+    assert report.count(Outcome.MISMATCH) == 0, stream.getvalue()
+    assert report.count(Outcome.INTERNAL) == 0, stream.getvalue()
+    assert report.count(Outcome.MATCH) >= 20  # rejections are allowed, but most kernels must run
+
+
+def test_the_command_line_parses_its_options_and_prints_the_summary(tmp_path, capsys):
+    assert main(["--cases", "1", "--seed", "3", "--kinds", "tile_rows", "--loop-types", "fori_loop",
+                 "--out", str(tmp_path), "--timeout-per-case", "60"]) == 0
+    printed = capsys.readouterr().out
+    assert "tile_rows" in printed and "1 cases in" in printed
+
+
+def _sources(seed: int, count: int) -> list[str]:
+    return [generate(seed, i).source() for i in range(count)]
+
+
+def test_generation_is_deterministic_for_a_seed():
+    assert _sources(SEED, 27) == _sources(SEED, 27)
+    assert _sources(SEED, 9) != _sources(SEED + 1, 9)
+
+
+def test_the_three_issue_13_shapes_are_generated():
+    sources = _sources(SEED, 27)
+    # A block-sized accumulator reduced along its lanes after the inner loop.
+    lane = [s for s in sources if "block_n = hl.register_block_size(n)" in s]
+    assert lane and all("acc = hl." in s and "[tm, block_n]" in s and "out[tm] = " in s for s in lane)
+    assert any("hl.tile(n, block_size=block_n)" in s for s in lane)
+    # A masked mean inside a jagged segment loop.
+    assert any("hl.tile(offsets[g], offsets[g + 1]" in s and "x[t, :].mean(" in s for s in sources)
+    # A tile's id (or begin // block) as an output row.
+    assert any("out[tm.id, tn]" in s or "out[tn.id, tm]" in s for s in sources)
+    assert any("out[tm.begin // " in s for s in _sources(SEED, 90))
+
+
+def _synthetic_case() -> Case:
+    body = (
+        Line(0, "m, n = x.size()"),
+        Line(0, "out = torch.empty([m, n], dtype=torch.float32, device=x.device)"),
+        Line(0, "for tm, tn in hl.tile([m, n]):"),
+        Line(1, "a = x[tm, tn]"),
+        Line(1, "v0 = torch.sigmoid(a)", droppable=True),
+        Line(1, "v1 = torch.tanh(v0) * a", droppable=True),
+        Line(1, "v2 = v1 + 1.0", droppable=True),
+        Line(1, "out[tm, tn] = v2"),
+        Line(0, "return out"),
+    )
+    return Case("pointwise", "synthetic", (InputSpec("x", ("m", "n")),), body, {"m": 37, "n": 300},
+                block_sizes=(16, 128))
+
+
+def test_the_shrinker_keeps_the_smallest_case_that_still_fails():
+    def still_fails(case: Case) -> bool:  # "fails" while a tanh survives on at least 3 rows
+        return "torch.tanh" in case.source() and case.dims["m"] >= 3 and case.dims["n"] >= 1
+
+    small, attempts = shrink(_synthetic_case(), still_fails)
+    assert still_fails(small) and attempts < 80
+    assert small.dims == {"m": 3, "n": 1}
+    assert small.block_sizes == (1, 1)
+    # The lines the failure does not need are gone; the structure (not droppable) stays.
+    assert [line.text for line in small.body if line.droppable] == ["v1 = torch.tanh(v0) * a"]
+    assert [l for l in small.body if not l.droppable] == [l for l in _synthetic_case().body if not l.droppable]
+
+
+def test_compare_is_exact_for_integers_and_allows_bf16_ulps():
+    case = _synthetic_case()
+    x = torch.randn(64, 64)
+    assert compare(x, x.clone(), case) is None
+    assert "1 of 4096" in compare(x + (torch.arange(4096).reshape(64, 64) == 5).float(), x, case)
+    ints = torch.arange(10, dtype=torch.int32)
+    assert compare(ints + (ints == 3).int(), ints, case.with_(exact=True)).startswith("1 of 10")
+    bf16 = case.with_(inputs=(InputSpec("x", ("m", "n"), torch.bfloat16),))
+    y = torch.randn(100).bfloat16()
+    assert compare(y.float().mul(1 + 2 ** -8).bfloat16(), y, bf16) is None  # within an ulp or two
+    assert compare(y * 1.25, y, bf16) is not None
+
+
+def test_a_written_regression_test_runs_as_a_pytest_test(tmp_path):
+    result = run_case(generate(SEED, 8), timeout=60)  # a tile_rows kernel
+    assert result.outcome is Outcome.MATCH
+    path = tmp_path / f"test_{result.case.name}.py"
+    path.write_text(regression_test(result.case, result))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    getattr(module, f"test_{result.case.name}")()
