@@ -282,7 +282,7 @@ def _block(draw: Draw, choices=(None, None, 8, 16, 32)) -> str:
 
 def bounds(draw: Draw, name: str) -> Case:
     rng = draw.rng
-    form = rng.choice(("static_outer", "static_inner", "jagged_rows", "jagged_reduce", "dependent"))
+    form = rng.choice(("static_outer", "static_inner", "end_inside", "jagged_rows", "jagged_reduce", "dependent"))
     dtype = draw.dtype()
     d = rng.choice((1, 8, 100, 128, 256))
     loop_type = None
@@ -293,6 +293,14 @@ def bounds(draw: Draw, name: str) -> Case:
         inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
         body = _lines(0, "m, n = x.size()", "out = torch.zeros_like(x)", f"for t in hl.tile({begin}, m):")
         body.append(Line(1, "out[t, :] = x[t, :] * 2 + 1"))
+    elif form == "end_inside":  # an inner loop ending inside its output: rows past it stay as they were
+        dims = {"m": draw.size(0.6), "n": rng.choice((1, 128, 200))}
+        end = rng.randint(1, dims["m"])
+        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        body = _lines(0, "m, n = x.size()", "out = torch.zeros_like(x)", "for tc in hl.tile(n):")
+        body.append(Line(1, f"for t in hl.tile({end}):"))
+        body.append(Line(2, "out[t, tc] = x[t, tc] * 2 + 1"))
+        loop_type = draw.loop_type()
     elif form == "static_inner":
         dims = {"m": draw.size(0.3), "n": draw.size(0.8)}
         begin = rng.randint(0, dims["n"])
