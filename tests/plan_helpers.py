@@ -1,9 +1,10 @@
-"""Small helpers shared by tests: seeded inputs and the plan of a one-loop kernel."""
+"""Small helpers shared by tests: seeded inputs, the plan of a one-loop kernel, a matmul kernel."""
 from __future__ import annotations
 
 import torch
 
 import pallasite
+import pallasite.language as hl
 
 
 def randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -18,3 +19,17 @@ def only_call(kernel, args, **config):
 
 def names(operands) -> list[str]:
     return [operand.symbol.name for operand in operands]
+
+
+# A matmul with an inner K loop and no config of its own (the default config applies).
+@pallasite.kernel
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out

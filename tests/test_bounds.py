@@ -8,6 +8,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from plan_helpers import matmul
 from pallasite import exc
 
 
@@ -17,19 +18,6 @@ def add_tiles(x, y):
     out = torch.empty_like(x)
     for tile_m, tile_n in hl.tile([m, n]):
         out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
-    return out
-
-
-@pallasite.kernel
-def matmul(x, y):
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = acc
     return out
 
 

@@ -11,6 +11,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from plan_helpers import matmul
 
 
 def _add_kernel(**options):
@@ -55,19 +56,6 @@ def test_decorator_config_is_what_to_code_and_plan_use():
     assert "block_sizes=[128, 128]" in bound.to_code()
     assert [axis.dim.block_size for axis in bound.plan().calls[0].grid] == [128, 128]
     assert bound.resolve_config().block_sizes == [128, 128]
-
-
-@pallasite.kernel
-def matmul(x, y):
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = acc
-    return out
 
 
 def test_to_code_of_a_kernel_whose_default_only_fits_streamed():

@@ -8,21 +8,9 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from plan_helpers import matmul
 from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output
-
-
-@pallasite.kernel
-def matmul(x, y):
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = acc
-    return out
 
 
 def test_matmul_bf16_non_divisible_k_masks_the_contraction():
