@@ -73,3 +73,18 @@ def test_an_explicit_partial_config_is_completed_and_checked():
     assert bound.resolve_config({"block_sizes": [8, 128]}).block_sizes == [8, 128]
     with pytest.raises(pallasite.exc.InvalidConfig, match="block_sizes has 1 entries"):
         bound.resolve_config({"block_sizes": [8]})
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def rows_broadcast(x):
+    m, n = x.size()
+    out = torch.empty([m, 128], dtype=x.dtype)
+    for tile in hl.tile(m):
+        out[tile, :] = x[tile, 0][:, None].expand(8, 128)  # written for the declared block of 8
+    return out
+
+
+def test_the_discovery_trace_uses_the_declared_block_sizes():
+    x = torch.randn(24, 128)
+    torch.testing.assert_close(rows_broadcast(x), x[:, :1].expand(24, 128))
+    assert rows_broadcast.bind((x,)).resolve_config().block_sizes == [8]

@@ -173,7 +173,10 @@ class BoundKernel:
     def __init__(self, kernel: Kernel, specs: list[ArgSpec]):
         self.kernel = kernel
         self.specs = specs
-        discovery = self._trace(None)
+        # The discovery trace learns which block sizes exist; a declared config's sizes make
+        # it trace the kernel as it will run (shapes written for that block size).
+        declared = kernel.declared_config
+        discovery = self._trace(None if declared is None else declared.block_sizes)
         self.specialized = set(discovery.specialized)
         self.config_spec = ConfigSpec(discovery.ir, validate=self.plan)
         self._compiled: dict[tuple, CompiledKernel] = {}
@@ -188,7 +191,7 @@ class BoundKernel:
         provisional: dict[int, int] = {}
 
         def choose(block_id: int, extent: int) -> int:
-            if block_sizes is not None:
+            if block_sizes is not None and block_id < len(block_sizes):
                 return block_sizes[block_id]
             return provisional.setdefault(block_id, max(1, min(extent, 128)))
 
