@@ -580,3 +580,17 @@ def test_kernels_of_other_test_files_agree_with_the_compiled_kernel(case, loop_t
     ref = run_ref(kernel, args, config=config)
     exact = not compiled.dtype.is_floating_point
     assert_same(ref, compiled, atol=0 if exact else 2e-3, rtol=0 if exact else 2e-3)
+
+
+def test_a_config_with_extra_block_sizes_is_rejected_as_when_compiling():
+    @pallasite.kernel
+    def lane_sums(x):
+        m, n = x.size()
+        block_n = hl.register_block_size(n)
+        out = torch.zeros([m, block_n], dtype=torch.float32)
+        for tn in hl.tile(n, block_size=block_n):
+            out[:, :] = out[:, :] + x[:, tn]
+        return out
+
+    with pytest.raises(exc.InvalidConfig, match="block_sizes has 2 entries"):
+        run_ref(lane_sums, (torch.randn(8, 300),), config=pallasite.Config(block_sizes=[1, 128]))

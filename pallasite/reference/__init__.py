@@ -62,16 +62,20 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     if check_arguments is not None:  # the argument errors of a compiled call (kinds, 64-bit dtypes)
         check_arguments(kernel._bind_arguments(args, kwargs))
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config))
-    return runner.run(args, kwargs)
+    result = runner.run(args, kwargs)
+    used, given = runner.block_slots_used, runner.block_sizes_given
+    if given is not None and used < len(given):
+        _check_block_count(kernel, args, kwargs, given, used)
+    return result
 
 
 def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[int]:
     """The block sizes the compiled kernel would use for this call and config (the
     compiler's one config resolution, `BoundKernel.resolve_config`)."""
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
+    bind: Callable | None = getattr(kernel, "bind", None)
     if chosen is not None and chosen.block_sizes is not None:
         return list(chosen.block_sizes)  # no need to trace the kernel
-    bind: Callable | None = getattr(kernel, "bind", None)
     if bind is None:
         raise exc.InvalidConfig(
             "Reference mode of a plain function needs its block sizes: pass config=Config(block_sizes=[...]).")
@@ -81,6 +85,21 @@ def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[in
         err.add_note("Reference mode took its block sizes from the compiler's config resolution; pass "
                      "config=pallasite.Config(block_sizes=[...]) to a plain function to run without the compiler.")
         raise
+
+
+def _check_block_count(kernel: Any, args: tuple, kwargs: dict, given: list[int], used: int) -> None:
+    """More block sizes than the run used: the compiler's `InvalidConfig` when the config
+    really has extra entries (reference mode would otherwise ignore them and answer for a
+    different config). A tunable loop that ran zero times also leaves a slot unused, so
+    the compiler's count decides; a kernel it cannot trace is judged by this run's count."""
+    bind: Callable | None = getattr(kernel, "bind", None)
+    try:
+        count = len(bind(args, kwargs).config_spec.block_sizes) if bind is not None else used
+    except exc.PallasiteError:
+        count = used
+    if len(given) != count:
+        raise exc.InvalidConfig(
+            f"block_sizes has {len(given)} entries but the kernel has {count} tunable block sizes.")
 
 
 __all__ = ["REF_ENV", "ReferenceRunner", "run_reference"]

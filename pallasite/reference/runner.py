@@ -69,6 +69,16 @@ class ReferenceRunner:
         return self.result
 
     @property
+    def block_slots_used(self) -> int:
+        """How many tunable block sizes the run reached."""
+        return len(self._slots)
+
+    @property
+    def block_sizes_given(self) -> list[int] | None:
+        """The config's block sizes, if the run asked for them."""
+        return self._block_sizes
+
+    @property
     def in_device(self) -> bool:
         return self.device_depth > 0
 
