@@ -473,3 +473,39 @@ def test_a_vmem_limit_below_the_working_set_is_rejected():
 
     with pytest.raises(exc.VmemOverflow, match="vmem_limit_bytes=1024 is below"):
         copy_rows(torch.randn(96, 256))
+
+
+@pallasite.kernel
+def doubled(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+CAPTURED = torch.randn(256)
+
+
+@pallasite.kernel
+def scaled_by_captured(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * CAPTURED[tile]
+    return out
+
+
+def test_a_complex_argument_names_complex_numbers_not_64_bits():
+    with pytest.raises(exc.KernelArgumentError, match="complex"):
+        doubled(torch.randn(256, dtype=torch.complex64))
+
+
+def test_calling_a_kernel_on_meta_tensors_says_there_is_no_data():
+    with pytest.raises(exc.KernelArgumentError, match="meta device"):
+        doubled(torch.empty(256, device="meta"))
+    doubled.bind((torch.empty(256, device="meta"),)).to_code()  # inspecting without data works
+
+
+def test_a_tensor_captured_from_the_enclosing_scope_says_to_pass_it():
+    with pytest.raises(exc.UnsupportedOperation, match="pass it to the kernel as an argument") as info:
+        scaled_by_captured(torch.randn(256))
+    assert "CAPTURED[tile]" in str(info.value)

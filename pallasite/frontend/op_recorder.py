@@ -25,7 +25,12 @@ from .torch_names import display_name, spelling_name
 
 def check_dtype(dtype: torch.dtype, what: str) -> None:
     """Reject dtypes a TPU cannot hold in vectors."""
-    if dtype in (torch.int64, torch.float64, torch.uint64, torch.complex64, torch.complex128):
+    if dtype.is_complex:
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU kernels have no complex vectors; pass the real and "
+            "imaginary parts as separate float32 tensors (torch.view_as_real)."
+        )
+    if dtype in (torch.int64, torch.float64, torch.uint64):
         raise exc.UnsupportedDtype(
             f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to int32/float32."
         )
@@ -89,6 +94,10 @@ class OpRecorder:
         name = spelling_name(func)
         if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
+        if self.device is not None and _has_real_tensor(args, kwargs):
+            raise exc.UnsupportedOperation(
+                "A torch tensor that is not a kernel argument (a global or closure variable) is used "
+                "in device code; pass it to the kernel as an argument.")
         if name is None:
             raise exc.UnsupportedOperation(
                 f"{display_name(func)} is not supported by pallasite"
@@ -376,6 +385,18 @@ class OpRecorder:
 
 
 # ---------------------------------------------------------------- helpers --
+
+
+def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
+    """Whether a concrete torch tensor (not a proxy, not our meta bookkeeping) is among the operands."""
+    stack = list(args) + list((kwargs or {}).values())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor) and not isinstance(item, _Traced) and item.device.type != "meta":
+            return True
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def _has_proxy(args: Any, kwargs: Any = None) -> bool:

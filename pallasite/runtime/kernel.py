@@ -275,6 +275,11 @@ class CompiledKernel:
         out = []
         for i, spec in self._runtime_params:
             value = values[i]
+            if isinstance(value, torch.Tensor) and value.device.type == "meta":
+                raise exc.KernelArgumentError(
+                    f"Argument '{self.bound.kernel._params[i].name}' is on the meta device: it has no data "
+                    "to compute on. Pass a CPU tensor; kernel.bind(args).to_code() and .plan() inspect a "
+                    "kernel on meta tensors without running it.")
             if spec.kind == "tensor":
                 out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
             else:
