@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -509,3 +510,21 @@ def test_a_tensor_captured_from_the_enclosing_scope_says_to_pass_it():
     with pytest.raises(exc.UnsupportedOperation, match="pass it to the kernel as an argument") as info:
         scaled_by_captured(torch.randn(256))
     assert "CAPTURED[tile]" in str(info.value)
+
+
+def test_a_pallasite_error_hides_pallasite_frames_unless_debugging(monkeypatch):
+    import traceback
+
+    package = str(Path(pallasite.__file__).parent)
+
+    def internal_frames(err) -> int:
+        return sum(1 for frame in traceback.extract_tb(err.__traceback__) if frame.filename.startswith(package))
+
+    with pytest.raises(exc.UnsupportedOperation) as info:
+        scaled_by_captured(torch.randn(256))
+    assert internal_frames(info.value) <= 2  # the call and the frame that re-raises it
+    monkeypatch.setenv("PALLASITE_DEBUG", "1")
+    scaled_by_captured.reset()
+    with pytest.raises(exc.UnsupportedOperation) as info:
+        scaled_by_captured(torch.randn(256))
+    assert internal_frames(info.value) > 3

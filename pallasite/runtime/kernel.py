@@ -143,6 +143,9 @@ class Kernel:
         return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _for_user(self._call, args, kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
         return self.bind(args, kwargs)(*args, **kwargs)
@@ -161,7 +164,7 @@ class Kernel:
         """
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self.bind(args, kwargs).run_jax(*args, **kwargs)
+            return _for_user(lambda *a, **k: self.bind(a, k).run_jax(*a, **k), args, kwargs)
 
         call.__name__ = f"{self.fn.__name__}_jax"
         return call
@@ -311,6 +314,20 @@ class CompiledKernel:
         if self.mutated_args:
             return result, dict(zip(self.mutated_args, mutated))
         return result
+
+
+DEBUG_ENV = "PALLASITE_DEBUG"
+
+
+def _for_user(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """Call `fn`; a pallasite error reaches the user without pallasite's own frames (its
+    message already names the user's line). `PALLASITE_DEBUG=1` keeps them."""
+    try:
+        return fn(*args, **kwargs)
+    except exc.PallasiteError as err:
+        if os.environ.get(DEBUG_ENV, "0") not in ("", "0"):
+            raise
+        raise err.with_traceback(None) from None
 
 
 def _is_python_scalar_in_jit(value: Any) -> bool:
