@@ -84,3 +84,7 @@ class VmemOverflow(InvalidConfig):
 
 class TpuLoweringFailed(PallasiteError):
     """The generated kernel did not lower to Mosaic for a TPU generation."""
+
+
+class DataRace(PallasiteError):
+    """TPU interpret mode's race detector saw two unordered accesses of one buffer."""

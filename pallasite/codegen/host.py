@@ -140,11 +140,14 @@ class HostEmitter:
                 args.append(self.read(op.symbol))
             else:
                 args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
-        for op in call.inputs:
-            args.append(self._padded(op))
         prefetch_refs = {op.symbol: op.ref_name for op in call.scalar_prefetch}
         rank = len(call.grid)
         grid = ", ".join(str(a.num_blocks) for a in call.grid)
+        if call.host_checks:
+            args[:len(call.scalar_prefetch)] = self._emit_host_checks(call, args[:len(call.scalar_prefetch)],
+                                                                      prefetch_refs, grid)
+        for op in call.inputs:
+            args.append(self._padded(op))
         self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
         self.emit(f"    {call.kernel_name},")
         pad = "    "
@@ -191,6 +194,24 @@ class HostEmitter:
             elif op.view_shape is not None:
                 self.define(op.symbol, f"{self.current[op.symbol.id]}.reshape({literal(op.symbol.shape)})")
             self._after_write(op.symbol)
+
+    def _emit_host_checks(self, call: PallasCallPlan, tables: list[str], prefetch_refs: dict,
+                          grid: str) -> list[str]:
+        """Interpret mode checks the rows prefetched tables choose, at every grid step, before
+        the call (the plan's host `RangeCheck`s); the tables pass through the check."""
+        names = []
+        for op, text in zip(call.scalar_prefetch, tables):
+            if not text.isidentifier():
+                text = self.names.fresh(f"{op.symbol.name}_table")
+                self.emit(f"{text} = {tables[len(names)]}")
+            names.append(text)
+        packed = f"({', '.join(names)},)"
+        self.emit("if INTERPRET is not None:  # interpret mode checks the rows the tables choose")
+        for check in call.host_checks:
+            index_map = index_map_text((check.block_index,), len(call.grid), prefetch_refs)
+            self.emit(f"    {packed} = CHECKS.block_indices({check.check_id}, ({grid},), {index_map}, "
+                      f"{', '.join(names)})")
+        return names
 
     def _padded(self, op: Operand) -> str:
         """An input as the kernel takes it: padded so every DMA window stays in bounds,

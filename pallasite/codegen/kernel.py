@@ -16,7 +16,7 @@ from .names import NameTable
 
 import builtins
 
-_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins))
+_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", *dir(builtins))
 
 
 @dataclass
@@ -176,6 +176,27 @@ class KernelEmitter:
             results[mask.carried] = name
         return results
 
+    def emit_loop_checks(self, loop: TileLoop, trips: str, indent: int) -> None:
+        """Interpret mode checks a data-dependent loop range against the tensors its tiles
+        index (the plan's `RangeCheck`s); outside them, the loop runs no steps."""
+        for dim in loop.dims:
+            for check in self.plan.loop_checks(dim):
+                self.emit("if INTERPRET is not None:  # interpret mode checks the data-dependent range", indent)
+                self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
+                          f"{self.render(dim.end)}, {trips})", indent + 1)
+
+    def _emit_index_checks(self, node, indent: int) -> None:
+        """Interpret mode checks a scalar index read from data before the access uses it."""
+        for check in self.plan.index_checks(node.id):
+            value = check.value
+            text = self.render(value)
+            if not text.isidentifier():
+                name = self.bind(value, "index")
+                self.emit(f"{name} = {_unwrap(text)}", indent)
+                text = name
+            self.emit("if INTERPRET is not None:  # interpret mode checks the index read from data", indent)
+            self.emit(f"{text} = CHECKS.index({check.check_id}, {text})", indent + 1)
+
     def frame_of(self, dim) -> LoopFrame | None:
         """The frame of the inner loop that walks `dim` (None for a grid dim)."""
         for frame in self.frames.values():
@@ -212,6 +233,7 @@ class KernelEmitter:
             self.emit(f"{self.bind(value, node.tensor.name)} = jnp.zeros({literal(tuple(value.shape))}, "
                       f"{jnp_dtype(value.dtype)})", indent)
             return
+        self._emit_index_checks(node, indent)
         text = f"{access.ref_name}[{self._ref_subscript(access)}]"
         if tuple(access.ref_shape) != tuple(value.shape):
             text = f"{text}.reshape({literal(tuple(value.shape))})"
@@ -220,6 +242,7 @@ class KernelEmitter:
     def _emit_store(self, node: Store, indent: int) -> None:
         access = self.plan.accesses[node.id]
         dtype = node.tensor.dtype
+        self._emit_index_checks(node, indent)
         target = f"{access.ref_name}[{self._ref_subscript(access)}]"
         (operand,) = node.args
         if isinstance(operand, Value) and 0 in operand.shape:

@@ -30,7 +30,10 @@ def generate_module(plan: KernelPlan) -> str:
     ir = plan.ir
     parts = [_HEADER.format(source=os.path.basename(ir.source_file), name=ir.name,
                             config=repr(plan.config), chip=plan.chip).rstrip()]
-    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", *dir(builtins)]
+    checks = [check for call in plan.calls for check in call.range_checks]
+    if checks:
+        parts.append(_checks_table(checks))
+    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", *dir(builtins)]
     for call in plan.calls:
         parts.append(KernelEmitter(call, ir.source_file).kernel_source())
         reserved.append(call.kernel_name)
@@ -39,3 +42,21 @@ def generate_module(plan: KernelPlan) -> str:
     mutated = tuple(s.name for s in host.mutated_args)
     parts.append(f"# Arguments the kernel updates in place, returned after the result.\nMUTATED_ARGS = {mutated!r}")
     return "\n\n\n".join(parts) + "\n"
+
+
+def _checks_table(checks) -> str:
+    """The module's `CHECKS`: the data-dependent ranges its kernels check in interpret mode."""
+    lines = [
+        "from pallasite.runtime.checks import RangeChecks",
+        "",
+        "# Ranges that depend on data, so pallasite could not check them when planning.",
+        "# In interpret mode the kernel checks each where it is used (a TPU does not);",
+        "# a range outside its tensor skips the access and the call raises",
+        "# pallasite.exc.ShapeMismatch with the message below.",
+        "CHECKS = RangeChecks({",
+    ]
+    for check in checks:
+        where = "?" if check.location is None else f"{os.path.basename(check.location.filename)}:{check.location.lineno}"
+        lines.append(f"    {check.check_id}: ({check.limit}, {check.message!r}, {where!r}),")
+    lines.append("})")
+    return "\n".join(lines)

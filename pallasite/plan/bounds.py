@@ -6,41 +6,73 @@ covers [begin, end) of its loop (its partial tail is masked, never past
 constants and integer arithmetic. An access reaching past its tensor is an
 `exc.ShapeMismatch` at the user's line, never NaN or an out-of-bounds block
 deep inside the interpreter. Ranges that depend on data (offsets read from
-tensors) are not known here.
+tensors, kernel scalars, indices loaded from tables) are not known here:
+`runtime_checks` lists them, and interpret mode checks them when the kernel
+runs (`RangeCheck`).
 """
 from __future__ import annotations
 
-from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileSlice, Value
+from dataclasses import dataclass
+
+from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value
 from .. import exc
 
 Interval = tuple[int, int]  # inclusive
 
 
-def check_access_bounds(node) -> None:
-    """Raise if `node` (a Load or Store) can reach outside its tensor."""
+@dataclass(frozen=True)
+class DataDependentRange:
+    """An index form of one access whose range only the data decides: a tile of a
+    loop with data-dependent bounds (`dim`) or a scalar index computed from data
+    (`value`). Its positions must lie in [0, limit)."""
+
+    node: object  # the Load or Store
+    axis: int  # the tensor axis
+    limit: int
+    message: str  # with `{lo}` and `{hi}` for the values seen
+    dim: TileDim | None = None
+    value: Value | None = None
+
+
+def check_access_bounds(node) -> list[DataDependentRange]:
+    """Raise if `node` (a Load or Store) can reach outside its tensor; return the
+    index forms whose range depends on data (checked at run time)."""
     tensor = node.tensor
     axis = 0
+    pending = []
     for item in node.index:
         if isinstance(item, NewAxis):
             continue
         size = tensor.shape[axis]
         if isinstance(item, TileSlice):
             dim = item.dim
-            if isinstance(dim.begin, int) and isinstance(dim.end, int) and dim.end > dim.begin:
-                if dim.begin < 0 or dim.end > size:
+            if isinstance(dim.begin, int) and isinstance(dim.end, int):
+                if dim.end > dim.begin and (dim.begin < 0 or dim.end > size):
                     raise _error(node, f"{dim.name} covers [{dim.begin}, {dim.end})", tensor.name, axis, size)
+            else:
+                message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
+                pending.append(DataDependentRange(node, axis, size, message, dim=dim))
         elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
             interval = scalar_interval(item.index)
-            if interval is not None and (interval[0] < 0 or interval[1] >= size):
+            if interval is None:
+                message = _message(node, f"{describe(item.index)} is {{lo}}", tensor.name, axis, size,
+                                   f"indices read from data must lie in [0, {size}) (they do not wrap).")
+                pending.append(DataDependentRange(node, axis, size, message, value=item.index))
+            elif interval[0] < 0 or interval[1] >= size:
                 what = f"{describe(item.index)} covers [{interval[0]}, {interval[1]}]"
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
+    return pending
+
+
+def _message(node, what: str, tensor: str, axis: int, size: int,
+             advice: str = "make the loop's range match the tensor or index it differently.") -> str:
+    text = access_text(node).replace("{", "{{").replace("}", "}}")
+    return f"{text}: {what} but {tensor}.size({axis}) is {size}; {advice}"
 
 
 def _error(node, what: str, tensor: str, axis: int, size: int) -> exc.ShapeMismatch:
-    return exc.ShapeMismatch(
-        f"{access_text(node)}: {what} but {tensor}.size({axis}) is {size}; make the loop's range "
-        f"match the tensor or index it differently.", node.location)
+    return exc.ShapeMismatch(_message(node, what, tensor, axis, size).format(), node.location)
 
 
 def access_text(node) -> str:
@@ -68,6 +100,8 @@ def describe(operand) -> str:
     node = operand.producer
     if node is None:
         return operand.name or "?"
+    if isinstance(node, Load) and not operand.name:
+        return access_text(node)
     if node.op in ("tile_begin", "tile_end", "tile_id", "tile_count"):
         dim = node.args[0]
         return dim.name if dim.is_grid and node.op == "tile_begin" else f"{dim.name}.{node.op[5:]}"

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
-from .bounds import check_access_bounds
+from .bounds import DataDependentRange, check_access_bounds
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .masks import plan_masks
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
-    Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, Semantics,
+    BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, RangeCheck,
+    Semantics,
 )
 from .vmem import estimate_vmem_bytes
 
@@ -24,6 +26,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     strategy = strategy_named(config.get("pallas_loop_type"))
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     calls = []
+    check_ids = itertools.count()  # range checks are numbered across the kernel's module
     for step in ir.steps:
         if isinstance(step, Allocate) and step.symbol.fill is not None:
             defined.add(id(step.symbol))
@@ -31,7 +34,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             results = step.result if isinstance(step.result, tuple) else (step.result,)
             defined.update(id(r) for r in results)
         elif isinstance(step, DeviceLoopCall):
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -39,7 +42,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, strategy) -> PallasCallPlan:
+               vmem_limit: int | None, strategy, check_ids) -> PallasCallPlan:
     loop = call.loop
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(loop.dims)}
     scalar_inputs = tuple(Operand(s, f"{s.name}_ref", Memory.SMEM) for s in call.scalars)
@@ -53,9 +56,10 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     inner_loops = plan_inner_loops(loop.body, strategy)
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
     inner_loops = attach_streams(inner_loops, streams)
+    data_dependent: list[DataDependentRange] = []
     for use in uses:
         for node in use.nodes:
-            check_access_bounds(node)
+            data_dependent += check_access_bounds(node)
         stream = streams.get(use.symbol.id)
         if stream is not None:
             _add_stream(stream, inner_loops[stream.loop_id], use, grid_axis_of, defined,
@@ -117,6 +121,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         scratch=plan_scratch(loop.body, inner_loops),
         vmem_bytes=0,
         vmem_limit_bytes=None,
+        range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs)),
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:
@@ -135,6 +140,40 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if limit is None and vmem > 16 * 2**20:
         limit = min(vmem_capacity, int(vmem * 1.25))
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
+
+
+def _range_checks(ranges: list[DataDependentRange], check_ids, operands) -> tuple[RangeCheck, ...]:
+    """One check per data-dependent loop (against the tightest tensor its tiles index),
+    one per scalar index read from data: before its access, or on the host when an
+    index map reads it (the row is chosen before the kernel body runs)."""
+    tightest: dict[int, DataDependentRange] = {}
+    checks = []
+    for rng in ranges:
+        if rng.dim is None:
+            block = _table_chosen_block(rng, operands)
+            if block is not None:
+                checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
+                                         block_index=block.index))
+            else:
+                checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
+                                         value=rng.value, node_id=rng.node.id))
+        elif rng.dim.id not in tightest or rng.limit < tightest[rng.dim.id].limit:
+            tightest[rng.dim.id] = rng
+    for rng in tightest.values():
+        checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location, dim=rng.dim))
+    return tuple(checks)
+
+
+def _table_chosen_block(rng: DataDependentRange, operands):
+    """The squeezed block axis whose index map picks `rng`'s row, if one does."""
+    for op in operands:
+        if op.symbol is not rng.node.tensor or op.memory is not Memory.VMEM_BLOCK:
+            continue
+        axes = [a for a in op.axes if a.kind is not BlockKind.UNIT]
+        block = axes[rng.axis]
+        if block.kind is BlockKind.SQUEEZED and block.prefetch:
+            return block
+    return None
 
 
 def _split_scalar_prefetch(scalar_inputs, inputs, outputs, location):

@@ -260,6 +260,33 @@ class LoopPlan:
 
 
 @dataclass(frozen=True)
+class RangeCheck:
+    """A range that depends on data, so planning cannot check it: interpret mode
+    checks it at run time (`pallasite.runtime.checks`), a TPU does not.
+
+    `dim` set: an inner loop's [begin, end) must lie in [0, limit) (checked where
+    the loop starts; on a violation it runs no steps). `node_id` set: a scalar
+    index read from data must lie in [0, limit) (checked before that access; on a
+    violation the access reads row 0). `block_index` set: a BlockSpec index map
+    reads the index from prefetched tables, so the host checks it at every grid
+    step before the call. The call then raises `exc.ShapeMismatch` with
+    `message`, whose `{lo}` and `{hi}` are the values seen.
+    """
+
+    check_id: int  # unique in the kernel's module
+    limit: int
+    message: str
+    location: Any
+    dim: TileDim | None = None
+    value: Any = None  # ir.Value
+    node_id: int | None = None
+    block_index: IndexExpr | None = None
+
+    def describe(self, lo: int, hi: int) -> str:
+        return self.message.format(lo=lo, hi=hi)
+
+
+@dataclass(frozen=True)
 class PallasCallPlan:
     """Everything codegen needs for one device loop."""
 
@@ -280,6 +307,17 @@ class PallasCallPlan:
     scratch: tuple[Scratch, ...]  # kernel scratch buffers, in parameter order
     vmem_bytes: int
     vmem_limit_bytes: int | None
+    range_checks: tuple[RangeCheck, ...] = ()  # data-dependent ranges, checked in interpret mode
+
+    def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
+        return tuple(c for c in self.range_checks if c.dim is dim)
+
+    def index_checks(self, node_id: int) -> tuple[RangeCheck, ...]:
+        return tuple(c for c in self.range_checks if c.node_id == node_id)
+
+    @property
+    def host_checks(self) -> tuple[RangeCheck, ...]:
+        return tuple(c for c in self.range_checks if c.block_index is not None)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,13 @@
 """How generated kernels execute: Mosaic on a TPU, TPU interpret mode on the CPU."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import os
+import sys
+import threading
+from typing import Iterator
 
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _tpu_interpret
 from jax.experimental.pallas import tpu as pltpu
@@ -10,6 +15,8 @@ from jax.experimental.pallas import tpu as pltpu
 from .chips import default_chip, on_tpu, register_cpu_chip
 
 RACES_ENV = "PALLASITE_INTERPRET_DETECT_RACES"
+CORES_ENV = "PALLASITE_INTERPRET_CORES"  # simulated TensorCores: `parallel` grid axes split across them
+SEED_ENV = "PALLASITE_INTERPRET_SEED"  # the order interpret mode visits `parallel` grid points in
 
 
 def _flag(name: str, default: str = "0") -> bool:
@@ -22,10 +29,53 @@ def interpret_params():
         return None
     register_cpu_chip(default_chip())
     _trim_aliased_outputs()
+    seed = os.environ.get(SEED_ENV)
+    races = _flag(RACES_ENV)
     return pltpu.InterpretParams(
-        detect_races=_flag(RACES_ENV),
+        detect_races=races,
+        # Hunting races, a DMA moves its data when it starts (as a TPU's may), so a
+        # copy never waited leaves its semaphore signalled at exit, which is reported.
+        dma_execution_mode="eager" if races else "on_wait",
         out_of_bounds_reads="raise",
+        uninitialized_memory="nan",  # reading a buffer nothing wrote shows up as NaN
+        num_cores_or_threads=int(os.environ.get(CORES_ENV, "1")),
+        random_seed=None if seed is None else int(seed),
     )
+
+
+class _Tee(io.TextIOBase):
+    """Forwards writes to `stream` and keeps those of the race detector."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.reports: list[str] = []
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        if "RACE DETECTED" in text or "non-zero count" in text:
+            with self._lock:
+                self.reports.append(text.strip())
+            return len(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def interpreter_reports() -> Iterator[list[str]]:
+    """The race detector's reports printed while the block runs (it prints them from
+    interpret mode's callbacks and sets a flag only for the last kernel run), and
+    the semaphores a kernel left non-zero (a DMA started and never waited)."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as state
+
+    state.races = None  # recreated by the next kernel run; never a stale flag
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield tee.reports
+    if not tee.reports:
+        if state.races is not None and state.races.races_found:
+            tee.reports.append("RACE DETECTED (see the interpreter's output above)")
 
 
 def _trim_aliased_outputs() -> None:

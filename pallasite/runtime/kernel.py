@@ -1,6 +1,7 @@
 """`Kernel` (the decorated function), `BoundKernel` (one signature), `CompiledKernel`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -26,7 +27,7 @@ from ..plan import KernelPlan, PlanTarget, build_plan
 from ..reference import REF_ENV, run_reference
 from .chips import chip_info, default_chip
 from .convert import to_jax, torch_dtype_of, tree_to_torch
-from .interpret import interpret_params
+from .interpret import interpret_params, interpreter_reports
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
 CODE_DIR_ENV = "PALLASITE_CODE_DIR"
@@ -235,7 +236,8 @@ class BoundKernel:
         compiled = self._compiled.get(config.key())
         if compiled is None:
             plan = self.plan(config)
-            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result)
+            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result,
+                                      [check for call in plan.calls for check in call.range_checks])
             self._compiled[config.key()] = compiled
         return compiled
 
@@ -254,8 +256,10 @@ class BoundKernel:
 class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
-    def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None):
+    def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None,
+                 range_checks: list | None = None):
         self.bound = bound
+        self.range_checks = {check.check_id: check for check in range_checks or ()}
         self.result_structure = result_structure  # the IR's symbols, mirroring the result
         self.config = config
         self.code = code
@@ -291,7 +295,7 @@ class CompiledKernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         values = self.bound.kernel._bind_arguments(args, kwargs)
-        result, mutated = self._jitted(*self._jax_args(values))
+        result, mutated = self._checked(self._jitted, self._jax_args(values))
         for name, new_value in zip(self.mutated_args, mutated):
             target = values[self._param_index[name]]
             if isinstance(target, torch.Tensor):
@@ -308,9 +312,42 @@ class CompiledKernel:
             return type(result)(self._torch_result(r, s, values) for r, s in zip(result, structure))
         return tree_to_torch(result)
 
+    def _checked(self, fn: Callable, args: list) -> Any:
+        """Run `fn` and what interpret mode checks: a data-dependent range outside its
+        tensor (the plan's `RangeCheck`s) raises `exc.ShapeMismatch` at the user's line;
+        a race the race detector saw, or a DMA never waited, raises `exc.DataRace`."""
+        checks = getattr(self.module, "CHECKS", None)
+        if self.module.INTERPRET is None:
+            return fn(*args)
+        with contextlib.ExitStack() as stack:
+            found = stack.enter_context(checks.collect()) if checks is not None else []
+            reports = stack.enter_context(interpreter_reports())
+            try:
+                outputs = jax.block_until_ready(fn(*args))
+            except jax.errors.JaxRuntimeError:
+                if not found:
+                    raise
+                outputs = None
+        if reports and not found:
+            what = ("a data race" if any("RACE DETECTED" in r for r in reports)
+                    else "a DMA semaphore left non-zero at exit (a copy started and never waited)")
+            raise exc.DataRace(
+                f"TPU interpret mode's race detector saw {what} in kernel "
+                f"'{self.bound.kernel.fn.__name__}' (generated code: {self.code_path}); its result "
+                f"cannot be trusted. {len(reports)} report(s); the first:\n{reports[0]}")
+        if found:
+            check_id, lo, hi = found[0]
+            check = self.range_checks[check_id]
+            raise exc.ShapeMismatch(check.describe(lo, hi), check.location)
+        return outputs
+
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
         values = self.bound.kernel._bind_arguments(args, kwargs)
-        result, mutated = self.host_fn(*self._jax_args(values))
+        jax_args = self._jax_args(values)
+        if any(isinstance(a, jax.core.Tracer) for a in jax_args):
+            result, mutated = self.host_fn(*jax_args)  # inside the user's jit: checks warn
+        else:
+            result, mutated = self._checked(self.host_fn, jax_args)
         if self.mutated_args:
             return result, dict(zip(self.mutated_args, mutated))
         return result

@@ -28,6 +28,7 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
         first = k.names.fresh(f"{dim.name}_first_block")
         k.emit(f"{first} = {dim.begin // block}", indent)
     k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + {block - 1}) // {block}", indent)
+    k.emit_loop_checks(loop, trips, indent)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     names = ", ".join(s.symbol.name for s in streams)

@@ -24,6 +24,7 @@ def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, indent: int) -> list:
     else:
         k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + "
                f"{dim.block_size - 1}) // {dim.block_size}", indent)
+        k.emit_loop_checks(loop, trips, indent)
     if streams:
         what = ", ".join(f"{s.symbol.name} ({s.direction.value})" for s in streams)
         k.emit(f"# inner loop '{dim.name}': fori_loop streaming {what} from HBM, double-buffered", indent)

@@ -1,0 +1,98 @@
+"""Run-time range checks of generated kernels, in TPU interpret mode.
+
+Planning checks every range it can compute (plan/bounds.py). A range that
+depends on data (a jagged loop's offsets, a kernel scalar bounding a loop, an
+index loaded from a table) is a `RangeCheck` of the plan; the generated module
+holds a `RangeChecks` table of them and, in interpret mode only, calls it where
+the range is used:
+
+    tile_trips = CHECKS.loop_range(0, start, end, tile_trips)   # 0 steps if outside
+    row = CHECKS.index(1, row)                                 # row 0 if outside
+
+A host callback compares the values with the tensor's size. A violation never
+reaches memory (the loop runs no steps, the access reads row 0); it is recorded,
+and the call that collected it raises `exc.ShapeMismatch` with the user's line.
+A kernel run inside the user's own `jax.jit` has no caller waiting: the
+callback warns with the same message instead.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from typing import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+_OK = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+class RangeChecks:
+    """A module's checks: id -> (limit, message with `{lo}`/`{hi}`, where in the user's file)."""
+
+    def __init__(self, checks: dict[int, tuple[int, str, str]]):
+        self.checks = checks
+        self._lock = threading.Lock()
+        self._collectors: list[list] = []
+
+    # --- called by generated kernels (traced) --------------------------------
+
+    def loop_range(self, check_id: int, begin, end, trips):
+        """`trips`, or 0 when the loop's [begin, end) leaves [0, limit)."""
+        ok = io_callback(lambda lo, hi: self._check(check_id, lo, hi), _OK, begin, end)
+        return jnp.where(ok != 0, trips, 0)
+
+    def index(self, check_id: int, index):
+        """`index`, or 0 when it is outside [0, limit)."""
+        ok = io_callback(lambda lo: self._check(check_id, lo, lo + 1), _OK, index)
+        return jnp.where(ok != 0, index, 0)
+
+    # --- called by generated host code (traced) --------------------------------
+
+    def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables):
+        """`tables`, after checking the index `index_map` computes from them at every grid
+        step; they pass through the check so the call runs after it."""
+        points = jnp.meshgrid(*(jnp.arange(n, dtype=jnp.int32) for n in grid), indexing="ij")
+        (values,) = index_map(*(p.reshape(-1) for p in points), *tables)
+        shapes = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in tables)
+
+        def check(values, *tables):
+            values = np.asarray(values)
+            limit = self.checks[check_id][0]
+            bad = values[(values < 0) | (values >= limit)]
+            if bad.size:
+                self._check(check_id, bad[0], bad[0] + 1)
+            return tables
+
+        return io_callback(check, shapes, values, *tables)
+
+    # --- host side ------------------------------------------------------------
+
+    def _check(self, check_id: int, lo, hi) -> np.ndarray:
+        lo, hi = int(lo), int(hi)
+        limit, message, where = self.checks[check_id]
+        if hi <= lo or (lo >= 0 and hi <= limit):
+            return np.int32(1)
+        with self._lock:
+            collector = self._collectors[-1] if self._collectors else None
+            if collector is not None:
+                collector.append((check_id, lo, hi))
+        if collector is None:
+            warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi)} "
+                          "(the kernel skipped the access; its result is wrong)", stacklevel=1)
+        return np.int32(0)
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[list]:
+        """Record the violations of the calls made inside the block, as (id, lo, hi)."""
+        found: list = []
+        with self._lock:
+            self._collectors.append(found)
+        try:
+            yield found
+        finally:
+            with self._lock:
+                self._collectors = [c for c in self._collectors if c is not found]

@@ -1,0 +1,136 @@
+"""Data-dependent ranges are checked at run time in interpret mode (issue #11 §1).
+
+A range read from data (a jagged loop's offsets, a kernel scalar bounding a
+loop, an index loaded from a table) cannot be checked when the kernel is
+planned. In interpret mode the kernel checks it where it is used and the
+call raises `exc.ShapeMismatch` with the user's line and the values, never
+JAX's padded shapes, and never a silently wrong result.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+
+
+@pallasite.kernel
+def segment_sums(x, offsets):
+    n = offsets.size(0) - 1
+    out = torch.zeros([n, x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(n):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(offsets[g], offsets[g + 1], block_size=64):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+@pallasite.kernel
+def leading_rows_sum(x, n: int):
+    out = torch.zeros([8, x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(8):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(n, block_size=64):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+@pallasite.kernel
+def gather_rows(x, idx):
+    out = torch.empty([idx.size(0), x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(idx.size(0)):
+        row = idx[g]
+        out[g, :] = x[row, :] * 2.0
+    return out
+
+
+@pallasite.kernel
+def scatter_rows(x, idx, out):
+    for g in hl.grid(idx.size(0)):
+        out[idx[g], :] = x[g, :]
+    return out
+
+
+def _offsets(values):
+    return torch.tensor(values, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("offsets, shown", [
+    ([0, 100, 200, 310], "[200, 310)"),  # past the end, inside JAX's padding: was silently wrong
+    ([0, 100, 200, 400], "[200, 400)"),
+    ([-8, 100, 200, 300], "[-8, 100)"),
+])
+def test_jagged_offsets_past_the_tensor_name_the_access_and_the_range(loop_type, offsets, shown):
+    x = torch.randn(300, 128)
+    with pytest.raises(exc.ShapeMismatch) as info:
+        code_and_output(segment_sums, (x, _offsets(offsets)), pallas_loop_type=loop_type)
+    message = str(info.value)
+    assert "x[tile, :]" in message and f"tile covers {shown}" in message
+    assert "x.size(0) is 300" in message
+    assert "test_runtime_bounds.py" in message and "acc = acc + x[tile, :].sum(0)" in message
+    assert "368" not in message and "Out-of-bounds" not in message  # no padded shapes
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_jagged_offsets_inside_the_tensor_still_run(loop_type):
+    x = torch.randn(300, 128)
+    offsets = _offsets([0, 100, 100, 300])
+    _, result = code_and_output(segment_sums, (x, offsets), pallas_loop_type=loop_type)
+    expected = torch.stack([x[0:100].sum(0), torch.zeros(128), x[100:300].sum(0)])
+    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_kernel_scalar_loop_end_past_the_tensor_is_an_error(loop_type):
+    x = torch.randn(300, 128)
+    with pytest.raises(exc.ShapeMismatch, match=r"tile covers \[0, 310\) but x.size\(0\) is 300"):
+        code_and_output(leading_rows_sum, (x, 310), pallas_loop_type=loop_type)
+    _, result = code_and_output(leading_rows_sum, (x, 300), pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, x.sum(0).expand(8, -1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [400, 300, -1])
+def test_a_loaded_row_index_outside_the_tensor_is_an_error(bad):
+    x = torch.randn(300, 128)
+    with pytest.raises(exc.ShapeMismatch) as info:
+        gather_rows(x, _offsets([1, bad, 3]))
+    message = str(info.value)
+    assert f"row is {bad}" in message and "x.size(0) is 300" in message
+    assert "out[g, :] = x[row, :] * 2.0" in message
+    result = gather_rows(x, _offsets([1, 299, 3]))
+    torch.testing.assert_close(result, x[[1, 299, 3]] * 2.0)
+
+
+def test_a_loaded_store_index_outside_the_tensor_is_an_error():
+    x = torch.randn(3, 128)
+    with pytest.raises(exc.ShapeMismatch, match=r"out\[idx\[g\], :\].*is 16 but out.size\(0\) is 16"):
+        scatter_rows(x, _offsets([0, 16, 2]), torch.zeros(16, 128))
+    out = torch.zeros(16, 128)
+    scatter_rows(x, _offsets([0, 15, 2]), out)
+    assert torch.equal(out[[0, 15, 2]], x)
+
+
+def test_the_checks_are_in_the_generated_code_and_only_run_in_interpret_mode():
+    x = torch.randn(300, 128)
+    code = segment_sums.bind((x, _offsets([0, 300]))).to_code()
+    assert "if INTERPRET is not None:" in code and "CHECKS.loop_range(" in code
+    # A TPU compile has no callbacks: the checked kernel still lowers to Mosaic.
+    check_tpu_lowering(segment_sums, (x, _offsets([0, 100, 300])))
+    check_tpu_lowering(gather_rows, (x, _offsets([1, 2, 3])))
+
+
+def test_a_violation_inside_a_users_jit_warns_with_the_message():
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((300, 128), jnp.float32)
+    with pytest.warns(UserWarning, match=r"x\[row, :\].*row is 400"):
+        jax.block_until_ready(jax.jit(gather_rows.jax_fn)(x, jnp.array([1, 400], jnp.int32)))
