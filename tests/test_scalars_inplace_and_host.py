@@ -73,9 +73,11 @@ def test_bf16_with_blocks_larger_than_the_tensor():
     assert [axis.num_blocks for axis in only_call(bf16_blend, (a, b)).grid] == [1, 1]
 
 
-def test_illegal_block_size_is_rejected():
-    with pytest.raises(exc.IllegalBlockSize, match="multiple of 8"):
-        only_call(tunable_2d, (randn(24, 256),), block_sizes=[4])
+def test_a_row_block_of_4_keeps_the_rows_resident():
+    x = randn(24, 256)
+    call = only_call(tunable_2d, (x,), block_sizes=[4])
+    assert "multiple of 8" in call.inputs[0].axes[0].reason
+    torch.testing.assert_close(tunable_2d.bind((x,)).compile_config({"block_sizes": [4]})(x), x * 2)
 
 
 @pallasite.kernel

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, StreamSlot
+from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
@@ -217,6 +217,8 @@ class KernelEmitter:
                 parts.append(self.render(item.index))
             elif isinstance(item, StreamSlot):
                 parts.append(self.frames[item.loop_id].slot)
+            elif isinstance(item, PrefixSlice):
+                parts.append(f":{item.length}")
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]

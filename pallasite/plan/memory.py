@@ -18,7 +18,9 @@ from ..ir import (
 )
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
-from .plans import Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, StoreMask, TileRange
+from .plans import (
+    Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, StoreMask, TileRange,
+)
 from .tpu_tiling import AxisRule
 
 SMEM_MAX_ELEMENTS = 16384
@@ -70,8 +72,11 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     axes = []
     used: set[int] = set()
     view_shape = None
-    for axis, items in enumerate(per_axis):
-        block = _axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores))
+    blocks = [_axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores))
+              for axis, items in enumerate(per_axis)]
+    if use.stores:
+        blocks = _resident_inside_revisits(symbol, blocks, array_shape, grid_axis_of)
+    for axis, block in enumerate(blocks):
         axes.append(block)
         used |= grid_axes(block.index)
         if block.kind is BlockKind.SQUEEZED and axis == rank - 2 and padded is None:
@@ -95,14 +100,16 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         isinstance(i, TileSlice) and i.dim is first.dim for i in items
     ):
         dim = first.dim
-        if dim.id in grid_axis_of and dim.begin_aligned:
+        rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
+        if dim.begin_aligned and rule.allows(dim.block_size):
             index = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(dim.begin // dim.block_size))
             return AxisBlock(BlockKind.TILE, dim.block_size, index, dim)
-        raise exc.IndexingError(
-            f"'{symbol.name}' axis {axis} is indexed by tile '{dim.name}' whose begin "
-            f"{dim.begin} is not a multiple of its block size {dim.block_size}; "
-            "use a block size that divides the begin."
-        )
+        why = (f"its begin {dim.begin} is not a multiple of its block size {dim.block_size}"
+               if not dim.begin_aligned else
+               f"a block of {dim.block_size} is not a legal TPU block here ({rule.describe()})")
+        return AxisBlock(BlockKind.RESIDENT, _resident_length(dim, size, rule), ZERO, dim,
+                         reason=f"tile '{dim.name}': {why}; the axis stays resident and each tile "
+                                "is read and written at its offset")
     reason = ""
     if isinstance(first, ScalarIndex) and all(isinstance(i, ScalarIndex) for i in items):
         try:
@@ -117,13 +124,44 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
             reason = "a read-only row stays in the whole-axis block"
         elif exprs:  # one block per step, chosen by the index map (prefetching data it reads)
             return AxisBlock(BlockKind.SQUEEZED, 1, exprs.pop())
-    for item in items:
-        if isinstance(item, TileSlice):
-            raise exc.IndexingError(
-                f"'{symbol.name}' axis {axis} is indexed both by tile '{item.dim.name}' and "
-                "by ':' / a scalar / another tile in the same loop; index it one way."
-            )
+    tiles = [item.dim for item in items if isinstance(item, TileSlice)]
+    if tiles:  # several forms: one block from element 0 holds every access's part
+        rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
+        length = max(_resident_length(dim, size, rule) for dim in tiles)
+        return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0],
+                         reason=f"it is indexed several ways ({_forms(items)}) in one loop")
     return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
+
+
+def _resident_inside_revisits(symbol: TensorSymbol, blocks: list[AxisBlock], shape, grid_axis_of) -> list[AxisBlock]:
+    """A written tensor whose block stays the same along grid axis g (a tile of g kept
+    resident) is revisited by every step of g; its block must not change along the
+    grid axes inside g between visits, so their tiles stay resident too."""
+    kept = [grid_axis_of[b.dim.id] for b in blocks
+            if b.kind is BlockKind.RESIDENT and b.dim is not None and b.dim.id in grid_axis_of]
+    if not kept:
+        return blocks
+    outer = min(kept)
+    widened = []
+    for axis, block in enumerate(blocks):
+        if block.kind is BlockKind.TILE and grid_axis_of[block.dim.id] > outer:
+            rule = AxisRule(symbol.name, axis, len(shape), shape[axis], symbol.dtype)
+            block = AxisBlock(BlockKind.RESIDENT, _resident_length(block.dim, shape[axis], rule), ZERO,
+                              block.dim, reason=f"'{symbol.name}' is written and stays one block along "
+                              f"grid axis {outer} (an outer tile kept resident), so tile "
+                              f"'{block.dim.name}' inside it stays resident too")
+        widened.append(block)
+    return widened
+
+
+def _forms(items: list) -> str:
+    forms = []
+    for item in items:
+        form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
+            "':'" if isinstance(item, FullSlice) else "a scalar")
+        if form not in forms:
+            forms.append(form)
+    return ", ".join(forms)
 
 
 def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
@@ -186,6 +224,14 @@ def plan_access(node, operand: Operand) -> Access:
             continue
         axis, item = next(remaining)
         if block.kind is BlockKind.SQUEEZED:
+            continue
+        if block.kind is BlockKind.RESIDENT and not isinstance(item, TileSlice):
+            if isinstance(item, FullSlice):  # the tensor's part of a block that may be longer
+                size = operand.symbol.shape[axis]
+                ref_index.append(FullSlice() if block.size == size else PrefixSlice(size))
+                ref_shape.append(size)
+            else:
+                ref_index.append(ScalarIndex(item.index))
             continue
         if block.kind in (BlockKind.TILE, BlockKind.RESIDENT):
             dim = item.dim

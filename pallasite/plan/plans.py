@@ -23,7 +23,7 @@ class BlockKind(str, enum.Enum):
     TILE = "tile"  # blocked by a grid tile dim
     FULL = "full"  # the whole axis
     SQUEEZED = "squeezed"  # one element chosen by the index map; the axis leaves the ref
-    RESIDENT = "resident"  # the whole range an inner tile loop walks, read per inner tile
+    RESIDENT = "resident"  # from element 0, every tile's run (pl.ds at the tile's begin) and any ':'/scalar
     UNIT = "unit"  # a size-1 axis that exists only in the operand's `view_shape`
 
 
@@ -101,14 +101,22 @@ class InnerTileSlice:
 
 
 @dataclass(frozen=True)
+class PrefixSlice:
+    """A ref subscript item: the first `length` elements (the tensor's part of a
+    resident block padded past its end), `:length`."""
+
+    length: int
+
+
+@dataclass(frozen=True)
 class StreamSlot:
     """A ref subscript item: the double-buffer slot of inner loop `loop_id`'s current step."""
 
     loop_id: int
 
 
-# A ref subscript item: the whole axis, one position, an inner tile's run, a stream slot.
-RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, StreamSlot]
+# A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot.
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot]
 
 
 @dataclass(frozen=True)
