@@ -12,7 +12,7 @@ from .config import Config, as_config
 from .reference import run_reference
 from .runtime.chips import simulated_chip
 from .runtime.convert import torch_dtype_of
-from .runtime.kernel import Kernel, load_module
+from .runtime.kernel import Kernel, _for_user, load_module
 
 DEFAULT_CHIPS = ("v5e", "v6e", "v7x")
 
@@ -41,7 +41,7 @@ def run_ref(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     """
     if config_kwargs:
         config = Config({**dict(as_config(config)), **config_kwargs})
-    return run_reference(kernel, tuple(args), kwargs, config)
+    return _for_user(run_reference, (kernel, tuple(args), kwargs, config), {})
 
 
 def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,

@@ -67,3 +67,20 @@ def test_a_corrupt_cached_module_is_rewritten_with_a_warning(tmp_path, monkeypat
     with pytest.warns(UserWarning, match="was corrupt; regenerated"):
         torch.testing.assert_close(double(x), x * 2)
     assert path.read_text() == good
+
+
+def test_a_cached_module_that_is_not_text_is_rewritten_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("PALLASITE_CODE_DIR", str(tmp_path))
+    x = torch.arange(256, dtype=torch.float32)
+    double.reset()
+    double(x)
+    (path,) = tmp_path.glob("double_*.py")
+    good = path.read_text()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() creates files, not 0600
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    double.reset()
+    with pytest.warns(UserWarning, match="was corrupt; regenerated"):
+        torch.testing.assert_close(double(x), x * 2)
+    assert path.read_text() == good

@@ -88,3 +88,29 @@ def test_the_discovery_trace_uses_the_declared_block_sizes():
     x = torch.randn(24, 128)
     torch.testing.assert_close(rows_broadcast(x), x[:, :1].expand(24, 128))
     assert rows_broadcast.bind((x,)).resolve_config().block_sizes == [8]
+
+
+def test_a_partial_explicit_config_completes_the_decorators_config():
+    """`compile_config({"pallas_loop_type": ...})` keeps the kernel's own block sizes."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[16, 128, 64]))
+    def mm(x, y):
+        out = torch.empty([x.size(0), y.size(1)], dtype=torch.float32)
+        for tm, tn in hl.tile([x.size(0), y.size(1)]):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(x.size(1)):
+                acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+            out[tm, tn] = acc
+        return out
+
+    x, y = torch.randn(32, 128), torch.randn(128, 256)
+    bound = mm.bind((x, y))
+    for loop_type in ("unroll", "fori_loop"):
+        config = bound.resolve_config({"pallas_loop_type": loop_type})
+        assert config.block_sizes == [16, 128, 64] and config["pallas_loop_type"] == loop_type
+        torch.testing.assert_close(bound.compile_config({"pallas_loop_type": loop_type})(x, y), x @ y,
+                                   rtol=1e-4, atol=1e-4)
+    assert bound.resolve_config({"block_sizes": [8, 128, 128]}).block_sizes == [8, 128, 128]
+
+    too_few = _add_kernel(config=pallasite.Config(block_sizes=[16]))
+    with pytest.raises(pallasite.exc.InvalidConfig, match="block_sizes has 1 entries"):
+        too_few.bind(ARGS).resolve_config({"pallas_loop_type": "unroll"})

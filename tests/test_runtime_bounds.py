@@ -134,3 +134,58 @@ def test_a_violation_inside_a_users_jit_warns_with_the_message():
     x = jnp.ones((300, 128), jnp.float32)
     with pytest.warns(UserWarning, match=r"x\[row, :\].*row is 400"):
         jax.block_until_ready(jax.jit(gather_rows.jax_fn)(x, jnp.array([1, 400], jnp.int32)))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_in_inner_loop(x, idx):
+    n = idx.size(0)
+    out = torch.empty([n, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(n):
+        for tc in hl.tile(x.size(1)):
+            out[g, tc] = x[idx[g], tc] + 1
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_hoisted_index(x, idx):
+    n = idx.size(0)
+    out = torch.empty([n, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(n):
+        row = idx[g]
+        for tc in hl.tile(x.size(1)):
+            out[g, tc] = x[row, tc] + 1
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel", [gather_in_inner_loop, gather_hoisted_index])
+def test_a_gathered_row_read_in_an_inner_loop(kernel, loop_type):
+    x = torch.randn(10, 300)
+    _, out = code_and_output(kernel, (x, _offsets([0, 9, 4])), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, x[[0, 9, 4]] + 1)
+    with pytest.raises(exc.ShapeMismatch, match="is 10 but x.size.0. is 10"):
+        code_and_output(kernel, (x, _offsets([0, 10, 4])), pallas_loop_type=loop_type)
+
+
+def test_an_out_of_range_scatter_row_prints_nothing_from_jax(capfd, caplog):
+    x = torch.randn(3, 128)
+    with pytest.raises(exc.ShapeMismatch):
+        scatter_rows(x, _offsets([0, 16, 2]), torch.zeros(16, 128))
+    with pytest.raises(exc.ShapeMismatch):
+        scatter_rows(x, _offsets([0, -1, 2]), torch.zeros(16, 128))
+    captured = capfd.readouterr().err + caplog.text
+    assert "io_callback failed" not in captured and "Out-of-bounds" not in captured
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (segment_sums, (torch.randn(300, 128), _offsets([0, 100, 200, 310]))),
+    (segment_sums, (torch.randn(300, 128), _offsets([-8, 100, 200, 300]))),
+    (leading_rows_sum, (torch.randn(300, 128), 310)),
+    (gather_rows, (torch.randn(300, 128), _offsets([1, 400]))),
+    (gather_rows, (torch.randn(300, 128), _offsets([1, -1]))),
+])
+def test_reference_mode_raises_the_same_error(kernel, args):
+    from pallasite.testing import run_ref
+
+    with pytest.raises(exc.ShapeMismatch):
+        run_ref(kernel, args)

@@ -43,6 +43,7 @@ class KernelEmitter:
         self._range_scopes: list[dict] = [{}]  # (shape, axis, range) -> condition variable, per scope
         self._value_lines: dict[str, int] = {}  # variable of a pure value -> the line binding it
         self._uses, self._inlined = _value_uses(plan.call.loop.body)
+        self._checks_done: set[int] = set()  # range checks already emitted
 
     # ---------------------------------------------------------------- text --
 
@@ -142,6 +143,9 @@ class KernelEmitter:
                 self._emit_store(node, indent)
             else:
                 self._emit_op(node, indent)
+            for output in getattr(node, "outputs", ()):
+                if output.id not in self._inlined:
+                    self._emit_value_checks(output, indent)
 
     def emit_loop_body(self, loop: TileLoop, indent: int) -> None:
         """The body of an inner loop: a scope of its own for the masks it computes."""
@@ -185,9 +189,22 @@ class KernelEmitter:
                 self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
                           f"{self.render(dim.end)}, {trips})", indent + 1)
 
+    def _emit_value_checks(self, value: Value, indent: int) -> None:
+        """Interpret mode checks a named scalar read from data where it is computed, before
+        any access (or stream copy) uses it; the checked value keeps the name."""
+        for check in self.plan.range_checks:
+            if check.value is value and check.check_id not in self._checks_done:
+                self._checks_done.add(check.check_id)
+                name = self.render(value)
+                self.emit("if INTERPRET is not None:  # interpret mode checks the index read from data", indent)
+                self.emit(f"{name} = CHECKS.index({check.check_id}, {name})", indent + 1)
+
     def _emit_index_checks(self, node, indent: int) -> None:
-        """Interpret mode checks a scalar index read from data before the access uses it."""
+        """An unnamed scalar index read from data is checked just before its access."""
         for check in self.plan.index_checks(node.id):
+            if check.check_id in self._checks_done:
+                continue
+            self._checks_done.add(check.check_id)
             value = check.value
             text = self.render(value)
             if not text.isidentifier():

@@ -98,6 +98,7 @@ def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> tor
 
 def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
     items = list(key) if isinstance(key, (tuple, list)) else [key]
+    from_data = [isinstance(item, torch.Tensor) and item.ndim == 0 for item in items]
     items = [_scalar(item, name_of, tensor) for item in items]
     device = lanes.is_device(tensor)
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -110,7 +111,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
     subscript = _Subscript()
     source_lanes = lanes.of(tensor)
     axis = out_axis = 0
-    for item in items:
+    for item, read_from_data in zip(items, from_data):
         if item is Ellipsis:
             for _ in range(tensor.ndim - consumed):
                 subscript.basic.append(slice(None))
@@ -122,9 +123,11 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
             out_axis += 1
         elif isinstance(item, int):
             size = tensor.shape[axis]
-            if not -size <= item < size:
-                raise exc.IndexingError(
-                    f"Index {item} is out of bounds for axis {axis} of {name_of(tensor)} (size {size}).")
+            if not (0 if read_from_data else -size) <= item < size:
+                raise exc.ShapeMismatch(
+                    f"{name_of(tensor)}[...]: index {item} is outside axis {axis} of size {size}"
+                    + ("; indices read from data must lie in [0, size) (they do not wrap)."
+                       if read_from_data else "."))
             subscript.basic.append(item)
             axis += 1
         elif isinstance(item, slice):
@@ -136,7 +139,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
             if device:
                 raise _narrowing_error()
             if item.begin < 0 or item.end > tensor.shape[axis]:
-                raise exc.IndexingError(
+                raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: tile '{item.name}' covers [{item.begin}, {item.end}), "
                     f"past axis {axis} of size {tensor.shape[axis]}.")
             subscript.basic.append(slice(item.begin, item.end))

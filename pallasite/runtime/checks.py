@@ -54,7 +54,8 @@ class RangeChecks:
 
     def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables):
         """`tables`, after checking the index `index_map` computes from them at every grid
-        step; they pass through the check so the call runs after it."""
+        step; they pass through the check so the call runs after it (zeroed when the
+        check fails, so the doomed call reads no block out of bounds)."""
         points = jnp.meshgrid(*(jnp.arange(n, dtype=jnp.int32) for n in grid), indexing="ij")
         (values,) = index_map(*(p.reshape(-1) for p in points), *tables)
         shapes = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in tables)
@@ -65,6 +66,8 @@ class RangeChecks:
             bad = values[(values < 0) | (values >= limit)]
             if bad.size:
                 self._check(check_id, bad[0], bad[0] + 1)
+                # The call fails with this check's error; zeroed tables keep its blocks in bounds.
+                return tuple(np.zeros_like(t) for t in tables)
             return tables
 
         return io_callback(check, shapes, values, *tables)

@@ -206,13 +206,16 @@ class BoundKernel:
     def resolve_config(self, config: Config | dict | None = None) -> Config:
         """The one place a config is resolved.
 
-        An explicit `config` is completed with defaults and checked against the
-        kernel; without one: the decorator's `config=`, else `configs[0]`, else
+        An explicit `config` is completed by the decorator's `config=` (its keys
+        win), then defaults, and checked against the kernel; without one: the decorator's `config=`, else `configs[0]`, else
         the default config (which plans candidates until one fits VMEM).
         `to_code`, `plan`, `compile_config` and a plain call all come here.
         """
         if config is not None:
-            return self.config_spec.normalize(as_config(config))
+            config = as_config(config)
+            if self.kernel.config is not None:  # a partial config completes the decorator's
+                config = Config({**self.kernel.config, **config})
+            return self.config_spec.normalize(config)
         if self._resolved is None:
             chosen = self.kernel.declared_config
             if chosen is None:
@@ -409,7 +412,9 @@ def _write_code(name: str, code: str) -> str:
     try:
         with open(path) as f:
             existing = f.read()
-    except (OSError, UnicodeDecodeError):
+    except UnicodeDecodeError:
+        existing = ""  # not text: corrupt
+    except OSError:
         existing = None
     if existing == code:
         return path
@@ -420,6 +425,9 @@ def _write_code(name: str, code: str) -> str:
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}_", suffix=".tmp")
         with os.fdopen(handle, "w") as f:
             f.write(code)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
         os.replace(temporary, path)
     except OSError:
         pass  # read-only home: tracebacks still name the path, the code is on the kernel

@@ -2,16 +2,17 @@
 
 A tensor is streamed by inner loop L (whose strategy streams) when every
 access of it in the whole device loop sits directly in L's body, all with one
-index form that walks one of L's tile dims, and it is only read (an input
-stream) or only written (an output stream, whose partial last tile must not
-end inside the tensor: windows are written back whole); the strategy may
+index form that walks one of L's tile dims and whose scalar indices are known
+before L starts (its copies are built there), it has no empty dim, and it is
+only read (an input stream) or only written (an output stream, whose partial
+last tile must not end inside the tensor: windows are written back whole); the strategy may
 refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
 as with `unroll`. Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
 """
 from __future__ import annotations
 
-from ...ir import NewAxis, ScalarIndex, TileLoop, TileSlice, cdiv
+from ...ir import NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
 from ..memory import TensorUse
@@ -44,6 +45,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
             continue
         if use.stores and _spills_past_range(first, use.symbol.shape):
             continue
+        if 0 in use.symbol.shape or _computed_inside(first, loop):
+            continue
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
                        if not isinstance(item, ScalarIndex))
@@ -61,6 +64,13 @@ def _spills_past_range(index: tuple, shape: tuple[int, ...]) -> bool:
             if not isinstance(item.dim.end, int) or item.dim.end < size:
                 return True
     return False
+
+
+def _computed_inside(index: tuple, loop: TileLoop) -> bool:
+    """Whether a scalar index is computed in the loop's body (after its copies are built)."""
+    inside = {id(output) for node in walk_nodes(loop.body) for output in getattr(node, "outputs", ())}
+    return any(isinstance(item, ScalarIndex) and isinstance(item.index, Value) and id(item.index) in inside
+               for item in index)
 
 
 def _direct_parents(body: list, owner: dict, loop: TileLoop | None = None) -> None:
