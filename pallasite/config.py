@@ -10,7 +10,7 @@ from . import exc
 # here, so they get a targeted message instead of the generic one.
 _GPU_ONLY_KEYS = frozenset({
     "num_warps", "num_stages", "indexing", "pid_type", "l2_groupings",
-    "loop_orders", "flatten_loops", "range_unroll_factors", "range_num_stages",
+    "flatten_loops", "range_unroll_factors", "range_num_stages",
     "range_multi_buffers", "range_flattens", "range_warp_specializes",
     "static_ranges", "num_sm_multiplier", "maxnreg", "reduction_loops",
 })
@@ -23,9 +23,11 @@ class Config(Mapping[str, Any]):
       block_sizes: one int per tiled dimension, in order of appearance.
       pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline".
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
+      loop_orders: per multi-dim hl.tile device loop, a permutation of its dims:
+        the order of the grid axes (the first is the outermost).
     """
 
-    KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes")
+    KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes", "loop_orders")
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         values = dict(config or {})
@@ -74,7 +76,7 @@ class Config(Mapping[str, Any]):
 
 
 def _freeze(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
+    return tuple(_freeze(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def _validate_key(key: str, value: Any) -> None:
@@ -89,6 +91,14 @@ def _validate_key(key: str, value: Any) -> None:
         from .plan.loops import strategy_named  # the strategy registry (plan imports config)
 
         strategy_named(value)  # raises "Invalid pallas_loop_type ..." naming the registered ones
+    elif key == "loop_orders":
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(order, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+            for order in value
+        ):
+            raise exc.InvalidConfig(
+                f"loop_orders must be a list of lists of ints (one permutation per multi-dim "
+                f"hl.tile loop), got {value!r}.")
     elif key == "vmem_limit_bytes":
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise exc.InvalidConfig(

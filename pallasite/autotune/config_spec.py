@@ -69,6 +69,8 @@ class ConfigSpec:
         self._validate = validate
         self.has_inner_loops = any(
             isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
+        # `loop_orders` has one permutation per device loop tiling several dims.
+        self.multi_dim_loops = [len(call.loop.dims) for call in ir.device_loops if len(call.loop.dims) > 1]
         rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
         for call in ir.device_loops:
             for node in walk_nodes(call.loop.body):
@@ -134,4 +136,17 @@ class ConfigSpec:
                 f"block_sizes has {len(sizes)} entries but the kernel has "
                 f"{len(self.block_sizes)} tunable block sizes ({names})."
             )
+        if "loop_orders" in values:
+            self._check_loop_orders(values["loop_orders"])
         return Config(values)
+
+    def _check_loop_orders(self, orders) -> None:
+        if len(orders) != len(self.multi_dim_loops):
+            raise exc.InvalidConfig(
+                f"loop_orders has {len(orders)} entries but the kernel has {len(self.multi_dim_loops)} "
+                "multi-dim hl.tile device loop(s); give one permutation per such loop.")
+        for order, rank in zip(orders, self.multi_dim_loops):
+            if sorted(order) != list(range(rank)):
+                raise exc.InvalidConfig(
+                    f"loop_orders entry {list(order)} is not a permutation of the loop's "
+                    f"{rank} dims {list(range(rank))}.")

@@ -27,6 +27,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     calls = []
     check_ids = itertools.count()  # range checks are numbered across the kernel's module
+    orders = iter(config.get("loop_orders") or ())
     for step in ir.steps:
         if isinstance(step, Allocate) and step.symbol.fill is not None:
             defined.add(id(step.symbol))
@@ -34,7 +35,9 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             results = step.result if isinstance(step.result, tuple) else (step.result,)
             defined.update(id(r) for r in results)
         elif isinstance(step, DeviceLoopCall):
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids))
+            dims = step.loop.dims
+            order = tuple(next(orders, range(len(dims)))) if len(dims) > 1 else (0,) * len(dims)
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -42,9 +45,10 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, strategy, check_ids) -> PallasCallPlan:
+               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...]) -> PallasCallPlan:
     loop = call.loop
-    grid_axis_of = {dim.id: axis for axis, dim in enumerate(loop.dims)}
+    grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
+    grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
     scalar_inputs = tuple(Operand(s, f"{s.name}_ref", Memory.SMEM) for s in call.scalars)
     inputs: list[Operand] = []
     outputs: list[Operand] = []
@@ -90,7 +94,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         for node in use.nodes:
             accesses[node.id] = plan_access(node, operand)
     grid = []
-    for axis, dim in enumerate(loop.dims):
+    for axis, dim in enumerate(grid_dims):
         extent = dim.static_extent
         reason = ""
         for operand, used in output_axes:

@@ -151,6 +151,12 @@ class Kernel:
             return run_reference(self, args, kwargs)
         return self.bind(args, kwargs)(*args, **kwargs)
 
+    @property
+    def cache_size(self) -> int:
+        """How many compiled variants this kernel holds (shapes, dtypes, constants and
+        configs; a runtime scalar's value never makes a new one)."""
+        return sum(len(bound._compiled) for bound in self._bound.values())
+
     def reset(self) -> None:
         """Forget every bound and compiled variant (the next call traces again)."""
         self._bound.clear()

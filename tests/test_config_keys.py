@@ -1,0 +1,74 @@
+"""Helion's config keys with real meaning here (issue #7 §6): `loop_orders`, and runtime
+scalars that never recompile (seen through `Kernel.cache_size`)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+
+@pallasite.kernel
+def scaled_add(x, y, alpha: float):
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([x.size(0), x.size(1)]):
+        out[tm, tn] = x[tm, tn] + alpha * y[tm, tn]
+    return out
+
+
+@pallasite.kernel
+def matmul(x, y):
+    out = torch.empty([x.size(0), y.size(1)], dtype=torch.float32)
+    for tm, tn in hl.tile([x.size(0), y.size(1)]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(x.size(1)):
+            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+        out[tm, tn] = acc
+    return out
+
+
+def test_loop_orders_permutes_the_grid():
+    x, y = torch.randn(32, 256), torch.randn(32, 256)
+    config = {"block_sizes": [8, 128], "loop_orders": [[1, 0]]}
+    code, out = code_and_output(scaled_add, (x, y, 0.5), **config)
+    torch.testing.assert_close(out, x + 0.5 * y)
+    plan = scaled_add.bind((x, y, 0.5)).plan(config)
+    assert [axis.dim.name for axis in plan.calls[0].grid] == ["tn", "tm"]
+    assert [axis.num_blocks for axis in plan.calls[0].grid] == [2, 4]
+    assert "grid=(2, 4)" in code
+    check_tpu_lowering(scaled_add, (x, y, 0.5), **config)
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_loop_orders_with_an_inner_loop(loop_type):
+    x, y = torch.randn(64, 256), torch.randn(256, 384)
+    config = {"block_sizes": [32, 128, 128], "loop_orders": [[1, 0]], "pallas_loop_type": loop_type}
+    _, out = code_and_output(matmul, (x, y), **config)
+    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+    check_tpu_lowering(matmul, (x, y), chips=("v7x",), **config)
+
+
+@pytest.mark.parametrize("orders, message", [
+    ([[0, 0]], "permutation"),
+    ([[0, 1, 2]], "permutation"),
+    ([[1, 0], [0, 1]], "1 multi-dim"),
+    ("10", "list"),
+])
+def test_bad_loop_orders_are_rejected(orders, message):
+    x, y = torch.randn(32, 256), torch.randn(32, 256)
+    with pytest.raises(exc.InvalidConfig, match=message):
+        scaled_add.bind((x, y, 0.5)).resolve_config({"block_sizes": [8, 128], "loop_orders": orders})
+
+
+def test_runtime_scalars_never_recompile():
+    x, y = torch.randn(16, 128), torch.randn(16, 128)
+    scaled_add.reset()
+    assert scaled_add.cache_size == 0
+    for alpha in (0.5, 1.5, -2.0, 3.0):
+        torch.testing.assert_close(scaled_add(x, y, alpha), x + alpha * y)
+    assert scaled_add.cache_size == 1
+    scaled_add(torch.randn(8, 128), torch.randn(8, 128), 1.0)  # a new shape compiles once more
+    assert scaled_add.cache_size == 2
