@@ -70,11 +70,13 @@ class HostEmitter:
         params = []
         for name, arg in zip(ir.params, ir.arguments):
             if isinstance(arg, (TensorSymbol, ScalarSymbol)):
-                self.names.fresh(name)
+                name = self.names.fresh(name)
                 self.current[arg.id] = name
                 self.version[arg.id] = 0
                 params.append(name)
         header = f"def {ir.name}({', '.join(params)}):"
+        if ir.captured:
+            self.emit(f"# {', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
         calls = iter(self.plan.calls)
         for step in ir.steps:
             if isinstance(step, Allocate):

@@ -94,10 +94,7 @@ class OpRecorder:
         name = spelling_name(func)
         if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
-        if self.device is not None and _has_real_tensor(args, kwargs):
-            raise exc.UnsupportedOperation(
-                "A torch tensor that is not a kernel argument (a global or closure variable) is used "
-                "in device code; pass it to the kernel as an argument.")
+        self._reject_real_tensors(args, kwargs)
         if name is None:
             raise exc.UnsupportedOperation(
                 f"{display_name(func)} is not supported by pallasite"
@@ -117,6 +114,7 @@ class OpRecorder:
 
     def apply(self, spelling: str, function: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
         """Record one call of `spelling` (`function` is what the user called, if anything)."""
+        self._reject_real_tensors(args, kwargs)
         if spelling in ops.FACTORIES:
             return self._factory(ops.FACTORIES[spelling], args, kwargs)
         if spelling not in ops.SPELLINGS:
@@ -130,6 +128,17 @@ class OpRecorder:
         if self.device is not None:
             return self._device_op(op, operands, attrs, meta_out, display)
         return self._host_op(op, operands, attrs, meta_out, display)
+
+    def _reject_real_tensors(self, args: tuple, kwargs: dict) -> None:
+        """A concrete torch tensor among traced operands: one the kernel reaches neither as a
+        parameter nor by a global or closure name (those are captured, see
+        `Kernel.captured_tensors`), so its values cannot be passed at call time."""
+        if _has_real_tensor(args, kwargs):
+            raise exc.UnsupportedOperation(
+                "A torch tensor that is not a kernel argument is used in "
+                + ("device" if self.device is not None else "host") + " code (one reached through an "
+                "attribute, a container or a helper function; tensors the kernel names as globals or "
+                "closure variables are passed automatically); pass it to the kernel as an argument.")
 
     def _shape_rule(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
         """A binder's shape rule run on the meta tensors of `args`."""

@@ -279,3 +279,6 @@ class KernelIR:
     result: Any  # nested structure of TensorSymbol / ScalarSymbol / constants
     block_dims: list[TileDim]  # dims with a config block size, by block_id
     device_loops: list[DeviceLoopCall]
+    # The last of `params`: tensors the kernel reads from its enclosing scope (globals,
+    # closure variables), passed by the runtime as implicit arguments.
+    captured: tuple[str, ...] = ()
