@@ -1,4 +1,5 @@
-"""Reading a kernel's Python source: the function's AST with file line numbers."""
+"""Reading a kernel's Python source: the function's AST with file line numbers, and what
+both statement runners (the tracer, reference mode) need to know about its statements."""
 from __future__ import annotations
 
 import ast
@@ -78,7 +79,7 @@ def must_walk(stmt: ast.stmt) -> bool:
 
 def free_names(fn: ast.FunctionDef) -> tuple[str, ...]:
     """Names the function reads but neither takes as a parameter nor assigns: the
-    globals and closure variables it uses, in order of first use."""
+    globals and closure variables it uses."""
     arguments = fn.args
     params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
     params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
@@ -93,3 +94,14 @@ def free_names(fn: ast.FunctionDef) -> tuple[str, ...]:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             loaded.update(dict.fromkeys(node.names))
     return tuple(name for name in loaded if name not in params and name not in stored)
+
+
+def unsupported_host_statement(stmt: ast.stmt, location: exc.SourceLocation) -> exc.UnsupportedSyntax:
+    """A host statement other than `if`/`for` holding a device loop or a `return`: those
+    two run statement by statement, anything else would run as one `exec`."""
+    kind = type(stmt).__name__
+    if contains_device_loop(stmt):
+        return exc.UnsupportedSyntax(f"A device loop inside a {kind} statement is not supported.", location)
+    return exc.UnsupportedSyntax(
+        f"A return inside a {kind} statement in host code is not supported; return from the "
+        "kernel's body, an if or a for over a Python iterable instead.", location)

@@ -207,21 +207,20 @@ class Tracer(OpRecorder):
                 if self._python_loop(stmt, iterable, self._run_host_block):
                     return True
                 continue
-            if isinstance(stmt, ast.If) and source.contains_device_loop(stmt):
+            if isinstance(stmt, ast.If) and source.must_walk(stmt):
                 test = self._evaluate(stmt.test, stmt)
-                if self._run_host_block(stmt.body if test else stmt.orelse):
+                with self._user_code():  # a traced condition raises here, at the `if`
+                    branch = stmt.body if test else stmt.orelse
+                if self._run_host_block(branch):
                     return True
                 continue
-            if isinstance(stmt, ast.For) and source.contains_device_loop(stmt):
+            if isinstance(stmt, ast.For) and source.must_walk(stmt):
                 iterable = self._evaluate(stmt.iter, stmt)
                 if self._python_loop(stmt, iterable, self._run_host_block):
                     return True
                 continue
-            if source.contains_device_loop(stmt):
-                raise exc.UnsupportedSyntax(
-                    f"A device loop inside a {type(stmt).__name__} statement is not supported.",
-                    source.location(self.filename, stmt),
-                )
+            if source.must_walk(stmt):
+                raise source.unsupported_host_statement(stmt, source.location(self.filename, stmt))
             self._execute(stmt)
         return False
 
