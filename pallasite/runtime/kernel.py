@@ -280,8 +280,7 @@ class BoundKernel:
         compiled = self._compiled.get(config.key())
         if compiled is None:
             plan = self.plan(config)
-            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result,
-                                      [check for call in plan.calls for check in call.range_checks])
+            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
             self._compiled[config.key()] = compiled
         return compiled
 
