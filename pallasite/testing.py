@@ -59,6 +59,8 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
             structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
         elif spec.kind == "scalar":
             structs.append(jax.ShapeDtypeStruct((), jnp.int32 if spec.python_type is int else jnp.float32))
+    for spec in bound.captured.values():  # tensors read from the enclosing scope: implicit arguments
+        structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
     codes = {}
     for chip in chips:
         with simulated_chip(chip):

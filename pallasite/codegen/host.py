@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from .. import exc
-from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, ScalarSymbol, TensorSymbol
+from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from .index_text import index_map_text
-from .lowering import Arg, OpCall, jnp_dtype, literal, lower
+from .lowering import Arg, OpCall, jnp_dtype, key_text, literal, lower
 from .names import NameTable
 
 
@@ -29,13 +31,17 @@ class HostEmitter:
         self.undefined: set[int] = set()  # `torch.empty` allocations not materialized
         self.mutated_args: list[TensorSymbol] = []
         self._source = os.path.basename(self.ir.source_file)
+        self._index_checks = {check.host_index: check for check in plan.host_index_checks}
+        self._commented = None  # the location quoted last
 
     def emit(self, text: str) -> None:
         self.lines.append("    " + text)
 
     def comment(self, location) -> None:
-        if location is not None:
+        """Quote the user's line above the code it became (once for consecutive steps)."""
+        if location is not None and location != self._commented:
             self.emit(f"# {self._source}:{location.lineno}: {location.text.strip()}")
+        self._commented = location
 
     # ------------------------------------------------------------ symbols --
 
@@ -70,11 +76,13 @@ class HostEmitter:
         params = []
         for name, arg in zip(ir.params, ir.arguments):
             if isinstance(arg, (TensorSymbol, ScalarSymbol)):
-                self.names.fresh(name)
+                name = self.names.fresh(name)
                 self.current[arg.id] = name
                 self.version[arg.id] = 0
                 params.append(name)
         header = f"def {ir.name}({', '.join(params)}):"
+        if ir.captured:
+            self.emit(f"# {', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
         calls = iter(self.plan.calls)
         for step in ir.steps:
             if isinstance(step, Allocate):
@@ -82,6 +90,9 @@ class HostEmitter:
             elif isinstance(step, HostOp):
                 self.comment(step.location)
                 self._emit_host_op(step)
+            elif isinstance(step, HostStore):
+                self.comment(step.location)
+                self._emit_host_store(step)
             elif isinstance(step, DeviceLoopCall):
                 self._emit_call(next(calls))
         result = self._result_text(ir.result)
@@ -109,10 +120,45 @@ class HostEmitter:
         results = step.result if isinstance(step.result, tuple) else (step.result,)
         first = results[0]
         shape = getattr(first, "shape", ())
-        call = OpCall(step.op, args, dict(step.kwargs), shape, first.dtype)
+        attrs = dict(step.kwargs)
+        if step.op == "getitem":
+            attrs["key"] = self._key(step.kwargs["key"], step.id)
+        call = OpCall(step.op, args, attrs, shape, first.dtype)
         self.define(first, lower(call))
         if step.view_of is not None:
             self.views[first.id] = (step, self.version[step.view_of.id])
+
+    def _key(self, key, step_id: int) -> tuple:
+        """A host subscript with its index tensors and scalars as `Arg`s of their current
+        variables; in interpret mode each passes its range check first."""
+        items = key if isinstance(key, tuple) else (key,)
+        out = []
+        for position, item in enumerate(items):
+            if isinstance(item, (TensorSymbol, ScalarSymbol)):
+                name = self.read(item)
+                check = self._index_checks.get((step_id, position))
+                if check is not None:
+                    self.emit(f"if INTERPRET is not None:  # interpret mode checks {item.name}'s values")
+                    self.emit(f"    {name} = CHECKS.indices({check.check_id}, {name})")
+                item = Arg(name, getattr(item, "shape", ()), item.dtype, item)
+            out.append(item)
+        return tuple(out)
+
+    def _emit_host_store(self, step: HostStore) -> None:
+        """`x[key] = v`: a new version of the whole tensor (`x.at[key].set(v)`)."""
+        symbol, value = step.tensor, step.value
+        key = key_text(self._key(step.key, step.id))
+        if isinstance(value, (TensorSymbol, ScalarSymbol)):
+            text = self.read(value)
+            shape = getattr(value, "shape", ())
+            if len(shape) > len(step.shape):  # torch drops the value's extra leading unit axes
+                text = f"{text}.reshape({literal(tuple(shape[len(shape) - len(step.shape):]))})"
+            if value.dtype != symbol.dtype:
+                text = f"{text}.astype({jnp_dtype(symbol.dtype)})"
+        else:
+            text = _number_as(value, symbol.dtype)
+        self.define(symbol, f"{self.read(symbol)}.at[{key}].set({text})")
+        self._after_write(symbol, step.location)
 
     def _result_text(self, result) -> str:
         if isinstance(result, (TensorSymbol, ScalarSymbol)):
@@ -231,8 +277,9 @@ class HostEmitter:
             names.append(self.define(op.symbol))
         return f"({', '.join(names)},)" if len(names) == 1 else f"({', '.join(names)})"
 
-    def _after_write(self, symbol: TensorSymbol) -> None:
-        """Propagate a device write of `symbol` to what it views and to the caller."""
+    def _after_write(self, symbol: TensorSymbol, location=None) -> None:
+        """Propagate a write of `symbol` (by a device loop, or a host store at `location`)
+        to what it views and to the caller."""
         if symbol.origin == "arg" and symbol not in self.mutated_args:
             self.mutated_args.append(symbol)
         if symbol.id not in self.views:
@@ -240,14 +287,26 @@ class HostEmitter:
         op, _ = self.views.pop(symbol.id)
         base = op.view_of
         if op.op not in ("reshape", "identity"):
+            writer = "A device loop writes" if location is None else "Host code writes"
             raise exc.UnsupportedOperation(
-                f"A device loop writes into '{symbol.name}', a {op.op} view of '{base.name}'; "
+                f"{writer} into '{symbol.name}', a {op.op} view of '{base.name}'; "
                 "only reshape/view results can be written. Write the base tensor instead.",
-                op.location,
+                location or op.location,
             )
         self.define(base, f"{self.current[symbol.id]}.reshape({literal(base.shape)})")
         self.views[symbol.id] = (op, self.version[base.id])
-        self._after_write(base)
+        self._after_write(base, location)
+
+
+def _number_as(value, dtype: torch.dtype) -> str:
+    """A Python number stored into a tensor of `dtype`, converted as torch converts it."""
+    if dtype == torch.bool:
+        return literal(bool(value))
+    if dtype.is_floating_point:
+        return literal(float(value))
+    if isinstance(value, float):  # truncated toward zero, as torch does
+        return f"jnp.asarray({literal(value)}, {jnp_dtype(dtype)})"
+    return literal(int(value))
 
 
 def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:

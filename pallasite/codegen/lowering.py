@@ -390,7 +390,16 @@ def _identity(call: OpCall) -> str:
     return call.args[0].text
 
 
-def _key_text(item: Any) -> str:
+def key_text(key: Any) -> str:
+    """A subscript's items as JAX indexing text. Host code's index tensors and scalars
+    come as `Arg`s (their variables); a list of ints is an index array, as in torch."""
+    items = key if isinstance(key, tuple) else (key,)
+    return ", ".join(_key_item_text(i) for i in items)
+
+
+def _key_item_text(item: Any) -> str:
+    if isinstance(item, Arg):
+        return item.text
     if item is None:
         return "None"
     if item is Ellipsis:
@@ -398,14 +407,14 @@ def _key_text(item: Any) -> str:
     if isinstance(item, slice):
         parts = ["" if p is None else str(p) for p in (item.start, item.stop)]
         return ":".join(parts) + (f":{item.step}" if item.step is not None else "")
+    if isinstance(item, list):
+        return f"jnp.array({item!r}, jnp.int32)"
     return literal(item)
 
 
 @rule("getitem")
 def _getitem(call: OpCall) -> str:
-    key = call.attrs["key"]
-    items = key if isinstance(key, tuple) else (key,)
-    return f"{call.args[0].text}[{', '.join(_key_text(i) for i in items)}]"
+    return f"{call.args[0].text}[{key_text(call.attrs['key'])}]"
 
 
 # ----------------------------------------------------------------- matmul --

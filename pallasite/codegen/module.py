@@ -30,7 +30,7 @@ def generate_module(plan: KernelPlan) -> str:
     ir = plan.ir
     parts = [_HEADER.format(source=os.path.basename(ir.source_file), name=ir.name,
                             config=repr(plan.config), chip=plan.chip).rstrip()]
-    checks = [check for call in plan.calls for check in call.range_checks]
+    checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
     reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", *dir(builtins)]

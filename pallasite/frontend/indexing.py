@@ -1,9 +1,11 @@
 """The one place a subscript of a tensor is recognized.
 
-`normalize_subscript` turns a Python subscript key into a tuple of IR index
-items (`TileSlice`, `FullSlice`, `ScalarIndex`, `NewAxis`) covering every axis
-of the tensor. Planning and codegen consume these items and never look at the
-user's key again.
+`normalize_subscript` turns a device-code subscript key into a tuple of IR
+index items (`TileSlice`, `FullSlice`, `ScalarIndex`, `NewAxis`) covering
+every axis of the tensor. Planning and codegen consume these items and never
+look at the user's key again. A host-code subscript indexes a whole tensor
+with JAX's indexing, which agrees with torch's for the forms
+`check_host_subscript` accepts, so it keeps the user's items.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 
 from .. import exc
 from ..ir import FullSlice, IndexItem, NewAxis, ScalarIndex, TileSlice, Value
-from .proxies import DeviceTensor, HostScalar, TileProxy
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
 
 def normalize_subscript(
@@ -113,3 +115,40 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
             out.append(shape[axis])
         axis += 1
     return tuple(out)
+
+
+def check_host_subscript(key: Any, tensor_name: str) -> None:
+    """Reject host-code subscript items whose result shape only the data knows (boolean
+    masks) or that torch reads differently from JAX (float indices)."""
+    items = key if isinstance(key, tuple) else (key,)
+    for item in items:
+        if isinstance(item, list):
+            flat = list(_flatten_list(item))
+            if any(isinstance(i, bool) for i in flat):
+                raise _mask_error(tensor_name)
+            if not all(isinstance(i, int) for i in flat):
+                raise exc.IndexingError(
+                    f"{tensor_name}[...]: a list index must hold ints; use an int32 index tensor.")
+        elif isinstance(item, HostTensor):
+            dtype = item.symbol.dtype
+            if dtype in (torch.bool, torch.uint8):
+                raise _mask_error(tensor_name)
+            if dtype.is_floating_point:
+                raise exc.IndexingError(f"{tensor_name}[...]: a {dtype} tensor cannot index; cast it to int32.")
+        elif isinstance(item, HostScalar) and item.python_type is not int:
+            raise exc.IndexingError(f"{tensor_name}[...]: a float scalar cannot index a tensor.")
+
+
+def _mask_error(tensor_name: str) -> exc.IndexingError:
+    return exc.IndexingError(
+        f"{tensor_name}[mask]: a boolean mask keeps a number of elements only the data knows, so "
+        "the result has no shape when compiling; use torch.where(mask, value, other) to keep the "
+        "shape, or an int32 index tensor.")
+
+
+def _flatten_list(item: Any):
+    for entry in item:
+        if isinstance(entry, (list, tuple)):
+            yield from _flatten_list(entry)
+        else:
+            yield entry

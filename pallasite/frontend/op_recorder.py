@@ -15,10 +15,10 @@ import torch
 
 from .. import exc
 from ..ir import (
-    Allocate, DeviceLoopCall, FullSlice, HostOp, Load, NewAxis, Node, ScalarSymbol, Store,
+    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
-from .indexing import indexed_shape, normalize_subscript
+from .indexing import check_host_subscript, indexed_shape, normalize_subscript
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .torch_names import display_name, spelling_name
 
@@ -94,10 +94,7 @@ class OpRecorder:
         name = spelling_name(func)
         if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
-        if self.device is not None and _has_real_tensor(args, kwargs):
-            raise exc.UnsupportedOperation(
-                "A torch tensor that is not a kernel argument (a global or closure variable) is used "
-                "in device code; pass it to the kernel as an argument.")
+        self._reject_real_tensors(args, kwargs)
         if name is None:
             raise exc.UnsupportedOperation(
                 f"{display_name(func)} is not supported by pallasite"
@@ -117,19 +114,31 @@ class OpRecorder:
 
     def apply(self, spelling: str, function: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
         """Record one call of `spelling` (`function` is what the user called, if anything)."""
+        self._reject_real_tensors(args, kwargs)
         if spelling in ops.FACTORIES:
             return self._factory(ops.FACTORIES[spelling], args, kwargs)
         if spelling not in ops.SPELLINGS:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
         op, bind = ops.SPELLINGS[spelling]
         run_meta = functools.partial(self._shape_rule, display=display)
-        bound = bind(op, ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta))
+        bound = bind(op, ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta, _size_of))
         if isinstance(bound, ops.Redirect):
             return bound.pack([self.apply(name, None, a, k, display) for name, a, k in bound.calls])
         operands, attrs, meta_out = bound
         if self.device is not None:
             return self._device_op(op, operands, attrs, meta_out, display)
         return self._host_op(op, operands, attrs, meta_out, display)
+
+    def _reject_real_tensors(self, args: tuple, kwargs: dict) -> None:
+        """A concrete torch tensor among traced operands: one the kernel reaches neither as a
+        parameter nor by a global or closure name (those are captured, see
+        `Kernel.captured_tensors`), so its values cannot be passed at call time."""
+        if _has_real_tensor(args, kwargs):
+            raise exc.UnsupportedOperation(
+                "A torch tensor that is not a kernel argument is used in "
+                + ("device" if self.device is not None else "host") + " code (one reached through an "
+                "attribute, a container or a helper function; tensors the kernel names as globals or "
+                "closure variables are passed automatically); pass it to the kernel as an argument.")
 
     def _shape_rule(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
         """A binder's shape rule run on the meta tensors of `args`."""
@@ -218,8 +227,10 @@ class OpRecorder:
         return DeviceTensor(self, self._tile_attrs[key])
 
     def subscript(self, tensor: Any, key: Any) -> Any:
+        if isinstance(tensor, HostTensor) and self.device is None:
+            check_host_subscript(key, tensor.symbol.name)
         if isinstance(tensor, DeviceTensor) or self.device is None:
-            return self.apply("getitem", lambda m, k: m[k], (tensor, key), {}, display="indexing")
+            return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
         symbol = tensor.symbol
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
         shape = indexed_shape(index, symbol.shape)
@@ -228,9 +239,7 @@ class OpRecorder:
 
     def store(self, tensor: Any, key: Any, value: Any) -> None:
         if self.device is None:
-            raise exc.UnsupportedSyntax(
-                "Assigning into a tensor in host code is not supported; write it inside a device loop."
-            )
+            return self._host_store(tensor, key, value)
         if isinstance(tensor, DeviceTensor):
             raise exc.UnsupportedSyntax(
                 "Assigning into part of a device value is not supported; build it with torch.where."
@@ -324,7 +333,7 @@ class OpRecorder:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
                 results.append(TensorSymbol(self._temp_name(), tuple(meta.shape), meta.dtype, "host_op"))
-        is_view = op.kind is ops.OpKind.VIEW
+        is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
         self.steps.append(HostOp(op.name, host_operands, attrs, result, self.location, view_of))
@@ -332,6 +341,18 @@ class OpRecorder:
         if isinstance(meta_out, (tuple, list)):
             return type(meta_out)(proxies)
         return proxies[0]
+
+    def _host_store(self, tensor: HostTensor, key: Any, value: Any) -> None:
+        """`tensor[key] = value` in host code: recorded as a `HostStore` of the whole tensor."""
+        name = tensor.symbol.name
+        check_host_subscript(key, name)
+        if isinstance(value, (list, tuple)):
+            raise exc.UnsupportedOperation(f"Cannot store a Python {type(value).__name__} into {name}; "
+                                           "store a tensor or a number.")
+        shape = self._meta(_indexed_after_store, (tensor, key, value), {}, f"{name}[...] = value")
+        step = HostStore(tensor.symbol, self._host_operand(key), self._host_operand(value), tuple(shape),
+                         self.location)
+        self.steps.append(step)
 
     def _host_proxy(self, symbol: Any, like: Any) -> Any:
         if isinstance(symbol, ScalarSymbol):
@@ -399,6 +420,36 @@ def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
     return False
 
 
+def _copies(op: ops.OpDef, attrs: dict) -> bool:
+    """A VIEW op whose torch result is a new tensor: `clone`, and indexing with an index
+    tensor or list (advanced indexing copies)."""
+    if attrs.get("copy"):
+        return True
+    if op.view is not ops.ViewRule.SUBSCRIPT:
+        return False
+    key = attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)
+    return any(isinstance(item, (TensorSymbol, list)) for item in key)
+
+
+def _indexed_after_store(target: torch.Tensor, key: Any, value: Any) -> torch.Size:
+    """torch's own checks of `target[key] = value` (on meta tensors); the indexed shape."""
+    target, key = target.clone(), _shape_key(key)
+    target[key] = value
+    return target[key].shape
+
+
+def _shape_key(key: Any) -> Any:
+    """A meta subscript key with its 0-d integer tensors (runtime scalars, whose value torch
+    would read) as 0: the result's shape is the same."""
+    def item(entry: Any) -> Any:
+        if isinstance(entry, torch.Tensor) and entry.ndim == 0 and not entry.dtype.is_floating_point \
+                and entry.dtype != torch.bool:
+            return 0
+        return entry
+
+    return tuple(item(e) for e in key) if isinstance(key, tuple) else item(key)
+
+
 def _has_proxy(args: Any, kwargs: Any = None) -> bool:
     stack = list(args) + list((kwargs or {}).values())
     while stack:
@@ -426,6 +477,18 @@ def _reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
             raise _whole_host_tensor_error(item)
         if isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+def _size_of(item: Any) -> Any:
+    """A size argument of a view: a tile stands for its block size (the shape of device
+    values); a runtime scalar or device value raises its own 'not known when compiling'."""
+    if isinstance(item, TileProxy):
+        return item.dim.block_size
+    if isinstance(item, (HostScalar, DeviceTensor)):
+        return item.__index__()
+    if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
+        return type(item)(_size_of(i) for i in item)
+    return item
 
 
 def _to_meta(item: Any) -> Any:

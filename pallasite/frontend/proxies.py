@@ -192,10 +192,13 @@ class HostScalar(_Traced):
         return self.meta.dtype
 
     def _needs_specialize(self, *_: Any) -> Any:
+        name = self.symbol.name
+        what = (f"Scalar argument '{name}' is" if not name.startswith("_t") else
+                "A value computed from a scalar argument is")
         raise exc.UnsupportedSyntax(
-            f"Scalar argument '{self.symbol.name}' is a runtime value, so it cannot "
-            "size, shape or branch host code. Wrap it in hl.specialize(...) to make it "
-            "a compile-time constant (the kernel then recompiles per value)."
+            f"{what} a runtime value, so it cannot size, shape or branch host code. Wrap the "
+            "argument in hl.specialize(...) to make it a compile-time constant (the kernel then "
+            "recompiles per value)."
         )
 
     __index__ = __int__ = __float__ = _needs_specialize

@@ -1,4 +1,5 @@
-"""Reading a kernel's Python source: the function's AST with file line numbers."""
+"""Reading a kernel's Python source: the function's AST with file line numbers, and what
+both statement runners (the tracer, reference mode) need to know about its statements."""
 from __future__ import annotations
 
 import ast
@@ -52,3 +53,55 @@ def contains_device_loop(stmt: ast.stmt) -> bool:
     return any(
         looks_like_device_loop(node) for node in ast.walk(stmt) if isinstance(node, ast.For)
     )
+
+
+def _walk_own_code(node: ast.AST):
+    """`ast.walk` without descending into nested functions, lambdas and classes."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        yield item
+        for child in ast.iter_child_nodes(item):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append(child)
+
+
+def contains_return(stmt: ast.stmt) -> bool:
+    """Whether `stmt` holds a `return` of the kernel itself (not of a nested function)."""
+    return any(isinstance(node, ast.Return) for node in _walk_own_code(stmt))
+
+
+def must_walk(stmt: ast.stmt) -> bool:
+    """Whether a host statement cannot be `exec`'d whole: it holds a device loop, or a
+    `return` (which must end the kernel, not an `exec`)."""
+    return contains_device_loop(stmt) or contains_return(stmt)
+
+
+def free_names(fn: ast.FunctionDef) -> tuple[str, ...]:
+    """Names the function reads but neither takes as a parameter nor assigns: the
+    globals and closure variables it uses."""
+    arguments = fn.args
+    params = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    stored: set[str] = set()
+    loaded: dict[str, None] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loaded.setdefault(node.id, None)
+            else:
+                stored.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            loaded.update(dict.fromkeys(node.names))
+    return tuple(name for name in loaded if name not in params and name not in stored)
+
+
+def unsupported_host_statement(stmt: ast.stmt, location: exc.SourceLocation) -> exc.UnsupportedSyntax:
+    """A host statement other than `if`/`for` holding a device loop or a `return`: those
+    two run statement by statement, anything else would run as one `exec`."""
+    kind = type(stmt).__name__
+    if contains_device_loop(stmt):
+        return exc.UnsupportedSyntax(f"A device loop inside a {kind} statement is not supported.", location)
+    return exc.UnsupportedSyntax(
+        f"A return inside a {kind} statement in host code is not supported; return from the "
+        "kernel's body, an if or a for over a Python iterable instead.", location)

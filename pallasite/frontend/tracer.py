@@ -57,11 +57,15 @@ class Tracer(OpRecorder):
         fn: Callable,
         args: list[ArgSpec],
         choose_block_size: Callable[[int, int], int],
+        captured: dict[str, ArgSpec] | None = None,
     ):
+        """`captured`: the tensors the kernel reads from its enclosing scope, by name
+        (`Kernel.captured_tensors`); they become trailing parameters of the host function."""
         super().__init__()
         self.fn = fn
         self.fn_ast, self.filename = source.function_ast(fn)
         self.arg_specs = args
+        self.captured = captured or {}
         self.choose_block_size = choose_block_size
         self.specialized: set[str] = set()
         self.steps: list = []
@@ -84,6 +88,11 @@ class Tracer(OpRecorder):
             value = self._argument_proxy(name, spec)
             self.scope[name] = value
             arguments.append(value.symbol if isinstance(value, (HostTensor, HostScalar)) else value)
+        for name, spec in self.captured.items():
+            value = self._argument_proxy(name, spec)
+            self.scope[name] = value
+            params.append(name)
+            arguments.append(value.symbol)
         previous = hl.set_active_tracer(self)
         try:
             with _TraceMode(self):
@@ -101,6 +110,7 @@ class Tracer(OpRecorder):
             result=result,
             block_dims=self.block_dims,
             device_loops=self.device_loops,
+            captured=tuple(self.captured),
         )
 
     def _initial_scope(self) -> dict[str, Any]:
@@ -197,21 +207,20 @@ class Tracer(OpRecorder):
                 if self._python_loop(stmt, iterable, self._run_host_block):
                     return True
                 continue
-            if isinstance(stmt, ast.If) and source.contains_device_loop(stmt):
+            if isinstance(stmt, ast.If) and source.must_walk(stmt):
                 test = self._evaluate(stmt.test, stmt)
-                if self._run_host_block(stmt.body if test else stmt.orelse):
+                with self._user_code():  # a traced condition raises here, at the `if`
+                    branch = stmt.body if test else stmt.orelse
+                if self._run_host_block(branch):
                     return True
                 continue
-            if isinstance(stmt, ast.For) and source.contains_device_loop(stmt):
+            if isinstance(stmt, ast.For) and source.must_walk(stmt):
                 iterable = self._evaluate(stmt.iter, stmt)
                 if self._python_loop(stmt, iterable, self._run_host_block):
                     return True
                 continue
-            if source.contains_device_loop(stmt):
-                raise exc.UnsupportedSyntax(
-                    f"A device loop inside a {type(stmt).__name__} statement is not supported.",
-                    source.location(self.filename, stmt),
-                )
+            if source.must_walk(stmt):
+                raise source.unsupported_host_statement(stmt, source.location(self.filename, stmt))
             self._execute(stmt)
         return False
 

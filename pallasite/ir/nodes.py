@@ -236,7 +236,8 @@ class HostOp:
     """A torch op of host code, on whole tensors and scalars.
 
     Arguments refer to `TensorSymbol`s and `ScalarSymbol`s; `view_of` marks
-    ops whose result is a view of their first argument (reshape, transpose...).
+    ops whose result is a view of their first argument (reshape, transpose,
+    basic slicing; not `clone` or indexing with an index tensor, which copy).
     """
 
     op: str
@@ -245,6 +246,25 @@ class HostOp:
     result: TensorSymbol | ScalarSymbol | tuple
     location: SourceLocation | None
     view_of: TensorSymbol | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass(eq=False)
+class HostStore:
+    """`tensor[key] = value` in host code: the whole tensor updated at `key`.
+
+    `key` is the subscript as Python items (ints, slices, None, Ellipsis, int
+    lists) with `TensorSymbol` index tensors and int `ScalarSymbol`s — the same
+    form as a host `getitem`'s key; `value` is a symbol or a Python number, and
+    `shape` the shape of `tensor[key]` (which `value` broadcasts to).
+    """
+
+    tensor: TensorSymbol
+    key: tuple
+    value: Any
+    shape: tuple[int, ...]
+    location: SourceLocation | None
+    id: int = field(default_factory=lambda: next(_ids))
 
 
 @dataclass(eq=False)
@@ -264,7 +284,7 @@ class DeviceLoopCall:
     scalars: list[ScalarSymbol]  # runtime scalars the loop reads
 
 
-HostStep = Union[HostOp, Allocate, DeviceLoopCall]
+HostStep = Union[HostOp, HostStore, Allocate, DeviceLoopCall]
 
 
 @dataclass(eq=False)
@@ -279,3 +299,6 @@ class KernelIR:
     result: Any  # nested structure of TensorSymbol / ScalarSymbol / constants
     block_dims: list[TileDim]  # dims with a config block size, by block_id
     device_loops: list[DeviceLoopCall]
+    # The last of `params`: tensors the kernel reads from its enclosing scope (globals,
+    # closure variables), passed by the runtime as implicit arguments.
+    captured: tuple[str, ...] = ()

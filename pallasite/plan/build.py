@@ -5,9 +5,10 @@ import dataclasses
 import itertools
 
 from .. import exc
-from ..ir import Allocate, DeviceLoopCall, HostOp, KernelIR, Load, Store, TileLoop, walk_nodes
+from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
 from .bounds import DataDependentRange, check_access_bounds
+from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .masks import plan_masks
@@ -25,6 +26,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
     strategy = strategy_named(config.get("pallas_loop_type"))
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
+    view_bases = {}  # id of a host view -> the tensor it views
     calls = []
     check_ids = itertools.count()  # range checks are numbered across the kernel's module
     orders = iter(config.get("loop_orders") or ())
@@ -34,6 +36,13 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
         elif isinstance(step, HostOp):
             results = step.result if isinstance(step.result, tuple) else (step.result,)
             defined.update(id(r) for r in results)
+            if step.view_of is not None:
+                view_bases[id(results[0])] = step.view_of
+        elif isinstance(step, HostStore):  # the tensor, and what it views, now hold data
+            symbol = step.tensor
+            while symbol is not None:
+                defined.add(id(symbol))
+                symbol = view_bases.get(id(symbol))
         elif isinstance(step, DeviceLoopCall):
             dims = step.loop.dims
             order = tuple(next(orders, range(len(dims)))) if len(dims) > 1 else (0,) * len(dims)
@@ -41,7 +50,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
-    return KernelPlan(ir, tuple(calls), target)
+    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, check_ids))
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,

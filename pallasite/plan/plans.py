@@ -277,7 +277,9 @@ class RangeCheck:
     index read from data must lie in [0, limit) (checked before that access; on a
     violation the access reads row 0). `block_index` set: a BlockSpec index map
     reads the index from prefetched tables, so the host checks it at every grid
-    step before the call. The call then raises `exc.ShapeMismatch` with
+    step before the call. `host_index` set: an index tensor or runtime scalar in
+    a host-code subscript; its values must lie in [-limit, limit) (negative
+    ones count from the end, as in torch). The call then raises `exc.ShapeMismatch` with
     `message`, whose `{lo}` and `{hi}` are the values seen.
     """
 
@@ -289,6 +291,7 @@ class RangeCheck:
     value: Any = None  # ir.Value
     node_id: int | None = None
     block_index: IndexExpr | None = None
+    host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
 
     def describe(self, lo: int, hi: int) -> str:
         return self.message.format(lo=lo, hi=hi)
@@ -350,6 +353,14 @@ class KernelPlan:
     ir: KernelIR
     calls: tuple[PallasCallPlan, ...]
     target: PlanTarget
+    # Index tensors and runtime scalars subscripting host tensors (`x[idx]`, `out[i] = v`):
+    # checked in interpret mode before the indexing, since JAX would clamp them.
+    host_index_checks: tuple[RangeCheck, ...] = ()
+
+    @property
+    def range_checks(self) -> tuple[RangeCheck, ...]:
+        """Every data-dependent range of the module: the device loops' and the host's."""
+        return (*(check for call in self.calls for check in call.range_checks), *self.host_index_checks)
 
     @property
     def config(self) -> Config:

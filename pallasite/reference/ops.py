@@ -28,7 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import exc
-from . import indexing, lanes
+from . import indexing, lanes, tiles
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -343,7 +343,7 @@ def _dims(args: tuple, kwargs: dict, key: str) -> list[int]:
     dims = args[1:] if len(args) > 1 else kwargs.get(key, ())
     if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
         dims = dims[0]
-    return [int(d) for d in dims]
+    return [d.extent if isinstance(d, tiles.RefTile) else int(d) for d in dims]  # a tile: its extent
 
 
 def _permuted(func: Callable, args: tuple, kwargs: dict, perm: list[int]) -> Any:

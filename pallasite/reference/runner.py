@@ -142,16 +142,14 @@ class ReferenceRunner:
                     self._device_loop(stmt, iterable)
                 elif self._python_loop(stmt, iterable, self._run_host_block):
                     return True
-            elif isinstance(stmt, ast.If) and source.contains_device_loop(stmt):
+            elif isinstance(stmt, ast.If) and source.must_walk(stmt):
                 if self._run_host_block(stmt.body if self._evaluate(stmt.test, stmt) else stmt.orelse):
                     return True
-            elif isinstance(stmt, ast.For) and source.contains_device_loop(stmt):
+            elif isinstance(stmt, ast.For) and source.must_walk(stmt):
                 if self._python_loop(stmt, self._evaluate(stmt.iter, stmt), self._run_host_block):
                     return True
-            elif source.contains_device_loop(stmt):
-                raise exc.UnsupportedSyntax(
-                    f"A device loop inside a {type(stmt).__name__} statement is not supported.",
-                    source.location(self.filename, stmt))
+            elif source.must_walk(stmt):
+                raise source.unsupported_host_statement(stmt, source.location(self.filename, stmt))
             else:
                 self._execute(stmt)
         return False

@@ -46,6 +46,11 @@ class RefTile(hl.Tile):
         return self._index
 
     def __index__(self) -> int:
+        # A tile as a size in device code (`v.view(tile, -1)`, as the compiler takes its block
+        # size) stands for its extent. torch's argument parser asks for it before any torch
+        # function mode could see the call, so this is the one place to answer.
+        if getattr(hl._active_tracer, "in_device", False):
+            return self.extent
         raise exc.UnsupportedSyntax(
             f"Tile '{self.name}' is a run of indices; use {self.name}.begin or "
             f"{self.name}.index for numbers."

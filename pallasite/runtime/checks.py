@@ -8,6 +8,7 @@ the range is used:
 
     tile_trips = CHECKS.loop_range(0, start, end, tile_trips)   # 0 steps if outside
     row = CHECKS.index(1, row)                                 # row 0 if outside
+    idx = CHECKS.indices(2, idx)       # host code's x[idx]: JAX would clamp
 
 A host callback compares the values with the tensor's size. A violation never
 reaches memory (the loop runs no steps, the access reads row 0); it is recorded,
@@ -71,6 +72,20 @@ class RangeChecks:
             return tables
 
         return io_callback(check, shapes, values, *tables)
+
+    def indices(self, check_id: int, values):
+        """`values` (a host subscript's index tensor or scalar), after checking that each
+        lies in [-limit, limit); they pass through the check so the indexing runs after it."""
+
+        def check(values):
+            values = np.asarray(values)
+            limit = self.checks[check_id][0]
+            bad = values[(values < -limit) | (values >= limit)]
+            if bad.size:
+                self._check(check_id, bad.flat[0], bad.flat[0] + 1)
+            return values
+
+        return io_callback(check, jax.ShapeDtypeStruct(values.shape, values.dtype), values)
 
     # --- host side ------------------------------------------------------------
 

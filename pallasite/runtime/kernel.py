@@ -20,7 +20,7 @@ from .. import language as hl
 from ..autotune import ConfigSpec
 from ..codegen import generate_module
 from ..config import Config, as_config
-from ..frontend import ArgSpec, Tracer
+from ..frontend import ArgSpec, Tracer, source
 from ..frontend.op_recorder import check_dtype
 from ..ir import TensorSymbol
 from ..plan import KernelPlan, PlanTarget, build_plan
@@ -64,6 +64,7 @@ class Kernel:
         self._params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
         self._bound: dict[tuple, BoundKernel] = {}
+        self._free_names: tuple[str, ...] | None = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
@@ -118,7 +119,7 @@ class Kernel:
                 specs.append(ArgSpec("const", value=value))
         return specs
 
-    def _key(self, specs: list[ArgSpec]) -> tuple:
+    def _key(self, specs: list[ArgSpec], captured: dict[str, ArgSpec]) -> tuple:
         key = []
         for param, spec in zip(self._params, specs):
             if spec.kind == "tensor":
@@ -127,19 +128,61 @@ class Kernel:
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
                 key.append(("const", type(spec.value), spec.value))
+        key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
         return tuple(key)
 
+    # ----------------------------------------------------- captured tensors --
+
+    def captured_tensors(self) -> dict[str, Any]:
+        """The tensors the kernel reads by name from its enclosing scope (module globals,
+        closure variables) without taking them as parameters, as those names are bound now.
+
+        They are implicit arguments: every call reads each name again, so a rebound
+        global is seen by the next call, and its shape and dtype are part of the
+        signature (a new one compiles a new variant). A tensor reached another way
+        (`self.weight`, `CONFIG["w"]`, inside a helper function) is not captured;
+        using it is an `exc.UnsupportedOperation` that says to pass it.
+        """
+        if self._free_names is None:
+            self._free_names = source.free_names(source.function_ast(self.fn)[0])
+        cells = dict(zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ()))
+        found = {}
+        for name in self._free_names:
+            if name in cells:
+                try:
+                    value = cells[name].cell_contents
+                except ValueError:  # a closure variable not assigned yet
+                    continue
+            else:
+                value = self.fn.__globals__.get(name)
+            if isinstance(value, (torch.Tensor, jax.Array)):
+                found[name] = value
+        return found
+
+    def _captured_specs(self, captured: dict[str, Any]) -> dict[str, ArgSpec]:
+        specs = {}
+        for name, value in captured.items():
+            dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
+            try:
+                check_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
+            except exc.UnsupportedDtype as err:
+                raise exc.KernelArgumentError(err.message) from None
+            specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
+        return specs
+
     def bind(self, args: tuple, kwargs: dict | None = None) -> BoundKernel:
-        """The kernel specialized to these arguments' shapes, dtypes and constants."""
+        """The kernel specialized to these arguments' shapes, dtypes and constants (and
+        those of the tensors it captures, see `captured_tensors`)."""
         values = self._bind_arguments(tuple(args), kwargs or {})
         specs = self._arg_specs(values)
-        key = self._key(specs)
+        captured = self._captured_specs(self.captured_tensors())
+        key = self._key(specs, captured)
         bound = self._bound.get(key)
         if bound is None:
-            bound = BoundKernel(self, specs)
+            bound = BoundKernel(self, specs, captured)
             if bound.specialized - self._specialized:
                 self._specialized |= bound.specialized
-                key = self._key(specs)
+                key = self._key(specs, captured)
             self._bound[key] = bound
         return bound
 
@@ -180,9 +223,10 @@ class Kernel:
 class BoundKernel:
     """One kernel at one argument signature: its config space, code and compiled variants."""
 
-    def __init__(self, kernel: Kernel, specs: list[ArgSpec]):
+    def __init__(self, kernel: Kernel, specs: list[ArgSpec], captured: dict[str, ArgSpec] | None = None):
         self.kernel = kernel
         self.specs = specs
+        self.captured = captured or {}  # implicit arguments: tensors read from the enclosing scope
         # The discovery trace learns which block sizes exist; a declared config's sizes make
         # it trace the kernel as it will run (shapes written for that block size).
         declared = kernel.declared_config
@@ -205,7 +249,7 @@ class BoundKernel:
                 return block_sizes[block_id]
             return provisional.setdefault(block_id, max(1, min(extent, 128)))
 
-        tracer = Tracer(self.kernel.fn, self.specs, choose)
+        tracer = Tracer(self.kernel.fn, self.specs, choose, self.captured)
         tracer.ir = tracer.run()
         return tracer
 
@@ -245,8 +289,7 @@ class BoundKernel:
         compiled = self._compiled.get(config.key())
         if compiled is None:
             plan = self.plan(config)
-            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result,
-                                      [check for call in plan.calls for check in call.range_checks])
+            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
             self._compiled[config.key()] = compiled
         return compiled
 
@@ -281,11 +324,28 @@ class CompiledKernel:
         self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
         self.mutated_args = self.module.MUTATED_ARGS
         self._jitted = jax.jit(self.host_fn)
-        params = bound.kernel._params
-        self._runtime_params = [
-            (i, spec) for i, spec in enumerate(bound.specs) if spec.kind in ("tensor", "scalar")
-        ]
-        self._param_index = {p.name: i for i, p in enumerate(params)}
+        # The host function's parameters: the kernel's, then the captured tensors.
+        self._names = [p.name for p in bound.kernel._params] + list(bound.captured)
+        specs = [*bound.specs, *bound.captured.values()]
+        self._runtime_params = [(i, spec) for i, spec in enumerate(specs) if spec.kind in ("tensor", "scalar")]
+        self._param_index = {name: i for i, name in enumerate(self._names)}
+
+    def _values(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The call's arguments, then the current values of the captured tensors."""
+        values = self.bound.kernel._bind_arguments(args, kwargs)
+        if not self.bound.captured:
+            return values
+        captured = self.bound.kernel.captured_tensors()
+        for name, spec in self.bound.captured.items():
+            value = captured.get(name)
+            if value is None or (tuple(value.shape), value.dtype) != (spec.shape, spec.dtype):
+                raise exc.KernelArgumentError(
+                    f"'{name}', a tensor the kernel reads from its enclosing scope, was {list(spec.shape)} "
+                    f"{spec.dtype} when this variant was compiled and is now "
+                    f"{'not a tensor' if value is None else f'{list(value.shape)} {value.dtype}'}; call the "
+                    "kernel itself (it compiles per signature), not a compiled variant.")
+            values.append(value)
+        return values
 
     def _jax_args(self, values: list[Any]) -> list[Any]:
         out = []
@@ -293,7 +353,7 @@ class CompiledKernel:
             value = values[i]
             if isinstance(value, torch.Tensor) and value.device.type == "meta":
                 raise exc.KernelArgumentError(
-                    f"Argument '{self.bound.kernel._params[i].name}' is on the meta device: it has no data "
+                    f"Argument '{self._names[i]}' is on the meta device: it has no data "
                     "to compute on. Pass a CPU tensor; kernel.bind(args).to_code() and .plan() inspect a "
                     "kernel on meta tensors without running it.")
             if spec.kind == "tensor":
@@ -303,7 +363,7 @@ class CompiledKernel:
         return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        values = self.bound.kernel._bind_arguments(args, kwargs)
+        values = self._values(args, kwargs)
         result, mutated = self._checked(self._jitted, self._jax_args(values))
         for name, new_value in zip(self.mutated_args, mutated):
             target = values[self._param_index[name]]
@@ -351,7 +411,7 @@ class CompiledKernel:
         return outputs
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
-        values = self.bound.kernel._bind_arguments(args, kwargs)
+        values = self._values(args, kwargs)
         jax_args = self._jax_args(values)
         if any(isinstance(a, jax.core.Tracer) for a in jax_args):
             result, mutated = self.host_fn(*jax_args)  # inside the user's jit: checks warn

@@ -144,13 +144,39 @@ def view(attrs_of: Callable[[Call, Any], dict]) -> Callable:
     return bind
 
 
+def sized_view(op: OpDef, call: Call) -> Bound:
+    """reshape/view/expand/broadcast_to: sizes may be tiles (their block size) or host
+    ints; `view(dtype)`, a bitcast, is not a shape change."""
+    if any(isinstance(a, torch.dtype) for a in (*call.args[1:], *call.kwargs.values())):
+        raise exc.UnsupportedOperation(
+            f"{call.display}(dtype) reinterprets the bits of a tensor, which pallasite does not "
+            "support; convert values with .to(dtype).")
+    args = (call.args[0], *(call.size_of(a) for a in call.args[1:]))
+    kwargs = {k: call.size_of(v) if k in ("size", "shape") else v for k, v in call.kwargs.items()}
+    function = call.function or getattr(torch, call.spelling)
+    out = call.run_meta(function, args, kwargs)
+    return [call.args[0]], {"shape": tuple(out.shape)}, out
+
+
 def result_shape(call: Call, out: Any) -> dict:
     """reshape, view, flatten, squeeze, unsqueeze, expand: the result's shape."""
     return {"shape": tuple(out.shape)}
 
 
+def broadcast_all(op: OpDef, call: Call) -> Redirect:
+    """torch.broadcast_tensors(a, b, ...): each operand expanded to their common shape."""
+    tensors = call.args if call.args else tuple(call.kwargs.get("tensors", ()))
+    shape = tuple(call.run_meta(torch.broadcast_tensors, tensors, {})[0].shape) if tensors else ()
+    return Redirect(tuple(("broadcast_to", (t, shape), {}) for t in tensors), tuple)
+
+
 def no_attrs(call: Call, out: Any) -> dict:
     return {}
+
+
+def copy(call: Call, out: Any) -> dict:
+    """clone(): the identity on values, but a new tensor (not a view) in host code."""
+    return {"copy": True}
 
 
 def subscript_key(call: Call, out: Any) -> dict:

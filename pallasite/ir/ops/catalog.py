@@ -201,9 +201,12 @@ _SWAP = binders.view(binders.swap_dims)
 
 VIEW_OPS = (
     _view("reshape", ViewRule.RESHAPE,
-          *(Spelling(name, _RESHAPE) for name in ("reshape", "view", "flatten", "squeeze", "unsqueeze")),
+          *(Spelling(name, binders.sized_view) for name in ("reshape", "view")),
+          *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze")),
           signature=Signature(attrs={"shape": REQUIRED})),
-    _view("expand", ViewRule.BROADCAST, Spelling("expand", _RESHAPE), signature=Signature(attrs={"shape": REQUIRED})),
+    _view("expand", ViewRule.BROADCAST, Spelling("expand", binders.sized_view),
+          Spelling("broadcast_to", binders.sized_view),
+          Spelling("broadcast_tensors", binders.broadcast_all), signature=Signature(attrs={"shape": REQUIRED})),
     _view("permute", ViewRule.PERMUTE,
           Spelling("permute", binders.view(binders.permute_dims)),
           Spelling("transpose", _SWAP), Spelling("swapaxes", _SWAP), Spelling("swapdims", _SWAP),
@@ -212,8 +215,10 @@ VIEW_OPS = (
     # Python's subscript of a device value (`v[:, None]`); tensors' subscripts are loads.
     _view("getitem", ViewRule.SUBSCRIPT, Spelling("getitem", binders.view(binders.subscript_key)),
           signature=Signature(attrs={"key": REQUIRED})),
+    # `copy`: torch's result is a new tensor, so host code must not alias it to its operand.
     _view("identity", ViewRule.BROADCAST,
-          *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "clone", "detach"))),
+          *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
+          Spelling("clone", binders.view(binders.copy))),
 )
 
 # ----------------------------------------------------------- contractions --

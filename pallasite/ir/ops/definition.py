@@ -127,9 +127,11 @@ class Call:
     `args`/`kwargs` are what the user passed (traced values, constants);
     `function` is the callable they called, whose result on meta tensors is
     the default shape rule (None when pallasite records the op itself). The
-    frontend lends two services: `meta_of` (an argument's meta tensor, or the
-    argument itself if it is not traced) and `run_meta` (run a shape rule on
-    the meta tensors of its arguments, turning torch's errors into ours).
+    frontend lends three services: `meta_of` (an argument's meta tensor, or the
+    argument itself if it is not traced), `run_meta` (run a shape rule on
+    the meta tensors of its arguments, turning torch's errors into ours) and
+    `size_of` (the int a size argument stands for: a tile is its block size; a
+    value known only at run time is an error saying so).
     """
 
     spelling: str
@@ -139,6 +141,7 @@ class Call:
     display: str
     meta_of: Callable[[Any], Any]
     run_meta: Callable[[Callable, tuple, dict], Any]
+    size_of: Callable[[Any], Any] = lambda item: item
 
     def rank_of(self, item: Any) -> int:
         meta = self.meta_of(item)
