@@ -279,3 +279,6 @@ class KernelIR:
     result: Any  # nested structure of TensorSymbol / ScalarSymbol / constants
     block_dims: list[TileDim]  # dims with a config block size, by block_id
     device_loops: list[DeviceLoopCall]
+    # torch.rand_like's seed: a hidden last argument of the host function, drawn from
+    # torch's default generator on every call (None: the kernel draws no seed)
+    random_seed: ScalarSymbol | None = None
