@@ -9,7 +9,7 @@ import torch
 
 from . import exc
 from .config import Config, as_config
-from .reference import run_reference
+from .reference import prng, run_reference
 from .runtime.chips import simulated_chip
 from .runtime.convert import torch_dtype_of
 from .runtime.kernel import Kernel, _for_user, load_module
@@ -44,6 +44,14 @@ def run_ref(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     return _for_user(run_reference, (kernel, tuple(args), kwargs, config), {})
 
 
+def reference_rand(shape: Sequence[int], seed: int) -> torch.Tensor:
+    """The float32 numbers `hl.rand(shape_of_tiles, seed)` draws over a whole tensor of `shape`
+    when each axis is one of the loop's tiles (or a full int axis) — they depend only on
+    the seed and each element's coordinates. For writing a PyTorch reference of a kernel
+    that draws them (dropout)."""
+    return prng.whole_tensor(tuple(shape), seed)
+
+
 def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,
                        **config_kwargs: Any) -> dict[str, str]:
     """Lower the kernel to Mosaic for each TPU generation with `jax.export`; raise on failure.
@@ -67,8 +75,9 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
             code = bound.to_code(config, chip=chip)
             module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
             host = getattr(module, kernel.fn.__name__)
+            seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []
             try:
-                jax.export.export(jax.jit(host), platforms=["tpu"])(*structs)
+                jax.export.export(jax.jit(host), platforms=["tpu"])(*structs, *seed)
             except Exception as err:  # noqa: BLE001 - any lowering failure is reported
                 raise exc.TpuLoweringFailed(
                     f"{kernel.fn.__name__} did not lower to Mosaic for TPU {chip}: "
@@ -86,4 +95,4 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_tpu_lowering", "run_ref", "torch_dtype_of"]
+__all__ = ["code_and_output", "check_tpu_lowering", "reference_rand", "run_ref", "torch_dtype_of"]

@@ -45,6 +45,7 @@ def test_every_example_is_race_free_on_two_cores(name, loop_type, monkeypatch):
     monkeypatch.setenv(interpret.SEED_ENV, "7")  # visit parallel grid points out of order
     module = importlib.import_module(f"examples.{name}")
     kernel = getattr(module, name)
+    kernel.reset()  # compile anew under two cores, not reuse another test's module
     inputs = module.example_inputs()
     config = dict(kernel.declared_config or {})
     if loop_type is not None:

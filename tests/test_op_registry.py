@@ -44,6 +44,14 @@ def test_every_spelling_is_reachable():
     assert set(ops.SPELLINGS).isdisjoint(ops.FACTORIES)
 
 
+def test_composites_are_torch_functions_and_no_op():
+    """A composite (softmax) is recorded as registry ops, so it is a spelling of no op."""
+    owners = (torch, torch.Tensor, F, torch.special)
+    for spelling in ops.COMPOSITES:
+        assert any(callable(getattr(o, spelling, None)) for o in owners), spelling
+    assert set(ops.COMPOSITES).isdisjoint(set(ops.SPELLINGS) | set(ops.FACTORIES) | set(ops.OPS))
+
+
 def _imported_packages(package: Path) -> set[str]:
     """The pallasite packages that modules under `package` import (relative imports)."""
     found = set()

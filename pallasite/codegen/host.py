@@ -80,6 +80,8 @@ class HostEmitter:
                 self.current[arg.id] = name
                 self.version[arg.id] = 0
                 params.append(name)
+        if ir.random_seed is not None:  # torch.rand_like's seed, drawn by the runtime per call
+            params.append(self.define(ir.random_seed))
         header = f"def {ir.name}({', '.join(params)}):"
         if ir.captured:
             self.emit(f"# {', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")

@@ -16,7 +16,8 @@ from .names import NameTable
 
 import builtins
 
-_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", *dir(builtins))
+_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
+             *dir(builtins))
 
 
 @dataclass

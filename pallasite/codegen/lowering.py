@@ -483,6 +483,17 @@ def _full(call: OpCall) -> str:
     return f"jnp.full({shape}, {call.args[0].text}, {jnp_dtype(call.out_dtype)})"
 
 
+@rule("random_uniform")
+def _random_uniform(call: OpCall) -> str:
+    """`random_uniform` from `pallasite.runtime.prng`, which the module imports when used."""
+    counter, seed = call.args[0].text, call.args[1].text
+    options = "".join([
+        f", stream={call.attrs['stream']}" if call.attrs["stream"] else "",
+        f", dtype={jnp_dtype(call.out_dtype)}" if call.out_dtype != torch.float32 else "",
+    ])
+    return f"random_uniform({counter}, {seed}{options})"
+
+
 @rule("iota")
 def _iota(call: OpCall) -> str:
     (n,) = call.out_shape

@@ -4,6 +4,7 @@ from __future__ import annotations
 import builtins
 import os
 
+from ..ir import walk_nodes
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
@@ -30,10 +31,14 @@ def generate_module(plan: KernelPlan) -> str:
     ir = plan.ir
     parts = [_HEADER.format(source=os.path.basename(ir.source_file), name=ir.name,
                             config=repr(plan.config), chip=plan.chip).rstrip()]
+    if any(node.op == "random_uniform" for call in plan.calls for node in walk_nodes(call.call.loop.body)):
+        parts.append("# hl.rand / torch.rand_like: a counter-based hash (see its docstring)\n"
+                     "from pallasite.runtime.prng import random_uniform")
     checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
-    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", *dir(builtins)]
+    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
+                *dir(builtins)]
     for call in plan.calls:
         parts.append(KernelEmitter(call, ir.source_file).kernel_source())
         reserved.append(call.kernel_name)
@@ -41,6 +46,9 @@ def generate_module(plan: KernelPlan) -> str:
     parts.append(host.function_source())
     mutated = tuple(s.name for s in host.mutated_args)
     parts.append(f"# Arguments the kernel updates in place, returned after the result.\nMUTATED_ARGS = {mutated!r}")
+    if ir.random_seed is not None:
+        parts.append("# The host function's last argument is torch.rand_like's seed, which the runtime\n"
+                     "# draws from torch's default generator on every call.\nRANDOM_SEED_ARGUMENT = True")
     return "\n\n\n".join(parts) + "\n"
 
 

@@ -19,8 +19,9 @@ from ..ir import (
     TensorSymbol, TileDim, Value, ops,
 )
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
+from . import random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
-from .torch_names import display_name, spelling_name
+from .torch_names import display_name, spelling_name, unsupported_hint
 
 
 def check_dtype(dtype: torch.dtype, what: str) -> None:
@@ -41,8 +42,11 @@ class OpRecorder:
         self.location: exc.SourceLocation | None = None
         self.device: DeviceLoopCall | None = None
         self._device_body_stack: list[list] = []
+        self._dims_stack: list[list[TileDim]] = []  # the dims of each loop the body stack is in
+        self.random_seed: ScalarSymbol | None = None  # torch.rand_like's per-call seed, once used
+        self.random_streams = 0  # torch.rand_like calls recorded so far
         self._scalar_values: dict[int, Value] = {}
-        self._tile_attrs: dict[tuple[int, str], Any] = {}
+        self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
         self._in_meta = False
         self._temp_count = 0
 
@@ -51,19 +55,27 @@ class OpRecorder:
     def enter_device(self, call: DeviceLoopCall) -> None:
         self.device = call
         self._device_body_stack = [call.loop.body]
+        self._dims_stack = [list(call.loop.dims)]
         self._scalar_values = {}
         self._tile_attrs = {}
 
     def exit_device(self) -> None:
         self.device = None
         self._device_body_stack = []
+        self._dims_stack = []
 
-    def push_body(self, body: list) -> None:
-        """Record into `body` (an inner loop's) until `pop_body`."""
+    def push_body(self, body: list, dims: list[TileDim]) -> None:
+        """Record into `body` (the body of an inner loop over `dims`) until `pop_body`."""
         self._device_body_stack.append(body)
+        self._dims_stack.append(list(dims))
 
     def pop_body(self) -> None:
         self._device_body_stack.pop()
+        self._dims_stack.pop()
+
+    def active_dims(self) -> list[TileDim]:
+        """The dims of every loop around the current statement, outermost first."""
+        return [dim for dims in self._dims_stack for dim in dims]
 
     def append_node(self, node: Any) -> None:
         self._device_body_stack[-1].append(node)
@@ -92,13 +104,19 @@ class OpRecorder:
     def torch_function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         internal = str(kwargs.get("device", "")) == "meta"  # our own shape bookkeeping
         name = spelling_name(func)
+        if func is torch.rand_like and self.device is not None and not (self._in_meta or internal):
+            return random_values.rand_like(self, args, kwargs)
+        hint = unsupported_hint(getattr(func, "__name__", ""))
+        if hint and name is None and self.device is not None and not (self._in_meta or internal):
+            # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
+            raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
         if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
         self._reject_real_tensors(args, kwargs)
         if name is None:
             raise exc.UnsupportedOperation(
                 f"{display_name(func)} is not supported by pallasite"
-                + (" in device code." if self.device is not None else " in host code.")
+                + (" in device code." if self.device is not None else " in host code.") + hint
             )
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
@@ -108,6 +126,7 @@ class OpRecorder:
             raise exc.UnsupportedOperation(
                 f"Tensor.{name} is not supported by pallasite"
                 + (" in device code." if self.device is not None else " in host code.")
+                + unsupported_hint(name)
             )
         meta = lambda m, *a, **k: getattr(m, name)(*a, **k)  # noqa: E731
         return self.apply(spelling, meta, (obj, *args), kwargs, display=f"Tensor.{name}")
@@ -117,11 +136,15 @@ class OpRecorder:
         self._reject_real_tensors(args, kwargs)
         if spelling in ops.FACTORIES:
             return self._factory(ops.FACTORIES[spelling], args, kwargs)
+        run_meta = functools.partial(self._shape_rule, display=display)
+        call = ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta, _size_of)
+        if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
+            return ops.COMPOSITES[spelling].expand(
+                call, lambda name, *a, **k: self.apply(name, None, a, k, display))
         if spelling not in ops.SPELLINGS:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
         op, bind = ops.SPELLINGS[spelling]
-        run_meta = functools.partial(self._shape_rule, display=display)
-        bound = bind(op, ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta, _size_of))
+        bound = bind(op, call)
         if isinstance(bound, ops.Redirect):
             return bound.pack([self.apply(name, None, a, k, display) for name, a, k in bound.calls])
         operands, attrs, meta_out = bound
@@ -219,12 +242,14 @@ class OpRecorder:
         if attr == "count" and dim.static_extent is not None:
             return dim.static_trips
         key = (dim.id, attr)
-        if key not in self._tile_attrs:
+        value, body = self._tile_attrs.get(key, (None, None))
+        if not any(body is open_body for open_body in self._device_body_stack):
+            # never read, or read in an inner loop that has ended (its variable is out of scope)
             shape = (dim.block_size,) if attr == "index" else ()
             op = ops.TILE_ATTRIBUTES[attr].name
             value = self.record(op, (dim,), {}, shape, torch.int32, name=f"{dim.name}_{attr}")
-            self._tile_attrs[key] = value
-        return DeviceTensor(self, self._tile_attrs[key])
+            self._tile_attrs[key] = (value, self._device_body_stack[-1])
+        return DeviceTensor(self, value)
 
     def subscript(self, tensor: Any, key: Any) -> Any:
         if isinstance(tensor, HostTensor) and self.device is None:
@@ -391,7 +416,10 @@ class OpRecorder:
         return HostTensor(self, symbol)
 
     def _device_factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
-        """`torch.zeros_like(v)` and friends of a device value are `hl.full`s; uninitialized is zeros."""
+        """`torch.zeros_like(v)` and friends of a device value, and `x.new_zeros([tile, n])` of
+        any tensor, are `hl.full`s; uninitialized is zeros."""
+        if factory.form == "new":
+            return self._new_tensor(factory, args, kwargs)
         if factory.form == "like":
             like = args[0]
             if not isinstance(like, DeviceTensor):
@@ -403,6 +431,32 @@ class OpRecorder:
         raise exc.UnsupportedOperation(
             f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
         )
+
+    def _new_tensor(self, factory: ops.Factory, args: tuple, kwargs: dict) -> DeviceTensor:
+        """`x.new_zeros(size)`, `x.new_full(size, fill)`: a device value shaped by tiles and
+        ints, of x's dtype unless `dtype=` says otherwise."""
+        source, rest = args[0], args[1:]
+        unknown = set(kwargs) - {"size", "fill_value", "dtype", "device"}
+        if unknown:
+            raise exc.UnsupportedOperation(
+                f"Tensor.{factory.name}() got an unsupported argument {sorted(unknown)[0]!r} in device code.")
+        fill = 0 if factory.fill is None else factory.fill
+        if fill is ops.FILL_ARGUMENT:
+            size = rest[0] if rest else kwargs.get("size")
+            fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
+        elif len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
+            size = rest[0]
+        else:
+            size = rest or kwargs.get("size")
+        if size is None or fill is None:
+            raise exc.UnsupportedOperation(f"Tensor.{factory.name} needs a size (and new_full a fill value).")
+        return self.full(tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,), fill,
+                         kwargs.get("dtype") or source.dtype)
+
+    def rand(self, shape: Any, seed: Any) -> DeviceTensor:
+        if self.device is None:
+            raise exc.UnsupportedSyntax("hl.rand creates device values; call it inside a device loop.")
+        return random_values.rand(self, shape, seed)
 
 
 # ---------------------------------------------------------------- helpers --

@@ -1,7 +1,7 @@
 """Which spelling a torch callable is: functions, Tensor methods, F and torch.special.
 
-The names come from the op registry (`ir/ops`): every spelling of an op and
-every torch allocation, looked up on torch.special, torch.nn.functional,
+The names come from the op registry (`ir/ops`): every spelling of an op,
+every composite and every torch allocation, looked up on torch.special, torch.nn.functional,
 torch.Tensor and torch.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..ir import ops
 
 def _build() -> dict[Any, str]:
     table: dict[Any, str] = {}
-    names = [*ops.SPELLINGS, *ops.FACTORIES]
+    names = [*ops.SPELLINGS, *ops.COMPOSITES, *ops.FACTORIES]
     for owner in (torch.special, F, torch.Tensor, torch):
         for name in names:
             fn = getattr(owner, name, None)
@@ -44,4 +44,23 @@ def display_name(func: Any) -> str:
         return "Tensor." + qualname.split(".", 1)[1]
     if module.startswith("torch.nn.functional"):
         return f"torch.nn.functional.{qualname}"
-    return f"torch.{qualname}"
+    return f"torch.{qualname.replace('_VariableFunctionsClass.', '')}"
+
+
+_RANDOM_HINT = (" For uniform random numbers write hl.rand([tile_m, tile_n], seed=...) (or "
+                "torch.rand_like(x) of a device value).")
+_HINTS = {
+    "rand": _RANDOM_HINT, "uniform_": _RANDOM_HINT, "rand_like": _RANDOM_HINT,
+    "randn": " Only uniform numbers are supported: torch.rand_like(x) or hl.rand(...).",
+    "randn_like": " Only uniform numbers are supported: torch.rand_like(x) or hl.rand(...).",
+    "normal_": " Only uniform numbers are supported: torch.rand_like(x) or hl.rand(...).",
+    "randint": " Draw hl.rand(...) and scale it: (hl.rand(shape, seed) * n).to(torch.int32).",
+    "bernoulli": " Compare uniform numbers instead: hl.rand(shape, seed) < p.",
+    "dropout": (" Write it with uniform numbers: torch.where(hl.rand([tile_m, tile_n], seed=...) >= p, "
+                "x / (1 - p), 0)."),
+}
+
+
+def unsupported_hint(name: str) -> str:
+    """What to write instead of an unsupported torch function, when pallasite knows (or '')."""
+    return _HINTS.get(name, "")

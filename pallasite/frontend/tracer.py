@@ -111,6 +111,7 @@ class Tracer(OpRecorder):
             block_dims=self.block_dims,
             device_loops=self.device_loops,
             captured=tuple(self.captured),
+            random_seed=self.random_seed,
         )
 
     def _initial_scope(self) -> dict[str, Any]:
@@ -340,7 +341,7 @@ class Tracer(OpRecorder):
                 carried.append(Carried(name, value.value, param))
                 self.scope[name] = DeviceTensor(self, param)
         loop = TileLoop(dims, [], loc, carried)
-        self.push_body(loop.body)
+        self.push_body(loop.body, dims)
         try:
             self._bind_loop_variable(stmt, spec, dims)
             self._run_device_block(stmt.body)

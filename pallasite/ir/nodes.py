@@ -302,3 +302,6 @@ class KernelIR:
     # The last of `params`: tensors the kernel reads from its enclosing scope (globals,
     # closure variables), passed by the runtime as implicit arguments.
     captured: tuple[str, ...] = ()
+    # torch.rand_like's seed: a hidden last argument of the host function, drawn from
+    # torch's default generator on every call (None: the kernel draws no seed)
+    random_seed: ScalarSymbol | None = None

@@ -16,7 +16,7 @@ from .. import exc
 
 __all__ = [
     "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
-    "constexpr", "dot", "load", "store", "Tile", "TileIterable",
+    "constexpr", "dot", "rand", "load", "store", "Tile", "TileIterable",
 ]
 
 _active_tracer = None
@@ -135,6 +135,22 @@ class constexpr:  # noqa: N801 - Helion's spelling
 def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
     """Matrix product of two device tiles with f32 accumulation (`acc + a @ b`)."""
     return _tracer("dot").dot(a, b, acc, out_dtype)
+
+
+def rand(shape: Sequence[Any], seed: Any, device: Any = None) -> Any:
+    """Uniform float32 numbers in [0, 1) of `shape` (tiles and ints), from `seed` (an int, an
+    int kernel argument or an integer device scalar).
+
+    An element's number depends only on the seed and its coordinates (a tile
+    axis counts the tensor's indices, an int axis 0..n-1, and loops that size
+    no axis count their tile's begin), so it does not change with block sizes
+    or loop strategy, and the same seed gives the same numbers.
+
+    `torch.rand_like(v)` of a device value also works: it takes its seed from
+    torch's default generator on every call of the kernel (`torch.manual_seed`
+    reproduces it), and its numbers depend on the block sizes.
+    """
+    return _tracer("rand").rand(shape, seed)
 
 
 def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None) -> Any:

@@ -116,6 +116,10 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return _matmul(func, name, args, kwargs)
         if name in _VIEWS:
             return _VIEWS[name](func, args, kwargs)
+        if name in _NEW_TENSORS:
+            return _new_tensor(name, args, kwargs, runner)
+        if name == "rand_like":
+            return _rand_like(args, kwargs, runner)
         if name == "empty_like":  # the compiled kernel fills it with zeros: be deterministic
             func = torch.zeros_like
         return _generic(func, args, kwargs)
@@ -305,20 +309,25 @@ def accumulate(acc: torch.Tensor, result: torch.Tensor, axes: set[int], scale_ac
 
 
 def _matmul(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
+    """`out_dtype=` (torch's `.dtype` overloads, also their next positional argument) sets the
+    result's dtype; the products accumulate in f32 either way."""
+    out_dtype = kwargs.get("out_dtype")
+    positional = 3 if name in ("addmm", "baddbmm") else 2
+    if name not in ("matmul", "__matmul__", "__rmatmul__") and len(args) > positional:
+        out_dtype = args[positional]
     if name in ("addmm", "baddbmm"):
         bias, a, b = args[:3]
-        beta = args[3] if len(args) > 3 else kwargs.get("beta", 1)
-        alpha = args[4] if len(args) > 4 else kwargs.get("alpha", 1)
+        beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
         result, axes = product(a, b, torch.mm if name == "addmm" else torch.bmm)
         if isinstance(bias, torch.Tensor):
             _check_operands(bias)
             result, axes = accumulate(bias, result, axes, beta, alpha)
-            return lanes.finish(result.to(bias.dtype), axes)
-        return lanes.finish((result * alpha).to(torch.promote_types(a.dtype, b.dtype)), axes)
+            return lanes.finish(result.to(out_dtype or bias.dtype), axes)
+        return lanes.finish((result * alpha).to(out_dtype or torch.promote_types(a.dtype, b.dtype)), axes)
     a, b = (args[1], args[0]) if name == "__rmatmul__" else args[:2]
     multiply = {"mm": torch.mm, "bmm": torch.bmm}.get(name, torch.matmul)
     result, axes = product(a, b, multiply)
-    return lanes.finish(result.to(torch.promote_types(a.dtype, b.dtype)), axes)
+    return lanes.finish(result.to(out_dtype or torch.promote_types(a.dtype, b.dtype)), axes)
 
 
 def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, out_dtype: torch.dtype | None) -> torch.Tensor:
@@ -465,6 +474,36 @@ def _expand(func, args, kwargs):
         if lanes.real_extent(source, axis) is not None:
             sizes[axis + shift] = -1
     return lanes.finish(source.expand(sizes), {a + shift for a in lanes.of(source)})
+
+
+# ------------------------------------------------------------ allocations --
+
+_NEW_TENSORS = {"new_zeros": 0, "new_ones": 1, "new_empty": 0, "new_full": None}
+
+
+def _new_tensor(name: str, args: tuple, kwargs: dict, runner: Any) -> torch.Tensor:
+    """`x.new_zeros([tile, n])` in device code is `hl.zeros` of x's dtype (uninitialized: zeros,
+    as compiled)."""
+    source, rest = args[0], args[1:]
+    fill = _NEW_TENSORS[name]
+    if fill is None:
+        size = rest[0] if rest else kwargs.get("size")
+        fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
+    elif len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
+        size = rest[0]
+    else:
+        size = rest or kwargs.get("size")
+    return runner.full(size, fill, kwargs.get("dtype") or source.dtype)
+
+
+def _rand_like(args: tuple, kwargs: dict, runner: Any) -> torch.Tensor:
+    like = args[0] if args else kwargs.get("input")
+    dtype = kwargs.get("dtype") or like.dtype
+    if not lanes.is_device(like):
+        raise exc.UnsupportedOperation("torch.rand_like in device code needs a device value.")
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise exc.UnsupportedDtype(f"torch.rand_like of a {dtype} value: random numbers need a float dtype.")
+    return runner.rand_like(like, dtype)
 
 
 _VIEWS: dict[str, Callable] = {

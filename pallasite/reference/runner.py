@@ -17,7 +17,7 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..frontend import source
-from . import lanes, ops, tiles
+from . import lanes, ops, prng, tiles
 
 _MISSING = object()
 
@@ -41,6 +41,9 @@ class ReferenceRunner:
         self.statement: ast.stmt | None = None
         self.location: exc.SourceLocation | None = None
         self.device_depth = 0
+        self.frames: list[prng.Frame] = []  # the loop dims around the running statement
+        self._random_seed: int | None = None  # torch.rand_like's seed, drawn once per run
+        self._random_streams: dict[tuple, int] = {}  # rand_like call site -> its stream
         self.result: Any = None
         self.mode = ops.DeviceSemantics(self)
 
@@ -208,7 +211,8 @@ class ReferenceRunner:
     # --------------------------------------------------------- tile loops --
 
     def _iterations(self, stmt: ast.For, spec: hl.TileIterable):
-        """The loop variable of each iteration of an `hl.tile`/`hl.grid` loop."""
+        """Each iteration of an `hl.tile`/`hl.grid` loop: its loop variable and its frames
+        (each dim's tile or index, with the loop's end)."""
         self._enter(stmt)
         if stmt.orelse:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location)
@@ -218,18 +222,21 @@ class ReferenceRunner:
             blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
                       for i, block in enumerate(spec.block_sizes)]
         names = _loop_names(stmt.target, len(ends), spec.kind)
-        return tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi)
+        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi)
+        return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A top-level loop: each iteration is one program of the compiled grid."""
         iterations = self._iterations(stmt, spec)
         self.device_depth += 1
         try:
-            for item in iterations:
+            for item, frames in iterations:
+                self.frames = frames
                 self._assign(stmt.target, item, stmt)
                 self._run_device_block(stmt.body)
         finally:
             self.device_depth -= 1
+            self.frames = []
 
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A loop inside device code. A device value assigned in it that existed before it is
@@ -243,10 +250,13 @@ class ReferenceRunner:
         }
         before = {name: self.scope.get(name, _MISSING) for name in assigned}
         carried = sorted(name for name in assigned if lanes.is_device(before[name]))
-        for item in iterations:
+        outer = self.frames
+        for item, frames in iterations:
             previous = {name: self.scope[name] for name in carried}
+            self.frames = outer + frames
             self._assign(stmt.target, item, stmt)
             self._run_device_block(stmt.body)
+            self.frames = outer
             self.location = location
             with self.mode.paused():
                 for name in carried:
@@ -319,6 +329,25 @@ class ReferenceRunner:
             raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
         with self.mode.paused():
             return lanes.mark(torch.arange(*args, dtype=dtype))
+
+    def rand(self, shape: Any, seed: Any) -> torch.Tensor:
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.rand creates device values; call it inside a device loop.")
+        entries = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]
+        with self.mode.paused():
+            return prng.draw(self.frames, entries, prng.seed_of(seed), 0, torch.float32)
+
+    def rand_like(self, like: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+        """`torch.rand_like(v)`: each call site its own stream, the run's seed from torch's
+        default generator (as the compiled kernel's caller draws it)."""
+        self._calls_in_statement += 1
+        site = (id(self.statement), self._calls_in_statement, self._python_loops)
+        stream = self._random_streams.setdefault(site, len(self._random_streams) + 1)
+        with self.mode.paused():
+            if self._random_seed is None:
+                self._random_seed = int(torch.randint(0, 2**31 - 1, ()).item())
+            return prng.draw(self.frames, list(like.shape), self._random_seed, stream, dtype or like.dtype,
+                             sized_by_tiles=False, lane_axes=set(lanes.of(like)))
 
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:

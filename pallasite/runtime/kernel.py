@@ -346,6 +346,7 @@ class CompiledKernel:
                     "kernel itself (it compiles per signature), not a compiled variant.")
             values.append(value)
         return values
+        self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
 
     def _jax_args(self, values: list[Any]) -> list[Any]:
         out = []
@@ -360,7 +361,20 @@ class CompiledKernel:
                 out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
             else:
                 out.append(jnp.asarray(value, dtype=jnp.int32 if spec.python_type is int else jnp.float32))
+        if self.draws_seed:
+            out.append(self._draw_seed(out))
         return out
+
+    def _draw_seed(self, args: list[Any]) -> Any:
+        """torch.rand_like's seed for one call, from torch's default generator (so
+        `torch.manual_seed` reproduces it, and every call draws new numbers)."""
+        if any(isinstance(a, jax.core.Tracer) for a in args):
+            raise exc.UnsupportedOperation(
+                f"Kernel '{self.bound.kernel.fn.__name__}' calls torch.rand_like, whose seed is drawn from "
+                "torch's generator on every call; inside jax.jit it would be drawn once, when traced, and "
+                "every step would get the same numbers. Pass a seed argument and draw with "
+                "hl.rand([tile_m, tile_n], seed=seed) instead.")
+        return jnp.asarray(torch.randint(0, 2**31 - 1, ()).item(), dtype=jnp.int32)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         values = self._values(args, kwargs)

@@ -4,15 +4,17 @@ Every stage reads the entry instead of keeping its own list of op names:
 the frontend binds a torch call through `SPELLINGS` (and allocates through
 `FACTORIES`), the mask planner dispatches on `OpDef.kind`, the kernel emitter
 tells structural ops from lowered ones, and codegen's `RULES` are keyed by
-`OPS`' names (checked by `tests/test_op_registry.py`).
+`OPS`' names (checked by `tests/test_op_registry.py`). `COMPOSITES` are torch
+functions recorded as several ops (softmax), by spelling.
 """
 from __future__ import annotations
 
 from .binders import normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
+from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
-    FILL_ARGUMENT, REQUIRED, Binder, Bound, Call, Contraction, Factory, OpDef, OpKind, PythonOperator,
-    Reduction, Redirect, Signature, Spelling, ViewRule,
+    FILL_ARGUMENT, REQUIRED, Binder, Bound, Call, Composite, Contraction, Factory, OpDef, OpKind,
+    PythonOperator, Record, Reduction, Redirect, Signature, Spelling, ViewRule,
 )
 
 
@@ -35,9 +37,14 @@ def _index() -> tuple[dict[str, OpDef], dict[str, tuple[OpDef, Binder]], dict[st
 
 OPS, SPELLINGS, TILE_ATTRIBUTES = _index()
 FACTORIES: dict[str, Factory] = {factory.name: factory for factory in FACTORY_DEFINITIONS}
+COMPOSITES: dict[str, Composite] = {
+    spelling: composite for composite in COMPOSITE_DEFINITIONS for spelling in composite.spellings
+}
+if set(COMPOSITES) & (set(SPELLINGS) | set(FACTORIES)):
+    raise ValueError("a composite's spelling also names an op or a factory")
 
 __all__ = [
-    "FACTORIES", "FILL_ARGUMENT", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder", "Bound",
-    "Call", "Contraction", "Factory", "OpDef", "OpKind", "PythonOperator", "Reduction", "Redirect",
-    "Signature", "Spelling", "ViewRule", "normalize_dims",
+    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder",
+    "Bound", "Call", "Composite", "Contraction", "Factory", "OpDef", "OpKind", "PythonOperator", "Record",
+    "Reduction", "Redirect", "Signature", "Spelling", "ViewRule", "normalize_dims",
 ]

@@ -6,6 +6,7 @@ rewritten to the IR's form.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -20,6 +21,18 @@ def by_signature(op: OpDef, call: Call) -> Bound:
     operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
     shape_rule = op.meta or call.function or getattr(torch, op.name)
     return operands, attrs, call.run_meta(shape_rule, call.args, dict(call.kwargs))
+
+
+def one_sided_clamp(side: str) -> Callable:
+    """`x.clamp_min(lo)`, `torch.clamp_max(x, hi)`: a clamp with one bound."""
+
+    def bind(op: OpDef, call: Call) -> Bound:
+        bound = call.args[1] if len(call.args) > 1 else call.kwargs.get(side)
+        if bound is None or len(call.args) > 2 or set(call.kwargs) - {side}:
+            raise exc.UnsupportedOperation(f"{call.display}(x, {side}) takes exactly one bound, {side}.")
+        return by_signature(op, replace(call, args=(call.args[0],), kwargs={side: bound}, function=None))
+
+    return bind
 
 
 def reduction(tuple_dims: bool) -> Callable:

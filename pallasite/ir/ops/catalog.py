@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from ... import exc
 from . import binders
 from .binders import by_signature
 from .definition import (
@@ -71,6 +72,28 @@ def _accumulate(function: Callable) -> Callable:
         return function(acc, a, b, **kwargs)
 
     return accumulate
+
+
+_HALF_FLOATS = (torch.bfloat16, torch.float16)
+
+
+def _out_dtype(function: Callable) -> Callable:
+    """The matmul family's `out_dtype=`, by torch's rule: the factors' dtype, or float32 for
+    16-bit float factors. Checked here because torch's baddbmm on meta tensors takes
+    out_dtype for beta."""
+
+    def meta(*args, out_dtype=None, **kwargs):
+        out = function(*args, **kwargs)
+        if out_dtype is None:
+            return out
+        factor = args[-2].dtype
+        if out_dtype != factor and not (out_dtype == torch.float32 and factor in _HALF_FLOATS):
+            raise exc.UnsupportedDtype(
+                f"out_dtype={out_dtype} for {factor} factors: torch allows their own dtype, or "
+                "torch.float32 for bfloat16/float16 factors; cast the result with .to(...) instead.")
+        return out.to(out_dtype)
+
+    return meta
 
 
 # ------------------------------------------------------------ elementwise --
@@ -153,8 +176,9 @@ _CAST_METHODS = {
 
 OTHER_ELEMENTWISE_OPS = (
     _elementwise("where", signature=Signature(("condition", "input", "other")), meta=torch.where),
-    _elementwise("clamp", "clip", signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})),
-                 meta=_clamp),
+    _elementwise("clamp", "clip", Spelling("clamp_min", binders.one_sided_clamp("min")),
+                 Spelling("clamp_max", binders.one_sided_clamp("max")),
+                 signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})), meta=_clamp),
     _elementwise("lerp", signature=Signature(("input", "end", "weight"))),
     _elementwise("addcmul", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
     _elementwise("addcdiv", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
@@ -231,15 +255,18 @@ def _contraction(name: str, signature: Signature, contraction: Contraction, **fi
 _MATMUL = Contraction(lhs=0, rhs=1)
 _ADD_PRODUCT = Contraction(lhs=1, rhs=2, addend=0)
 
+# `out_dtype` first: torch's `.dtype` overloads take it as the next positional argument.
+_SCALED = {"out_dtype": None, "beta": 1, "alpha": 1}
+
 CONTRACTION_OPS = (
-    _contraction("mm", Signature(("input", "mat2")), _MATMUL),
-    _contraction("bmm", Signature(("input", "mat2")), _MATMUL),
+    _contraction("mm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.mm)),
+    _contraction("bmm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.bmm)),
     _contraction("matmul", BINARY, _MATMUL,
                  operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__")),
-    _contraction("addmm", Signature(("input", "mat1", "mat2"), {"beta": 1, "alpha": 1}), _ADD_PRODUCT,
-                 meta=_accumulate(torch.addmm)),
-    _contraction("baddbmm", Signature(("input", "batch1", "batch2"), {"beta": 1, "alpha": 1}), _ADD_PRODUCT,
-                 meta=_accumulate(torch.baddbmm)),
+    _contraction("addmm", Signature(("input", "mat1", "mat2"), _SCALED), _ADD_PRODUCT,
+                 meta=_out_dtype(_accumulate(torch.addmm))),
+    _contraction("baddbmm", Signature(("input", "batch1", "batch2"), _SCALED), _ADD_PRODUCT,
+                 meta=_out_dtype(_accumulate(torch.baddbmm))),
     # hl.dot(a, b, acc, out_dtype). Its acc's padding is not inherited by the result (the
     # planner has never done so; acc is product-shaped), hence no `addend`.
     _contraction("dot", Signature(("a", "b", "acc"), {"out_dtype": None}), _MATMUL,
@@ -257,6 +284,14 @@ CREATION_OPS = (
     # hl.arange
     _op("iota", OpKind.CREATION, spelled=False, bind=binders.unbound,
         signature=Signature((), {"start": 0, "step": 1, "dtype": REQUIRED})),
+)
+
+# hl.rand / torch.rand_like: uniform numbers hashed from an int32 counter (each element's
+# coordinates, built from tile indices by the frontend) and a seed; `stream` tells apart
+# calls that share a seed. Lane by lane in the counter, so padded where it is.
+RANDOM_OPS = (
+    _elementwise("random_uniform", spelled=False, bind=binders.unbound,
+                 signature=Signature(("counter", "seed"), {"stream": 0})),
 )
 
 
@@ -278,7 +313,7 @@ STRUCTURAL_OPS = (
 
 DEFINITIONS = (
     *UNARY_OPS, *BINARY_OPS, *COMPARISON_OPS, *OTHER_ELEMENTWISE_OPS, *REDUCTION_OPS, *VIEW_OPS,
-    *CONTRACTION_OPS, *CREATION_OPS, *STRUCTURAL_OPS,
+    *CONTRACTION_OPS, *CREATION_OPS, *RANDOM_OPS, *STRUCTURAL_OPS,
 )
 
 FACTORY_DEFINITIONS = (

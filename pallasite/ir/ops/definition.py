@@ -161,6 +161,18 @@ class Redirect:
 
 
 Binder = Callable[["OpDef", Call], "Bound | Redirect"]
+Record = Callable[..., Any]  # record(spelling, *args, **kwargs): apply one spelling, return its result
+
+
+@dataclass(frozen=True)
+class Composite:
+    """A torch function that is a small program of registry ops (softmax: amax, sub, exp,
+    sum, div). It is no IR op: the frontend records its steps, so the mask planner, the
+    lowering rules and reference mode (which runs torch's own function) need nothing new."""
+
+    name: str
+    spellings: tuple[str, ...]
+    expand: Callable[[Call, Record], Any]  # the steps, each through `record`; returns the result
 
 
 @dataclass(frozen=True)

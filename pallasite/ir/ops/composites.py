@@ -1,0 +1,72 @@
+"""Composites: torch functions the frontend records as a few registry ops.
+
+softmax and log_softmax are the numerically stable programs every kernel
+writes by hand (subtract the row's max, exponentiate, normalize). Recorded
+step by step, a reduced axis that a partial tile pads is masked by the mask
+planner like any reduction, and each step has its lowering already.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ... import exc
+from .binders import normalize_dims
+from .definition import Call, Composite, Record
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _softmax_arguments(call: Call) -> tuple[Any, int, torch.dtype | None]:
+    """(input, dim, dtype) of torch.softmax(x, dim, dtype), F.softmax(x, dim, _stacklevel,
+    dtype), Tensor.softmax(dim, dtype) and their log_softmax twins."""
+    args, kwargs = list(call.args), dict(call.kwargs)
+    unknown = set(kwargs) - {"input", "dim", "dtype", "_stacklevel"}
+    if unknown:
+        raise exc.UnsupportedOperation(f"{call.display}() got an unsupported argument {sorted(unknown)[0]!r}.")
+    x = args[0] if args else kwargs.get("input")
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    dtype = kwargs.get("dtype")
+    for extra in args[2:]:  # F.softmax's third positional is _stacklevel, torch.softmax's dtype
+        if isinstance(extra, torch.dtype):
+            dtype = extra
+    if dim is None:
+        raise exc.UnsupportedOperation(
+            f"{call.display} needs dim=: the axis to normalize over, e.g. {call.spelling}(x, dim=-1) "
+            "(torch's implicit dim is deprecated).")
+    (dim,) = normalize_dims(dim, call.rank_of(x))
+    return x, dim, dtype
+
+
+def _softmax(log: bool) -> Callable[[Call, Record], Any]:
+    def expand(call: Call, record: Record) -> Any:
+        x, dim, dtype = _softmax_arguments(call)
+        source = call.meta_of(x)
+        if not isinstance(source, torch.Tensor):
+            raise exc.UnsupportedOperation(f"{call.display} needs a tensor, got {x!r}.")
+        if dtype is not None and dtype != source.dtype:
+            x = record("to", x, dtype)
+        result_dtype = dtype or source.dtype
+        if not result_dtype.is_floating_point:
+            raise exc.UnsupportedDtype(
+                f"{call.display} of a {result_dtype} value: cast it to a float dtype first "
+                "(or pass dtype=torch.float32).")
+        if result_dtype in _LOW_PRECISION:  # torch computes 16-bit softmax in float32
+            x = record("to", x, torch.float32)
+        peak = record("amax", x, dim, True)
+        shifted = record("sub", x, peak)
+        exps = record("exp", shifted)
+        total = record("sum", exps, dim, True)
+        out = record("sub", shifted, record("log", total)) if log else record("div", exps, total)
+        if result_dtype in _LOW_PRECISION:
+            out = record("to", out, result_dtype)
+        return out
+
+    return expand
+
+
+COMPOSITE_DEFINITIONS = (
+    Composite("softmax", ("softmax",), _softmax(log=False)),
+    Composite("log_softmax", ("log_softmax",), _softmax(log=True)),
+)
