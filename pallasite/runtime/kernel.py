@@ -329,6 +329,7 @@ class CompiledKernel:
         specs = [*bound.specs, *bound.captured.values()]
         self._runtime_params = [(i, spec) for i, spec in enumerate(specs) if spec.kind in ("tensor", "scalar")]
         self._param_index = {name: i for i, name in enumerate(self._names)}
+        self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
 
     def _values(self, args: tuple, kwargs: dict) -> list[Any]:
         """The call's arguments, then the current values of the captured tensors."""
@@ -346,7 +347,6 @@ class CompiledKernel:
                     "kernel itself (it compiles per signature), not a compiled variant.")
             values.append(value)
         return values
-        self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
 
     def _jax_args(self, values: list[Any]) -> list[Any]:
         out = []
