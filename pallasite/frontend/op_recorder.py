@@ -440,14 +440,7 @@ class OpRecorder:
         if unknown:
             raise exc.UnsupportedOperation(
                 f"Tensor.{factory.name}() got an unsupported argument {sorted(unknown)[0]!r} in device code.")
-        fill = 0 if factory.fill is None else factory.fill
-        if fill is ops.FILL_ARGUMENT:
-            size = rest[0] if rest else kwargs.get("size")
-            fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
-        elif len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
-            size = rest[0]
-        else:
-            size = rest or kwargs.get("size")
+        size, fill = ops.new_tensor_size_and_fill(rest, kwargs, 0 if factory.fill is None else factory.fill)
         if size is None or fill is None:
             raise exc.UnsupportedOperation(f"Tensor.{factory.name} needs a size (and new_full a fill value).")
         return self.full(tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,), fill,

@@ -28,6 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import exc
+from ..ir.ops import FILL_ARGUMENT, new_tensor_size_and_fill
 from . import indexing, lanes, tiles
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -486,13 +487,7 @@ def _new_tensor(name: str, args: tuple, kwargs: dict, runner: Any) -> torch.Tens
     as compiled)."""
     source, rest = args[0], args[1:]
     fill = _NEW_TENSORS[name]
-    if fill is None:
-        size = rest[0] if rest else kwargs.get("size")
-        fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
-    elif len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
-        size = rest[0]
-    else:
-        size = rest or kwargs.get("size")
+    size, fill = new_tensor_size_and_fill(rest, kwargs, FILL_ARGUMENT if fill is None else fill)
     return runner.full(size, fill, kwargs.get("dtype") or source.dtype)
 
 

@@ -13,7 +13,7 @@ from .binders import normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
-    FILL_ARGUMENT, REQUIRED, Binder, Bound, Call, Composite, Contraction, Factory, OpDef, OpKind,
+    FILL_ARGUMENT, REQUIRED, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction, Factory, OpDef, OpKind,
     PythonOperator, Record, Reduction, Redirect, Signature, Spelling, ViewRule,
 )
 
@@ -44,7 +44,7 @@ if set(COMPOSITES) & (set(SPELLINGS) | set(FACTORIES)):
     raise ValueError("a composite's spelling also names an op or a factory")
 
 __all__ = [
-    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder",
+    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder",
     "Bound", "Call", "Composite", "Contraction", "Factory", "OpDef", "OpKind", "PythonOperator", "Record",
     "Reduction", "Redirect", "Signature", "Spelling", "ViewRule", "normalize_dims",
 ]

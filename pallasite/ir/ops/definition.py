@@ -239,3 +239,15 @@ class Factory:
 
 
 FILL_ARGUMENT = object()  # torch.full(size, fill_value) and friends: the fill is an argument
+
+
+
+def new_tensor_size_and_fill(rest: tuple, kwargs: dict, fill: Any) -> tuple[Any, Any]:
+    """The size and fill of `t.new_zeros(...)` and friends from the arguments after `t`
+    (`fill` is the factory's: a value, or FILL_ARGUMENT for new_full's own argument)."""
+    if fill is FILL_ARGUMENT:
+        return (rest[0] if rest else kwargs.get("size"),
+                rest[1] if len(rest) > 1 else kwargs.get("fill_value"))
+    if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
+        return rest[0], fill
+    return (rest or kwargs.get("size")), fill
