@@ -8,7 +8,7 @@ import torch
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
+from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
@@ -44,6 +44,7 @@ class KernelEmitter:
         self._value_lines: dict[str, int] = {}  # variable of a pure value -> the line binding it
         self._uses, self._inlined = _value_uses(plan.call.loop.body)
         self._checks_done: set[int] = set()  # range checks already emitted
+        self.branch_depth = 0  # > 0 inside a device if's branch function (codegen/branches.py)
 
     # ---------------------------------------------------------------- text --
 
@@ -136,6 +137,10 @@ class KernelEmitter:
             if isinstance(node, TileLoop):
                 self._emit_inner_loop(node, indent)
                 continue
+            if isinstance(node, IfBlock):
+                from .branches import emit_if
+                emit_if(self, node, indent)
+                continue
             self.comment_source(node, indent)
             if isinstance(node, Load):
                 self._emit_load(node, indent)
@@ -207,7 +212,7 @@ class KernelEmitter:
             self._checks_done.add(check.check_id)
             value = check.value
             text = self.render(value)
-            if not text.isidentifier():
+            if not text.isidentifier() or self.branch_depth:  # a branch must not rebind outer names
                 name = self.bind(value, "index")
                 self.emit(f"{name} = {_unwrap(text)}", indent)
                 text = name
@@ -417,6 +422,13 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
                     read((carried.init, carried.result))
                 visit(item.body)
                 continue
+            if isinstance(item, IfBlock):  # the if's reads count, but nothing is inlined into it
+                read(item.condition)
+                for merged in item.outputs:
+                    read((merged.then_value, merged.else_value))
+                for branch in item.bodies:
+                    visit(branch)
+                continue
             read(item.args, item)
             for index in getattr(item, "index", ()):
                 if isinstance(index, ScalarIndex):
@@ -429,6 +441,10 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
         for item in items:
             if isinstance(item, TileLoop):
                 find(item.body)
+                continue
+            if isinstance(item, IfBlock):
+                for branch in item.bodies:
+                    find(branch)
                 continue
             if (isinstance(item, (Load, Store)) or ops.OPS[item.op].kind is ops.OpKind.STRUCTURAL
                     or len(item.outputs) != 1):
