@@ -45,6 +45,9 @@ class KernelEmitter:
         self._uses, self._inlined = _value_uses(plan.call.loop.body)
         self._checks_done: set[int] = set()  # range checks already emitted
         self.branch_depth = 0  # > 0 inside a device if's branch function (codegen/branches.py)
+        # > 0 inside an emit_pipeline body, where pl.program_id counts the pipeline's steps
+        self.pipeline_depth = 0
+        self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
 
     # ---------------------------------------------------------------- text --
 
@@ -102,6 +105,10 @@ class KernelEmitter:
             reason = f": {axis.reason}" if axis.reason else ""
             self.emit(f"# grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
                       f"[{dim.begin}, {dim.end}) ({axis.semantics.value}{reason})")
+        for axis, grid_axis in enumerate(plan.grid):  # dropped below unless a pipeline body reads it
+            name = self.grid_ids[axis] = self.names.fresh(f"{grid_axis.dim.name}_program")
+            self._value_lines[name] = len(self.lines)
+            self.emit(f"{name} = pl.program_id({axis})")
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
@@ -532,7 +539,9 @@ def _tile_step(emitter: KernelEmitter, dim) -> str:
     """A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
     frame = emitter.frame_of(dim)
     if frame is None:
-        return f"pl.program_id({emitter.plan.grid_axis_of[dim.id]})"
+        axis = emitter.plan.grid_axis_of[dim.id]
+        # inside pltpu.emit_pipeline, pl.program_id is the pipeline's own step
+        return emitter.grid_ids[axis] if emitter.pipeline_depth else f"pl.program_id({axis})"
     return frame.counters[dim.id]
 
 
