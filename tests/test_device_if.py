@@ -284,3 +284,43 @@ def test_device_ifs_that_cannot_compile(kernel, error, words, line):
     for word in words:
         assert word in info.value.message
     assert line in str(info.value)
+
+
+@pallasite.kernel
+def flagged_row_sums(x: torch.Tensor, flags: torch.Tensor, bias: float) -> torch.Tensor:
+    m, k = x.size()
+    sums = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tk in hl.tile(k):
+            block = x[tm, tk]  # read every step: streamed by fori_loop / emit_pipeline
+            if flags[tm.id, tk.id] > 0 and bias > 0.0:
+                acc = acc + block.sum(-1)
+            elif tk.begin < 128:
+                acc = acc - 1.0
+        sums[tm] = acc
+    return sums
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_if_beside_a_streamed_tensor_and_on_runtime_scalars(loop_type):
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(64, 512, generator=gen)
+    flags = torch.randint(-1, 2, (8, 4), generator=gen, dtype=torch.int32)
+    config = dict(block_sizes=[8, 128], pallas_loop_type=loop_type)
+    for bias in (1.0, -1.0):
+        expected = torch.zeros(64)
+        for i in range(8):
+            for j in range(4):
+                if flags[i, j] > 0 and bias > 0.0:
+                    expected[i * 8:i * 8 + 8] += x[i * 8:i * 8 + 8, j * 128:j * 128 + 128].sum(-1)
+                elif j * 128 < 128:
+                    expected[i * 8:i * 8 + 8] -= 1.0
+        _, result = code_and_output(flagged_row_sums, (x, flags, bias), **config)
+        torch.testing.assert_close(result, expected, atol=1e-4, rtol=1e-4)
+        ref = run_ref(flagged_row_sums, (x, flags, bias), **config)
+        torch.testing.assert_close(ref, expected, atol=1e-4, rtol=1e-4)
+    plan = flagged_row_sums.bind((x, flags, 1.0)).plan(pallasite.Config(**config))
+    x_operand = next(op for op in plan.calls[0].inputs if op.symbol.name == "x")
+    assert (x_operand.memory is Memory.HBM) == (loop_type != "unroll")
+    check_tpu_lowering(flagged_row_sums, (x, flags, 1.0), **config)
