@@ -91,7 +91,7 @@ def if_on_device_value(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in hl.tile(x.size(0)):
         v = x[tile]
-        if v.sum() > 0:
+        if v > 0:
             v = -v
         out[tile] = v
     return out
@@ -110,7 +110,7 @@ def return_in_device_loop(x: torch.Tensor) -> torch.Tensor:
     ("kernel", "words", "line"),
     [
         (while_in_device_loop, ["While", "not supported"], "while False:"),
-        (if_on_device_value, ["if on a device value", "torch.where"], "if v.sum() > 0:"),
+        (if_on_device_value, ["if on a device tensor", "torch.where"], "if v > 0:"),
         (return_in_device_loop, ["return inside a device loop"], "return x"),
     ],
 )

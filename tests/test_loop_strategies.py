@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import pallasite
+import pallasite.language as hl
 from pallasite.testing import check_tpu_lowering, code_and_output
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
@@ -81,3 +82,27 @@ def test_example_lowers_to_mosaic(case: Case, loop_type: str) -> None:
     codes = check_tpu_lowering(kernel, inputs, block_sizes=module.BLOCK_SIZES,
                                pallas_loop_type=loop_type)
     assert set(codes) == {"v5e", "v6e", "v7x"}
+
+
+@pallasite.kernel
+def rows_scaled_by_table(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    sums = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = acc + x[tm, tk].sum(-1) * table[tm.id, 0]
+        sums[tm] = acc
+    return sums
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_grid_tile_id_read_inside_an_inner_loop(loop_type):
+    """Inside pltpu.emit_pipeline, pl.program_id is the pipeline's step: the grid's id is
+    read at the kernel's top (this once returned the wrong rows' table entries)."""
+    x = torch.randn(64, 512)
+    table = torch.arange(8, dtype=torch.float32)[:, None].repeat(1, 4)
+    _, result = code_and_output(rows_scaled_by_table, (x, table), block_sizes=[8, 128],
+                                pallas_loop_type=loop_type)
+    expected = x.sum(-1) * torch.arange(8).repeat_interleave(8)
+    torch.testing.assert_close(result, expected, atol=1e-4, rtol=1e-4)

@@ -8,7 +8,7 @@ import torch
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
+from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
@@ -45,6 +45,10 @@ class KernelEmitter:
         self._value_lines: dict[str, int] = {}  # variable of a pure value -> the line binding it
         self._uses, self._inlined = _value_uses(plan.call.loop.body)
         self._checks_done: set[int] = set()  # range checks already emitted
+        self.branch_depth = 0  # > 0 inside a device if's branch function (codegen/branches.py)
+        # > 0 inside an emit_pipeline body, where pl.program_id counts the pipeline's steps
+        self.pipeline_depth = 0
+        self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
 
     # ---------------------------------------------------------------- text --
 
@@ -102,6 +106,10 @@ class KernelEmitter:
             reason = f": {axis.reason}" if axis.reason else ""
             self.emit(f"# grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
                       f"[{dim.begin}, {dim.end}) ({axis.semantics.value}{reason})")
+        for axis, grid_axis in enumerate(plan.grid):  # dropped below unless a pipeline body reads it
+            name = self.grid_ids[axis] = self.names.fresh(f"{grid_axis.dim.name}_program")
+            self._value_lines[name] = len(self.lines)
+            self.emit(f"{name} = pl.program_id({axis})")
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
@@ -136,6 +144,10 @@ class KernelEmitter:
         for node in body:
             if isinstance(node, TileLoop):
                 self._emit_inner_loop(node, indent)
+                continue
+            if isinstance(node, IfBlock):
+                from .branches import emit_if
+                emit_if(self, node, indent)
                 continue
             self.comment_source(node, indent)
             if isinstance(node, Load):
@@ -208,7 +220,7 @@ class KernelEmitter:
             self._checks_done.add(check.check_id)
             value = check.value
             text = self.render(value)
-            if not text.isidentifier():
+            if not text.isidentifier() or self.branch_depth:  # a branch must not rebind outer names
                 name = self.bind(value, "index")
                 self.emit(f"{name} = {_unwrap(text)}", indent)
                 text = name
@@ -418,6 +430,13 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
                     read((carried.init, carried.result))
                 visit(item.body)
                 continue
+            if isinstance(item, IfBlock):  # the if's reads count, but nothing is inlined into it
+                read(item.condition)
+                for merged in item.outputs:
+                    read((merged.then_value, merged.else_value))
+                for branch in item.bodies:
+                    visit(branch)
+                continue
             read(item.args, item)
             for index in getattr(item, "index", ()):
                 if isinstance(index, ScalarIndex):
@@ -430,6 +449,10 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
         for item in items:
             if isinstance(item, TileLoop):
                 find(item.body)
+                continue
+            if isinstance(item, IfBlock):
+                for branch in item.bodies:
+                    find(branch)
                 continue
             if (isinstance(item, (Load, Store)) or ops.OPS[item.op].kind is ops.OpKind.STRUCTURAL
                     or len(item.outputs) != 1):
@@ -517,7 +540,9 @@ def _tile_step(emitter: KernelEmitter, dim) -> str:
     """A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
     frame = emitter.frame_of(dim)
     if frame is None:
-        return f"pl.program_id({emitter.plan.grid_axis_of[dim.id]})"
+        axis = emitter.plan.grid_axis_of[dim.id]
+        # inside pltpu.emit_pipeline, pl.program_id is the pipeline's own step
+        return emitter.grid_ids[axis] if emitter.pipeline_depth else f"pl.program_id({axis})"
     return frame.counters[dim.id]
 
 

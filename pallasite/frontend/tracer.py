@@ -24,7 +24,7 @@ from ..ir import (
     Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
     Value,
 )
-from . import source
+from . import device_if, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 
@@ -73,6 +73,7 @@ class Tracer(OpRecorder):
         self.device_loops: list[DeviceLoopCall] = []
         self.result: Any = None
         self.scope: dict[str, Any] = {}
+        self.enclosing_ifs: list[exc.SourceLocation] = []  # the device ifs being traced
 
     # ------------------------------------------------------------- driver --
 
@@ -271,12 +272,11 @@ class Tracer(OpRecorder):
                     continue
                 self._python_loop(stmt, iterable, self._run_device_block)
             elif isinstance(stmt, ast.If):
-                test = self._evaluate(stmt.test, stmt)
+                test = device_if.evaluate_condition(self, stmt.test, stmt)
                 if isinstance(test, _Traced):
-                    raise exc.UnsupportedSyntax(
-                        "An if on a device value is not supported yet; use torch.where.", loc
-                    )
-                self._run_device_block(stmt.body if test else stmt.orelse)
+                    device_if.trace_device_if(self, stmt, test)
+                else:
+                    self._run_device_block(stmt.body if test else stmt.orelse)
             elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)):
                 self._execute(stmt)
             elif isinstance(stmt, ast.Return):
@@ -327,6 +327,11 @@ class Tracer(OpRecorder):
         loc = source.location(self.filename, stmt)
         if stmt.orelse:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", loc)
+        if self.enclosing_ifs:
+            outer = self.enclosing_ifs[-1]
+            raise exc.UnsupportedSyntax(
+                f"A tile/grid loop inside an if on a device value ({outer.lineno}: "
+                f"{outer.text.strip()!r}) is not supported; put the if inside the loop.", loc)
         dims = self._loop_dims(stmt, spec, self._inner_bound, loc)
         assigned = {
             node.id for inner in stmt.body for node in ast.walk(inner)

@@ -213,17 +213,54 @@ class TileLoop:
     """
 
     dims: list[TileDim]
-    body: list[Node | TileLoop]
+    body: list[Node | TileLoop | IfBlock]
     location: SourceLocation | None
     carried: list[Carried] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
 
 
-def walk_nodes(body: list[Node | TileLoop]):
-    """Every node of a body, nested loops included, in program order."""
+@dataclass(eq=False)
+class Merged:
+    """A name an `IfBlock` assigns and the code after it reads: `then_value` when the
+    condition holds, else `else_value` (the other branch's, or the value before the if);
+    `out` is the value after the if."""
+
+    name: str
+    then_value: Value
+    else_value: Value
+    out: Value
+
+
+@dataclass(eq=False)
+class IfBlock:
+    """`if <device scalar>:` inside a device loop: both branches are traced once.
+
+    `condition` is a bool scalar Value; `outputs` the names the branches
+    define for the code after the if (a `lax.cond`'s results). A body with
+    no outputs only stores (a `pl.when`). Planning walks both bodies, like a
+    loop body; bodies hold nodes and nested IfBlocks, never loops.
+    """
+
+    condition: Value
+    then_body: list[Node | IfBlock]
+    else_body: list[Node | IfBlock]
+    location: SourceLocation | None
+    outputs: list[Merged] = field(default_factory=list)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def bodies(self) -> tuple[list, list]:
+        return self.then_body, self.else_body
+
+
+def walk_nodes(body: list[Node | TileLoop | IfBlock]):
+    """Every node of a body, nested loops and both branches of ifs included, in program order."""
     for item in body:
         if isinstance(item, TileLoop):
             yield from walk_nodes(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_nodes(item.then_body)
+            yield from walk_nodes(item.else_body)
         else:
             yield item
 

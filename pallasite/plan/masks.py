@@ -11,8 +11,8 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice, Value, ops,
-    walk_nodes,
+    FullSlice, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice, Value,
+    ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
@@ -46,6 +46,12 @@ def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_mask
     for node in body:
         if isinstance(node, TileLoop):
             _visit_loop(node, padded, masks, carried_masks, needs_mask)
+            continue
+        if isinstance(node, IfBlock):  # a merged value is padded where either branch's is
+            for branch in node.bodies:
+                _visit_body(branch, padded, masks, carried_masks, needs_mask)
+            for item in node.outputs:
+                padded[item.out.id] = {**_pads(item.else_value, padded), **_pads(item.then_value, padded)}
             continue
         node_masks, out = _visit(node, padded, needs_mask)
         if node_masks:

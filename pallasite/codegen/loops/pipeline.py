@@ -47,7 +47,11 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     k.emit(f"{step} = {loop_plan.step_ref}[0]", indent + 1)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {_read_scratch(ref, item)}", indent + 1)
-    k.emit_loop_body(loop, indent + 1)
+    k.pipeline_depth += 1
+    try:
+        k.emit_loop_body(loop, indent + 1)
+    finally:
+        k.pipeline_depth -= 1
     results = k.carried_results(loop, carried, indent + 1)
     for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
         k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}", indent + 1)

@@ -1,7 +1,8 @@
 """Which tensors a streaming loop moves tile by tile from HBM, and their HBM operands.
 
 A tensor is streamed by inner loop L (whose strategy streams) when every
-access of it in the whole device loop sits directly in L's body, all with one
+access of it in the whole device loop sits directly in L's body (not under
+a device `if`), all with one
 index form that walks one of L's tile dims and whose scalar indices are known
 before L starts (its copies are built there), it has no empty dim, and it is
 only read (an input stream) or only written (an output stream, whose partial
@@ -12,7 +13,7 @@ every window is in bounds.
 """
 from __future__ import annotations
 
-from ...ir import NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
+from ...ir import IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
 from ..memory import TensorUse
@@ -74,9 +75,14 @@ def _computed_inside(index: tuple, loop: TileLoop) -> bool:
 
 
 def _direct_parents(body: list, owner: dict, loop: TileLoop | None = None) -> None:
+    """The loop each node sits directly in. Nodes under a device `if` have none: a window
+    copied in or written back every step would be wrong for an access that may not run
+    (an output window written back whole), so such tensors stay resident."""
     for item in body:
         if isinstance(item, TileLoop):
             _direct_parents(item.body, owner, item)
+        elif isinstance(item, IfBlock):
+            continue
         elif loop is not None:
             owner[item.id] = loop
 
