@@ -25,7 +25,7 @@ import pallasite.testing  # noqa: E402
 
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
-    "matmul", "bmm", "attention", "jagged_sum", "centering",
+    "matmul", "bmm", "attention", "jagged_sum", "centering", "embedding_bag",
 ]
 
 

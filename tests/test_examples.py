@@ -9,7 +9,7 @@ from pallasite.testing import check_tpu_lowering
 
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
-    "matmul", "bmm", "attention", "jagged_sum", "centering",
+    "matmul", "bmm", "attention", "jagged_sum", "centering", "embedding_bag",
 ]
 
 

@@ -193,3 +193,46 @@ def test_a_table_too_large_for_vmem_is_rejected():
     with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold") as info:
         gather_rows.bind((table, _indices(128, 10))).to_code()
     assert "DMA" in str(info.value)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_the_embedding_bag_example_under_each_loop_type(loop_type):
+    from examples import embedding_bag as example
+
+    inputs = example.example_inputs()
+    _, out = code_and_output(example.embedding_bag, inputs, block_sizes=[32], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, example.reference(*inputs), rtol=1e-5, atol=1e-4)
+    check_tpu_lowering(example.embedding_bag, inputs, block_sizes=[32], pallas_loop_type=loop_type)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def shift_left(x):
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0) - 1):
+        out[tile] = x[tile.index + 1]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_middle_axis(table, indices):
+    a, _, c = table.size()
+    n = indices.size(0)
+    out = torch.empty([a, n, c], dtype=table.dtype, device=table.device)
+    for tile in hl.tile(n):
+        out[:, tile, :] = table[:, indices[tile], :]
+    return out
+
+
+def test_a_computed_index_vector_gathers_a_1d_table():
+    x = _table(300)
+    _, out = code_and_output(shift_left, (x,))
+    assert torch.equal(out, torch.cat([x[1:], torch.zeros(1)]))
+    check_tpu_lowering(shift_left, (x,))
+
+
+def test_a_gather_along_a_middle_axis():
+    table = _table(8, 24, 128)
+    indices = _indices(200, 24)
+    _, out = code_and_output(gather_middle_axis, (table, indices))
+    assert torch.equal(out, table[:, indices.long(), :])
+    check_tpu_lowering(gather_middle_axis, (table, indices))
