@@ -236,3 +236,14 @@ def test_a_gather_along_a_middle_axis():
     _, out = code_and_output(gather_middle_axis, (table, indices))
     assert torch.equal(out, table[:, indices.long(), :])
     check_tpu_lowering(gather_middle_axis, (table, indices))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_non_finite_table_entries_stay_in_their_rows(dtype):
+    table = _table(64, 128, dtype=dtype)
+    table[3, 5], table[7, 9], table[11, 0] = float("inf"), float("-inf"), float("nan")
+    indices = _indices(200, 64)
+    indices[:3] = torch.tensor([3, 7, 11], dtype=torch.int32)
+    _, out = code_and_output(gather_rows, (table, indices))
+    torch.testing.assert_close(out, table[indices.long()], rtol=0, atol=0, equal_nan=True)
+    check_tpu_lowering(gather_rows, (table, indices))

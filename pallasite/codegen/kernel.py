@@ -280,7 +280,12 @@ class KernelEmitter:
         index = self.render(gather.index)
         hot = self.names.fresh(f"{gather.index.name or 'index'}_hot")
         self.emit(f"{hot} = {one_hot_text(index, gather.index.shape[0], gather.rows)}", indent)
-        text = gather_text(gather, rows, tuple(access.ref_shape), hot, node.tensor.dtype)
+        def bind(hint: str, text: str) -> str:
+            name = self.names.fresh(hint)
+            self.emit(f"{name} = {text}", indent)
+            return name
+
+        text = gather_text(gather, rows, tuple(access.ref_shape), hot, node.tensor.dtype, bind)
         shape = list(access.ref_shape)
         shape[gather.axis] = gather.index.shape[0]
         if tuple(shape) != tuple(value.shape):

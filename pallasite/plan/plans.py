@@ -139,7 +139,8 @@ class StoreMask:
 class GatherMethod(str, enum.Enum):
     """How a gather is computed from the table's window (Mosaic has no vector gather)."""
 
-    # (idx[:, None] == iota) as f32 @ the window at HIGHEST precision: exact, on the MXU.
+    # (idx[:, None] == iota) as f32 @ the window at HIGHEST precision: exact, on the MXU
+    # (a second product gathers inf/NaN entries, which 0 * inf would spread).
     ONE_HOT_MATMUL = "one_hot_matmul"
     # where(idx[:, None] == iota, window, 0) summed over the window's axis: exact for ints.
     SELECT_SUM = "select_sum"
