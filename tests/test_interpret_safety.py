@@ -50,10 +50,15 @@ def test_every_example_is_race_free_on_two_cores(name, loop_type, monkeypatch):
     config = dict(kernel.declared_config or {})
     if loop_type is not None:
         config["pallas_loop_type"] = loop_type
-    kernel.reset()  # a variant compiled by an earlier test in this process has one core
-    compiled = kernel.bind(inputs).compile_config(config or None)
-    assert compiled.module.INTERPRET.num_cores_or_threads == 2
-    result = compiled(*inputs)  # a race raises exc.DataRace
+    # Compiled kernels are cached with the interpret parameters they were loaded with:
+    # compile afresh on two cores, and leave no two-core kernel to the next test.
+    kernel.reset()
+    try:
+        compiled = kernel.bind(inputs).compile_config(config or None)
+        assert compiled.module.INTERPRET.num_cores_or_threads == 2
+        result = compiled(*inputs)  # a race raises exc.DataRace
+    finally:
+        kernel.reset()
     expected = module.reference(*inputs)
     for got, want in zip(jax.tree.leaves(result), jax.tree.leaves(expected)):
         torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)

@@ -141,7 +141,7 @@ class HostEmitter:
                 check = self._index_checks.get((step_id, position))
                 if check is not None:
                     self.emit(f"if INTERPRET is not None:  # interpret mode checks {item.name}'s values")
-                    self.emit(f"    {name} = CHECKS.indices({check.check_id}, {name})")
+                    self.emit(f"    {name} = CHECKS.host_indices({check.check_id}, {name})")
                 item = Arg(name, getattr(item, "shape", ()), item.dtype, item)
             out.append(item)
         return tuple(out)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
+from .gathers import gather_text, one_hot_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .names import NameTable
 
@@ -209,8 +210,9 @@ class KernelEmitter:
             if check.value is value and check.check_id not in self._checks_done:
                 self._checks_done.add(check.check_id)
                 name = self.render(value)
+                call = self._check_call(check, name, indent)
                 self.emit("if INTERPRET is not None:  # interpret mode checks the index read from data", indent)
-                self.emit(f"{name} = CHECKS.index({check.check_id}, {name})", indent + 1)
+                self.emit(f"{name} = {call}", indent + 1)
 
     def _emit_index_checks(self, node, indent: int) -> None:
         """An unnamed scalar index read from data is checked just before its access."""
@@ -224,8 +226,17 @@ class KernelEmitter:
                 name = self.bind(value, "index")
                 self.emit(f"{name} = {_unwrap(text)}", indent)
                 text = name
+            call = self._check_call(check, text, indent)
             self.emit("if INTERPRET is not None:  # interpret mode checks the index read from data", indent)
-            self.emit(f"{text} = CHECKS.index({check.check_id}, {text})", indent + 1)
+            self.emit(f"{text} = {call}", indent + 1)
+
+    def _check_call(self, check, text: str, indent: int) -> str:
+        """The check of a scalar index, or of a gather's index vector on its valid lanes."""
+        if not check.value.shape:
+            return f"CHECKS.index({check.check_id}, {text})"
+        valid = "" if check.valid_lanes is None else ", " + self.range_condition(
+            check.value.shape, 0, check.valid_lanes, indent)
+        return f"CHECKS.indices({check.check_id}, {text}{valid})"
 
     def frame_of(self, dim) -> LoopFrame | None:
         """The frame of the inner loop that walks `dim` (None for a grid dim)."""
@@ -267,8 +278,31 @@ class KernelEmitter:
             return
         self._emit_index_checks(node, indent)
         text = f"{access.ref_name}[{self._ref_subscript(access)}]"
+        if access.gather is not None:
+            self._emit_gather(node, access, text, indent)
+            return
         if tuple(access.ref_shape) != tuple(value.shape):
             text = f"{text}.reshape({literal(tuple(value.shape))})"
+        self.emit(f"{self.bind(value, node.tensor.name)} = {text}", indent)
+
+    def _emit_gather(self, node: Load, access, window: str, indent: int) -> None:
+        """A load through an index vector: read the window, pick its rows (the plan's `Gather`)."""
+        gather, value = access.gather, node.output
+        rows = self.names.fresh(f"{node.tensor.name}_rows")
+        self.emit(f"{rows} = {window}", indent)
+        index = self.render(gather.index)
+        hot = self.names.fresh(f"{gather.index.name or 'index'}_hot")
+        self.emit(f"{hot} = {one_hot_text(index, gather.index.shape[0], gather.rows)}", indent)
+        def bind(hint: str, text: str) -> str:
+            name = self.names.fresh(hint)
+            self.emit(f"{name} = {text}", indent)
+            return name
+
+        text = gather_text(gather, rows, tuple(access.ref_shape), hot, node.tensor.dtype, bind)
+        shape = list(access.ref_shape)
+        shape[gather.axis] = gather.index.shape[0]
+        if tuple(shape) != tuple(value.shape):
+            text = f"({text}).reshape({literal(tuple(value.shape))})"
         self.emit(f"{self.bind(value, node.tensor.name)} = {text}", indent)
 
     def _emit_store(self, node: Store, indent: int) -> None:

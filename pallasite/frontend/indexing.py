@@ -1,10 +1,10 @@
 """The one place a subscript of a tensor is recognized.
 
 `normalize_subscript` turns a device-code subscript key into a tuple of IR
-index items (`TileSlice`, `FullSlice`, `ScalarIndex`, `NewAxis`) covering
-every axis of the tensor. Planning and codegen consume these items and never
-look at the user's key again. A host-code subscript indexes a whole tensor
-with JAX's indexing, which agrees with torch's for the forms
+index items (`TileSlice`, `FullSlice`, `ScalarIndex`, `NewAxis`, `GatherIndex`)
+covering every axis of the tensor. Planning and codegen consume these items
+and never look at the user's key again. A host-code subscript indexes a whole
+tensor with JAX's indexing, which agrees with torch's for the forms
 `check_host_subscript` accepts, so it keeps the user's items.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir import FullSlice, IndexItem, NewAxis, ScalarIndex, TileSlice, Value
+from ..ir import FullSlice, GatherIndex, IndexItem, NewAxis, ScalarIndex, TileSlice, Value
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
 
@@ -23,8 +23,11 @@ def normalize_subscript(
     shape: tuple[int, ...],
     tensor_name: str,
     scalar_value: Callable[[Any], Value],
+    store: bool = False,
 ) -> tuple[IndexItem, ...]:
-    """Normalize `tensor[key]`; `scalar_value` turns a host scalar into a device Value."""
+    """Normalize `tensor[key]`; `scalar_value` turns a host scalar into a device Value.
+
+    `store`: the subscript is the target of an assignment (no index vector there)."""
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -50,6 +53,15 @@ def normalize_subscript(
     while axis < len(shape):
         out.append(FullSlice())
         axis += 1
+    gathers = [item for item in out if isinstance(item, GatherIndex)]
+    if gathers and store:
+        raise exc.IndexingError(
+            f"{tensor_name}[...] = ...: storing through an index vector (a scatter) is not "
+            "supported; only loads gather. Store with tiles, ':' or scalar indices.")
+    if len(gathers) > 1:
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: a subscript may hold only one index vector (a gather along one "
+            f"axis); this one has {len(gathers)}. Gather one axis at a time.")
     return tuple(out)
 
 
@@ -86,10 +98,15 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
             return ScalarIndex(value)
         if value.shape == ():
             raise exc.IndexingError(f"{tensor_name}[...]: a {value.dtype} scalar cannot index a tensor.")
-        raise exc.IndexingError(
-            f"{tensor_name}[...]: indexing with a computed index vector (a gather) is not "
-            "supported yet; index with a tile, tile.index, ':' or a scalar."
-        )
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise exc.IndexingError(
+                f"{tensor_name}[...]: a {value.dtype} vector cannot index a tensor (boolean masks "
+                "are not supported); gather with an int32 index vector.")
+        if len(value.shape) != 1:
+            raise exc.IndexingError(
+                f"{tensor_name}[...]: gathers take a 1-D index vector; this one has shape "
+                f"{list(value.shape)}. Reshape it to 1-D and the result back.")
+        return GatherIndex(value)
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
@@ -113,6 +130,8 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
             out.append(item.dim.block_size)
         elif isinstance(item, FullSlice):
             out.append(shape[axis])
+        elif isinstance(item, GatherIndex):  # the index's axis replaces the tensor's
+            out.append(item.value.shape[0])
         axis += 1
     return tuple(out)
 

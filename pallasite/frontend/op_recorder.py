@@ -270,7 +270,7 @@ class OpRecorder:
                 "Assigning into part of a device value is not supported; build it with torch.where."
             )
         symbol = tensor.symbol
-        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
+        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
         target_shape = indexed_shape(index, symbol.shape)
         operand = self._device_operand(value)
         if isinstance(operand, Value):

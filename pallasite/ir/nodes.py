@@ -100,7 +100,17 @@ class NewAxis:
     """`x[None]`: a new unit axis."""
 
 
-IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis]
+@dataclass(frozen=True)
+class GatherIndex:
+    """`table[idx, :]` with `idx` a 1-D int32 device value (`indices[tile]`): a gather.
+
+    As in torch advanced indexing, the index's axis replaces the tensor's axis
+    in place; each position of `value` picks one element along it."""
+
+    value: Value
+
+
+IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex]
 
 
 # ------------------------------------------------------------------ loops --

@@ -8,13 +8,13 @@ constants and integer arithmetic. An access reaching past its tensor is an
 deep inside the interpreter. Ranges that depend on data (offsets read from
 tensors, kernel scalars, indices loaded from tables) are not known here:
 `runtime_checks` lists them, and interpret mode checks them when the kernel
-runs (`RangeCheck`).
+runs (`RangeCheck`); so does every gather's index vector.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value
+from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value
 from .. import exc
 
 Interval = tuple[int, int]  # inclusive
@@ -24,7 +24,7 @@ Interval = tuple[int, int]  # inclusive
 class DataDependentRange:
     """An index form of one access whose range only the data decides: a tile of a
     loop with data-dependent bounds (`dim`) or a scalar index computed from data
-    (`value`). Its positions must lie in [0, limit)."""
+    or a gather's index vector (`value`, 1-D). Its positions must lie in [0, limit)."""
 
     node: object  # the Load or Store
     axis: int  # the tensor axis
@@ -52,6 +52,10 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             else:
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
+        elif isinstance(item, GatherIndex):
+            message = _message(node, f"an index in {describe(item.value)} is {{lo}}", tensor.name, axis, size,
+                               f"gathered indices must lie in [0, {size}) (they do not wrap).")
+            pending.append(DataDependentRange(node, axis, size, message, value=item.value))
         elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
             interval = scalar_interval(item.index)
             if interval is None:
@@ -85,6 +89,8 @@ def access_text(node) -> str:
             parts.append(item.dim.name)
         elif isinstance(item, FullSlice):
             parts.append(":")
+        elif isinstance(item, GatherIndex):
+            parts.append(describe(item.value))
         else:
             parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
     return f"{node.tensor.name}[{', '.join(parts)}]"

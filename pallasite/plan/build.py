@@ -11,6 +11,7 @@ from .bounds import DataDependentRange, check_access_bounds
 from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
+from .gathers import check_gathered_table
 from .masks import plan_masks
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
@@ -83,6 +84,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             check_block_legality(operand)
         except exc.PallasiteError as err:
             raise err.with_location(use.nodes[0].location)
+        check_gathered_table(operand, use.loads, vmem_capacity)
         name = use.symbol.name
         if not use.stores:
             inputs.append(operand)
@@ -115,7 +117,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
-    masks, carried_masks = plan_masks(loop.body)
+    masks, carried_masks, gather_lanes = plan_masks(loop.body)
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
@@ -134,7 +136,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         scratch=plan_scratch(loop.body, inner_loops),
         vmem_bytes=0,
         vmem_limit_bytes=None,
-        range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs)),
+        range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:
@@ -155,10 +157,13 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
 
 
-def _range_checks(ranges: list[DataDependentRange], check_ids, operands) -> tuple[RangeCheck, ...]:
+def _range_checks(ranges: list[DataDependentRange], check_ids, operands,
+                  gather_lanes: dict) -> tuple[RangeCheck, ...]:
     """One check per data-dependent loop (against the tightest tensor its tiles index),
     one per scalar index read from data: before its access, or on the host when an
-    index map reads it (the row is chosen before the kernel body runs)."""
+    index map reads it (the row is chosen before the kernel body runs); one per
+    gather's index vector, on its valid lanes (`gather_lanes`: a partial tile's
+    padding holds no index)."""
     tightest: dict[int, DataDependentRange] = {}
     checks = []
     for rng in ranges:
@@ -169,7 +174,8 @@ def _range_checks(ranges: list[DataDependentRange], check_ids, operands) -> tupl
                                          block_index=block.index))
             else:
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
-                                         value=rng.value, node_id=rng.node.id))
+                                         value=rng.value, node_id=rng.node.id,
+                                         valid_lanes=gather_lanes.get(rng.node.id)))
         elif rng.dim.id not in tightest or rng.limit < tightest[rng.dim.id].limit:
             tightest[rng.dim.id] = rng
     for rng in tightest.values():

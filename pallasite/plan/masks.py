@@ -11,8 +11,8 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice, Value,
-    ops, walk_nodes,
+    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
+    Value, ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
@@ -21,11 +21,14 @@ from .plans import CarriedMask, Mask, TileRange
 Padded = dict[int, TileRange]  # axis -> the tile range outside which its lanes are padding
 
 
-def plan_masks(body: list
-               ) -> tuple[dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]]]:
-    """Masks per node id, and the carried-value masks per inner loop id.
+def plan_masks(body: list) -> tuple[
+        dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]], dict[int, TileRange]]:
+    """Masks per node id, the carried-value masks per inner loop id, and per gathering
+    load the range of its index vector's valid lanes (when its tail is padding).
 
-    Every mask of a dim carries the same `TileRange`.
+    Every mask of a dim carries the same `TileRange`. A gather's result is padded
+    along the gathered axis where its index vector is: garbage indices pick
+    garbage rows, which reductions then mask like any padding.
     """
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
@@ -39,7 +42,13 @@ def plan_masks(body: list
         return ranges.setdefault(dim.id, TileRange(dim))
 
     _visit_body(body, padded, masks, carried_masks, needs_mask)
-    return masks, carried_masks
+    gather_lanes = {}
+    for node in walk_nodes(body):
+        if isinstance(node, Load):
+            for item in node.index:
+                if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
+                    gather_lanes[node.id] = _pads(item.value, padded)[0]
+    return masks, carried_masks, gather_lanes
 
 
 def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_masks: dict, needs_mask) -> None:
@@ -111,6 +120,8 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
                 continue
             if isinstance(item, TileSlice) and needs_mask(item.dim):
                 out[axis] = needs_mask(item.dim)
+            if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
+                out[axis] = _pads(item.value, padded)[0]
             axis += 1
         return [], [out]
     if isinstance(node, Store):

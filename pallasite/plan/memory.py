@@ -13,9 +13,10 @@ import torch
 
 from .. import exc
 from ..ir import (
-    DeviceLoopCall, FullSlice, Load, NewAxis, ScalarIndex, Store, TensorSymbol, TileSlice,
+    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TensorSymbol, TileSlice,
     Value, walk_nodes,
 )
+from .gathers import plan_gather
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
@@ -91,6 +92,8 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
 def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
     rank = len(symbol.shape)
     first = items[0]
+    if any(isinstance(i, GatherIndex) for i in items):
+        return _gathered_axis_block(symbol, axis, size, items)
     inner = [i.dim for i in items if isinstance(i, TileSlice) and i.dim.id not in grid_axis_of]
     if len(inner) == len(items):  # only inner tiles (possibly of sibling loops) read this axis
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
@@ -133,6 +136,18 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
     return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
 
 
+def _gathered_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
+    """An axis an index vector gathers is whole in VMEM (any row may be picked); when
+    tiles index it too, it is resident, long enough for every tile's run."""
+    reason = "an index vector gathers along it, so the whole axis stays in VMEM"
+    tiles = [item.dim for item in items if isinstance(item, TileSlice)]
+    if not tiles:
+        return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
+    rule = AxisRule(symbol.name, axis, len(symbol.shape), size, symbol.dtype)
+    length = max(_resident_length(dim, size, rule) for dim in tiles)
+    return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0], reason=f"{reason} ({_forms(items)})")
+
+
 def _resident_inside_revisits(symbol: TensorSymbol, blocks: list[AxisBlock], shape, grid_axis_of) -> list[AxisBlock]:
     """A written tensor whose block stays the same along grid axis g (a tile of g kept
     resident) is revisited by every step of g; its block must not change along the
@@ -158,7 +173,8 @@ def _forms(items: list) -> str:
     forms = []
     for item in items:
         form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
-            "':'" if isinstance(item, FullSlice) else "a scalar")
+            "':'" if isinstance(item, FullSlice) else
+            "an index vector" if isinstance(item, GatherIndex) else "a scalar")
         if form not in forms:
             forms.append(form)
     return ", ".join(forms)
@@ -216,6 +232,7 @@ def plan_access(node, operand: Operand) -> Access:
     ref_index: list = []
     ref_shape: list[int] = []
     store_masks = []
+    gather = None
     remaining = iter(enumerate(items))
     for block in operand.axes:
         if block.kind is BlockKind.UNIT:  # exists only in the call's view
@@ -224,6 +241,12 @@ def plan_access(node, operand: Operand) -> Access:
             continue
         axis, item = next(remaining)
         if block.kind is BlockKind.SQUEEZED:
+            continue
+        if isinstance(item, GatherIndex):  # read every row; the gather picks them
+            size = operand.symbol.shape[axis]
+            ref_index.append(FullSlice() if block.size == size else PrefixSlice(size))
+            gather = plan_gather(node, len(ref_shape), size)
+            ref_shape.append(size)
             continue
         if block.kind is BlockKind.RESIDENT and not isinstance(item, TileSlice):
             if isinstance(item, FullSlice):  # the tensor's part of a block that may be longer
@@ -247,7 +270,8 @@ def plan_access(node, operand: Operand) -> Access:
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block
-    return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks))
+    return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
+                  gather=gather)
 
 
 def _ends_inside(dim, axis_size: int) -> bool:

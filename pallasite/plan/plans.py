@@ -136,6 +136,28 @@ class StoreMask:
     range: TileRange
 
 
+class GatherMethod(str, enum.Enum):
+    """How a gather is computed from the table's window (Mosaic has no vector gather)."""
+
+    # (idx[:, None] == iota) as f32 @ the window at HIGHEST precision: exact, on the MXU
+    # (a second product gathers inf/NaN entries, which 0 * inf would spread).
+    ONE_HOT_MATMUL = "one_hot_matmul"
+    # where(idx[:, None] == iota, window, 0) summed over the window's axis: exact for ints.
+    SELECT_SUM = "select_sum"
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A load that gathers: ref axis `axis` of the read window (all `rows` of the
+    table's gathered axis) is replaced by one element per position of `index`
+    (a 1-D int32 Value), as `method` computes it."""
+
+    index: Any  # ir.Value
+    axis: int
+    rows: int
+    method: GatherMethod
+
+
 @dataclass(frozen=True)
 class Access:
     """How one Load/Store reads or writes its ref inside the kernel.
@@ -150,6 +172,7 @@ class Access:
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
     store_masks: tuple[StoreMask, ...] = ()
     write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
+    gather: Gather | None = None  # a load through an index vector: gather from the read window
 
 
 @dataclass(frozen=True)
@@ -292,6 +315,7 @@ class RangeCheck:
     node_id: int | None = None
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
+    valid_lanes: TileRange | None = None
 
     def describe(self, lo: int, hi: int) -> str:
         return self.message.format(lo=lo, hi=hi)

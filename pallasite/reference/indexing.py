@@ -2,7 +2,8 @@
 
 A tile indexes the slice `[tile.begin, tile.end)`; a 0-d integer tensor (a
 scalar read from a tensor) is an int; one 1-D integer tensor (`tile.index +
-1`, `indices[tile]`) gathers on load and scatters on store along its own axis.
+1`, `indices[tile]`) gathers on load and scatters on store along its own axis;
+its values must lie in [0, size) (`exc.ShapeMismatch`, as the compiled kernel's check).
 A load is a copy (a device value never aliases the tensor it was read from);
 a store writes the caller's tensor. A value longer than the slice it is
 stored into is cut to the slice (a store never writes past its tile); a
@@ -150,6 +151,12 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
                 and item.dtype != torch.bool:
             if device:
                 raise _narrowing_error()
+            size = tensor.shape[axis]
+            bad = item[(item < 0) | (item >= size)]
+            if bad.numel():
+                raise exc.ShapeMismatch(
+                    f"{name_of(tensor)}[...]: an index in the index vector is {int(bad[0])} but axis "
+                    f"{axis} has size {size}; gathered indices must lie in [0, {size}) (they do not wrap).")
             subscript.gather.append((out_axis, item))
             subscript.basic.append(slice(None))
             if 0 in lanes.of(item):

@@ -8,7 +8,8 @@ the range is used:
 
     tile_trips = CHECKS.loop_range(0, start, end, tile_trips)   # 0 steps if outside
     row = CHECKS.index(1, row)                                 # row 0 if outside
-    idx = CHECKS.indices(2, idx)       # host code's x[idx]: JAX would clamp
+    idx = CHECKS.indices(2, idx, idx_valid)                    # all 0 if one is outside
+    idx = CHECKS.host_indices(3, idx)                          # host code's x[idx]: JAX would clamp
 
 A host callback compares the values with the tensor's size. A violation never
 reaches memory (the loop runs no steps, the access reads row 0); it is recorded,
@@ -51,6 +52,23 @@ class RangeChecks:
         ok = io_callback(lambda lo: self._check(check_id, lo, lo + 1), _OK, index)
         return jnp.where(ok != 0, index, 0)
 
+    def indices(self, check_id: int, index, valid=None):
+        """`index` (a gather's index vector), or zeros when one of its lanes where `valid`
+        holds (all lanes when None: the others are a partial tile's padding) is outside
+        [0, limit)."""
+        def check(values, *valid):
+            values = np.asarray(values)
+            if valid:
+                values = values[np.asarray(valid[0])]
+            limit = self.checks[check_id][0]
+            bad = values[(values < 0) | (values >= limit)]
+            if bad.size:
+                return self._check(check_id, bad[0], bad[0] + 1)
+            return np.int32(1)
+
+        ok = io_callback(check, _OK, index, *(() if valid is None else (valid,)))
+        return jnp.where(ok != 0, index, 0)
+
     # --- called by generated host code (traced) --------------------------------
 
     def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables):
@@ -73,7 +91,7 @@ class RangeChecks:
 
         return io_callback(check, shapes, values, *tables)
 
-    def indices(self, check_id: int, values):
+    def host_indices(self, check_id: int, values):
         """`values` (a host subscript's index tensor or scalar), after checking that each
         lies in [-limit, limit); they pass through the check so the indexing runs after it."""
 

@@ -8,12 +8,12 @@ before L starts (its copies are built there), it has no empty dim, and it is
 only read (an input stream) or only written (an output stream, whose partial
 last tile must not end inside the tensor: windows are written back whole); the strategy may
 refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
-as with `unroll`. Streamed tensors are pl.ANY operands that the host pads so
+as with `unroll` (so does a gathered table: any row may be picked). Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
 """
 from __future__ import annotations
 
-from ...ir import IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
+from ...ir import GatherIndex, IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
 from ..memory import TensorUse
@@ -47,6 +47,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
         if use.stores and _spills_past_range(first, use.symbol.shape):
             continue
         if 0 in use.symbol.shape or _computed_inside(first, loop):
+            continue
+        if any(isinstance(item, GatherIndex) for item in first):  # gathered: whole in VMEM
             continue
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
