@@ -99,7 +99,7 @@ def trace_device_if(tracer: Tracer, stmt: ast.If, test: Any) -> None:
     tracer.enclosing_ifs.append(loc)
     try:
         for statements, body in ((stmt.body, block.then_body), (stmt.orelse, block.else_body)):
-            tracer.push_body(body)
+            tracer.push_body(body, [])  # an if adds no loop dims
             try:
                 tracer._run_device_block(statements)
             finally:

@@ -286,11 +286,13 @@ class BoundKernel:
 
     def compile_config(self, config: Config | dict | None = None) -> CompiledKernel:
         config = self.resolve_config(config)
-        compiled = self._compiled.get(config.key())
+        # Interpret settings (cores, race detection) are loaded into the module: part of the key.
+        key = (config.key(), repr(interpret_params()))
+        compiled = self._compiled.get(key)
         if compiled is None:
             plan = self.plan(config)
             compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
-            self._compiled[config.key()] = compiled
+            self._compiled[key] = compiled
         return compiled
 
     def _default_compiled(self) -> CompiledKernel:
