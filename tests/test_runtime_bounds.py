@@ -189,3 +189,18 @@ def test_reference_mode_raises_the_same_error(kernel, args):
 
     with pytest.raises(exc.ShapeMismatch):
         run_ref(kernel, args)
+
+
+def test_a_scatter_by_table_rows_is_sequential_and_the_last_writer_wins(monkeypatch):
+    """Duplicate rows: two programs would write one block, so the axis is arbitrary."""
+    from pallasite.plan import Semantics
+    from pallasite.runtime import interpret
+
+    monkeypatch.setenv(interpret.CORES_ENV, "2")
+    x, idx = torch.randn(4, 128), _offsets([5, 1, 5, 2])
+    plan = scatter_rows.bind((x, idx, torch.zeros(16, 128))).plan()
+    assert plan.calls[0].grid[0].semantics is Semantics.ARBITRARY
+    assert "'idx' chooses which block" in plan.calls[0].grid[0].reason
+    out = torch.zeros(16, 128)
+    scatter_rows(x, idx, out)  # no DataRace on two simulated cores
+    assert torch.equal(out[5], x[2]) and torch.equal(out[1], x[1]) and torch.equal(out[2], x[3])

@@ -8,6 +8,7 @@ from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
 from .bounds import DataDependentRange, check_access_bounds
+from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
@@ -112,6 +113,13 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             if axis not in used:
                 reason = f"output '{operand.symbol.name}' keeps one block across this axis"
                 break
+            chosen_by = _tables_choosing_blocks(operand, axis)
+            if chosen_by:
+                reason = (f"'{chosen_by}' chooses which block of output '{operand.symbol.name}' a program "
+                          "writes, so two programs may write one block (the last one wins)")
+                break
+        if grid and grid[-1].semantics is Semantics.ARBITRARY and not reason:
+            reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
         grid.append(GridAxis(dim, cdiv(extent, dim.block_size), semantics, reason))
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
@@ -181,6 +189,14 @@ def _range_checks(ranges: list[DataDependentRange], check_ids, operands,
     for rng in tightest.values():
         checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location, dim=rng.dim))
     return tuple(checks)
+
+
+def _tables_choosing_blocks(operand: Operand, axis: int) -> str:
+    """The table whose values pick `operand`'s block along grid axis `axis` ('' if none)."""
+    for block in operand.axes:
+        if block.prefetch and axis in grid_axes(block.index):
+            return ", ".join(sorted(symbol.name for symbol in block.prefetch))
+    return ""
 
 
 def _table_chosen_block(rng: DataDependentRange, operands):
