@@ -25,9 +25,14 @@ class Config(Mapping[str, Any]):
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
       loop_orders: per multi-dim hl.tile device loop, a permutation of its dims:
         the order of the grid axes (the first is the outermost).
+      pallas_indirect_access_mode: how gathers (`table[idx, :]`) read their table:
+        "auto" (resident in VMEM while small, per-row DMA past the threshold),
+        "resident" (whole in VMEM: one-hot matmul / select-and-sum), "dma" (the
+        table in HBM, one DMA per gathered row). See plan/gathers.py.
     """
 
-    KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes", "loop_orders")
+    KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes", "loop_orders",
+                  "pallas_indirect_access_mode")
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         values = dict(config or {})
@@ -99,6 +104,13 @@ def _validate_key(key: str, value: Any) -> None:
             raise exc.InvalidConfig(
                 f"loop_orders must be a list of lists of ints (one permutation per multi-dim "
                 f"hl.tile loop), got {value!r}.")
+    elif key == "pallas_indirect_access_mode":
+        from .plan.gathers import INDIRECT_ACCESS_MODES  # plan imports config
+
+        if value not in INDIRECT_ACCESS_MODES:
+            raise exc.InvalidConfig(
+                f"Invalid pallas_indirect_access_mode {value!r}: expected one of "
+                f"{', '.join(repr(m) for m in INDIRECT_ACCESS_MODES)}.")
     elif key == "vmem_limit_bytes":
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise exc.InvalidConfig(

@@ -278,6 +278,11 @@ class KernelEmitter:
                       f"{jnp_dtype(value.dtype)})", indent)
             return
         self._emit_index_checks(node, indent)
+        if access.gather is not None and access.gather.row_copy is not None:
+            from .row_gathers import emit_row_gather
+
+            emit_row_gather(self, node, access, indent)
+            return
         text = f"{access.ref_name}[{self._ref_subscript(access)}]"
         if access.gather is not None:
             self._emit_gather(node, access, text, indent)

@@ -12,8 +12,9 @@ from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
-from .gathers import check_gathered_table
+from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_threshold
 from .masks import plan_masks
+from .row_gathers import plan_row_gather
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
     BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, RangeCheck,
@@ -27,6 +28,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     config = target.config
     vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
     strategy = strategy_named(config.get("pallas_loop_type"))
+    mode = IndirectAccessMode(config.get("pallas_indirect_access_mode", IndirectAccessMode.AUTO.value))
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     view_bases = {}  # id of a host view -> the tensor it views
     calls = []
@@ -48,7 +50,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
         elif isinstance(step, DeviceLoopCall):
             dims = step.loop.dims
             order = tuple(next(orders, range(len(dims)))) if len(dims) > 1 else (0,) * len(dims)
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order, mode))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -56,7 +58,8 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...]) -> PallasCallPlan:
+               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
+               mode: IndirectAccessMode) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -72,6 +75,10 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
+    masks, carried_masks, gather_lanes = plan_masks(loop.body)
+    index_operands: dict = {}  # per-row DMA gathers: SMEM copies of their index tensors
+    gather_scratch: list = []
+    scratch_names: set[str] = set()
     for use in uses:
         for node in use.nodes:
             data_dependent += check_access_bounds(node)
@@ -85,7 +92,17 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             check_block_legality(operand)
         except exc.PallasiteError as err:
             raise err.with_location(use.nodes[0].location)
-        check_gathered_table(operand, use.loads, vmem_capacity)
+        lowering = choose_table_lowering(operand, use.nodes, mode, vmem_capacity, vmem_limit)
+        if lowering is not None and lowering.row_dma:  # the table stays in HBM
+            operand = Operand(use.symbol, f"{use.symbol.name}_hbm", Memory.HBM)
+            inputs.append(operand)
+            threshold = gather_vmem_threshold(vmem_capacity, vmem_limit)
+            for node in use.loads:
+                accesses[node.id], scratch = plan_row_gather(
+                    node, operand, lowering.reason, index_operands, gather_lanes.get(node.id), threshold,
+                    scratch_names)
+                gather_scratch += scratch
+            continue
         name = use.symbol.name
         if not use.stores:
             inputs.append(operand)
@@ -105,6 +122,10 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             ))
         for node in use.nodes:
             accesses[node.id] = plan_access(node, operand)
+            if lowering is not None and accesses[node.id].gather is not None:
+                accesses[node.id] = dataclasses.replace(accesses[node.id], gather=dataclasses.replace(
+                    accesses[node.id].gather, reason=lowering.reason))
+    inputs += index_operands.values()
     grid = []
     for axis, dim in enumerate(grid_dims):
         extent = dim.static_extent
@@ -125,7 +146,6 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
-    masks, carried_masks, gather_lanes = plan_masks(loop.body)
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",
@@ -141,7 +161,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         carried_masks=carried_masks,
         grid_axis_of=grid_axis_of,
         inner_loops=inner_loops,
-        scratch=plan_scratch(loop.body, inner_loops),
+        scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch),
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),

@@ -1,14 +1,28 @@
 """Gathers: how a load through an index vector (`table[idx, :]`) runs on a TPU.
 
-Mosaic has no vector gather, so the gathered axis of the table stays whole in
-VMEM (a FULL block, or a resident one when tiles also index that axis) and
-the gather is computed from that window: a one-hot matmul for float tables
-(exact at HIGHEST precision: each output is one product by 1.0 plus zeros),
-a select-and-sum for int32 tables (integers must not round through the MXU's
-float passes). Both read the whole table per gather, so a table that would
-crowd VMEM is rejected; per-row DMA for large tables is not implemented.
+Mosaic has no vector gather, so there are two lowerings, chosen here per
+gathered table of a device loop (`choose_table_lowering`) and recorded in
+each gather's `Gather` with the reason:
+
+- resident (small tables): the gathered axis of the table stays whole in VMEM
+  (a FULL block, or a resident one when tiles also index that axis) and the
+  gather is computed from that window: a one-hot matmul for float tables
+  (exact at HIGHEST precision: each output is one product by 1.0 plus zeros),
+  a select-and-sum for int32 tables (integers must not round through the
+  MXU's float passes). Both read the whole table per gather.
+- per-row DMA (large tables, `plan/row_gathers.py`): the table stays in HBM
+  and each index's row is copied into VMEM scratch by its own DMA.
+
+`pallas_indirect_access_mode` (a config key) forces one: "auto" (the default)
+keeps a table resident while its VMEM block is at most
+`GATHER_TABLE_VMEM_FRACTION` of the VMEM budget (the chip's VMEM, or the
+config's `vmem_limit_bytes` when that is smaller: the documented way to move
+the threshold) and copies rows by DMA past it.
 """
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
 
 import torch
 
@@ -17,9 +31,20 @@ from ..ir import GatherIndex, Load
 from .plans import Gather, GatherMethod, Memory, Operand
 from .vmem import padded_bytes
 
-# A gathered table may hold at most this fraction of the chip's VMEM: the rest
+# A gathered table may hold at most this fraction of the VMEM budget: the rest
 # is for the other blocks, their double buffers, and the one-hot operand.
 GATHER_TABLE_VMEM_FRACTION = 0.25
+
+
+class IndirectAccessMode(str, enum.Enum):
+    """The values of the config key `pallas_indirect_access_mode`."""
+
+    AUTO = "auto"  # resident while the table fits the threshold, per-row DMA past it
+    RESIDENT = "resident"  # the table whole in VMEM (one-hot matmul / select-and-sum)
+    DMA = "dma"  # the table in HBM, one DMA per gathered row
+
+
+INDIRECT_ACCESS_MODES = tuple(mode.value for mode in IndirectAccessMode)
 
 _METHODS = {
     torch.float32: GatherMethod.ONE_HOT_MATMUL,
@@ -28,34 +53,90 @@ _METHODS = {
 }
 
 
+@dataclass(frozen=True)
+class TableLowering:
+    """How the gathers of one table in one device loop run, and why."""
+
+    row_dma: bool
+    reason: str
+
+
 def is_gather(node) -> bool:
     return isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
 
 
-def plan_gather(node: Load, axis: int, rows: int) -> Gather:
-    """The gather of `node`, which reads all `rows` of ref axis `axis` of its window."""
-    (item,) = [item for item in node.index if isinstance(item, GatherIndex)]
-    method = _METHODS.get(node.tensor.dtype)
-    if method is None:
+def check_gather_dtype(node: Load) -> None:
+    if node.tensor.dtype not in _METHODS:
         supported = ", ".join(str(dtype).replace("torch.", "") for dtype in _METHODS)
         raise exc.UnsupportedOperation(
             f"Gathering from '{node.tensor.name}' ({node.tensor.dtype}) is not supported; "
             f"gathers read {supported} tables. Convert the table on the host.", node.location)
-    return Gather(item.value, axis, rows, method)
 
 
-def check_gathered_table(operand: Operand, loads: list, vmem_capacity: int) -> None:
-    """Reject a gathered table whose VMEM-resident block is too large for VMEM."""
-    gathers = [node for node in loads if is_gather(node)]
+def plan_gather(node: Load, axis: int, rows: int) -> Gather:
+    """The resident gather of `node`, which reads all `rows` of ref axis `axis` of its window."""
+    (item,) = [item for item in node.index if isinstance(item, GatherIndex)]
+    check_gather_dtype(node)
+    return Gather(item.value, axis, rows, _METHODS[node.tensor.dtype])
+
+
+def gather_vmem_threshold(vmem_capacity: int, vmem_limit: int | None) -> int:
+    """The largest VMEM block a resident gathered table may have."""
+    budget = vmem_capacity if vmem_limit is None else min(vmem_capacity, vmem_limit)
+    return int(budget * GATHER_TABLE_VMEM_FRACTION)
+
+
+def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMode,
+                          vmem_capacity: int, vmem_limit: int | None) -> TableLowering | None:
+    """Resident or per-row DMA for a table (None when none of its accesses `nodes` gathers).
+
+    Raises when the mode's lowering cannot run: a resident table over the
+    threshold, or a per-row DMA the gathers' forms do not allow."""
+    from .row_gathers import row_dma_refusal
+
+    gathers = [node for node in nodes if is_gather(node)]
     if not gathers or operand.memory is not Memory.VMEM_BLOCK:
-        return
+        return None
+    for node in gathers:
+        check_gather_dtype(node)
+    name = operand.symbol.name
     size = padded_bytes(operand.block_shape, operand.symbol.dtype)
-    threshold = int(vmem_capacity * GATHER_TABLE_VMEM_FRACTION)
-    if size > threshold:
-        raise exc.VmemOverflow(
-            f"'{operand.symbol.name}' is gathered, so its gathered axis stays whole in VMEM: "
-            f"{size / 2**20:.1f} MiB, which exceeds the {threshold / 2**20:.1f} MiB VMEM threshold "
-            f"for gathered tables ({GATHER_TABLE_VMEM_FRACTION:.0%} of the chip's "
-            f"{vmem_capacity / 2**20:.0f} MiB). Gathering rows of larger tables by per-row DMA "
-            "is not supported; gather from a smaller table or split it.",
-            gathers[0].location)
+    threshold = gather_vmem_threshold(vmem_capacity, vmem_limit)
+    sizes = (f"its VMEM block is {_mib(size)}, the threshold for resident gathered tables "
+             f"{_mib(threshold)} ({GATHER_TABLE_VMEM_FRACTION:.0%} of {_mib(threshold / GATHER_TABLE_VMEM_FRACTION)} "
+             "of VMEM)")
+    if mode is IndirectAccessMode.RESIDENT or (mode is IndirectAccessMode.AUTO and size <= threshold):
+        if size > threshold:
+            raise _too_large(operand, size, threshold, vmem_capacity, vmem_limit, gathers[0],
+                             "pallas_indirect_access_mode='resident' keeps it whole in VMEM; use 'auto' or "
+                             "'dma' to copy its rows by DMA.")
+        why = ("pallas_indirect_access_mode='resident'" if mode is IndirectAccessMode.RESIDENT
+               else f"'{name}' fits VMEM: {sizes}")
+        return TableLowering(False, why)
+    refusal = row_dma_refusal(nodes)
+    if refusal is not None:
+        why, location = refusal
+        if mode is IndirectAccessMode.DMA:
+            raise exc.UnsupportedOperation(
+                f"pallas_indirect_access_mode='dma' cannot copy the rows of '{name}' by DMA: {why}. "
+                "Use 'auto' or 'resident' for this kernel.", location)
+        raise _too_large(operand, size, threshold, vmem_capacity, vmem_limit, gathers[0],
+                         f"Per-row DMA, the lowering for large tables, does not apply: {why}.")
+    why = ("pallas_indirect_access_mode='dma'" if mode is IndirectAccessMode.DMA
+           else f"'{name}' is too large to keep in VMEM: {sizes}")
+    return TableLowering(True, why)
+
+
+def _too_large(operand: Operand, size: int, threshold: int, vmem_capacity: int, vmem_limit: int | None,
+               node: Load, advice: str) -> exc.VmemOverflow:
+    budget = (f"the chip's {_mib(vmem_capacity)}" if vmem_limit is None or vmem_limit >= vmem_capacity
+              else f"vmem_limit_bytes={vmem_limit}")
+    return exc.VmemOverflow(
+        f"'{operand.symbol.name}' is gathered, so its gathered axis stays whole in VMEM: "
+        f"{_mib(size)}, which exceeds the {_mib(threshold)} VMEM threshold "
+        f"for gathered tables ({GATHER_TABLE_VMEM_FRACTION:.0%} of {budget} of VMEM). {advice}",
+        node.location)
+
+
+def _mib(size: float) -> str:
+    return f"{size / 2**20:.2f} MiB" if size < 2**20 else f"{size / 2**20:.1f} MiB"

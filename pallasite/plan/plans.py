@@ -144,18 +144,40 @@ class GatherMethod(str, enum.Enum):
     ONE_HOT_MATMUL = "one_hot_matmul"
     # where(idx[:, None] == iota, window, 0) summed over the window's axis: exact for ints.
     SELECT_SUM = "select_sum"
+    # The table stays in HBM (pl.ANY); each index's row is copied into VMEM scratch by its
+    # own DMA, its row read as a scalar from an SMEM copy of the index tensor (`RowCopy`).
+    ROW_DMA = "row_dma"
+
+
+@dataclass(frozen=True)
+class RowCopy:
+    """How a `ROW_DMA` gather copies its rows: lane i of the index vector is
+    `index_ref[index_items]` with the tile's item read at `begin + i` (an SMEM
+    copy of the tensor the index vector was loaded from); its row of `table_ref`
+    (pl.ANY) goes to row i of `buffer` (VMEM scratch), all on `semaphore`. Only the
+    lanes in `lanes` (None: all) are copied and waited for; the rest are padding."""
+
+    table_ref: str
+    index_ref: str
+    index_items: tuple  # per axis of the index tensor: a ScalarIndex, or the TileSlice of the lanes
+    lanes: TileRange | None
+    buffer: str
+    semaphore: str
 
 
 @dataclass(frozen=True)
 class Gather:
     """A load that gathers: ref axis `axis` of the read window (all `rows` of the
     table's gathered axis) is replaced by one element per position of `index`
-    (a 1-D int32 Value), as `method` computes it."""
+    (a 1-D int32 Value), as `method` computes it. A `ROW_DMA` gather reads no
+    window: its rows arrive by DMA (`row_copy`), already in the index's order."""
 
     index: Any  # ir.Value
     axis: int
     rows: int
     method: GatherMethod
+    reason: str = ""  # why this lowering (the table's size against the VMEM threshold, or the config)
+    row_copy: RowCopy | None = None  # ROW_DMA only
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""The text of a per-row DMA gather (`plan.RowCopy`): rows copied from HBM into VMEM.
+
+The plan chose the lowering and its names; this writes one copy builder per
+gather (lane -> the DMA of that lane's row), a loop starting every valid
+lane's copy, a loop waiting for each of them, and the read of the buffer.
+"""
+from __future__ import annotations
+
+from ..ir import ScalarIndex, TileSlice
+from .lowering import literal
+
+
+def emit_row_gather(emitter, node, access, indent: int) -> None:
+    gather = access.gather
+    copy = gather.row_copy
+    value = node.output
+    table = node.tensor.name
+    lanes = gather.index.shape[0]
+    emitter.emit(f"# '{table}' stays in HBM ({gather.reason}): one DMA per index copies its row into VMEM",
+                 indent)
+    if copy.lanes is not None:  # a partial tile's padding lanes hold no index: copy none for them
+        count = emitter.names.fresh(f"{table}_lanes")
+        emitter.emit(f"{count} = {emitter.range_count(copy.lanes)}", indent)
+    else:
+        count = str(lanes)
+    builder = emitter.names.fresh(f"{table}_row_copy")
+    lane = emitter.names.fresh("lane")
+    row = emitter.names.fresh("row")
+    position = ", ".join(_index_position(emitter, item, lane) for item in copy.index_items)
+    emitter.emit(f"def {builder}({lane}):", indent)
+    emitter.emit(f"# clamped: an index outside the table never copies past it (interpret mode reports it)",
+                 indent + 1)
+    emitter.emit(f"{row} = jnp.clip({copy.index_ref}[{position}], 0, {gather.rows - 1})", indent + 1)
+    emitter.emit(f"return pltpu.make_async_copy({copy.table_ref}.at[pl.ds({row}, 1)], "
+                 f"{copy.buffer}.at[pl.ds({lane}, 1)], {copy.semaphore}.at[0])", indent + 1)
+    for verb in ("start", "wait"):
+        body = emitter.names.fresh(f"{table}_{verb}_row")
+        emitter.emit(f"def {body}({lane}, carry):", indent)
+        emitter.emit(f"{builder}({lane}).{verb}()", indent + 1)
+        emitter.emit("return carry", indent + 1)
+        emitter.emit(f"lax.fori_loop(0, {count}, {body}, 0)", indent)
+    text = f"{copy.buffer}[...]"
+    if tuple(access.ref_shape) != tuple(value.shape):
+        text = f"{text}.reshape({literal(tuple(value.shape))})"
+    emitter.emit(f"{emitter.bind(value, table)} = {text}", indent)
+
+
+def _index_position(emitter, item, lane: str) -> str:
+    """One axis of the lane's position in the index tensor."""
+    if isinstance(item, TileSlice):
+        return f"{emitter.env[item.dim.begin_value.id]} + {lane}"
+    assert isinstance(item, ScalarIndex)
+    return emitter.render(item.index)

@@ -1,0 +1,241 @@
+"""Per-row DMA gathers (issue #7 §4, §6): `table[idx, :]` from a table that stays in HBM.
+
+A table too large for VMEM is read one row per index: each row is copied by a
+DMA from the pl.ANY table into VMEM scratch, its row index read as a scalar
+from an SMEM copy of the index tensor. The plan chooses this lowering for a
+table over the VMEM threshold (`pallas_indirect_access_mode="auto"`), or the
+config forces it ("dma") or forbids it ("resident"). Tests lower the
+threshold with `vmem_limit_bytes` (the threshold is a fraction of the VMEM
+budget) instead of allocating large tables.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.gathers import GATHER_TABLE_VMEM_FRACTION
+from pallasite.plan.plans import GatherMethod, Memory
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+from plan_helpers import only_call
+
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+DMA = {"pallas_indirect_access_mode": "dma"}
+
+
+def _table(*shape, dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    if dtype == torch.int32:
+        return torch.randint(-1000, 1000, shape, generator=generator, dtype=torch.int32)
+    return torch.randn(shape, generator=generator).to(dtype)
+
+
+def _indices(n, rows, seed=1):
+    return torch.randint(0, rows, (n,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+
+
+def _gathers(kernel, args, **config):
+    call = only_call(kernel, args, **config)
+    return call, [a.gather for a in call.accesses.values() if a.gather is not None]
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_rows(table, indices):
+    n = indices.size(0)
+    out = torch.empty([n, *table.shape[1:]], dtype=table.dtype, device=table.device)
+    for tile in hl.tile(n):
+        idx = indices[tile]
+        out[tile] = table[idx]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_rows_of_a_2d_table_by_dma(dtype):
+    table = _table(64, 256, dtype=dtype)
+    indices = _indices(200, 64)  # a partial last tile: its padding lanes copy nothing
+    _, out = code_and_output(gather_rows, (table, indices), **DMA)
+    assert torch.equal(out, table[indices.long()])
+    call, (gather,) = _gathers(gather_rows, (table, indices), **DMA)
+    assert gather.method is GatherMethod.ROW_DMA and gather.row_copy is not None
+    assert "pallas_indirect_access_mode='dma'" in gather.reason
+    (table_operand,) = [op for op in call.inputs if op.symbol.name == "table"]
+    assert table_operand.memory is Memory.HBM
+    assert any(op.symbol.name == "indices" and op.memory is Memory.SMEM for op in call.inputs)
+    check_tpu_lowering(gather_rows, (table, indices), **DMA)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_rows_of_a_3d_table_by_dma(dtype):
+    table = _table(16, 8, 128, dtype=dtype)
+    indices = _indices(130, 16)
+    _, out = code_and_output(gather_rows, (table, indices), **DMA)
+    assert torch.equal(out, table[indices.long()])
+    check_tpu_lowering(gather_rows, (table, indices), **DMA)
+
+
+def test_a_table_over_the_threshold_is_gathered_by_dma_automatically():
+    table = _table(512, 128)  # 256 KiB: over a quarter of a 512 KiB budget
+    indices = _indices(256, 512)
+    limit = {"vmem_limit_bytes": 512 * 1024}
+    _, (gather,) = _gathers(gather_rows, (table, indices), **limit)
+    assert gather.method is GatherMethod.ROW_DMA and "too large to keep in VMEM" in gather.reason
+    _, out = code_and_output(gather_rows, (table, indices), **limit)
+    assert torch.equal(out, table[indices.long()])
+    check_tpu_lowering(gather_rows, (table, indices), **limit)
+    # the same table within the chip's budget stays resident
+    _, (gather,) = _gathers(gather_rows, (table, indices))
+    assert gather.method is GatherMethod.ONE_HOT_MATMUL and "fits VMEM" in gather.reason
+
+
+def test_resident_mode_over_the_threshold_is_an_error_with_the_numbers():
+    table, indices = _table(512, 128), _indices(256, 512)
+    config = {"vmem_limit_bytes": 512 * 1024, "pallas_indirect_access_mode": "resident"}
+    with pytest.raises(exc.VmemOverflow, match=r"0\.25 MiB, which exceeds the 0\.12 MiB VMEM threshold") as info:
+        gather_rows.bind((table, indices)).plan(config)
+    assert "'dma'" in str(info.value) and f"{GATHER_TABLE_VMEM_FRACTION:.0%}" in str(info.value)
+
+
+def test_a_gathered_block_too_large_even_for_dma_is_an_error():
+    table, indices = _table(64, 4096), _indices(256, 64)  # the 128-row block is 2 MiB
+    config = {"vmem_limit_bytes": 4 * 2**20, **DMA}
+    with pytest.raises(exc.VmemOverflow, match=r"VMEM buffer of \[128, 4096\] float32: 2\.00 MiB, over the 1\.00 MiB"):
+        gather_rows.bind((table, indices)).plan(config)
+
+
+@pytest.mark.parametrize("mode", ["auto", "resident", "dma"])
+def test_every_mode_gives_the_same_rows(mode):
+    table, indices = _table(40, 128, dtype=torch.bfloat16), _indices(100, 40)
+    _, out = code_and_output(gather_rows, (table, indices), pallas_indirect_access_mode=mode)
+    assert torch.equal(out, table[indices.long()])
+
+
+@pytest.mark.parametrize("value", ["one-hot", "DMA", 1, None])
+def test_a_bad_mode_is_rejected(value):
+    with pytest.raises(exc.InvalidConfig, match="pallas_indirect_access_mode"):
+        pallasite.Config(pallas_indirect_access_mode=value)
+
+
+def test_the_mode_is_part_of_the_compile_key():
+    assert pallasite.Config(**DMA).key() != pallasite.Config(pallas_indirect_access_mode="auto").key()
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32]))
+def bag_sums(table, indices):
+    bags, bag_size = indices.size()
+    dim = table.size(1)
+    out = torch.empty([bags, dim], dtype=torch.float32, device=table.device)
+    for g in hl.grid(bags):
+        acc = hl.zeros([dim], dtype=torch.float32)
+        for tile in hl.tile(bag_size):
+            idx = indices[g, tile]
+            acc = acc + table[idx, :].to(torch.float32).sum(0)
+        out[g, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int32])
+def test_a_dma_gather_in_an_inner_loop(loop_type, dtype):
+    table = _table(40, 128, dtype=dtype)
+    indices = _indices(3 * 70, 40).reshape(3, 70)  # 70 = 2 tiles of 32 + a partial one
+    config = {"pallas_loop_type": loop_type, **DMA}
+    _, out = code_and_output(bag_sums, (table, indices), **config)
+    torch.testing.assert_close(out, table.float()[indices.long()].sum(1), rtol=1e-5, atol=1e-4)
+    check_tpu_lowering(bag_sums, (table, indices), **config)
+
+
+@pytest.mark.parametrize("bad", [64, -1, 1000])
+def test_an_index_outside_the_table_is_an_error(bad):
+    table, indices = _table(64, 128), _indices(200, 64)
+    indices[150] = bad
+    with pytest.raises(exc.ShapeMismatch) as info:
+        code_and_output(gather_rows, (table, indices), **DMA)
+    message = str(info.value)
+    assert f"is {bad}" in message and "table.size(0) is 64" in message
+    assert "out[tile] = table[idx]" in message and "test_gathers_dma.py" in message
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_index_outside_the_table_in_an_inner_loop_is_an_error(loop_type):
+    table, indices = _table(40, 128), _indices(2 * 70, 40).reshape(2, 70)
+    indices[1, 69] = 40
+    with pytest.raises(exc.ShapeMismatch, match=r"is 40 but table.size\(0\) is 40"):
+        code_and_output(bag_sums, (table, indices), pallas_loop_type=loop_type, **DMA)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_the_embedding_bag_example_by_dma(loop_type):
+    from examples import embedding_bag as example
+
+    inputs = example.example_inputs()
+    config = {"block_sizes": [32], "pallas_loop_type": loop_type, **DMA}
+    _, out = code_and_output(example.embedding_bag, inputs, **config)
+    torch.testing.assert_close(out, example.reference(*inputs), rtol=1e-5, atol=1e-4)
+    _, resident = code_and_output(example.embedding_bag, inputs, block_sizes=[32], pallas_loop_type=loop_type,
+                                  pallas_indirect_access_mode="resident")
+    torch.testing.assert_close(out, resident, rtol=1e-6, atol=1e-5)
+    check_tpu_lowering(example.embedding_bag, inputs, **config)
+
+
+# ---------------------------------------------------- forms that stay resident --
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def shift_left(x):
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0) - 1):
+        out[tile] = x[tile.index + 1]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_middle_axis(table, indices):
+    a, _, c = table.size()
+    n = indices.size(0)
+    out = torch.empty([a, n, c], dtype=table.dtype, device=table.device)
+    for tile in hl.tile(n):
+        out[:, tile, :] = table[:, indices[tile], :]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64, 128]))
+def gather_and_tile(values, indices):
+    m, n = indices.size(0), values.size(1)
+    out = torch.empty([m, n], dtype=values.dtype, device=values.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        out[tile_m, tile_n] = values[indices[tile_m], tile_n]
+    return out
+
+
+def test_a_computed_index_vector_cannot_be_copied_by_dma():
+    with pytest.raises(exc.UnsupportedOperation, match="computed on the device") as info:
+        shift_left.bind((_table(300),)).plan(DMA)
+    assert "idx = indices[tile]" in str(info.value) and "x[tile.index + 1]" in str(info.value)
+
+
+def test_a_gather_along_a_middle_dim_keeps_the_resident_lowering():
+    args = (_table(8, 24, 128), _indices(200, 24))
+    with pytest.raises(exc.UnsupportedOperation, match="gathers along dim 1; .* first dim only") as info:
+        gather_middle_axis.bind(args).plan(DMA)
+    assert "table[:, indices[tile], :]" in str(info.value)
+    _, out = code_and_output(gather_middle_axis, args)  # auto: small, resident
+    assert torch.equal(out, args[0][:, args[1].long(), :])
+
+
+def test_a_large_table_gathered_along_a_middle_dim_says_why_dma_does_not_apply():
+    args = (_table(8, 64, 128), _indices(200, 64))
+    with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold.* gathers along dim 1"):
+        gather_middle_axis.bind(args).plan({"vmem_limit_bytes": 512 * 1024})
+
+
+def test_a_partial_row_cannot_be_copied_by_dma():
+    with pytest.raises(exc.UnsupportedOperation, match="part of each row"):
+        gather_and_tile.bind((_table(50, 256), _indices(100, 50))).plan(DMA)
+
+
+def test_reference_mode_agrees_with_the_dma_lowering():
+    table, indices = _table(64, 256, dtype=torch.bfloat16), _indices(200, 64)
+    _, out = code_and_output(gather_rows, (table, indices), **DMA)
+    assert torch.equal(out, run_ref(gather_rows, (table, indices)))
