@@ -188,11 +188,14 @@ def test_a_scatter_store_is_rejected_with_the_line():
     assert "not supported yet" not in str(info.value)
 
 
-def test_a_table_too_large_for_vmem_is_rejected():
+def test_a_table_too_large_for_vmem_is_gathered_by_dma_or_rejected_when_forced_resident():
     table = torch.empty(160_000, 128)  # 78 MiB: past a quarter of any chip's VMEM
+    bound = gather_rows.bind((table, _indices(128, 10)))
+    (gather,) = [a.gather for a in bound.plan().calls[0].accesses.values() if a.gather is not None]
+    assert gather.method is GatherMethod.ROW_DMA  # tests/test_gathers_dma.py runs this lowering
     with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold") as info:
-        gather_rows.bind((table, _indices(128, 10))).to_code()
-    assert "DMA" in str(info.value)
+        bound.to_code({"pallas_indirect_access_mode": "resident"})
+    assert "'dma'" in str(info.value)
 
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)

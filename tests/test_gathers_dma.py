@@ -239,3 +239,53 @@ def test_reference_mode_agrees_with_the_dma_lowering():
     table, indices = _table(64, 256, dtype=torch.bfloat16), _indices(200, 64)
     _, out = code_and_output(gather_rows, (table, indices), **DMA)
     assert torch.equal(out, run_ref(gather_rows, (table, indices)))
+
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def double(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_the_config_spec_offers_the_modes_only_to_kernels_that_gather():
+    modes = gather_rows.bind((_table(8, 128), _indices(8, 8))).config_spec.indirect_access_modes
+    assert modes == ("auto", "resident", "dma")
+    assert shift_left.bind((_table(300),)).config_spec.indirect_access_modes == modes
+    assert double.bind((_table(300),)).config_spec.indirect_access_modes == ()
+
+
+# ------------------------------------------------------------- race detector --
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_the_dma_gather_is_race_free_on_two_cores(loop_type, monkeypatch):
+    from examples import embedding_bag as example
+    from pallasite.runtime import interpret
+
+    monkeypatch.setenv(interpret.CORES_ENV, "2")
+    monkeypatch.setenv(interpret.SEED_ENV, "7")  # visit parallel grid points out of order
+    inputs = example.example_inputs()
+    example.embedding_bag.reset()  # compile anew under two cores
+    try:
+        compiled = example.embedding_bag.bind(inputs).compile_config(
+            {"pallas_loop_type": loop_type, **DMA})
+        assert compiled.module.INTERPRET.detect_races
+        out = compiled(*inputs)  # a race, or a semaphore left signalled, raises exc.DataRace
+    finally:
+        example.embedding_bag.reset()
+    torch.testing.assert_close(out, example.reference(*inputs), rtol=1e-5, atol=1e-4)
+
+
+def test_a_row_copy_never_waited_for_is_reported():
+    """The detector this file relies on: drop the loop waiting for the row copies."""
+    from pallasite.runtime.kernel import CompiledKernel
+
+    table, indices = _table(64, 128), _indices(200, 64)
+    compiled = gather_rows.bind((table, indices)).compile_config(DMA)
+    (wait,) = [line for line in compiled.code.splitlines() if "table_wait_row, 0)" in line]
+    racy = CompiledKernel(compiled.bound, compiled.config, compiled.code.replace(wait, ""),
+                          compiled.result_structure)
+    with pytest.raises(exc.DataRace):
+        racy(table, indices)

@@ -6,7 +6,8 @@ from typing import Callable
 
 from .. import exc
 from ..config import Config
-from ..ir import KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
+from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
+from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, default_strategies
 from ..plan.tpu_tiling import AxisRule
 
@@ -71,6 +72,10 @@ class ConfigSpec:
             isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
         # `loop_orders` has one permutation per device loop tiling several dims.
         self.multi_dim_loops = [len(call.loop.dims) for call in ir.device_loops if len(call.loop.dims) > 1]
+        # `pallas_indirect_access_mode` chooses how gathers (`table[idx, :]`) read their table.
+        self.has_gathers = any(
+            isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
+            for call in ir.device_loops for node in walk_nodes(call.loop.body))
         rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
         for call in ir.device_loops:
             for node in walk_nodes(call.loop.body):
@@ -94,6 +99,12 @@ class ConfigSpec:
     def loop_types(self) -> tuple[str, ...]:
         """The inner-loop strategies this kernel can choose between (none without inner loops)."""
         return tuple(STRATEGIES) if self.has_inner_loops else ()
+
+    @property
+    def indirect_access_modes(self) -> tuple[str, ...]:
+        """The gather lowerings this kernel can choose between (none without gathers);
+        "auto" (the plan decides by the table's size) is the default."""
+        return INDIRECT_ACCESS_MODES if self.has_gathers else ()
 
     def default_config(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
