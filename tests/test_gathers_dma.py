@@ -289,3 +289,15 @@ def test_a_row_copy_never_waited_for_is_reported():
                           compiled.result_structure)
     with pytest.raises(exc.DataRace):
         racy(table, indices)
+
+
+def test_the_schedule_metrics_count_the_copied_rows():
+    from pallasite.plan.metrics import schedule_metrics
+
+    table, indices = _table(64, 256), _indices(256, 64)
+    bound = gather_rows.bind((table, indices))
+    dma = schedule_metrics(bound.plan(DMA)).hbm_bytes
+    resident = schedule_metrics(bound.plan({"pallas_indirect_access_mode": "resident"})).hbm_bytes
+    rows = 256 * 256 * 4  # two index tiles of 128 rows, one DMA per row
+    smem_indices = 256 * 4  # the SMEM copy the row indices are read from
+    assert dma == resident - table.numel() * 4 + rows + smem_indices

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..ir import TileLoop
+from ..ir import IfBlock, TileLoop
 from .index_expr import DataDependent, evaluate
 from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
 
@@ -66,6 +66,10 @@ def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
             traffic += blocks
             exposed += 1
     padding = _host_padding(call)
+    rows = _row_gather_traffic(call.call.loop.body, call, len(steps))
+    if rows is None:
+        return ScheduleMetrics(None, minimum, padding, None)
+    traffic += rows
     runs = _loop_runs(call.call.loop.body, call, len(steps))
     for loop_id, loop_plan in call.inner_loops.items():
         if not loop_plan.streams:
@@ -111,6 +115,34 @@ def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
         start = block_index * extent
         count *= max(0, min(size, start + extent) - start)
     return count
+
+
+def _row_gather_traffic(body: list, call: PallasCallPlan, factor: int | None) -> int | None:
+    """Bytes per-row DMA gathers copy (every lane of each index tile, an upper bound for a
+    partial one) when the body runs `factor` times; None if a trip count depends on data."""
+    total = 0
+    for item in body:
+        if isinstance(item, TileLoop):
+            trips = call.inner_loops[item.id].static_trips
+            inner = _row_gather_traffic(item.body, call, None if factor is None or trips is None
+                                        else factor * trips[0])
+            if inner is None:
+                return None
+            total += inner
+            continue
+        if isinstance(item, IfBlock):  # both branches: an upper bound
+            for branch in (item.then_body, item.else_body):
+                inner = _row_gather_traffic(branch, call, factor)
+                if inner is None:
+                    return None
+                total += inner
+            continue
+        access = call.accesses.get(getattr(item, "id", None))
+        if access is not None and access.gather is not None and access.gather.row_copy is not None:
+            if factor is None:
+                return None
+            total += factor * _nbytes(access.ref_shape, item.tensor.dtype)
+    return total
 
 
 def _loop_runs(body: list, call: PallasCallPlan, grid_steps: int, factor: int | None = None) -> dict:
