@@ -4,8 +4,10 @@ Bag ``g`` is ``indices[offsets[g]:offsets[g + 1]]`` (as ``torch.nn.functional.
 embedding_bag`` with ``mode="sum"``). Each program owns one bag (``hl.grid``),
 reads its bounds as scalars, and walks its indices with an inner
 ``hl.tile(start, end)`` loop; ``table[idx, :]`` gathers the rows of each index
-tile. The table stays whole in VMEM and the gather is a one-hot matmul (exact
-at HIGHEST precision); the lanes of a partial index tile past the bag's end
+tile. This small table stays whole in VMEM and the gather is a one-hot matmul
+(exact at HIGHEST precision); a table too large for VMEM (or the config
+``pallas_indirect_access_mode="dma"``) stays in HBM and each index's row is
+copied by its own DMA instead. The lanes of a partial index tile past the bag's end
 hold no valid index, so their rows are masked out of the sum. The example's
 bags include an empty one and bags that start mid-block; the table is bf16
 and the sums are float32.

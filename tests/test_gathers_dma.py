@@ -76,6 +76,29 @@ def test_rows_of_a_3d_table_by_dma(dtype):
     check_tpu_lowering(gather_rows, (table, indices), **DMA)
 
 
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def gather_into_a_new_axis(table, indices):
+    n = indices.size(0)
+    out = torch.empty([n, 1, table.size(1)], dtype=table.dtype, device=table.device)
+    for tile in hl.tile(n):
+        out[tile, :, :] = table[indices[tile], None, :] + 1
+    return out
+
+
+def test_elements_of_a_1d_table_by_dma():
+    table, indices = _table(300), _indices(200, 300)
+    _, out = code_and_output(gather_rows, (table, indices), **DMA)
+    assert torch.equal(out, table[indices.long()])
+    check_tpu_lowering(gather_rows, (table, indices), **DMA)
+
+
+def test_a_dma_gather_with_a_new_axis():
+    table, indices = _table(50, 128), _indices(200, 50)
+    _, out = code_and_output(gather_into_a_new_axis, (table, indices), **DMA)
+    assert torch.equal(out, table[indices.long(), None, :] + 1)
+    check_tpu_lowering(gather_into_a_new_axis, (table, indices), **DMA)
+
 def test_a_table_over_the_threshold_is_gathered_by_dma_automatically():
     table = _table(512, 128)  # 256 KiB: over a quarter of a 512 KiB budget
     indices = _indices(256, 512)
