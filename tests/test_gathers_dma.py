@@ -321,3 +321,9 @@ def test_the_schedule_metrics_count_the_copied_rows():
     rows = 256 * 256 * 4  # two index tiles of 128 rows, one DMA per row
     smem_indices = 256 * 4  # the SMEM copy the row indices are read from
     assert dma == resident - table.numel() * 4 + rows + smem_indices
+
+
+def test_an_index_tensor_too_large_for_smem_is_an_error():
+    args = (_table(64, 128), _indices(20_000, 64))
+    with pytest.raises(exc.UnsupportedOperation, match=r"'indices' \[20000\] takes 78 KiB, more than the 64 KiB"):
+        gather_rows.bind(args).plan(DMA)

@@ -36,6 +36,9 @@ def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
             verb = "written" if not isinstance(node, Load) else "read without an index vector"
             return f"it is also {verb} ({access_text(node)}), so it must be whole in VMEM", node.location
         items = [item for item in node.index if not isinstance(item, NewAxis)]
+        if 0 in node.tensor.shape:
+            return f"'{node.tensor.name}' is empty (shape {list(node.tensor.shape)}), it has no row to copy", \
+                node.location
         if not isinstance(items[0], GatherIndex):
             (axis,) = [a for a, item in enumerate(items) if isinstance(item, GatherIndex)]
             return (f"{access_text(node)} gathers along dim {axis}; per-row DMA copies rows of the first "
@@ -66,12 +69,11 @@ def _index_source_refusal(value) -> str | None:
         return f"its index vector {access_text(source)} is not one tile of '{tensor.name}'; {advice}"
     if tensor.dtype != torch.int32:
         return f"its index tensor '{tensor.name}' is {tensor.dtype}; {advice}"
-    numel = 1
-    for size in tensor.shape:
-        numel *= size
-    if numel > SMEM_MAX_ELEMENTS:
-        return (f"its index tensor '{tensor.name}' has {numel} elements, more than the {SMEM_MAX_ELEMENTS} "
-                "an SMEM copy may hold; split the call into chunks of indices")
+    size = padded_bytes(tensor.shape, tensor.dtype)  # SMEM pads like VMEM, conservatively
+    if size > SMEM_MAX_ELEMENTS * 4:
+        return (f"its index tensor '{tensor.name}' {list(tensor.shape)} takes {size // 1024} KiB, more than "
+                f"the {SMEM_MAX_ELEMENTS * 4 // 1024} KiB an SMEM copy may hold; split the call into chunks "
+                "of indices")
     return None
 
 
