@@ -67,9 +67,11 @@ def test_rows_of_a_2d_table_by_dma(dtype):
     check_tpu_lowering(gather_rows, (table, indices), **DMA)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
-def test_rows_of_a_3d_table_by_dma(dtype):
-    table = _table(16, 8, 128, dtype=dtype)
+@pytest.mark.parametrize("dtype, shape", [
+    (torch.float32, (16, 8, 128)), (torch.bfloat16, (16, 8, 128)), (torch.int32, (16, 8, 128)),
+    (torch.float32, (16, 2, 8, 128)), (torch.bfloat16, (16, 2, 1, 16, 128))])
+def test_rows_of_a_3d_to_5d_table_by_dma(dtype, shape):
+    table = _table(*shape, dtype=dtype)
     indices = _indices(130, 16)
     _, out = code_and_output(gather_rows, (table, indices), **DMA)
     assert torch.equal(out, table[indices.long()])
