@@ -15,7 +15,7 @@ import torch
 
 from .. import exc
 from ..ir import (
-    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
+    Allocate, DeviceLoopCall, FullSlice, GatherIndex, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
@@ -287,6 +287,20 @@ class OpRecorder:
             raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
         node = Store("store", (operand,), {}, [], self.location, tensor=symbol, index=index)
         self._device_body_stack[-1].append(node)
+
+    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
+        """`hl.atomic_add` with tile/scalar indices: load, add, store in the owning program."""
+        if self.device is None or not isinstance(tensor, HostTensor):
+            raise exc.UnsupportedSyntax("hl.atomic_add(tensor, [index...], value) adds into a kernel "
+                                        "tensor inside a device loop.")
+        symbol = tensor.symbol
+        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
+        if any(isinstance(item, GatherIndex) for item in index):
+            from ..language import atomic_add_index_tensor_error
+            raise atomic_add_index_tensor_error(symbol.name)
+        old = self.subscript(tensor, key)
+        self.store(tensor, key, old + value)
+        return old
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
         if self.device is None:

@@ -13,6 +13,7 @@ from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .gathers import check_gathered_table
+from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
 from .masks import plan_masks
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
@@ -86,6 +87,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         except exc.PallasiteError as err:
             raise err.with_location(use.nodes[0].location)
         check_gathered_table(operand, use.loads, vmem_capacity)
+        check_scattered_output(operand, use.stores, vmem_capacity)
         name = use.symbol.name
         if not use.stores:
             inputs.append(operand)
@@ -105,13 +107,15 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             ))
         for node in use.nodes:
             accesses[node.id] = plan_access(node, operand)
+    scattered = {use.symbol.id for use in uses if any(is_scatter(node) for node in use.stores)}
     grid = []
     for axis, dim in enumerate(grid_dims):
         extent = dim.static_extent
         reason = ""
         for operand, used in output_axes:
             if axis not in used:
-                reason = f"output '{operand.symbol.name}' keeps one block across this axis"
+                reason = (scatter_grid_reason(operand.symbol.name) if operand.symbol.id in scattered else
+                          f"output '{operand.symbol.name}' keeps one block across this axis")
                 break
             chosen_by = _tables_choosing_blocks(operand, axis)
             if chosen_by:
@@ -126,6 +130,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
     masks, carried_masks, gather_lanes = plan_masks(loop.body)
+    accesses = with_scatter_lanes(accesses, gather_lanes)
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",

@@ -349,6 +349,17 @@ class ReferenceRunner:
             return prng.draw(self.frames, list(like.shape), self._random_seed, stream, dtype or like.dtype,
                              sized_by_tiles=False, lane_axes=set(lanes.of(like)))
 
+    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> torch.Tensor:
+        """`hl.atomic_add` with tile/scalar indices: `tensor[key] += value`, the old values returned."""
+        if not self.in_device or lanes.is_device(tensor) or not isinstance(tensor, torch.Tensor):
+            raise exc.UnsupportedSyntax("hl.atomic_add(tensor, [index...], value) adds into a kernel "
+                                        "tensor inside a device loop.")
+        if any(isinstance(item, torch.Tensor) and item.ndim > 0 for item in key):
+            raise hl.atomic_add_index_tensor_error(self.name_of(tensor))
+        old = tensor[key]
+        tensor[key] = old + value
+        return old
+
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:
             raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
