@@ -356,3 +356,34 @@ def test_a_scatter_with_two_index_vectors_is_rejected_with_what_to_write():
 def test_atomic_add_rejects_an_unknown_sem():
     with pytest.raises(exc.UnsupportedOperation, match="sem must be one of"):
         code_and_output(atomic_add_bad_sem, (torch.zeros(64), _values(64)))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[1, 32]))
+def scatter_from_batches(out, x, dest):
+    batches, n, _ = x.size()
+    for tile_b, tile in hl.tile([batches, n]):
+        out[dest[tile_b.begin, tile], :] = x[tile_b.begin, tile, :]
+    return out
+
+
+@pytest.mark.parametrize("loop_orders", [None, [[1, 0]]])
+def test_the_last_program_in_grid_order_wins(loop_orders):
+    out = torch.zeros(8, 128)
+    x = _values(3, 40, 128)
+    dest = _indices(3 * 40, 8).reshape(3, 40)
+    config = {"block_sizes": [1, 32], **({"loop_orders": loop_orders} if loop_orders else {})}
+    # the programs in grid order: batch-major, or tile-major with loop_orders [[1, 0]]
+    def written_in_order(tile_major):
+        programs = sorted(((b, t) for b in range(3) for t in range(2)), key=lambda p: p[::-1] if tile_major else p)
+        expected = out.clone()
+        for b, t in programs:
+            for lane in range(t * 32, min(t * 32 + 32, 40)):
+                expected[dest[b, lane]] = x[b, lane]
+        return expected
+
+    expected = written_in_order(tile_major=bool(loop_orders))
+    assert not torch.equal(expected, written_in_order(tile_major=not loop_orders))  # the order matters here
+    _, result = code_and_output(scatter_from_batches, (out.clone(), x, dest), **config)
+    assert torch.equal(result, expected)
+    assert torch.equal(run_ref(scatter_from_batches, (out.clone(), x, dest), config=pallasite.Config(**config)),
+                       expected)
