@@ -387,3 +387,26 @@ def test_the_last_program_in_grid_order_wins(loop_orders):
     assert torch.equal(result, expected)
     assert torch.equal(run_ref(scatter_from_batches, (out.clone(), x, dest), config=pallasite.Config(**config)),
                        expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16, 128]))
+def atomic_column_sums(x):
+    m, n = x.size()
+    out = torch.zeros([n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        hl.atomic_add(out, [tile_n], x[tile_m, tile_n].sum(0))
+    return out
+
+
+def test_atomic_add_accumulates_across_programs():
+    """Programs of tile_m all add into the same columns: the axis runs in order, and the
+    column tile inside it keeps one resident block (it must not change between visits)."""
+    x = _values(40, 300)
+    _, result = code_and_output(atomic_column_sums, (x,))
+    torch.testing.assert_close(result, x.sum(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(run_ref(atomic_column_sums, (x,)), x.sum(0), rtol=1e-5, atol=1e-5)
+    call = only_call(atomic_column_sums, (x,))
+    assert [axis.semantics for axis in call.grid] == [Semantics.ARBITRARY, Semantics.ARBITRARY]
+    (out_operand,) = call.outputs
+    assert out_operand.axes[0].kind is BlockKind.RESIDENT and "atomically added" in out_operand.axes[0].reason
+    check_tpu_lowering(atomic_column_sums, (x,))

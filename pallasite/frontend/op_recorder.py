@@ -262,7 +262,8 @@ class OpRecorder:
         value = self.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
         return DeviceTensor(self, value)
 
-    def store(self, tensor: Any, key: Any, value: Any) -> None:
+    def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
+        """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
         if self.device is None:
             return self._host_store(tensor, key, value)
         if isinstance(tensor, DeviceTensor):
@@ -285,7 +286,8 @@ class OpRecorder:
                 )
         elif not isinstance(operand, (int, float, bool)):
             raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
-        node = Store("store", (operand,), {}, [], self.location, tensor=symbol, index=index)
+        node = Store("store", (operand,), {"atomic": True} if atomic else {}, [], self.location,
+                     tensor=symbol, index=index)
         self._device_body_stack[-1].append(node)
 
     def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
@@ -299,7 +301,7 @@ class OpRecorder:
             from ..language import atomic_add_index_tensor_error
             raise atomic_add_index_tensor_error(symbol.name)
         old = self.subscript(tensor, key)
-        self.store(tensor, key, old + value)
+        self.store(tensor, key, old + value, atomic=True)
         return old
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:

@@ -78,7 +78,7 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
               for axis, items in enumerate(per_axis)]
     if use.stores:
         blocks = _resident_inside_revisits(symbol, blocks, array_shape, grid_axis_of)
-    if any(is_scatter(node) for node in use.stores):
+    if any(is_scatter(node) or node.kwargs.get("atomic") for node in use.stores):
         blocks = widened_for_scatter(symbol, blocks, grid_axis_of, lambda dim, size, axis: _resident_length(
             dim, size, AxisRule(symbol.name, axis, rank, size, symbol.dtype)))
     for axis, block in enumerate(blocks):

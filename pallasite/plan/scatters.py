@@ -59,7 +59,9 @@ def widened_for_scatter(symbol, blocks: list[AxisBlock], grid_axis_of: dict[int,
     """A scattered tensor's block does not change along the grid axes that choose none
     of its blocks (the rows come from the data), so it is revisited across them; a
     grid tile of the tensor inside the outermost such axis would change the block
-    between two visits, so it stays resident (one block for the whole range).
+    between two visits, so it stays resident (one block for the whole range). So
+    does the target of an `hl.atomic_add` that accumulates across programs
+    (`hl.atomic_add(out, [tile_n], v)` in a loop over [m, n]).
 
     `resident_length(dim, size, axis)` is the block length that holds every tile of dim."""
     used = set()
@@ -74,7 +76,8 @@ def widened_for_scatter(symbol, blocks: list[AxisBlock], grid_axis_of: dict[int,
         if block.kind is BlockKind.TILE and grid_axis_of[block.dim.id] > outer:
             block = AxisBlock(
                 BlockKind.RESIDENT, resident_length(block.dim, symbol.shape[axis], axis), ZERO, block.dim,
-                reason=f"'{symbol.name}' is scattered, so its block stays the same along grid axis "
+                reason=f"'{symbol.name}' is scattered or atomically added to, so its block stays the same "
+                       f"along grid axis "
                        f"{outer}, and tile '{block.dim.name}' inside it stays resident")
         widened.append(block)
     return widened
