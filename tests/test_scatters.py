@@ -410,3 +410,42 @@ def test_atomic_add_accumulates_across_programs():
     (out_operand,) = call.outputs
     assert out_operand.axes[0].kind is BlockKind.RESIDENT and "atomically added" in out_operand.axes[0].reason
     check_tpu_lowering(atomic_column_sums, (x,))
+
+
+@pallasite.kernel
+def scatter_under_a_device_if(out, x, dest, flags):
+    for g in hl.grid(x.size(0)):
+        if flags[g] > 0:
+            out[dest[g, :], :] = x[g, :, :]
+    return out
+
+
+def test_a_scatter_under_a_device_if():
+    out = torch.zeros(16, 128)
+    x = _values(3, 8, 128)
+    dest = _indices(24, 16).reshape(3, 8)
+    flags = torch.tensor([1, 0, 1], dtype=torch.int32)
+    expected = out.clone()
+    for g in (0, 2):
+        expected = _scattered(expected, dest[g], x[g])
+    _, result = code_and_output(scatter_under_a_device_if, (out.clone(), x, dest, flags))
+    assert torch.equal(result, expected)
+    assert torch.equal(run_ref(scatter_under_a_device_if, (out.clone(), x, dest, flags)), expected)
+    check_tpu_lowering(scatter_under_a_device_if, (out, x, dest, flags))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32]))
+def scatter_cast(out, x, dest):
+    for tile in hl.tile(x.size(0)):
+        out[dest[tile], :] = x[tile, :]
+    return out
+
+
+def test_a_value_of_another_dtype_is_cast_as_a_store_casts():
+    out = torch.zeros(16, 128)
+    x = _values(40, 128, dtype=torch.bfloat16)
+    dest = _indices(40, 16)
+    expected = _scattered(out, dest, x.float())
+    _, result = code_and_output(scatter_cast, (out.clone(), x, dest))
+    assert torch.equal(result, expected)
+    assert torch.equal(run_ref(scatter_cast, (out.clone(), x, dest)), expected)

@@ -81,7 +81,7 @@ def _scatter(view: torch.Tensor, axis: int, index: torch.Tensor, value: Any, tar
     last.scatter_reduce_(0, index.long(), lane, reduce="amax")
     keep = lane[last[index.long()] == lane]
     if isinstance(value, torch.Tensor):
-        value = torch.broadcast_to(value, target).index_select(axis, keep)
+        value = torch.broadcast_to(value, target).index_select(axis, keep).to(view.dtype)  # as a store casts
     view[(slice(None),) * axis + (index[keep],)] = value
 
 
