@@ -449,3 +449,16 @@ def test_a_value_of_another_dtype_is_cast_as_a_store_casts():
     _, result = code_and_output(scatter_cast, (out.clone(), x, dest))
     assert torch.equal(result, expected)
     assert torch.equal(run_ref(scatter_cast, (out.clone(), x, dest)), expected)
+
+
+def test_an_int32_scatter_too_large_for_its_select_is_rejected():
+    args = (torch.zeros(4096, 256, dtype=torch.int32), torch.zeros(256, 256, dtype=torch.int32), _indices(256, 4096))
+    with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold for scatters") as info:
+        scatter_rows.bind(args).to_code()
+    assert "out[dest[tile], :] = x[tile, :] * 2" in str(info.value)
+
+
+def test_a_scattered_output_too_large_for_vmem_is_rejected():
+    args = (torch.zeros(160_000, 128), torch.zeros(64, 128), _indices(64, 160_000))
+    with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold for scattered outputs"):
+        scatter_rows.bind(args).to_code()

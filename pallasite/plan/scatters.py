@@ -114,6 +114,18 @@ def check_scattered_output(operand: Operand, stores: list, vmem_capacity: int) -
             f"for scattered outputs ({SCATTER_WINDOW_VMEM_FRACTION:.0%} of the chip's "
             f"{vmem_capacity / 2**20:.0f} MiB). Scatter into a smaller tensor or split it.",
             scatters[0].location)
+    for node in scatters:  # int32 picks by select-and-sum over a (rows, lanes, rest) array
+        if _METHODS.get(node.tensor.dtype) is not GatherMethod.SELECT_SUM:
+            continue
+        (item,) = [item for item in node.index if isinstance(item, GatherIndex)]
+        lanes = item.value.shape[0]
+        select = padded_bytes((*operand.block_shape, lanes), operand.symbol.dtype)
+        if select > threshold:
+            raise exc.VmemOverflow(
+                f"Scattering {lanes} lanes into int32 '{operand.symbol.name}' selects from a "
+                f"{select / 2**20:.1f} MiB array (rows x lanes x the rest of the window), which exceeds "
+                f"the {threshold / 2**20:.1f} MiB VMEM threshold for scatters; use a smaller block size "
+                "for the index tile or tile the other axes.", node.location)
 
 
 __all__ = ["is_scatter", "plan_scatter", "widened_for_scatter", "with_scatter_lanes", "check_scattered_output"]
