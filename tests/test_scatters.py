@@ -462,3 +462,20 @@ def test_a_scattered_output_too_large_for_vmem_is_rejected():
     args = (torch.zeros(160_000, 128), torch.zeros(64, 128), _indices(64, 160_000))
     with pytest.raises(exc.VmemOverflow, match="exceeds the .* VMEM threshold for scattered outputs"):
         scatter_rows.bind(args).to_code()
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16]))
+def scatter_middle_axis(out, x, dest):
+    for tile in hl.tile(x.size(1)):
+        out[:, dest[tile], :] = x[:, tile, :]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_a_3d_destination_scattered_along_its_middle_axis(dtype):
+    out = _values(4, 24, 128, dtype=dtype, seed=10)
+    x = _values(4, 40, 128, dtype=dtype)
+    dest = _indices(40, 24)
+    _, result = code_and_output(scatter_middle_axis, (out.clone(), x, dest))
+    assert torch.equal(result, _scattered(out, dest, x, axis=1))
+    check_tpu_lowering(scatter_middle_axis, (out, x, dest))
