@@ -479,3 +479,43 @@ def test_a_3d_destination_scattered_along_its_middle_axis(dtype):
     _, result = code_and_output(scatter_middle_axis, (out.clone(), x, dest))
     assert torch.equal(result, _scattered(out, dest, x, axis=1))
     check_tpu_lowering(scatter_middle_axis, (out, x, dest))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32]))
+def add_into_unique_rows(out, x, dest):
+    for tile in hl.tile(x.size(0)):
+        idx = dest[tile]
+        out[idx, :] = out[idx, :] + x[tile, :]
+    return out
+
+
+def test_a_gather_then_a_scatter_through_the_same_index_adds_into_unique_rows():
+    """What the atomic_add rejection suggests for unique indices."""
+    out = _values(64, 128, seed=11)
+    x = _values(50, 128)
+    dest = torch.randperm(64, generator=torch.Generator().manual_seed(4))[:50].to(torch.int32)
+    expected = out.clone()
+    expected[dest.long()] += x
+    _, result = code_and_output(add_into_unique_rows, (out.clone(), x, dest))
+    assert torch.equal(result, expected)
+    check_tpu_lowering(add_into_unique_rows, (out, x, dest))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16, 32]))
+def add_by_one_hot(out, v, idx):
+    for tile_r in hl.tile(out.size(0)):
+        acc = out[tile_r, :]
+        for tile_i in hl.tile(idx.size(0)):
+            hit = idx[tile_i][None, :] == tile_r.index[:, None]
+            acc = acc + torch.where(hit, 1.0, 0.0) @ v[tile_i, :]
+        out[tile_r, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_the_one_hot_loop_the_atomic_add_rejection_suggests_sums_duplicates(loop_type):
+    out = _values(40, 128, seed=12)
+    v = _values(100, 128)
+    idx = _indices(100, 40)
+    _, result = code_and_output(add_by_one_hot, (out.clone(), v, idx), pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, out.clone().index_add_(0, idx.long(), v), rtol=1e-5, atol=1e-5)

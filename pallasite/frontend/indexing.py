@@ -105,7 +105,7 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
                 "are not supported); gather with an int32 index vector.")
         if len(value.shape) != 1:
             raise exc.IndexingError(
-                f"{tensor_name}[...]: gathers take a 1-D index vector; this one has shape "
+                f"{tensor_name}[...]: gathers and scatters take a 1-D index vector; this one has shape "
                 f"{list(value.shape)}. Reshape it to 1-D and the result back.")
         return GatherIndex(value)
     raise exc.IndexingError(

@@ -15,11 +15,11 @@ import torch
 
 from .. import exc
 from ..ir import (
-    Allocate, DeviceLoopCall, FullSlice, GatherIndex, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
+    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
-from . import random_values
+from . import atomics, random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .torch_names import display_name, spelling_name, unsupported_hint
 
@@ -291,18 +291,7 @@ class OpRecorder:
         self._device_body_stack[-1].append(node)
 
     def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
-        """`hl.atomic_add` with tile/scalar indices: load, add, store in the owning program."""
-        if self.device is None or not isinstance(tensor, HostTensor):
-            raise exc.UnsupportedSyntax("hl.atomic_add(tensor, [index...], value) adds into a kernel "
-                                        "tensor inside a device loop.")
-        symbol = tensor.symbol
-        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
-        if any(isinstance(item, GatherIndex) for item in index):
-            from ..language import atomic_add_index_tensor_error
-            raise atomic_add_index_tensor_error(symbol.name)
-        old = self.subscript(tensor, key)
-        self.store(tensor, key, old + value, atomic=True)
-        return old
+        return atomics.atomic_add(self, tensor, key, value)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
         if self.device is None:
