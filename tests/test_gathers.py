@@ -168,24 +168,10 @@ def two_index_vectors(table, indices):
     return out
 
 
-@pallasite.kernel
-def scatter_rows(values, indices, out):
-    for tile in hl.tile(indices.size(0)):
-        out[indices[tile], :] = values[tile, :]
-    return out
-
-
 def test_two_index_vectors_in_one_subscript_are_rejected():
     with pytest.raises(exc.IndexingError, match="one index vector") as info:
         code_and_output(two_index_vectors, (_table(16, 16), _indices(8, 16)))
     assert "out[tile] = table[idx, idx]" in str(info.value)
-
-
-def test_a_scatter_store_is_rejected_with_the_line():
-    with pytest.raises(exc.IndexingError, match="scatter") as info:
-        code_and_output(scatter_rows, (_table(8, 128), _indices(8, 16), torch.zeros(16, 128)))
-    assert "out[indices[tile], :] = values[tile, :]" in str(info.value)
-    assert "not supported yet" not in str(info.value)
 
 
 def test_a_table_too_large_for_vmem_is_gathered_by_dma_or_rejected_when_forced_resident():

@@ -12,6 +12,7 @@ from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, V
 from ..plan import Mask, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
 from .gathers import gather_text, one_hot_text
+from .scatters import scatter_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
 from .names import NameTable
@@ -321,6 +322,9 @@ class KernelEmitter:
             self.emit("# an empty slice: nothing to store", indent)
             return
         shape = tuple(access.ref_shape)
+        if access.scatter is not None:  # the value has the index's lanes on the scattered axis
+            shape = tuple(access.scatter.index.shape[0] if axis == access.scatter.axis else size
+                          for axis, size in enumerate(shape))
         if isinstance(operand, Value):
             text = self.render(operand)
             if operand.dtype != dtype:
@@ -332,6 +336,8 @@ class KernelEmitter:
             text = f"jnp.zeros({literal(shape)}, {jnp_dtype(dtype)})"
         else:
             text = f"jnp.full({literal(shape)}, {literal(operand)}, {jnp_dtype(dtype)})" if shape else literal(operand)
+        if access.scatter is not None:
+            text, shape = self._scatter_window(access, text, shape, target, dtype, indent), tuple(access.ref_shape)
         if access.store_masks:
             conditions = [self.range_condition(shape, m.axis, m.range, indent) for m in access.store_masks]
             self.emit("# keep the contents past the tile's end", indent)
@@ -341,6 +347,25 @@ class KernelEmitter:
             frame = self.frames[access.write_back.loop_id]
             self.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()  # write back asynchronously",
                       indent)
+
+    def _scatter_window(self, access, values: str, lane_shape, window: str, dtype, indent: int) -> str:
+        """The written window after a store through an index vector (the plan's `Scatter`)."""
+        scatter = access.scatter
+        valid = None if scatter.valid_lanes is None else self.range_condition(
+            scatter.index.shape, 0, scatter.valid_lanes, indent)
+
+        def bind(hint: str, text: str) -> str:
+            name = self.names.fresh(hint)
+            self.emit(f"{name} = {text}", indent)
+            return name
+
+        if not values.isidentifier():
+            values = bind("scattered", _unwrap(values))
+        index = self.render(scatter.index)
+        if not index.isidentifier():
+            index = bind("index", _unwrap(index))
+        self.emit(f"# scatter into '{access.ref_name}': each row takes its last lane's value", indent)
+        return scatter_text(scatter, index, valid, values, lane_shape, window, dtype, bind)
 
     def range_condition(self, shape, axis: int, rng: TileRange, indent: int) -> str:
         """A boolean array of `shape`: which positions along `axis` lie in the tile range.

@@ -27,7 +27,7 @@ def normalize_subscript(
 ) -> tuple[IndexItem, ...]:
     """Normalize `tensor[key]`; `scalar_value` turns a host scalar into a device Value.
 
-    `store`: the subscript is the target of an assignment (no index vector there)."""
+    `store`: the subscript is the target of an assignment (an index vector there scatters)."""
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -54,10 +54,11 @@ def normalize_subscript(
         out.append(FullSlice())
         axis += 1
     gathers = [item for item in out if isinstance(item, GatherIndex)]
-    if gathers and store:
+    if len(gathers) > 1 and store:
         raise exc.IndexingError(
-            f"{tensor_name}[...] = ...: storing through an index vector (a scatter) is not "
-            "supported; only loads gather. Store with tiles, ':' or scalar indices.")
+            f"{tensor_name}[...] = ...: a scatter may hold only one index vector; this one has "
+            f"{len(gathers)}. Scatter into a flat view instead: `flat = {tensor_name}.view(-1)` in host "
+            "code, then `flat[idx_a * size_b + idx_b] = v` in the loop.")
     if len(gathers) > 1:
         raise exc.IndexingError(
             f"{tensor_name}[...]: a subscript may hold only one index vector (a gather along one "
@@ -104,7 +105,7 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
                 "are not supported); gather with an int32 index vector.")
         if len(value.shape) != 1:
             raise exc.IndexingError(
-                f"{tensor_name}[...]: gathers take a 1-D index vector; this one has shape "
+                f"{tensor_name}[...]: gathers and scatters take a 1-D index vector; this one has shape "
                 f"{list(value.shape)}. Reshape it to 1-D and the result back.")
         return GatherIndex(value)
     raise exc.IndexingError(

@@ -19,7 +19,7 @@ from ..ir import (
     TensorSymbol, TileDim, Value, ops,
 )
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
-from . import random_values
+from . import atomics, random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .torch_names import display_name, spelling_name, unsupported_hint
 
@@ -262,7 +262,8 @@ class OpRecorder:
         value = self.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
         return DeviceTensor(self, value)
 
-    def store(self, tensor: Any, key: Any, value: Any) -> None:
+    def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
+        """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
         if self.device is None:
             return self._host_store(tensor, key, value)
         if isinstance(tensor, DeviceTensor):
@@ -285,8 +286,12 @@ class OpRecorder:
                 )
         elif not isinstance(operand, (int, float, bool)):
             raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
-        node = Store("store", (operand,), {}, [], self.location, tensor=symbol, index=index)
+        node = Store("store", (operand,), {"atomic": True} if atomic else {}, [], self.location,
+                     tensor=symbol, index=index)
         self._device_body_stack[-1].append(node)
+
+    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
+        return atomics.atomic_add(self, tensor, key, value)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
         if self.device is None:

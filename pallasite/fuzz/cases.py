@@ -37,7 +37,7 @@ class InputSpec:
     name: str
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
-    fill: str = "randn"  # "randn" | "randint" | "offsets" | "positive"
+    fill: str = "randn"  # "randn" | "randint" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
 
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
@@ -46,6 +46,8 @@ class InputSpec:
         shape = ", ".join(str(case.size(d)) for d in self.dims)
         shape = f"({shape},)" if len(self.dims) == 1 else f"({shape})"
         generator = f"torch.Generator().manual_seed({seed})"
+        if self.fill.startswith("index:"):  # indices into a named dim, duplicates included
+            return f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, dtype=torch.int32)"
         if self.fill == "randint":
             return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype=torch.int32)"
         value = f"torch.randn({shape}, generator={generator})"

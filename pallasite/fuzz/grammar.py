@@ -444,10 +444,52 @@ def tile_rows(draw: Draw, name: str) -> Case:
                 tags=("tile_rows", reducer))
 
 
+def scatter(draw: Draw, name: str) -> Case:
+    """A store through an index vector (rows or columns chosen by data, duplicates
+    included: the last writer wins) into a tensor updated in place, or `hl.atomic_add`
+    on tiles."""
+    rng = draw.rng
+    dtype = draw.dtype()
+    value = rng.choice(("{x}", "({x} * 2)", "({x} + 1)"))
+    form = rng.choice(("rows", "rows_tiled", "columns", "inner", "atomic"))
+    fill = _fill(dtype)
+    dims = {"n": draw.size(0.4), "d": rng.choice((1, 16, 128, 200)), "r": draw.size(0.2)}
+    index = InputSpec("dest", ("n",), torch.int32, "index:r")
+    loop_type = None
+    if form == "rows":
+        inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
+        body = _lines(0, "n = x.size(0)", "for t in hl.tile(n):")
+        body.append(Line(1, f"out[dest[t], :] = {value.format(x='x[t, :]')}"))
+    elif form == "rows_tiled":
+        inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
+        body = _lines(0, "n, d = x.size()", "for tn, td in hl.tile([n, d]):")
+        body.append(Line(1, f"out[dest[tn], td] = {value.format(x='x[tn, td]')}"))
+    elif form == "columns":
+        dims["m"] = rng.choice((1, 8, 20))
+        inputs = (InputSpec("out", ("m", "r"), dtype, fill), InputSpec("x", ("m", "n"), dtype, fill), index)
+        body = _lines(0, "m, n = x.size()", "for tm, tn in hl.tile([m, n]):")
+        body.append(Line(1, f"out[tm, dest[tn]] = {value.format(x='x[tm, tn]')}"))
+    elif form == "inner":
+        dims["b"] = rng.choice((1, 2, 3))
+        inputs = (InputSpec("out", ("b", "r", "d"), dtype, fill), InputSpec("x", ("b", "n", "d"), dtype, fill),
+                  InputSpec("dest", ("b", "n"), torch.int32, "index:r"))
+        body = _lines(0, "b, n, d = x.size()", "for g in hl.grid(b):", )
+        body += _lines(1, "for t in hl.tile(n):")
+        body.append(Line(2, f"out[g, dest[g, t], :] = {value.format(x='x[g, t, :]')}"))
+        loop_type = draw.loop_type()
+    else:
+        inputs = (InputSpec("out", ("n", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill))
+        body = _lines(0, "n, d = x.size()", "for tn, td in hl.tile([n, d]):")
+        body.append(Line(1, f"hl.atomic_add(out, [tn, td], {value.format(x='x[tn, td]')})"))
+    body.append(Line(0, "return out"))
+    return Case("scatter", name, inputs, tuple(body), dims, loop_type=loop_type, exact=dtype == torch.int32,
+                tags=("scatter", form))
+
+
 KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "pointwise": pointwise, "reduction": reduction, "matmul": matmul, "attention": attention,
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
-    "segment_mean": segment_mean, "tile_rows": tile_rows,
+    "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter,
 }
 
 

@@ -16,8 +16,10 @@ from .. import exc
 
 __all__ = [
     "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
-    "constexpr", "dot", "rand", "load", "store", "Tile", "TileIterable",
+    "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable",
 ]
+
+ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 
 _active_tracer = None
 
@@ -165,3 +167,30 @@ def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None)
     if extra_mask is not None:
         raise exc.UnsupportedOperation("hl.store(extra_mask=...) is not supported; use torch.where.")
     tensor[tuple(index)] = value
+
+
+def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] += value`; returns the values before the add.
+
+    With tile, ':' and scalar indices each element belongs to one program (the
+    one owning the tile), so it is a read-modify-write there, planned like
+    `x[tile] += v`; `sem` is accepted for Helion compatibility and changes
+    nothing. Through an index tensor (`[idx]`) duplicates would have to add up,
+    which TPU programs cannot do atomically: that is an error saying what to
+    write instead.
+    """
+    if sem not in ATOMIC_SEMANTICS:
+        raise exc.UnsupportedOperation(
+            f"hl.atomic_add(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
+    return _tracer("atomic_add").atomic_add(target, tuple(index), value)
+
+
+def atomic_add_index_tensor_error(name: str) -> exc.UnsupportedOperation:
+    """The error for `hl.atomic_add(name, [idx, ...], v)` with an index tensor (tracer and reference mode)."""
+    return exc.UnsupportedOperation(
+        f"hl.atomic_add({name}, [...], v) through an index tensor is not supported: duplicate indices "
+        "would have to add up, and a TPU has no atomic scatter-add. If the indices are unique, write "
+        f"the scatter `{name}[idx, ...] = {name}[idx, ...] + v`; otherwise loop over tiles of the "
+        "destination rows and add the sources that hit them with a one-hot matmul: "
+        "`hit = idx[tile_i][None, :] == tile_r.index[:, None]; "
+        f"{name}[tile_r, :] += torch.where(hit, 1.0, 0.0) @ v[tile_i, :]`.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value
+from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value
 from .. import exc
 
 Interval = tuple[int, int]  # inclusive
@@ -53,8 +53,9 @@ def check_access_bounds(node) -> list[DataDependentRange]:
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
         elif isinstance(item, GatherIndex):
+            what = "scattered" if isinstance(node, Store) else "gathered"
             message = _message(node, f"an index in {describe(item.value)} is {{lo}}", tensor.name, axis, size,
-                               f"gathered indices must lie in [0, {size}) (they do not wrap).")
+                               f"{what} indices must lie in [0, {size}) (they do not wrap).")
             pending.append(DataDependentRange(node, axis, size, message, value=item.value))
         elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
             interval = scalar_interval(item.index)

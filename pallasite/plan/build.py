@@ -13,6 +13,7 @@ from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_threshold
+from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
 from .masks import plan_masks
 from .row_gathers import plan_row_gather
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
@@ -92,6 +93,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             check_block_legality(operand)
         except exc.PallasiteError as err:
             raise err.with_location(use.nodes[0].location)
+        check_scattered_output(operand, use.stores, vmem_capacity)
         lowering = choose_table_lowering(operand, use.nodes, mode, vmem_capacity, vmem_limit)
         if lowering is not None and lowering.row_dma:  # the table stays in HBM
             operand = Operand(use.symbol, f"{use.symbol.name}_hbm", Memory.HBM)
@@ -126,13 +128,15 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 accesses[node.id] = dataclasses.replace(accesses[node.id], gather=dataclasses.replace(
                     accesses[node.id].gather, reason=lowering.reason))
     inputs += index_operands.values()
+    scattered = {use.symbol.id for use in uses if any(is_scatter(node) for node in use.stores)}
     grid = []
     for axis, dim in enumerate(grid_dims):
         extent = dim.static_extent
         reason = ""
         for operand, used in output_axes:
             if axis not in used:
-                reason = f"output '{operand.symbol.name}' keeps one block across this axis"
+                reason = (scatter_grid_reason(operand.symbol.name) if operand.symbol.id in scattered else
+                          f"output '{operand.symbol.name}' keeps one block across this axis")
                 break
             chosen_by = _tables_choosing_blocks(operand, axis)
             if chosen_by:
@@ -146,6 +150,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
+    accesses = with_scatter_lanes(accesses, gather_lanes)
     plan = PallasCallPlan(
         call=call,
         kernel_name=f"{ir.name}_kernel" if len(ir.device_loops) == 1 else f"{ir.name}_kernel_{call.index}",

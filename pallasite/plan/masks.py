@@ -24,7 +24,8 @@ Padded = dict[int, TileRange]  # axis -> the tile range outside which its lanes 
 def plan_masks(body: list) -> tuple[
         dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]], dict[int, TileRange]]:
     """Masks per node id, the carried-value masks per inner loop id, and per gathering
-    load the range of its index vector's valid lanes (when its tail is padding).
+    load or scattering store the range of its index vector's valid lanes (when its
+    tail is padding).
 
     Every mask of a dim carries the same `TileRange`. A gather's result is padded
     along the gathered axis where its index vector is: garbage indices pick
@@ -44,7 +45,7 @@ def plan_masks(body: list) -> tuple[
     _visit_body(body, padded, masks, carried_masks, needs_mask)
     gather_lanes = {}
     for node in walk_nodes(body):
-        if isinstance(node, Load):
+        if isinstance(node, (Load, Store)):
             for item in node.index:
                 if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
                     gather_lanes[node.id] = _pads(item.value, padded)[0]

@@ -17,6 +17,7 @@ from ..ir import (
     Value, walk_nodes,
 )
 from .gathers import plan_gather
+from .scatters import is_scatter, plan_scatter, widened_for_scatter
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
@@ -77,6 +78,9 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
               for axis, items in enumerate(per_axis)]
     if use.stores:
         blocks = _resident_inside_revisits(symbol, blocks, array_shape, grid_axis_of)
+    if any(is_scatter(node) or node.kwargs.get("atomic") for node in use.stores):
+        blocks = widened_for_scatter(symbol, blocks, grid_axis_of, lambda dim, size, axis: _resident_length(
+            dim, size, AxisRule(symbol.name, axis, rank, size, symbol.dtype)))
     for axis, block in enumerate(blocks):
         axes.append(block)
         used |= grid_axes(block.index)
@@ -139,7 +143,7 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
 def _gathered_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
     """An axis an index vector gathers is whole in VMEM (any row may be picked); when
     tiles index it too, it is resident, long enough for every tile's run."""
-    reason = "an index vector gathers along it, so the whole axis stays in VMEM"
+    reason = "an index vector gathers or scatters along it, so the whole axis stays in VMEM"
     tiles = [item.dim for item in items if isinstance(item, TileSlice)]
     if not tiles:
         return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
@@ -232,7 +236,7 @@ def plan_access(node, operand: Operand) -> Access:
     ref_index: list = []
     ref_shape: list[int] = []
     store_masks = []
-    gather = None
+    gather = scatter = None
     remaining = iter(enumerate(items))
     for block in operand.axes:
         if block.kind is BlockKind.UNIT:  # exists only in the call's view
@@ -242,10 +246,13 @@ def plan_access(node, operand: Operand) -> Access:
         axis, item = next(remaining)
         if block.kind is BlockKind.SQUEEZED:
             continue
-        if isinstance(item, GatherIndex):  # read every row; the gather picks them
+        if isinstance(item, GatherIndex):  # every row; the gather picks them, the scatter rewrites them
             size = operand.symbol.shape[axis]
             ref_index.append(FullSlice() if block.size == size else PrefixSlice(size))
-            gather = plan_gather(node, len(ref_shape), size)
+            if isinstance(node, Store):
+                scatter = plan_scatter(node, len(ref_shape), size)
+            else:
+                gather = plan_gather(node, len(ref_shape), size)
             ref_shape.append(size)
             continue
         if block.kind is BlockKind.RESIDENT and not isinstance(item, TileSlice):
@@ -271,7 +278,7 @@ def plan_access(node, operand: Operand) -> Access:
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather)
+                  gather=gather, scatter=scatter)
 
 
 def _ends_inside(dim, axis_size: int) -> bool:

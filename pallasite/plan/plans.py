@@ -181,6 +181,24 @@ class Gather:
 
 
 @dataclass(frozen=True)
+class Scatter:
+    """A store through an index vector (`out[idx, :] = v`): ref axis `axis` of the written
+    window (all `rows` of the tensor's scattered axis, resident in VMEM) takes, at each
+    row some lane of `index` names, the value of the last (highest) such lane; other
+    rows keep their contents. Lanes outside `valid_lanes` (a partial tile's padding)
+    write nothing. `method` computes the picked rows as a gather does (Mosaic has
+    neither a vector scatter nor a scalar index per lane): the one-hot of
+    (row, last lane naming it) times the value, on the MXU for floats, by select-and-sum
+    for int32."""
+
+    index: Any  # ir.Value, 1-D int32
+    axis: int
+    rows: int
+    method: GatherMethod
+    valid_lanes: TileRange | None = None
+
+
+@dataclass(frozen=True)
 class Access:
     """How one Load/Store reads or writes its ref inside the kernel.
 
@@ -195,6 +213,7 @@ class Access:
     store_masks: tuple[StoreMask, ...] = ()
     write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
     gather: Gather | None = None  # a load through an index vector: gather from the read window
+    scatter: Scatter | None = None  # a store through an index vector: update the written window
 
 
 @dataclass(frozen=True)

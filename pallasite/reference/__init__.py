@@ -13,7 +13,8 @@ language's:
   that config; tunable sizes are numbered in the order the kernel first
   reaches each `hl.tile(..., block_size=None)` dim and
   `hl.register_block_size` call.
-- `hl.tile`/`hl.grid` loops iterate concretely, the last dimension fastest.
+- `hl.tile`/`hl.grid` loops iterate concretely, the last dimension fastest (a
+  top-level loop in the config's `loop_orders`, as the compiled grid runs).
   A tile has `begin`, `end` (clamped to the loop's end), `block_size`,
   `index` (`torch.arange(begin, end)`, int32), `id` and `count` — ints, except
   `index`; `hl.grid` yields ints. Bounds may be ints or integer scalars read
@@ -61,7 +62,9 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     check_arguments = getattr(kernel, "_arg_specs", None)
     if check_arguments is not None:  # the argument errors of a compiled call (kinds, 64-bit dtypes)
         check_arguments(kernel._bind_arguments(args, kwargs))
-    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config))
+    chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
+    orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
+    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders)
     result = runner.run(args, kwargs)
     used, given = runner.block_slots_used, runner.block_sizes_given
     if given is not None and used < len(given):

@@ -2,8 +2,8 @@
 
 A tile indexes the slice `[tile.begin, tile.end)`; a 0-d integer tensor (a
 scalar read from a tensor) is an int; one 1-D integer tensor (`tile.index +
-1`, `indices[tile]`) gathers on load and scatters on store along its own axis;
-its values must lie in [0, size) (`exc.ShapeMismatch`, as the compiled kernel's check).
+1`, `indices[tile]`) gathers on load and scatters on store along its own axis
+(of lanes with equal indices the last, highest, lane writes); its values must lie in [0, size) (`exc.ShapeMismatch`, as the compiled kernel's check).
 A load is a copy (a device value never aliases the tensor it was read from);
 a store writes the caller's tensor. A value longer than the slice it is
 stored into is cut to the slice (a store never writes past its tile); a
@@ -68,9 +68,21 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
                 "index it with tiles.")
         value = _fit(value, target, lambda: name_of(tensor))
     if gather_key:
-        view[gather_key] = value
+        _scatter(view, axis, index, value, target)
     else:
         view[...] = value
+
+
+def _scatter(view: torch.Tensor, axis: int, index: torch.Tensor, value: Any, target: list[int]) -> None:
+    """`view[..., index, ...] = value` along `axis` where, of lanes with equal indices, the
+    last one (the highest lane) writes: torch leaves duplicates' order unspecified."""
+    lane = torch.arange(index.shape[0])
+    last = torch.full((view.shape[axis],), -1, dtype=torch.long)
+    last.scatter_reduce_(0, index.long(), lane, reduce="amax")
+    keep = lane[last[index.long()] == lane]
+    if isinstance(value, torch.Tensor):
+        value = torch.broadcast_to(value, target).index_select(axis, keep).to(view.dtype)  # as a store casts
+    view[(slice(None),) * axis + (index[keep],)] = value
 
 
 def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> torch.Tensor:

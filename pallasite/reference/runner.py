@@ -25,10 +25,12 @@ _MISSING = object()
 class ReferenceRunner:
     """Runs one call of a kernel function on real tensors."""
 
-    def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]]):
+    def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=()):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
-        has a tunable block size."""
+        has a tunable block size. `loop_orders`: the config's grid order per multi-dim
+        top-level loop (the order programs run, which decides a scatter's last writer)."""
         self.fn = fn
+        self._loop_orders = iter(loop_orders)
         self.fn_ast, self.filename = source.function_ast(fn)
         self._block_sizes_of_config = block_sizes
         self._block_sizes: list[int] | None = None
@@ -210,7 +212,7 @@ class ReferenceRunner:
 
     # --------------------------------------------------------- tile loops --
 
-    def _iterations(self, stmt: ast.For, spec: hl.TileIterable):
+    def _iterations(self, stmt: ast.For, spec: hl.TileIterable, order=None):
         """Each iteration of an `hl.tile`/`hl.grid` loop: its loop variable and its frames
         (each dim's tile or index, with the loop's end)."""
         self._enter(stmt)
@@ -222,12 +224,13 @@ class ReferenceRunner:
             blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
                       for i, block in enumerate(spec.block_sizes)]
         names = _loop_names(stmt.target, len(ends), spec.kind)
-        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi)
+        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order)
         return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A top-level loop: each iteration is one program of the compiled grid."""
-        iterations = self._iterations(stmt, spec)
+        order = next(self._loop_orders, None) if len(spec.ends) > 1 else None
+        iterations = self._iterations(stmt, spec, order)
         self.device_depth += 1
         try:
             for item, frames in iterations:
@@ -348,6 +351,17 @@ class ReferenceRunner:
                 self._random_seed = int(torch.randint(0, 2**31 - 1, ()).item())
             return prng.draw(self.frames, list(like.shape), self._random_seed, stream, dtype or like.dtype,
                              sized_by_tiles=False, lane_axes=set(lanes.of(like)))
+
+    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> torch.Tensor:
+        """`hl.atomic_add` with tile/scalar indices: `tensor[key] += value`, the old values returned."""
+        if not self.in_device or lanes.is_device(tensor) or not isinstance(tensor, torch.Tensor):
+            raise exc.UnsupportedSyntax("hl.atomic_add(tensor, [index...], value) adds into a kernel "
+                                        "tensor inside a device loop.")
+        if any(isinstance(item, torch.Tensor) and item.ndim > 0 for item in key):
+            raise hl.atomic_add_index_tensor_error(self.name_of(tensor))
+        old = tensor[key]
+        tensor[key] = old + value
+        return old
 
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:

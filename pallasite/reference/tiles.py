@@ -95,8 +95,9 @@ def dim_tiles(name: str, begin: int, end: int, block: int) -> list[RefTile]:
 
 
 def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blocks: list[int],
-            multi: bool) -> Iterator[Any]:
-    """The loop variable of each iteration, the last dimension fastest (as the Pallas grid runs).
+            multi: bool, order=None) -> Iterator[Any]:
+    """The loop variable of each iteration, the last dimension fastest (as the Pallas grid runs),
+    or in the grid order `order` (a config's `loop_orders` entry: grid axis a walks dim order[a]).
 
     `hl.tile` yields `RefTile`s, `hl.grid` plain ints; a loop over a list of
     dimensions yields a tuple.
@@ -107,5 +108,9 @@ def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blo
             per_dim.append(list(range(begin, end)))
         else:
             per_dim.append(dim_tiles(name, begin, end, block))
-    for items in itertools.product(*per_dim):
+    order = list(order) if order is not None else list(range(len(per_dim)))
+    for permuted in itertools.product(*(per_dim[dim] for dim in order)):
+        items = [None] * len(order)
+        for axis, dim in enumerate(order):
+            items[dim] = permuted[axis]
         yield tuple(items) if multi else items[0]
