@@ -76,14 +76,15 @@ def three_dim_inner(x):
 
 @pallasite.kernel
 def window_sums(x, offsets):
-    """A two-dim inner loop whose first dim's bounds are read from a table."""
-    out = torch.empty([offsets.size(0) - 1, x.size(1)], dtype=torch.float32, device=x.device)
+    """A two-dim inner loop whose first dim's bounds are read from a table: each window's
+    total, in every lane of its output row."""
+    out = torch.empty([offsets.size(0) - 1, 128], dtype=torch.float32, device=x.device)
     for g in hl.grid(offsets.size(0) - 1):
         start = offsets[g]
         end = offsets[g + 1]
-        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        acc = hl.zeros([128], dtype=torch.float32)
         for tile_r, tile_c in hl.tile([start, 0], [end, x.size(1)]):
-            acc = acc + x[tile_r, tile_c].sum(0)
+            acc = acc + x[tile_r, tile_c].sum(0).sum(0, keepdim=True)
         out[g, :] = acc
     return out
 
@@ -139,7 +140,7 @@ def test_reference_mode_agrees(name):
 def test_data_dependent_bounds_on_a_multi_dim_inner_loop(loop_type):
     x = torch.randn(64, 200)
     offsets = torch.tensor([0, 5, 21, 40], dtype=torch.int32)
-    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets[:-1], offsets[1:])])
+    expected = torch.stack([x[a:b].sum().expand(128) for a, b in zip(offsets[:-1], offsets[1:])])
     code, out = code_and_output(window_sums, (x, offsets), block_sizes=[8, 128], pallas_loop_type=loop_type)
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
     assert "jnp.maximum(" in code  # a dim that runs no tiles zeroes the product
@@ -191,21 +192,18 @@ def test_an_output_that_does_not_walk_every_dim_stays_resident():
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_loop_orders_orders_an_inner_loop(loop_type):
-    """`loop_orders` has an entry per multi-dim hl.tile loop, inner ones included (as in
-    Helion); the first dim of the permutation is the outermost."""
-    config = {"loop_orders": [[1, 0]]}
+    """`loop_orders` has an entry per multi-dim hl.tile loop, inner ones included, in order
+    of appearance (as in Helion); the first dim of a permutation is the outermost."""
+    config = {"loop_orders": [[1, 0], [1, 0]]}
     _check("summed_bmm", loop_type, **config)
     x, y = CASES["summed_bmm"][1]()
     plan = summed_bmm.bind((x, y)).plan(
         {"block_sizes": [8, 128, 2, 128], "pallas_loop_type": loop_type, **config})
     assert [axis.dim.name for axis in plan.calls[0].grid] == ["tile_n", "tile_m"]
     (loop_plan,) = plan.calls[0].inner_loops.values()
-    assert loop_plan.order == (0, 1)
-    _check("pointwise", loop_type, **config)
-    (x,) = CASES["pointwise"][1]()
-    plan = scale_blocks.bind((x,)).plan({"block_sizes": [2, 8, 128], "pallas_loop_type": loop_type, **config})
-    (loop_plan,) = plan.calls[0].inner_loops.values()
     assert loop_plan.order == (1, 0)
+    _check("pointwise", loop_type, loop_orders=[[1, 0]])
+    _check("tile_attributes", loop_type, loop_orders=[[1, 0]])
 
 
 def test_loop_orders_counts_inner_loops():
