@@ -62,8 +62,7 @@ def _count(k, dim: TileDim) -> str:
 
 
 def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
-    """Each dim's tile counter as an expression of the flat `step`, by dim id (compound
-    expressions are parenthesized)."""
+    """Each dim's tile counter as an expression of the flat `step`, by dim id."""
     exprs = {}
     for position, dim in enumerate(trips.dims):
         inner = trips.trips[position + 1:]
@@ -72,7 +71,7 @@ def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
             expr += f" // {inner[0]}" if len(inner) == 1 else f" // ({' * '.join(inner)})"
         if position > 0:
             expr += f" % {trips.trips[position]}"
-        exprs[dim.id] = expr if expr == step else f"({expr})"
+        exprs[dim.id] = expr
     return exprs
 
 
@@ -81,9 +80,8 @@ def emit_counters(k, trips: LoopTrips, step: str, indent: int) -> dict[int, str]
     if len(trips.dims) == 1:
         return {trips.dims[0].id: step}
     counters = {}
-    for dim_id, expr in counter_exprs(trips, step).items():
-        (dim,) = [d for d in trips.dims if d.id == dim_id]
-        name = k.names.fresh(f"{dim.name}_step")
-        k.emit(f"{name} = {expr[1:-1]}", indent)
-        counters[dim_id] = name
+    exprs = counter_exprs(trips, step)
+    for dim in trips.dims:
+        counters[dim.id] = k.names.fresh(f"{dim.name}_step")
+        k.emit(f"{counters[dim.id]} = {exprs[dim.id]}", indent)
     return counters

@@ -61,7 +61,8 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips, indent: int) -> None
             continue
         if isinstance(item, TileSlice) and item.dim.id in counters:
             dim = item.dim
-            start = f"{counters[dim.id]} * {dim.block_size}"
+            counter = counters[dim.id]
+            start = f"{counter if counter.isidentifier() else f'({counter})'} * {dim.block_size}"
             if not (isinstance(dim.begin, int) and dim.begin == 0):
                 start = f"{k.render(dim.begin)} + {start}"
             parts.append(f"pl.ds({start}, {dim.block_size})")
