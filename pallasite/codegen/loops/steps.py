@@ -65,7 +65,10 @@ def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
     """Each dim's tile counter as an expression of the flat `step`, by dim id."""
     exprs = {}
     for position, dim in enumerate(trips.dims):
-        inner = trips.trips[position + 1:]
+        if trips.trips[position] == "1":  # a dim of one tile
+            exprs[dim.id] = "0"
+            continue
+        inner = [count for count in trips.trips[position + 1:] if count != "1"]
         expr = step
         if inner:
             expr += f" // {inner[0]}" if len(inner) == 1 else f" // ({' * '.join(inner)})"

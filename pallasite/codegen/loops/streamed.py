@@ -62,7 +62,7 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips, indent: int) -> None
         if isinstance(item, TileSlice) and item.dim.id in counters:
             dim = item.dim
             counter = counters[dim.id]
-            start = f"{counter if counter.isidentifier() else f'({counter})'} * {dim.block_size}"
+            start = f"{counter if counter.isidentifier() or counter.isdigit() else f'({counter})'} * {dim.block_size}"
             if not (isinstance(dim.begin, int) and dim.begin == 0):
                 start = f"{k.render(dim.begin)} + {start}"
             parts.append(f"pl.ds({start}, {dim.block_size})")
