@@ -171,6 +171,19 @@ def test_emit_pipeline_gets_a_two_dim_grid():
     assert "lambda j0, j1:" in code
 
 
+@pytest.mark.parametrize("loop_type", ["fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("order", [[0, 1], [1, 0]])
+def test_whole_tiles_stream_the_input_and_the_output(loop_type, order):
+    x = torch.randn(4, 16, 256)
+    config = {"block_sizes": [2, 8, 128], "pallas_loop_type": loop_type, "loop_orders": [order]}
+    plan = tile_attributes.bind((x,)).plan(config)
+    (loop_plan,) = plan.calls[0].inner_loops.values()
+    assert sorted(s.symbol.name for s in loop_plan.streams) == ["out", "x"]
+    _, out = code_and_output(tile_attributes, (x,), **config)
+    torch.testing.assert_close(out, _expected_attributes(x, [2, 8, 128]))
+    check_tpu_lowering(tile_attributes, (x,), chips=("v7x",), **config)
+
+
 def test_an_output_that_does_not_walk_every_dim_stays_resident():
     """Streamed windows are written back each step: one window per step, never shared."""
     @pallasite.kernel
