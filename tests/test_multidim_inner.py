@@ -334,6 +334,22 @@ def test_reducing_along_a_merged_partial_axis_is_rejected():
     torch.testing.assert_close(out, x.sum((0, 1)), rtol=1e-4, atol=1e-4)
 
 
+def test_splitting_a_merged_axis_other_than_into_its_parts_is_rejected():
+    @pallasite.kernel
+    def regroup(x):
+        b, h, d = x.size()
+        out = torch.empty([b, h, d], dtype=torch.float32, device=x.device)
+        for tile_b, tile_h in hl.tile([b, h]):
+            rows = x[tile_b, tile_h, :].reshape(tile_b.block_size * tile_h.block_size, d)
+            out[tile_b, tile_h, :] = rows.reshape(tile_h.block_size, tile_b.block_size, d).permute(1, 0, 2)
+        return out
+
+    with pytest.raises(exc.UnsupportedOperation, match=r"splits the merged partially filled tile dims "
+                                                      r"'tile_b' x 'tile_h'") as info:
+        code_and_output(regroup, (torch.randn(5, 20, 128),), block_sizes=[2, 8])
+    assert "rows.reshape(tile_h.block_size" in str(info.value)
+
+
 def test_merged_reshapes_lower_to_mosaic():
     x, w = torch.randn(5, 20, 128), torch.randn(128, 128)
     for kernel, _ in MERGES.values():

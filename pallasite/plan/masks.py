@@ -281,11 +281,12 @@ def _reshape(node: Node, pads: Padded) -> Padded:
                 out.update({t: rng for t, rng in zip(sized, splits) if rng is not None})
                 continue
         rng = pads[group[0]]
-        name = rng.names if isinstance(rng, MergedPadding) else f"'{rng.dim.name}'"
+        what = (f"the merged partially filled tile dims {rng.names}" if isinstance(rng, MergedPadding)
+                else f"the partially filled tile dim '{rng.dim.name}'")
         raise exc.UnsupportedOperation(
-            f"reshape {list(source)} -> {list(target)} splits the partially filled tile dim {name} "
-            "or regroups it with others; pick a block size that divides it, or merge whole "
-            "tile dims and split them back as they were.",
+            f"reshape {list(source)} -> {list(target)} splits {what} other than back into its "
+            "parts, or regroups it with others; pick block sizes that divide the dims, or merge "
+            "whole tile dims and split them back as they were.",
             node.location,
         )
     return out
