@@ -23,8 +23,10 @@ class Config(Mapping[str, Any]):
       block_sizes: one int per tiled dimension, in order of appearance.
       pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline".
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
-      loop_orders: per multi-dim hl.tile device loop, a permutation of its dims:
-        the order of the grid axes (the first is the outermost).
+      loop_orders: per multi-dim hl.tile loop (device loops and inner loops, in
+        order of appearance, as Helion counts them), a permutation of its dims:
+        the order of the grid axes, or of an inner loop's dims (the first is the
+        outermost, the last walks fastest).
       pallas_indirect_access_mode: how gathers (`table[idx, :]`) read their table:
         "auto" (resident in VMEM while small, per-row DMA past the threshold),
         "resident" (whole in VMEM: one-hot matmul / select-and-sum), "dma" (the

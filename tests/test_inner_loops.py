@@ -138,22 +138,6 @@ def test_carried_value_changing_dtype_is_rejected():
         bad(torch.randn(16, 256))
 
 
-def test_multi_dim_inner_loop_with_data_dependent_bounds_is_rejected():
-    @pallasite.kernel
-    def bad(x, offsets):
-        out = torch.empty([2, 128], dtype=x.dtype, device=x.device)
-        for g in hl.grid(2):
-            start = offsets[g]
-            acc = hl.zeros([128], dtype=torch.float32)
-            for tile_r, tile_c in hl.tile([start, 0], [start + 8, 128]):
-                acc = acc + x[tile_r, tile_c].sum(0)
-            out[g, :] = acc
-        return out
-
-    with pytest.raises(exc.UnsupportedOperation, match="one nested loop per dim"):
-        bad(torch.randn(64, 128), torch.tensor([0, 8, 16], dtype=torch.int32))
-
-
 # ------------------------------------------------------ fori_loop strategy --
 
 

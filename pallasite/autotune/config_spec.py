@@ -8,7 +8,7 @@ from .. import exc
 from ..config import Config
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
 from ..plan.gathers import INDIRECT_ACCESS_MODES
-from ..plan.loops import STRATEGIES, default_strategies
+from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
 from ..plan.tpu_tiling import AxisRule
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
@@ -70,8 +70,9 @@ class ConfigSpec:
         self._validate = validate
         self.has_inner_loops = any(
             isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
-        # `loop_orders` has one permutation per device loop tiling several dims.
-        self.multi_dim_loops = [len(call.loop.dims) for call in ir.device_loops if len(call.loop.dims) > 1]
+        # `loop_orders` has one permutation per hl.tile loop tiling several dims, device
+        # loops and inner loops alike, in the order they appear (as Helion counts them).
+        self.multi_dim_loops = [len(loop.dims) for loop in multi_dim_loops(ir)]
         # `pallas_indirect_access_mode` chooses how gathers (`table[idx, :]`) read their table.
         self.has_gathers = any(
             isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
@@ -155,7 +156,8 @@ class ConfigSpec:
         if len(orders) != len(self.multi_dim_loops):
             raise exc.InvalidConfig(
                 f"loop_orders has {len(orders)} entries but the kernel has {len(self.multi_dim_loops)} "
-                "multi-dim hl.tile device loop(s); give one permutation per such loop.")
+                "multi-dim hl.tile loop(s) (device and inner loops, in order of appearance); give one "
+                "permutation per such loop.")
         for order, rank in zip(orders, self.multi_dim_loops):
             if sorted(order) != list(range(rank)):
                 raise exc.InvalidConfig(

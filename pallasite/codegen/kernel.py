@@ -196,14 +196,14 @@ class KernelEmitter:
             results[mask.carried] = name
         return results
 
-    def emit_loop_checks(self, loop: TileLoop, trips: str, indent: int) -> None:
-        """Interpret mode checks a data-dependent loop range against the tensors its tiles
-        index (the plan's `RangeCheck`s); outside them, the loop runs no steps."""
-        for dim in loop.dims:
-            for check in self.plan.loop_checks(dim):
-                self.emit("if INTERPRET is not None:  # interpret mode checks the data-dependent range", indent)
-                self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
-                          f"{self.render(dim.end)}, {trips})", indent + 1)
+    def emit_loop_checks(self, dim, trips: str, indent: int) -> None:
+        """Interpret mode checks a data-dependent range of a loop dim against the tensors its
+        tiles index (the plan's `RangeCheck`s); outside them, the dim runs no tiles (`trips`
+        is the variable counting them)."""
+        for check in self.plan.loop_checks(dim):
+            self.emit("if INTERPRET is not None:  # interpret mode checks the data-dependent range", indent)
+            self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
+                      f"{self.render(dim.end)}, {trips})", indent + 1)
 
     def _emit_value_checks(self, value: Value, indent: int) -> None:
         """Interpret mode checks a named scalar read from data where it is computed, before

@@ -10,7 +10,7 @@ from ..ir import cdiv
 from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
-from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch, strategy_named
+from .loops import STRATEGIES, attach_streams, multi_dim_loops, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
 from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_threshold
 from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
@@ -34,7 +34,9 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     view_bases = {}  # id of a host view -> the tensor it views
     calls = []
     check_ids = itertools.count()  # range checks are numbered across the kernel's module
-    orders = iter(config.get("loop_orders") or ())
+    # `loop_orders`: one permutation per multi-dim hl.tile loop (device or inner), by loop id
+    loop_orders = {loop.id: tuple(order)
+                   for loop, order in zip(multi_dim_loops(ir), config.get("loop_orders") or ())}
     for step in ir.steps:
         if isinstance(step, Allocate) and step.symbol.fill is not None:
             defined.add(id(step.symbol))
@@ -50,8 +52,9 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
                 symbol = view_bases.get(id(symbol))
         elif isinstance(step, DeviceLoopCall):
             dims = step.loop.dims
-            order = tuple(next(orders, range(len(dims)))) if len(dims) > 1 else (0,) * len(dims)
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order, mode))
+            order = loop_orders.get(step.loop.id, tuple(range(len(dims))))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
+                                    loop_orders, mode))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -60,7 +63,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
-               mode: IndirectAccessMode) -> PallasCallPlan:
+               loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -72,7 +75,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
-    inner_loops = plan_inner_loops(loop.body, strategy)
+    inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []

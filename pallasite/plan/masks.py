@@ -10,6 +10,8 @@ identity. This pass tracks padded axes through the body and records one
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir import (
     FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
     Value, ops, walk_nodes,
@@ -18,7 +20,32 @@ from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
 from .plans import CarriedMask, Mask, TileRange
 
-Padded = dict[int, TileRange]  # axis -> the tile range outside which its lanes are padding
+
+
+@dataclass(frozen=True)
+class MergedPadding:
+    """An axis a reshape merged from consecutive axes, some of them partially filled tiles
+    (`x[tb, th, :].reshape(bb * bh, d)`): a lane is padding where any part's is.
+
+    Pointwise ops, a matmul's free axes, permutes and subscripts carry it, and a reshape
+    that splits it back into its parts' sizes restores their ranges. An op that would
+    have to mask it (a reduction or contraction along it, a carried value keeping lanes)
+    is rejected: one range per axis is what masks know how to apply.
+    """
+
+    parts: tuple[tuple[int, TileRange | None], ...]  # (size, range or None) per merged axis, outermost first
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(size for size, _ in self.parts)
+
+    @property
+    def names(self) -> str:
+        return " x ".join(f"'{rng.dim.name}'" if rng is not None else str(size) for size, rng in self.parts)
+
+
+# axis -> the tile range outside which its lanes are padding (or a merge of several)
+Padded = dict[int, "TileRange | MergedPadding"]
 
 
 def plan_masks(body: list) -> tuple[
@@ -48,7 +75,7 @@ def plan_masks(body: list) -> tuple[
         if isinstance(node, (Load, Store)):
             for item in node.index:
                 if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
-                    gather_lanes[node.id] = _pads(item.value, padded)[0]
+                    gather_lanes[node.id] = _single(_pads(item.value, padded)[0], node, "index a gather")
     return masks, carried_masks, gather_lanes
 
 
@@ -89,7 +116,7 @@ def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_
         _visit_body(loop.body, padded, masks, carried_masks, needs_mask)
         changed = False
         for item in loop.carried:
-            outer = {axis: rng for axis, rng in _pads(item.result, padded).items() if rng.dim.id not in own}
+            outer = {axis: rng for axis, rng in _pads(item.result, padded).items() if not _owned(rng, own)}
             grown = {**outer, **padded[item.param.id]}
             if grown != padded[item.param.id]:
                 padded[item.param.id] = grown
@@ -97,15 +124,32 @@ def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_
         if not changed:
             break
     kept = tuple(
-        CarriedMask(position, axis, rng)
+        CarriedMask(position, axis, _single(rng, loop, f"carry '{item.name}' across the loop"))
         for position, item in enumerate(loop.carried)
         for axis, rng in sorted(_pads(item.result, padded).items())
-        if rng.dim.id in own
+        if _owned(rng, own)
     )
     if kept:
         carried_masks[loop.id] = kept
     for item in loop.carried:
         padded[item.out.id] = padded[item.param.id]
+
+
+def _owned(rng, own: set[int]) -> bool:
+    """Whether padding comes from one of a loop's own dims."""
+    if isinstance(rng, MergedPadding):
+        return any(part is not None and part.dim.id in own for _, part in rng.parts)
+    return rng.dim.id in own
+
+
+def _single(rng, node, what: str) -> TileRange:
+    """The range of an axis an op must mask: a merged axis has none."""
+    if isinstance(rng, MergedPadding):
+        raise exc.UnsupportedOperation(
+            f"Cannot {what} along an axis that a reshape merged from the partially filled tile dims "
+            f"{rng.names}: its padding is not one tile range. Reshape it back to those dims first "
+            "(then reduce), or pick block sizes that divide the dims.", node.location)
+    return rng
 
 
 def _pads(operand, padded) -> Padded:
@@ -156,7 +200,8 @@ def _reduction(node: Node, reduction: Reduction, padded) -> tuple[list[Mask], li
     rank = len(source.shape) if isinstance(source, Value) else 0
     dims = node.kwargs["dim"]
     reduced = set(range(rank)) if dims is None else set(dims)
-    masks = [Mask(0, axis, dim, reduction.identity) for axis, dim in sorted(pads.items()) if axis in reduced]
+    masks = [Mask(0, axis, _single(dim, node, f"{node.op}"), reduction.identity)
+             for axis, dim in sorted(pads.items()) if axis in reduced]
     out = {}
     keep = node.kwargs.get("keepdim", False)
     new_axis = 0
@@ -178,9 +223,9 @@ def _matmul(node: Node, contraction: Contraction, padded) -> tuple[list[Mask], l
     masks = []
     lhs_axis, rhs_axis = contraction.contracted_axes(ra, rb)
     if lhs_axis in pa:
-        masks.append(Mask(contraction.lhs, lhs_axis, pa[lhs_axis], 0))
+        masks.append(Mask(contraction.lhs, lhs_axis, _single(pa[lhs_axis], node, "contract"), 0))
     if rhs_axis is not None and rhs_axis in pb:
-        masks.append(Mask(contraction.rhs, rhs_axis, pb[rhs_axis], 0))
+        masks.append(Mask(contraction.rhs, rhs_axis, _single(pb[rhs_axis], node, "contract"), 0))
     rank = len(node.outputs[0].shape)
     out = {}
     if ra >= 2 and ra - 2 in pa:
@@ -205,28 +250,109 @@ def _permute(node: Node, pads: Padded) -> Padded:
 
 
 def _reshape(node: Node, pads: Padded) -> Padded:
+    """A padded axis the reshape keeps moves; axes it merges become one `MergedPadding`
+    axis, which a later reshape may split back into its parts."""
     if not pads:
         return {}
-    source = node.args[0].shape
-    target = node.kwargs["shape"]
+    source = tuple(node.args[0].shape)
+    target = tuple(node.kwargs["shape"])
     out = {}
-    for axis, dim in pads.items():
-        before = _prod(source[:axis])
-        size = source[axis]
-        match = None
-        for j, t in enumerate(target):
-            if t == size and _prod(target[:j]) == before:
-                match = j
-                break
+    regrouped = set()
+    for axis, rng in pads.items():
+        match = _same_axis(source, target, axis)
         if match is None:
-            raise exc.UnsupportedOperation(
-                f"reshape {list(source)} -> {list(target)} merges or splits the partially "
-                f"filled tile dim '{dim.dim.name}'; pick a block size that divides it, or "
-                "reshape only whole dims.",
-                node.location,
-            )
-        out[match] = dim
+            regrouped.add(axis)
+        else:
+            out[match] = rng
+    for sources, targets in _reshape_groups(source, target):
+        group = [axis for axis in sources if axis in regrouped]
+        if not group:
+            continue
+        sized = [t for t in targets if target[t] != 1]
+        if len(sized) == 1 and len(sources) > 1:  # several axes merge into one
+            parts = []
+            for axis in sources:
+                rng = pads.get(axis)
+                parts += rng.parts if isinstance(rng, MergedPadding) else [(source[axis], rng)]
+            out[sized[0]] = MergedPadding(tuple(parts))
+            continue
+        if len(group) == 1 and isinstance(pads[group[0]], MergedPadding):  # split back
+            splits = _split_back(pads[group[0]], [target[t] for t in sized])
+            if splits is not None:
+                out.update({t: rng for t, rng in zip(sized, splits) if rng is not None})
+                continue
+        rng = pads[group[0]]
+        what = (f"the merged partially filled tile dims {rng.names}" if isinstance(rng, MergedPadding)
+                else f"the partially filled tile dim '{rng.dim.name}'")
+        raise exc.UnsupportedOperation(
+            f"reshape {list(source)} -> {list(target)} splits {what} other than back into its "
+            "parts, or regroups it with others; pick block sizes that divide the dims, or merge "
+            "whole tile dims and split them back as they were.",
+            node.location,
+        )
     return out
+
+
+def _same_axis(source: tuple, target: tuple, axis: int) -> int | None:
+    """The target axis that is `axis` itself (same size, same elements before it)."""
+    before = _prod(source[:axis])
+    for j, size in enumerate(target):
+        if size == source[axis] and _prod(target[:j]) == before:
+            return j
+    return None
+
+
+def _split_back(merged: MergedPadding, sizes: list[int]) -> list | None:
+    """The ranges of `sizes` if they regroup the merged parts (each a run of whole parts)."""
+    ranges = []
+    parts = list(merged.parts)
+    for size in sizes:
+        run = []
+        while parts and _prod(s for s, _ in run) < size:
+            run.append(parts.pop(0))
+        if _prod(s for s, _ in run) != size:
+            return None
+        padded = [rng for _, rng in run if rng is not None]
+        if len(run) == 1:
+            ranges.append(run[0][1])
+        elif padded:
+            ranges.append(MergedPadding(tuple(run)))
+        else:
+            ranges.append(None)
+    return ranges if not parts else None
+
+
+def _reshape_groups(source: tuple, target: tuple) -> list[tuple[list[int], list[int]]]:
+    """Split a reshape into runs of source and target axes with equal element counts;
+    unit axes join the run before them."""
+    groups = []
+    i = j = 0
+    while i < len(source) or j < len(target):
+        sources, targets = [], []
+        size_s = size_t = 1
+        if i < len(source):
+            size_s, i = source[i], i + 1
+            sources.append(i - 1)
+        if j < len(target):
+            size_t, j = target[j], j + 1
+            targets.append(j - 1)
+        while size_s != size_t:
+            if size_s < size_t and i < len(source):
+                size_s, i = size_s * source[i], i + 1
+                sources.append(i - 1)
+            elif size_t < size_s and j < len(target):
+                size_t, j = size_t * target[j], j + 1
+                targets.append(j - 1)
+            else:
+                break
+        while i < len(source) and source[i] == 1 and not (j < len(target) and target[j] == 1):
+            sources.append(i)
+            i += 1
+        while j < len(target) and target[j] == 1 and not (i < len(source) and source[i] == 1):
+            targets.append(j)
+            j += 1
+        groups.append((sources, targets))
+    return groups
 
 
 def _getitem(node: Node, pads: Padded) -> Padded:

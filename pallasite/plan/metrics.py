@@ -75,7 +75,7 @@ def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
         if not loop_plan.streams:
             continue
         count = runs.get(loop_id)
-        trips = None if loop_plan.static_trips is None else loop_plan.static_trips[0]
+        trips = loop_plan.total_trips
         if count is None or trips is None:
             return ScheduleMetrics(None, minimum, padding, None)
         for stream in loop_plan.streams:
@@ -152,8 +152,8 @@ def _loop_runs(body: list, call: PallasCallPlan, grid_steps: int, factor: int | 
     for item in body:
         if isinstance(item, TileLoop):
             runs[item.id] = factor
-            trips = call.inner_loops[item.id].static_trips
-            inner = None if factor is None or trips is None else factor * trips[0]
+            trips = call.inner_loops[item.id].total_trips
+            inner = None if factor is None or trips is None else factor * trips
             runs.update(_loop_runs(item.body, call, grid_steps, inner) if inner is not None
                         else {k: None for k in _loop_runs(item.body, call, grid_steps, 1)})
     return runs

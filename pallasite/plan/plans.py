@@ -329,6 +329,19 @@ class LoopPlan:
     strategy: str  # the strategy's name, as `pallas_loop_type` spells it
     static_trips: tuple[int, ...] | None  # per dim, None when a bound is data-dependent
     streams: tuple[Stream, ...] = ()  # tensors the loop moves tile by tile
+    # A multi-dim loop walks its dims in this order (positions in `TileLoop.dims`, the
+    # outermost first; the config's `loop_orders` entry for the loop, else as written).
+    order: tuple[int, ...] = (0,)
+
+    @property
+    def total_trips(self) -> int | None:
+        """Steps of the whole loop (every dim's tiles), None when data-dependent."""
+        if self.static_trips is None:
+            return None
+        total = 1
+        for trips in self.static_trips:
+            total *= trips
+        return total
 
 
 @dataclass(frozen=True)

@@ -353,7 +353,8 @@ def _dims(args: tuple, kwargs: dict, key: str) -> list[int]:
     dims = args[1:] if len(args) > 1 else kwargs.get(key, ())
     if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
         dims = dims[0]
-    return [d.extent if isinstance(d, tiles.RefTile) else int(d) for d in dims]  # a tile: its extent
+    # a tile, or a product of tiles' block sizes, stands for its extent
+    return [d.extent if isinstance(d, (tiles.RefTile, tiles.BlockSize)) else int(d) for d in dims]
 
 
 def _permuted(func: Callable, args: tuple, kwargs: dict, perm: list[int]) -> Any:

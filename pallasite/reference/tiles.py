@@ -11,6 +11,35 @@ from .. import language as hl
 from . import lanes
 
 
+class BlockSize(int):
+    """`tile.block_size` in reference mode: the int, remembering the tiles whose block
+    sizes it is the product of. As a size in device code (`v.reshape(tb.block_size *
+    th.block_size, d)`, written for whole blocks) it stands for those tiles' extents, as
+    a tile does (`v.view(tile, -1)`); any other arithmetic gives a plain int."""
+
+    tiles: tuple
+
+    def __new__(cls, value: int, tiles: tuple) -> "BlockSize":
+        size = super().__new__(cls, value)
+        size.tiles = tiles
+        return size
+
+    @property
+    def extent(self) -> int:
+        extent = 1
+        for tile in self.tiles:
+            extent *= tile.extent
+        return extent
+
+    def __mul__(self, other):
+        if isinstance(other, BlockSize):
+            return BlockSize(int(self) * int(other), self.tiles + other.tiles)
+        return int(self) * other
+
+    def __rmul__(self, other):
+        return other * int(self)
+
+
 class RefTile(hl.Tile):
     """One tile of an `hl.tile` loop: the indices [begin, end) of one dimension.
 
@@ -22,7 +51,7 @@ class RefTile(hl.Tile):
     def __init__(self, begin: int, end: int, block_size: int, tile_id: int, count: int, name: str):
         self.begin = begin
         self.end = end
-        self.block_size = block_size
+        self._block_size = block_size
         self.id = tile_id
         self.count = count
         self.name = name
@@ -31,6 +60,10 @@ class RefTile(hl.Tile):
     @property
     def extent(self) -> int:
         return self.end - self.begin
+
+    @property
+    def block_size(self) -> BlockSize:
+        return BlockSize(self._block_size, (self,))
 
     @property
     def single_lane(self) -> bool:

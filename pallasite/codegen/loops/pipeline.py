@@ -4,7 +4,9 @@ Streamed tensors are the pipeline's BlockSpecs (it double-buffers their
 DMAs); carried values live in VMEM scratch across steps; the body reads its
 step from an SMEM counter. Tiles are the user's (`begin + step * block`); the
 pipeline's index maps count in blocks, which the plan allows only for loops
-whose begin is a block multiple.
+whose begin is a block multiple. A multi-dim loop's pipeline grid has one axis
+per dim, in the plan's order; the body's tile counters come from its step
+(`steps.py`), since the pipeline walks the last grid axis fastest.
 """
 from __future__ import annotations
 
@@ -12,39 +14,45 @@ from ...ir import FullSlice, NewAxis, TileLoop, TileSlice
 from ...plan import Direction
 from ...plan.loops import PipelineLoopPlan
 from .registry import emits
+from .steps import emit_counters, emit_trips, ordered_dims
 
 
 @emits(PipelineLoopPlan)
 def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: int) -> list:
     from ..kernel import LoopFrame
 
-    (dim,) = loop.dims  # the plan admits one dim here
-    block = dim.block_size
     carried = k.bind_carried(loop, indent, copy=False)
-    trips = k.names.fresh(f"{dim.name}_trips")
     streams = loop_plan.streams
-    first = None
-    if streams:  # the plan streams only loops whose begin is a block multiple
-        first = k.names.fresh(f"{dim.name}_first_block")
-        k.emit(f"{first} = {dim.begin // block}", indent)
-    k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + {block - 1}) // {block}", indent)
-    k.emit_loop_checks(loop, trips, indent)
+    dims = ordered_dims(loop, loop_plan)
+    label = ", ".join(dim.name for dim in dims)
+    firsts = {}
+    if streams:  # the plan streams only loops whose begins are block multiples
+        for dim in (dim for dim in dims if dim.begin_aligned):
+            firsts[dim.id] = k.names.fresh(f"{dim.name}_first_block")
+            k.emit(f"{firsts[dim.id]} = {dim.begin // dim.block_size}", indent)
+    trips = emit_trips(k, loop, loop_plan, indent, static_literal=False)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     names = ", ".join(s.symbol.name for s in streams)
     if not names:
         names = ("nothing (tensors stay resident: its begin is not a block multiple)"
-                 if not dim.begin_aligned else "nothing (its tensors are also used outside it)")
-    k.emit(f"# inner loop '{dim.name}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
+                 if not all(dim.begin_aligned for dim in dims) else "nothing (its tensors are also used outside it)")
+    k.emit(f"# inner loop '{label}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         init = k.render(item.init)
         k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}", indent)
     k.emit(f"{loop_plan.step_ref}[0] = 0", indent)
-    body_name = k.names.fresh(f"{dim.name}_body")
+    prefix = label.replace(", ", "_")
+    body_name = k.names.fresh(f"{prefix}_body")
     k.emit(f"def {body_name}({', '.join(s.block_ref for s in (*inputs, *outputs))}):", indent)
-    step = k.names.fresh(f"{dim.name}_step")
-    k.frames[loop.id] = LoopFrame({dim.id: step}, traced=True, step=step)
+    step = k.names.fresh(f"{prefix}_step")
+    frame = LoopFrame({}, traced=True, step=step)
+    k.frames[loop.id] = frame
     k.emit(f"{step} = {loop_plan.step_ref}[0]", indent + 1)
+    if len(dims) > 1:
+        k.emit(f"# the pipeline walks its grid '{dims[-1].name}' fastest; each tile's counters from the step",
+               indent + 1)
+    frame.counters.update(emit_counters(k, trips, step, indent + 1))
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {_read_scratch(ref, item)}", indent + 1)
     k.pipeline_depth += 1
@@ -56,13 +64,15 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
         k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}", indent + 1)
     k.emit(f"{loop_plan.step_ref}[0] = {step} + 1", indent + 1)
-    k.emit(f"@pl.when({trips} > 0)", indent)
+    grid_ids = ("j",) if len(dims) == 1 else tuple(f"j{position}" for position in range(len(dims)))
+    ids = dict(zip((dim.id for dim in dims), grid_ids))
+    k.emit(f"@pl.when({trips.total} > 0)", indent)
     k.emit(f"def _run_{body_name}():", indent)
     k.emit("pltpu.emit_pipeline(", indent + 1)
     k.emit(f"{body_name},", indent + 2)
-    k.emit(f"grid=({trips},),", indent + 2)
-    k.emit(f"in_specs=[{', '.join(_pipeline_spec(k, s, dim, first) for s in inputs)}],", indent + 2)
-    k.emit(f"out_specs=[{', '.join(_pipeline_spec(k, s, dim, first) for s in outputs)}],", indent + 2)
+    k.emit(f"grid=({', '.join(trips.trips)},),", indent + 2)
+    k.emit(f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}],", indent + 2)
+    k.emit(f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}],", indent + 2)
     k.emit(f")({', '.join(s.hbm_ref for s in (*inputs, *outputs))})", indent + 1)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {_read_scratch(ref, item)}", indent)
@@ -73,13 +83,14 @@ def _read_scratch(ref: str, item) -> str:
     return f"{ref}[...]" if item.init.shape else f"{ref}[...].reshape(())"
 
 
-def _pipeline_spec(k, stream, dim, first: str) -> str:
+def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> str:
+    """`ids`: the pipeline's grid index of each loop dim, by dim id."""
     indices = []
     for item in stream.index:
         if isinstance(item, NewAxis):
             continue
-        if isinstance(item, TileSlice) and item.dim is dim:
-            indices.append(f"{first} + j")
+        if isinstance(item, TileSlice) and item.dim.id in ids:
+            indices.append(f"{firsts[item.dim.id]} + {ids[item.dim.id]}")
         elif isinstance(item, TileSlice):  # a block-aligned grid tile (the strategy checked)
             indices.append(f"{k.env[item.dim.begin_value.id]} // {item.dim.block_size}")
         elif isinstance(item, FullSlice):
@@ -87,4 +98,4 @@ def _pipeline_spec(k, stream, dim, first: str) -> str:
     shape = ", ".join(map(str, stream.window_shape))
     shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
     index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"
-    return f"pl.BlockSpec({shape}, lambda j: {index})"
+    return f"pl.BlockSpec({shape}, lambda {', '.join(ids.values())}: {index})"

@@ -15,15 +15,14 @@ def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, indent: i
     if loop_plan.static_trips is None:
         return emit_fori_loop(k, loop, loop_plan, indent)
     carried = k.bind_carried(loop, indent, copy=True)
-    steps = "x".join(map(str, loop_plan.static_trips))
-    total = 1
-    for trips in loop_plan.static_trips:
-        total *= trips
-    k.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': {steps} "
+    steps = "x".join(str(loop_plan.static_trips[i]) for i in loop_plan.order)
+    total = loop_plan.total_trips
+    k.emit(f"# inner loop '{', '.join(loop.dims[i].name for i in loop_plan.order)}': {steps} "
            f"step{'s' if total != 1 else ''} unrolled over resident blocks", indent)
     counters = {}
     inner = indent
-    for dim, trips in zip(loop.dims, loop_plan.static_trips):
+    for position in loop_plan.order:  # outermost first
+        dim, trips = loop.dims[position], loop_plan.static_trips[position]
         counter = k.names.fresh(f"{dim.name}_step")
         counters[dim.id] = counter
         k.emit(f"for {counter} in range({trips}):", inner)

@@ -1,66 +1,68 @@
 """Emit a `fori_loop` loop: `lax.fori_loop` streaming tensors from HBM with
-double-buffered DMA (also the loop of a resident block with a dynamic trip count)."""
+double-buffered DMA (also the loop of a resident block with a dynamic trip count).
+A multi-dim loop is one `fori_loop` over every dim's tiles (`steps.py`)."""
 from __future__ import annotations
 
 from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
 from ...plan import Direction, LoopPlan, Stream
 from ...plan.loops import StreamedLoopPlan
 from .registry import emits
+from .steps import LoopTrips, counter_exprs, emit_counters, emit_trips
 
 
 @emits(StreamedLoopPlan)
 def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, indent: int) -> list:
     from ..kernel import LoopFrame
 
-    (dim,) = loop.dims  # the plan admits one dim here
     streams = loop_plan.streams
     carried = k.bind_carried(loop, indent, copy=False)
-    step = k.names.fresh(f"{dim.name}_step")
-    frame = LoopFrame({dim.id: step}, traced=True, step=step)
+    trips = emit_trips(k, loop, loop_plan, indent)
+    label = ", ".join(dim.name for dim in trips.dims)
+    step = k.names.fresh(f"{label.replace(', ', '_')}_step")
+    frame = LoopFrame({}, traced=True, step=step)
     k.frames[loop.id] = frame
-    trips = k.names.fresh(f"{dim.name}_trips")
-    if loop_plan.static_trips is not None:
-        k.emit(f"{trips} = {loop_plan.static_trips[0]}", indent)
-    else:
-        k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + "
-               f"{dim.block_size - 1}) // {dim.block_size}", indent)
-        k.emit_loop_checks(loop, trips, indent)
     if streams:
         what = ", ".join(f"{s.symbol.name} ({s.direction.value})" for s in streams)
-        k.emit(f"# inner loop '{dim.name}': fori_loop streaming {what} from HBM, double-buffered", indent)
-        frame.slot = k.names.fresh(f"{dim.name}_slot")
+        k.emit(f"# inner loop '{label}': fori_loop streaming {what} from HBM, double-buffered", indent)
+        frame.slot = k.names.fresh(f"{label.replace(', ', '_')}_slot")
         for stream in streams:
-            _emit_copy_builder(k, stream, dim, indent)
-        _emit_first_copies(k, streams, trips, indent)
+            _emit_copy_builder(k, stream, trips, indent)
+        _emit_first_copies(k, streams, trips.total, indent)
     else:
-        k.emit(f"# inner loop '{dim.name}': fori_loop over resident blocks", indent)
-    body_name = k.names.fresh(f"{dim.name}_body")
+        k.emit(f"# inner loop '{label}': fori_loop over resident blocks", indent)
+    if len(trips.dims) > 1:
+        k.emit(f"# one step per ({label}) tile, '{trips.dims[-1].name}' fastest", indent)
+    body_name = k.names.fresh(f"{label.replace(', ', '_')}_body")
     names = ", ".join(var for _, var in carried)
     pack = f"({names},)" if carried else "()"
     k.emit(f"def {body_name}({step}, carry):", indent)
     if carried:
         k.emit(f"{pack} = carry", indent + 1)
+    frame.counters.update(emit_counters(k, trips, step, indent + 1))
     if streams:
-        _emit_step_copies(k, streams, frame, trips, indent + 1)
+        _emit_step_copies(k, streams, frame, trips.total, indent + 1)
     k.emit_loop_body(loop, indent + 1)
     results = ", ".join(k.carried_results(loop, carried, indent + 1))
     k.emit(f"return ({results},)" if carried else "return carry", indent + 1)
     inits = ", ".join(k.render(item.init) for item, _ in carried)
-    k.emit(f"{pack if carried else '_'} = lax.fori_loop(0, {trips}, {body_name}, "
+    k.emit(f"{pack if carried else '_'} = lax.fori_loop(0, {trips.total}, {body_name}, "
            f"{f'({inits},)' if carried else '()'})", indent)
     if streams:
-        _emit_drain_outputs(k, streams, trips, indent)
+        _emit_drain_outputs(k, streams, trips.total, indent)
     return carried
 
 
-def _emit_copy_builder(k, stream: Stream, dim, indent: int) -> None:
+def _emit_copy_builder(k, stream: Stream, trips: LoopTrips, indent: int) -> None:
     """One function builds each DMA descriptor, for its start and for its wait."""
+    counters = counter_exprs(trips, "step")
     parts = []
     for item in stream.index:
         if isinstance(item, NewAxis):
             continue
-        if isinstance(item, TileSlice) and item.dim is dim:
-            start = f"step * {dim.block_size}"
+        if isinstance(item, TileSlice) and item.dim.id in counters:
+            dim = item.dim
+            counter = counters[dim.id]
+            start = f"{counter if counter.isidentifier() or counter.isdigit() else f'({counter})'} * {dim.block_size}"
             if not (isinstance(dim.begin, int) and dim.begin == 0):
                 start = f"{k.render(dim.begin)} + {start}"
             parts.append(f"pl.ds({start}, {dim.block_size})")

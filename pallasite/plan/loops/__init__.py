@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from ... import exc
+from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
 from .pipeline import PIPELINE, PipelineLoopPlan
@@ -36,10 +37,20 @@ def default_strategies() -> list[LoopStrategy]:
                   key=lambda s: s.default_order)
 
 
-def plan_inner_loops(body: list, strategy: LoopStrategy) -> dict[int, LoopPlan]:
-    """Every inner loop of `body` planned by `strategy`, by TileLoop id."""
+def multi_dim_loops(ir) -> list[TileLoop]:
+    """Every hl.tile loop tiling several dims, in order of appearance (each device loop,
+    then its inner loops, outer first): `loop_orders` has one permutation per such loop."""
+    return [loop for call in ir.device_loops for loop in (call.loop, *inner_loops(call.loop.body))
+            if len(loop.dims) > 1]
+
+
+def plan_inner_loops(body: list, strategy: LoopStrategy,
+                     loop_orders: dict[int, tuple[int, ...]]) -> dict[int, LoopPlan]:
+    """Every inner loop of `body` planned by `strategy`, by TileLoop id; a multi-dim loop
+    walks its dims in its `loop_orders` entry (outermost first), else as written."""
     names: set[str] = set()
-    return {loop.id: strategy.plan_loop(loop, names) for loop in inner_loops(body)}
+    return {loop.id: strategy.plan_loop(loop, names, loop_orders.get(loop.id, tuple(range(len(loop.dims)))))
+            for loop in inner_loops(body)}
 
 
 def attach_streams(plans: dict[int, LoopPlan], streams: dict[int, Stream]) -> dict[int, LoopPlan]:
@@ -58,6 +69,6 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 
 __all__ = [
     "STRATEGIES", "LoopStrategy", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
-    "attach_streams", "default_strategies", "inner_loops", "plan_inner_loops", "plan_scratch",
+    "attach_streams", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
     "strategy_named",
 ]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ... import exc
 from ...ir import Load, TileLoop
 from ..plans import Access, LoopPlan, Scratch, Stream
 
@@ -23,8 +22,9 @@ class LoopStrategy:
     streams: bool = False  # moves the tensors only this loop uses tile by tile
     windows_from_block_multiples: bool = False  # stream windows start at block multiples
 
-    def plan_loop(self, loop: TileLoop, names: set[str]) -> LoopPlan:
-        return LoopPlan(self.name, static_trips(loop))
+    def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> LoopPlan:
+        """`order`: the positions of `loop.dims`, outermost first (`loop_orders`)."""
+        return LoopPlan(self.name, static_trips(loop), order=order)
 
     def accepts_stream(self, index: tuple, loop_dims: set[int], grid_axis_of: dict[int, int]) -> bool:
         """Whether a tensor accessed with `index` can be one of this loop's streams."""
@@ -42,14 +42,6 @@ def static_trips(loop: TileLoop) -> tuple[int, ...] | None:
     """Trips per dim, or None if any bound depends on data."""
     trips = tuple(dim.static_trips for dim in loop.dims)
     return None if any(t is None for t in trips) else trips
-
-
-def one_dim(loop: TileLoop, strategy: str) -> None:
-    """Reject a multi-dim loop for a strategy that walks one dim per loop."""
-    if len(loop.dims) > 1:
-        raise exc.UnsupportedOperation(
-            f"pallas_loop_type {strategy!r} walks one dim per loop; write one nested "
-            "hl.tile loop per dim.", loop.location)
 
 
 def inner_loops(body: list) -> Iterator[TileLoop]:

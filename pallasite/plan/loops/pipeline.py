@@ -6,6 +6,8 @@ pipeline's index maps count in blocks, so only a loop whose begin is a block
 multiple streams through it; a loop with an unaligned or data-dependent begin
 (`offsets[g]`) reads resident blocks with `pl.ds` at the real tile, like
 `unroll` (the plan's `streams` are empty and say so in the generated code).
+A loop over several dims is one pipeline over a grid of their trip counts,
+in the plan's `order` (the pipeline walks the last grid axis fastest).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from ...ir import ScalarIndex, TileLoop, TileSlice
 from ..plans import Access, LoopPlan, Scratch, ScratchKind, Stream
-from .base import LoopStrategy, one_dim, static_trips, unique_name, value_shape
+from .base import LoopStrategy, static_trips, unique_name, value_shape
 from .streams import tensor_axes
 
 
@@ -28,12 +30,10 @@ class Pipeline(LoopStrategy):
     streams = True
     windows_from_block_multiples = True
 
-    def plan_loop(self, loop: TileLoop, names: set[str]) -> PipelineLoopPlan:
-        one_dim(loop, self.name)
-        (dim,) = loop.dims
-        prefix = unique_name(dim.name, names)
+    def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> PipelineLoopPlan:
+        prefix = unique_name("_".join(dim.name for dim in loop.dims), names)
         return PipelineLoopPlan(
-            self.name, static_trips(loop),
+            self.name, static_trips(loop), order=order,
             carried_refs=tuple(f"{prefix}_{item.name}_ref" for item in loop.carried),
             step_ref=f"{prefix}_step_ref")
 

@@ -5,6 +5,10 @@ input's copy for step j+1 starts before step j computes; an output's copy of
 step j starts right after its store and is waited for when its slot is reused
 (step j+2) or after the loop. One builder function per stream makes each
 descriptor, for its start and its wait.
+
+A loop over several dims (`hl.tile([m, n])`) is one `lax.fori_loop` over the
+product of their trip counts; each dim's tile counter is the step's digit in
+mixed radix (the plan's `order`: outermost first, the last dim fastest).
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 
 from ...ir import TileLoop
 from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream, StreamSlot
-from .base import LoopStrategy, one_dim, static_trips, value_shape
+from .base import LoopStrategy, static_trips, value_shape
 
 
 @dataclass(frozen=True)
@@ -25,9 +29,8 @@ class StreamedFori(LoopStrategy):
     default_order = 1
     streams = True
 
-    def plan_loop(self, loop: TileLoop, names: set[str]) -> StreamedLoopPlan:
-        one_dim(loop, self.name)
-        return StreamedLoopPlan(self.name, static_trips(loop))
+    def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> StreamedLoopPlan:
+        return StreamedLoopPlan(self.name, static_trips(loop), order=order)
 
     def stream_access(self, node, stream: Stream) -> Access:
         write_back = stream if stream.direction is Direction.OUT else None

@@ -6,7 +6,9 @@ a device `if`), all with one
 index form that walks one of L's tile dims and whose scalar indices are known
 before L starts (its copies are built there), it has no empty dim, and it is
 only read (an input stream) or only written (an output stream, whose partial
-last tile must not end inside the tensor: windows are written back whole); the strategy may
+last tile must not end inside the tensor: windows are written back whole; and
+which walks every dim of a multi-dim loop, so no two steps write back one
+window); the strategy may
 refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
 as with `unroll` (so does a gathered table: any row may be picked). Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
@@ -46,6 +48,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
             continue
         if use.stores and _spills_past_range(first, use.symbol.shape):
             continue
+        if use.stores and not loop_dims <= {i.dim.id for i in first if isinstance(i, TileSlice)}:
+            continue  # each step writes its window back: no two steps may share one
         if 0 in use.symbol.shape or _computed_inside(first, loop):
             continue
         if any(isinstance(item, GatherIndex) for item in first):  # gathered: whole in VMEM
