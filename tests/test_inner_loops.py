@@ -378,3 +378,24 @@ def test_every_matmul_spelling_in_an_inner_loop(spelling):
     x, y = torch.randn(128, 200), torch.randn(200, 128)
     _, result = code_and_output(_matmul_with(spelling), (x, y), block_sizes=[128, 128, 128])
     torch.testing.assert_close(result, x @ y, atol=1e-3, rtol=1e-3)
+
+
+@pallasite.kernel
+def add_column_offsets(x, offsets):
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        for tile_n in hl.tile(x.size(1)):
+            out[tile_m, tile_n] = x[tile_m, tile_n] + tile_n.begin  # an int begin joins a float value
+            offsets[tile_n.id] = tile_n.begin  # and is stored into a float tensor
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_an_inner_tiles_begin_is_a_value_under_every_loop_type(loop_type):
+    # Unrolled, the begin is a Python int in the generated code: `.astype` on it used to
+    # raise AttributeError out of the kernel.
+    x = torch.randn(8, 384)
+    offsets = torch.zeros(3)
+    _, out = code_and_output(add_column_offsets, (x, offsets), block_sizes=[8, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, x + torch.arange(384).div(128, rounding_mode="floor") * 128.0)
+    assert offsets.tolist() == [0.0, 128.0, 256.0]

@@ -519,3 +519,30 @@ def test_the_one_hot_loop_the_atomic_add_rejection_suggests_sums_duplicates(loop
     idx = _indices(100, 40)
     _, result = code_and_output(add_by_one_hot, (out.clone(), v, idx), pallas_loop_type=loop_type)
     torch.testing.assert_close(result, out.clone().index_add_(0, idx.long(), v), rtol=1e-5, atol=1e-5)
+
+
+@pallasite.kernel
+def scatter_from_inner_tiles(out, x, dest):
+    for tile_b in hl.tile(x.size(0), block_size=1):
+        for tile_i, tile_j in hl.tile([x.size(1), dest.size(0)], block_size=[8, 1]):
+            out[dest[tile_j.begin, tile_i], :] = x[tile_b.begin, tile_i, :] + tile_j.begin
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("inner_order", [[0, 1], [1, 0]])
+def test_an_inner_loops_dim_order_decides_the_last_writer(loop_type, inner_order):
+    # Row 0 is written by tile (i=0, j=1) and by tile (i=1, j=0); every other row once.
+    x = _values(1, 16, 128)
+    lanes = torch.arange(16, dtype=torch.int32)
+    dest = torch.stack([torch.where(lanes >= 8, 0, lanes + 1), torch.where(lanes < 8, 0, lanes + 1)])
+    expected = torch.zeros(17, 128)
+    steps = [(i, j) for i in range(2) for j in range(2)]
+    for i, j in sorted(steps, key=lambda s: s[::-1] if inner_order == [1, 0] else s):
+        for lane in range(i * 8, i * 8 + 8):
+            expected[dest[j, lane]] = x[0, lane] + j
+    config = {"pallas_loop_type": loop_type, "loop_orders": [inner_order]}
+    _, result = code_and_output(scatter_from_inner_tiles, (torch.zeros(17, 128), x, dest), **config)
+    assert torch.equal(result, expected)
+    reference = run_ref(scatter_from_inner_tiles, (torch.zeros(17, 128), x, dest), config=pallasite.Config(**config))
+    assert torch.equal(reference, expected)

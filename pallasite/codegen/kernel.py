@@ -328,7 +328,8 @@ class KernelEmitter:
         if isinstance(operand, Value):
             text = self.render(operand)
             if operand.dtype != dtype:
-                text = f"{text}.astype({jnp_dtype(dtype)})" if dtype != torch.bool else f"({text} != 0)"
+                text = (f"({text} != 0)" if dtype == torch.bool else f"{jnp_dtype(dtype)}({text})"
+                        if not operand.shape else f"{text}.astype({jnp_dtype(dtype)})")
             if tuple(operand.shape) != shape:
                 text = (f"jnp.broadcast_to({text}, {literal(shape)})" if shape
                         else f"{text}.reshape(())")

@@ -88,6 +88,8 @@ class OpCall:
             return arg.text
         if dtype == torch.bool:
             return f"({arg.text} != 0)"
+        if not arg.shape:  # a scalar may be a Python int (an unrolled loop's tile begin)
+            return f"{jnp_dtype(dtype)}({arg.text})"
         return f"{arg.text}.astype({jnp_dtype(dtype)})"
 
     def compute_dtype(self) -> torch.dtype:

@@ -14,7 +14,8 @@ language's:
   reaches each `hl.tile(..., block_size=None)` dim and
   `hl.register_block_size` call.
 - `hl.tile`/`hl.grid` loops iterate concretely, the last dimension fastest (a
-  top-level loop in the config's `loop_orders`, as the compiled grid runs).
+  multi-dim loop — top-level or inner — in its `loop_orders` entry, as the compiled
+  grid and inner loops run).
   A tile has `begin`, `end` (clamped to the loop's end), `block_size`,
   `index` (`torch.arange(begin, end)`, int32), `id` and `count` — ints, except
   `index`; `hl.grid` yields ints. Bounds may be ints or integer scalars read

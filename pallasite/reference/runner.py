@@ -27,10 +27,12 @@ class ReferenceRunner:
 
     def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=()):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
-        has a tunable block size. `loop_orders`: the config's grid order per multi-dim
-        top-level loop (the order programs run, which decides a scatter's last writer)."""
+        has a tunable block size. `loop_orders`: the config's dim order per multi-dim
+        hl.tile loop, device and inner loops in order of appearance (the order programs
+        and inner tiles run, which decides a scatter's last writer)."""
         self.fn = fn
         self._loop_orders = iter(loop_orders)
+        self._order_of_loop: dict[int, Any] = {}  # id of a multi-dim loop's `for` -> its entry
         self.fn_ast, self.filename = source.function_ast(fn)
         self._block_sizes_of_config = block_sizes
         self._block_sizes: list[int] | None = None
@@ -229,8 +231,7 @@ class ReferenceRunner:
 
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A top-level loop: each iteration is one program of the compiled grid."""
-        order = next(self._loop_orders, None) if len(spec.ends) > 1 else None
-        iterations = self._iterations(stmt, spec, order)
+        iterations = self._iterations(stmt, spec, self._order(stmt, spec))
         self.device_depth += 1
         try:
             for item, frames in iterations:
@@ -241,11 +242,21 @@ class ReferenceRunner:
             self.device_depth -= 1
             self.frames = []
 
+    def _order(self, stmt: ast.For, spec: hl.TileIterable):
+        """The `loop_orders` entry of a multi-dim loop: entries go to the loops in the order
+        they are first reached (each device loop, then its inner loops, as the compiler
+        counts them); None walks the dims as written."""
+        if len(spec.ends) <= 1:
+            return None
+        if id(stmt) not in self._order_of_loop:
+            self._order_of_loop[id(stmt)] = next(self._loop_orders, None)
+        return self._order_of_loop[id(stmt)]
+
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """A loop inside device code. A device value assigned in it that existed before it is
         carried: after each iteration it keeps its previous lanes past a shorter extent
         (`keep_lanes`). Other names assigned in the loop do not escape it."""
-        iterations = self._iterations(stmt, spec)
+        iterations = self._iterations(stmt, spec, self._order(stmt, spec))
         location = self.location
         assigned = {
             node.id for inner in stmt.body for node in ast.walk(inner)
