@@ -48,7 +48,8 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
         elif isinstance(step, DeviceLoopCall):
             dims = step.loop.dims
             order = tuple(next(orders, range(len(dims)))) if len(dims) > 1 else (0,) * len(dims)
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order))
+            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
+                                    config))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -56,7 +57,8 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...]) -> PallasCallPlan:
+               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
+               config) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -69,7 +71,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
     inner_loops = plan_inner_loops(loop.body, strategy)
-    streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
+    streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of,
+                           config.get("pallas_load_buffer_count", 2))
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
     for use in uses:

@@ -235,6 +235,9 @@ class Stream:
     direction: Direction
     index: tuple  # the normalized index of every access (one window form)
     window_shape: tuple[int, ...]
+    # VMEM windows the DMAs rotate through (`pallas_load_buffer_count`; 2 = double
+    # buffering): an input's next `buffers - 1` tiles are in flight while one computes.
+    buffers: int = 2
 
     @property
     def hbm_ref(self) -> str:

@@ -26,8 +26,8 @@ def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
         if op.memory is Memory.VMEM_BLOCK
     )
     for loop_plan in plan.inner_loops.values():
-        for stream in loop_plan.streams:  # double-buffered: DMA scratch or pipeline buffers
-            blocks += 2 * padded_bytes(stream.window_shape, stream.symbol.dtype)
+        for stream in loop_plan.streams:  # n-buffered: DMA scratch or pipeline buffers
+            blocks += stream.buffers * padded_bytes(stream.window_shape, stream.symbol.dtype)
     for scratch in plan.scratch:
         if scratch.kind is ScratchKind.VMEM and not any(
                 scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):

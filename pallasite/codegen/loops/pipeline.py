@@ -87,4 +87,6 @@ def _pipeline_spec(k, stream, dim, first: str) -> str:
     shape = ", ".join(map(str, stream.window_shape))
     shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
     index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"
+    if stream.buffers != 2:  # `pallas_load_buffer_count`: the pipeline's buffer depth
+        return f"pl.BlockSpec({shape}, lambda j: {index}, pipeline_mode=pl.Buffered({stream.buffers}))"
     return f"pl.BlockSpec({shape}, lambda j: {index})"
