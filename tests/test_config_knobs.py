@@ -93,3 +93,61 @@ def _body(code: str) -> list[str]:
 def test_bad_load_buffer_count(value):
     with pytest.raises(exc.InvalidConfig, match="pallas_load_buffer_count must be an int >= 2"):
         pallasite.Config(pallas_load_buffer_count=value)
+
+
+# ---------------------------------------------------------------- pallas_pre_broadcast
+
+@pallasite.kernel
+def matmul_bias_steps(x, y, b):
+    """A bias row added to the accumulator on every k step (loop-invariant, broadcast)."""
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        bias = b[tile_n]
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n]) + bias
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def _bias_steps_reference(x, y, b, block_k):
+    steps = -(-x.shape[1] // block_k)
+    return x @ y + steps * b
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_pre_broadcast_widens_the_bias_once_before_the_loop(loop_type):
+    x, y, b = randn(16, 384, seed=5), randn(384, 256, seed=6), randn(256, seed=7)
+    base = {"block_sizes": [8, 128, 128], "pallas_loop_type": loop_type}
+    code_off, out_off = code_and_output(matmul_bias_steps, (x, y, b), **base)
+    code_on, out_on = code_and_output(matmul_bias_steps, (x, y, b), **base, pallas_pre_broadcast=True)
+    torch.testing.assert_close(out_on, _bias_steps_reference(x, y, b, 128), rtol=1e-4, atol=1e-4)
+    assert torch.equal(out_on, out_off)
+    assert "jnp.broadcast_to(bias, (8, 128))" in code_on and "bias_wide" in code_on
+    assert "broadcast_to(bias" not in code_off
+    # computed before the inner loop starts, read inside it
+    lines = code_on.splitlines()
+    widened = next(i for i, line in enumerate(lines) if "bias_wide =" in line)
+    loop_start = next(i for i, line in enumerate(lines) if "inner loop 'tile_k'" in line)
+    assert widened < loop_start
+    plan = only_call(matmul_bias_steps, (x, y, b), **base, pallas_pre_broadcast=True)
+    ((widen,),) = plan.pre_broadcasts.values()
+    assert widen.shape == (8, 128) and widen.value.shape == (128,)
+    check_tpu_lowering(matmul_bias_steps, (x, y, b), chips=("v5e", "v7x"), **base, pallas_pre_broadcast=True)
+
+
+def test_pre_broadcast_is_a_no_op_below_128_lanes():
+    x, y, b = randn(16, 384, seed=5), randn(384, 64, seed=6), randn(64, seed=7)
+    base = {"block_sizes": [8, 64, 128], "pallas_loop_type": "fori_loop"}
+    code_off, out_off = code_and_output(matmul_bias_steps, (x, y, b), **base)
+    code_on, out_on = code_and_output(matmul_bias_steps, (x, y, b), **base, pallas_pre_broadcast=True)
+    assert _body(code_on) == _body(code_off) and torch.equal(out_on, out_off)
+    assert only_call(matmul_bias_steps, (x, y, b), **base, pallas_pre_broadcast=True).pre_broadcasts == {}
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_bad_pre_broadcast(value):
+    with pytest.raises(exc.InvalidConfig, match="pallas_pre_broadcast must be True or False"):
+        pallasite.Config(pallas_pre_broadcast=value)

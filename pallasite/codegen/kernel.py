@@ -51,6 +51,7 @@ class KernelEmitter:
         # > 0 inside an emit_pipeline body, where pl.program_id counts the pipeline's steps
         self.pipeline_depth = 0
         self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
+        self._widened: dict[tuple[int, int], str] = {}  # (node id, operand) -> its pre-broadcast variable
 
     # ---------------------------------------------------------------- text --
 
@@ -178,9 +179,18 @@ class KernelEmitter:
 
         loop_plan = self.plan.inner_loops[loop.id]
         self.comment_source(loop, indent)
+        self._emit_pre_broadcasts(loop, indent)
         carried = emitter_for(loop_plan)(self, loop, loop_plan, indent)
         for item, var in carried:
             self.env[item.out.id] = var
+
+    def _emit_pre_broadcasts(self, loop: TileLoop, indent: int) -> None:
+        """`pallas_pre_broadcast`: the plan's loop-invariant operands, widened once here."""
+        for widen in self.plan.pre_broadcasts.get(loop.id, ()):
+            name = self.names.fresh(f"{widen.value.name or 'operand'}_wide")
+            self.emit(f"{name} = jnp.broadcast_to({self.render(widen.value)}, {literal(widen.shape)})"
+                      "  # loop-invariant: broadcast once, before the loop", indent)
+            self._widened[(widen.node_id, widen.position)] = name
 
     def carried_results(self, loop: TileLoop, carried: list, indent: int) -> list[str]:
         """The carried values at the end of an iteration: lanes past a partial tile of the
@@ -367,6 +377,10 @@ class KernelEmitter:
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
             for a in node.args
         ]
+        for position, arg in enumerate(args):
+            widened = self._widened.get((node.id, position))
+            if widened is not None:
+                args[position] = Arg(widened, tuple(node.outputs[0].shape), arg.dtype, arg.raw)
         attrs = dict(node.kwargs)
         for mask in self.plan.masks.get(node.id, ()):
             args[mask.operand] = args[mask.operand].with_text(

@@ -7,6 +7,7 @@ import itertools
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
+from .broadcasts import plan_pre_broadcasts
 from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
@@ -148,6 +149,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks),
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..config import Config
@@ -210,6 +210,18 @@ class CarriedMask:
 
 
 @dataclass(frozen=True)
+class PreBroadcast:
+    """`pallas_pre_broadcast`: operand `position` of node `node_id` (an elementwise op in
+    an inner loop) is `value`, defined before the loop; it is broadcast to `shape` once
+    before the loop starts and the op reads the widened value (plan/broadcasts.py)."""
+
+    value: Any  # ir.Value
+    shape: tuple[int, ...]
+    node_id: int
+    position: int
+
+
+@dataclass(frozen=True)
 class InPlaceUpdate:
     """A tensor read-modify-written by the loop: its input block is copied into
     the output block on the first visit of that block (grid axes in
@@ -346,6 +358,7 @@ class PallasCallPlan:
     vmem_bytes: int
     vmem_limit_bytes: int | None
     range_checks: tuple[RangeCheck, ...] = ()  # data-dependent ranges, checked in interpret mode
+    pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)
