@@ -10,6 +10,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output
+from pallasite.ir import walk_nodes
 from plan_helpers import matmul, only_call, randn
 
 STREAMING = ["fori_loop", "emit_pipeline"]
@@ -151,3 +152,192 @@ def test_pre_broadcast_is_a_no_op_below_128_lanes():
 def test_bad_pre_broadcast(value):
     with pytest.raises(exc.InvalidConfig, match="pallas_pre_broadcast must be True or False"):
         pallasite.Config(pallas_pre_broadcast=value)
+
+
+# ---------------------------------------------------------------- reduction_loops
+
+@pallasite.kernel
+def row_reductions(x):
+    """sum / mean / amax / amin of each row, over the whole last dim."""
+    m, n = x.size()
+    out = torch.empty([m, 4], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m):
+        row = x[tile_m, :]
+        out[tile_m, 0] = (row * 2.0).sum(-1).to(torch.float32)
+        out[tile_m, 1] = row.mean(-1).to(torch.float32)
+        out[tile_m, 2] = torch.amax(row, dim=-1).to(torch.float32)
+        out[tile_m, 3] = torch.amin(row, dim=-1).to(torch.float32)
+    return out
+
+
+def _row_reductions_reference(x):
+    return torch.stack([(x * 2.0).sum(-1), x.mean(-1), x.amax(-1), x.amin(-1)], dim=1).float()
+
+
+@pallasite.kernel
+def softmax_rows(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = torch.softmax(x[tile_m, :], dim=-1)
+    return out
+
+
+@pallasite.kernel
+def layer_norm_rows(x, w, b, eps: float):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        row = x[tile_m, :].to(torch.float32)
+        mean = row.mean(-1, keepdim=True)
+        centered = row - mean
+        var = (centered * centered).mean(-1, keepdim=True)
+        out[tile_m, :] = (centered * torch.rsqrt(var + eps) * w[None, :] + b[None, :]).to(out.dtype)
+    return out
+
+
+@pallasite.kernel
+def blocked_row_sums(x):
+    """A whole-dim reduction inside an inner loop over a leading dim."""
+    k, m, n = x.size()
+    out = torch.empty([m, 1], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = acc + x[tile_k, tile_m, :].sum(-1).sum(0)
+        out[tile_m, 0] = acc
+    return out
+
+
+@pytest.mark.parametrize("n, chunk", [(300, 128), (512, 128), (640, 256), (130, 128)])
+def test_reduction_loops_row_reductions(n, chunk):
+    x = randn(16, n, seed=n)
+    config = {"block_sizes": [8], "reduction_loops": [chunk]}
+    code, out = code_and_output(row_reductions, (x,), **config)
+    torch.testing.assert_close(out, _row_reductions_reference(x), rtol=1e-5, atol=1e-5)
+    plan = only_call(row_reductions, (x,), **config)
+    looped = sorted(plan.looped_reductions.values(), key=lambda r: r.node_id)
+    trips = -(-n // chunk)
+    assert [r.chunk for r in looped] == [chunk] * 4 and {r.trips for r in looped} == {trips}
+    assert {r.tail_masked for r in looped} == {n % chunk != 0}
+    assert code.count("lax.fori_loop(0, ") == 4 and f"pl.ds(pl.multiple_of(" in code
+    # the row is never loaded whole: only chunk by chunk
+    assert "x_ref[...]" not in code and f"x_ref[:, :{n}]" not in code
+    check_tpu_lowering(row_reductions, (x,), **config)
+
+
+def test_reduction_loops_none_is_one_block():
+    x = randn(16, 300, seed=1)
+    code_none, out_none = code_and_output(row_reductions, (x,), block_sizes=[8], reduction_loops=[None])
+    code_default, out_default = code_and_output(row_reductions, (x,), block_sizes=[8])
+    assert _body(code_none) == _body(code_default) and torch.equal(out_none, out_default)
+    assert only_call(row_reductions, (x,), block_sizes=[8], reduction_loops=[None]).looped_reductions == {}
+    # a chunk as long as the dim is one block too
+    assert only_call(row_reductions, (x,), block_sizes=[8], reduction_loops=[384]).looped_reductions == {}
+
+
+def test_reduction_loops_bfloat16_sums_accumulate_in_float32():
+    x = randn(16, 1000, seed=2, dtype=torch.bfloat16)
+    _, out = code_and_output(row_reductions, (x,), block_sizes=[8], reduction_loops=[256])
+    _, whole = code_and_output(row_reductions, (x,), block_sizes=[8])
+    torch.testing.assert_close(out, whole, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(out, _row_reductions_reference(x.float()).to(torch.bfloat16).float(),
+                               rtol=2e-2, atol=5e-2)
+
+
+def test_reduction_loops_softmax_two_passes():
+    x = randn(16, 300, seed=3) * 4
+    config = {"block_sizes": [8], "reduction_loops": [128]}
+    code, out = code_and_output(softmax_rows, (x,), **config)
+    torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    plan = only_call(softmax_rows, (x,), **config)
+    nodes = {node.id: node for node in walk_nodes(plan.call.loop.body)}
+    assert sorted(nodes[r.node_id].op for r in plan.looped_reductions.values()) == ["amax", "sum"]
+    # the row is still needed whole (exp(x - max) / sum), so it is loaded whole once too
+    assert "x_ref[:, :300]" in code
+    check_tpu_lowering(softmax_rows, (x,), **config)
+
+
+def test_reduction_loops_layer_norm():
+    x, w, b = randn(16, 400, seed=4), randn(400, seed=5), randn(400, seed=6)
+    config = {"block_sizes": [8], "reduction_loops": [128]}
+    _, out = code_and_output(layer_norm_rows, (x, w, b, 1e-5), **config)
+    expected = torch.nn.functional.layer_norm(x, (400,), w, b, 1e-5)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    assert len(only_call(layer_norm_rows, (x, w, b, 1e-5), **config).looped_reductions) == 2
+    check_tpu_lowering(layer_norm_rows, (x, w, b, 1e-5), chips=("v6e",), **config)
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("n", [384, 300])
+def test_reduction_loops_inside_inner_loops(loop_type, n):
+    x = randn(6, 16, n, seed=7)
+    config = {"block_sizes": [8, 4], "pallas_loop_type": loop_type, "reduction_loops": [128]}
+    _, out = code_and_output(blocked_row_sums, (x,), **config)
+    torch.testing.assert_close(out, x.sum(-1).sum(0)[:, None], rtol=1e-4, atol=1e-4)
+    plan = only_call(blocked_row_sums, (x,), **config)
+    (looped,) = plan.looped_reductions.values()
+    assert looped.chunk == 128 and looped.tail_masked == (n % 128 != 0)
+    streamed = {s.symbol.name for p in plan.inner_loops.values() for s in p.streams}
+    # a dim of whole chunks may still be streamed; otherwise the block stays resident, padded
+    assert ("x" in streamed) == (loop_type != "unroll" and n % 128 == 0)
+    check_tpu_lowering(blocked_row_sums, (x,), chips=("v7x",), **config)
+
+
+def test_reduction_loops_config_space():
+    x = randn(16, 300, seed=1)
+    spec = row_reductions.bind((x,)).config_spec
+    (dim,) = spec.reduction_dims
+    assert dim.extent == 300 and dim.candidates() == [128, 256]
+    x, w, b = randn(16, 400, seed=4), randn(400, seed=5), randn(400, seed=6)
+    (dim,) = layer_norm_rows.bind((x, w, b, 1e-5)).config_spec.reduction_dims
+    assert dim.extent == 400  # mean and variance share the entry
+
+
+@pytest.mark.parametrize("value, message", [
+    ([100], "not a legal chunk"),
+    ([128, None], "1 reduction dim"),
+])
+def test_bad_reduction_loops_for_the_kernel(value, message):
+    x = randn(16, 300, seed=1)
+    with pytest.raises(exc.InvalidConfig, match=message):
+        row_reductions.bind((x,)).resolve_config({"block_sizes": [8], "reduction_loops": value})
+
+
+@pytest.mark.parametrize("value", [128, [0], ["a"], [True]])
+def test_bad_reduction_loops_values(value):
+    with pytest.raises(exc.InvalidConfig, match="reduction_loops must be a list"):
+        pallasite.Config(reduction_loops=value)
+
+
+@pallasite.kernel
+def argmax_rows(x):
+    m, n = x.size()
+    out = torch.empty([m, 1], dtype=torch.int32, device=x.device)
+    for tile_m in hl.tile(m):
+        out[tile_m, 0] = torch.argmax(x[tile_m, :], dim=-1).to(torch.int32)
+    return out
+
+
+@pallasite.kernel
+def cumsum_then_sum(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        row = x[tile_m, :]
+        out[tile_m, :] = row - row.sum(-1, keepdim=True)
+        total = (out[tile_m, :] * 2.0).sum(-1, keepdim=True)
+        out[tile_m, :] = row * total
+    return out
+
+
+@pytest.mark.parametrize("kernel, why", [
+    (argmax_rows, "only 'sum', 'mean', 'amax', 'amin', 'prod' carry partials"),
+    (cumsum_then_sum, "'out' is also written in this loop"),
+])
+def test_unloopable_reductions_name_the_line(kernel, why):
+    x = randn(16, 300, seed=1)
+    with pytest.raises(exc.UnsupportedOperation, match="Set reduction_loops\\[0\\] to None") as info:
+        code_and_output(kernel, (x,), block_sizes=[8], reduction_loops=[128])
+    assert why in str(info.value) and "test_config_knobs.py" in str(info.value)
+    _, out = code_and_output(kernel, (x,), block_sizes=[8], reduction_loops=[None])  # still runs whole

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
+from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
@@ -51,6 +51,7 @@ class KernelEmitter:
         # > 0 inside an emit_pipeline body, where pl.program_id counts the pipeline's steps
         self.pipeline_depth = 0
         self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
+        self.reduction_chunks: dict[int, str] = {}  # looped reduction node id -> its chunk counter
         self._widened: dict[tuple[int, int], str] = {}  # (node id, operand) -> its pre-broadcast variable
 
     # ---------------------------------------------------------------- text --
@@ -152,8 +153,14 @@ class KernelEmitter:
                 from .branches import emit_if
                 emit_if(self, node, indent)
                 continue
+            if node.id in self.plan.skipped_nodes:  # only looped reductions read it, per chunk
+                continue
             self.comment_source(node, indent)
-            if isinstance(node, Load):
+            looped = self.plan.looped_reductions.get(node.id)
+            if looped is not None:
+                from .reduction_loops import emit_looped_reduction
+                emit_looped_reduction(self, node, looped, indent)
+            elif isinstance(node, Load):
                 self._emit_load(node, indent)
             elif isinstance(node, Store):
                 self._emit_store(node, indent)
@@ -258,6 +265,9 @@ class KernelEmitter:
 
     # ------------------------------------------------------------- memory --
 
+    def ref_subscript(self, access) -> str:
+        return self._ref_subscript(access)
+
     def _ref_subscript(self, access) -> str:
         if not access.ref_index:
             return "..."
@@ -271,6 +281,9 @@ class KernelEmitter:
                 parts.append(self.frames[item.loop_id].slot)
             elif isinstance(item, PrefixSlice):
                 parts.append(f":{item.length}")
+            elif isinstance(item, ReductionChunk):
+                counter = self.reduction_chunks[item.node_id]
+                parts.append(f"pl.ds(pl.multiple_of({counter} * {item.chunk}, {item.chunk}), {item.chunk})")
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]

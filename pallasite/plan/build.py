@@ -8,6 +8,7 @@ from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
 from .broadcasts import plan_pre_broadcasts
+from .reduction_loops import plan_reduction_loops
 from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
@@ -71,8 +72,11 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
+    looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
     inner_loops = plan_inner_loops(loop.body, strategy)
-    streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of,
+    unstreamable = looped.unstreamable()
+    streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
+                           grid_axis_of,
                            config.get("pallas_load_buffer_count", 2))
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
@@ -85,6 +89,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                         inputs, outputs, aliases, output_axes, accesses)
             continue
         operand, used_axes = plan_operand(use, grid_axis_of)
+        operand = looped.pad_operand(operand)
         try:
             check_block_legality(operand)
         except exc.PallasiteError as err:
@@ -149,6 +154,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        looped_reductions=looped.finish(accesses),
+        skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks),
     )
     vmem = estimate_vmem_bytes(plan)

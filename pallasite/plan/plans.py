@@ -115,8 +115,18 @@ class StreamSlot:
     loop_id: int
 
 
-# A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot.
-RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot]
+@dataclass(frozen=True)
+class ReductionChunk:
+    """A ref subscript item: the current chunk of looped reduction `node_id`,
+    `pl.ds(c * chunk, chunk)` (`reduction_loops`; the block holds whole chunks)."""
+
+    node_id: int
+    chunk: int
+
+
+# A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot,
+# a looped reduction's chunk.
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk]
 
 
 @dataclass(frozen=True)
@@ -219,6 +229,30 @@ class PreBroadcast:
     shape: tuple[int, ...]
     node_id: int
     position: int
+
+
+@dataclass(frozen=True)
+class LoopedReduction:
+    """`reduction_loops`: reduction node `node_id` over axis `axis` (a whole dim of
+    `extent`) runs as a loop of `trips` chunks of `chunk`, carrying its partial.
+    The `region` nodes (loads and elementwise ops computing its source along the
+    dim, program order) are recomputed per chunk: `chunk_axes` gives each region
+    value's axis along the dim, `loads` each region load's chunked access. With
+    `tail_masked`, lanes past `extent` become `fill` (the identity) before reducing.
+    Decided in plan/reduction_loops.py."""
+
+    node_id: int
+    entry: int  # position in `reduction_loops`
+    axis: int
+    extent: int
+    chunk: int
+    trips: int
+    region: tuple[int, ...]
+    chunk_axes: dict  # value id -> axis carrying the dim
+    loads: dict  # load node id -> Access reading its chunk
+    fill: float | bool
+    tail_masked: bool
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -358,6 +392,10 @@ class PallasCallPlan:
     vmem_bytes: int
     vmem_limit_bytes: int | None
     range_checks: tuple[RangeCheck, ...] = ()  # data-dependent ranges, checked in interpret mode
+    # reduction node id -> its chunk loop (`reduction_loops`); `skipped_nodes` are region
+    # nodes only looped reductions read, so they are never computed whole
+    looped_reductions: dict[int, LoopedReduction] = field(default_factory=dict)
+    skipped_nodes: frozenset[int] = frozenset()
     pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
