@@ -341,3 +341,24 @@ def test_unloopable_reductions_name_the_line(kernel, why):
         code_and_output(kernel, (x,), block_sizes=[8], reduction_loops=[128])
     assert why in str(info.value) and "test_config_knobs.py" in str(info.value)
     _, out = code_and_output(kernel, (x,), block_sizes=[8], reduction_loops=[None])  # still runs whole
+
+
+def test_reduction_loops_shrink_the_vmem_estimate():
+    """The whole-row intermediate (row * 2.0) exists only chunk by chunk."""
+    x = randn(64, 4096, seed=8)
+    whole = only_call(row_reductions, (x,), block_sizes=[64]).vmem_bytes
+    looped = only_call(row_reductions, (x,), block_sizes=[64], reduction_loops=[512]).vmem_bytes
+    assert looped < whole
+
+
+def test_knobs_are_part_of_the_compile_key():
+    keys = {pallasite.Config(block_sizes=[8], **extra).key() for extra in (
+        {}, {"reduction_loops": [128]}, {"reduction_loops": [None]}, {"pallas_pre_broadcast": True},
+        {"pallas_load_buffer_count": 3})}
+    assert len(keys) == 5
+
+
+@pytest.mark.parametrize("key", ["num_warps", "num_stages"])
+def test_gpu_only_keys_keep_their_error(key):
+    with pytest.raises(exc.InvalidConfig, match="GPU"):
+        pallasite.Config(**{key: 4})

@@ -17,34 +17,36 @@ from .plans import PreBroadcast
 from .tpu_tiling import LANES
 
 
-def plan_pre_broadcasts(body: list, enabled: bool, masks: dict) -> dict[int, tuple[PreBroadcast, ...]]:
-    """Per inner TileLoop id, the operands to broadcast before it starts."""
+def plan_pre_broadcasts(body: list, enabled: bool, masks: dict,
+                        skipped: frozenset = frozenset()) -> dict[int, tuple[PreBroadcast, ...]]:
+    """Per inner TileLoop id, the operands to broadcast before it starts (`skipped`: nodes
+    computed only chunk by chunk in looped reductions, which broadcast per chunk)."""
     found: dict[int, tuple[PreBroadcast, ...]] = {}
     if enabled:
-        _visit(body, found, masks)
+        _visit(body, found, masks, skipped)
     return found
 
 
-def _visit(body: list, found: dict, masks: dict) -> None:
+def _visit(body: list, found: dict, masks: dict, skipped: frozenset) -> None:
     for item in body:
         if isinstance(item, TileLoop):
-            widened = _invariant_broadcasts(item, masks)
+            widened = _invariant_broadcasts(item, masks, skipped)
             if widened:
                 found[item.id] = widened
-            _visit(item.body, found, masks)
+            _visit(item.body, found, masks, skipped)
         elif isinstance(item, IfBlock):
-            _visit(item.then_body, found, masks)
-            _visit(item.else_body, found, masks)
+            _visit(item.then_body, found, masks, skipped)
+            _visit(item.else_body, found, masks, skipped)
 
 
-def _invariant_broadcasts(loop: TileLoop, masks: dict) -> tuple[PreBroadcast, ...]:
+def _invariant_broadcasts(loop: TileLoop, masks: dict, skipped: frozenset) -> tuple[PreBroadcast, ...]:
     inside = {id(v) for node in walk_nodes(loop.body) for v in getattr(node, "outputs", ())}
     inside |= {id(item.param) for item in loop.carried}
     result = []
     for node in loop.body:  # the loop's own statements (not nested loops or branches)
         if not isinstance(node, Node) or type(node) is not Node:
             continue
-        if ops.OPS[node.op].kind is not ops.OpKind.ELEMENTWISE or node.id in masks:
+        if ops.OPS[node.op].kind is not ops.OpKind.ELEMENTWISE or node.id in masks or node.id in skipped:
             continue
         shape = tuple(node.outputs[0].shape)
         if not shape or shape[-1] % LANES != 0:

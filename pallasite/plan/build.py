@@ -156,7 +156,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
-        pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks),
+        pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
+                                           looped.skipped),
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:
