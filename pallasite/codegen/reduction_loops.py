@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ir import Load, Node, Value
+from ..ir import Load, Node, Value, walk_nodes
 from ..plan.plans import LoopedReduction
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 
@@ -26,10 +26,13 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
     partial = k.names.fresh("partial")
     tail = f", tail masked with {_typed_fill(looped.fill, source.dtype)}" if looped.tail_masked else ""
     k.emit(f"# {looped.reason} of {chunk}{tail}", indent)
+    producers = {n.id: n for n in _region_nodes(k, looped)}
+    for region_node in producers.values():  # a data-read scalar index is checked before the loop
+        if isinstance(region_node, Load):
+            k._emit_index_checks(region_node, indent)
     k.emit(f"def {body}({counter}, {partial}):", indent)
     k.reduction_chunks[node.id] = counter
     saved = {}
-    producers = {n.id: n for n in _region_nodes(k, looped)}
     try:
         for region_id in looped.region:
             region_node = producers[region_id]
@@ -67,9 +70,8 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
     k.emit(f"{name} = {result}", indent)
 
 
-def _region_nodes(k, looped: LoopedReduction):
+def _region_nodes(k, looped: LoopedReduction) -> list[Node]:
     wanted = set(looped.region)
-    from ..ir import walk_nodes
     return [n for n in walk_nodes(k.plan.call.loop.body) if n.id in wanted]
 
 
