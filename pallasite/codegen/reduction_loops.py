@@ -12,6 +12,8 @@ _LOW_PRECISION = (torch.bfloat16, torch.float16)
 _PARTIAL = {"sum": "jnp.sum", "mean": "jnp.sum", "prod": "jnp.prod", "amax": "jnp.max", "amin": "jnp.min"}
 _COMBINE = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}",
             "amax": "jnp.maximum({a}, {b})", "amin": "jnp.minimum({a}, {b})"}
+# argmax/argmin carry (best value, its index): how a chunk's best is found and beats the carried one
+_ARG = {"argmax": ("jnp.max", "jnp.argmax", ">"), "argmin": ("jnp.min", "jnp.argmin", "<")}
 
 
 def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -> None:
@@ -48,11 +50,14 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
             valid = (f"{counter} * {chunk} + lax.broadcasted_iota(jnp.int32, {literal(chunk_shape)}, {axis}) "
                      f"< {looped.extent}")
             text = f"jnp.where({valid}, {text}, {_typed_fill(looped.fill, source.dtype)})"
-        if source.dtype != acc_dtype:
-            text = f"({text}).astype({jnp_dtype(acc_dtype)})"
         keepdim = node.kwargs.get("keepdim", False)
-        reduced = f"{_PARTIAL[op]}({text}, axis={axis}, keepdims={keepdim})"
-        k.emit(f"return {_COMBINE[op].format(a=partial, b=reduced)}", indent + 1)
+        if op in _ARG:
+            _emit_arg_partial(k, node, looped, text, counter, partial, indent + 1)
+        else:
+            if source.dtype != acc_dtype:
+                text = f"({text}).astype({jnp_dtype(acc_dtype)})"
+            reduced = f"{_PARTIAL[op]}({text}, axis={axis}, keepdims={keepdim})"
+            k.emit(f"return {_COMBINE[op].format(a=partial, b=reduced)}", indent + 1)
     finally:
         for value_id, previous in saved.items():
             if previous is None:
@@ -61,13 +66,40 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
                 k.env[value_id] = previous
         del k.reduction_chunks[node.id]
     init = f"jnp.full({literal(tuple(out.shape))}, {_typed_fill(looped.fill, acc_dtype)}, {jnp_dtype(acc_dtype)})"
+    if op in _ARG:  # (best value, its index): the index is the result
+        init = f"({init}, jnp.zeros({literal(tuple(out.shape))}, jnp.int32))"
     result = f"lax.fori_loop(0, {looped.trips}, {body}, {init})"
+    if op in _ARG:
+        result = f"{result}[1]"
     if op == "mean":
         result = f"{result} / {looped.extent}"
     if acc_dtype != out.dtype:
         result = f"({result}).astype({jnp_dtype(out.dtype)})"
     name = k.bind(out, op)
     k.emit(f"{name} = {result}", indent)
+
+
+def _emit_arg_partial(k, node: Node, looped: LoopedReduction, text: str, counter: str, partial: str,
+                      indent: int) -> None:
+    """argmax/argmin: the chunk's best value and its index (offset by the chunk's start)
+    replace the carried pair where strictly better, so the first occurrence wins as in
+    torch; NaN counts as the best, as torch's argmax/argmin do."""
+    source = node.args[0]
+    best_of, arg_of, better = _ARG[node.op]
+    axis, keepdim = looped.axis, node.kwargs.get("keepdim", False)
+    values = k.names.fresh("chunk_values")
+    best, index = k.names.fresh("best"), k.names.fresh("best_index")
+    k.emit(f"{best}, {index} = {partial}", indent)
+    k.emit(f"{values} = {text}", indent)
+    chunk_best, chunk_index, wins = k.names.fresh("chunk_best"), k.names.fresh("chunk_index"), k.names.fresh("wins")
+    k.emit(f"{chunk_best} = {best_of}({values}, axis={axis}, keepdims={keepdim})", indent)
+    k.emit(f"{chunk_index} = {counter} * {looped.chunk} + {arg_of}({values}, axis={axis}, "
+           f"keepdims={keepdim}).astype(jnp.int32)", indent)
+    condition = f"{chunk_best} {better} {best}"
+    if source.dtype.is_floating_point:
+        condition = f"({condition}) | (jnp.isnan({chunk_best}) & ~jnp.isnan({best}))"
+    k.emit(f"{wins} = {condition}", indent)
+    k.emit(f"return jnp.where({wins}, {chunk_best}, {best}), jnp.where({wins}, {chunk_index}, {index})", indent)
 
 
 def _region_nodes(k, looped: LoopedReduction) -> list[Node]:

@@ -9,8 +9,9 @@ lists them for `ConfigSpec`; `plan_reduction_loops` plans a config's choice.
 
 With `reduction_loops[i] = R` (R below the extent), each such reduction is a
 loop over ceil(n / R) chunks of R with a carried partial (sum, mean, amax,
-amin, prod). Its *region* (the loads and elementwise ops that compute the
-source along the reduced axis) is recomputed chunk by chunk from the refs:
+amin, prod; argmax/argmin carry the best value and its index). Its *region*
+(the loads and elementwise ops that compute the source along the reduced
+axis) is recomputed chunk by chunk from the refs:
 a chunk reads `ref[..., pl.ds(c * R, R)]`, so the ops of the region work on
 R lanes at a time, and the tail past n is replaced by the reduction's
 identity before reducing. Blocks read by a chunked load are padded along the
@@ -44,7 +45,7 @@ from .plans import (
 from .tpu_tiling import AxisRule
 
 # Reductions a chunk loop can carry: how partials combine.
-COMBINABLE = ("sum", "mean", "amax", "amin", "prod")
+COMBINABLE = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ class _Draft:
     region: tuple[Node, ...]  # program order
     chunk_axes: dict  # value id -> the axis carrying the reduced dim
     chunked_axes: tuple[tuple[int, int], ...]  # (tensor symbol id, tensor axis) read in chunks
+
+    @property
+    def trips_length(self) -> int:
+        """The length of whole chunks covering the dim."""
+        return cdiv(self.extent, self.chunk) * self.chunk
 
 
 class LoopedReductions:
@@ -142,13 +148,6 @@ class LoopedReductions:
         return done
 
 
-def _trips_length(self: _Draft) -> int:
-    return cdiv(self.extent, self.chunk) * self.chunk
-
-
-_Draft.trips_length = property(_trips_length)
-
-
 def reduction_dims(ir: KernelIR) -> list[ReductionDim]:
     """The kernel's reduction dims (`reduction_loops` entries), in order of first appearance."""
     extents: list[int] = []
@@ -205,8 +204,8 @@ def _draft(node, axis, extent, chunk, entry, dim: ReductionDim, producers, store
             f"loop over chunks: {why}. Set reduction_loops[{entry}] to None for it.", node.location)
 
     if node.op not in COMBINABLE:
-        return_op = "', '".join(COMBINABLE)
-        raise refuse(f"only '{return_op}' carry partials across chunks")
+        names = "', '".join(COMBINABLE)
+        raise refuse(f"only '{names}' carry partials across chunks")
     if not dim.allows(chunk):
         raise exc.InvalidConfig(
             f"reduction_loops[{entry}]={chunk} is not a legal chunk: "
