@@ -306,6 +306,13 @@ def test_bad_reduction_loops_for_the_kernel(value, message):
         row_reductions.bind((x,)).resolve_config({"block_sizes": [8], "reduction_loops": value})
 
 
+def test_reduction_loops_of_nones_run_at_any_length():
+    """A Helion config may count reduction dims differently; None entries change nothing."""
+    x = randn(16, 300, seed=1)
+    _, out = code_and_output(row_reductions, (x,), block_sizes=[8], reduction_loops=[None, None])
+    torch.testing.assert_close(out, _row_reductions_reference(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("value", [128, [0], ["a"], [True]])
 def test_bad_reduction_loops_values(value):
     with pytest.raises(exc.InvalidConfig, match="reduction_loops must be a list"):

@@ -102,8 +102,9 @@ def _draw_knobs(spec, rng: random.Random) -> tuple:
         knobs.append(("pallas_load_buffer_count", 3))
     if rng.random() < 0.3:
         knobs.append(("pallas_pre_broadcast", True))
-    if spec.reduction_dims and rng.random() < 0.5:
-        knobs.append(("reduction_loops", tuple(rng.choice([None, *dim.candidates()]) for dim in spec.reduction_dims)))
+    if spec.reduction_dims and rng.random() < 0.6:
+        chunks = [dim.candidates() for dim in spec.reduction_dims]
+        knobs.append(("reduction_loops", tuple(rng.choice(c) if c and rng.random() < 0.8 else None for c in chunks)))
     return tuple(knobs)
 
 
