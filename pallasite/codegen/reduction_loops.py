@@ -41,7 +41,11 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
             value = region_node.outputs[0]
             saved[value.id] = k.env.get(value.id)
             text = _chunk_text(k, region_node, looped)
-            name = k.names.fresh(f"{value.name or region_node.op}_chunk")
+            if text.isidentifier() and text in k.env.values():  # a no-op (same-dtype cast)
+                k.env[value.id] = text
+                continue
+            hint = region_node.tensor.name if isinstance(region_node, Load) else value.name or region_node.op
+            name = k.names.fresh(f"{hint}_chunk")
             k.emit(f"{name} = {text}", indent + 1)
             k.env[value.id] = name
         text = k.render(source)
