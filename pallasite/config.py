@@ -12,7 +12,7 @@ _GPU_ONLY_KEYS = frozenset({
     "num_warps", "num_stages", "indexing", "pid_type", "l2_groupings",
     "flatten_loops", "range_unroll_factors", "range_num_stages",
     "range_multi_buffers", "range_flattens", "range_warp_specializes",
-    "static_ranges", "num_sm_multiplier", "maxnreg", "reduction_loops",
+    "static_ranges", "num_sm_multiplier", "maxnreg",
 })
 
 
@@ -31,10 +31,20 @@ class Config(Mapping[str, Any]):
         "auto" (resident in VMEM while small, per-row DMA past the threshold),
         "resident" (whole in VMEM: one-hot matmul / select-and-sum), "dma" (the
         table in HBM, one DMA per gathered row). See plan/gathers.py.
+      reduction_loops: per reduction dim (the extent of a whole-dim `:` axis that a
+        reduction reduces, in order of first appearance), None (one block, the
+        default) or a chunk size R: each reduction over that dim runs as a loop over
+        chunks of R with a carried accumulator (the tail masked with its identity).
+      pallas_pre_broadcast: bool; broadcast loop-invariant operands (a bias row against
+        an inner loop's accumulator) once before the inner loop, when the lane dim is a
+        multiple of 128 (a no-op otherwise).
+      pallas_load_buffer_count: int >= 2; DMA buffer depth of the tensors an inner loop
+        streams (2 = double buffering, 3 = triple).
     """
 
     KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes", "loop_orders",
-                  "pallas_indirect_access_mode")
+                  "pallas_indirect_access_mode", "reduction_loops", "pallas_pre_broadcast",
+                  "pallas_load_buffer_count")
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         values = dict(config or {})
@@ -118,6 +128,8 @@ def _validate_key(key: str, value: Any) -> None:
             raise exc.InvalidConfig(
                 f"vmem_limit_bytes must be a positive int, got {value!r}."
             )
+    elif key in _KNOB_VALIDATORS:
+        _KNOB_VALIDATORS[key](value)
     elif key in _GPU_ONLY_KEYS:
         raise exc.InvalidConfig(
             f"Config key {key!r} is a setting of GPU (Triton) kernels; Pallas "
@@ -138,3 +150,32 @@ def as_config(config: Config | Mapping[str, Any] | None) -> Config:
     if isinstance(config, Mapping):
         return Config(config)
     raise exc.InvalidConfig(f"Expected a pallasite.Config or a dict, got {type(config).__name__}.")
+
+
+def _validate_reduction_loops(value: Any) -> None:
+    if not isinstance(value, (list, tuple)) or not all(
+        r is None or (isinstance(r, int) and not isinstance(r, bool) and r > 0) for r in value
+    ):
+        raise exc.InvalidConfig(
+            f"reduction_loops must be a list with one entry per reduction dim, each None "
+            f"(one block over the whole dim) or a positive int chunk size, got {value!r}.")
+
+
+def _validate_pre_broadcast(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise exc.InvalidConfig(f"pallas_pre_broadcast must be True or False, got {value!r}.")
+
+
+def _validate_load_buffer_count(value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+        raise exc.InvalidConfig(
+            f"pallas_load_buffer_count must be an int >= 2 (2 = double buffering, "
+            f"3 = triple, ...), got {value!r}.")
+
+
+# Keys with real meaning here, each validated by its own function.
+_KNOB_VALIDATORS = {
+    "reduction_loops": _validate_reduction_loops,
+    "pallas_pre_broadcast": _validate_pre_broadcast,
+    "pallas_load_buffer_count": _validate_load_buffer_count,
+}

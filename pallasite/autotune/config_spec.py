@@ -9,6 +9,7 @@ from ..config import Config
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
 from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
+from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
@@ -77,6 +78,9 @@ class ConfigSpec:
         self.has_gathers = any(
             isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
             for call in ir.device_loops for node in walk_nodes(call.loop.body))
+        # `reduction_loops` has one entry per reduction dim (a whole-dim extent reduced),
+        # each None or a chunk size its tensors' tiling rules allow (`ReductionDim.candidates`).
+        self.reduction_dims: list[ReductionDim] = reduction_dims(ir)
         rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
         for call in ir.device_loops:
             for node in walk_nodes(call.loop.body):
@@ -150,7 +154,28 @@ class ConfigSpec:
             )
         if "loop_orders" in values:
             self._check_loop_orders(values["loop_orders"])
+        if "reduction_loops" in values:
+            self._check_reduction_loops(values["reduction_loops"])
         return Config(values)
+
+    def _check_reduction_loops(self, chunks) -> None:
+        """One entry per reduction dim. A list of Nones (one block each: today's schedule)
+        is accepted at any length, so a Helion config counting its dims differently runs."""
+        dims = self.reduction_dims
+        if all(chunk is None for chunk in chunks):
+            return
+        if len(chunks) != len(dims):
+            raise exc.InvalidConfig(
+                f"reduction_loops has {len(chunks)} entries but the kernel has {len(dims)} reduction dim(s) "
+                f"(whole-dim extents reduced: {[d.extent for d in dims]}); give one entry (None or a chunk "
+                "size) per dim.")
+        for entry, (chunk, dim) in enumerate(zip(chunks, dims)):
+            if chunk is not None and chunk < dim.extent and not dim.allows(chunk):
+                raise exc.InvalidConfig(
+                    f"reduction_loops[{entry}]={chunk} is not a legal chunk for the dim of {dim.extent}: "
+                    + "; ".join(r.describe() for r in dim.rules if not r.allows(chunk))
+                    + f". Accepted values: None, a chunk >= {dim.extent} (one block), or one of "
+                    f"{dim.candidates()} (or another multiple of the tiling quantum).")
 
     def _check_loop_orders(self, orders) -> None:
         if len(orders) != len(self.multi_dim_loops):

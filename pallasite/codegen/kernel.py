@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, PrefixSlice, StreamSlot
+from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .scatters import scatter_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
@@ -52,6 +52,8 @@ class KernelEmitter:
         # > 0 inside an emit_pipeline body, where pl.program_id counts the pipeline's steps
         self.pipeline_depth = 0
         self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
+        self.reduction_chunks: dict[int, str] = {}  # looped reduction node id -> its chunk counter
+        self._widened: dict[tuple[int, int], str] = {}  # (node id, operand) -> its pre-broadcast variable
 
     # ---------------------------------------------------------------- text --
 
@@ -152,8 +154,14 @@ class KernelEmitter:
                 from .branches import emit_if
                 emit_if(self, node, indent)
                 continue
+            if node.id in self.plan.skipped_nodes:  # only looped reductions read it, per chunk
+                continue
             self.comment_source(node, indent)
-            if isinstance(node, Load):
+            looped = self.plan.looped_reductions.get(node.id)
+            if looped is not None:
+                from .reduction_loops import emit_looped_reduction
+                emit_looped_reduction(self, node, looped, indent)
+            elif isinstance(node, Load):
                 self._emit_load(node, indent)
             elif isinstance(node, Store):
                 self._emit_store(node, indent)
@@ -179,9 +187,18 @@ class KernelEmitter:
 
         loop_plan = self.plan.inner_loops[loop.id]
         self.comment_source(loop, indent)
+        self._emit_pre_broadcasts(loop, indent)
         carried = emitter_for(loop_plan)(self, loop, loop_plan, indent)
         for item, var in carried:
             self.env[item.out.id] = var
+
+    def _emit_pre_broadcasts(self, loop: TileLoop, indent: int) -> None:
+        """`pallas_pre_broadcast`: the plan's loop-invariant operands, widened once here."""
+        for widen in self.plan.pre_broadcasts.get(loop.id, ()):
+            name = self.names.fresh(f"{widen.value.name or 'operand'}_wide")
+            self.emit(f"{name} = jnp.broadcast_to({self.render(widen.value)}, {literal(widen.shape)})"
+                      "  # loop-invariant: broadcast once, before the loop", indent)
+            self._widened[(widen.node_id, widen.position)] = name
 
     def carried_results(self, loop: TileLoop, carried: list, indent: int) -> list[str]:
         """The carried values at the end of an iteration: lanes past a partial tile of the
@@ -249,6 +266,9 @@ class KernelEmitter:
 
     # ------------------------------------------------------------- memory --
 
+    def ref_subscript(self, access) -> str:
+        return self._ref_subscript(access)
+
     def _ref_subscript(self, access) -> str:
         if not access.ref_index:
             return "..."
@@ -262,6 +282,9 @@ class KernelEmitter:
                 parts.append(self.frames[item.loop_id].slot)
             elif isinstance(item, PrefixSlice):
                 parts.append(f":{item.length}")
+            elif isinstance(item, ReductionChunk):
+                counter = self.reduction_chunks[item.node_id]
+                parts.append(f"pl.ds(pl.multiple_of({counter} * {item.chunk}, {item.chunk}), {item.chunk})")
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
@@ -398,6 +421,10 @@ class KernelEmitter:
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
             for a in node.args
         ]
+        for position, arg in enumerate(args):
+            widened = self._widened.get((node.id, position))
+            if widened is not None:
+                args[position] = Arg(widened, tuple(node.outputs[0].shape), arg.dtype, arg.raw)
         attrs = dict(node.kwargs)
         for mask in self.plan.masks.get(node.id, ()):
             args[mask.operand] = args[mask.operand].with_text(

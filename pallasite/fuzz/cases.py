@@ -70,6 +70,9 @@ class Case:
     segments: tuple[int, ...] = ()  # jagged segment lengths; the dim "T" is their sum
     block_sizes: tuple[int, ...] | None = None  # None: chosen after binding (`with_config`)
     loop_type: str | None = None
+    # other config keys (`pallas_load_buffer_count`, `pallas_pre_broadcast`, `reduction_loops`),
+    # drawn with the block sizes
+    knobs: tuple[tuple[str, Any], ...] = ()
     data_seed: int = 0
     exact: bool = False  # integer / argmax results: compared exactly
     tags: tuple[str, ...] = ()  # forms this case exercises (e.g. "lane_accumulator")
@@ -93,6 +96,7 @@ class Case:
             config["block_sizes"] = list(self.block_sizes)
         if self.loop_type is not None:
             config["pallas_loop_type"] = self.loop_type
+        config.update((key, list(value) if isinstance(value, tuple) else value) for key, value in self.knobs)
         return config
 
     def source(self) -> str:

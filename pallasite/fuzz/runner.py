@@ -91,7 +91,21 @@ def choose_config(case: Case, kernel: Any, args: tuple, rng: random.Random) -> C
         small = [c for c in candidates if c <= max(block.extent, candidates[0])]
         sizes.append(rng.choice(small if small and rng.random() < 0.85 else candidates))
     loop_type = case.loop_type if spec.loop_types else None
-    return case.with_(block_sizes=tuple(sizes), loop_type=loop_type)
+    return case.with_(block_sizes=tuple(sizes), loop_type=loop_type, knobs=_draw_knobs(spec, rng))
+
+
+def _draw_knobs(spec, rng: random.Random) -> tuple:
+    """Sometimes deeper stream buffers, pre-broadcasting, and chunked whole-dim reductions
+    (drawn after the block sizes, so a seed's block sizes do not change)."""
+    knobs = []
+    if rng.random() < 0.3:
+        knobs.append(("pallas_load_buffer_count", 3))
+    if rng.random() < 0.3:
+        knobs.append(("pallas_pre_broadcast", True))
+    if spec.reduction_dims and rng.random() < 0.6:
+        chunks = [dim.candidates() for dim in spec.reduction_dims]
+        knobs.append(("reduction_loops", tuple(rng.choice(c) if c and rng.random() < 0.8 else None for c in chunks)))
+    return tuple(knobs)
 
 
 def _clone(args: tuple) -> tuple:

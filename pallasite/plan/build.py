@@ -7,6 +7,8 @@ import itertools
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
+from .broadcasts import plan_pre_broadcasts
+from .reduction_loops import plan_reduction_loops
 from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
 from .host_indices import plan_host_index_checks
@@ -54,7 +56,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             dims = step.loop.dims
             order = loop_orders.get(step.loop.id, tuple(range(len(dims))))
             calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
-                                    loop_orders, mode))
+                                    loop_orders, mode, config))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -63,7 +65,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
-               loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode) -> PallasCallPlan:
+               loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -75,8 +77,11 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
+    looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
     inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
-    streams = plan_streams(loop.body, inner_loops, STRATEGIES, uses, grid_axis_of)
+    unstreamable = looped.unstreamable()
+    streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
+                           grid_axis_of, config.get("pallas_load_buffer_count", 2))
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
     masks, carried_masks, gather_lanes = plan_masks(loop.body)
@@ -92,6 +97,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                         inputs, outputs, aliases, output_axes, accesses)
             continue
         operand, used_axes = plan_operand(use, grid_axis_of)
+        operand = looped.pad_operand(operand)
         try:
             check_block_legality(operand)
         except exc.PallasiteError as err:
@@ -173,6 +179,10 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        looped_reductions=looped.finish(accesses),
+        skipped_nodes=looped.skipped,
+        pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
+                                           looped.skipped),
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:

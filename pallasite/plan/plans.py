@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..config import Config
@@ -115,8 +115,18 @@ class StreamSlot:
     loop_id: int
 
 
-# A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot.
-RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot]
+@dataclass(frozen=True)
+class ReductionChunk:
+    """A ref subscript item: the current chunk of looped reduction `node_id`,
+    `pl.ds(c * chunk, chunk)` (`reduction_loops`; the block holds whole chunks)."""
+
+    node_id: int
+    chunk: int
+
+
+# A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot,
+# a looped reduction's chunk.
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk]
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,42 @@ class CarriedMask:
 
 
 @dataclass(frozen=True)
+class PreBroadcast:
+    """`pallas_pre_broadcast`: operand `position` of node `node_id` (an elementwise op in
+    an inner loop) is `value`, defined before the loop; it is broadcast to `shape` once
+    before the loop starts and the op reads the widened value (plan/broadcasts.py)."""
+
+    value: Any  # ir.Value
+    shape: tuple[int, ...]
+    node_id: int
+    position: int
+
+
+@dataclass(frozen=True)
+class LoopedReduction:
+    """`reduction_loops`: reduction node `node_id` over axis `axis` (a whole dim of
+    `extent`) runs as a loop of `trips` chunks of `chunk`, carrying its partial.
+    The `region` nodes (loads and elementwise ops computing its source along the
+    dim, program order) are recomputed per chunk: `chunk_axes` gives each region
+    value's axis along the dim, `loads` each region load's chunked access. With
+    `tail_masked`, lanes past `extent` become `fill` (the identity) before reducing.
+    Decided in plan/reduction_loops.py."""
+
+    node_id: int
+    entry: int  # position in `reduction_loops`
+    axis: int
+    extent: int
+    chunk: int
+    trips: int
+    region: tuple[int, ...]
+    chunk_axes: dict  # value id -> axis carrying the dim
+    loads: dict  # load node id -> Access reading its chunk
+    fill: float | bool
+    tail_masked: bool
+    reason: str
+
+
+@dataclass(frozen=True)
 class InPlaceUpdate:
     """A tensor read-modify-written by the loop: its input block is copied into
     the output block on the first visit of that block (grid axes in
@@ -276,6 +322,9 @@ class Stream:
     direction: Direction
     index: tuple  # the normalized index of every access (one window form)
     window_shape: tuple[int, ...]
+    # VMEM windows the DMAs rotate through (`pallas_load_buffer_count`; 2 = double
+    # buffering): an input's next `buffers - 1` tiles are in flight while one computes.
+    buffers: int = 2
 
     @property
     def hbm_ref(self) -> str:
@@ -397,6 +446,11 @@ class PallasCallPlan:
     vmem_bytes: int
     vmem_limit_bytes: int | None
     range_checks: tuple[RangeCheck, ...] = ()  # data-dependent ranges, checked in interpret mode
+    # reduction node id -> its chunk loop (`reduction_loops`); `skipped_nodes` are region
+    # nodes only looped reductions read, so they are never computed whole
+    looped_reductions: dict[int, LoopedReduction] = field(default_factory=dict)
+    skipped_nodes: frozenset[int] = frozenset()
+    pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)

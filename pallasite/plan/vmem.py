@@ -19,21 +19,23 @@ def padded_bytes(shape, dtype) -> int:
 
 
 def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
-    """Double-buffered blocks of every operand plus the largest live values of the body."""
+    """Double-buffered blocks of every operand, n-buffered streams, scratch, plus the
+    largest live values of the body."""
     blocks = sum(
         2 * padded_bytes(op.block_shape, op.symbol.dtype)
         for op in (*plan.inputs, *plan.outputs)
         if op.memory is Memory.VMEM_BLOCK
     )
     for loop_plan in plan.inner_loops.values():
-        for stream in loop_plan.streams:  # double-buffered: DMA scratch or pipeline buffers
-            blocks += 2 * padded_bytes(stream.window_shape, stream.symbol.dtype)
+        for stream in loop_plan.streams:  # n-buffered: DMA scratch or pipeline buffers
+            blocks += stream.buffers * padded_bytes(stream.window_shape, stream.symbol.dtype)
     for scratch in plan.scratch:
         if scratch.kind is ScratchKind.VMEM and not any(
                 scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):
             blocks += padded_bytes(scratch.shape, scratch.dtype)
-    values = sorted(
-        (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body) for v in node.outputs),
+    values = sorted(  # a value only looped reductions read exists chunk by chunk, never whole
+        (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body)
+         if node.id not in plan.skipped_nodes for v in node.outputs),
         reverse=True,
     )
     return blocks + sum(values[:3])

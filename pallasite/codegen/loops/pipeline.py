@@ -98,4 +98,7 @@ def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> st
     shape = ", ".join(map(str, stream.window_shape))
     shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
     index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"
-    return f"pl.BlockSpec({shape}, lambda {', '.join(ids.values())}: {index})"
+    spec = f"pl.BlockSpec({shape}, lambda {', '.join(ids.values())}: {index}"
+    if stream.buffers != 2:  # `pallas_load_buffer_count`: the pipeline's buffer depth
+        return f"{spec}, pipeline_mode=pl.Buffered({stream.buffers}))"
+    return f"{spec})"

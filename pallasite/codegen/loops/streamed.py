@@ -1,6 +1,6 @@
 """Emit a `fori_loop` loop: `lax.fori_loop` streaming tensors from HBM with
-double-buffered DMA (also the loop of a resident block with a dynamic trip count).
-A multi-dim loop is one `fori_loop` over every dim's tiles (`steps.py`)."""
+n-buffered DMA (`Stream.buffers`, double by default) (also the loop of a resident block with a
+dynamic trip count). A multi-dim loop is one `fori_loop` over every dim's tiles (`steps.py`)."""
 from __future__ import annotations
 
 from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
@@ -23,7 +23,8 @@ def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan, indent: int) -> list:
     k.frames[loop.id] = frame
     if streams:
         what = ", ".join(f"{s.symbol.name} ({s.direction.value})" for s in streams)
-        k.emit(f"# inner loop '{label}': fori_loop streaming {what} from HBM, double-buffered", indent)
+        depth = {2: "double-buffered", 3: "triple-buffered"}.get(_depth(streams), f"{_depth(streams)} buffers")
+        k.emit(f"# inner loop '{label}': fori_loop streaming {what} from HBM, {depth}", indent)
         frame.slot = k.names.fresh(f"{label.replace(', ', '_')}_slot")
         for stream in streams:
             _emit_copy_builder(k, stream, trips, indent)
@@ -79,44 +80,64 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips, indent: int) -> None
     k.emit(f"return pltpu.make_async_copy({src}, {dst}, {stream.semaphores}.at[slot])", indent + 1)
 
 
+def _depth(streams) -> int:
+    """The loop's buffer depth (the plan gives every fori_loop stream the same one)."""
+    return max(s.buffers for s in streams)
+
+
 def _emit_first_copies(k, streams, trips: str, indent: int) -> None:
     inputs = [s for s in streams if s.direction is Direction.IN]
     if not inputs:
         return
-    k.emit(f"@pl.when({trips} > 0)", indent)
-    k.emit("def _fetch_first_tile():", indent)
-    for stream in inputs:
-        k.emit(f"{stream.copy_fn}(0, 0).start()", indent + 1)
+    depth = _depth(streams)
+    if depth == 2:
+        k.emit(f"@pl.when({trips} > 0)", indent)
+        k.emit("def _fetch_first_tile():", indent)
+        for stream in inputs:
+            k.emit(f"{stream.copy_fn}(0, 0).start()", indent + 1)
+        return
+    k.emit(f"# {depth} buffers: the first {depth - 1} tiles' copies start before the loop", indent)
+    for ahead in range(depth - 1):
+        k.emit(f"@pl.when({trips} > {ahead})", indent)
+        k.emit(f"def _fetch_tile_{ahead}():", indent)
+        for stream in inputs:
+            k.emit(f"{stream.copy_fn}({ahead}, {ahead}).start()", indent + 1)
 
 
 def _emit_step_copies(k, streams, frame, trips: str, indent: int) -> None:
     step, slot = frame.step, frame.slot
-    k.emit(f"{slot} = {step} % 2", indent)
+    depth = _depth(streams)
+    k.emit(f"{slot} = {step} % {depth}", indent)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     if inputs:
-        k.emit("# start the next tile's copy before computing on this one", indent)
-        k.emit(f"@pl.when({step} + 1 < {trips})", indent)
+        ahead = depth - 1
+        k.emit("# start the next tile's copy before computing on this one" if ahead == 1 else
+               f"# start the copy of the tile {ahead} steps ahead (into the slot step - 1 freed)", indent)
+        k.emit(f"@pl.when({step} + {ahead} < {trips})", indent)
         k.emit("def _fetch_next_tile():", indent)
         for stream in inputs:
-            k.emit(f"{stream.copy_fn}({step} + 1, 1 - {slot}).start()", indent + 1)
+            target = f"1 - {slot}" if depth == 2 else f"({step} + {ahead}) % {depth}"
+            k.emit(f"{stream.copy_fn}({step} + {ahead}, {target}).start()", indent + 1)
         for stream in inputs:
             k.emit(f"{stream.copy_fn}({step}, {slot}).wait()", indent)
     if outputs:
         k.emit("# this slot's previous write-back must finish before it is reused", indent)
-        k.emit(f"@pl.when({step} >= 2)", indent)
+        k.emit(f"@pl.when({step} >= {depth})", indent)
         k.emit("def _reuse_slot():", indent)
         for stream in outputs:
-            k.emit(f"{stream.copy_fn}({step} - 2, {slot}).wait()", indent + 1)
+            k.emit(f"{stream.copy_fn}({step} - {depth}, {slot}).wait()", indent + 1)
 
 
 def _emit_drain_outputs(k, streams, trips: str, indent: int) -> None:
     outputs = [s for s in streams if s.direction is Direction.OUT]
     if not outputs:
         return
+    depth = _depth(streams)
     k.emit("# wait for the last write-backs", indent)
-    for back, name in ((2, "_drain_second_last"), (1, "_drain_last")):
+    for back in range(depth, 0, -1):
+        name = {2: "_drain_second_last", 1: "_drain_last"}.get(back, f"_drain_{back}_from_last")
         k.emit(f"@pl.when({trips} >= {back})", indent)
         k.emit(f"def {name}():", indent)
         for stream in outputs:
-            k.emit(f"{stream.copy_fn}({trips} - {back}, ({trips} - {back}) % 2).wait()", indent + 1)
+            k.emit(f"{stream.copy_fn}({trips} - {back}, ({trips} - {back}) % {depth}).wait()", indent + 1)

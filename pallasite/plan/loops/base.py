@@ -30,6 +30,11 @@ class LoopStrategy:
         """Whether a tensor accessed with `index` can be one of this loop's streams."""
         return self.streams
 
+    def stream_buffers(self, direction, requested: int) -> int:
+        """How many VMEM windows a stream in `direction` rotates through when the config
+        asks for `requested` (`pallas_load_buffer_count`)."""
+        return requested
+
     def stream_access(self, node, stream: Stream) -> Access:
         raise NotImplementedError(f"{self.name} does not stream tensors")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import ScalarIndex, TileLoop, TileSlice
-from ..plans import Access, LoopPlan, Scratch, ScratchKind, Stream
+from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream
 from .base import LoopStrategy, static_trips, unique_name, value_shape
 from .streams import tensor_axes
 
@@ -48,6 +48,11 @@ class Pipeline(LoopStrategy):
             if isinstance(item, TileSlice) and item.dim.id not in loop_dims and item.dim.id not in grid_axis_of:
                 return False
         return True
+
+    def stream_buffers(self, direction, requested: int) -> int:
+        """Inputs take any depth (`pl.Buffered(n)` on their BlockSpec); JAX's pipeline
+        writes outputs back with two buffers at most, so outputs stay double-buffered."""
+        return requested if direction is Direction.IN else min(requested, 2)
 
     def stream_access(self, node, stream: Stream) -> Access:
         return Access(stream.block_ref, (), stream.window_shape, value_shape(node, stream))

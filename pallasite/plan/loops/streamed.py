@@ -1,9 +1,10 @@
 """`fori_loop`: a `lax.fori_loop` whose tensors stay in HBM and are copied tile by tile.
 
-Each stream gets a VMEM buffer of two windows and two DMA semaphores: an
-input's copy for step j+1 starts before step j computes; an output's copy of
-step j starts right after its store and is waited for when its slot is reused
-(step j+2) or after the loop. One builder function per stream makes each
+Each stream gets a VMEM buffer of n windows and n DMA semaphores (n =
+`Stream.buffers`, `pallas_load_buffer_count`, 2 by default): an input's copy
+for step j+n-1 starts before step j computes; an output's copy of step j
+starts right after its store and is waited for when its slot is reused (step
+j+n) or after the loop. One builder function per stream makes each
 descriptor, for its start and its wait.
 
 A loop over several dims (`hl.tile([m, n])`) is one `lax.fori_loop` over the
@@ -40,8 +41,9 @@ class StreamedFori(LoopStrategy):
     def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
         scratch = []
         for stream in plan.streams:
-            scratch.append(Scratch(stream.buffer, ScratchKind.VMEM, (2, *stream.window_shape), stream.symbol.dtype))
-            scratch.append(Scratch(stream.semaphores, ScratchKind.DMA_SEMAPHORES, (2,), None))
+            n = stream.buffers
+            scratch.append(Scratch(stream.buffer, ScratchKind.VMEM, (n, *stream.window_shape), stream.symbol.dtype))
+            scratch.append(Scratch(stream.semaphores, ScratchKind.DMA_SEMAPHORES, (n,), None))
         return tuple(scratch)
 
 

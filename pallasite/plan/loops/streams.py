@@ -23,8 +23,9 @@ from ..plans import Direction, LoopPlan, Memory, Operand, Stream
 
 
 def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses: list[TensorUse],
-                 grid_axis_of: dict[int, int]) -> dict[int, Stream]:
-    """Streams by tensor symbol id, for the inner loops whose strategy streams."""
+                 grid_axis_of: dict[int, int], buffer_count: int = 2) -> dict[int, Stream]:
+    """Streams by tensor symbol id, for the inner loops whose strategy streams; each
+    rotates through the strategy's depth for `buffer_count` (`pallas_load_buffer_count`)."""
     owner: dict[int, TileLoop] = {}
     _direct_parents(body, owner)
     streams: dict[int, Stream] = {}
@@ -58,7 +59,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
                        if not isinstance(item, ScalarIndex))
         direction = Direction.OUT if use.stores else Direction.IN
-        streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window)
+        streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window,
+                                        strategy.stream_buffers(direction, buffer_count))
     return streams
 
 
