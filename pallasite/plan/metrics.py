@@ -64,7 +64,7 @@ def _nbytes(shape, dtype) -> int:
 
 
 def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | None]) -> ScheduleMetrics:
-    operands = [op for op in (*call.inputs, *call.outputs)]
+    operands = [*call.scalar_prefetch, *call.inputs, *call.outputs]  # prefetched tables: one SMEM copy
     distinct = {id(op.symbol): op for op in operands}
     minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for op in distinct.values())
     steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
