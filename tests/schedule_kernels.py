@@ -93,6 +93,33 @@ def window_attention(q, k, v, w: int):
 
 
 @pallasite.kernel
+def window_attention_const(q, k, v, w: hl.constexpr):
+    """`window_attention` with `w` a compile-time constant: when the blocks divide it, the key
+    loop's begin is provably a key-block multiple (emit_pipeline streams k and v)."""
+    bh, s, d = q.size()
+    out = torch.empty_like(q)
+    scale = 1.0 / math.sqrt(d)
+    for tile_b, tile_q in hl.tile([bh, s], block_size=[1, None]):
+        m_i = hl.full([tile_b, tile_q], M_FLOOR, dtype=torch.float32)
+        l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
+        acc = hl.zeros([tile_b, tile_q, d], dtype=torch.float32)
+        q_blk = q[tile_b, tile_q, :]
+        for tile_k in hl.tile(max(0, tile_q.begin - w), min(s, tile_q.end)):
+            qk = hl.dot(q_blk, k[tile_b, tile_k, :].transpose(1, 2)) * scale
+            behind = tile_q.index[None, :, None] - tile_k.index[None, None, :]
+            qk = torch.where((behind >= 0) & (behind <= w), qk, float("-inf"))
+            m_new = torch.maximum(m_i, torch.amax(qk, -1))
+            p = torch.exp(qk - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            v_blk = v[tile_b, tile_k, :]
+            acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
+            m_i = m_new
+        out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+@pallasite.kernel
 def jagged_window_attention(q, k, v, offsets, w: int):
     """Per segment [offsets[g], offsets[g + 1]) of rows: query i attends keys j of its
     segment with i - w <= j <= i."""

@@ -15,7 +15,8 @@ import pallasite.language as hl
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref, schedule_report
 
 from schedule_kernels import (
-    jagged_window_attention, jagged_window_reference, window_attention, window_reference,
+    jagged_window_attention, jagged_window_reference, window_attention, window_attention_const,
+    window_reference,
 )
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
@@ -117,3 +118,27 @@ def test_window_kernels_lower_to_mosaic(loop_type):
     check_tpu_lowering(jagged_window_attention, (q, k, v, offsets, 5), block_sizes=[8, 8],
                        pallas_loop_type=loop_type)
     check_tpu_lowering(window_visits, (torch.ones(64, 128), 21), pallas_loop_type=loop_type)
+
+
+# ------------------- emit_pipeline streams a begin that is provably a block multiple --
+
+
+@pytest.mark.parametrize("w, streamed", [(64, True), (96, True), (37, False)])
+def test_pipeline_streams_a_provably_aligned_window_begin(w, streamed):
+    """max(0, tile_q.begin - w) is a multiple of the key block when the query block and w
+    are: the pipeline's index maps count in blocks from begin // block. Otherwise k and v
+    stay resident and tiles are read at their element offsets."""
+    q, k, v = _qkv(2, 256, 128)
+    config = pallasite.Config(block_sizes=[64, 32], pallas_loop_type="emit_pipeline")
+    plan = window_attention_const.bind((q, k, v, w)).plan(config)
+    (loop_plan,) = plan.calls[0].inner_loops.values()
+    assert {s.symbol.name for s in loop_plan.streams} == ({"k", "v"} if streamed else set())
+    code, result = code_and_output(window_attention_const, (q, k, v, w), **config)
+    torch.testing.assert_close(result, window_reference(q, k, v, w), atol=1e-5, rtol=1e-5)
+    report = schedule_report(window_attention_const, (q, k, v, w), **config)
+    window_bytes = 32 * 128 * 4
+    blockspec_bytes = 2 * q.numel() * 4 + (0 if streamed else 2 * k.numel() * 4)
+    assert report["hbm_bytes"] == blockspec_bytes + (2 * report["inner_tiles"] * window_bytes if streamed else 0)
+    if streamed:
+        assert "tile_k_first_block = maximum // 32" in code
+        check_tpu_lowering(window_attention_const, (q, k, v, w), **config)

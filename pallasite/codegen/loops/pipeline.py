@@ -4,7 +4,7 @@ Streamed tensors are the pipeline's BlockSpecs (it double-buffers their
 DMAs); carried values live in VMEM scratch across steps; the body reads its
 step from an SMEM counter. Tiles are the user's (`begin + step * block`); the
 pipeline's index maps count in blocks, which the plan allows only for loops
-whose begin is a block multiple.
+whose begin is a block multiple (static, or provably so: `TileDim.begin_aligned`).
 """
 from __future__ import annotations
 
@@ -24,16 +24,17 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     trips = k.names.fresh(f"{dim.name}_trips")
     streams = loop_plan.streams
     first = None
-    if streams:  # the plan streams only loops whose begin is a block multiple
+    if streams:  # the plan streams only loops whose begin is (provably) a block multiple
         first = k.names.fresh(f"{dim.name}_first_block")
-        k.emit(f"{first} = {dim.begin // block}", indent)
+        begin = dim.begin // block if isinstance(dim.begin, int) else f"{k.render(dim.begin)} // {block}"
+        k.emit(f"{first} = {begin}", indent)
     k.emit(f"{trips} = ({k.render(dim.end)} - {k.render(dim.begin)} + {block - 1}) // {block}", indent)
     k.emit_loop_checks(loop, trips, indent)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     names = ", ".join(s.symbol.name for s in streams)
     if not names:
-        names = ("nothing (tensors stay resident: its begin is not a block multiple)"
+        names = ("nothing (tensors stay resident: its begin may not be a block multiple)"
                  if not dim.begin_aligned else "nothing (its tensors are also used outside it)")
     k.emit(f"# inner loop '{dim.name}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
