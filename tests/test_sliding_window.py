@@ -15,7 +15,7 @@ import pallasite.language as hl
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref, schedule_report
 
 from schedule_kernels import (
-    jagged_window_attention, jagged_window_reference, window_attention, window_attention_const,
+    causal_pruned, jagged_window_attention, jagged_window_reference, window_attention, window_attention_const,
     window_reference,
 )
 
@@ -142,3 +142,26 @@ def test_pipeline_streams_a_provably_aligned_window_begin(w, streamed):
     if streamed:
         assert "tile_k_first_block = maximum // 32" in code
         check_tpu_lowering(window_attention_const, (q, k, v, w), **config)
+
+
+# --------------------------- causal ends: proven block multiples need no tail mask --
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("s", [256, 200])
+def test_pruned_causal_masks_only_a_partial_tail(loop_type, s):
+    """`hl.tile(0, min(s, tile_q.end))`: with s and the query block multiples of the key
+    block, both ends are block multiples (ir.known_multiple), so the key tiles are whole:
+    no tail mask, no host padding. Its range is proven inside k from the tiles alone, so
+    there is no run-time range check either way."""
+    q, k, v = _qkv(2, s, 128)
+    config = pallasite.Config(block_sizes=[64, 32], pallas_loop_type=loop_type)
+    call = causal_pruned.bind((q, k, v)).plan(config).calls[0]
+    masked = {mask.dim.name for masks in call.masks.values() for mask in masks}
+    assert ("tile_k" in masked) == (s % 32 != 0 or s % 64 != 0)
+    assert not call.range_checks
+    if s % 64 == 0:
+        assert all(op.padded_shape is None for op in call.inputs)
+    _, result = code_and_output(causal_pruned, (q, k, v), **config)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)

@@ -148,9 +148,13 @@ class TileDim:
 
     @property
     def has_partial_tail(self) -> bool:
-        """Whether the last tile runs past `end` (so its tail must be masked)."""
+        """Whether the last tile may run past `end` (so its tail must be masked). A
+        data-dependent range has none when both ends are provably block multiples
+        (`hl.tile(0, min(s, tile_q.end))` with blocks dividing s and tile_q's block)."""
         extent = self.static_extent
-        return extent is None or extent % self.block_size != 0
+        if extent is None:
+            return not (self.begin_aligned and known_multiple(self.end) % self.block_size == 0)
+        return extent % self.block_size != 0
 
     @property
     def begin_aligned(self) -> bool:
