@@ -149,7 +149,7 @@ def jagged_window_attention(q, k, v, offsets, w: int):
     return out
 
 
-def window_mask(s: int, w: int, offset: int = 0) -> torch.Tensor:
+def window_mask(s: int, w: int) -> torch.Tensor:
     i = torch.arange(s)[:, None]
     j = torch.arange(s)[None, :]
     return (i >= j) & (i - j <= w)
@@ -170,7 +170,7 @@ def jagged_window_reference(q, k, v, offsets, w: int) -> torch.Tensor:
     return out
 
 
-def window_tiles(s: int, w: int, block_q: int, block_k: int, start: int = 0) -> int:
+def window_tiles(s: int, w: int, block_q: int, block_k: int) -> int:
     """Key tiles the window loop visits for one segment of length `s`, counted the slow way."""
     total = 0
     for q_begin in range(0, s, block_q):

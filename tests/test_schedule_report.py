@@ -159,3 +159,22 @@ def test_command_line_rejects_a_target_without_kernel():
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert "MODULE:KERNEL" in result.stderr
+
+
+@pallasite.kernel
+def host_offsets_sum(x, offsets):
+    shifted = offsets + 0  # computed by host code: the report cannot know its values
+    out = torch.zeros([offsets.size(0) - 1, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for t in hl.tile(shifted[g], shifted[g + 1], block_size=8):
+            acc = acc + x[t, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_a_bound_host_code_computes_is_a_clear_error():
+    x = torch.zeros(16, 128)
+    offsets = torch.tensor([0, 5, 16], dtype=torch.int32)
+    with pytest.raises(exc.UnsupportedOperation, match="host code computes"):
+        schedule_report(host_offsets_sum, (x, offsets))

@@ -27,7 +27,6 @@ from .. import exc
 from ..ir import IfBlock, Load, ScalarIndex, TileDim, TileLoop, Value, cdiv
 from ..ir.ops import OPS
 from ..ir.ops.definition import OpKind
-from .index_expr import DataDependent
 from .plans import PallasCallPlan
 
 _ARITH = {
@@ -102,7 +101,7 @@ class ScalarValues:
 
     def _tile_attribute(self, op: str, dim: TileDim, env) -> int:
         if dim.id not in env:
-            raise DataDependent(f"{dim.name} outside its loop")
+            raise _cannot(dim.name, "it reads a tile outside its loop")
         begin, lo, hi = env[dim.id]
         if op == "tile_begin":
             return begin
