@@ -26,7 +26,7 @@ import pallasite.testing  # noqa: E402
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
-    "embedding_bag", "routing_scatter",
+    "embedding_bag", "routing_scatter", "sliding_window_attention",
 ]
 
 
@@ -47,14 +47,14 @@ def run_example(name: str) -> bool:
         )
     except Exception as exception:  # report and go on to the next example
         first_line = (str(exception).strip().splitlines() or [""])[0]
-        print(f"{name:<12} FAIL  {type(exception).__name__}: {first_line}")
+        print(f"{name:<24} FAIL  {type(exception).__name__}: {first_line}")
         if os.environ.get("PALLASITE_VERBOSE"):
             traceback.print_exc()
         return False
     path = code_dir() / f"{name}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code)
-    print(f"{name:<12} PASS  max abs error {error:.2e}  code: {path.resolve()}")
+    print(f"{name:<24} PASS  max abs error {error:.2e}  code: {path.resolve()}")
     return True
 
 

@@ -10,6 +10,7 @@ import torch
 from . import exc
 from .config import Config, as_config
 from .reference import prng, run_reference
+from .report import schedule_report
 from .runtime.chips import simulated_chip
 from .runtime.convert import torch_dtype_of
 from .runtime.kernel import Kernel, _for_user, load_module
@@ -95,4 +96,5 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_tpu_lowering", "reference_rand", "run_ref", "torch_dtype_of"]
+__all__ = ["code_and_output", "check_tpu_lowering", "reference_rand", "run_ref", "schedule_report",
+           "torch_dtype_of"]

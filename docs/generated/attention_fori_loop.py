@@ -15,19 +15,22 @@ INTERPRET = None
 def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
     # grid axis 0: tile_b, tile of 1 over [0, 2) (parallel)
     # grid axis 1: tile_q, tile of 128 over [0, 256) (parallel)
-    # attention.py:37: for tile_b, tile_q in hl.tile([batch_heads, seq_len], block_size=[1, None]):
+    # attention.py:41: for tile_b, tile_q in hl.tile([batch_heads, seq_len], block_size=[1, None]):
     tile_b_begin = pl.program_id(0)
     tile_q_begin = pl.program_id(1) * 128
-    # attention.py:38: m_i = hl.full([tile_b, tile_q], float("-inf"), dtype=torch.float32)
+    # attention.py:42: m_i = hl.full([tile_b, tile_q], float("-inf"), dtype=torch.float32)
     m_i = jnp.full((1, 128), -jnp.inf, jnp.float32)
-    # attention.py:39: l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
+    # attention.py:43: l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
     l_i = jnp.zeros((1, 128), jnp.float32)
-    # attention.py:40: acc = hl.zeros([tile_b, tile_q, head_dim], dtype=torch.float32)
+    # attention.py:44: acc = hl.zeros([tile_b, tile_q, head_dim], dtype=torch.float32)
     acc = jnp.zeros((1, 128, 64), jnp.float32)
-    # attention.py:41: q_blk = q[tile_b, tile_q, :]
+    # attention.py:45: q_blk = q[tile_b, tile_q, :]
     q_blk = q_ref[...]
-    # attention.py:42: for tile_k in hl.tile(seq_len):
-    tile_k_trips = 2
+    # attention.py:47: key_end = min(seq_len, tile_q.end) if causal else seq_len
+    tile_q_end = jnp.minimum(tile_q_begin + 128, 256)
+    key_end = jnp.minimum(256, tile_q_end)
+    # attention.py:48: for tile_k in hl.tile(0, key_end):
+    tile_k_trips = (key_end - 0 + 127) // 128
     # inner loop 'tile_k': fori_loop streaming k (in), v (in) from HBM, double-buffered
     def k_copy(step, slot):
         return pltpu.make_async_copy(k_hbm.at[pl.ds(tile_b_begin, 1), pl.ds(step * 128, 128), :], k_buf.at[slot], k_sem.at[slot])
@@ -48,38 +51,38 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
         k_copy(tile_k_step, tile_k_slot).wait()
         v_copy(tile_k_step, tile_k_slot).wait()
         tile_k_begin = tile_k_step * 128
-        # attention.py:43: k_blk = k[tile_b, tile_k, :]
+        # attention.py:49: k_blk = k[tile_b, tile_k, :]
         k_blk = k_buf[tile_k_slot]
-        # attention.py:44: v_blk = v[tile_b, tile_k, :]
+        # attention.py:50: v_blk = v[tile_b, tile_k, :]
         v_blk = v_buf[tile_k_slot]
-        # attention.py:45: qk = hl.dot(q_blk, k_blk.transpose(1, 2)) * scale
+        # attention.py:51: qk = hl.dot(q_blk, k_blk.transpose(1, 2)) * scale
         qk = lax.dot_general(q_blk, jnp.transpose(k_blk, (0, 2, 1)), (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32) * 0.125
-        # attention.py:47: visible = tile_q.index[None, :, None] >= tile_k.index[None, None, :]
+        # attention.py:53: visible = tile_q.index[None, :, None] >= tile_k.index[None, None, :]
         tile_q_index = tile_q_begin + lax.broadcasted_iota(jnp.int32, (128,), 0)
         tile_k_index = tile_k_begin + lax.broadcasted_iota(jnp.int32, (128,), 0)
         visible = tile_q_index[None, :, None] >= tile_k_index[None, None, :]
-        # attention.py:48: qk = torch.where(visible, qk, float("-inf"))
+        # attention.py:54: qk = torch.where(visible, qk, float("-inf"))
         qk_1 = jnp.where(visible, qk, -jnp.inf)
-        # attention.py:49: m_new = torch.maximum(m_i, torch.amax(qk, -1))
+        # attention.py:55: m_new = torch.maximum(m_i, torch.amax(qk, -1))
         m_new = jnp.maximum(m_i_1, jnp.max(qk_1, axis=2, keepdims=False))
-        # attention.py:50: p = torch.exp(qk - m_new[:, :, None])
+        # attention.py:56: p = torch.exp(qk - m_new[:, :, None])
         p = jnp.exp(qk_1 - m_new[:, :, None])
-        # attention.py:51: alpha = torch.exp(m_i - m_new)
+        # attention.py:57: alpha = torch.exp(m_i - m_new)
         alpha = jnp.exp(m_i_1 - m_new)
-        # attention.py:52: l_i = l_i * alpha + torch.sum(p, -1)
+        # attention.py:58: l_i = l_i * alpha + torch.sum(p, -1)
         l_i_2 = (l_i_1 * alpha) + jnp.sum(p, axis=2, keepdims=False)
-        # attention.py:53: acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
+        # attention.py:59: acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
         acc_2 = (acc_1 * alpha[:, :, None]) + lax.dot_general(p.astype(jnp.bfloat16), v_blk, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)
         return (acc_2, l_i_2, m_new,)
     (acc_1, l_i_1, m_i_1,) = lax.fori_loop(0, tile_k_trips, tile_k_body, (acc, l_i, m_i,))
-    # attention.py:55: out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    # attention.py:61: out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
     out_ref[...] = (acc_1 / l_i_1[:, :, None]).astype(jnp.bfloat16)
 
 
 def attention(q, k, v):
-    # attention.py:35: out = torch.empty_like(q)
+    # attention.py:39: out = torch.empty_like(q)
     # out: uninitialized until a device loop writes it
-    # attention.py:37: for tile_b, tile_q in hl.tile([batch_heads, seq_len], block_size=[1, None]):
+    # attention.py:41: for tile_b, tile_q in hl.tile([batch_heads, seq_len], block_size=[1, None]):
     (out,) = pl.pallas_call(
         attention_kernel,
         grid=(2, 2),

@@ -343,8 +343,10 @@ def bounds(draw: Draw, name: str) -> Case:
             body.append(Line(0, "for g in hl.grid(segments):"))
             body += _lines(1, "start = offsets[g]", "end = offsets[g + 1]",
                            f"for tq in hl.tile(start, end{_block(draw)}):")
+            # the key range ends at the query tile's end; a sliding window also starts w rows before it
+            lower = rng.choice(("start", f"max(start, tq.begin - {rng.choice((0, 3, 8, 21))})"))
             body += _lines(2, "acc = hl.zeros([tq, d], dtype=torch.float32)",
-                           f"for tk in hl.tile(start, min(end, tq.end){_block(draw)}):")
+                           f"for tk in hl.tile({lower}, min(end, tq.end){_block(draw)}):")
             body.append(Line(3, "acc = acc + x[tk, :].sum(0)[None, :]"))
             body.append(Line(2, "out[tq, :] = acc"))
     body.append(Line(0, "return out"))

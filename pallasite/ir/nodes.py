@@ -12,6 +12,7 @@ dimensions and inner dimensions alike.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -147,18 +148,46 @@ class TileDim:
 
     @property
     def has_partial_tail(self) -> bool:
-        """Whether the last tile runs past `end` (so its tail must be masked)."""
+        """Whether the last tile may run past `end` (so its tail must be masked). A
+        data-dependent range has none when both ends are provably block multiples
+        (`hl.tile(0, min(s, tile_q.end))` with blocks dividing s and tile_q's block)."""
         extent = self.static_extent
-        return extent is None or extent % self.block_size != 0
+        if extent is None:
+            return not (self.begin_aligned and known_multiple(self.end) % self.block_size == 0)
+        return extent % self.block_size != 0
 
     @property
     def begin_aligned(self) -> bool:
-        """Whether every tile starts at a multiple of the block size (a static begin
-        that the block divides), so tiles are whole blocks of the tensor."""
-        return isinstance(self.begin, int) and self.begin % self.block_size == 0
+        """Whether every tile starts at a multiple of the block size, so tiles are whole
+        blocks of the tensor: a static begin the block divides, or a data-dependent one
+        provably a multiple of it (`max(0, tile_q.begin - 128)` with blocks dividing 128)."""
+        return known_multiple(self.begin) % self.block_size == 0
 
     def __repr__(self) -> str:
         return f"TileDim({self.name}, {self.begin}:{self.end}/{self.block_size})"
+
+
+def known_multiple(operand: Operand) -> int:
+    """A number every value of the int scalar `operand` is a multiple of (0: it is 0;
+    1: nothing is known), from its expression: constants, tile begins (`begin + j *
+    block`), tile ends, +, -, *, min and max of those."""
+    if isinstance(operand, bool):
+        return 1
+    if isinstance(operand, int):
+        return abs(operand)
+    node = operand.producer if isinstance(operand, Value) else None
+    if node is None or isinstance(node, (Load, Store)):
+        return 1
+    if node.op in ("tile_begin", "tile_end"):
+        dim = node.args[0]
+        step = math.gcd(known_multiple(dim.begin), dim.block_size)
+        return step if node.op == "tile_begin" else math.gcd(step, known_multiple(dim.end))
+    if node.op in ("add", "sub", "minimum", "maximum") and len(node.args) >= 2:
+        right = known_multiple(node.args[1]) * abs(node.kwargs.get("alpha", 1))
+        return math.gcd(known_multiple(node.args[0]), right)
+    if node.op == "mul" and len(node.args) >= 2:
+        return known_multiple(node.args[0]) * known_multiple(node.args[1])
+    return 1
 
 
 @dataclass(eq=False)

@@ -3,7 +3,8 @@
 Shapes are static, so the range each index form covers is known: a tile
 covers [begin, end) of its loop (its partial tail is masked, never past
 `end`), a scalar index covers an interval computed from tile begins and ids,
-constants and integer arithmetic. An access reaching past its tensor is an
+constants and integer arithmetic, and so does a loop bounded by enclosing tiles
+(`min(s, tile_q.end)`). An access reaching past its tensor is an
 `exc.ShapeMismatch` at the user's line, never NaN or an out-of-bounds block
 deep inside the interpreter. Ranges that depend on data (offsets read from
 tensors, kernel scalars, indices loaded from tables) are not known here:
@@ -49,7 +50,7 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             if isinstance(dim.begin, int) and isinstance(dim.end, int):
                 if dim.end > dim.begin and (dim.begin < 0 or dim.end > size):
                     raise _error(node, f"{dim.name} covers [{dim.begin}, {dim.end})", tensor.name, axis, size)
-            else:
+            elif not _proven_inside(dim, size):
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
         elif isinstance(item, GatherIndex):
@@ -68,6 +69,13 @@ def check_access_bounds(node) -> list[DataDependentRange]:
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
     return pending
+
+
+def _proven_inside(dim: TileDim, size: int) -> bool:
+    """Whether a range computed from enclosing tiles (not data) lies in [0, size) for every
+    tile: `hl.tile(0, min(s, tile_q.end))`, `max(0, tile_q.begin - 64)`."""
+    begin, end = scalar_interval(dim.begin), scalar_interval(dim.end)
+    return begin is not None and end is not None and begin[0] >= 0 and end[1] <= size
 
 
 def _message(node, what: str, tensor: str, axis: int, size: int,

@@ -12,15 +12,25 @@ Used by benchmarks and (later) the autotuner's cost model. The model:
   pipeline — the first block of each input — and at its end — the last
   write-back of each output. The grid's BlockSpec pipeline counts once; a
   streamed inner loop counts once per run.
+
+Without argument values, a block index that reads a prefetched table or a
+data-dependent trip count makes the traffic unknown (`None`).
+`schedule_report` (`pallasite.testing`) passes `tables` (the symbols' values)
+and `counts` (each call's `CallCounts`, plan/schedule.py: how often each inner
+loop runs and its tiles, evaluated from the arguments), and gets the traffic
+of those arguments.
 """
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from ..ir import IfBlock, TileLoop
 from .index_expr import DataDependent, evaluate
 from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
+from .schedule import CallCounts, LoopCount
 
 
 @dataclass(frozen=True)
@@ -31,10 +41,14 @@ class ScheduleMetrics:
     exposed_dma_waits: int | None
 
 
-def schedule_metrics(plan: KernelPlan) -> ScheduleMetrics:
+def schedule_metrics(plan: KernelPlan, tables: Mapping[Any, Any] | None = None,
+                     counts: Sequence[CallCounts] | None = None) -> ScheduleMetrics:
+    """The plan's metrics; with `tables` and `counts` (one per call), those of the
+    arguments they were evaluated from."""
     total, minimum, padding, waits = 0, 0, 0, 0
-    for call in plan.calls:
-        m = _call_metrics(call)
+    for position, call in enumerate(plan.calls):
+        loops = static_loop_counts(call) if counts is None else counts[position].loops
+        m = _call_metrics(call, tables, loops)
         minimum += m.min_hbm_bytes
         padding += m.host_padding_bytes
         total = None if total is None or m.hbm_bytes is None else total + m.hbm_bytes
@@ -49,8 +63,8 @@ def _nbytes(shape, dtype) -> int:
     return count
 
 
-def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
-    operands = [op for op in (*call.inputs, *call.outputs)]
+def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | None]) -> ScheduleMetrics:
+    operands = [*call.scalar_prefetch, *call.inputs, *call.outputs]  # prefetched tables: one SMEM copy
     distinct = {id(op.symbol): op for op in operands}
     minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for op in distinct.values())
     steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
@@ -60,38 +74,36 @@ def _call_metrics(call: PallasCallPlan) -> ScheduleMetrics:
         if op.memory is Memory.SMEM:
             traffic += _nbytes(op.symbol.shape, op.symbol.dtype)
         elif op.memory is Memory.VMEM_BLOCK:
-            blocks = _block_traffic(op, steps)
+            blocks = _block_traffic(op, steps, tables)
             if blocks is None:
                 return ScheduleMetrics(None, minimum, _host_padding(call), None)
             traffic += blocks
             exposed += 1
     padding = _host_padding(call)
-    rows = _row_gather_traffic(call.call.loop.body, call, len(steps))
+    rows = _row_gather_traffic(call.call.loop.body, call, len(steps), loops)
     if rows is None:
         return ScheduleMetrics(None, minimum, padding, None)
     traffic += rows
-    runs = _loop_runs(call.call.loop.body, call, len(steps))
     for loop_id, loop_plan in call.inner_loops.items():
         if not loop_plan.streams:
             continue
-        count = runs.get(loop_id)
-        trips = loop_plan.total_trips
-        if count is None or trips is None:
+        count = loops.get(loop_id)
+        if count is None:
             return ScheduleMetrics(None, minimum, padding, None)
         for stream in loop_plan.streams:
-            traffic += count * trips * _nbytes(stream.window_shape, stream.symbol.dtype)
-            exposed += count
+            traffic += count.tiles * _nbytes(stream.window_shape, stream.symbol.dtype)
+            exposed += count.busy_runs
     return ScheduleMetrics(traffic, minimum, padding, exposed)
 
 
-def _block_traffic(op: Operand, steps: list[tuple[int, ...]]) -> int | None:
+def _block_traffic(op: Operand, steps: list[tuple[int, ...]], tables=None) -> int | None:
     """Bytes copied for a BlockSpec operand over the grid (a copy per change of block
     index); None when a block index depends on table values."""
     previous = None
     total = 0
     for step in steps:
         try:
-            index = tuple(evaluate(axis.index, step) for axis in op.axes)
+            index = tuple(evaluate(axis.index, step, tables) for axis in op.axes)
         except DataDependent:
             return None
         if index != previous:
@@ -117,22 +129,23 @@ def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
     return count
 
 
-def _row_gather_traffic(body: list, call: PallasCallPlan, factor: int | None) -> int | None:
+def _row_gather_traffic(body: list, call: PallasCallPlan, factor: int | None,
+                        loops: dict[int, LoopCount | None]) -> int | None:
     """Bytes per-row DMA gathers copy (every lane of each index tile, an upper bound for a
-    partial one) when the body runs `factor` times; None if a trip count depends on data."""
+    partial one) when the body runs `factor` times (an inner loop's body: its `tiles`);
+    None if a count is unknown."""
     total = 0
     for item in body:
         if isinstance(item, TileLoop):
-            trips = call.inner_loops[item.id].static_trips
-            inner = _row_gather_traffic(item.body, call, None if factor is None or trips is None
-                                        else factor * trips[0])
+            count = loops.get(item.id)
+            inner = _row_gather_traffic(item.body, call, None if count is None else count.tiles, loops)
             if inner is None:
                 return None
             total += inner
             continue
         if isinstance(item, IfBlock):  # both branches: an upper bound
             for branch in (item.then_body, item.else_body):
-                inner = _row_gather_traffic(branch, call, factor)
+                inner = _row_gather_traffic(branch, call, factor, loops)
                 if inner is None:
                     return None
                 total += inner
@@ -145,15 +158,21 @@ def _row_gather_traffic(body: list, call: PallasCallPlan, factor: int | None) ->
     return total
 
 
-def _loop_runs(body: list, call: PallasCallPlan, grid_steps: int, factor: int | None = None) -> dict:
-    """How many times each inner loop runs in the whole call (None if data-dependent)."""
-    factor = grid_steps if factor is None else factor
-    runs = {}
-    for item in body:
-        if isinstance(item, TileLoop):
-            runs[item.id] = factor
-            trips = call.inner_loops[item.id].total_trips
-            inner = None if factor is None or trips is None else factor * trips
-            runs.update(_loop_runs(item.body, call, grid_steps, inner) if inner is not None
-                        else {k: None for k in _loop_runs(item.body, call, grid_steps, 1)})
-    return runs
+def static_loop_counts(call: PallasCallPlan) -> dict[int, LoopCount | None]:
+    """Each inner loop's runs and tiles over the call from static trip counts alone
+    (None for a loop whose count, or an enclosing loop's, depends on data)."""
+    programs = 1
+    for axis in call.grid:
+        programs *= axis.num_blocks
+    counts: dict[int, LoopCount | None] = {}
+
+    def walk(body: list, runs: int | None) -> None:
+        for item in body:
+            if isinstance(item, TileLoop):
+                trips = call.inner_loops[item.id].static_trips
+                tiles = None if runs is None or trips is None else runs * math.prod(trips)
+                counts[item.id] = None if tiles is None else LoopCount(runs, tiles, runs if tiles else 0)
+                walk(item.body, tiles)
+
+    walk(call.call.loop.body, programs)
+    return counts

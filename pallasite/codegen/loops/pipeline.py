@@ -4,9 +4,10 @@ Streamed tensors are the pipeline's BlockSpecs (it double-buffers their
 DMAs); carried values live in VMEM scratch across steps; the body reads its
 step from an SMEM counter. Tiles are the user's (`begin + step * block`); the
 pipeline's index maps count in blocks, which the plan allows only for loops
-whose begin is a block multiple. A multi-dim loop's pipeline grid has one axis
-per dim, in the plan's order; the body's tile counters come from its step
-(`steps.py`), since the pipeline walks the last grid axis fastest.
+whose begin is a block multiple (static, or provably so: `TileDim.begin_aligned`).
+A multi-dim loop's pipeline grid has one axis per dim, in the plan's order; the
+body's tile counters come from its step (`steps.py`), since the pipeline walks the
+last grid axis fastest.
 """
 from __future__ import annotations
 
@@ -26,16 +27,18 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     dims = ordered_dims(loop, loop_plan)
     label = ", ".join(dim.name for dim in dims)
     firsts = {}
-    if streams:  # the plan streams only loops whose begins are block multiples
+    if streams:  # the plan streams only loops whose begins are (provably) block multiples
         for dim in (dim for dim in dims if dim.begin_aligned):
             firsts[dim.id] = k.names.fresh(f"{dim.name}_first_block")
-            k.emit(f"{firsts[dim.id]} = {dim.begin // dim.block_size}", indent)
+            begin = (dim.begin // dim.block_size if isinstance(dim.begin, int)
+                     else f"{k.render(dim.begin)} // {dim.block_size}")
+            k.emit(f"{firsts[dim.id]} = {begin}", indent)
     trips = emit_trips(k, loop, loop_plan, indent, static_literal=False)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     names = ", ".join(s.symbol.name for s in streams)
     if not names:
-        names = ("nothing (tensors stay resident: its begin is not a block multiple)"
+        names = ("nothing (tensors stay resident: its begin may not be a block multiple)"
                  if not all(dim.begin_aligned for dim in dims) else "nothing (its tensors are also used outside it)")
     k.emit(f"# inner loop '{label}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
     for (item, var), ref in zip(carried, loop_plan.carried_refs):

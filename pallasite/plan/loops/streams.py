@@ -132,6 +132,8 @@ def _window_end(dim, array_dim: int, from_block_multiple: bool) -> int:
     if isinstance(dim.begin, int) and isinstance(dim.end, int):
         first = (dim.begin // block) * block if from_block_multiple else dim.begin
         return first + cdiv(dim.end - first, block) * block
-    if from_block_multiple:  # windows start at a block multiple and end by the array's rounded-up end
+    if from_block_multiple or dim.begin_aligned:
+        # windows start at block multiples (the loop's range lies in the array, a checked
+        # range), so they end by the array's rounded-up end
         return cdiv(array_dim, block) * block
     return array_dim + block  # a data-dependent start can be anywhere in the array

@@ -1,0 +1,217 @@
+"""A plan's schedule counted for concrete arguments, on the host, without running it.
+
+Every data-dependent bound of the plan — an inner loop's `begin`/`end`
+(`offsets[g]`, `min(s, tile_q.end)`, `max(k_start, tile_q.begin - w)`), a kernel
+scalar, a block index read from a prefetched table — is a tree of IR values
+over tile begins, constants, integer arithmetic, scalar arguments and scalar
+reads of small tensors. `ScalarValues` evaluates those trees in Python over the
+argument values, so the counts are the kernel's own, not an estimate: a loop
+runs `cdiv(max(end - begin, 0), block)` tiles per dim, as the generated code
+computes it.
+
+`count_call` walks one pallas_call program by program (`programs`: the grid's
+steps; a flattened worklist will yield its work items here instead) and
+counts, per inner loop, how often it starts and how many tiles it runs over
+the whole call (`LoopCount`, which `metrics.schedule_metrics` turns into
+streamed bytes), the innermost loops' tiles, the largest per-program share of
+them (load balance), and the MXU flops of the contractions executed.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from .. import exc
+from ..ir import IfBlock, Load, ScalarIndex, TileDim, TileLoop, Value, cdiv
+from ..ir.ops import OPS
+from ..ir.ops.definition import OpKind
+from .plans import PallasCallPlan
+
+_ARITH = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floor_divide": lambda a, b: a // b, "remainder": lambda a, b: a % b,
+    "minimum": min, "maximum": max,
+}
+
+
+@dataclass(frozen=True)
+class LoopCount:
+    """One inner loop over a whole call: how often it starts and its tiles summed over
+    those runs (the product of its dims' trips each time)."""
+
+    runs: int
+    tiles: int
+    busy_runs: int  # runs with at least one tile
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    programs: int  # grid programs that run (work items, for a worklist)
+    loops: dict[int, LoopCount]  # TileLoop id -> its count
+    inner_tiles: int  # iterations of the innermost loops, over every program
+    max_program_tiles: int  # the most innermost-loop iterations any one program runs
+    flops: int  # MXU flops of the contractions executed (block-shaped: padding included)
+
+
+class ScalarValues:
+    """Evaluates int scalars of device code for one program's tiles.
+
+    `tables` maps each `TensorSymbol`/`ScalarSymbol` to its value (an array, a
+    tensor or a number); `env` maps a TileDim id to `(tile_begin, begin, end)` of
+    its current tile and its loop's evaluated bounds.
+    """
+
+    def __init__(self, tables: Mapping[Any, Any]):
+        self.tables = tables
+
+    def value(self, operand: Any, env: dict[int, tuple[int, int, int]]) -> int:
+        if isinstance(operand, bool):
+            return int(operand)
+        if isinstance(operand, (int, float)):
+            return operand
+        if not isinstance(operand, Value) or operand.producer is None:
+            raise _cannot(operand, "it is not computed in device code")
+        node = operand.producer
+        if isinstance(node, Load):
+            if not all(isinstance(i, ScalarIndex) for i in node.index):
+                raise _cannot(operand, "it is loaded with a tile index")
+            table = self._table(node.tensor)
+            for item in node.index:
+                table = table[int(self.value(item.index, env))]
+            return _number(table)
+        if node.op in ("tile_begin", "tile_id", "tile_end", "tile_count"):
+            return self._tile_attribute(node.op, node.args[0], env)
+        if node.op in _ARITH:
+            left, right = (self.value(a, env) for a in node.args[:2])
+            return _ARITH[node.op](left, right * node.kwargs.get("alpha", 1))
+        if node.op == "scalar_arg":
+            return _number(self._table(node.args[0]))
+        if node.op in ("to", "identity"):
+            return self.value(node.args[0], env)
+        if node.op == "neg":
+            return -self.value(node.args[0], env)
+        if node.op == "clamp":
+            result = self.value(node.args[0], env)
+            low, high = (node.kwargs.get(k) for k in ("min", "max"))
+            result = result if low is None else max(result, self.value(low, env))
+            return result if high is None else min(result, self.value(high, env))
+        raise _cannot(operand, f"its op {node.op!r} is not evaluated by the schedule report")
+
+    def _tile_attribute(self, op: str, dim: TileDim, env) -> int:
+        if dim.id not in env:
+            raise _cannot(dim.name, "it reads a tile outside its loop")
+        begin, lo, hi = env[dim.id]
+        if op == "tile_begin":
+            return begin
+        if op == "tile_id":
+            return (begin - lo) // dim.block_size
+        if op == "tile_end":
+            return min(begin + dim.block_size, hi)
+        return cdiv(max(hi - lo, 0), dim.block_size)
+
+    def _table(self, symbol) -> Any:
+        if symbol not in self.tables:
+            raise exc.UnsupportedOperation(
+                f"schedule_report needs the values of {symbol.name!r}, which host code computes; "
+                "pass the values the kernel's loops read as arguments.")
+        value = self.tables[symbol]
+        if getattr(value, "device", None) is not None and str(value.device) == "meta":
+            raise exc.UnsupportedOperation(
+                f"schedule_report needs the values of {symbol.name!r} (the kernel's loop bounds read "
+                "them), but it is a meta tensor.")
+        return value
+
+
+def _number(value: Any) -> int:
+    item = value.item() if hasattr(value, "item") else value
+    return int(item) if float(item).is_integer() else item
+
+
+def _cannot(operand, why: str) -> exc.UnsupportedOperation:
+    name = getattr(operand, "name", "") or repr(operand)
+    return exc.UnsupportedOperation(f"schedule_report cannot evaluate the loop bound {name}: {why}.")
+
+
+def programs(call: PallasCallPlan) -> Iterator[dict[int, tuple[int, int, int]]]:
+    """The environment of each program the call runs: its grid tiles' begins.
+
+    The one place a schedule's programs are enumerated; a flattened worklist's
+    items would be yielded here (their owner and tile from the worklist)."""
+    axes = call.grid
+    for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
+        env = {}
+        for axis, index in zip(axes, step):
+            dim = axis.dim
+            env[dim.id] = (dim.begin + index * dim.block_size, dim.begin, dim.end)
+        yield env
+
+
+def count_call(call: PallasCallPlan, tables: Mapping[Any, Any]) -> CallCounts:
+    values = ScalarValues(tables)
+    tally = _Tally()
+    program_count = 0
+    max_tiles = 0
+    for env in programs(call):
+        program_count += 1
+        before = tally.inner_tiles
+        tally.walk(call.call.loop.body, env, values, 1)
+        max_tiles = max(max_tiles, tally.inner_tiles - before)
+    loops = {loop_id: LoopCount(*counts) for loop_id, counts in tally.loops.items()}
+    return CallCounts(program_count, loops, tally.inner_tiles, max_tiles, tally.flops)
+
+
+class _Tally:
+    def __init__(self):
+        self.loops: dict[int, list[int]] = {}  # loop id -> [runs, tiles, busy runs]
+        self.inner_tiles = 0
+        self.flops = 0
+
+    def walk(self, body: list, env: dict, values: ScalarValues, times: int) -> None:
+        """Count `body` run `times` times with the tiles of `env` (identical runs)."""
+        self.flops += times * _body_flops(body)
+        for item in body:
+            if isinstance(item, TileLoop):
+                self._loop(item, env, values, times)
+
+    def _loop(self, loop: TileLoop, env: dict, values: ScalarValues, times: int) -> None:
+        bounds = [(values.value(d.begin, env), values.value(d.end, env)) for d in loop.dims]
+        trips = [cdiv(max(hi - lo, 0), d.block_size) for d, (lo, hi) in zip(loop.dims, bounds)]
+        tiles = math.prod(trips)
+        counts = self.loops.setdefault(loop.id, [0, 0, 0])
+        counts[0] += times
+        counts[1] += times * tiles
+        counts[2] += times if tiles else 0
+        if not any(isinstance(item, TileLoop) for item in loop.body):
+            self.inner_tiles += times * tiles
+            self.flops += times * tiles * _body_flops(loop.body)
+            return
+        for step in itertools.product(*(range(t) for t in trips)):
+            inner = dict(env)
+            for dim, (lo, hi), index in zip(loop.dims, bounds, step):
+                inner[dim.id] = (lo + index * dim.block_size, lo, hi)
+            self.walk(loop.body, inner, values, times)
+
+
+def _body_flops(body: list) -> int:
+    """MXU flops of one run of `body`'s own contractions (nested loops excluded; both
+    branches of a device `if` counted, an upper bound)."""
+    total = 0
+    for item in body:
+        if isinstance(item, IfBlock):
+            total += _body_flops(item.then_body) + _body_flops(item.else_body)
+        elif not isinstance(item, TileLoop):
+            total += node_flops(item)
+    return total
+
+
+def node_flops(node) -> int:
+    """2 * M * N * K (times batch) for a contraction over its block shapes, else 0."""
+    definition = OPS.get(node.op)
+    if definition is None or definition.kind is not OpKind.CONTRACTION or isinstance(node, Load):
+        return 0
+    lhs = node.args[definition.contraction.lhs]
+    if not isinstance(lhs, Value) or not lhs.shape:
+        return 0
+    return 2 * math.prod(node.output.shape) * lhs.shape[-1]

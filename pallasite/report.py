@@ -1,0 +1,91 @@
+"""The schedule report: what a kernel's plan does for concrete arguments, without running it.
+
+`schedule_report(kernel, args, **config)` plans the kernel for the arguments'
+signature and the config (the one a call would run when none is given), then
+evaluates every data-dependent bound on the host from the argument values
+(plan/schedule.py) and reads the traffic from the plan's metrics
+(plan/metrics.py). Tensors whose values no loop bound or block index reads may
+be meta tensors, so realistic sizes cost nothing to report.
+
+`python -m pallasite report MODULE:KERNEL` prints it as a table for the
+module's `example_inputs()`.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .config import Config
+from .ir import ScalarSymbol, TensorSymbol
+from .plan.metrics import schedule_metrics
+from .plan.schedule import count_call
+
+# The report's keys, in table order, with what each counts.
+FIELDS = {
+    "pallas_calls": "pallas_calls in the kernel",
+    "grid_programs": "grid programs that run",
+    "inner_tiles": "iterations of the innermost tile loops, all programs",
+    "max_program_tiles": "most innermost iterations of one program",
+    "hbm_bytes": "bytes moved between HBM and VMEM by the kernel",
+    "min_hbm_bytes": "each input read once, each output written once",
+    "host_pad_bytes": "host-side padding copies (not kernel traffic)",
+    "exposed_dma_waits": "DMA waits not overlapped with compute",
+    "flops": "MXU flops of the contractions (block-shaped)",
+    "vmem_bytes": "the plan's VMEM estimate (largest call)",
+}
+
+
+def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
+                    **config_kwargs: Any) -> dict[str, Any]:
+    """The schedule of `kernel` for `args` under the given config (default: the one a
+    call runs), counted on the host: the keys of `FIELDS`, plus `config`."""
+    bound = kernel.bind(tuple(args), dict(kwargs or {}))
+    config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
+    plan = bound.plan(config)
+    tables = _tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
+    counts = [count_call(call, tables) for call in plan.calls]
+    metrics = schedule_metrics(plan, tables, counts)
+    return {
+        "pallas_calls": len(plan.calls),
+        "grid_programs": sum(c.programs for c in counts),
+        "inner_tiles": sum(c.inner_tiles for c in counts),
+        "max_program_tiles": max((c.max_program_tiles for c in counts), default=0),
+        "hbm_bytes": metrics.hbm_bytes,
+        "min_hbm_bytes": metrics.min_hbm_bytes,
+        "host_pad_bytes": metrics.host_padding_bytes,
+        "exposed_dma_waits": metrics.exposed_dma_waits,
+        "flops": sum(c.flops for c in counts),
+        "vmem_bytes": max((call.vmem_bytes for call in plan.calls), default=0),
+        "config": dict(config),
+    }
+
+
+def _tables(kernel, bound, symbols: list, args, kwargs) -> dict:
+    """Each argument symbol (parameters, then captured tensors) to its value."""
+    values = kernel._bind_arguments(tuple(args), dict(kwargs))
+    captured = kernel.captured_tensors()
+    values += [captured[name] for name in bound.captured]
+    return {symbol: value for symbol, value in zip(symbols, values)
+            if isinstance(symbol, (TensorSymbol, ScalarSymbol))}
+
+
+def format_report(title: str, report: Mapping[str, Any]) -> str:
+    """The report as a two-column table (bytes also in MiB)."""
+    rows = [(key, _text(key, report[key]), FIELDS[key]) for key in FIELDS]
+    rows.append(("config", repr(report["config"]), "the resolved config"))
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows[:-1])
+    lines = [title, "-" * len(title)]
+    for key, text, what in rows:
+        if key == "config":
+            lines.append(f"{key:<{width}}  {text}")
+        else:
+            lines.append(f"{key:<{width}}  {text:>{value_width}}  {what}")
+    return "\n".join(lines)
+
+
+def _text(key: str, value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if key.endswith("_bytes") and value >= 2 ** 20:
+        return f"{value} ({value / 2 ** 20:.1f} MiB)"
+    return str(value)

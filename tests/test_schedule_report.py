@@ -1,0 +1,180 @@
+"""`pallasite.testing.schedule_report`: a plan's schedule counted on the host for concrete
+arguments, without running the kernel (issue #8 §4), and `python -m pallasite report`."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.ir import cdiv
+from pallasite.plan.metrics import schedule_metrics
+from pallasite.testing import schedule_report
+
+from schedule_kernels import (
+    causal_masked, causal_pruned, jagged_window_attention, window_attention, window_tiles,
+)
+
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _meta(*shape, dtype=torch.float32):
+    return tuple(torch.empty(*shape, dtype=dtype, device="meta") for _ in range(3))
+
+
+def _attention_flops(tiles: int, block_q: int, block_k: int, d: int) -> int:
+    """Two products per key tile: q @ k^T and p @ v."""
+    return tiles * 2 * (2 * block_q * block_k * d)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_causal_prunes_to_the_lower_triangle(loop_type):
+    q, k, v = _meta(1, 512, 128)  # meta tensors: no value is read, nothing runs
+    pruned = schedule_report(causal_pruned, (q, k, v), block_sizes=[64, 64], pallas_loop_type=loop_type)
+    masked = schedule_report(causal_masked, (q, k, v), block_sizes=[64, 64], pallas_loop_type=loop_type)
+    assert pruned["inner_tiles"] == sum(range(1, 9)) == 36
+    assert masked["inner_tiles"] == 8 * 8
+    assert pruned["grid_programs"] == masked["grid_programs"] == 8
+    assert pruned["max_program_tiles"] == masked["max_program_tiles"] == 8
+    assert pruned["flops"] == _attention_flops(36, 64, 64, 128)
+    assert masked["flops"] == _attention_flops(64, 64, 64, 128)
+    assert pruned["config"]["pallas_loop_type"] == loop_type
+
+
+def test_streamed_bytes_follow_the_visited_tiles():
+    q, k, v = _meta(2, 512, 128)
+    report = schedule_report(causal_pruned, (q, k, v), block_sizes=[64, 64], pallas_loop_type="emit_pipeline")
+    tensor = 2 * 512 * 128 * 4
+    window = 64 * 128 * 4
+    # q read once and out written once by the grid's BlockSpecs; k and v one window per key tile.
+    assert report["inner_tiles"] == 2 * 36
+    assert report["hbm_bytes"] == 2 * tensor + 2 * report["inner_tiles"] * window
+    assert report["min_hbm_bytes"] == 4 * tensor
+    assert report["host_pad_bytes"] == 0
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_static_schedules_agree_with_the_plan_metrics(loop_type):
+    q, k, v = _meta(2, 256, 128)
+    config = pallasite.Config(block_sizes=[64, 32], pallas_loop_type=loop_type)
+    report = schedule_report(causal_masked, (q, k, v), **config)
+    metrics = schedule_metrics(causal_masked.bind((q, k, v)).plan(config))
+    assert metrics.hbm_bytes is not None
+    assert report["hbm_bytes"] == metrics.hbm_bytes
+    assert report["min_hbm_bytes"] == metrics.min_hbm_bytes
+    assert report["host_pad_bytes"] == metrics.host_padding_bytes
+    assert report["exposed_dma_waits"] == metrics.exposed_dma_waits
+    assert report["vmem_bytes"] == causal_masked.bind((q, k, v)).plan(config).calls[0].vmem_bytes
+
+
+@pytest.mark.parametrize("w", [0, 5, 64, 100, 1000])
+def test_sliding_window_counts(w):
+    q, k, v = _meta(1, 512, 128)
+    report = schedule_report(window_attention, (q, k, v, w), block_sizes=[64, 64])
+    assert report["inner_tiles"] == window_tiles(512, w, 64, 64)
+    assert report["max_program_tiles"] == max(
+        len(range(max(0, b - w), min(512, b + 64), 64)) for b in range(0, 512, 64))
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_jagged_offsets_are_read_from_the_arguments(loop_type):
+    q, k, v = (torch.zeros(73, 128) for _ in range(3))
+    offsets = torch.tensor([0, 20, 20, 33, 73], dtype=torch.int32)  # lengths 20, 0, 13, 40
+    lengths = [20, 0, 13, 40]
+    report = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
+                             pallas_loop_type=loop_type)
+    per_segment = [window_tiles(n, 11, 8, 8) for n in lengths]
+    assert report["grid_programs"] == 4
+    assert report["inner_tiles"] == sum(per_segment)
+    assert report["max_program_tiles"] == max(per_segment)
+    assert report["flops"] == _attention_flops(sum(per_segment), 8, 8, 128)
+    # Other offsets, same compiled signature: other counts.
+    offsets = torch.tensor([0, 73, 73, 73, 73], dtype=torch.int32)
+    report = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
+                             pallas_loop_type=loop_type)
+    assert report["inner_tiles"] == report["max_program_tiles"] == window_tiles(73, 11, 8, 8)
+
+
+def test_jagged_sum_example():
+    from examples.jagged_sum import example_inputs, jagged_sum
+    x, offsets = example_inputs()
+    report = schedule_report(jagged_sum, (x, offsets))
+    block = report["config"]["block_sizes"][0]
+    lengths = (offsets[1:] - offsets[:-1]).tolist()
+    assert report["inner_tiles"] == sum(cdiv(n, block) for n in lengths)
+    assert report["grid_programs"] == len(lengths)
+    assert report["hbm_bytes"] is not None and report["hbm_bytes"] >= report["min_hbm_bytes"]
+
+
+@pallasite.kernel
+def pick_rows(x, idx):
+    out = torch.empty([idx.size(0), x.size(1), x.size(2)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(idx.size(0)):
+        out[g, :, :] = x[idx[g], :, :] * 2.0
+    return out
+
+
+def test_block_indices_read_from_tables_use_their_values():
+    x = torch.randn(16, 8, 128)
+    idx = torch.tensor([3, 3, 1, 3], dtype=torch.int32)
+    plan_metrics = schedule_metrics(pick_rows.bind((x, idx)).plan())
+    assert plan_metrics.hbm_bytes is None  # the table's values decide which rows are copied
+    report = schedule_report(pick_rows, (x, idx))
+    row = 8 * 128 * 4
+    # Rows 3, 1, 3 of x are copied (the repeated 3 stays resident), 4 rows written, idx read.
+    assert report["hbm_bytes"] == 3 * row + 4 * row + idx.numel() * 4
+
+
+def test_a_bound_read_from_a_meta_tensor_is_a_clear_error():
+    q, k, v = _meta(73, 128)
+    offsets = torch.empty(4, dtype=torch.int32, device="meta")
+    with pytest.raises(exc.UnsupportedOperation, match="offsets"):
+        schedule_report(jagged_window_attention, (q, k, v, offsets, 3), block_sizes=[8, 8])
+
+
+def test_command_line_report_on_an_example():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pallasite", "report", "examples.attention:attention"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    from examples.attention import attention, example_inputs
+    expected = schedule_report(attention, example_inputs())
+    lines = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[2:] if line.strip()}
+    for key in ("grid_programs", "inner_tiles", "flops", "min_hbm_bytes", "vmem_bytes"):
+        assert int(lines[key]) == expected[key], key
+    assert "schedule of examples.attention:attention" in result.stdout
+
+
+def test_command_line_rejects_a_target_without_kernel():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "pallasite", "report", "examples.attention"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "MODULE:KERNEL" in result.stderr
+
+
+@pallasite.kernel
+def host_offsets_sum(x, offsets):
+    shifted = offsets + 0  # computed by host code: the report cannot know its values
+    out = torch.zeros([offsets.size(0) - 1, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for t in hl.tile(shifted[g], shifted[g + 1], block_size=8):
+            acc = acc + x[t, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_a_bound_host_code_computes_is_a_clear_error():
+    x = torch.zeros(16, 128)
+    offsets = torch.tensor([0, 5, 16], dtype=torch.int32)
+    with pytest.raises(exc.UnsupportedOperation, match="host code computes"):
+        schedule_report(host_offsets_sum, (x, offsets))
