@@ -18,6 +18,7 @@ from ..ir import (
     Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
+from ..ir.sizes import SymbolicSize
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
 from . import random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -403,7 +404,7 @@ class OpRecorder:
                 size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
                 if not rest:
                     size_arg = kwargs.get("size")
-            shape = tuple(int(s) for s in size_arg)
+            shape = tuple(s if isinstance(s, SymbolicSize) else int(s) for s in size_arg)
         if isinstance(fill, (HostScalar, HostTensor)):
             raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
         dtype = kwargs.get("dtype") or (like.dtype if like is not None else

@@ -24,6 +24,7 @@ from ..ir import (
     Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
     Value,
 )
+from ..ir.sizes import SymbolicSize
 from . import device_if, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -402,7 +403,7 @@ class Tracer(OpRecorder):
                     "(a size, or hl.specialize(...) of a scalar argument).", loc
                 )
             raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
-        return int(bound)
+        return bound if isinstance(bound, SymbolicSize) else int(bound)
 
     def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
         static = isinstance(begin, int) and isinstance(end, int)

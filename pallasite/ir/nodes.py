@@ -18,6 +18,7 @@ from typing import Any, Union
 import torch
 
 from ..exc import SourceLocation
+from .sizes import SymbolicSize
 
 _ids = itertools.count()
 
@@ -149,6 +150,8 @@ class TileDim:
     def has_partial_tail(self) -> bool:
         """Whether the last tile runs past `end` (so its tail must be masked)."""
         extent = self.static_extent
+        if isinstance(extent, SymbolicSize):
+            return True  # a dynamic size (static_shapes=False): masked, so every size is served
         return extent is None or extent % self.block_size != 0
 
     @property

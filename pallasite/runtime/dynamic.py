@@ -1,0 +1,130 @@
+"""`static_shapes=False`: one compiled variant per bucket of sizes, not per size.
+
+A kernel bound with dynamic shapes keys its `BoundKernel` on each tensor
+dimension's *bucket* — 0, 1 or "2 or more", as Helion buckets — with rank and
+dtype. Dimensions of size 0 and 1 stay static (they change broadcasting and
+emptiness); a dimension of 2 or more is traced as a `SymbolicSize` named
+`<arg>_size<axis>` (see `ir/sizes.py`), and the generated host function reads
+it from its input's shape, so the same module runs every size.
+
+A variant records the guards its trace, plan and codegen took on those sizes
+(a partial tail, a legal full-dimension block, a VMEM estimate); a call
+whose sizes break a guard builds another variant — a correct one, counted by
+`Kernel.cache_size`. A size that lost its formula (used where only a plain
+int would do: `x[tile, :]` gives a block shaped by the size, `hl.zeros([n])`,
+a host op's result shape) would make the module right for one size only, so
+each new variant is generated a second time at other sizes its guards allow,
+and if the text differs it is pinned to its exact sizes, with a warning that
+names the user's line where the two texts first differ.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..frontend import ArgSpec
+from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards
+
+# How far the verification moves every dynamic size: a prime past any block size
+# (changes every block count and residue), then smaller steps when guards forbid it.
+_SHIFTS = (1031, 4099, 1024, 257, 8, 3, 1, -1)
+
+
+def bucket(extent: int) -> int:
+    """Helion's size buckets: 0, 1, or 2 standing for every size of 2 or more."""
+    return min(int(extent), 2)
+
+
+def symbolic_specs(names: list[str], specs: list[ArgSpec]) -> list[ArgSpec]:
+    """Tensor specs whose dimensions of 2 or more are symbolic sizes named after the argument."""
+    out = []
+    for name, spec in zip(names, specs):
+        if spec.kind == "tensor":
+            shape = tuple(SymbolicSize.variable(f"{name}_size{axis}", extent) if extent >= 2 else extent
+                          for axis, extent in enumerate(spec.shape))
+            spec = ArgSpec("tensor", shape, spec.dtype)
+        out.append(spec)
+    return out
+
+
+def size_env(symbolic: list[ArgSpec], actual: list[ArgSpec]) -> dict[str, int]:
+    """Each size variable's value in a call's arguments."""
+    env = {}
+    for spec, arg in zip(symbolic, actual):
+        for extent, value in zip(spec.shape, arg.shape):
+            if isinstance(extent, SymbolicSize):
+                env[extent.expr.name] = int(value)
+    return env
+
+
+def specs_at(symbolic: list[ArgSpec], env: dict[str, int]) -> list[ArgSpec]:
+    """The symbolic specs with representative values `env`."""
+    out = []
+    for spec in symbolic:
+        if spec.kind == "tensor":
+            shape = tuple(SymbolicSize.variable(e.expr.name, env[e.expr.name]) if isinstance(e, SymbolicSize)
+                          else e for e in spec.shape)
+            spec = ArgSpec("tensor", shape, spec.dtype)
+        out.append(spec)
+    return out
+
+
+@dataclass(frozen=True)
+class SizeGuards:
+    """The sizes one compiled variant is valid for."""
+
+    guards: frozenset[Guard]
+
+    def hold(self, env: dict[str, int]) -> bool:
+        return all(guard.holds(env) for guard in self.guards)
+
+    @staticmethod
+    def exactly(env: dict[str, int]) -> SizeGuards:
+        return SizeGuards(frozenset(Guard(SizeVar(name), "==", value, True) for name, value in env.items()))
+
+
+def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[ArgSpec],
+                     env: dict[str, int], kernel_name: str) -> tuple[str, SizeGuards]:
+    """The module for sizes `env` and the guards saying which sizes it serves.
+
+    `generate(specs)` traces, plans and generates at `specs`. The module is
+    generated again at shifted sizes its guards allow; identical text proves no
+    size was baked in, otherwise the variant is pinned to `env`.
+    """
+    with recording_guards() as recorded:
+        code = generate(specs_at(symbolic, env))
+    guards = SizeGuards(frozenset(recorded))
+    for shift in _SHIFTS:
+        other = {name: value + shift for name, value in env.items()}
+        if min(other.values(), default=2) < 2 or not guards.hold(other):
+            continue
+        try:
+            with recording_guards():
+                again = generate(specs_at(symbolic, other))
+        except Exception:  # noqa: BLE001 - any failure at other sizes: do not share this variant
+            break
+        if again == code:
+            return code, guards
+        _warn_static(kernel_name, code, again)
+        return code, SizeGuards.exactly(env)
+    return code, SizeGuards.exactly(env)
+
+
+def _warn_static(kernel_name: str, code: str, other: str) -> None:
+    """Say where a size was baked into the code: the user's line quoted above the first difference."""
+    where = ""
+    for line, other_line in zip(code.splitlines(), other.splitlines()):
+        quoted = re.match(r"\s*# (\S+:\d+: .*)$", line)
+        if quoted:
+            where = quoted.group(1)
+        if line != other_line:
+            break
+    warnings.warn(
+        f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
+        f"exact size of a dimension{f' at {where}' if where else ''} (a block or value shaped by a "
+        "size, e.g. x[tile, :] or hl.zeros([n])); this variant serves only these sizes and every "
+        "new size compiles again. Tile that dimension, or use static_shapes=True.",
+        stacklevel=4)
+
