@@ -156,6 +156,28 @@ class SymbolicSize(int):
     def __mod__(self, o): return self._binary(o, "%")
     def __rmod__(self, o): return self._binary(o, "%", True)
 
+    def _pinned(self, name: str, *args: Any) -> Any:
+        """An operation without a formula (bit tricks, powers, true division): the result is
+        right for this exact size only, so the variant is guarded to it."""
+        guard = Guard(self.expr, "==", int(self), True)
+        for guards in _recorders:
+            guards.append(guard)
+        plain = [int(a) if isinstance(a, SymbolicSize) else a for a in args]
+        return getattr(int, name)(int(self), *plain)
+
+    def __and__(self, o): return self._pinned("__and__", o)
+    def __rand__(self, o): return self._pinned("__rand__", o)
+    def __or__(self, o): return self._pinned("__or__", o)
+    def __ror__(self, o): return self._pinned("__ror__", o)
+    def __xor__(self, o): return self._pinned("__xor__", o)
+    def __lshift__(self, o): return self._pinned("__lshift__", o)
+    def __rshift__(self, o): return self._pinned("__rshift__", o)
+    def __pow__(self, o, m=None): return self._pinned("__pow__", o)
+    def __truediv__(self, o): return self._pinned("__truediv__", o)
+    def __rtruediv__(self, o): return self._pinned("__rtruediv__", o)
+    def __divmod__(self, o): return self._pinned("__divmod__", o)
+    def bit_length(self): return self._pinned("bit_length")
+
     def __neg__(self):
         return SymbolicSize(-int(self), SizeOp("neg", self.expr, None))
 

@@ -291,9 +291,12 @@ class BoundKernel:
         """Whether some size is symbolic (static_shapes=False with a dimension of 2 or more)."""
         return bool(size_env(self.specs, self.specs))
 
-    def to_code(self, config: Config | dict | None = None, chip: str | None = None) -> str:
-        """The generated Pallas module for `config` (with none: the module a plain call runs)."""
-        return generate_module(self.plan(config, chip))
+    def to_code(self, config: Config | dict | None = None, chip: str | None = None,
+                sizes: dict[str, int] | None = None) -> str:
+        """The generated Pallas module for `config` (with none: the module a plain call runs);
+        with dynamic shapes, `sizes` (of the dynamic dims) picks the bucket member to plan at."""
+        specs = specs_at(self.specs, sizes) if sizes else None
+        return generate_module(self.plan(config, chip, specs=specs))
 
     def compile_config(self, config: Config | dict | None = None,
                        sizes: dict[str, int] | None = None) -> CompiledKernel:
@@ -326,10 +329,14 @@ class BoundKernel:
         self._compiled[(key, guards)] = compiled
         return compiled
 
+    def sizes_of(self, args: tuple, kwargs: dict | None = None) -> dict[str, int]:
+        """The dynamic dimensions' sizes in a call's arguments (empty with static shapes)."""
+        values = self.kernel._bind_arguments(tuple(args), kwargs or {})
+        return size_env(self.specs, self.kernel._arg_specs(values))
+
     def _default_compiled(self, args: tuple = (), kwargs: dict | None = None) -> CompiledKernel:
         if self.dynamic:  # the variant whose guards these sizes satisfy
-            values = self.kernel._bind_arguments(args, kwargs or {})
-            sizes = size_env(self.specs, self.kernel._arg_specs(values))
+            sizes = self.sizes_of(args, kwargs)
             default = self._default
             if default is not None and default.guards.hold(sizes):
                 return default

@@ -1,0 +1,146 @@
+"""`static_shapes=False` (issue #7 §6): one compiled variant serves every size of a bucket
+(0, 1, or 2 and more per dimension); sizes are read by the generated code at run time."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+LOOP_TYPES = ["unroll", "fori_loop", "emit_pipeline"]
+
+
+@pallasite.kernel(static_shapes=False)
+def add(x, y):
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile(out.size()):
+        out[tm, tn] = x[tm, tn] + y[tm, tn]
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def row_sums(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(-1)
+        out[tm] = acc
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def row_max(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tm in hl.tile(m):
+        best = hl.full([tm], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n):
+            best = torch.maximum(best, x[tm, tn].amax(-1))
+        out[tm] = best
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+        out[tm, tn] = acc
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def softmax_rows(x):
+    out = torch.empty_like(x)
+    for tm in hl.tile(x.size(0)):
+        out[tm, :] = torch.softmax(x[tm, :], dim=-1)
+    return out
+
+
+def test_two_sizes_in_one_bucket_share_one_variant_and_are_both_right():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    for shape in [(20, 300), (37, 200), (64, 256)]:  # partial tails and whole blocks alike
+        x, y = torch.randn(shape), torch.randn(shape)
+        _, out = code_and_output(add, (x, y), **config)
+        torch.testing.assert_close(out, x + y)
+        assert add.cache_size == 1
+    for shape in [(9, 130), (3, 1000)]:  # plain calls too (the resolved config)
+        x, y = torch.randn(shape), torch.randn(shape)
+        torch.testing.assert_close(add(x, y), x + y)
+    assert len(add._bound) == 1  # one binding: both dims in the bucket "2 or more"
+
+
+def test_sizes_in_other_buckets_compile_separately():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    for shape, expected in [((20, 300), 1), ((30, 200), 1), ((1, 300), 2), ((1, 129), 2), ((20, 1), 3),
+                            ((0, 300), 4)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        _, out = code_and_output(add, (x, y), **config)
+        torch.testing.assert_close(out, x + y)
+        assert add.cache_size == expected, shape
+
+
+def test_rank_and_dtype_still_key_the_variant():
+    add.reset()
+    x = torch.randn(16, 256)
+    add(x, x)
+    add(x.to(torch.bfloat16), x.to(torch.bfloat16))
+    assert add.cache_size == 2
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel, reference", [(row_sums, lambda x: x.sum(-1)), (row_max, lambda x: x.amax(-1))])
+def test_a_reduction_loop_serves_every_size(kernel, reference, loop_type):
+    kernel.reset()
+    config = {"block_sizes": [8, 128], "pallas_loop_type": loop_type}
+    for shape in [(20, 300), (9, 1000), (64, 256)]:
+        x = torch.randn(shape)
+        code, out = code_and_output(kernel, (x,), **config)
+        torch.testing.assert_close(out, reference(x), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(run_ref(kernel, (x,), config=config), reference(x), rtol=1e-4, atol=1e-4)
+    assert kernel.cache_size == 1
+    assert "x_size1 = x.shape[1]" in code and "300" not in code
+    check_tpu_lowering(kernel, (torch.randn(40, 200),), chips=("v5e", "v6e", "v7x"), **config)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_matmul_k_loop_serves_every_size(loop_type):
+    matmul.reset()
+    config = {"block_sizes": [8, 128, 128], "pallas_loop_type": loop_type}
+    for m, k, n in [(20, 300, 130), (33, 200, 260), (64, 256, 128)]:
+        x, y = torch.randn(m, k), torch.randn(k, n)
+        _, out = code_and_output(matmul, (x, y), **config)
+        torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+    assert matmul.cache_size == 1
+    check_tpu_lowering(matmul, (torch.randn(24, 200), torch.randn(200, 136)), chips=("v5e", "v6e", "v7x"),
+                       **config)
+
+
+def test_pointwise_lowers_at_another_size_of_the_bucket():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    add(torch.randn(16, 256), torch.randn(16, 256))
+    x = torch.randn(19, 333)
+    check_tpu_lowering(add, (x, x), **config)
+
+
+def test_a_whole_row_block_follows_the_size():
+    """`x[tm, :]` makes a block as long as the row; its shape is the row's symbolic size."""
+    softmax_rows.reset()
+    config = {"block_sizes": [8]}
+    for shape in [(16, 128), (24, 256), (20, 384)]:
+        x = torch.randn(shape)
+        _, out = code_and_output(softmax_rows, (x,), **config)
+        torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
+    assert softmax_rows.cache_size == 1
+    check_tpu_lowering(softmax_rows, (torch.randn(24, 256),), chips=("v7x",), **config)
