@@ -26,7 +26,7 @@ def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -
     """Compile `kernel` for `args` with the given config (default if none) and run it once."""
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
-    compiled = bound.compile_config(config)
+    compiled = bound.compile_config(config, bound.sizes_of(args))
     return compiled.code, compiled(*args)
 
 

@@ -5,7 +5,7 @@ import builtins
 import os
 
 from ..ir import walk_nodes
-from ..ir.sizes import dynamic_sizes
+from ..ir.sizes import dynamic_sizes, pin
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
@@ -70,6 +70,7 @@ def _checks_table(checks) -> str:
     ]
     for check in checks:
         where = "?" if check.location is None else f"{os.path.basename(check.location.filename)}:{check.location.lineno}"
-        lines.append(f"    {check.check_id}: ({check.limit}, {check.message!r}, {where!r}),")
+        # module level reads no size variable: a dynamic limit pins the variant to its size
+        lines.append(f"    {check.check_id}: ({pin(check.limit)}, {check.message!r}, {where!r}),")
     lines.append("})")
     return "\n".join(lines)

@@ -24,7 +24,7 @@ from ..ir import (
     Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
     Value,
 )
-from ..ir.sizes import SymbolicSize
+from ..ir.sizes import SymbolicSize, pin
 from . import device_if, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -445,7 +445,7 @@ class Tracer(OpRecorder):
             return type(value)(self.specialize(v) for v in value)
         if isinstance(value, DeviceTensor):
             raise exc.UnsupportedSyntax("hl.specialize() of a device value is not possible.")
-        return value
+        return pin(value)  # a dynamic size (static_shapes=False) becomes a constant of its variant
 
     def register_block_size(self, args: tuple) -> BlockSize:
         if not args or len(args) > 2:

@@ -159,11 +159,7 @@ class SymbolicSize(int):
     def _pinned(self, name: str, *args: Any) -> Any:
         """An operation without a formula (bit tricks, powers, true division): the result is
         right for this exact size only, so the variant is guarded to it."""
-        guard = Guard(self.expr, "==", int(self), True)
-        for guards in _recorders:
-            guards.append(guard)
-        plain = [int(a) if isinstance(a, SymbolicSize) else a for a in args]
-        return getattr(int, name)(int(self), *plain)
+        return getattr(int, name)(pin(self), *(pin(a) for a in args))
 
     def __and__(self, o): return self._pinned("__and__", o)
     def __rand__(self, o): return self._pinned("__rand__", o)
@@ -202,6 +198,17 @@ class SymbolicSize(int):
 
     def __bool__(self) -> bool:
         return self._compare(0, "!=")
+
+
+def pin(value: Any) -> Any:
+    """A plain int for a value that must be a compile-time constant (`hl.specialize` of a
+    size, a number written where no size variable is defined); the variant is guarded to it."""
+    if not isinstance(value, SymbolicSize):
+        return value
+    guard = Guard(value.expr, "==", int(value), True)
+    for guards in _recorders:
+        guards.append(guard)
+    return int(value)
 
 
 def size_names(value: Any) -> set[str]:

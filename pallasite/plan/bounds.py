@@ -72,7 +72,7 @@ def check_access_bounds(node) -> list[DataDependentRange]:
 def _message(node, what: str, tensor: str, axis: int, size: int,
              advice: str = "make the loop's range match the tensor or index it differently.") -> str:
     text = access_text(node).replace("{", "{{").replace("}", "}}")
-    return f"{text}: {what} but {tensor}.size({axis}) is {size}; {advice}"
+    return f"{text}: {what} but {tensor}.size({axis}) is {int(size)}; {advice}"  # the value, not a size formula
 
 
 def _error(node, what: str, tensor: str, axis: int, size: int) -> exc.ShapeMismatch:

@@ -27,9 +27,17 @@ from typing import Any, Callable
 from ..frontend import ArgSpec
 from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards
 
-# How far the verification moves every dynamic size: a prime past any block size
-# (changes every block count and residue), then smaller steps when guards forbid it.
-_SHIFTS = (1031, 4099, 1024, 257, 8, 3, 1, -1)
+
+def _verification_sizes(env: dict[str, int]) -> list[dict[str, int]]:
+    """Other sizes to generate the code at: a prime shift past any block size (every block
+    count and residue changes), the next multiples of 1024 (every power-of-two residue is
+    zero), and neighbours for variants whose guards keep sizes small."""
+    return [
+        {name: value + 1031 for name, value in env.items()},
+        {name: (value // 1024 + 1) * 1024 for name, value in env.items()},
+        {name: value + 1 for name, value in env.items()},
+        {name: value - 1 for name, value in env.items()},
+    ]
 
 
 def bucket(extent: int) -> int:
@@ -96,35 +104,41 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
     with recording_guards() as recorded:
         code = generate(specs_at(symbolic, env))
     guards = SizeGuards(frozenset(recorded))
-    for shift in _SHIFTS:
-        other = {name: value + shift for name, value in env.items()}
+    checked = 0
+    for other in _verification_sizes(env):
         if min(other.values(), default=2) < 2 or not guards.hold(other):
             continue
         try:
             with recording_guards():
                 again = generate(specs_at(symbolic, other))
-        except Exception:  # noqa: BLE001 - any failure at other sizes: do not share this variant
-            break
-        if again == code:
-            return code, guards
-        _warn_static(kernel_name, code, again)
+        except Exception:  # noqa: BLE001 - fails at other sizes: do not share this variant
+            return code, SizeGuards.exactly(env)
+        if again != code:
+            _warn_static(kernel_name, code, again)
+            return code, SizeGuards.exactly(env)
+        checked += 1
+    if not checked:  # the guards allow no other size (a size compared with a plain int)
+        _warn_static(kernel_name, code, None)
         return code, SizeGuards.exactly(env)
-    return code, SizeGuards.exactly(env)
+    return code, guards
 
 
-def _warn_static(kernel_name: str, code: str, other: str) -> None:
-    """Say where a size was baked into the code: the user's line quoted above the first difference."""
+def _warn_static(kernel_name: str, code: str, other: str | None) -> None:
+    """Say where a size was baked into the code: the user's line quoted nearest the first
+    difference (before it, else after it)."""
     where = ""
-    for line, other_line in zip(code.splitlines(), other.splitlines()):
-        quoted = re.match(r"\s*# (\S+:\d+: .*)$", line)
+    lines = code.splitlines()
+    differs = next((i for i, (a, b) in enumerate(zip(lines, (other or "").splitlines())) if a != b), None)
+    if differs is not None:
+        quoted = [(abs(i - differs) + (0 if i <= differs else 0.5), m.group(1)) for i, line in enumerate(lines)
+                  if (m := re.match(r"\s*# (\S+:\d+: .*)$", line))]
         if quoted:
-            where = quoted.group(1)
-        if line != other_line:
-            break
+            where = min(quoted)[1]
     warnings.warn(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
-        f"exact size of a dimension{f' at {where}' if where else ''} (a block or value shaped by a "
-        "size, e.g. x[tile, :] or hl.zeros([n])); this variant serves only these sizes and every "
-        "new size compiles again. Tile that dimension, or use static_shapes=True.",
+        f"exact size of a dimension{f' at {where}' if where else ''} (e.g. a host op's result, a reshape "
+        "to computed sizes, a device value shaped by a size after an op, a data-dependent range check); "
+        "this variant serves only these sizes and every new size compiles again (results stay "
+        "right). Tile that dimension, or use static_shapes=True.",
         stacklevel=4)
 

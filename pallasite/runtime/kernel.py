@@ -379,8 +379,15 @@ class CompiledKernel:
         self._param_index = {name: i for i, name in enumerate(self._names)}
         self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
 
+    guards: SizeGuards | None = None  # static_shapes=False: the sizes this variant serves
+
     def _values(self, args: tuple, kwargs: dict) -> list[Any]:
         """The call's arguments, then the current values of the captured tensors."""
+        if self.guards is not None and not self.guards.hold(self.bound.sizes_of(args, kwargs)):
+            raise exc.KernelArgumentError(
+                f"This compiled variant of '{self.bound.kernel.fn.__name__}' (static_shapes=False) was "
+                f"built for other sizes than {self.bound.sizes_of(args, kwargs)}; call the kernel itself, "
+                "or compile_config(config, bound.sizes_of(args)).")
         values = self.bound.kernel._bind_arguments(args, kwargs)
         if not self.bound.captured:
             return values
