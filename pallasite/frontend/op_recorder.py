@@ -218,7 +218,8 @@ class OpRecorder:
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        return DeviceTensor(self, self.record(op.name, operands, attrs, meta_out.shape, dtype))
+        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape))
+        return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
         """The device Value of a runtime scalar argument (read once per loop)."""
@@ -358,7 +359,8 @@ class OpRecorder:
             if scalars_only and meta.ndim == 0:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
-                results.append(TensorSymbol(self._temp_name(), tuple(meta.shape), meta.dtype, "host_op"))
+                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape))
+                results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
@@ -574,3 +576,22 @@ def _check_registered(op: str) -> None:
     """Every op the frontend records has an entry in the registry (and so a lowering)."""
     if op not in ops.OPS:
         raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")
+
+
+def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple) -> tuple:
+    """An elementwise result keeps its operands' symbolic sizes (static_shapes=False): torch's
+    meta tensors know only the representative ints. A symbolic size is at least 2, so the
+    operand axis it sizes is never a broadcast one: the result axis is that size."""
+    if op.kind is not ops.OpKind.ELEMENTWISE:
+        return shape
+    out = list(shape)
+    for operand in operands:
+        extents = getattr(operand, "shape", None)
+        if not isinstance(extents, tuple):
+            continue
+        for position, extent in enumerate(extents):
+            axis = len(out) - len(extents) + position
+            if (isinstance(extent, SymbolicSize) and axis >= 0 and not isinstance(out[axis], SymbolicSize)
+                    and out[axis] == int(extent)):
+                out[axis] = extent
+    return tuple(out)
