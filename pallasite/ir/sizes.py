@@ -211,6 +211,11 @@ def pin(value: Any) -> Any:
     return int(value)
 
 
+def same_size(a: Any, b: Any) -> bool:
+    """Whether two sizes are the same formula (true for every size, so no guard)."""
+    return isinstance(a, SymbolicSize) and isinstance(b, SymbolicSize) and a.expr == b.expr
+
+
 def size_names(value: Any) -> set[str]:
     """The size variables a value's formula reads."""
     found: set[str] = set()

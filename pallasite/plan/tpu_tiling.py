@@ -5,6 +5,8 @@ One place answers "is this block size legal on this axis", for validation
 """
 from __future__ import annotations
 
+from ..ir.sizes import same_size
+
 from dataclasses import dataclass
 
 import torch
@@ -32,8 +34,13 @@ class AxisRule:
         return "free"
 
     def allows(self, block: int) -> bool:
-        if block == self.array_dim:
+        # The alignment rule first: a whole-dim block is legal for one size only, so with
+        # static_shapes=False asking it first would tie the variant to that size.
+        if same_size(block, self.array_dim):
             return True
+        return self._aligned(block) or block == self.array_dim
+
+    def _aligned(self, block: int) -> bool:
         kind = self.kind
         if kind == "lane":
             return block % LANES == 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..frontend import ArgSpec
-from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards
+from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards, render
 
 
 def _verification_sizes(env: dict[str, int]) -> list[dict[str, int]]:
@@ -35,6 +35,8 @@ def _verification_sizes(env: dict[str, int]) -> list[dict[str, int]]:
     return [
         {name: value + 1031 for name, value in env.items()},
         {name: (value // 1024 + 1) * 1024 for name, value in env.items()},
+        {name: value * 2 for name, value in env.items()},
+        {name: value // 2 for name, value in env.items()},
         {name: value + 1 for name, value in env.items()},
         {name: value - 1 for name, value in env.items()},
     ]
@@ -117,13 +119,14 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
             _warn_static(kernel_name, code, again)
             return code, SizeGuards.exactly(env)
         checked += 1
-    if not checked:  # the guards allow no other size (a size compared with a plain int)
-        _warn_static(kernel_name, code, None)
+    if not checked:  # the guards allow none of the other sizes tried
+        _warn_static(kernel_name, code, None, guards, _verification_sizes(env)[0])
         return code, SizeGuards.exactly(env)
     return code, guards
 
 
-def _warn_static(kernel_name: str, code: str, other: str | None) -> None:
+def _warn_static(kernel_name: str, code: str, other: str | None, guards: SizeGuards | None = None,
+                 tried: dict[str, int] | None = None) -> None:
     """Say where a size was baked into the code: the user's line quoted nearest the first
     difference (before it, else after it)."""
     where = ""
@@ -134,6 +137,17 @@ def _warn_static(kernel_name: str, code: str, other: str | None) -> None:
                   if (m := re.match(r"\s*# (\S+:\d+: .*)$", line))]
         if quoted:
             where = min(quoted)[1]
+    if guards is not None:
+        failing = sorted({f"{render(g.left)} {g.op} {render(g.right)}" if g.outcome else
+                          f"not {render(g.left)} {g.op} {render(g.right)}"
+                          for g in guards.guards if not g.holds(tried)})[:4]
+        warnings.warn(
+            f"pallasite: kernel '{kernel_name}' has static_shapes=False, but this variant's schedule "
+            f"holds only while {' and '.join(failing)} (e.g. a block as large as a whole dimension, "
+            "one inner-loop step); it serves only these sizes and every new size compiles again "
+            "(results stay right). Choose block sizes smaller than the dimensions, or use "
+            "static_shapes=True.", stacklevel=4)
+        return
     warnings.warn(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
         f"exact size of a dimension{f' at {where}' if where else ''} (e.g. a host op's result, a reshape "
