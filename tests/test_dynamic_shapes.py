@@ -144,3 +144,106 @@ def test_a_whole_row_block_follows_the_size():
         torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
     assert softmax_rows.cache_size == 1
     check_tpu_lowering(softmax_rows, (torch.randn(24, 256),), chips=("v7x",), **config)
+
+
+@pallasite.kernel(static_shapes=False)
+def doubled_plus_one(x):
+    y = x * 2  # a host op: its result keeps x's symbolic sizes
+    out = torch.empty_like(y)
+    for tm, tn in hl.tile(y.size()):
+        out[tm, tn] = y[tm, tn] + 1
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def times_row_length(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * n + tm.end  # a size and a tile end as runtime values
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def flattened_triple(x):
+    m, n = x.size()
+    flat = x.reshape(m * n)
+    out = torch.empty_like(flat)
+    for tile in hl.tile(m * n, block_size=1024):
+        out[tile] = flat[tile] * 3
+    return out.view(m, n)
+
+
+def test_host_ops_and_sizes_used_as_values_keep_one_variant():
+    doubled_plus_one.reset()
+    times_row_length.reset()
+    for shape in [(20, 300), (30, 200)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(code_and_output(doubled_plus_one, (x,), block_sizes=[8, 128])[1], x * 2 + 1)
+        m, n = shape
+        tile_ends = torch.clamp((torch.arange(m) // 8 + 1) * 8, max=m).to(x.dtype)
+        _, out = code_and_output(times_row_length, (x,), block_sizes=[8, 128])
+        torch.testing.assert_close(out, x * n + tile_ends[:, None])
+    assert doubled_plus_one.cache_size == 1
+    assert times_row_length.cache_size == 1
+
+
+def test_the_default_config_serves_the_bucket():
+    matmul.reset()
+    for m, k, n in [(64, 256, 128), (40, 300, 200)]:
+        x, y = torch.randn(m, k), torch.randn(k, n)
+        torch.testing.assert_close(matmul(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert matmul.cache_size == 1
+
+
+def test_a_reshape_to_computed_sizes_keeps_one_variant():
+    flattened_triple.reset()
+    for shape in [(16, 128), (24, 256)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(code_and_output(flattened_triple, (x,))[1], x * 3)
+    assert flattened_triple.cache_size == 1
+
+
+@pallasite.kernel(static_shapes=False)
+def segment_sums(x, offsets):
+    segments = offsets.size(0) - 1
+    out = torch.zeros([segments, x.size(1)], dtype=x.dtype)
+    for g in hl.grid(segments):
+        for tn in hl.tile(x.size(1)):
+            acc = hl.zeros([tn], dtype=torch.float32)
+            for tr in hl.tile(offsets[g], offsets[g + 1], block_size=8):
+                acc = acc + x[tr, tn].sum(0)
+            out[g, tn] = acc
+    return out
+
+
+def _segment_reference(x, offsets):
+    return torch.stack([x[offsets[i]:offsets[i + 1]].sum(0) for i in range(len(offsets) - 1)])
+
+
+def test_a_size_the_code_must_know_pins_the_variant_with_a_warning():
+    """A data-dependent range is checked against the tensor's size in a module-level table,
+    where no size variable exists: the variant serves that size only (never a wrong result),
+    and the user is told which guard ties it."""
+    segment_sums.reset()
+    cases = [(torch.randn(40, 256), torch.tensor([0, 5, 20, 40], dtype=torch.int32)),
+             (torch.randn(50, 384), torch.tensor([0, 13, 50], dtype=torch.int32))]
+    for x, offsets in cases:
+        with pytest.warns(UserWarning, match="static_shapes=False.*x_size0 == "):
+            _, out = code_and_output(segment_sums, (x, offsets), block_sizes=[128])
+        torch.testing.assert_close(out, _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
+    assert segment_sums.cache_size == 2
+    x, offsets = cases[0]  # the first variant's sizes again: reused
+    torch.testing.assert_close(code_and_output(segment_sums, (x, offsets), block_sizes=[128])[1],
+                               _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
+    assert segment_sums.cache_size == 2
+
+
+def test_a_compiled_variant_refuses_sizes_it_was_not_built_for():
+    segment_sums.reset()
+    x, offsets = torch.randn(40, 256), torch.tensor([0, 5, 40], dtype=torch.int32)
+    with pytest.warns(UserWarning):
+        bound = segment_sums.bind((x, offsets))
+        compiled = bound.compile_config({"block_sizes": [128]}, bound.sizes_of((x, offsets)))
+    with pytest.raises(pallasite.exc.KernelArgumentError, match="other sizes"):
+        compiled(torch.randn(24, 256), offsets)

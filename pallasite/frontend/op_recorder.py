@@ -218,7 +218,7 @@ class OpRecorder:
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape))
+        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
         return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
@@ -359,7 +359,7 @@ class OpRecorder:
             if scalars_only and meta.ndim == 0:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
-                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape))
+                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
@@ -578,10 +578,14 @@ def _check_registered(op: str) -> None:
         raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")
 
 
-def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple) -> tuple:
+def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
     """An elementwise result keeps its operands' symbolic sizes (static_shapes=False): torch's
     meta tensors know only the representative ints. A symbolic size is at least 2, so the
-    operand axis it sizes is never a broadcast one: the result axis is that size."""
+    operand axis it sizes is never a broadcast one: the result axis is that size. A view
+    takes the sizes it was asked for (its `shape` attr)."""
+    requested = attrs.get("shape") if op.kind is ops.OpKind.VIEW else None
+    if isinstance(requested, tuple) and len(requested) == len(shape):
+        return tuple(r if isinstance(r, SymbolicSize) and int(r) == s else s for r, s in zip(requested, shape))
     if op.kind is not ops.OpKind.ELEMENTWISE:
         return shape
     out = list(shape)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 _OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-              "%": operator.mod}
+              "%": operator.mod, "max": max}
 _COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
                 ">": operator.gt, ">=": operator.ge}
 
@@ -52,6 +52,8 @@ def render(expr: Any) -> str:
             return f"pl.cdiv({render(inner.left.left)}, {render(inner.right)})"  # -(-a // b)
         if expr.op == "neg":
             return f"-{_wrapped(expr.left)}"
+        if expr.op == "max":
+            return f"max({render(expr.left)}, {render(expr.right)})"
         return f"{_wrapped(expr.left)} {expr.op} {_wrapped(expr.right)}"
     return repr(int(expr))
 
@@ -209,6 +211,15 @@ def pin(value: Any) -> Any:
     for guards in _recorders:
         guards.append(guard)
     return int(value)
+
+
+def size_max(a: int, b: int) -> int:
+    """`max(a, b)` that stays a formula (no guard) when either is a symbolic size."""
+    if not isinstance(a, SymbolicSize) and not isinstance(b, SymbolicSize):
+        return max(a, b)
+    if same_size(a, b):
+        return a
+    return SymbolicSize(max(int(a), int(b)), SizeOp("max", _expr(a), _expr(b)))
 
 
 def same_size(a: Any, b: Any) -> bool:

@@ -5,11 +5,11 @@ One place answers "is this block size legal on this axis", for validation
 """
 from __future__ import annotations
 
-from ..ir.sizes import same_size
-
 from dataclasses import dataclass
 
 import torch
+
+from ..ir.sizes import SymbolicSize, same_size
 
 LANES = 128
 SUBLANES = 8
@@ -39,6 +39,16 @@ class AxisRule:
         if same_size(block, self.array_dim):
             return True
         return self._aligned(block) or block == self.array_dim
+
+    def round_up(self, length: int) -> int:
+        """The smallest legal block length of at least `length`. A dynamic length
+        (static_shapes=False) rounds up to the alignment quantum, legal for every size."""
+        if isinstance(length, SymbolicSize):
+            quantum = {"lane": LANES, "sublane": SUBLANES, "lane_1d": LANES * SUBLANES}.get(self.kind, 1)
+            return -(-length // quantum) * quantum
+        while not self.allows(length):
+            length += 1
+        return length
 
     def _aligned(self, block: int) -> bool:
         kind = self.kind

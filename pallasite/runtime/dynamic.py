@@ -144,9 +144,9 @@ def _warn_static(kernel_name: str, code: str, other: str | None, guards: SizeGua
         warnings.warn(
             f"pallasite: kernel '{kernel_name}' has static_shapes=False, but this variant's schedule "
             f"holds only while {' and '.join(failing)} (e.g. a block as large as a whole dimension, "
-            "one inner-loop step); it serves only these sizes and every new size compiles again "
-            "(results stay right). Choose block sizes smaller than the dimensions, or use "
-            "static_shapes=True.", stacklevel=4)
+            "hl.specialize of a size, a data-dependent range checked against a size); it serves "
+            "only these sizes and every new size compiles again (results stay right). Use block "
+            "sizes smaller than the dimensions, or static_shapes=True.", stacklevel=4)
         return
     warnings.warn(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "

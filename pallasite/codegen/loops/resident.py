@@ -2,6 +2,8 @@
 else a `lax.fori_loop` over them."""
 from __future__ import annotations
 
+from ...ir.sizes import SymbolicSize
+
 from ...ir import TileLoop
 from ...plan.loops import ResidentLoopPlan
 from .registry import emits
@@ -20,7 +22,8 @@ def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, indent: i
     for trips in loop_plan.static_trips:
         total *= trips
     k.emit(f"# inner loop '{', '.join(d.name for d in loop.dims)}': {steps} "
-           f"step{'s' if total != 1 else ''} unrolled over resident blocks", indent)
+           f"step{'s' if isinstance(total, SymbolicSize) or total != 1 else ''} unrolled over resident blocks",
+           indent)
     counters = {}
     inner = indent
     for dim, trips in zip(loop.dims, loop_plan.static_trips):
