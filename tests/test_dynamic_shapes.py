@@ -247,3 +247,14 @@ def test_a_compiled_variant_refuses_sizes_it_was_not_built_for():
         compiled = bound.compile_config({"block_sizes": [128]}, bound.sizes_of((x, offsets)))
     with pytest.raises(pallasite.exc.KernelArgumentError, match="other sizes"):
         compiled(torch.randn(24, 256), offsets)
+
+
+def test_jax_fn_inside_jit_serves_two_sizes_with_one_variant():
+    import jax
+    import numpy as np
+    add.reset()
+    double_sum = jax.jit(lambda a, b: add.jax_fn(a, b) * 2)
+    for shape in [(20, 300), (37, 200)]:
+        a, b = (jax.numpy.asarray(np.random.randn(*shape), jax.numpy.float32) for _ in range(2))
+        np.testing.assert_allclose(np.asarray(double_sum(a, b)), np.asarray((a + b) * 2), rtol=1e-5)
+    assert add.cache_size == 1

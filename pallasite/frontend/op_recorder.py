@@ -18,7 +18,7 @@ from ..ir import (
     Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
-from ..ir.sizes import SymbolicSize
+from ..ir.sizes import SymbolicSize, keep_symbolic
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
 from . import random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -579,23 +579,10 @@ def _check_registered(op: str) -> None:
 
 
 def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
-    """An elementwise result keeps its operands' symbolic sizes (static_shapes=False): torch's
-    meta tensors know only the representative ints. A symbolic size is at least 2, so the
-    operand axis it sizes is never a broadcast one: the result axis is that size. A view
-    takes the sizes it was asked for (its `shape` attr)."""
-    requested = attrs.get("shape") if op.kind is ops.OpKind.VIEW else None
-    if isinstance(requested, tuple) and len(requested) == len(shape):
-        return tuple(r if isinstance(r, SymbolicSize) and int(r) == s else s for r, s in zip(requested, shape))
-    if op.kind is not ops.OpKind.ELEMENTWISE:
-        return shape
-    out = list(shape)
-    for operand in operands:
-        extents = getattr(operand, "shape", None)
-        if not isinstance(extents, tuple):
-            continue
-        for position, extent in enumerate(extents):
-            axis = len(out) - len(extents) + position
-            if (isinstance(extent, SymbolicSize) and axis >= 0 and not isinstance(out[axis], SymbolicSize)
-                    and out[axis] == int(extent)):
-                out[axis] = extent
-    return tuple(out)
+    """With static_shapes=False: an elementwise result keeps its operands' symbolic sizes, a
+    view the sizes it was asked for (torch's meta tensors know only the values)."""
+    if op.kind is ops.OpKind.VIEW and len(attrs.get("shape") or ()) == len(shape):
+        return keep_symbolic(shape, [tuple(attrs["shape"])])
+    if op.kind is ops.OpKind.ELEMENTWISE:
+        return keep_symbolic(shape, [getattr(o, "shape", None) for o in operands])
+    return shape

@@ -222,6 +222,23 @@ def size_max(a: int, b: int) -> int:
     return SymbolicSize(max(int(a), int(b)), SizeOp("max", _expr(a), _expr(b)))
 
 
+def keep_symbolic(shape: tuple, sources: list) -> tuple:
+    """`shape` (from a torch meta tensor: plain ints) with the symbolic size of each axis put
+    back from the source shapes whose axis is at the same position counted from the right
+    (an elementwise op's operands, a view's requested sizes) and has the same value. A
+    symbolic size is at least 2, so it never sizes a broadcast axis: the position decides."""
+    out = list(shape)
+    for source in sources:
+        if not isinstance(source, tuple):
+            continue
+        for position, extent in enumerate(source):
+            axis = len(out) - len(source) + position
+            if (isinstance(extent, SymbolicSize) and axis >= 0 and not isinstance(out[axis], SymbolicSize)
+                    and out[axis] == int(extent)):
+                out[axis] = extent
+    return tuple(out)
+
+
 def same_size(a: Any, b: Any) -> bool:
     """Whether two sizes are the same formula (true for every size, so no guard)."""
     return isinstance(a, SymbolicSize) and isinstance(b, SymbolicSize) and a.expr == b.expr

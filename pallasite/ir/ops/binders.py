@@ -13,7 +13,7 @@ import torch
 
 from ... import exc
 from .definition import Bound, Call, OpDef, Redirect
-from ..sizes import SymbolicSize
+from ..sizes import keep_symbolic
 
 
 def by_signature(op: OpDef, call: Call) -> Bound:
@@ -178,9 +178,7 @@ def _requested_sizes(sizes: tuple, kwargs: dict, shape: tuple) -> tuple:
     requested = kwargs.get("size", kwargs.get("shape", sizes))
     if len(requested) == 1 and isinstance(requested[0], (list, tuple)):
         requested = tuple(requested[0])
-    if len(requested) != len(shape):
-        return shape
-    return tuple(r if isinstance(r, SymbolicSize) and int(r) == s else s for r, s in zip(requested, shape))
+    return keep_symbolic(shape, [tuple(requested)]) if len(requested) == len(shape) else shape
 
 
 def result_shape(call: Call, out: Any) -> dict:
