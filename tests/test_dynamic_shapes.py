@@ -2,6 +2,8 @@
 (0, 1, or 2 and more per dimension); sizes are read by the generated code at run time."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -258,3 +260,24 @@ def test_jax_fn_inside_jit_serves_two_sizes_with_one_variant():
         a, b = (jax.numpy.asarray(np.random.randn(*shape), jax.numpy.float32) for _ in range(2))
         np.testing.assert_allclose(np.asarray(double_sum(a, b)), np.asarray((a + b) * 2), rtol=1e-5)
     assert add.cache_size == 1
+
+
+@pallasite.kernel(static_shapes=False)
+def scale_by_specialized_width(x):
+    m, n = x.size()
+    width = hl.specialize(n)  # asked for: a constant of each variant, no warning
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * width
+    return out
+
+
+def test_hl_specialize_of_a_size_compiles_per_value_quietly():
+    scale_by_specialized_width.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for shape in [(16, 128), (24, 128), (16, 256)]:
+            x = torch.randn(shape)
+            _, out = code_and_output(scale_by_specialized_width, (x,), block_sizes=[8, 128])
+            torch.testing.assert_close(out, x * shape[1])
+    assert scale_by_specialized_width.cache_size == 2  # one per width; rows stay dynamic

@@ -445,7 +445,7 @@ class Tracer(OpRecorder):
             return type(value)(self.specialize(v) for v in value)
         if isinstance(value, DeviceTensor):
             raise exc.UnsupportedSyntax("hl.specialize() of a device value is not possible.")
-        return pin(value)  # a dynamic size (static_shapes=False) becomes a constant of its variant
+        return pin(value, requested=True)  # a dynamic size (static_shapes=False): a constant of its variant
 
     def register_block_size(self, args: tuple) -> BlockSize:
         if not args or len(args) > 2:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 _OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
@@ -81,6 +81,7 @@ class Guard:
     op: str
     right: Any
     outcome: bool
+    requested: bool = field(default=False, compare=False)  # by hl.specialize: nothing to warn about
 
     def holds(self, env: dict[str, int]) -> bool:
         return _COMPARISONS[self.op](evaluate(self.left, env), evaluate(self.right, env)) == self.outcome
@@ -202,12 +203,13 @@ class SymbolicSize(int):
         return self._compare(0, "!=")
 
 
-def pin(value: Any) -> Any:
+def pin(value: Any, requested: bool = False) -> Any:
     """A plain int for a value that must be a compile-time constant (`hl.specialize` of a
-    size, a number written where no size variable is defined); the variant is guarded to it."""
+    size: `requested`, a number written where no size variable is defined); the variant is
+    guarded to it."""
     if not isinstance(value, SymbolicSize):
         return value
-    guard = Guard(value.expr, "==", int(value), True)
+    guard = Guard(value.expr, "==", int(value), True, requested)
     for guards in _recorders:
         guards.append(guard)
     return int(value)

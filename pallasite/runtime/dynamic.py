@@ -99,16 +99,20 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
                      env: dict[str, int], kernel_name: str) -> tuple[str, SizeGuards]:
     """The module for sizes `env` and the guards saying which sizes it serves.
 
-    `generate(specs)` traces, plans and generates at `specs`. The module is
-    generated again at shifted sizes its guards allow; identical text proves no
-    size was baked in, otherwise the variant is pinned to `env`.
+    `generate(specs)` traces, plans and generates at `specs`. Sizes a guard pins
+    to one value stay fixed; the module is generated again with the other sizes
+    moved where the guards allow. Identical text shows no size was baked in;
+    otherwise (or when the guards allow no move) the variant is pinned to `env`.
     """
     with recording_guards() as recorded:
         code = generate(specs_at(symbolic, env))
     guards = SizeGuards(frozenset(recorded))
+    pins = [g for g in guards.guards if g.op == "==" and g.outcome and isinstance(g.left, SizeVar)]
+    free = {name: value for name, value in env.items() if name not in {g.left.name for g in pins}}
     checked = 0
-    for other in _verification_sizes(env):
-        if min(other.values(), default=2) < 2 or not guards.hold(other):
+    for moved in _verification_sizes(free) if free else ():
+        other = {**env, **moved}
+        if min(moved.values()) < 2 or not guards.hold(other):
             continue
         try:
             with recording_guards():
@@ -119,14 +123,17 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
             _warn_static(kernel_name, code, again)
             return code, SizeGuards.exactly(env)
         checked += 1
-    if not checked:  # the guards allow none of the other sizes tried
-        _warn_static(kernel_name, code, None, guards, _verification_sizes(env)[0])
+    if free and not checked:  # the guards allow none of the moves tried
+        tried = {**env, **_verification_sizes(free)[0]}
+        _warn_static(kernel_name, code, None, [g for g in guards.guards if not g.holds(tried)])
         return code, SizeGuards.exactly(env)
+    unrequested = [g for g in pins if not g.requested]
+    if unrequested:  # hl.specialize asked for its pins; say why the others recompile
+        _warn_static(kernel_name, code, None, unrequested)
     return code, guards
 
 
-def _warn_static(kernel_name: str, code: str, other: str | None, guards: SizeGuards | None = None,
-                 tried: dict[str, int] | None = None) -> None:
+def _warn_static(kernel_name: str, code: str, other: str | None, guards: list[Guard] | None = None) -> None:
     """Say where a size was baked into the code: the user's line quoted nearest the first
     difference (before it, else after it)."""
     where = ""
@@ -139,14 +146,13 @@ def _warn_static(kernel_name: str, code: str, other: str | None, guards: SizeGua
             where = min(quoted)[1]
     if guards is not None:
         failing = sorted({f"{render(g.left)} {g.op} {render(g.right)}" if g.outcome else
-                          f"not {render(g.left)} {g.op} {render(g.right)}"
-                          for g in guards.guards if not g.holds(tried)})[:4]
+                          f"not {render(g.left)} {g.op} {render(g.right)}" for g in guards})[:4]
         warnings.warn(
             f"pallasite: kernel '{kernel_name}' has static_shapes=False, but this variant's schedule "
             f"holds only while {' and '.join(failing)} (e.g. a block as large as a whole dimension, "
-            "hl.specialize of a size, a data-dependent range checked against a size); it serves "
-            "only these sizes and every new size compiles again (results stay right). Use block "
-            "sizes smaller than the dimensions, or static_shapes=True.", stacklevel=4)
+            "a data-dependent range checked against a size); another value compiles another "
+            "variant (results stay right). Use block sizes smaller than the dimensions, or "
+            "static_shapes=True.", stacklevel=4)
         return
     warnings.warn(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
