@@ -48,7 +48,7 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             dim = item.dim
             if isinstance(dim.begin, int) and isinstance(dim.end, int):
                 if dim.end > dim.begin and (dim.begin < 0 or dim.end > size):
-                    raise _error(node, f"{dim.name} covers [{dim.begin}, {dim.end})", tensor.name, axis, size)
+                    raise _error(node, f"{dim.name} covers [{dim.begin:d}, {dim.end:d})", tensor.name, axis, size)
             else:
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))

@@ -107,7 +107,8 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
     with recording_guards() as recorded:
         code = generate(specs_at(symbolic, env))
     guards = SizeGuards(frozenset(recorded))
-    pins = [g for g in guards.guards if g.op == "==" and g.outcome and isinstance(g.left, SizeVar)]
+    pins = [g for g in guards.guards
+            if g.op == "==" and g.outcome and isinstance(g.left, SizeVar) and isinstance(g.right, int)]
     free = {name: value for name, value in env.items() if name not in {g.left.name for g in pins}}
     checked = 0
     for moved in _verification_sizes(free) if free else ():
