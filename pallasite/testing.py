@@ -27,7 +27,7 @@ def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -
     """Compile `kernel` for `args` with the given config (default if none) and run it once."""
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
-    compiled = bound.compile_config(config)
+    compiled = bound.compile_config(config, bound.sizes_of(args))
     return compiled.code, compiled(*args)
 
 
@@ -65,7 +65,8 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     structs = []
     for spec, value in zip(bound.specs, args):
         if spec.kind == "tensor":
-            structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
+            # the argument's own shape: with static_shapes=False, the bound kernel serves a bucket
+            structs.append(jax.ShapeDtypeStruct(tuple(value.shape), _jax_dtype(spec.dtype)))
         elif spec.kind == "scalar":
             structs.append(jax.ShapeDtypeStruct((), jnp.int32 if spec.python_type is int else jnp.float32))
     for spec in bound.captured.values():  # tensors read from the enclosing scope: implicit arguments
@@ -73,7 +74,7 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     codes = {}
     for chip in chips:
         with simulated_chip(chip):
-            code = bound.to_code(config, chip=chip)
+            code = bound.to_code(config, chip=chip, sizes=bound.sizes_of(args))
             module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
             host = getattr(module, kernel.fn.__name__)
             seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []

@@ -6,6 +6,7 @@ from typing import Callable
 
 from .. import exc
 from ..config import Config
+from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
 from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
@@ -26,6 +27,9 @@ class BlockSizeSpec:
     name: str
     extent: int
     rules: tuple[AxisRule, ...]
+    # static_shapes=False: the extent is one size of a bucket, so no candidate is "the whole
+    # dim" (a block equal to one size only), and the default covers the extent with aligned blocks
+    dynamic: bool = False
 
     def allows(self, size: int) -> bool:
         return all(rule.allows(size) for rule in self.rules)
@@ -33,7 +37,7 @@ class BlockSizeSpec:
     def candidates(self) -> list[int]:
         """Legal sizes worth trying, ascending."""
         extent = max(self.extent, 1)
-        sizes = {extent}
+        sizes = set() if self.dynamic else {extent}
         power = 1
         while power < 2 * extent:
             sizes.add(power)
@@ -58,6 +62,9 @@ class BlockSizeSpec:
                 + "; ".join(r.describe() for r in self.rules)
             )
         fitting = [s for s in legal if s <= max(target, 1)]
+        covering = [s for s in fitting if s >= self.extent]
+        if self.dynamic and covering:
+            return covering[0]
         if self.extent <= target and self.extent in legal:
             return self.extent
         return fitting[-1] if fitting else legal[0]
@@ -93,11 +100,12 @@ class ConfigSpec:
                         rules[item.dim.block_id].append(
                             AxisRule(tensor.name, axis, len(tensor.shape), tensor.shape[axis], tensor.dtype)
                         )
+        extents = [dim.static_extent if dim is not None and dim.static_extent is not None else 128
+                   for dim in ir.block_dims]
         self.block_sizes = [
-            BlockSizeSpec(i, dim.name if dim is not None else f"block_{i}",
-                          dim.static_extent if dim is not None and dim.static_extent is not None else 128,
-                          tuple(rules[i]))
-            for i, dim in enumerate(ir.block_dims)
+            BlockSizeSpec(i, dim.name if dim is not None else f"block_{i}", int(extent), tuple(rules[i]),
+                          dynamic=isinstance(extent, SymbolicSize))
+            for i, (dim, extent) in enumerate(zip(ir.block_dims, extents))
         ]
 
     @property

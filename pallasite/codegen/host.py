@@ -12,6 +12,7 @@ import os
 import torch
 
 from .. import exc
+from ..ir.sizes import dynamic_sizes
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from .index_text import index_map_text
@@ -83,6 +84,12 @@ class HostEmitter:
         if ir.random_seed is not None:  # torch.rand_like's seed, drawn by the runtime per call
             params.append(self.define(ir.random_seed))
         header = f"def {ir.name}({', '.join(params)}):"
+        self.sizes = dynamic_sizes(ir.arguments)
+        if self.sizes:
+            self.emit("# static_shapes=False: sizes are read from the inputs, so one module serves every size")
+        for size, argument, axis in self.sizes:
+            symbol = next(a for a in ir.arguments if getattr(a, "name", None) == argument)
+            self.emit(f"{size} = {self.current[symbol.id]}.shape[{axis}]")
         if ir.captured:
             self.emit(f"# {', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
         calls = iter(self.plan.calls)
@@ -197,7 +204,11 @@ class HostEmitter:
         for op in call.inputs:
             args.append(self._padded(op))
         self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
-        self.emit(f"    {call.kernel_name},")
+        if self.sizes:
+            bound = ", ".join(f"{size}={size}" for size, _, _ in self.sizes)
+            self.emit(f"    functools.partial({call.kernel_name}, {bound}),")
+        else:
+            self.emit(f"    {call.kernel_name},")
         pad = "    "
         if call.scalar_prefetch:
             names = ", ".join(op.symbol.name for op in call.scalar_prefetch)

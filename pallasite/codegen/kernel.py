@@ -36,10 +36,12 @@ class LoopFrame:
 class KernelEmitter:
     """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
 
-    def __init__(self, plan: PallasCallPlan, source_file: str):
+    def __init__(self, plan: PallasCallPlan, source_file: str, sizes: tuple[str, ...] = ()):
+        """`sizes`: the dynamic sizes (static_shapes=False) the host passes as keywords."""
         self.plan = plan
         self.source_file = os.path.basename(source_file)
-        self.names = NameTable(_RESERVED)
+        self.sizes = sizes
+        self.names = NameTable((*_RESERVED, *sizes))
         self.env: dict[int, str] = {}
         self.lines: list[str] = []
         self._last_line: int | None = None
@@ -104,6 +106,8 @@ class KernelEmitter:
         refs += [scratch.name for scratch in plan.scratch]
         for ref in refs:
             self.names.fresh(ref)
+        if self.sizes:
+            refs += ["*", *self.sizes]
         self.lines.append(f"def {plan.kernel_name}({', '.join(refs)}):")
         for axis in plan.grid:
             dim = axis.dim

@@ -5,6 +5,7 @@ import builtins
 import os
 
 from ..ir import walk_nodes
+from ..ir.sizes import dynamic_sizes, pin
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
@@ -39,8 +40,12 @@ def generate_module(plan: KernelPlan) -> str:
         parts.append(_checks_table(checks))
     reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
                 *dir(builtins)]
+    sizes = tuple(name for name, _, _ in dynamic_sizes(ir.arguments))
+    if sizes:
+        parts[0] += "\nimport functools  # binds the dynamic sizes (static_shapes=False) into each kernel"
+        reserved += ["functools", *sizes]
     for call in plan.calls:
-        parts.append(KernelEmitter(call, ir.source_file).kernel_source())
+        parts.append(KernelEmitter(call, ir.source_file, sizes).kernel_source())
         reserved.append(call.kernel_name)
     host = HostEmitter(plan, NameTable(tuple(reserved)))
     parts.append(host.function_source())
@@ -65,6 +70,7 @@ def _checks_table(checks) -> str:
     ]
     for check in checks:
         where = "?" if check.location is None else f"{os.path.basename(check.location.filename)}:{check.location.lineno}"
-        lines.append(f"    {check.check_id}: ({check.limit}, {check.message!r}, {where!r}),")
+        # module level reads no size variable: a dynamic limit pins the variant to its size
+        lines.append(f"    {check.check_id}: ({pin(check.limit)}, {check.message!r}, {where!r}),")
     lines.append("})")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from ..ir import (
     Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
     TensorSymbol, TileDim, Value, ops,
 )
+from ..ir.sizes import SymbolicSize, keep_symbolic
 from .indexing import check_host_subscript, indexed_shape, normalize_subscript
 from . import atomics, random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -217,7 +218,8 @@ class OpRecorder:
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        return DeviceTensor(self, self.record(op.name, operands, attrs, meta_out.shape, dtype))
+        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
+        return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
         """The device Value of a runtime scalar argument (read once per loop)."""
@@ -362,7 +364,8 @@ class OpRecorder:
             if scalars_only and meta.ndim == 0:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
-                results.append(TensorSymbol(self._temp_name(), tuple(meta.shape), meta.dtype, "host_op"))
+                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
+                results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
@@ -408,7 +411,7 @@ class OpRecorder:
                 size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
                 if not rest:
                     size_arg = kwargs.get("size")
-            shape = tuple(int(s) for s in size_arg)
+            shape = tuple(s if isinstance(s, SymbolicSize) else int(s) for s in size_arg)
         if isinstance(fill, (HostScalar, HostTensor)):
             raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
         dtype = kwargs.get("dtype") or (like.dtype if like is not None else
@@ -578,3 +581,13 @@ def _check_registered(op: str) -> None:
     """Every op the frontend records has an entry in the registry (and so a lowering)."""
     if op not in ops.OPS:
         raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")
+
+
+def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
+    """With static_shapes=False: an elementwise result keeps its operands' symbolic sizes, a
+    view the sizes it was asked for (torch's meta tensors know only the values)."""
+    if op.kind is ops.OpKind.VIEW and len(attrs.get("shape") or ()) == len(shape):
+        return keep_symbolic(shape, [tuple(attrs["shape"])])
+    if op.kind is ops.OpKind.ELEMENTWISE:
+        return keep_symbolic(shape, [getattr(o, "shape", None) for o in operands])
+    return shape

@@ -158,6 +158,23 @@ class HostTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"HostTensor({self.symbol!r})"
 
+    # Sizes come from the symbol, so a dynamic size (static_shapes=False) stays symbolic.
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.symbol.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return tuple(self.symbol.shape) if dim is None else self.symbol.shape[dim]
+
+    def numel(self) -> int:
+        total = 1
+        for extent in self.symbol.shape:
+            total = total * extent
+        return total
+
+    def __len__(self) -> int:
+        return self.meta.shape[0]
+
 
 class DeviceTensor(_TensorLike):
     """A value inside a device loop."""

@@ -24,6 +24,7 @@ from ..ir import (
     Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
     Value,
 )
+from ..ir.sizes import SymbolicSize, pin
 from . import device_if, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
@@ -402,7 +403,7 @@ class Tracer(OpRecorder):
                     "(a size, or hl.specialize(...) of a scalar argument).", loc
                 )
             raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
-        return int(bound)
+        return bound if isinstance(bound, SymbolicSize) else int(bound)
 
     def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
         static = isinstance(begin, int) and isinstance(end, int)
@@ -444,7 +445,7 @@ class Tracer(OpRecorder):
             return type(value)(self.specialize(v) for v in value)
         if isinstance(value, DeviceTensor):
             raise exc.UnsupportedSyntax("hl.specialize() of a device value is not possible.")
-        return value
+        return pin(value, requested=True)  # a dynamic size (static_shapes=False): a constant of its variant
 
     def register_block_size(self, args: tuple) -> BlockSize:
         if not args or len(args) > 2:

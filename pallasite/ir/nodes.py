@@ -19,6 +19,7 @@ from typing import Any, Union
 import torch
 
 from ..exc import SourceLocation
+from .sizes import SymbolicSize
 
 _ids = itertools.count()
 
@@ -152,6 +153,8 @@ class TileDim:
         data-dependent range has none when both ends are provably block multiples
         (`hl.tile(0, min(s, tile_q.end))` with blocks dividing s and tile_q's block)."""
         extent = self.static_extent
+        if isinstance(extent, SymbolicSize):
+            return True  # a dynamic size (static_shapes=False): masked, so every size is served
         if extent is None:
             return not (self.begin_aligned and known_multiple(self.end) % self.block_size == 0)
         return extent % self.block_size != 0
@@ -171,7 +174,7 @@ def known_multiple(operand: Operand) -> int:
     """A number every value of the int scalar `operand` is a multiple of (0: it is 0;
     1: nothing is known), from its expression: constants, tile begins (`begin + j *
     block`), tile ends, +, -, *, min and max of those."""
-    if isinstance(operand, bool):
+    if isinstance(operand, (bool, SymbolicSize)):  # a dynamic size (static_shapes=False): any int
         return 1
     if isinstance(operand, int):
         return abs(operand)

@@ -49,7 +49,7 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             dim = item.dim
             if isinstance(dim.begin, int) and isinstance(dim.end, int):
                 if dim.end > dim.begin and (dim.begin < 0 or dim.end > size):
-                    raise _error(node, f"{dim.name} covers [{dim.begin}, {dim.end})", tensor.name, axis, size)
+                    raise _error(node, f"{dim.name} covers [{dim.begin:d}, {dim.end:d})", tensor.name, axis, size)
             elif not _proven_inside(dim, size):
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
@@ -81,7 +81,7 @@ def _proven_inside(dim: TileDim, size: int) -> bool:
 def _message(node, what: str, tensor: str, axis: int, size: int,
              advice: str = "make the loop's range match the tensor or index it differently.") -> str:
     text = access_text(node).replace("{", "{{").replace("}", "}}")
-    return f"{text}: {what} but {tensor}.size({axis}) is {size}; {advice}"
+    return f"{text}: {what} but {tensor}.size({axis}) is {int(size)}; {advice}"  # the value, not a size formula
 
 
 def _error(node, what: str, tensor: str, axis: int, size: int) -> exc.ShapeMismatch:

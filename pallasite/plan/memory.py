@@ -16,6 +16,7 @@ from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TensorSymbol, TileSlice,
     Value, walk_nodes,
 )
+from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
 from .grid_exprs import NotAGridExpression, grid_expression
@@ -195,12 +196,11 @@ def _resident_length(dim, array_dim: int, rule: AxisRule) -> int:
         needed = max(dim.begin + dim.static_trips * block, 1)
     else:  # a data-dependent range may start anywhere in the array
         needed = array_dim + block - 1
-    if needed <= array_dim:
+    # A dynamic size (static_shapes=False) keeps the block that reaches past the last tile:
+    # asking whether it fits the array would tie the variant to sizes on one side.
+    if not isinstance(needed, SymbolicSize) and needed <= array_dim:
         return array_dim
-    length = needed
-    while not rule.allows(length):
-        length += 1
-    return length
+    return rule.round_up(needed)
 
 
 def tiling_rules(operand: Operand) -> list[tuple[AxisBlock, AxisRule]]:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..ir.sizes import SymbolicSize, same_size
+
 LANES = 128
 SUBLANES = 8
 
@@ -32,8 +34,23 @@ class AxisRule:
         return "free"
 
     def allows(self, block: int) -> bool:
-        if block == self.array_dim:
+        # The alignment rule first: a whole-dim block is legal for one size only, so with
+        # static_shapes=False asking it first would tie the variant to that size.
+        if same_size(block, self.array_dim):
             return True
+        return self._aligned(block) or block == self.array_dim
+
+    def round_up(self, length: int) -> int:
+        """The smallest legal block length of at least `length`. A dynamic length
+        (static_shapes=False) rounds up to the alignment quantum, legal for every size."""
+        if isinstance(length, SymbolicSize):
+            quantum = {"lane": LANES, "sublane": SUBLANES, "lane_1d": LANES * SUBLANES}.get(self.kind, 1)
+            return -(-length // quantum) * quantum
+        while not self.allows(length):
+            length += 1
+        return length
+
+    def _aligned(self, block: int) -> bool:
         kind = self.kind
         if kind == "lane":
             return block % LANES == 0

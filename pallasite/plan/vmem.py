@@ -33,9 +33,11 @@ def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
         if scratch.kind is ScratchKind.VMEM and not any(
                 scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):
             blocks += padded_bytes(scratch.shape, scratch.dtype)
+    # Ordered by value (`int`): with static_shapes=False the largest values are picked at the
+    # traced sizes, with no guard; an estimate, not a decision about the code.
     values = sorted(  # a value only looped reductions read exists chunk by chunk, never whole
         (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body)
          if node.id not in plan.skipped_nodes for v in node.outputs),
-        reverse=True,
+        key=int, reverse=True,
     )
     return blocks + sum(values[:3])

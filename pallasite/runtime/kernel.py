@@ -27,6 +27,7 @@ from ..plan import KernelPlan, PlanTarget, build_plan
 from ..reference import REF_ENV, run_reference
 from .chips import chip_info, default_chip
 from .convert import to_jax, torch_dtype_of, tree_to_torch
+from .dynamic import SizeGuards, bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params, interpreter_reports
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
@@ -47,8 +48,8 @@ class Kernel:
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
         if autotune_effort not in _EFFORTS:
             raise exc.InvalidConfig(f"autotune_effort={autotune_effort!r}: expected one of {_EFFORTS}.")
-        if static_shapes is not True:
-            raise exc.InvalidConfig("static_shapes=False is not supported: TPU blocks need static shapes.")
+        if not isinstance(static_shapes, bool):
+            raise exc.InvalidConfig(f"static_shapes={static_shapes!r}: expected True or False.")
         if not isinstance(ref_mode, bool):
             raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True or False.")
         if settings:
@@ -60,6 +61,7 @@ class Kernel:
         self.autotune_effort = "none" if use_default_config else autotune_effort
         self.print_output_code = bool(print_output_code)
         self.ref_mode = ref_mode
+        self.static_shapes = static_shapes  # False: one variant per size bucket (runtime/dynamic.py)
         self._signature = inspect.signature(fn)
         self._params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
@@ -123,7 +125,8 @@ class Kernel:
         key = []
         for param, spec in zip(self._params, specs):
             if spec.kind == "tensor":
-                key.append((spec.shape, spec.dtype))
+                shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
+                key.append((shape, spec.dtype))
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
@@ -179,6 +182,8 @@ class Kernel:
         key = self._key(specs, captured)
         bound = self._bound.get(key)
         if bound is None:
+            if not self.static_shapes:
+                specs = symbolic_specs([p.name for p in self._params], specs)
             bound = BoundKernel(self, specs, captured)
             if bound.specialized - self._specialized:
                 self._specialized |= bound.specialized
@@ -241,7 +246,7 @@ class BoundKernel:
     def fn(self) -> Callable:
         return self.kernel.fn
 
-    def _trace(self, block_sizes: list[int] | None):
+    def _trace(self, block_sizes: list[int] | None, specs: list[ArgSpec] | None = None):
         provisional: dict[int, int] = {}
 
         def choose(block_id: int, extent: int) -> int:
@@ -249,7 +254,7 @@ class BoundKernel:
                 return block_sizes[block_id]
             return provisional.setdefault(block_id, max(1, min(extent, 128)))
 
-        tracer = Tracer(self.kernel.fn, self.specs, choose, self.captured)
+        tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured)
         tracer.ir = tracer.run()
         return tracer
 
@@ -273,38 +278,79 @@ class BoundKernel:
             self._resolved = self.config_spec.normalize(chosen)
         return self._resolved
 
-    def plan(self, config: Config | dict | None = None, chip: str | None = None) -> KernelPlan:
+    def plan(self, config: Config | dict | None = None, chip: str | None = None,
+             specs: list[ArgSpec] | None = None) -> KernelPlan:
         """The schedule decisions for `config` (the resolved config if None)."""
         config = self.resolve_config(config)
         chip = chip or default_chip()
-        tracer = self._trace(config.block_sizes)
+        tracer = self._trace(config.block_sizes, specs)
         return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip)))
 
-    def to_code(self, config: Config | dict | None = None, chip: str | None = None) -> str:
-        """The generated Pallas module for `config` (with none: the module a plain call runs)."""
-        return generate_module(self.plan(config, chip))
+    @property
+    def dynamic(self) -> bool:
+        """Whether some size is symbolic (static_shapes=False with a dimension of 2 or more)."""
+        return bool(size_env(self.specs, self.specs))
 
-    def compile_config(self, config: Config | dict | None = None) -> CompiledKernel:
+    def to_code(self, config: Config | dict | None = None, chip: str | None = None,
+                sizes: dict[str, int] | None = None) -> str:
+        """The generated Pallas module for `config` (with none: the module a plain call runs);
+        with dynamic shapes, `sizes` (of the dynamic dims) picks the bucket member to plan at."""
+        specs = specs_at(self.specs, sizes) if sizes else None
+        return generate_module(self.plan(config, chip, specs=specs))
+
+    def compile_config(self, config: Config | dict | None = None,
+                       sizes: dict[str, int] | None = None) -> CompiledKernel:
+        """The compiled variant for `config`; with dynamic shapes, the one serving `sizes`
+        (the dynamic dimensions' values; default: those this kernel was bound with)."""
         config = self.resolve_config(config)
         # Interpret settings (cores, race detection) are loaded into the module: part of the key.
         key = (config.key(), repr(interpret_params()))
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            plan = self.plan(config)
-            compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
-            self._compiled[key] = compiled
+        if not self.dynamic:
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                plan = self.plan(config)
+                compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
+                self._compiled[key] = compiled
+            return compiled
+        sizes = sizes if sizes is not None else size_env(self.specs, self.specs)
+        for (config_key, guards), compiled in self._compiled.items():
+            if config_key == key and guards.hold(sizes):
+                return compiled
+        plans = []
+
+        def generate(specs):
+            plans.append(self.plan(config, specs=specs))
+            return generate_module(plans[-1])
+
+        code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
+        plan = plans[0]
+        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks)
+        compiled.guards = guards
+        self._compiled[(key, guards)] = compiled
         return compiled
 
-    def _default_compiled(self) -> CompiledKernel:
+    def sizes_of(self, args: tuple, kwargs: dict | None = None) -> dict[str, int]:
+        """The dynamic dimensions' sizes in a call's arguments (empty with static shapes)."""
+        values = self.kernel._bind_arguments(tuple(args), kwargs or {})
+        return size_env(self.specs, self.kernel._arg_specs(values))
+
+    def _default_compiled(self, args: tuple = (), kwargs: dict | None = None) -> CompiledKernel:
+        if self.dynamic:  # the variant whose guards these sizes satisfy
+            sizes = self.sizes_of(args, kwargs)
+            default = self._default
+            if default is not None and default.guards.hold(sizes):
+                return default
+            self._default = self.compile_config(None, sizes)
+            return self._default
         if self._default is None:
             self._default = self.compile_config()
         return self._default
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._default_compiled()(*args, **kwargs)
+        return self._default_compiled(args, kwargs)(*args, **kwargs)
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
-        return self._default_compiled().run_jax(*args, **kwargs)
+        return self._default_compiled(args, kwargs).run_jax(*args, **kwargs)
 
 
 class CompiledKernel:
@@ -333,8 +379,15 @@ class CompiledKernel:
         self._param_index = {name: i for i, name in enumerate(self._names)}
         self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
 
+    guards: SizeGuards | None = None  # static_shapes=False: the sizes this variant serves
+
     def _values(self, args: tuple, kwargs: dict) -> list[Any]:
         """The call's arguments, then the current values of the captured tensors."""
+        if self.guards is not None and not self.guards.hold(self.bound.sizes_of(args, kwargs)):
+            raise exc.KernelArgumentError(
+                f"This compiled variant of '{self.bound.kernel.fn.__name__}' (static_shapes=False) was "
+                f"built for other sizes than {self.bound.sizes_of(args, kwargs)}; call the kernel itself, "
+                "or compile_config(config, bound.sizes_of(args)).")
         values = self.bound.kernel._bind_arguments(args, kwargs)
         if not self.bound.captured:
             return values

@@ -2,6 +2,8 @@
 else a `lax.fori_loop` over them."""
 from __future__ import annotations
 
+from ...ir.sizes import SymbolicSize
+
 from ...ir import TileLoop
 from ...plan.loops import ResidentLoopPlan
 from .registry import emits
@@ -18,7 +20,8 @@ def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, indent: i
     steps = "x".join(str(loop_plan.static_trips[i]) for i in loop_plan.order)
     total = loop_plan.total_trips
     k.emit(f"# inner loop '{', '.join(loop.dims[i].name for i in loop_plan.order)}': {steps} "
-           f"step{'s' if total != 1 else ''} unrolled over resident blocks", indent)
+           f"step{'s' if isinstance(total, SymbolicSize) or total != 1 else ''} unrolled over resident blocks",
+           indent)
     counters = {}
     inner = indent
     for position in loop_plan.order:  # outermost first

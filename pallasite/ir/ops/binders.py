@@ -13,6 +13,7 @@ import torch
 
 from ... import exc
 from .definition import Bound, Call, OpDef, Redirect
+from ..sizes import keep_symbolic
 
 
 def by_signature(op: OpDef, call: Call) -> Bound:
@@ -168,7 +169,16 @@ def sized_view(op: OpDef, call: Call) -> Bound:
     kwargs = {k: call.size_of(v) if k in ("size", "shape") else v for k, v in call.kwargs.items()}
     function = call.function or getattr(torch, call.spelling)
     out = call.run_meta(function, args, kwargs)
-    return [call.args[0]], {"shape": tuple(out.shape)}, out
+    return [call.args[0]], {"shape": _requested_sizes(args[1:], kwargs, tuple(out.shape))}, out
+
+
+def _requested_sizes(sizes: tuple, kwargs: dict, shape: tuple) -> tuple:
+    """The result shape with the symbolic sizes (static_shapes=False) the call asked for,
+    where torch's meta tensor knows only their values."""
+    requested = kwargs.get("size", kwargs.get("shape", sizes))
+    if len(requested) == 1 and isinstance(requested[0], (list, tuple)):
+        requested = tuple(requested[0])
+    return keep_symbolic(shape, [tuple(requested)]) if len(requested) == len(shape) else shape
 
 
 def result_shape(call: Call, out: Any) -> dict:

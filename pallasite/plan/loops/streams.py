@@ -15,6 +15,8 @@ every window is in bounds.
 """
 from __future__ import annotations
 
+from ...ir.sizes import SymbolicSize, same_size, size_max
+
 from ...ir import GatherIndex, IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
@@ -113,7 +115,7 @@ def stream_operand(stream: Stream, grid_axis_of: dict[int, int],
             if dim.id in grid_axis_of:
                 used.add(grid_axis_of[dim.id])
             aligned = from_block_multiples and dim.id not in grid_axis_of
-            padded.append(max(size, _window_end(dim, size, aligned)))
+            padded.append(_covering(size, _window_end(dim, size, aligned), dim))
         elif isinstance(item, ScalarIndex):
             try:
                 used |= grid_axes(grid_expression(item.index, grid_axis_of))
@@ -122,8 +124,20 @@ def stream_operand(stream: Stream, grid_axis_of: dict[int, int],
             padded.append(size)
         else:
             padded.append(size)
-    padded_shape = tuple(padded) if tuple(padded) != tuple(symbol.shape) else None
+    changed = any(not same_size(p, d) and (isinstance(p, SymbolicSize) or p != d)
+                  for p, d in zip(padded, symbol.shape))
+    padded_shape = tuple(padded) if changed else None
     return Operand(symbol, stream.hbm_ref, Memory.HBM, (), padded_shape), frozenset(used)
+
+
+def _covering(size: int, window_end: int, dim) -> int:
+    """The padded length of an axis: the array or the last window's end, whichever is longer.
+    Windows of a loop over the whole of a dynamic size end at or past it for every size, so
+    that case needs no comparison (a comparison would tie the variant to one side); other
+    dynamic cases stay a `max` the host function computes."""
+    if isinstance(window_end, SymbolicSize) and dim.begin == 0 and same_size(dim.end, size):
+        return window_end  # pads by zero elements when the size is a whole number of blocks
+    return size_max(size, window_end)
 
 
 def _window_end(dim, array_dim: int, from_block_multiple: bool) -> int:

@@ -1,0 +1,285 @@
+"""`static_shapes=False` (issue #7 §6): one compiled variant serves every size of a bucket
+(0, 1, or 2 and more per dimension); sizes are read by the generated code at run time."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+LOOP_TYPES = ["unroll", "fori_loop", "emit_pipeline"]
+
+
+@pallasite.kernel(static_shapes=False)
+def add(x, y):
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile(out.size()):
+        out[tm, tn] = x[tm, tn] + y[tm, tn]
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def row_sums(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(-1)
+        out[tm] = acc
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def row_max(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    for tm in hl.tile(m):
+        best = hl.full([tm], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n):
+            best = torch.maximum(best, x[tm, tn].amax(-1))
+        out[tm] = best
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+        out[tm, tn] = acc
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def softmax_rows(x):
+    out = torch.empty_like(x)
+    for tm in hl.tile(x.size(0)):
+        out[tm, :] = torch.softmax(x[tm, :], dim=-1)
+    return out
+
+
+def test_two_sizes_in_one_bucket_share_one_variant_and_are_both_right():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    for shape in [(20, 300), (37, 200), (64, 256)]:  # partial tails and whole blocks alike
+        x, y = torch.randn(shape), torch.randn(shape)
+        _, out = code_and_output(add, (x, y), **config)
+        torch.testing.assert_close(out, x + y)
+        assert add.cache_size == 1
+    for shape in [(9, 130), (3, 1000)]:  # plain calls too (the resolved config)
+        x, y = torch.randn(shape), torch.randn(shape)
+        torch.testing.assert_close(add(x, y), x + y)
+    assert len(add._bound) == 1  # one binding: both dims in the bucket "2 or more"
+
+
+def test_sizes_in_other_buckets_compile_separately():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    for shape, expected in [((20, 300), 1), ((30, 200), 1), ((1, 300), 2), ((1, 129), 2), ((20, 1), 3),
+                            ((0, 300), 4)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        _, out = code_and_output(add, (x, y), **config)
+        torch.testing.assert_close(out, x + y)
+        assert add.cache_size == expected, shape
+
+
+def test_rank_and_dtype_still_key_the_variant():
+    add.reset()
+    x = torch.randn(16, 256)
+    add(x, x)
+    add(x.to(torch.bfloat16), x.to(torch.bfloat16))
+    assert add.cache_size == 2
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel, reference", [(row_sums, lambda x: x.sum(-1)), (row_max, lambda x: x.amax(-1))])
+def test_a_reduction_loop_serves_every_size(kernel, reference, loop_type):
+    kernel.reset()
+    config = {"block_sizes": [8, 128], "pallas_loop_type": loop_type}
+    for shape in [(20, 300), (9, 1000), (64, 256)]:
+        x = torch.randn(shape)
+        code, out = code_and_output(kernel, (x,), **config)
+        torch.testing.assert_close(out, reference(x), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(run_ref(kernel, (x,), config=config), reference(x), rtol=1e-4, atol=1e-4)
+    assert kernel.cache_size == 1
+    assert "x_size1 = x.shape[1]" in code and "300" not in code
+    check_tpu_lowering(kernel, (torch.randn(40, 200),), chips=("v5e", "v6e", "v7x"), **config)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_matmul_k_loop_serves_every_size(loop_type):
+    matmul.reset()
+    config = {"block_sizes": [8, 128, 128], "pallas_loop_type": loop_type}
+    for m, k, n in [(20, 300, 130), (33, 200, 260), (64, 256, 128)]:
+        x, y = torch.randn(m, k), torch.randn(k, n)
+        _, out = code_and_output(matmul, (x, y), **config)
+        torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+    assert matmul.cache_size == 1
+    check_tpu_lowering(matmul, (torch.randn(24, 200), torch.randn(200, 136)), chips=("v5e", "v6e", "v7x"),
+                       **config)
+
+
+def test_pointwise_lowers_at_another_size_of_the_bucket():
+    add.reset()
+    config = {"block_sizes": [8, 128]}
+    add(torch.randn(16, 256), torch.randn(16, 256))
+    x = torch.randn(19, 333)
+    check_tpu_lowering(add, (x, x), **config)
+
+
+def test_a_whole_row_block_follows_the_size():
+    """`x[tm, :]` makes a block as long as the row; its shape is the row's symbolic size."""
+    softmax_rows.reset()
+    config = {"block_sizes": [8]}
+    for shape in [(16, 128), (24, 256), (20, 384)]:
+        x = torch.randn(shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no size is pinned
+            _, out = code_and_output(softmax_rows, (x,), **config)
+        torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-5)
+    assert softmax_rows.cache_size == 1
+    check_tpu_lowering(softmax_rows, (torch.randn(24, 256),), chips=("v7x",), **config)
+
+
+@pallasite.kernel(static_shapes=False)
+def doubled_plus_one(x):
+    y = x * 2  # a host op: its result keeps x's symbolic sizes
+    out = torch.empty_like(y)
+    for tm, tn in hl.tile(y.size()):
+        out[tm, tn] = y[tm, tn] + 1
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def times_row_length(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * n + tm.end  # a size and a tile end as runtime values
+    return out
+
+
+@pallasite.kernel(static_shapes=False)
+def flattened_triple(x):
+    m, n = x.size()
+    flat = x.reshape(m * n)
+    out = torch.empty_like(flat)
+    for tile in hl.tile(m * n, block_size=1024):
+        out[tile] = flat[tile] * 3
+    return out.view(m, n)
+
+
+def test_host_ops_and_sizes_used_as_values_keep_one_variant():
+    doubled_plus_one.reset()
+    times_row_length.reset()
+    for shape in [(20, 300), (30, 200)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(code_and_output(doubled_plus_one, (x,), block_sizes=[8, 128])[1], x * 2 + 1)
+        m, n = shape
+        tile_ends = torch.clamp((torch.arange(m) // 8 + 1) * 8, max=m).to(x.dtype)
+        _, out = code_and_output(times_row_length, (x,), block_sizes=[8, 128])
+        torch.testing.assert_close(out, x * n + tile_ends[:, None])
+    assert doubled_plus_one.cache_size == 1
+    assert times_row_length.cache_size == 1
+
+
+def test_the_default_config_serves_the_bucket():
+    matmul.reset()
+    for m, k, n in [(64, 256, 128), (40, 300, 200)]:
+        x, y = torch.randn(m, k), torch.randn(k, n)
+        torch.testing.assert_close(matmul(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert matmul.cache_size == 1
+
+
+def test_a_reshape_to_computed_sizes_keeps_one_variant():
+    flattened_triple.reset()
+    for shape in [(16, 128), (24, 256)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(code_and_output(flattened_triple, (x,))[1], x * 3)
+    assert flattened_triple.cache_size == 1
+
+
+@pallasite.kernel(static_shapes=False)
+def segment_sums(x, offsets):
+    segments = offsets.size(0) - 1
+    out = torch.zeros([segments, x.size(1)], dtype=x.dtype)
+    for g in hl.grid(segments):
+        for tn in hl.tile(x.size(1)):
+            acc = hl.zeros([tn], dtype=torch.float32)
+            for tr in hl.tile(offsets[g], offsets[g + 1], block_size=8):
+                acc = acc + x[tr, tn].sum(0)
+            out[g, tn] = acc
+    return out
+
+
+def _segment_reference(x, offsets):
+    return torch.stack([x[offsets[i]:offsets[i + 1]].sum(0) for i in range(len(offsets) - 1)])
+
+
+def test_a_size_the_code_must_know_pins_the_variant_with_a_warning():
+    """A data-dependent range is checked against the tensor's size in a module-level table,
+    where no size variable exists: the variant serves that size only (never a wrong result),
+    and the user is told which guard ties it."""
+    segment_sums.reset()
+    cases = [(torch.randn(40, 256), torch.tensor([0, 5, 20, 40], dtype=torch.int32)),
+             (torch.randn(50, 384), torch.tensor([0, 13, 50], dtype=torch.int32))]
+    for x, offsets in cases:
+        with pytest.warns(UserWarning, match="static_shapes=False.*x_size0 == "):
+            _, out = code_and_output(segment_sums, (x, offsets), block_sizes=[128])
+        torch.testing.assert_close(out, _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
+    assert segment_sums.cache_size == 2
+    x, offsets = cases[0]  # the first variant's sizes again: reused
+    torch.testing.assert_close(code_and_output(segment_sums, (x, offsets), block_sizes=[128])[1],
+                               _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
+    assert segment_sums.cache_size == 2
+
+
+def test_a_compiled_variant_refuses_sizes_it_was_not_built_for():
+    segment_sums.reset()
+    x, offsets = torch.randn(40, 256), torch.tensor([0, 5, 40], dtype=torch.int32)
+    with pytest.warns(UserWarning):
+        bound = segment_sums.bind((x, offsets))
+        compiled = bound.compile_config({"block_sizes": [128]}, bound.sizes_of((x, offsets)))
+    with pytest.raises(pallasite.exc.KernelArgumentError, match="other sizes"):
+        compiled(torch.randn(24, 256), offsets)
+
+
+def test_jax_fn_inside_jit_serves_two_sizes_with_one_variant():
+    import jax
+    import numpy as np
+    add.reset()
+    double_sum = jax.jit(lambda a, b: add.jax_fn(a, b) * 2)
+    for shape in [(20, 300), (37, 200)]:
+        a, b = (jax.numpy.asarray(np.random.randn(*shape), jax.numpy.float32) for _ in range(2))
+        np.testing.assert_allclose(np.asarray(double_sum(a, b)), np.asarray((a + b) * 2), rtol=1e-5)
+    assert add.cache_size == 1
+
+
+@pallasite.kernel(static_shapes=False)
+def scale_by_specialized_width(x):
+    m, n = x.size()
+    width = hl.specialize(n)  # asked for: a constant of each variant, no warning
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * width
+    return out
+
+
+def test_hl_specialize_of_a_size_compiles_per_value_quietly():
+    scale_by_specialized_width.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for shape in [(16, 128), (24, 128), (16, 256)]:
+            x = torch.randn(shape)
+            _, out = code_and_output(scale_by_specialized_width, (x,), block_sizes=[8, 128])
+            torch.testing.assert_close(out, x * shape[1])
+    assert scale_by_specialized_width.cache_size == 2  # one per width; rows stay dynamic
