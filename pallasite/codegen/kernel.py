@@ -1,6 +1,7 @@
 """Emit the Pallas kernel function of one device loop from its plan."""
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -9,7 +10,7 @@ import torch
 from dataclasses import dataclass
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
-from ..plan import Mask, PallasCallPlan, TileRange
+from ..plan import Mask, Memory, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .scatters import scatter_text
@@ -139,15 +140,30 @@ class KernelEmitter:
         self.lines = [line for i, line in enumerate(self.lines) if i not in dropped]
 
     def _emit_copy_in(self, update) -> None:
-        copy = f"{update.output_ref}[...] = {update.input_ref}[...]"
         self.emit(f"# '{update.symbol.name}' is updated in place: start from its current contents")
-        if not update.first_visit_axes:
-            self.emit(copy)
+        indent = 1
+        if update.first_visit_axes:
+            cond = " & ".join(f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes)
+            self.emit(f"@pl.when({cond})")
+            self.emit("def _copy_in():")
+            indent = 2
+        (operand,) = [op for op in self.plan.outputs if op.ref_name == update.output_ref]
+        if operand.memory is not Memory.SMEM:
+            self.emit(f"{update.output_ref}[...] = {update.input_ref}[...]", indent)
             return
-        cond = " & ".join(f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes)
-        self.emit(f"@pl.when({cond})")
-        self.emit("def _copy_in():")
-        self.emit(copy, 2)
+        # SMEM holds scalars: Mosaic loads and stores them one at a time
+        shape = operand.call_shape
+        count = " * ".join(str(size) for size in shape) or "1"
+        digits = []  # element i of the flat loop, in mixed radix (last axis fastest)
+        for axis, size in enumerate(shape):
+            inner = math.prod(shape[axis + 1:])
+            digit = "i" if inner == 1 else f"i // {inner}"
+            digits.append(digit if axis == 0 else f"{digit} % {size}")
+        index = ", ".join(digits) or "0"
+        self.emit("def _copy_scalar(i, carry):", indent)
+        self.emit(f"{update.output_ref}[{index}] = {update.input_ref}[{index}]", indent + 1)
+        self.emit("return carry", indent + 1)
+        self.emit(f"lax.fori_loop(0, {count}, _copy_scalar, 0)", indent)
 
     def emit_body(self, body: list, indent: int = 1) -> None:
         for node in body:

@@ -1,0 +1,58 @@
+"""Outputs kept in SMEM that start from their contents lower to Mosaic.
+
+Mosaic loads and stores SMEM one scalar at a time: a whole-ref copy-in
+(`out_ref[...] = out_in_ref[...]`) ran in interpret mode but failed to lower.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.testing import check_tpu_lowering, code_and_output
+
+
+@pallasite.kernel
+def row_sums_into_zeros(x):
+    b, n = x.size()
+    out = torch.zeros([b], dtype=torch.float32, device=x.device)
+    for g in hl.grid(b):
+        out[g] = x[g, :].sum()
+    return out
+
+
+@pallasite.kernel
+def row_sums_in_place(x, out):
+    for g in hl.grid(x.size(0)):
+        out[g] = out[g] + x[g, :].sum()
+    return out
+
+
+@pallasite.kernel
+def grid_cells_in_place(x, out):
+    for g, h in hl.grid([x.size(0), x.size(1)]):
+        out[g, h] = out[g, h] * 2.0 + x[g, h, :].sum()
+    return out
+
+
+def test_a_zeros_output_written_by_scalar_index():
+    x = torch.randn(4, 44)
+    code, out = code_and_output(row_sums_into_zeros, (x,))
+    torch.testing.assert_close(out, x.sum(-1))
+    assert "_copy_scalar" in code  # one scalar at a time
+    check_tpu_lowering(row_sums_into_zeros, (x,))
+
+
+def test_a_1d_argument_updated_in_place():
+    x, out = torch.randn(5, 44), torch.randn(5)
+    _, result = code_and_output(row_sums_in_place, (x, out.clone()))
+    torch.testing.assert_close(result, out + x.sum(-1))
+    check_tpu_lowering(row_sums_in_place, (x, out.clone()))
+
+
+def test_a_2d_argument_updated_in_place():
+    x, out = torch.randn(3, 5, 128), torch.randn(3, 5)
+    _, result = code_and_output(grid_cells_in_place, (x, out.clone()))
+    torch.testing.assert_close(result, out * 2 + x.sum(-1))
+    check_tpu_lowering(grid_cells_in_place, (x, out.clone()))
