@@ -62,8 +62,9 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     """
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
+    values = kernel._bind_arguments(tuple(args), {})  # parameters' defaults filled in
     structs = []
-    for spec, value in zip(bound.specs, args):
+    for spec, value in zip(bound.specs, values):
         if spec.kind == "tensor":
             # the argument's own shape: with static_shapes=False, the bound kernel serves a bucket
             structs.append(jax.ShapeDtypeStruct(tuple(value.shape), _jax_dtype(spec.dtype)))
@@ -74,7 +75,7 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     codes = {}
     for chip in chips:
         with simulated_chip(chip):
-            code = bound.to_code(config, chip=chip, sizes=bound.sizes_of(args))
+            code = bound.to_code(config, chip=chip, sizes=bound.sizes_of(tuple(args)))
             module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
             host = getattr(module, kernel.fn.__name__)
             seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []

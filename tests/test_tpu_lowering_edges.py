@@ -1,4 +1,4 @@
-"""Outputs kept in SMEM that start from their contents lower to Mosaic.
+"""Kernels that ran in interpret mode but did not lower to Mosaic (or to check_tpu_lowering).
 
 Mosaic loads and stores SMEM one scalar at a time: a whole-ref copy-in
 (`out_ref[...] = out_in_ref[...]`) ran in interpret mode but failed to lower.
@@ -56,3 +56,17 @@ def test_a_2d_argument_updated_in_place():
     _, result = code_and_output(grid_cells_in_place, (x, out.clone()))
     torch.testing.assert_close(result, out * 2 + x.sum(-1))
     check_tpu_lowering(grid_cells_in_place, (x, out.clone()))
+
+
+@pallasite.kernel
+def scaled_rows(x, eps: float = 1e-5):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * torch.rsqrt(x[tile, :].pow(2).mean(-1, keepdim=True) + eps)
+    return out
+
+
+def test_check_tpu_lowering_fills_in_parameter_defaults():
+    # check_tpu_lowering(k, [x]) for `def k(x, eps=1e-5)` used to fail with
+    # "missing 1 required positional argument: 'eps'".
+    check_tpu_lowering(scaled_rows, [torch.randn(16, 128)])
