@@ -317,7 +317,7 @@ def _to(call: OpCall) -> str:
 
 _REDUCE_FUNCTIONS = {
     "sum": "jnp.sum", "mean": "jnp.mean", "amax": "jnp.max", "amin": "jnp.min",
-    "prod": "jnp.prod", "all": "jnp.all", "any": "jnp.any", "logsumexp": "jax.nn.logsumexp",
+    "prod": "prod_by_halves", "all": "jnp.all", "any": "jnp.any", "logsumexp": "jax.nn.logsumexp",
     "argmax": "jnp.argmax", "argmin": "jnp.argmin",
 }
 

@@ -35,10 +35,14 @@ def generate_module(plan: KernelPlan) -> str:
     if any(node.op == "random_uniform" for call in plan.calls for node in walk_nodes(call.call.loop.body)):
         parts.append("# hl.rand / torch.rand_like: a counter-based hash (see its docstring)\n"
                      "from pallasite.runtime.prng import random_uniform")
+    if any(node.op == "prod" for node in _all_nodes(plan)):
+        parts.append("# x.prod(dim): Mosaic has no product reduction (see its docstring)\n"
+                     "from pallasite.runtime.reductions import prod_by_halves")
     checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
     reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
+                "prod_by_halves",
                 *dir(builtins)]
     sizes = tuple(name for name, _, _ in dynamic_sizes(ir.arguments))
     if sizes:
@@ -55,6 +59,13 @@ def generate_module(plan: KernelPlan) -> str:
         parts.append("# The host function's last argument is torch.rand_like's seed, which the runtime\n"
                      "# draws from torch's default generator on every call.\nRANDOM_SEED_ARGUMENT = True")
     return "\n\n\n".join(parts) + "\n"
+
+
+def _all_nodes(plan: KernelPlan):
+    """Every op node of the kernel: device loops' and host ops'."""
+    for call in plan.calls:
+        yield from walk_nodes(call.call.loop.body)
+    yield from (step for step in plan.ir.steps if hasattr(step, "op"))
 
 
 def _checks_table(checks) -> str:

@@ -9,7 +9,7 @@ from ..plan.plans import LoopedReduction
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
-_PARTIAL = {"sum": "jnp.sum", "mean": "jnp.sum", "prod": "jnp.prod", "amax": "jnp.max", "amin": "jnp.min"}
+_PARTIAL = {"sum": "jnp.sum", "mean": "jnp.sum", "prod": "prod_by_halves", "amax": "jnp.max", "amin": "jnp.min"}
 _COMBINE = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}",
             "amax": "jnp.maximum({a}, {b})", "amin": "jnp.minimum({a}, {b})"}
 # argmax/argmin carry (best value, its index): how a chunk's best is found and beats the carried one
