@@ -291,6 +291,26 @@ def test_an_early_return_in_host_code(n):
     torch.testing.assert_close(run_ref(plus_one_unless_empty, (x,)), x + 1)
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def triple_unless_empty(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    if m == 0:
+        return x.clone()
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * 3
+    return out
+
+
+@pytest.mark.parametrize("shape", [(6, 20), (0, 20)])
+def test_an_early_return_skips_the_decorators_block_sizes(shape):
+    # An empty input returned before any hl.tile loop: the config's two block sizes
+    # apply to no loop. This raised "block_sizes has 2 entries but the kernel has 0".
+    x = torch.randn(*shape)
+    torch.testing.assert_close(triple_unless_empty(x), x * 3)
+    torch.testing.assert_close(run_ref(triple_unless_empty, (x,)), x * 3)
+
+
 @pallasite.kernel
 def first_nonempty_pass(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)

@@ -76,6 +76,9 @@ class ConfigSpec:
     def __init__(self, ir: KernelIR, validate: Callable[[Config], object] | None = None):
         """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow)."""
         self._validate = validate
+        # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
+        # then nothing is tiled and a config's block sizes, written for the others, do not apply.
+        self.has_device_loops = bool(ir.device_loops)
         self.has_inner_loops = any(
             isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
         # `loop_orders` has one permutation per hl.tile loop tiling several dims, device
@@ -154,6 +157,8 @@ class ConfigSpec:
             values.setdefault("pallas_loop_type", default_strategies()[0].name)
         if sizes is None:
             values["block_sizes"] = [spec.default() for spec in self.block_sizes]
+        elif not self.has_device_loops:
+            values["block_sizes"] = []
         elif len(sizes) != len(self.block_sizes):
             names = ", ".join(spec.name for spec in self.block_sizes) or "none"
             raise exc.InvalidConfig(
