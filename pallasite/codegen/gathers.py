@@ -38,27 +38,27 @@ def gather_text(gather: Gather, window: str, window_shape: tuple[int, ...], hot:
     # 0 * inf is NaN: non-finite entries are zeroed for the product of values and
     # gathered as codes (1, -1, 2 for inf, -inf, NaN) by a second exact product.
     finite = bind(f"{window}_finite", f"jnp.abs({table}) < jnp.inf")
-    values = product(f"jnp.where({finite}, {table}, 0.0)", gather, window_shape, hot)
-    codes = product(f"jnp.where({finite}, 0.0, jnp.where({table} != {table}, 2.0, jnp.sign({table})))",
-                    gather, window_shape, hot)
+    values = contract_axis(f"jnp.where({finite}, {table}, 0.0)", gather.axis, window_shape, hot)
+    codes = contract_axis(f"jnp.where({finite}, 0.0, jnp.where({table} != {table}, 2.0, jnp.sign({table})))",
+                          gather.axis, window_shape, hot)
     codes = bind("nonfinite", codes)
     text = f"jnp.where({codes} == 0, {values}, jnp.where({codes} == 2, jnp.nan, {codes} * jnp.inf))"
     return text if dtype == torch.float32 else f"{text}.astype({jnp_dtype(dtype)})"
 
 
-def product(table: str, gather: Gather, window_shape: tuple[int, ...], hot: str) -> str:
-    """`table` (f32, the window's shape) with axis `gather.axis` contracted against the
-    f32 one-hot `hot`."""
-    axis, rank = gather.axis, len(window_shape)
+def contract_axis(values: str, axis: int, shape: tuple[int, ...], matrix: str) -> str:
+    """`values` (f32, `shape`) with its axis `axis` contracted exactly against the f32
+    (rows, axis) `matrix` (a one-hot): that axis becomes the rows axis, in place.
+    Gathers pick table rows with it, scatters the lanes each row takes."""
+    rank = len(shape)
     exact = "precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32"
-    if rank == 1:  # a matrix product: the table as one row
-        return (f"lax.dot_general(({table}).reshape(1, {window_shape[0]}), {hot}, "
+    if rank == 1:  # a matrix product: the values as one row
+        return (f"lax.dot_general(({values}).reshape(1, {shape[0]}), {matrix}, "
                 f"(((1,), (1,)), ((), ())), {exact}).reshape(-1)")
-    if axis == rank - 1:  # columns: window @ one_hot.T keeps the axes in order
-        return f"lax.dot_general({table}, {hot}, ((({axis},), (1,)), ((), ())), {exact})"
-    text = f"lax.dot_general({hot}, {table}, (((1,), ({axis},)), ((), ())), {exact})"
+    if axis == rank - 1:  # columns: values @ matrix.T keeps the axes in order
+        return f"lax.dot_general({values}, {matrix}, ((({axis},), (1,)), ((), ())), {exact})"
+    text = f"lax.dot_general({matrix}, {values}, (((1,), ({axis},)), ((), ())), {exact})"
     return text if axis == 0 else f"jnp.moveaxis({text}, 0, {axis})"
 
 
-
-__all__ = ["gather_text", "one_hot_text"]
+__all__ = ["contract_axis", "gather_text", "one_hot_text"]

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from ..plan.plans import GatherMethod, Scatter
+from .gathers import contract_axis
 from .lowering import jnp_dtype
 
 
@@ -54,27 +55,13 @@ def _float_picked(scatter: Scatter, values: str, lane_shape, pick: str, dtype, b
     pick = bind(f"{pick}_f32", f"{pick}.astype(jnp.float32)")
     finite = bind("scattered_finite", f"jnp.abs({table}) < jnp.inf")
     negative_zero = f"({table} == 0) & (lax.bitcast_convert_type({table}, jnp.int32) < 0)"
-    picked = bind("picked", _product(f"jnp.where({finite}, {table}, 0.0)", scatter.axis, lane_shape, pick))
+    picked = bind("picked", contract_axis(f"jnp.where({finite}, {table}, 0.0)", scatter.axis, lane_shape, pick))
     codes = bind("codes", f"jnp.where({finite}, jnp.where({negative_zero}, 3.0, 0.0), "
                           f"jnp.where({table} != {table}, 2.0, jnp.sign({table})))")
-    codes = bind("picked_codes", _product(codes, scatter.axis, lane_shape, pick))
+    codes = bind("picked_codes", contract_axis(codes, scatter.axis, lane_shape, pick))
     text = (f"jnp.where({codes} == 0, {picked}, jnp.where({codes} == 2, jnp.nan, "
             f"jnp.where({codes} == 3, -0.0, {codes} * jnp.inf)))")
     return text if dtype == torch.float32 else f"({text}).astype({jnp_dtype(dtype)})"
-
-
-def _product(values: str, axis: int, lane_shape: tuple[int, ...], pick: str) -> str:
-    """`values` (f32, `lane_shape`) with its lane axis `axis` contracted against the f32
-    (rows, lanes) `pick`: the lane axis becomes the rows axis, in place."""
-    rank = len(lane_shape)
-    exact = "precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32"
-    if rank == 1:  # a matrix product: the values as one row
-        return (f"lax.dot_general(({values}).reshape(1, {lane_shape[0]}), {pick}, "
-                f"(((1,), (1,)), ((), ())), {exact}).reshape(-1)")
-    if axis == rank - 1:  # columns: values @ pick.T keeps the axes in order
-        return f"lax.dot_general({values}, {pick}, ((({axis},), (1,)), ((), ())), {exact})"
-    text = f"lax.dot_general({pick}, {values}, (((1,), ({axis},)), ((), ())), {exact})"
-    return text if axis == 0 else f"jnp.moveaxis({text}, 0, {axis})"
 
 
 __all__ = ["scatter_text"]
