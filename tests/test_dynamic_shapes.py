@@ -9,6 +9,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 LOOP_TYPES = ["unroll", "fori_loop", "emit_pipeline"]
@@ -283,3 +284,28 @@ def test_hl_specialize_of_a_size_compiles_per_value_quietly():
             _, out = code_and_output(scale_by_specialized_width, (x,), block_sizes=[8, 128])
             torch.testing.assert_close(out, x * shape[1])
     assert scale_by_specialized_width.cache_size == 2  # one per width; rows stay dynamic
+
+
+def _chunked_row_sum():
+    @pallasite.kernel(static_shapes=False, config=pallasite.Config(reduction_loops=[100]))
+    def chunked_row_sum(x):
+        m, n = x.size()
+        out = torch.empty([m], dtype=torch.float32, device=x.device)
+        for tm in hl.tile(m):
+            out[tm] = x[tm, :].sum(-1)
+        return out
+    return chunked_row_sum
+
+
+@pytest.mark.parametrize("order", [(37, 300), (300, 37)])
+def test_a_config_is_checked_at_the_sizes_it_runs_at_whatever_came_first(order):
+    # A chunk of 100 is one block for 37 columns and no legal chunk for 300. The config was
+    # checked at the bucket's first sizes only: 300 then 37 raised, 37 then 300 ran.
+    kernel = _chunked_row_sum()
+    for n in order:
+        x = torch.randn(20, n)
+        if n == 300:
+            with pytest.raises(exc.InvalidConfig, match="not a legal chunk"):
+                kernel(x)
+        else:
+            torch.testing.assert_close(kernel(x), x.sum(-1))

@@ -279,9 +279,10 @@ class BoundKernel:
         return self._resolved
 
     def plan(self, config: Config | dict | None = None, chip: str | None = None,
-             specs: list[ArgSpec] | None = None) -> KernelPlan:
-        """The schedule decisions for `config` (the resolved config if None)."""
-        config = self.resolve_config(config)
+             specs: list[ArgSpec] | None = None, resolved: bool = False) -> KernelPlan:
+        """The schedule decisions for `config` (the resolved config if None; `resolved`:
+        already completed and checked, at `specs`' sizes)."""
+        config = config if resolved else self.resolve_config(config)
         chip = chip or default_chip()
         tracer = self._trace(config.block_sizes, specs)
         return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip)))
@@ -302,7 +303,13 @@ class BoundKernel:
                        sizes: dict[str, int] | None = None) -> CompiledKernel:
         """The compiled variant for `config`; with dynamic shapes, the one serving `sizes`
         (the dynamic dimensions' values; default: those this kernel was bound with)."""
-        config = self.resolve_config(config)
+        given = config
+        try:
+            config = self.resolve_config(config)
+        except exc.InvalidConfig:
+            if not self.dynamic or sizes is None or sizes == size_env(self.specs, self.specs):
+                raise
+            config = self._resolve_at(given, sizes)  # checked at the sizes it will run at
         # Interpret settings (cores, race detection) are loaded into the module: part of the key.
         key = (config.key(), repr(interpret_params()))
         if not self.dynamic:
@@ -316,10 +323,39 @@ class BoundKernel:
         for (config_key, guards), compiled in self._compiled.items():
             if config_key == key and guards.hold(sizes):
                 return compiled
+        try:
+            return self._compile_variant(config, key, sizes)
+        except (exc.InvalidConfig, exc.VmemOverflow):
+            if sizes == size_env(self.specs, self.specs):
+                raise
+        # The config was resolved at the sizes this kernel was bound with; a default
+        # chosen there (or a check of an explicit one) need not hold at these sizes.
+        config = self._resolve_at(given, sizes)
+        key = (config.key(), repr(interpret_params()))
+        for (config_key, guards), compiled in self._compiled.items():
+            if config_key == key and guards.hold(sizes):
+                return compiled
+        return self._compile_variant(config, key, sizes)
+
+    def _resolve_at(self, config: Config | dict | None, sizes: dict[str, int]) -> Config:
+        """`resolve_config` against the config space traced at `sizes` (dynamic shapes)."""
+        specs = specs_at(self.specs, sizes)
+        declared = self.kernel.declared_config
+        discovery = self._trace(None if declared is None else declared.block_sizes, specs)
+        space = ConfigSpec(discovery.ir, validate=lambda c: self.plan(space.normalize(c), specs=specs,
+                                                                      resolved=True))
+        if config is not None:
+            config = as_config(config)
+            if self.kernel.config is not None:
+                config = Config({**self.kernel.config, **config})
+            return space.normalize(config)
+        return space.normalize(declared if declared is not None else space.default_config())
+
+    def _compile_variant(self, config: Config, key: tuple, sizes: dict[str, int]) -> CompiledKernel:
         plans = []
 
         def generate(specs):
-            plans.append(self.plan(config, specs=specs))
+            plans.append(self.plan(config, specs=specs, resolved=True))
             return generate_module(plans[-1])
 
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
