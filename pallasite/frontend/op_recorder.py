@@ -586,7 +586,7 @@ def _check_registered(op: str) -> None:
 def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
     """With static_shapes=False: an elementwise result keeps its operands' symbolic sizes, a
     view the sizes it was asked for (torch's meta tensors know only the values)."""
-    if op.kind is ops.OpKind.VIEW and len(attrs.get("shape") or ()) == len(shape):
+    if op.kind is ops.OpKind.VIEW and "shape" in attrs and len(attrs["shape"]) == len(shape):
         return keep_symbolic(shape, [tuple(attrs["shape"])])
     if op.kind is ops.OpKind.ELEMENTWISE:
         return keep_symbolic(shape, [getattr(o, "shape", None) for o in operands])
