@@ -236,3 +236,173 @@ def test_non_finite_table_entries_stay_in_their_rows(dtype):
     _, out = code_and_output(gather_rows, (table, indices))
     torch.testing.assert_close(out, table[indices.long()], rtol=0, atol=0, equal_nan=True)
     check_tpu_lowering(gather_rows, (table, indices))
+
+
+# A 2-D index tile (issue #7 §4): `table[idx, :]` with idx of shape [bm, bn] gathers through
+# the tile's flat vector and reshapes back, so the index's dims replace the gathered axis.
+
+def _index_tile(*shape, rows, seed=2):
+    return torch.randint(0, rows, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def gather_through_index_tile(table, indices):
+    m, n = indices.size()
+    out = torch.empty([m, n, *table.shape[1:]], dtype=table.dtype, device=table.device)
+    for tm, tn in hl.tile([m, n]):
+        idx = indices[tm, tn]
+        out[tm, tn, :] = table[idx, :]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def index_tiles_in_an_inner_loop(table, indices):
+    b, m, n = indices.size()
+    out = torch.empty([b, m, n, table.size(1)], dtype=table.dtype, device=table.device)
+    for g in hl.grid(b):
+        for tm, tn in hl.tile([m, n]):
+            out[g, tm, tn, :] = table[indices[g, tm, tn], :]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def index_tile_sums(table, indices):
+    b, m, n = indices.size()
+    d = table.size(1)
+    out = torch.empty([b, d], dtype=torch.float32, device=table.device)
+    for g in hl.grid(b):
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tm, tn in hl.tile([m, n]):
+            idx = indices[g, tm, tn]
+            acc = acc + table[idx, :].to(torch.float32).sum(0).sum(0)
+        out[g, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+@pytest.mark.parametrize("table_shape", [(40, 128), (24, 8, 128)])
+def test_a_2d_index_tile_gathers_rows(dtype, table_shape):
+    table = _table(*table_shape, dtype=dtype)
+    indices = _index_tile(16, 256, rows=table_shape[0])  # the block sizes divide the dims
+    _, out = code_and_output(gather_through_index_tile, (table, indices))
+    expected = table[indices.long()]
+    assert out.shape == expected.shape and torch.equal(out, expected)
+    assert torch.equal(run_ref(gather_through_index_tile, (table, indices)), expected)
+    check_tpu_lowering(gather_through_index_tile, (table, indices))
+
+
+def test_a_2d_index_tile_gathers_by_dma():
+    """Per-row DMA reads lane i of the flat index vector at [tm.begin + i // bn, tn.begin + i % bn]."""
+    table = _table(40, 128)
+    indices = _index_tile(16, 256, rows=40)
+    _, out = code_and_output(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+    assert torch.equal(out, table[indices.long()])
+    call = only_call(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+    (gather,) = [a.gather for a in call.accesses.values() if a.gather is not None]
+    assert gather.method is GatherMethod.ROW_DMA
+    check_tpu_lowering(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_2d_index_tile_in_an_inner_loop_gathers_by_dma(loop_type):
+    table = _table(40, 128, dtype=torch.int32)
+    indices = _index_tile(2, 16, 256, rows=40)
+    config = {"pallas_indirect_access_mode": "dma", "pallas_loop_type": loop_type}
+    _, out = code_and_output(index_tiles_in_an_inner_loop, (table, indices), **config)
+    assert torch.equal(out, table[indices.long()])
+    check_tpu_lowering(index_tiles_in_an_inner_loop, (table, indices), **config)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_a_2d_index_tile_in_an_inner_loop(loop_type, dtype):
+    table = _table(40, 128, dtype=dtype)
+    indices = _index_tile(2, 16, 256, rows=40)
+    _, out = code_and_output(index_tiles_in_an_inner_loop, (table, indices), pallas_loop_type=loop_type)
+    expected = table[indices.long()]
+    assert torch.equal(out, expected)
+    assert torch.equal(run_ref(index_tiles_in_an_inner_loop, (table, indices), pallas_loop_type=loop_type),
+                       expected)
+    check_tpu_lowering(index_tiles_in_an_inner_loop, (table, indices), pallas_loop_type=loop_type)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_2d_index_tile_gather_reduced_in_an_inner_loop(loop_type):
+    table = _table(40, 128)
+    indices = _index_tile(2, 16, 256, rows=40)
+    _, out = code_and_output(index_tile_sums, (table, indices), pallas_loop_type=loop_type)
+    expected = table[indices.long()].sum((1, 2))
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(run_ref(index_tile_sums, (table, indices), pallas_loop_type=loop_type),
+                               expected, rtol=1e-5, atol=1e-3)
+    check_tpu_lowering(index_tile_sums, (table, indices), pallas_loop_type=loop_type)
+
+
+@pytest.mark.parametrize("shape, partial", [
+    ((20, 200), "'tm' (8 does not divide 20), 'tn' (128 does not divide 200)"),
+    ((20, 256), "'tm' (8 does not divide 20)."),
+    ((16, 200), "'tn' (128 does not divide 200)."),
+])
+def test_a_2d_index_tile_with_partial_tiles_is_rejected(shape, partial):
+    """Flattened, the valid lanes of a partial index tile are not one range: the index checks
+    and row copies could not skip the padding lanes' garbage indices."""
+    table = _table(40, 128)
+    indices = _index_tile(*shape, rows=40)
+    with pytest.raises(exc.UnsupportedOperation) as info:
+        code_and_output(gather_through_index_tile, (table, indices))
+    message = str(info.value)
+    assert "gather through an index tile whose tiles are partially filled" in message
+    assert partial in message and "Pick block sizes that divide those dims" in message
+    assert "out[tm, tn, :] = table[idx, :]" in message and "test_gathers.py" in message
+    # reference mode (torch semantics on each tile's valid part) runs the form
+    assert torch.equal(run_ref(gather_through_index_tile, (table, indices)), table[indices.long()])
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_index_outside_the_table_in_an_index_tile_is_an_error(loop_type):
+    table = _table(40, 128)
+    indices = _index_tile(2, 16, 256, rows=40)
+    indices[1, 9, 200] = 40
+    with pytest.raises(exc.ShapeMismatch, match=r"is 40 but table.size\(0\) is 40") as info:
+        code_and_output(index_tiles_in_an_inner_loop, (table, indices), pallas_loop_type=loop_type)
+    assert "out[g, tm, tn, :] = table[indices[g, tm, tn], :]" in str(info.value)
+    with pytest.raises(exc.ShapeMismatch, match="40"):
+        run_ref(index_tiles_in_an_inner_loop, (table, indices), pallas_loop_type=loop_type)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def scatter_through_index_tile(values, indices, out):
+    m, n = indices.size()
+    for tm, tn in hl.tile([m, n]):
+        idx = indices[tm, tn]
+        out[idx, :] = values[tm, tn, :]
+    return out
+
+
+def test_a_scatter_through_a_2d_index_tile_is_rejected_quoting_its_shape():
+    indices = _index_tile(16, 256, rows=40)
+    args = (_table(16, 256, 128), indices, torch.zeros(40, 128))
+    with pytest.raises(exc.IndexingError, match=r"2-D tile of shape \[8, 128\]") as info:
+        code_and_output(scatter_through_index_tile, args)
+    assert "out[idx, :] = values[tm, tn, :]" in str(info.value)
+    with pytest.raises(exc.IndexingError, match=r"2-D tile of shape \[8, 128\]"):
+        run_ref(scatter_through_index_tile, args)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def gather_columns_through_index_tile(table, indices):
+    m, n = indices.size()
+    out = torch.empty([table.size(0), m, n], dtype=table.dtype, device=table.device)
+    for tm, tn in hl.tile([m, n]):
+        out[:, tm, tn] = table[:, indices[tm, tn]] + 1
+    return out
+
+
+def test_a_2d_index_tile_gathers_along_the_last_dim():
+    table = _table(4, 40)
+    indices = _index_tile(16, 128, rows=40)
+    _, out = code_and_output(gather_columns_through_index_tile, (table, indices))
+    expected = table[:, indices.long()] + 1
+    assert out.shape == expected.shape and torch.equal(out, expected)
+    assert torch.equal(run_ref(gather_columns_through_index_tile, (table, indices)), expected)
+    check_tpu_lowering(gather_columns_through_index_tile, (table, indices))

@@ -26,7 +26,13 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
     builder = emitter.names.fresh(f"{table}_row_copy")
     lane = emitter.names.fresh("lane")
     row = emitter.names.fresh("row")
-    position = ", ".join(_index_position(emitter, item, lane) for item in copy.index_items)
+    strides, stride = {}, 1  # lane -> each tile's position: row-major over the index tile's dims
+    for axis in reversed(range(len(copy.index_items))):
+        item = copy.index_items[axis]
+        if isinstance(item, TileSlice):
+            strides[axis], stride = stride, stride * item.dim.block_size
+    position = ", ".join(_index_position(emitter, item, lane, strides.get(axis), lanes)
+                         for axis, item in enumerate(copy.index_items))
     emitter.emit(f"def {builder}({lane}):", indent)
     emitter.emit(f"# clamped: an index outside the table never copies past it (interpret mode reports it)",
                  indent + 1)
@@ -45,9 +51,12 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
     emitter.emit(f"{emitter.bind(value, table)} = {text}", indent)
 
 
-def _index_position(emitter, item, lane: str) -> str:
-    """One axis of the lane's position in the index tensor."""
+def _index_position(emitter, item, lane: str, stride: int | None, lanes: int) -> str:
+    """One axis of the lane's position in the index tensor (`stride`: lanes per step of a tile)."""
     if isinstance(item, TileSlice):
-        return f"{emitter.env[item.dim.begin_value.id]} + {lane}"
+        offset = lane if stride == 1 else f"{lane} // {stride}"
+        if stride * item.dim.block_size < lanes:
+            offset = f"{offset} % {item.dim.block_size}"  # // and % group left to right
+        return f"{emitter.env[item.dim.begin_value.id]} + {offset}"
     assert isinstance(item, ScalarIndex)
     return emitter.render(item.index)

@@ -103,14 +103,35 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
             raise exc.IndexingError(
                 f"{tensor_name}[...]: a {value.dtype} vector cannot index a tensor (boolean masks "
                 "are not supported); gather with an int32 index vector.")
-        if len(value.shape) != 1:
+        if len(value.shape) != 1:  # a load flattens an N-D index tile first (`is_index_tile`)
             raise exc.IndexingError(
-                f"{tensor_name}[...]: gathers and scatters take a 1-D index vector; this one has shape "
-                f"{list(value.shape)}. Reshape it to 1-D and the result back.")
+                f"{tensor_name}[...] = ...: a scatter takes a 1-D index vector; this index is a "
+                f"{len(value.shape)}-D tile of shape {list(value.shape)}. Scatter its flat vector "
+                f"instead: `{tensor_name}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
+                "index tiles of any rank).")
         return GatherIndex(value)
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def is_index_tile(item: Any) -> bool:
+    """An integer device value of rank >= 2 in a subscript: a gather through an index tile."""
+    if not isinstance(item, DeviceTensor):
+        return False
+    dtype = item.value.dtype
+    return len(item.value.shape) >= 2 and not dtype.is_floating_point and dtype != torch.bool
+
+
+def gathered_axis(index: tuple[IndexItem, ...]) -> int:
+    """The axis of `tensor[index]` that the index vector's lanes fill."""
+    axis = 0
+    for item in index:
+        if isinstance(item, GatherIndex):
+            return axis
+        if not isinstance(item, ScalarIndex):
+            axis += 1
+    raise AssertionError("no index vector in the subscript")
 
 
 def _slice_text(item: slice) -> str:

@@ -19,7 +19,7 @@ from ..ir import (
     TensorSymbol, TileDim, Value, ops,
 )
 from ..ir.sizes import SymbolicSize, keep_symbolic
-from .indexing import check_host_subscript, indexed_shape, normalize_subscript
+from .indexing import check_host_subscript, gathered_axis, indexed_shape, is_index_tile, normalize_subscript
 from . import atomics, random_values
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .torch_names import display_name, spelling_name, unsupported_hint
@@ -259,10 +259,30 @@ class OpRecorder:
         if isinstance(tensor, DeviceTensor) or self.device is None:
             return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
         symbol = tensor.symbol
+        key, tile_shape = self._flatten_index_tile(key)
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
         shape = indexed_shape(index, symbol.shape)
         value = self.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
-        return DeviceTensor(self, value)
+        result = DeviceTensor(self, value)
+        if tile_shape is None:
+            return result
+        # torch semantics: the index tile's dims replace the gathered axis
+        axis = gathered_axis(index)
+        return self.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
+
+    def _flatten_index_tile(self, key: Any) -> tuple[Any, tuple | None]:
+        """A gather through an N-D index tile gathers through its flat vector (`idx.reshape(-1)`);
+        the load's result is reshaped back to the tile's dims. Returns the key and the tile's shape."""
+        items = list(key) if isinstance(key, (tuple, list)) else [key]
+        tiles = [position for position, item in enumerate(items) if is_index_tile(item)]
+        if not tiles:
+            return key, None
+        tile_shape = tuple(items[tiles[0]].value.shape)
+        for position in tiles:  # several index vectors: normalize_subscript rejects them
+            flat = self.call_method(items[position], "reshape", (-1,), {})
+            flat.value.name = f"{items[position].value.name or 'index'}_flat"
+            items[position] = flat
+        return tuple(items), tile_shape
 
     def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
         """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""

@@ -75,8 +75,26 @@ def plan_masks(body: list) -> tuple[
         if isinstance(node, (Load, Store)):
             for item in node.index:
                 if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
-                    gather_lanes[node.id] = _single(_pads(item.value, padded)[0], node, "index a gather")
+                    rng = _pads(item.value, padded)[0]
+                    if isinstance(rng, MergedPadding):
+                        raise _merged_index_error(rng, item.value, node)
+                    gather_lanes[node.id] = rng
     return masks, carried_masks, gather_lanes
+
+
+def _merged_index_error(rng: MergedPadding, index: Value, node) -> exc.UnsupportedOperation:
+    """A gather through a flattened index tile whose tiles are partially filled: its valid
+    lanes (the ones the index checks and row copies use) are not one range."""
+    partial = [part.dim for _, part in rng.parts if part is not None]
+    sizes = ", ".join(
+        f"'{dim.name}' ({dim.block_size} does not divide {dim.static_extent})"
+        if dim.static_extent is not None else f"'{dim.name}' (block {dim.block_size})"
+        for dim in partial)
+    what = "scatter into" if isinstance(node, Store) else "gather through"
+    return exc.UnsupportedOperation(
+        f"Cannot {what} an index tile whose tiles are partially filled: {sizes}. Flattened, "
+        f"its valid lanes ({rng.names}) are not one range, which the index checks and row copies "
+        "need. Pick block sizes that divide those dims, or gather through a 1-D index vector.", node.location)
 
 
 def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_masks: dict, needs_mask) -> None:

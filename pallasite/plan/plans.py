@@ -162,7 +162,8 @@ class GatherMethod(str, enum.Enum):
 @dataclass(frozen=True)
 class RowCopy:
     """How a `ROW_DMA` gather copies its rows: lane i of the index vector is
-    `index_ref[index_items]` with the tile's item read at `begin + i` (an SMEM
+    `index_ref[index_items]` with the tile's item read at `begin + i` (several tiles: row-major
+    over their block sizes, the flat vector of an index tile) (an SMEM
     copy of the tensor the index vector was loaded from); its row of `table_ref`
     (pl.ANY) goes to row i of `buffer` (VMEM scratch), all on `semaphore`. Only the
     lanes in `lanes` (None: all) are copied and waited for; the rest are padding."""

@@ -3,7 +3,8 @@
 A DMA's source offset is a scalar, and an index vector lives in vector
 registers, so the rows are read as scalars from an SMEM copy of the tensor the
 index vector was loaded from (`idx = indices[tile]`: lane i is
-`indices[begin + i]`). Each valid lane's row is copied by its own DMA into row
+`indices[begin + i]`; the flat vector of an index tile `indices[tm, tn]` has
+lane i at `indices[tm.begin + i // bn, tn.begin + i % bn]`). Each valid lane's row is copied by its own DMA into row
 i of a VMEM scratch buffer, all on one semaphore; every copy started is waited
 for before the buffer is read (the interpreter's race detector checks that).
 A row is clamped into the table before its copy, so an index out of range
@@ -54,19 +55,28 @@ def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
     return None
 
 
+def index_source(value) -> Any:
+    """The load an index vector was read by: itself, or the index tile its flat vector
+    (`idx.reshape(-1)`, as a gather through an N-D index tile records) was reshaped from."""
+    source = value.producer
+    if source is not None and source.op == "reshape" and isinstance(source.args[0].producer, Load):
+        return source.args[0].producer
+    return source
+
+
 def _index_source_refusal(value) -> str | None:
     """Why the index vector `value` cannot be read as scalars from SMEM, or None."""
-    source = value.producer
+    source = index_source(value)
     advice = ("per-row DMA reads each row index as a scalar from SMEM, so the index vector must be "
-              "loaded straight from an int32 tensor (`idx = indices[tile]`, or `indices[g, tile]`); "
-              "compute the indices on the host and pass them as a tensor")
+              "loaded straight from an int32 tensor (`idx = indices[tile]`, `indices[g, tile]`, or "
+              "an index tile `indices[tm, tn]`); compute the indices on the host and pass them as a tensor")
     if not isinstance(source, Load):
         return f"its index vector {describe(value)} is computed on the device; {advice}"
     tensor = source.tensor
     items = [item for item in source.index if not isinstance(item, NewAxis)]
     tiles = [item for item in items if isinstance(item, TileSlice)]
-    if len(tiles) != 1 or not all(isinstance(i, (TileSlice, ScalarIndex)) for i in items):
-        return f"its index vector {access_text(source)} is not one tile of '{tensor.name}'; {advice}"
+    if not tiles or not all(isinstance(i, (TileSlice, ScalarIndex)) for i in items):
+        return f"its index vector {access_text(source)} is not a tile of '{tensor.name}'; {advice}"
     if tensor.dtype != torch.int32:
         return f"its index tensor '{tensor.name}' is {tensor.dtype}; {advice}"
     size = padded_bytes(tensor.shape, tensor.dtype)  # SMEM pads like VMEM, conservatively
@@ -83,7 +93,7 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
 
     `index_operands` collects the SMEM copies of index tensors (one per tensor)."""
     (item,) = [i for i in node.index if isinstance(i, GatherIndex)]
-    source = item.value.producer
+    source = index_source(item.value)
     index_tensor = source.tensor
     index_operand = index_operands.setdefault(
         index_tensor.id, Operand(index_tensor, f"{index_tensor.name}_smem", Memory.SMEM))

@@ -50,7 +50,7 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
     if lanes.is_device(tensor):
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where.")
-    subscript = _split(tensor, key, name_of)
+    subscript = _split(tensor, key, name_of, store=True)
     if subscript.native is not None:
         tensor[subscript.native] = value
         return
@@ -109,7 +109,7 @@ def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> tor
     return value
 
 
-def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
+def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False) -> _Subscript:
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     from_data = [isinstance(item, torch.Tensor) and item.ndim == 0 for item in items]
     items = [_scalar(item, name_of, tensor) for item in items]
@@ -159,21 +159,26 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf) -> _Subscript:
             if item.single_lane:
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1
-        elif isinstance(item, torch.Tensor) and item.ndim == 1 and not item.dtype.is_floating_point \
+        elif isinstance(item, torch.Tensor) and item.ndim >= 1 and not item.dtype.is_floating_point \
                 and item.dtype != torch.bool:
             if device:
                 raise _narrowing_error()
+            if item.ndim > 1 and store:
+                raise exc.IndexingError(
+                    f"{name_of(tensor)}[...] = ...: a scatter takes a 1-D index vector; this index is a "
+                    f"{item.ndim}-D tile of shape {list(item.shape)}. Scatter its flat vector instead: "
+                    f"`{name_of(tensor)}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
+                    "index tiles of any rank).")
             size = tensor.shape[axis]
             bad = item[(item < 0) | (item >= size)]
             if bad.numel():
                 raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: an index in the index vector is {int(bad[0])} but axis "
                     f"{axis} has size {size}; gathered indices must lie in [0, {size}) (they do not wrap).")
-            subscript.gather.append((out_axis, item))
+            subscript.gather.append((out_axis, item))  # the index's dims replace the axis
             subscript.basic.append(slice(None))
-            if 0 in lanes.of(item):
-                subscript.lanes.add(out_axis)
-            axis, out_axis = axis + 1, out_axis + 1
+            subscript.lanes.update(out_axis + k for k in lanes.of(item))
+            axis, out_axis = axis + 1, out_axis + item.ndim
         else:
             raise exc.IndexingError(
                 f"{name_of(tensor)}[...]: unsupported index {item!r} of type {type(item).__name__}.")
