@@ -294,20 +294,21 @@ def test_a_2d_index_tile_gathers_rows(dtype, table_shape):
 def test_a_2d_index_tile_gathers_by_dma():
     """Per-row DMA reads lane i of the flat index vector at [tm.begin + i // bn, tn.begin + i % bn]."""
     table = _table(40, 128)
-    indices = _index_tile(16, 256, rows=40)
-    _, out = code_and_output(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+    indices = _index_tile(16, 16, rows=40)  # small: interpret mode runs each row's DMA
+    config = {"pallas_indirect_access_mode": "dma", "block_sizes": [8, 16]}
+    _, out = code_and_output(gather_through_index_tile, (table, indices), **config)
     assert torch.equal(out, table[indices.long()])
-    call = only_call(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+    call = only_call(gather_through_index_tile, (table, indices), **config)
     (gather,) = [a.gather for a in call.accesses.values() if a.gather is not None]
     assert gather.method is GatherMethod.ROW_DMA
-    check_tpu_lowering(gather_through_index_tile, (table, indices), pallas_indirect_access_mode="dma")
+    check_tpu_lowering(gather_through_index_tile, (table, indices), **config)
 
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_a_2d_index_tile_in_an_inner_loop_gathers_by_dma(loop_type):
     table = _table(40, 128, dtype=torch.int32)
-    indices = _index_tile(2, 16, 256, rows=40)
-    config = {"pallas_indirect_access_mode": "dma", "pallas_loop_type": loop_type}
+    indices = _index_tile(2, 4, 8, rows=40)  # small: interpret mode runs each row's DMA
+    config = {"pallas_indirect_access_mode": "dma", "pallas_loop_type": loop_type, "block_sizes": [2, 8]}
     _, out = code_and_output(index_tiles_in_an_inner_loop, (table, indices), **config)
     assert torch.equal(out, table[indices.long()])
     check_tpu_lowering(index_tiles_in_an_inner_loop, (table, indices), **config)
