@@ -51,6 +51,12 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where.")
     subscript = _split(tensor, key, name_of, store=True)
+    if len(subscript.gather) > 1:  # as the compiler says (frontend/indexing.py)
+        name = name_of(tensor)
+        raise exc.IndexingError(
+            f"{name}[...] = ...: a scatter may hold only one index vector; this one has "
+            f"{len(subscript.gather)}. Scatter into a flat view instead: `flat = {name}.view(-1)` in host "
+            "code, then `flat[idx_a * size_b + idx_b] = v` in the loop.")
     if subscript.native is not None:
         tensor[subscript.native] = value
         return
@@ -174,7 +180,8 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             if bad.numel():
                 raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: an index in the index vector is {int(bad[0])} but axis "
-                    f"{axis} has size {size}; gathered indices must lie in [0, {size}) (they do not wrap).")
+                    f"{axis} has size {size}; {'scattered' if store else 'gathered'} indices must lie in "
+                    f"[0, {size}) (they do not wrap).")
             subscript.gather.append((out_axis, item))  # the index's dims replace the axis
             subscript.basic.append(slice(None))
             subscript.lanes.update(out_axis + k for k in lanes.of(item))
