@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, StreamSlot
+from ..plan.plans import InnerTileSlice, MergedPadding, PrefixSlice, ReductionChunk, StreamSlot
 from .gathers import gather_text, one_hot_text
+from .lanes import merged_condition
 from .scatters import scatter_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
@@ -411,14 +412,19 @@ class KernelEmitter:
         self.emit(f"# scatter into '{access.ref_name}': each row takes its last lane's value", indent)
         return scatter_text(scatter, index, valid, values, lane_shape, window, dtype, bind)
 
-    def range_condition(self, shape, axis: int, rng: TileRange, indent: int) -> str:
-        """A boolean array of `shape`: which positions along `axis` lie in the tile range.
+    def range_condition(self, shape, axis: int, rng: TileRange | MergedPadding, indent: int) -> str:
+        """A boolean array of `shape`: which positions along `axis` lie in the tile range
+        (a merged range: the valid lanes of an index tile's flat vector, `lanes.py`).
 
         Computed once per scope (a loop step) for each (shape, axis, range)."""
         key = (tuple(shape), axis, rng)
         for scope in reversed(self._range_scopes):
             if key in scope:
                 return scope[key]
+        if isinstance(rng, MergedPadding):
+            name = merged_condition(self, tuple(shape), axis, rng, indent)
+            self._range_scopes[-1][key] = name
+            return name
         dim = rng.dim
         begin = self.env[dim.begin_value.id]
         index = f"{begin} + lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})"

@@ -2,11 +2,16 @@
 
 The plan chose the lowering and its names; this writes one copy builder per
 gather (lane -> the DMA of that lane's row), a loop starting every valid
-lane's copy, a loop waiting for each of them, and the read of the buffer.
+lane's copy, a loop waiting for each of them, and the read of the buffer. The valid
+lanes of a partial index tile's flat vector are a rectangle, not a prefix:
+`lanes.valid_steps` maps the loops' steps onto them, so a padding lane never reads an
+index nor copies a row.
 """
 from __future__ import annotations
 
 from ..ir import ScalarIndex, TileSlice
+from ..plan.plans import MergedPadding
+from .lanes import valid_steps
 from .lowering import literal
 
 
@@ -18,7 +23,10 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
     lanes = gather.index.shape[0]
     emitter.emit(f"# '{table}' stays in HBM ({gather.reason}): one DMA per index copies its row into VMEM",
                  indent)
-    if copy.lanes is not None:  # a partial tile's padding lanes hold no index: copy none for them
+    step_lane = None  # steps are lanes, except over an index tile's valid rectangle
+    if isinstance(copy.lanes, MergedPadding):  # a partial index tile: its valid lanes are no prefix
+        count, step_lane = valid_steps(emitter, table, copy.lanes, indent)
+    elif copy.lanes is not None:  # a partial tile's padding lanes hold no index: copy none for them
         count = emitter.names.fresh(f"{table}_lanes")
         emitter.emit(f"{count} = {emitter.range_count(copy.lanes)}", indent)
     else:
@@ -39,10 +47,11 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
     emitter.emit(f"{row} = jnp.clip({copy.index_ref}[{position}], 0, {gather.rows - 1})", indent + 1)
     emitter.emit(f"return pltpu.make_async_copy({copy.table_ref}.at[pl.ds({row}, 1)], "
                  f"{copy.buffer}.at[pl.ds({lane}, 1)], {copy.semaphore}.at[0])", indent + 1)
+    step = lane if step_lane is None else emitter.names.fresh("step")
     for verb in ("start", "wait"):
         body = emitter.names.fresh(f"{table}_{verb}_row")
-        emitter.emit(f"def {body}({lane}, carry):", indent)
-        emitter.emit(f"{builder}({lane}).{verb}()", indent + 1)
+        emitter.emit(f"def {body}({step}, carry):", indent)
+        emitter.emit(f"{builder}({step if step_lane is None else step_lane(step)}).{verb}()", indent + 1)
         emitter.emit("return carry", indent + 1)
         emitter.emit(f"lax.fori_loop(0, {count}, {body}, 0)", indent)
     text = f"{copy.buffer}[...]"

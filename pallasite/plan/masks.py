@@ -10,38 +10,14 @@ identity. This pass tracks padded axes through the body and records one
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir import (
     FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
     Value, ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
-from .plans import CarriedMask, Mask, TileRange
+from .plans import CarriedMask, LaneRange, Mask, MergedPadding, TileRange
 
-
-
-@dataclass(frozen=True)
-class MergedPadding:
-    """An axis a reshape merged from consecutive axes, some of them partially filled tiles
-    (`x[tb, th, :].reshape(bb * bh, d)`): a lane is padding where any part's is.
-
-    Pointwise ops, a matmul's free axes, permutes and subscripts carry it, and a reshape
-    that splits it back into its parts' sizes restores their ranges. An op that would
-    have to mask it (a reduction or contraction along it, a carried value keeping lanes)
-    is rejected: one range per axis is what masks know how to apply.
-    """
-
-    parts: tuple[tuple[int, TileRange | None], ...]  # (size, range or None) per merged axis, outermost first
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(size for size, _ in self.parts)
-
-    @property
-    def names(self) -> str:
-        return " x ".join(f"'{rng.dim.name}'" if rng is not None else str(size) for size, rng in self.parts)
 
 
 # axis -> the tile range outside which its lanes are padding (or a merge of several)
@@ -49,14 +25,15 @@ Padded = dict[int, "TileRange | MergedPadding"]
 
 
 def plan_masks(body: list) -> tuple[
-        dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]], dict[int, TileRange]]:
+        dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]], dict[int, LaneRange]]:
     """Masks per node id, the carried-value masks per inner loop id, and per gathering
-    load or scattering store the range of its index vector's valid lanes (when its
-    tail is padding).
+    load or scattering store the valid lanes of its index vector (when it has padding).
 
     Every mask of a dim carries the same `TileRange`. A gather's result is padded
     along the gathered axis where its index vector is: garbage indices pick
-    garbage rows, which reductions then mask like any padding.
+    garbage rows, which reductions then mask like any padding. The flat vector of a
+    partially filled index tile (`indices[tm, tn].reshape(-1)`) is valid on a rectangle
+    of its tiles' ranges, a `MergedPadding`: the index checks and row copies skip the rest.
     """
     padded: dict[int, Padded] = {}
     masks: dict[int, tuple[Mask, ...]] = {}
@@ -75,26 +52,8 @@ def plan_masks(body: list) -> tuple[
         if isinstance(node, (Load, Store)):
             for item in node.index:
                 if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
-                    rng = _pads(item.value, padded)[0]
-                    if isinstance(rng, MergedPadding):
-                        raise _merged_index_error(rng, item.value, node)
-                    gather_lanes[node.id] = rng
+                    gather_lanes[node.id] = _pads(item.value, padded)[0]
     return masks, carried_masks, gather_lanes
-
-
-def _merged_index_error(rng: MergedPadding, index: Value, node) -> exc.UnsupportedOperation:
-    """A gather through a flattened index tile whose tiles are partially filled: its valid
-    lanes (the ones the index checks and row copies use) are not one range."""
-    partial = [part.dim for _, part in rng.parts if part is not None]
-    sizes = ", ".join(
-        f"'{dim.name}' ({dim.block_size} does not divide {dim.static_extent})"
-        if dim.static_extent is not None else f"'{dim.name}' (block {dim.block_size})"
-        for dim in partial)
-    what = "scatter into" if isinstance(node, Store) else "gather through"
-    return exc.UnsupportedOperation(
-        f"Cannot {what} an index tile whose tiles are partially filled: {sizes}. Flattened, "
-        f"its valid lanes ({rng.names}) are not one range, which the index checks and row copies "
-        "need. Pick block sizes that divide those dims, or gather through a 1-D index vector.", node.location)
 
 
 def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_masks: dict, needs_mask) -> None:

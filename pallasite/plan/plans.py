@@ -139,6 +139,36 @@ class TileRange:
 
 
 @dataclass(frozen=True)
+class MergedPadding:
+    """An axis a reshape merged from consecutive axes, some of them partially filled tiles
+    (`x[tb, th, :].reshape(bb * bh, d)`): a lane is padding where any part's is.
+
+    Pointwise ops, a matmul's free axes, permutes and subscripts carry it, and a reshape
+    that splits it back into its parts' sizes restores their ranges. An op that would
+    have to mask it (a reduction or contraction along it, a carried value keeping lanes)
+    is rejected: one range per axis is what masks know how to apply. As the valid lanes of
+    a gather's (or scatter's) flat index vector it is a rectangle, not a prefix: lane
+    l is valid iff each part's position (l // stride) % size lies in its range
+    (codegen's range condition; per-row DMA walks just those lanes).
+    """
+
+    parts: tuple[tuple[int, TileRange | None], ...]  # (size, range or None) per merged axis, outermost first
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(size for size, _ in self.parts)
+
+    @property
+    def names(self) -> str:
+        return " x ".join(f"'{rng.dim.name}'" if rng is not None else str(size) for size, rng in self.parts)
+
+
+# The valid lanes of an index vector: one tile's range, or a merge of several (an index tile's
+# flat vector).
+LaneRange = Union[TileRange, MergedPadding]
+
+
+@dataclass(frozen=True)
 class StoreMask:
     """A store keeps the old contents of ref axis `axis` outside `range`."""
 
@@ -166,12 +196,13 @@ class RowCopy:
     over their block sizes, the flat vector of an index tile) (an SMEM
     copy of the tensor the index vector was loaded from); its row of `table_ref`
     (pl.ANY) goes to row i of `buffer` (VMEM scratch), all on `semaphore`. Only the
-    lanes in `lanes` (None: all) are copied and waited for; the rest are padding."""
+    lanes in `lanes` (None: all) are copied and waited for; the rest are padding (an index
+    tile's flat vector: the lanes outside the rectangle of its tiles' ranges)."""
 
     table_ref: str
     index_ref: str
     index_items: tuple  # per axis of the index tensor: a ScalarIndex, or the TileSlice of the lanes
-    lanes: TileRange | None
+    lanes: LaneRange | None
     buffer: str
     semaphore: str
 
@@ -206,7 +237,7 @@ class Scatter:
     axis: int
     rows: int
     method: GatherMethod
-    valid_lanes: TileRange | None = None
+    valid_lanes: LaneRange | None = None
 
 
 @dataclass(frozen=True)
@@ -419,7 +450,7 @@ class RangeCheck:
     node_id: int | None = None
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
-    valid_lanes: TileRange | None = None
+    valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
 
     def describe(self, lo: int, hi: int) -> str:
         return self.message.format(lo=lo, hi=hi)

@@ -24,7 +24,7 @@ from .. import exc
 from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileSlice
 from .bounds import access_text, describe
 from .memory import SMEM_MAX_ELEMENTS
-from .plans import Access, Gather, GatherMethod, Memory, Operand, RowCopy, Scratch, ScratchKind, TileRange
+from .plans import Access, Gather, GatherMethod, LaneRange, Memory, Operand, RowCopy, Scratch, ScratchKind
 from .vmem import padded_bytes
 
 
@@ -88,7 +88,7 @@ def _index_source_refusal(value) -> str | None:
 
 
 def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dict[int, Operand],
-                    lanes: TileRange | None, threshold: int, names: set[str]) -> tuple[Access, tuple[Scratch, ...]]:
+                    lanes: LaneRange | None, threshold: int, names: set[str]) -> tuple[Access, tuple[Scratch, ...]]:
     """The access of one per-row DMA gather from `table` (a pl.ANY operand) and its scratch.
 
     `index_operands` collects the SMEM copies of index tensors (one per tensor)."""

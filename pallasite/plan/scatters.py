@@ -24,7 +24,7 @@ import torch
 from .. import exc
 from ..ir import GatherIndex, Store
 from .index_expr import ZERO, grid_axes
-from .plans import Access, AxisBlock, BlockKind, GatherMethod, Memory, Operand, Scatter, TileRange
+from .plans import Access, AxisBlock, BlockKind, GatherMethod, LaneRange, Memory, Operand, Scatter
 from .vmem import padded_bytes
 
 # A scattered output's window may hold at most this fraction of the chip's VMEM: the
@@ -88,7 +88,7 @@ def scatter_grid_reason(name: str) -> str:
             "so programs run in order and the last one to write a row wins")
 
 
-def with_scatter_lanes(accesses: dict[int, Access], valid_lanes: dict[int, TileRange]) -> dict[int, Access]:
+def with_scatter_lanes(accesses: dict[int, Access], valid_lanes: dict[int, LaneRange]) -> dict[int, Access]:
     """Attach to each scatter the range of its index vector's valid lanes (a partial
     tile's padding holds no index and writes nothing)."""
     out = {}
