@@ -275,3 +275,22 @@ def test_a_reduction_along_the_merged_lanes_is_rejected():
     indices = _indices(10, 7, rows=40)
     with pytest.raises(exc.UnsupportedOperation, match="merged from the partially filled tile dims 'tm' x 'tn'"):
         code_and_output(sum_of_flat_gather, (table, indices))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[2, 8, 4]))
+def gather_through_3d_tile(table, indices):
+    b, m, n = indices.size()
+    out = torch.empty([b, m, n, table.size(1)], dtype=table.dtype, device=table.device)
+    for tb, tm, tn in hl.tile([b, m, n]):
+        out[tb, tm, tn, :] = table[indices[tb, tm, tn], :]
+    return out
+
+
+@pytest.mark.parametrize("mode", [{}, DMA])
+def test_a_partial_3d_index_tile(mode):
+    """Three partial tiles: lane l = (b * 8 + r) * 4 + c is valid iff b, r and c all are."""
+    table = _table(40, 128, dtype=torch.int32)
+    indices = _indices(3, 10, 7, rows=40)
+    _, out = code_and_output(gather_through_3d_tile, (table, indices), **mode)
+    assert torch.equal(out, table[indices.long()])
+    check_tpu_lowering(gather_through_3d_tile, (table, indices), **mode)
