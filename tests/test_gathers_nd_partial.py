@@ -294,3 +294,25 @@ def test_a_partial_3d_index_tile(mode):
     _, out = code_and_output(gather_through_3d_tile, (table, indices), **mode)
     assert torch.equal(out, table[indices.long()])
     check_tpu_lowering(gather_through_3d_tile, (table, indices), **mode)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 4]))
+def gather_into_larger_out(table, indices, out):
+    """out is larger than the index tensor: the padding lanes' rows would land on real data."""
+    m, n = indices.size()
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            out[tm, tn, :] = table[indices[tm, tn], :]
+    return out
+
+
+@pytest.mark.parametrize("mode", [{"pallas_loop_type": "fori_loop"}, {**DMA, "pallas_loop_type": "unroll"}])
+def test_the_padding_lanes_gathered_rows_are_never_stored(mode):
+    table = _table(40, 128)
+    indices = _indices(10, 7, rows=40)
+    out = torch.full((16, 8, 128), -3.0)
+    expected = out.clone()
+    expected[:10, :7] = table[indices.long()]
+    _, result = code_and_output(gather_into_larger_out, (table, indices, out.clone()), **mode)
+    assert torch.equal(result, expected)
+    assert torch.equal(run_ref(gather_into_larger_out, (table, indices, out.clone()), **mode), expected)
