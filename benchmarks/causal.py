@@ -38,16 +38,45 @@ SEED_MEASURED_SPEEDUP = {512: 1.54, 1024: 1.42, 2048: 1.21}
 
 @pallasite.kernel
 def attention_masked(q, k, v):
-    """examples/attention.py's causal kernel without pruning: every key block, masked."""
+    """examples/attention.py's causal kernel without pruning: every key block, masked
+    (and its batch x head block tunable: block_sizes [batch, query, key])."""
     batch_heads, seq_len, head_dim = q.size()
     out = torch.empty_like(q)
     scale = 1.0 / math.sqrt(head_dim)
-    for tile_b, tile_q in hl.tile([batch_heads, seq_len], block_size=[1, None]):
+    for tile_b, tile_q in hl.tile([batch_heads, seq_len]):
         m_i = hl.full([tile_b, tile_q], float("-inf"), dtype=torch.float32)
         l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
         acc = hl.zeros([tile_b, tile_q, head_dim], dtype=torch.float32)
         q_blk = q[tile_b, tile_q, :]
         for tile_k in hl.tile(seq_len):
+            k_blk = k[tile_b, tile_k, :]
+            v_blk = v[tile_b, tile_k, :]
+            qk = hl.dot(q_blk, k_blk.transpose(1, 2)) * scale
+            visible = tile_q.index[None, :, None] >= tile_k.index[None, None, :]
+            qk = torch.where(visible, qk, float("-inf"))
+            m_new = torch.maximum(m_i, torch.amax(qk, -1))
+            p = torch.exp(qk - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
+            m_i = m_new
+        out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+@pallasite.kernel
+def attention_pruned(q, k, v):
+    """examples/attention.py's causal kernel (key loop pruned at the diagonal) with a
+    tunable batch x head block: block_sizes [batch, query, key]."""
+    batch_heads, seq_len, head_dim = q.size()
+    out = torch.empty_like(q)
+    scale = 1.0 / math.sqrt(head_dim)
+    for tile_b, tile_q in hl.tile([batch_heads, seq_len]):
+        m_i = hl.full([tile_b, tile_q], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tile_b, tile_q], dtype=torch.float32)
+        acc = hl.zeros([tile_b, tile_q, head_dim], dtype=torch.float32)
+        q_blk = q[tile_b, tile_q, :]
+        for tile_k in hl.tile(0, min(seq_len, tile_q.end)):
             k_blk = k[tile_b, tile_k, :]
             v_blk = v[tile_b, tile_k, :]
             qk = hl.dot(q_blk, k_blk.transpose(1, 2)) * scale
