@@ -15,6 +15,7 @@ from functools import cache
 from jax._src.pallas.mosaic import tpu_info
 
 from .. import exc
+from ..plan.vmem import SCOPED_VMEM_DEFAULT
 
 _ALIASES = {"v5e": "v5e", "v5litepod": "v5e", "v6e": "v6e", "v7x": "7x", "7x": "7x",
             "v5p": "v5p", "v4": "v4", "7": "7", "v7": "7", "8i": "8i", "v8i": "8i"}
@@ -86,11 +87,6 @@ def simulated_chip(name: str):
 
 MIB = 2 ** 20
 
-# Mosaic's default scoped-VMEM limit: what a pallas_call may use without
-# `vmem_limit_bytes` (JAX's Pallas TPU docs: 16 MiB on v4/v5, 32 MiB from v6e).
-_SCOPED_VMEM_DEFAULT = {"v4": 16 * MIB, "v4i": 16 * MIB, "v5e": 16 * MIB, "v5p": 16 * MIB,
-                        "v6e": 32 * MIB, "7": 32 * MIB, "7x": 32 * MIB, "8i": 32 * MIB}
-
 # MXUs per TensorCore, to turn JAX's bf16 peak into a clock (peak = 2 * MXUs * side^2 *
 # clock). Public descriptions: v4/v5e/v5p have four 128x128 MXUs per core (v5e: 197 TF/s =
 # 4 * 128^2 * 2 * 1.5 GHz); Trillium (v6e) quadrupled each MXU to 256x256 (918 TF/s at
@@ -131,7 +127,7 @@ def chip_figures(name: str | None = None) -> ChipFigures:
         bf16_flops_per_second=float(info.bf16_ops_per_second),
         clock_hz=info.bf16_ops_per_second / (2 * mxu_macs),
         vmem_capacity_bytes=info.vmem_capacity_bytes,
-        scoped_vmem_default_bytes=_SCOPED_VMEM_DEFAULT.get(key, 16 * MIB),
+        scoped_vmem_default_bytes=SCOPED_VMEM_DEFAULT.get(key, 16 * MIB),
         mxu_side=info.mxu_column_size,
         mxu_accumulators=info.num_accumulators,
     )
