@@ -125,7 +125,7 @@ def test_the_default_chip_comes_from_the_environment(monkeypatch):
 def test_a_config_planning_rejects_raises_invalid_config():
     args = _meta(512, 512, count=2)
     with pytest.raises(exc.InvalidConfig):
-        estimate(matmul, args, {"block_sizes": [100, 128, 128]}, chip="v6e")  # not a multiple of 8
+        estimate(matmul, args, {"block_sizes": [128, 128, 128], "pallas_loop_type": "bogus"}, chip="v6e")
     huge = _meta(16384, 16384, dtype=torch.float32, count=2)
     with pytest.raises(exc.InvalidConfig, match="MiB"):
         estimate(matmul, huge, {"block_sizes": [8192, 8192, 8192]}, chip="v7x")
