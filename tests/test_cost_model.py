@@ -101,7 +101,7 @@ def test_more_grid_steps_cost_more_overhead():
 def test_megacore_chips_split_the_parallel_grid_between_their_cores():
     from pallasite.autotune.cost_model import core_share
     from pallasite.plan.schedule import count_call
-    from pallasite.report import _tables
+    from pallasite.report import argument_tables as _tables
 
     args = _meta(1024, 1024, count=2)
     bound = matmul.bind(args)

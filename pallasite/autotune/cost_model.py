@@ -8,36 +8,37 @@ with the chip's figures (`runtime/chips.py`: JAX's `tpu_info` per TensorCore,
 plus the documented figures JAX lacks):
 
     memory      = HBM bytes / HBM bandwidth
-    mxu         = (bf16 flops + F32_MXU_PASSES * f32 flops) / bf16 peak
+    mxu         = (flops + (F32_MXU_PASSES - 1) * f32 flops) / bf16 peak
     vector      = max(VALU ops / (VALU_SLOTS * clock), EUP pushes / clock,
                       VMEM vector stores / clock)
-    compute     = mxu + vector
+    compute     = max(mxu, vector) + min(mxu, vector) / chains
     overhead    = (grid programs + pipelined inner steps) * STEP_OVERHEAD_S
-    exposed_dma = bytes no pipeline hides (every pipeline's first input copies,
-                  the grid's first input blocks and last output blocks) / bandwidth
+                  + drains * DRAIN_SIDES * MXU side / clock
+    exposed_dma = bytes no pipeline hides (each streamed-loop run's first
+                  input windows, the grid's first input and last output
+                  blocks) / HBM bandwidth
     seconds     = share * (max(memory, compute) + overhead + exposed_dma)
 
-summed over the calls. `share` is the largest fraction of the call's work (its
-programs plus their innermost tiles) one TensorCore gets when a megacore chip
-(v4, v5p) splits the first parallel grid axis between its two cores in
-contiguous halves; 1 on single-core devices (v5e, v6e, and v7x, whose two
-TensorCores are separate JAX devices).
-
-Why these terms:
+summed over the calls. Why these terms:
 - memory vs compute: Pallas overlaps the next block's DMA with this block's
   compute (BlockSpec grids and streamed loops alike), so the slower of the two
   bounds the steady state;
-- compute is a sum: the MXU and the vector unit issue from the same VLIW
-  bundles, and in the kernels we tile (attention's softmax between its two
-  products, a matmul's epilogue) the vector work depends on the MXU result, so
-  they are modelled as not overlapping;
-- float32 factors take `F32_MXU_PASSES` bf16 passes on the MXU (Mosaic splits
-  each f32 operand into bf16 parts for a float32-accurate product);
-- the vector unit issues `VALU_SLOTS` vector ALU ops, one EUP push and one
-  vector store per bundle; values bigger than the 64-vreg file live in VMEM,
-  so each of their result vregs costs a store (`VectorWork.stores`);
+- `chains` (`independent_chains`): the batch extent of the step's
+  contractions. One chain is serial (attention's softmax waits for q @ k^T,
+  p @ v for the softmax), so the MXU and the vector unit take turns; n
+  independent chains pipeline through the two (two stages, n jobs);
+- float32 factors take `F32_MXU_PASSES` bf16 passes on the MXU;
+- the vector unit issues `VALU_SLOTS` ALU ops, one EUP push and one vector
+  store per bundle (plan/vector_work.py counts them, in vregs);
 - every pipeline step (grid program, emit_pipeline / fori_loop step) pays a
-  fixed ~0.35 us of DMA issue, semaphore waits and loop bookkeeping.
+  fixed ~0.35 us of DMA issue, semaphore waits and loop bookkeeping, and each
+  contraction or reduction executed ("drain") waits for its result before its
+  user starts: a systolic pass loads weights, fills and drains the array
+  (3 x side cycles); a lane reduction is charged the same;
+- `share` (`core_share`): the largest fraction of the call's work (programs
+  plus their innermost tiles) one TensorCore gets when a megacore chip (v4,
+  v5p) splits the first parallel grid axis in contiguous halves; 1 on v5e,
+  v6e and v7x (whose two TensorCores are separate JAX devices).
 
 It is a model (`CostEstimate.label`), meant to rank configs of one kernel, not
 to predict absolute times: no cache, bank-conflict, code-size or
@@ -53,7 +54,7 @@ from typing import Any, Mapping, Sequence
 from .. import exc
 from ..config import Config
 from ..plan.metrics import schedule_metrics
-from ..plan.plans import Memory, PallasCallPlan, Semantics
+from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
 from ..plan.schedule import CallCounts, count_call, node_flops
 from ..runtime.chips import ChipFigures, chip_figures, default_chip
@@ -83,25 +84,37 @@ def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | N
     call would run) on TPU generation `chip` (default `PALLASITE_TPU_CHIP`, else 'v7x').
     Raises `exc.InvalidConfig` for a config planning rejects."""
     chip = chip or default_chip()
-    figures = chip_figures(chip)
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     if config is not None and not isinstance(config, Config):
         config = Config(**dict(config))
     plan = bound.plan(bound.resolve_config(config), chip)
-    from ..report import _tables  # the report's argument tables, one definition
+    from ..report import argument_tables  # the report's argument tables, one definition
 
-    tables = _tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
+    return estimate_plan(plan, argument_tables(kernel, bound, plan.ir.arguments, args, kwargs or {}))
+
+
+def estimate_plan(plan: KernelPlan, tables: Mapping[Any, Any],
+                  counts: Sequence[CallCounts] | None = None) -> CostEstimate:
+    """The modelled time of `plan` (built for its chip) for the argument values `tables`;
+    `counts`: each call's `count_call` already made with `mxu_figures(plan.chip)`."""
+    figures = chip_figures(plan.chip)
     terms = dict.fromkeys(TERMS, 0.0)
     seconds = 0.0
-    for call in plan.calls:
-        counts = count_call(call, tables, (figures.mxu_side, figures.mxu_accumulators))
-        call_terms = call_cost(call, counts, schedule_metrics_of(plan, call, tables, counts), figures)
-        share = core_share(call, counts, figures.cores)
+    for position, call in enumerate(plan.calls):
+        call_counts = counts[position] if counts is not None else count_call(call, tables, mxu_figures(plan.chip))
+        call_terms = call_cost(call, call_counts, schedule_metrics_of(plan, call, tables, call_counts), figures)
+        share = core_share(call, call_counts, figures.cores)
         for key in TERMS:
             terms[key] += share * call_terms[key]
         seconds += share * (max(call_terms["memory"], call_terms["compute"])
                             + call_terms["overhead"] + call_terms["exposed_dma"])
     return CostEstimate(seconds, terms, _chip_name(figures.name))
+
+
+def mxu_figures(chip: str) -> tuple[int, int]:
+    """(MXU side, accumulators per MXU) of `chip`, what `count_call` needs."""
+    figures = chip_figures(chip)
+    return figures.mxu_side, figures.mxu_accumulators
 
 
 def schedule_metrics_of(plan, call: PallasCallPlan, tables, counts: CallCounts):

@@ -7,26 +7,29 @@ vregs, padding included: a row vector (1, n) fills a whole vreg per 128 lanes
 with 1 of its 8 sublanes used, a column (n, 1) one vreg per 8 rows. The cost
 model charges padded vregs because the hardware pays for them.
 
-Per node (`vector_work`):
-- elementwise and creation ops: one vector op per vreg of the widest of their
+Per node (`VectorCounter.work`):
+- elementwise and creation ops: one VALU op per vreg of the widest of their
   result and operands (a cast reads bf16 vregs and writes f32 ones); the
   transcendental ones (`EUP_OPS`: exp, log, tanh, rsqrt, division's reciprocal,
   ...) also push each vreg through the EUP, the one transcendental unit;
-- reductions: one combining op per vreg of the operand (the cross-lane step at
-  the end is per result vreg, also counted);
+- reductions: one combining op per vreg of the operand, plus one per result vreg;
 - contractions: the MXU flops are `schedule.node_flops`; the vector side pops
-  each result vreg from the MXU result buffer (and adds an `acc=` addend);
+  each result vreg from the MXU result buffer (and adds an `acc=` addend).
+  When the product's f32 result rows (one (8, side) accumulator per 8 rows)
+  outgrow one MXU's accumulators (JAX's `num_accumulators`) and the
+  contraction takes several side-deep passes, every pass but the last is
+  popped, re-added and stored;
 - `permute` of the last two axes: a transpose through the XLU, a vreg each;
   other views (broadcasts, subscripts, reshapes of leading axes) are folded
   into their consumers' operand reads and cost nothing here;
-- loads and stores are vector loads/stores of VMEM blocks, counted in
-  `VectorWork.stores` for stores (one vst per vreg) and not at all for loads
-  (three load slots per bundle keep them off the critical path).
+- stores to a block: one vector store per vreg; loads cost nothing (three load
+  slots per bundle keep them off the critical path).
 
-`VectorWork.stores` also counts each result vreg of a value bigger than the
-vreg file (`VREG_FILE` = 64 vregs): it cannot stay in registers, so it is
-written to VMEM and read back by its consumers, through the single
-vector-store slot of each bundle.
+`VectorWork.stores` also counts each result vreg of a value that must sit in
+VMEM: bigger than the vreg file (`VREG_FILE` = 64 vregs) and not consumed vreg
+by vreg by one elementwise successor (read twice, by a contraction, carried
+across steps, or not read in the body). A chain of single-use elementwise ops
+(`qk * scale` then `where`) stays in registers, vreg by vreg.
 """
 from __future__ import annotations
 
@@ -36,9 +39,9 @@ from dataclasses import dataclass
 from ..ir import IfBlock, Load, Store, TileLoop, Value, cdiv
 from ..ir.ops import OPS
 from ..ir.ops.definition import OpKind
+from .tpu_tiling import LANES, SUBLANES
+from .vmem import sublane_tile
 
-LANES = 128
-SUBLANES = 8
 VREG_FILE = 64  # vregs per TensorCore (every generation so far)
 
 # Elementwise ops whose evaluation goes through the EUP (transcendental unit).
@@ -67,12 +70,11 @@ NONE = VectorWork()
 
 
 def vregs(shape, dtype) -> int:
-    """Vregs a value of `shape` and `dtype` occupies, (8 * packing, 128) tile padding included."""
+    """Vregs a value of `shape` and `dtype` occupies: one per native tile (`vmem.sublane_tile`
+    rows x 128 lanes), padding included."""
     dims = [1 if d is None else int(d) for d in shape] or [1]
-    itemsize = getattr(dtype, "itemsize", 4) or 4
-    packing = max(1, 4 // itemsize)  # bool/int8: 4 per 32-bit lane, bf16: 2
     rows = dims[-2] if len(dims) >= 2 else 1
-    return math.prod(dims[:-2]) * cdiv(rows, SUBLANES * packing) * cdiv(dims[-1], LANES)
+    return math.prod(dims[:-2]) * cdiv(rows, sublane_tile(dtype)) * cdiv(dims[-1], LANES)
 
 
 def _value_vregs(value) -> int:
