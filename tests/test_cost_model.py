@@ -110,7 +110,7 @@ def test_megacore_chips_split_the_parallel_grid_between_their_cores():
     assert core_share(plan.calls[0], counts, 2) == pytest.approx(0.5)
     assert core_share(plan.calls[0], counts, 1) == 1.0
     one_program = matmul.bind(args).plan({"block_sizes": [1024, 1024, 256]}, "v5p")
-    counts = count_call(one_program.calls[0], _tables(matmul, bound, plan.ir.arguments, args, {}))
+    counts = count_call(one_program.calls[0], _tables(matmul, bound, one_program.ir.arguments, args, {}))
     assert core_share(one_program.calls[0], counts, 2) == 1.0  # nothing to split
 
 
@@ -120,6 +120,8 @@ def test_the_default_chip_comes_from_the_environment(monkeypatch):
     assert estimate(matmul, args, {"block_sizes": [128, 128, 128]}).chip == "v5e"
     monkeypatch.setenv("PALLASITE_TPU_CHIP", "v6e")
     assert estimate(matmul, args, {"block_sizes": [128, 128, 128]}).chip == "v6e"
+    monkeypatch.delenv("PALLASITE_TPU_CHIP")
+    assert estimate(matmul, args, {"block_sizes": [128, 128, 128]}).chip == "v7x"
 
 
 def test_a_config_planning_rejects_raises_invalid_config():

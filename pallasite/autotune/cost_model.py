@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -57,8 +58,9 @@ from ..plan.metrics import schedule_metrics
 from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
 from ..plan.schedule import CallCounts, count_call, node_flops
-from ..runtime.chips import ChipFigures, chip_figures, default_chip
+from ..runtime.chips import CHIP_ENV, ChipFigures, chip_figures
 
+DEFAULT_CHIP = "v7x"  # without `chip` or PALLASITE_TPU_CHIP
 STEP_OVERHEAD_S = 0.35e-6  # per grid program / pipelined inner step
 VALU_SLOTS = 4  # vector ALU ops per bundle
 DRAIN_SIDES = 3  # a drain (contraction, reduction) waits 3 * MXU side cycles: load, fill, drain
@@ -81,9 +83,9 @@ class CostEstimate:
 def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | None = None, *,
              kwargs: Mapping[str, Any] | None = None, chip: str | None = None) -> CostEstimate:
     """The modelled time of `kernel(*args, **kwargs)` under `config` (None: the config a
-    call would run) on TPU generation `chip` (default `PALLASITE_TPU_CHIP`, else 'v7x').
+    call would run) on TPU generation `chip` (default: `PALLASITE_TPU_CHIP`, else 'v7x').
     Raises `exc.InvalidConfig` for a config planning rejects."""
-    chip = chip or default_chip()
+    chip = chip or os.environ.get(CHIP_ENV) or DEFAULT_CHIP
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     if config is not None and not isinstance(config, Config):
         config = Config(**dict(config))
