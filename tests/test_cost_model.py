@@ -137,3 +137,18 @@ def test_a_default_config_is_estimated_when_none_is_given():
     args = _meta(512, 512, count=2)
     assert estimate(matmul, args, chip="v6e").seconds == pytest.approx(
         estimate(matmul, args, matmul.bind(args).resolve_config(None), chip="v6e").seconds)
+
+
+EXAMPLES = ("add", "argmax", "attention", "bmm", "centering", "embedding_bag", "geglu", "jagged_sum",
+            "layer_norm", "matmul", "routing_scatter", "sliding_window_attention", "softmax",
+            "softmax_dropout", "swiglu")
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_is_estimated_at_its_default_config(name):
+    import importlib
+
+    module = importlib.import_module(f"examples.{name}")
+    cost = estimate(getattr(module, name), module.example_inputs(), chip="v6e")
+    assert cost.seconds > 0 and cost.label == "model" and cost.chip == "v6e"
+    assert cost.seconds >= max(cost.breakdown["memory"], cost.breakdown["compute"])

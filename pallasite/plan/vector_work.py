@@ -119,8 +119,10 @@ class VectorCounter:
         if id(value) in self.carried or len(users) != 1:
             return True
         (user,) = users
+        if isinstance(user, Store):  # the store writes it (counted there)
+            return False
         definition = OPS.get(getattr(user, "op", None))
-        return definition is None or definition.kind is OpKind.CONTRACTION or isinstance(user, Store)
+        return definition is None or definition.kind is OpKind.CONTRACTION
 
     def work(self, node) -> VectorWork:
         """The vector-unit work of one run of `node` (see the module docstring)."""
