@@ -16,7 +16,8 @@ plus the documented figures JAX lacks):
                   + drains * DRAIN_SIDES * MXU side / clock
     exposed_dma = bytes no pipeline hides (each streamed-loop run's first
                   input windows, the grid's first input and last output
-                  blocks) / HBM bandwidth
+                  blocks, per-row DMA gathers waited in their own step)
+                  / HBM bandwidth
     seconds     = share * (max(memory, compute) + overhead + exposed_dma)
 
 summed over the calls. Why these terms:
@@ -143,7 +144,7 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
         "compute": max(mxu, vector) + min(mxu, vector) / chains,
         "overhead": ((counts.programs + pipelined) * STEP_OVERHEAD_S
                      + counts.drains * DRAIN_SIDES * chip.mxu_side / chip.clock_hz),
-        "exposed_dma": exposed_bytes(call, counts) / bandwidth,
+        "exposed_dma": (exposed_bytes(call, counts) + (metrics.row_gather_bytes or 0)) / bandwidth,
     }
 
 
