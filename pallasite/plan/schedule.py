@@ -182,13 +182,23 @@ class _Tally:
         self.flops = 0
         self.vector = NO_VECTOR_WORK
         self.f32_flops = 0
+        self._work: dict[int, tuple[int, int, VectorWork, int]] = {}  # per body: one run's work
+
+    def _add_work(self, body: list, runs: int) -> None:
+        """Add `runs` runs of `body`'s own nodes (flops, vector work, drains)."""
+        work = self._work.get(id(body))
+        if work is None:
+            work = self._work[id(body)] = (_body_flops(body), _body_flops(body, f32_only=True),
+                                           _body_vector_work(body, self.vectors), _body_drains(body))
+        flops, f32_flops, vector, drains = work
+        self.flops += runs * flops
+        self.f32_flops += runs * f32_flops
+        self.vector += vector * runs
+        self.drains += runs * drains
 
     def walk(self, body: list, env: dict, values: ScalarValues, times: int) -> None:
         """Count `body` run `times` times with the tiles of `env` (identical runs)."""
-        self.flops += times * _body_flops(body)
-        self.f32_flops += times * _body_flops(body, f32_only=True)
-        self.vector += _body_vector_work(body, self.vectors) * times
-        self.drains += times * _body_drains(body)
+        self._add_work(body, times)
         for item in body:
             if isinstance(item, TileLoop):
                 self._loop(item, env, values, times)
@@ -203,10 +213,7 @@ class _Tally:
         counts[2] += times if tiles else 0
         if not any(isinstance(item, TileLoop) for item in loop.body):
             self.inner_tiles += times * tiles
-            self.flops += times * tiles * _body_flops(loop.body)
-            self.f32_flops += times * tiles * _body_flops(loop.body, f32_only=True)
-            self.vector += _body_vector_work(loop.body, self.vectors) * (times * tiles)
-            self.drains += times * tiles * _body_drains(loop.body)
+            self._add_work(loop.body, times * tiles)
             return
         for step in itertools.product(*(range(t) for t in trips)):
             inner = dict(env)
