@@ -4,7 +4,8 @@
 signature and the config (the one a call would run when none is given), then
 evaluates every data-dependent bound on the host from the argument values
 (plan/schedule.py) and reads the traffic from the plan's metrics
-(plan/metrics.py). Tensors whose values no loop bound or block index reads may
+(plan/metrics.py), and the TPU cost model's time for the plan's chip
+(autotune/cost_model.py, labelled a model). Tensors whose values no loop bound or block index reads may
 be meta tensors, so realistic sizes cost nothing to report.
 
 `python -m pallasite report MODULE:KERNEL` prints it as a table for the
@@ -18,6 +19,7 @@ from .config import Config
 from .ir import ScalarSymbol, TensorSymbol
 from .plan.metrics import schedule_metrics
 from .plan.schedule import count_call
+from .autotune.cost_model import estimate_plan, mxu_figures
 
 # The report's keys, in table order, with what each counts.
 FIELDS = {
@@ -31,6 +33,9 @@ FIELDS = {
     "exposed_dma_waits": "DMA waits not overlapped with compute",
     "flops": "MXU flops of the contractions (block-shaped)",
     "vmem_bytes": "the plan's VMEM estimate (largest call)",
+    "vmem_limit_bytes": "the vmem_limit_bytes the plan sets (largest; none: the scoped default)",
+    "modelled_seconds": "the TPU cost model's time for the chip (a model, not a measurement)",
+    "modelled_breakdown": "the model's terms (autotune/cost_model.py)",
 }
 
 
@@ -41,9 +46,10 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
     plan = bound.plan(config)
-    tables = _tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
-    counts = [count_call(call, tables) for call in plan.calls]
+    tables = argument_tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
+    counts = [count_call(call, tables, mxu_figures(plan.chip)) for call in plan.calls]
     metrics = schedule_metrics(plan, tables, counts)
+    modelled = estimate_plan(plan, tables, counts) if metrics.hbm_bytes is not None else None
     return {
         "pallas_calls": len(plan.calls),
         "grid_programs": sum(c.programs for c in counts),
@@ -55,11 +61,16 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         "exposed_dma_waits": metrics.exposed_dma_waits,
         "flops": sum(c.flops for c in counts),
         "vmem_bytes": max((call.vmem_bytes for call in plan.calls), default=0),
+        "vmem_limit_bytes": max((call.vmem_limit_bytes for call in plan.calls
+                                 if call.vmem_limit_bytes is not None), default=None),
+        "modelled_seconds": None if modelled is None else modelled.seconds,
+        "modelled_breakdown": None if modelled is None else dict(modelled.breakdown),
+        "chip": plan.chip,
         "config": dict(config),
     }
 
 
-def _tables(kernel, bound, symbols: list, args, kwargs) -> dict:
+def argument_tables(kernel, bound, symbols: list, args, kwargs) -> dict:
     """Each argument symbol (parameters, then captured tensors) to its value."""
     values = kernel._bind_arguments(tuple(args), dict(kwargs))
     captured = kernel.captured_tensors()
@@ -85,7 +96,11 @@ def format_report(title: str, report: Mapping[str, Any]) -> str:
 
 def _text(key: str, value: Any) -> str:
     if value is None:
-        return "unknown"
+        return "none" if key == "vmem_limit_bytes" else "unknown"
+    if key == "modelled_seconds":
+        return f"{value * 1e3:.3f} ms (model)"
+    if key == "modelled_breakdown":
+        return " ".join(f"{name} {seconds * 1e6:.1f}us" for name, seconds in value.items())
     if key.endswith("_bytes") and value >= 2 ** 20:
         return f"{value} ({value / 2 ** 20:.1f} MiB)"
     return str(value)

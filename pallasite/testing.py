@@ -1,6 +1,8 @@
 """Helpers for testing kernels: run with a config, run in reference mode, check the Mosaic lowering."""
 from __future__ import annotations
 
+import contextlib
+import re
 from typing import Any, Mapping, Sequence
 
 import jax
@@ -54,11 +56,13 @@ def reference_rand(shape: Sequence[int], seed: int) -> torch.Tensor:
 
 
 def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,
-                       **config_kwargs: Any) -> dict[str, str]:
+                       mosaic: dict[str, list[str]] | None = None, **config_kwargs: Any) -> dict[str, str]:
     """Lower the kernel to Mosaic for each TPU generation with `jax.export`; raise on failure.
 
     Returns the generated code per chip (each plan is checked against that
-    chip's VMEM).
+    chip's VMEM). With a `mosaic` dict, also fills it with each chip's Mosaic
+    modules (MLIR text, one per pallas_call, before serialization) for tests
+    that inspect the lowered kernels (`lowered_vmem_buffers`).
     """
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
@@ -80,7 +84,8 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
             host = getattr(module, kernel.fn.__name__)
             seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []
             try:
-                jax.export.export(jax.jit(host), platforms=["tpu"])(*structs, *seed)
+                with _capturing_mosaic(mosaic.setdefault(chip, []) if mosaic is not None else None):
+                    jax.export.export(jax.jit(host), platforms=["tpu"])(*structs, *seed)
             except Exception as err:  # noqa: BLE001 - any lowering failure is reported
                 raise exc.TpuLoweringFailed(
                     f"{kernel.fn.__name__} did not lower to Mosaic for TPU {chip}: "
@@ -88,6 +93,63 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
                 ) from err
         codes[chip] = code
     return codes
+
+
+@contextlib.contextmanager
+def _capturing_mosaic(modules: list[str] | None):
+    """Record the text of every Mosaic module lowered meanwhile (JAX's private serializer
+    hook: test tooling only)."""
+    if modules is None:
+        yield
+        return
+    from jax._src import tpu_custom_call
+
+    serialize = tpu_custom_call._lower_mosaic_module_to_asm
+
+    def spy(module, **kwargs):
+        modules.append(str(module))
+        return serialize(module, **kwargs)
+
+    tpu_custom_call._lower_mosaic_module_to_asm = spy
+    try:
+        yield
+    finally:
+        tpu_custom_call._lower_mosaic_module_to_asm = serialize
+
+
+_MEMREF = re.compile(r"memref<([0-9x]*?)x?(bf16|f32|f16|i32|i16|i8|i1), #tpu\.memory_space<vmem>>")
+_TORCH_OF = {"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16, "i32": torch.int32,
+             "i16": torch.int16, "i8": torch.int8, "i1": torch.bool}
+
+
+def lowered_vmem_buffers(module: str) -> list[tuple[tuple[int, ...], torch.dtype, int]]:
+    """The VMEM buffers one lowered Mosaic kernel declares, as (shape, dtype, copies): each
+    windowed operand of its signature (a BlockSpec block, double-buffered by the grid
+    pipeline: 2 copies), each VMEM scratch operand, and each VMEM `memref.alloca` of its
+    body (emit_pipeline's buffers, their depth in the shape)."""
+    header = next(line for line in module.splitlines() if "func.func" in line and "window_params" in line)
+    grid = len([d for d in (re.search(r"iteration_bounds = array<i64:? ?([0-9, ]*)>", header).group(1)).split(",")
+                if d.strip()])
+    prefetch = int(re.search(r"scalar_prefetch = (\d+)", header).group(1))
+    windows = re.search(r"window_params = \[(.*)\]\}", header).group(1)
+    windowed = [("window_bounds" in w) for w in re.findall(r"\{[^{}]*\}", windows)]
+    params = re.findall(r"%arg\d+: ([^%]*?)(?=, %arg|\) attributes)", header)
+    buffers = []
+    for position, param in enumerate(params[grid + prefetch:]):
+        match = _MEMREF.search(param)
+        if match is None:
+            continue
+        copies = 2 if position < len(windowed) and windowed[position] else 1
+        buffers.append((_dims(match.group(1)), _TORCH_OF[match.group(2)], copies))
+    for line in module.splitlines():
+        if "memref.alloca()" in line and "memory_space<vmem>" in line:
+            match = _MEMREF.search(line)
+            buffers.append((_dims(match.group(1)), _TORCH_OF[match.group(2)], 1))
+    return buffers
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.split("x") if d)
 
 
 def _jax_dtype(dtype: torch.dtype):
@@ -98,5 +160,5 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_tpu_lowering", "reference_rand", "run_ref", "schedule_report",
+__all__ = ["code_and_output", "check_tpu_lowering", "lowered_vmem_buffers", "reference_rand", "run_ref", "schedule_report",
            "torch_dtype_of"]

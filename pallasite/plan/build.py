@@ -23,7 +23,7 @@ from .plans import (
     BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, RangeCheck,
     Semantics,
 )
-from .vmem import estimate_vmem_bytes
+from .vmem import default_vmem_limit, estimate_vmem_bytes
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -56,7 +56,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             dims = step.loop.dims
             order = loop_orders.get(step.loop.id, tuple(range(len(dims))))
             calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
-                                    loop_orders, mode, config))
+                                    loop_orders, mode, config, str(target.tpu.chip_version)))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -65,7 +65,8 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
-               loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config) -> PallasCallPlan:
+               loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config,
+               chip_key: str) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -198,8 +199,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             f"{vmem} bytes ({vmem / 2**20:.2f} MiB); raise the limit or use smaller block sizes.",
             loop.location,
         )
-    if limit is None and vmem > 16 * 2**20:
-        limit = min(vmem_capacity, int(vmem * 1.25))
+    if limit is None:
+        limit = default_vmem_limit(vmem, chip_key, vmem_capacity)
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
 
 

@@ -39,13 +39,14 @@ class ScheduleMetrics:
     min_hbm_bytes: int  # each input read once, each output written once
     host_padding_bytes: int
     exposed_dma_waits: int | None
+    row_gather_bytes: int | None = 0  # per-row DMA gathers: started and waited in their step
 
 
 def schedule_metrics(plan: KernelPlan, tables: Mapping[Any, Any] | None = None,
                      counts: Sequence[CallCounts] | None = None) -> ScheduleMetrics:
     """The plan's metrics; with `tables` and `counts` (one per call), those of the
     arguments they were evaluated from."""
-    total, minimum, padding, waits = 0, 0, 0, 0
+    total, minimum, padding, waits, rows = 0, 0, 0, 0, 0
     for position, call in enumerate(plan.calls):
         loops = static_loop_counts(call) if counts is None else counts[position].loops
         m = _call_metrics(call, tables, loops)
@@ -53,7 +54,8 @@ def schedule_metrics(plan: KernelPlan, tables: Mapping[Any, Any] | None = None,
         padding += m.host_padding_bytes
         total = None if total is None or m.hbm_bytes is None else total + m.hbm_bytes
         waits = None if waits is None or m.exposed_dma_waits is None else waits + m.exposed_dma_waits
-    return ScheduleMetrics(total, minimum, padding, waits)
+        rows = None if rows is None or m.row_gather_bytes is None else rows + m.row_gather_bytes
+    return ScheduleMetrics(total, minimum, padding, waits, rows)
 
 
 def _nbytes(shape, dtype) -> int:
@@ -76,24 +78,24 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
         elif op.memory is Memory.VMEM_BLOCK:
             blocks = _block_traffic(op, steps, tables)
             if blocks is None:
-                return ScheduleMetrics(None, minimum, _host_padding(call), None)
+                return ScheduleMetrics(None, minimum, _host_padding(call), None, None)
             traffic += blocks
             exposed += 1
     padding = _host_padding(call)
     rows = _row_gather_traffic(call.call.loop.body, call, len(steps), loops)
     if rows is None:
-        return ScheduleMetrics(None, minimum, padding, None)
+        return ScheduleMetrics(None, minimum, padding, None, None)
     traffic += rows
     for loop_id, loop_plan in call.inner_loops.items():
         if not loop_plan.streams:
             continue
         count = loops.get(loop_id)
         if count is None:
-            return ScheduleMetrics(None, minimum, padding, None)
+            return ScheduleMetrics(None, minimum, padding, None, None)
         for stream in loop_plan.streams:
             traffic += count.tiles * _nbytes(stream.window_shape, stream.symbol.dtype)
             exposed += count.busy_runs
-    return ScheduleMetrics(traffic, minimum, padding, exposed)
+    return ScheduleMetrics(traffic, minimum, padding, exposed, rows)
 
 
 def _block_traffic(op: Operand, steps: list[tuple[int, ...]], tables=None) -> int | None:

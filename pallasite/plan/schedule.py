@@ -14,7 +14,8 @@ steps; a flattened worklist will yield its work items here instead) and
 counts, per inner loop, how often it starts and how many tiles it runs over
 the whole call (`LoopCount`, which `metrics.schedule_metrics` turns into
 streamed bytes), the innermost loops' tiles, the largest per-program share of
-them (load balance), and the MXU flops of the contractions executed.
+them (load balance), the MXU flops of the contractions executed and the vector
+(VPU/EUP) work in vregs (plan/vector_work.py).
 """
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+import torch
+
 from .. import exc
 from ..ir import IfBlock, Load, ScalarIndex, TileDim, TileLoop, Value, cdiv
 from ..ir.ops import OPS
 from ..ir.ops.definition import OpKind
 from .plans import PallasCallPlan
+from .vector_work import NONE as NO_VECTOR_WORK, VectorCounter, VectorWork
 
 _ARITH = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -53,6 +57,10 @@ class CallCounts:
     inner_tiles: int  # iterations of the innermost loops, over every program
     max_program_tiles: int  # the most innermost-loop iterations any one program runs
     flops: int  # MXU flops of the contractions executed (block-shaped: padding included)
+    vector: VectorWork = NO_VECTOR_WORK  # VPU/EUP work executed, in vregs (plan/vector_work.py)
+    f32_flops: int = 0  # the part of `flops` whose factors are float32 (slower on the MXU)
+    program_tiles: tuple[int, ...] = ()  # innermost iterations of each program, in `programs` order
+    drains: int = 0  # contractions and reductions executed: each drains a pipeline before its user
 
 
 class ScalarValues:
@@ -148,29 +156,49 @@ def programs(call: PallasCallPlan) -> Iterator[dict[int, tuple[int, int, int]]]:
         yield env
 
 
-def count_call(call: PallasCallPlan, tables: Mapping[Any, Any]) -> CallCounts:
+def count_call(call: PallasCallPlan, tables: Mapping[Any, Any],
+               mxu: tuple[int, int] = (128, 0)) -> CallCounts:
+    """`mxu`: the chip's MXU width and accumulators per MXU (`VectorCounter`)."""
     values = ScalarValues(tables)
-    tally = _Tally()
+    tally = _Tally(VectorCounter(call.call.loop.body, mxu))
     program_count = 0
-    max_tiles = 0
+    per_program = []
     for env in programs(call):
         program_count += 1
         before = tally.inner_tiles
         tally.walk(call.call.loop.body, env, values, 1)
-        max_tiles = max(max_tiles, tally.inner_tiles - before)
+        per_program.append(tally.inner_tiles - before)
     loops = {loop_id: LoopCount(*counts) for loop_id, counts in tally.loops.items()}
-    return CallCounts(program_count, loops, tally.inner_tiles, max_tiles, tally.flops)
+    return CallCounts(program_count, loops, tally.inner_tiles, max(per_program, default=0), tally.flops,
+                      tally.vector, tally.f32_flops, tuple(per_program), tally.drains)
 
 
 class _Tally:
-    def __init__(self):
+    def __init__(self, vectors: VectorCounter):
+        self.vectors = vectors
+        self.drains = 0
         self.loops: dict[int, list[int]] = {}  # loop id -> [runs, tiles, busy runs]
         self.inner_tiles = 0
         self.flops = 0
+        self.vector = NO_VECTOR_WORK
+        self.f32_flops = 0
+        self._work: dict[int, tuple[int, int, VectorWork, int]] = {}  # per body: one run's work
+
+    def _add_work(self, body: list, runs: int) -> None:
+        """Add `runs` runs of `body`'s own nodes (flops, vector work, drains)."""
+        work = self._work.get(id(body))
+        if work is None:
+            work = self._work[id(body)] = (_body_flops(body), _body_flops(body, f32_only=True),
+                                           _body_vector_work(body, self.vectors), _body_drains(body))
+        flops, f32_flops, vector, drains = work
+        self.flops += runs * flops
+        self.f32_flops += runs * f32_flops
+        self.vector += vector * runs
+        self.drains += runs * drains
 
     def walk(self, body: list, env: dict, values: ScalarValues, times: int) -> None:
         """Count `body` run `times` times with the tiles of `env` (identical runs)."""
-        self.flops += times * _body_flops(body)
+        self._add_work(body, times)
         for item in body:
             if isinstance(item, TileLoop):
                 self._loop(item, env, values, times)
@@ -185,7 +213,7 @@ class _Tally:
         counts[2] += times if tiles else 0
         if not any(isinstance(item, TileLoop) for item in loop.body):
             self.inner_tiles += times * tiles
-            self.flops += times * tiles * _body_flops(loop.body)
+            self._add_work(loop.body, times * tiles)
             return
         for step in itertools.product(*(range(t) for t in trips)):
             inner = dict(env)
@@ -194,15 +222,49 @@ class _Tally:
             self.walk(loop.body, inner, values, times)
 
 
-def _body_flops(body: list) -> int:
+def _body_flops(body: list, f32_only: bool = False) -> int:
     """MXU flops of one run of `body`'s own contractions (nested loops excluded; both
-    branches of a device `if` counted, an upper bound)."""
+    branches of a device `if` counted, an upper bound); `f32_only`: of those whose
+    factors are float32."""
     total = 0
     for item in body:
         if isinstance(item, IfBlock):
-            total += _body_flops(item.then_body) + _body_flops(item.else_body)
-        elif not isinstance(item, TileLoop):
+            total += _body_flops(item.then_body, f32_only) + _body_flops(item.else_body, f32_only)
+        elif not isinstance(item, TileLoop) and (not f32_only or _f32_factors(item)):
             total += node_flops(item)
+    return total
+
+
+def _f32_factors(node) -> bool:
+    definition = OPS.get(getattr(node, "op", None))
+    if definition is None or definition.kind is not OpKind.CONTRACTION:
+        return False
+    factors = (node.args[definition.contraction.lhs], node.args[definition.contraction.rhs])
+    return any(getattr(f, "dtype", None) == torch.float32 for f in factors)
+
+
+def _body_vector_work(body: list, vectors: VectorCounter) -> VectorWork:
+    """Vector work of one run of `body`'s own nodes (nested loops excluded; both branches
+    of a device `if`, an upper bound)."""
+    total = NO_VECTOR_WORK
+    for item in body:
+        if isinstance(item, IfBlock):
+            total += _body_vector_work(item.then_body, vectors) + _body_vector_work(item.else_body, vectors)
+        elif not isinstance(item, TileLoop):
+            total += vectors.work(item)
+    return total
+
+
+def _body_drains(body: list) -> int:
+    """Contractions and reductions of one run of `body`'s own nodes (see `CallCounts.drains`)."""
+    total = 0
+    for item in body:
+        if isinstance(item, IfBlock):
+            total += _body_drains(item.then_body) + _body_drains(item.else_body)
+        elif not isinstance(item, (TileLoop, Load)):
+            definition = OPS.get(getattr(item, "op", None))
+            if definition is not None and definition.kind in (OpKind.CONTRACTION, OpKind.REDUCTION):
+                total += 1
     return total
 
 

@@ -1,43 +1,143 @@
-"""Estimate the VMEM working set of one pallas_call plan."""
+"""The VMEM ceiling of one pallas_call plan: every buffer Mosaic allocates, against the chip.
+
+`estimate_vmem_bytes` adds up, padded to the TPU's native tiles (see `padded_bytes`):
+- each BlockSpec operand's block, twice: the grid pipeline double-buffers every
+  VMEM block, inputs and outputs;
+- each streamed window (fori_loop DMA scratch, emit_pipeline buffers), times its
+  `Stream.buffers` (`pallas_load_buffer_count`; outputs of an emit_pipeline stay
+  double-buffered);
+- every other VMEM scratch buffer: carried values of an emit_pipeline, resident
+  gather windows, looped-reduction and per-row-gather buffers;
+- the largest set of body values live at once (`peak_live_bytes`): Mosaic keeps
+  a vector value bigger than the 64-vreg file in VMEM it allocates itself, and
+  a value carried by a fori_loop or an unrolled loop lives through the whole
+  loop. Both count against the scoped-VMEM limit.
+DMA semaphores live in semaphore memory and SMEM scratch (step counters, DMA
+indices) in SMEM: neither takes VMEM.
+
+`default_vmem_limit(estimate, chip, capacity)` is the plan's decision on the compiler
+parameter: none while the estimate fits the chip's scoped-VMEM default
+(`SCOPED_VMEM_DEFAULT`), else the estimate plus a quarter of headroom, at most
+the capacity. `plan/build.py` rejects (`exc.VmemOverflow`, an `InvalidConfig`)
+an estimate over the capacity, so a tuner skips the config.
+"""
 from __future__ import annotations
 
-from ..ir import cdiv, walk_nodes
+from ..ir import Carried, IfBlock, TileLoop, Value, cdiv
 from .plans import Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
+MIB = 2 ** 20
+
+# Mosaic's default scoped-VMEM limit per generation (JAX's Pallas TPU docs: 16 MiB on
+# v4 and v5, 32 MiB from v6e); a kernel needing more sets `vmem_limit_bytes`.
+SCOPED_VMEM_DEFAULT = {"v4": 16 * MIB, "v4i": 16 * MIB, "v5e": 16 * MIB, "v5p": 16 * MIB,
+                       "v6e": 32 * MIB, "7": 32 * MIB, "7x": 32 * MIB, "8i": 32 * MIB}
+LIMIT_HEADROOM = 1.25  # the limit we set: the estimate plus a quarter
+
+
+def sublane_tile(dtype) -> int:
+    """Rows of one native VMEM tile: 8 for 32-bit, 16 for 16-bit, 32 for 8-bit types
+    (and bool), which pack 2 or 4 rows per 32-bit sublane."""
+    itemsize = getattr(dtype, "itemsize", 4) or 4
+    return SUBLANES * max(1, 4 // itemsize)
+
 
 def padded_bytes(shape, dtype) -> int:
-    """Bytes of a VMEM buffer of `shape`, with the (8, 128) tile padding of the last two dims."""
+    """Bytes of a VMEM buffer of `shape`, its last two dims padded to the dtype's native
+    tile: (8, 128) float32, (16, 128) bfloat16, (32, 128) int8 and bool."""
     dims = [1 if d is None else d for d in shape] or [1]
     dims[-1] = cdiv(dims[-1], LANES) * LANES
     if len(dims) >= 2:
-        dims[-2] = cdiv(dims[-2], SUBLANES) * SUBLANES
+        dims[-2] = cdiv(dims[-2], sublane_tile(dtype)) * sublane_tile(dtype)
     total = dtype.itemsize
     for d in dims:
         total *= d
     return total
 
 
-def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
-    """Double-buffered blocks of every operand, n-buffered streams, scratch, plus the
-    largest live values of the body."""
-    blocks = sum(
+def buffer_bytes(plan: PallasCallPlan) -> int:
+    """The buffers the pallas_call itself allocates: double-buffered blocks, n-buffered
+    stream windows and VMEM scratch (what its lowered signature and pipelines declare)."""
+    total = sum(
         2 * padded_bytes(op.block_shape, op.symbol.dtype)
         for op in (*plan.inputs, *plan.outputs)
         if op.memory is Memory.VMEM_BLOCK
     )
+    stream_buffers = set()
     for loop_plan in plan.inner_loops.values():
-        for stream in loop_plan.streams:  # n-buffered: DMA scratch or pipeline buffers
-            blocks += stream.buffers * padded_bytes(stream.window_shape, stream.symbol.dtype)
+        for stream in loop_plan.streams:
+            total += stream.buffers * padded_bytes(stream.window_shape, stream.symbol.dtype)
+            stream_buffers.add(stream.buffer)
     for scratch in plan.scratch:
-        if scratch.kind is ScratchKind.VMEM and not any(
-                scratch.name == s.buffer for p in plan.inner_loops.values() for s in p.streams):
-            blocks += padded_bytes(scratch.shape, scratch.dtype)
-    # Ordered by value (`int`): with static_shapes=False the largest values are picked at the
-    # traced sizes, with no guard; an estimate, not a decision about the code.
-    values = sorted(  # a value only looped reductions read exists chunk by chunk, never whole
-        (padded_bytes(v.shape, v.dtype) for node in walk_nodes(plan.call.loop.body)
-         if node.id not in plan.skipped_nodes for v in node.outputs),
-        key=int, reverse=True,
-    )
-    return blocks + sum(values[:3])
+        if scratch.kind is ScratchKind.VMEM and scratch.name not in stream_buffers:
+            total += padded_bytes(scratch.shape, scratch.dtype)
+    return total
+
+
+def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
+    """The call's buffers plus its body's peak of live values (see the module docstring)."""
+    return buffer_bytes(plan) + peak_live_bytes(plan)
+
+
+def peak_live_bytes(plan: PallasCallPlan) -> int:
+    """The most bytes of body values live at one point, in program order: a value lives
+    from its node to its last use; one an inner loop reads from outside, or carries, lives
+    through the whole loop. Values only looped reductions read are never whole (skipped)."""
+    order: list = []  # nodes in program order
+    loop_spans: list[tuple[int, int, TileLoop]] = []
+
+    def linearize(body: list) -> None:
+        for item in body:
+            if isinstance(item, TileLoop):
+                start = len(order)
+                linearize(item.body)
+                loop_spans.append((start, len(order) - 1, item))
+            elif isinstance(item, IfBlock):
+                linearize(item.then_body)
+                linearize(item.else_body)
+            else:
+                order.append(item)
+
+    linearize(plan.call.loop.body)
+    born: dict[int, tuple[int, int]] = {}  # value id -> (position, bytes)
+    last: dict[int, int] = {}
+    for position, node in enumerate(order):
+        if node.id in plan.skipped_nodes:
+            continue
+        for value in node.outputs:
+            if isinstance(value, Value) and value.shape:
+                born[id(value)] = (position, padded_bytes(value.shape, value.dtype))
+                last.setdefault(id(value), position)
+        for arg in (*node.args, *node.kwargs.values()):
+            if isinstance(arg, Value) and id(arg) in born:
+                last[id(arg)] = max(last[id(arg)], position)
+    for start, end, loop in loop_spans:  # read inside a loop, defined before: live to its end
+        for value_id, (position, _) in born.items():
+            if position < start and start <= last[value_id] <= end:
+                last[value_id] = end
+        for carried in loop.carried:
+            _extend(carried, born, last, end)
+    deltas = [0] * (len(order) + 1)
+    for value_id, (position, size) in born.items():
+        deltas[position] += size
+        deltas[last[value_id] + 1] -= size
+    peak = live = 0
+    for delta in deltas:
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def _extend(carried: Carried, born: dict, last: dict, end: int) -> None:
+    """A carried value (and its initial value) stays live until the loop ends."""
+    for value in (carried.init, carried.result):
+        if value is not None and id(value) in born:
+            last[id(value)] = max(last[id(value)], end)
+
+
+def default_vmem_limit(estimate: int, chip_key: str, capacity: int) -> int | None:
+    """The `vmem_limit_bytes` a plan sets: None when `estimate` fits the scoped default."""
+    if estimate <= SCOPED_VMEM_DEFAULT.get(chip_key, 16 * MIB):
+        return None
+    return min(capacity, int(estimate * LIMIT_HEADROOM))

@@ -8,12 +8,14 @@ lowering for several generations.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import os
 from functools import cache
 
 from jax._src.pallas.mosaic import tpu_info
 
 from .. import exc
+from ..plan.vmem import SCOPED_VMEM_DEFAULT
 
 _ALIASES = {"v5e": "v5e", "v5litepod": "v5e", "v6e": "v6e", "v7x": "7x", "7x": "7x",
             "v5p": "v5p", "v4": "v4", "7": "7", "v7": "7", "8i": "8i", "v8i": "8i"}
@@ -76,3 +78,56 @@ def simulated_chip(name: str):
         else:
             tpu_info.registry["cpu"] = previous
         tpu_info.get_tpu_info.cache_clear()
+
+
+# ----------------------------------------------------------- cost figures --
+# What the cost model (autotune/cost_model.py) and the VMEM ceiling (plan/vmem.py) read
+# per generation. Peaks, HBM bandwidth and VMEM capacity come from JAX's `tpu_info`
+# (per TensorCore); the rest JAX does not describe, so it is listed here with its source.
+
+MIB = 2 ** 20
+
+# MXUs per TensorCore, to turn JAX's bf16 peak into a clock (peak = 2 * MXUs * side^2 *
+# clock). Public descriptions: v4/v5e/v5p have four 128x128 MXUs per core (v5e: 197 TF/s =
+# 4 * 128^2 * 2 * 1.5 GHz); Trillium (v6e) quadrupled each MXU to 256x256 (918 TF/s at
+# four MXUs -> 1.75 GHz); v7x's core is taken as v6e's layout (1.155 PF/s -> 2.2 GHz).
+# JAX's `num_mxus` (2 for v6e/v7x) would give 3.5-4.4 GHz clocks, which no TPU runs at.
+_MXUS_PER_CORE = {"v4": 4, "v4i": 4, "v5e": 4, "v5p": 4, "v6e": 4, "7": 4, "7x": 4, "8i": 4}
+
+
+@dataclass(frozen=True)
+class ChipFigures:
+    """One generation's figures for one pallas_call, per TensorCore unless said."""
+
+    name: str  # the generation as JAX spells it ("7x", "v6e", ...)
+    cores: int  # TensorCores one pallas_call's parallel grid axes are split over (megacore)
+    hbm_bytes_per_second: float
+    bf16_flops_per_second: float
+    clock_hz: float  # bundles per second (derived from the bf16 peak, see _MXUS_PER_CORE)
+    vmem_capacity_bytes: int
+    scoped_vmem_default_bytes: int
+    mxu_side: int  # the MXU's systolic array is side x side
+    mxu_accumulators: int  # f32 (8, side) result buffers per MXU (0: JAX does not say)
+
+
+def chip_figures(name: str | None = None) -> ChipFigures:
+    """The cost figures of generation `name` (default: `default_chip()`)."""
+    version = chip_version(name or default_chip())
+    info = tpu_info.get_tpu_info_for_chip(version, 1)
+    key = str(version)
+    # Megacore (v4, v5p): one logical device drives both TensorCores and Mosaic splits the
+    # grid's parallel axes between them. v7x exposes each TensorCore as its own device
+    # (JAX's table: no megacore), so a pallas_call runs on one core there.
+    cores = version.num_physical_tensor_cores_per_chip if version.supports_megacore else 1
+    mxu_macs = _MXUS_PER_CORE.get(key, info.num_mxus) * info.mxu_column_size ** 2
+    return ChipFigures(
+        name=key,
+        cores=cores,
+        hbm_bytes_per_second=float(info.mem_bw_bytes_per_second),
+        bf16_flops_per_second=float(info.bf16_ops_per_second),
+        clock_hz=info.bf16_ops_per_second / (2 * mxu_macs),
+        vmem_capacity_bytes=info.vmem_capacity_bytes,
+        scoped_vmem_default_bytes=SCOPED_VMEM_DEFAULT.get(key, 16 * MIB),
+        mxu_side=info.mxu_column_size,
+        mxu_accumulators=info.num_accumulators,
+    )
