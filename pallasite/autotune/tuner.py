@@ -135,6 +135,9 @@ def _accurate(bound, result: SearchResult, args: tuple, kwargs: dict) -> Config:
         warnings.warn(f"pallasite autotune: discarding config {dict(config)} of "
                       f"{bound.kernel.fn.__name__}: its output differs from {baseline_name} ({problem}).",
                       stacklevel=3)
+    if default not in ranked:
+        warnings.warn(f"pallasite autotune: no tuned config of {bound.kernel.fn.__name__} matched "
+                      f"{baseline_name}; using the default config {dict(default)}.", stacklevel=3)
     return default
 
 
