@@ -230,6 +230,9 @@ def test_register_tunable_joins_the_space_and_is_read_as_a_host_int():
     assert {t.config.get("rows", 1) for t in result.trials} >= {1, 2}
     with pytest.raises(exc.UnsupportedSyntax, match="fragment"):
         hl.tunables.check_tunable("k", 4)
+    from pallasite.autotuner import EnumFragment, PowerOfTwoFragment  # Helion's import path
+
+    assert PowerOfTwoFragment is hl.PowerOfTwoFragment and EnumFragment(choices=(2, 4)).default() == 2
 
 
 def test_measured_objective_times_compiled_configs():

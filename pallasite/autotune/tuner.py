@@ -1,8 +1,8 @@
 """Autotuning one bound kernel: objective, search, accuracy check and the disk cache.
 
 When it runs: on the first call of a kernel at an argument signature, if the kernel
-declares no `config=`, its effort is not "none" (or it lists `configs=[...]` and its
-effort is not "none"), its shapes are static, and the arguments are concrete (not
+declares no `config=` (nor a one-entry `configs=[...]`), its effort is not "none",
+its shapes are static, and the arguments are concrete (not
 traced by an enclosing `jax.jit`). The winner is then that signature's config for
 the rest of the process (`BoundKernel.resolve_config`), and is cached on disk, so a
 later process skips the search. `to_code()` before the first call shows the default.
@@ -32,7 +32,7 @@ ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling b
 
 def should_tune(bound, args: tuple, kwargs: dict) -> bool:
     kernel = bound.kernel
-    if kernel.config is not None or bound.dynamic or kernel.tune.effort == "none":
+    if kernel.config is not None or bound.dynamic or kernel.tune.effort == "none" or len(kernel.configs) == 1:
         return False
     values = list(args) + list(kwargs.values())
     return not any(isinstance(v, jax.core.Tracer) for v in values)

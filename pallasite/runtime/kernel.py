@@ -260,7 +260,8 @@ class BoundKernel:
         """The one place a config is resolved.
 
         An explicit `config` is completed by the decorator's `config=` (its keys
-        win), then defaults, and checked against the kernel; without one: the decorator's `config=`, else `configs[0]`, else
+        win), then defaults, and checked against the kernel; without one: the decorator's `config=`, else
+        the config the first call's autotuning chose (autotune/tuner.py), else `configs[0]`, else
         the default config (which plans candidates until one fits VMEM).
         `to_code`, `plan`, `compile_config` and a plain call all come here.
         """
