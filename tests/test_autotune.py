@@ -196,8 +196,12 @@ def test_a_wrong_tuned_config_is_discarded_against_the_default(monkeypatch):
     # an objective that ranks the default last, so a tuned config is tried first
     monkeypatch.setattr("pallasite.autotune.tuner.estimate",
                         lambda k, a, config, **kw: type("E", (), {"seconds": 1.0 if config == default else 0.5})())
-    with pytest.warns(UserWarning, match=r"discarding config .* differs from the default config"):
+    with pytest.warns(UserWarning) as caught:
         chosen = pallasite.autotune.tuner.tuned_config(bound, ADD_ARGS, {})
+    messages = [str(w.message) for w in caught]
+    assert any("discarding config {'block_sizes'" in m and "differs from the default config" in m
+               for m in messages)
+    assert any("using the default config" in m for m in messages)
     assert chosen == default
 
 
@@ -246,3 +250,16 @@ def test_measured_objective_times_compiled_configs():
     assert 0 < seconds < 60
     times = paired_rerank(bound, ADD_ARGS, rounds=2)(configs)
     assert len(times) == 2 and all(0 < t < 60 for t in times)
+
+
+def test_a_failing_search_falls_back_to_the_default_with_a_warning(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("cost model broke")
+
+    monkeypatch.setattr("pallasite.autotune.tuner.estimate", broken)
+    kernel = _add(autotune_effort="quick")
+    with pytest.warns(UserWarning, match="search for add failed .*cost model broke.*default config"):
+        out = kernel(*ADD_ARGS)
+    torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
+    bound = kernel.bind(ADD_ARGS)
+    assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())

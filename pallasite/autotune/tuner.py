@@ -84,8 +84,9 @@ def cache_fields(bound) -> dict[str, Any]:
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
 
 
-def tuned_config(bound, args: tuple, kwargs: dict) -> Config:
-    """The config a first call runs: cached, else searched and checked (then cached)."""
+def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
+    """The config a first call runs: cached, else searched and checked (then cached);
+    None (the default config) if the search itself fails, with a warning."""
     name = bound.kernel.fn.__name__
     fields = cache_fields(bound)
     cached = cache.load(name, fields)
@@ -97,7 +98,13 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config:
         except exc.InvalidConfig as err:
             warnings.warn(f"pallasite autotune cache: the cached config of {name} no longer plans "
                           f"({err.message}); searching again.", stacklevel=2)
-    result = autotune(bound, args, kwargs)
+    try:
+        result = autotune(bound, args, kwargs)
+    except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves
+        message = err.message if isinstance(err, exc.PallasiteError) else f"{type(err).__name__}: {err}"
+        warnings.warn(f"pallasite autotune: the search for {name} failed ({message}); using the default "
+                      "config.", stacklevel=2)
+        return None
     config = _accurate(bound, result, args, kwargs)
     path = cache.store(name, fields, config, {"seconds": result.best_seconds,
                                               "candidates": len(result.trials)})
@@ -136,8 +143,9 @@ def _accurate(bound, result: SearchResult, args: tuple, kwargs: dict) -> Config:
                       f"{bound.kernel.fn.__name__}: its output differs from {baseline_name} ({problem}).",
                       stacklevel=3)
     if default not in ranked:
-        warnings.warn(f"pallasite autotune: no tuned config of {bound.kernel.fn.__name__} matched "
-                      f"{baseline_name}; using the default config {dict(default)}.", stacklevel=3)
+        warnings.warn(f"pallasite autotune: none of the {len(ranked)} best configs of "
+                      f"{bound.kernel.fn.__name__} matched {baseline_name}'s output; using the default "
+                      "config.", stacklevel=3)
     return default
 
 
