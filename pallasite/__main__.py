@@ -45,13 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Usage(Exception):
+    """A command line that names no usable target (exit status 2)."""
+
+
 def _target(text: str):
     module_name, _, kernel_name = text.partition(":")
     if not kernel_name:
-        raise SystemExit(f"expected MODULE:KERNEL, got {text!r}")
+        raise _Usage(f"expected MODULE:KERNEL, got {text!r}")
     module = importlib.import_module(module_name)
     if not hasattr(module, "example_inputs"):
-        raise SystemExit(f"{module_name} has no example_inputs()")
+        raise _Usage(f"{module_name} has no example_inputs()")
     return module, getattr(module, kernel_name)
 
 
@@ -97,7 +101,7 @@ def _code(options) -> int:
 def _run(options) -> int:
     module = importlib.import_module(options.module)
     if not hasattr(module, "check"):
-        raise SystemExit(f"{options.module} has no check()")
+        raise _Usage(f"{options.module} has no check()")
     result = module.check()
     print(f"{options.module}: check() passed" + (f" ({result})" if result is not None else ""))
     return 0
@@ -108,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     command = {"report": _report, "autotune": _autotune, "code": _code, "run": _run}[options.command]
     try:
         return command(options)
+    except _Usage as err:
+        print(err, file=sys.stderr)
+        return 2
     except exc.PallasiteError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
