@@ -263,3 +263,31 @@ def test_a_failing_search_falls_back_to_the_default_with_a_warning(monkeypatch):
     torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
     bound = kernel.bind(ADD_ARGS)
     assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())
+
+
+@pallasite.kernel(autotune_effort="none")
+def mm_chunks(x, y):
+    m, k = x.size()
+    n = y.size(1)
+    chunks = hl.register_tunable("k_chunks", hl.PowerOfTwoFragment(1, 4))
+    out = torch.empty([m, n], dtype=torch.float32)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k, block_size=k // chunks):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+def test_a_user_tunable_shaping_an_inner_loop_runs_and_lowers(loop_type):
+    from pallasite.testing import check_tpu_lowering
+
+    x, y = torch.randn(16, 512), torch.randn(512, 128)
+    bound = mm_chunks.bind((x, y))
+    for chunks in (1, 4):
+        config = {"k_chunks": chunks, "pallas_loop_type": loop_type}
+        report = pallasite.testing.schedule_report(mm_chunks, (x, y), **config)
+        assert report["inner_tiles"] == report["grid_programs"] * chunks  # the tunable shapes the loop
+        torch.testing.assert_close(bound.compile_config(config)(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    check_tpu_lowering(mm_chunks, (x, y), k_chunks=4, pallas_loop_type=loop_type)
