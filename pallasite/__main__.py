@@ -1,13 +1,22 @@
-"""`python -m pallasite report MODULE:KERNEL [--block-sizes 64,64] [--loop-type fori_loop]`.
+"""`python -m pallasite` (also the `pallasite` console script).
 
-Prints the kernel's schedule report (`pallasite.report`) for the module's
-`example_inputs()`, under the kernel's own config unless options override it.
+  report MODULE:KERNEL [--block-sizes 64,64] [--loop-type fori_loop]
+      the kernel's schedule report (`pallasite.report`) for the module's example_inputs()
+  autotune MODULE:KERNEL [--effort full] [--seed 0] [--chip v6e] [--top 5] [--out STEM]
+      search its configs for example_inputs(): a table of the best with the cost model's
+      breakdown, and the search history as STEM.csv (and STEM.png with matplotlib)
+  code MODULE:KERNEL [--config JSON]
+      print the generated module (default: the config a call runs)
+  run MODULE
+      run the module's check()
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
+from pathlib import Path
 
 from . import exc
 from .plan.loops import STRATEGIES
@@ -15,38 +24,100 @@ from .report import format_report, schedule_report
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pallasite")
+    parser = argparse.ArgumentParser(prog="pallasite")
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="print a kernel's schedule for its module's example_inputs()")
     report.add_argument("target", help="MODULE:KERNEL, e.g. examples.attention:attention")
     report.add_argument("--block-sizes", help="comma-separated block sizes, e.g. 64,64")
     report.add_argument("--loop-type", choices=sorted(STRATEGIES), help="pallas_loop_type")
+    tune = commands.add_parser("autotune", help="search a kernel's configs for its module's example_inputs()")
+    tune.add_argument("target", help="MODULE:KERNEL")
+    tune.add_argument("--effort", choices=("quick", "full"), default="full")
+    tune.add_argument("--seed", type=int, help="autotune_random_seed (default: the kernel's)")
+    tune.add_argument("--chip", help="TPU generation the cost model ranks for (default: the compile target)")
+    tune.add_argument("--top", type=int, default=5, help="configs in the table")
+    tune.add_argument("--out", help="file stem of the history (default: autotune_KERNEL)")
+    code = commands.add_parser("code", help="print the generated module")
+    code.add_argument("target", help="MODULE:KERNEL")
+    code.add_argument("--config", help='a config as JSON, e.g. \'{"block_sizes": [64, 128]}\'')
+    run = commands.add_parser("run", help="run an example module's check()")
+    run.add_argument("module", help="MODULE, e.g. examples.matmul")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
-    module_name, _, kernel_name = options.target.partition(":")
+class _Usage(Exception):
+    """A command line that names no usable target (exit status 2)."""
+
+
+def _target(text: str):
+    module_name, _, kernel_name = text.partition(":")
     if not kernel_name:
-        print(f"expected MODULE:KERNEL, got {options.target!r}", file=sys.stderr)
-        return 2
+        raise _Usage(f"expected MODULE:KERNEL, got {text!r}")
     module = importlib.import_module(module_name)
-    kernel = getattr(module, kernel_name)
     if not hasattr(module, "example_inputs"):
-        print(f"{module_name} has no example_inputs()", file=sys.stderr)
-        return 2
+        raise _Usage(f"{module_name} has no example_inputs()")
+    return module, getattr(module, kernel_name)
+
+
+def _report(options) -> int:
+    module, kernel = _target(options.target)
     config = {}
     if options.block_sizes:
         config["block_sizes"] = [int(b) for b in options.block_sizes.split(",")]
     if options.loop_type:
         config["pallas_loop_type"] = options.loop_type
+    report = schedule_report(kernel, module.example_inputs(), **config)
+    print(format_report(f"schedule of {options.target}", report))
+    return 0
+
+
+def _autotune(options) -> int:
+    import dataclasses
+
+    from .autotune.summary import format_table, write_history
+
+    module, kernel = _target(options.target)
+    args = tuple(module.example_inputs())
+    if options.seed is not None:
+        kernel.tune = dataclasses.replace(kernel.tune, random_seed=options.seed)
+    bound = kernel.bind(args)
+    result = bound.autotune(args, effort=options.effort, chip=options.chip)
+    print(format_table(result, kernel, args, chip=options.chip, top=options.top))
+    stem = Path(options.out or f"autotune_{kernel.__name__}")
+    written = write_history(result, stem, f"autotune {options.target} ({options.effort})")
+    print("search history written to " + ", ".join(str(p) for p in written))
+    if not any(p.suffix == ".png" for p in written):
+        print("matplotlib is not installed: no plot (pip install matplotlib, then run again)")
+    return 0
+
+
+def _code(options) -> int:
+    module, kernel = _target(options.target)
+    config = json.loads(options.config) if options.config else None
+    print(kernel.bind(tuple(module.example_inputs())).to_code(config), end="")
+    return 0
+
+
+def _run(options) -> int:
+    module = importlib.import_module(options.module)
+    if not hasattr(module, "check"):
+        raise _Usage(f"{options.module} has no check()")
+    result = module.check()
+    print(f"{options.module}: check() passed" + (f" ({result})" if result is not None else ""))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    command = {"report": _report, "autotune": _autotune, "code": _code, "run": _run}[options.command]
     try:
-        report = schedule_report(kernel, module.example_inputs(), **config)
+        return command(options)
+    except _Usage as err:
+        print(err, file=sys.stderr)
+        return 2
     except exc.PallasiteError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(format_report(f"schedule of {options.target}", report))
-    return 0
 
 
 if __name__ == "__main__":

@@ -130,6 +130,10 @@ def _validate_key(key: str, value: Any) -> None:
             )
     elif key in _KNOB_VALIDATORS:
         _KNOB_VALIDATORS[key](value)
+    elif key in _USER_TUNABLES:
+        if not isinstance(value, (int, float, str, bool)):
+            raise exc.InvalidConfig(f"Config key {key!r} (an hl.register_tunable) must have a scalar value, "
+                                    f"got {value!r}.")
     elif key in _GPU_ONLY_KEYS:
         raise exc.InvalidConfig(
             f"Config key {key!r} is a setting of GPU (Triton) kernels; Pallas "
@@ -138,8 +142,23 @@ def _validate_key(key: str, value: Any) -> None:
         )
     else:
         raise exc.InvalidConfig(
-            f"Unknown config key {key!r}. Valid keys: {', '.join(Config.KNOWN_KEYS)}."
+            f"Unknown config key {key!r}. Valid keys: {', '.join(Config.KNOWN_KEYS)}, and the names a "
+            "kernel declares with hl.register_tunable (known once the kernel is decorated: pass such a "
+            "config to the decorator as a dict)."
         )
+
+
+# Names declared by `hl.register_tunable` in some kernel (found in the kernel's source when it
+# is decorated, and when traced): config keys of that kernel's user tunables.
+_USER_TUNABLES: set[str] = set()
+
+
+def register_user_tunable(name: str) -> None:
+    """Accept `name` as a config key (a user tunable); built-in keys keep their meaning."""
+    if name in Config.KNOWN_KEYS or name in _GPU_ONLY_KEYS or name == "block_size":
+        raise exc.InvalidConfig(f"hl.register_tunable({name!r}, ...): {name!r} is a built-in config key; "
+                                "choose another name.")
+    _USER_TUNABLES.add(name)
 
 
 def as_config(config: Config | Mapping[str, Any] | None) -> Config:

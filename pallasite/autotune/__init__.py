@@ -1,4 +1,5 @@
-"""Config space, search and the on-disk cache of winners."""
-from .config_spec import BlockSizeSpec, ConfigSpec
+"""Config space, search and the on-disk cache of winners (see docs/ARCHITECTURE.md, "Autotuning")."""
+from .config_spec import BlockSizeSpec, ConfigSpec, Gene
+from .search import SearchResult, Trial, search
 
-__all__ = ["BlockSizeSpec", "ConfigSpec"]
+__all__ = ["BlockSizeSpec", "ConfigSpec", "Gene", "SearchResult", "Trial", "search"]

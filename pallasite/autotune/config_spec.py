@@ -1,8 +1,10 @@
 """The config space of one bound kernel: its tunable block sizes and their rules."""
 from __future__ import annotations
 
+import itertools
+import random
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterator, Sequence
 
 from .. import exc
 from ..config import Config
@@ -12,6 +14,7 @@ from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
+from ..language.tunables import Fragment
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
 # grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
@@ -70,12 +73,45 @@ class BlockSizeSpec:
         return fitting[-1] if fitting else legal[0]
 
 
+_NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class Gene:
+    """One knob of the space: a config path (`("block_sizes", 0)`, `("pallas_loop_type",)`,
+    a user tunable's name) and its legal values; `implicit`: the value a config without
+    the key means (omitted from configs the search builds)."""
+
+    path: tuple
+    choices: tuple
+    ordered: bool = False
+    implicit: Any = _NO_DEFAULT
+
+    def adjacent(self, value: Any) -> list[Any]:
+        if value not in self.choices:
+            return [self.choices[0]] if self.choices else []
+        i = self.choices.index(value)
+        if self.ordered:
+            return [self.choices[j] for j in (i - 1, i + 1) if 0 <= j < len(self.choices)]
+        return [c for c in self.choices if c != value]
+
+    def step(self, value: Any, rng: random.Random) -> Any:
+        near = self.adjacent(value)
+        if self.ordered and near and rng.random() < 0.7:
+            return rng.choice(near)
+        others = [c for c in self.choices if c != value]
+        return rng.choice(others) if others else value
+
+
 class ConfigSpec:
     """What a config of this kernel may contain, and its default."""
 
-    def __init__(self, ir: KernelIR, validate: Callable[[Config], object] | None = None):
-        """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow)."""
+    def __init__(self, ir: KernelIR, validate: Callable[[Config], object] | None = None,
+                 tunables: dict[str, Fragment] | None = None):
+        """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow);
+        `tunables`: the kernel's `hl.register_tunable` fragments by name."""
         self._validate = validate
+        self.tunables: dict[str, Fragment] = dict(tunables or {})
         # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
         # then nothing is tiled and a config's block sizes, written for the others, do not apply.
         self.has_device_loops = bool(ir.device_loops)
@@ -165,11 +201,132 @@ class ConfigSpec:
                 f"block_sizes has {len(sizes)} entries but the kernel has "
                 f"{len(self.block_sizes)} tunable block sizes ({names})."
             )
+        for key, value in values.items():
+            if key in Config.KNOWN_KEYS:
+                continue
+            if key not in self.tunables:
+                raise exc.InvalidConfig(
+                    f"Config key {key!r} is not a tunable of this kernel (its hl.register_tunable names: "
+                    f"{', '.join(self.tunables) or 'none'}).")
+            if not self.tunables[key].allows(value):
+                raise exc.InvalidConfig(f"Config value {key}={value!r} is not legal: expected "
+                                        f"{self.tunables[key].describe()}.")
         if "loop_orders" in values:
             self._check_loop_orders(values["loop_orders"])
         if "reduction_loops" in values:
             self._check_reduction_loops(values["reduction_loops"])
         return Config(values)
+
+    # ------------------------------------------------------- the search space --
+
+    def genes(self) -> list[Gene]:
+        """Every tunable knob with its legal values (TPU tiling rules already applied;
+        VMEM and the other planning checks are applied per config by `check`)."""
+        out = [Gene(("block_sizes", spec.block_id), tuple(spec.candidates()), ordered=True)
+               for spec in self.block_sizes] if self.has_device_loops else []
+        if self.has_inner_loops:
+            out.append(Gene(("pallas_loop_type",), tuple(STRATEGIES)))
+            out.append(Gene(("pallas_load_buffer_count",), (2, 3), ordered=True, implicit=2))
+            out.append(Gene(("pallas_pre_broadcast",), (False, True), implicit=False))
+        if self.has_gathers:
+            out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES), implicit="auto"))
+        for i, rank in enumerate(self.multi_dim_loops):
+            perms = tuple(tuple(p) for p in itertools.permutations(range(rank)))
+            out.append(Gene(("loop_orders", i), perms, implicit=perms[0]))
+        if any(c < dim.extent for dim in self.reduction_dims for c in dim.candidates()):
+            for i, dim in enumerate(self.reduction_dims):  # one entry per dim, or none at all
+                chunks = tuple(c for c in dim.candidates() if c < dim.extent)
+                out.append(Gene(("reduction_loops", i), (None, *chunks), ordered=True, implicit=None))
+        for name, fragment in self.tunables.items():
+            out.append(Gene((name,), tuple(fragment.candidates()), ordered=True, implicit=fragment.default()))
+        return out
+
+    def values_of(self, config: Config, genes: list[Gene]) -> tuple:
+        """`config`'s value of each gene (the implicit default where the config has none)."""
+        out = []
+        for gene in genes:
+            key, *index = gene.path
+            value = config.get(key)
+            if value is not None and index:
+                value = value[index[0]] if index[0] < len(value) else None
+            value = tuple(value) if isinstance(value, list) else value
+            out.append(gene.implicit if value is None and key != "block_sizes" else value)
+        return tuple(out)
+
+    def config_of(self, values: Sequence[Any], genes: list[Gene], base: Config | None = None) -> Config:
+        """The config with these gene values (keys left at their implicit default are omitted)."""
+        out: dict[str, Any] = dict(base or {})
+        lists: dict[str, list] = {}
+        for gene, value in zip(genes, values):
+            key, *index = gene.path
+            if index:
+                lists.setdefault(key, []).append((gene, value))
+            elif value == gene.implicit and gene.implicit is not _NO_DEFAULT:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        for key, entries in lists.items():
+            if key != "block_sizes" and all(value == gene.implicit for gene, value in entries):
+                out.pop(key, None)
+            else:
+                out[key] = [list(v) if isinstance(v, tuple) else v for _, v in entries]
+        return Config(out)
+
+    def check(self, config: Config) -> Config:
+        """`config` completed and planned; raises `exc.InvalidConfig` (or a subclass) if it cannot run."""
+        config = self.normalize(config)
+        if self._validate is not None:
+            self._validate(config)
+        return config
+
+    def legal(self, config: Config) -> bool:
+        try:
+            self.check(config)
+            return True
+        except exc.InvalidConfig:
+            return False
+
+    def enumerate(self, limit: int | None = None) -> Iterator[Config]:
+        """Every legal config (block sizes first varied last), up to `limit` of them."""
+        genes = self.genes()
+        found = 0
+        for values in itertools.product(*(gene.choices for gene in genes)):
+            if limit is not None and found >= limit:
+                return
+            config = self.config_of(values, genes)
+            if self.legal(config):
+                found += 1
+                yield config
+
+    def sample(self, rng: random.Random) -> Config:
+        """A random point of the space (not checked: `check` it)."""
+        genes = self.genes()
+        return self.config_of([rng.choice(gene.choices) for gene in genes], genes)
+
+    def mutate(self, config: Config, rng: random.Random, changes: int = 1) -> Config:
+        """`config` with `changes` random genes moved: an ordered gene to a neighbouring value
+        (mostly), a categorical one to another value."""
+        genes = self.genes()
+        movable = [i for i, g in enumerate(genes) if len(g.choices) > 1]
+        if not movable:
+            return config
+        values = list(self.values_of(config, genes))
+        for _ in range(changes):
+            i = rng.choice(movable)
+            values[i] = genes[i].step(values[i], rng)
+        return self.config_of(values, genes, base=config)
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """Configs one gene away: an ordered gene's adjacent values, a categorical gene's others."""
+        genes = self.genes()
+        values = self.values_of(config, genes)
+        out = []
+        for i, gene in enumerate(genes):
+            for value in gene.adjacent(values[i]):
+                moved = list(values)
+                moved[i] = value
+                out.append(self.config_of(moved, genes, base=config))
+        return out
 
     def _check_reduction_loops(self, chunks) -> None:
         """One entry per reduction dim. A list of Nones (one block each: today's schedule)

@@ -105,3 +105,19 @@ def unsupported_host_statement(stmt: ast.stmt, location: exc.SourceLocation) -> 
     return exc.UnsupportedSyntax(
         f"A return inside a {kind} statement in host code is not supported; return from the "
         "kernel's body, an if or a for over a Python iterable instead.", location)
+
+
+def register_tunables_of(fn: Callable) -> None:
+    """Make the names of `hl.register_tunable("name", ...)` calls in `fn` config keys, so a
+    config naming them is accepted before the kernel is traced."""
+    from ..config import register_user_tunable
+
+    try:
+        tree, _ = function_ast(fn)
+    except exc.PallasiteError:
+        return
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) == "register_tunable"
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            register_user_tunable(node.args[0].value)

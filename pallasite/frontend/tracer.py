@@ -59,6 +59,7 @@ class Tracer(OpRecorder):
         args: list[ArgSpec],
         choose_block_size: Callable[[int, int], int],
         captured: dict[str, ArgSpec] | None = None,
+        tunable_values: dict[str, Any] | None = None,
     ):
         """`captured`: the tensors the kernel reads from its enclosing scope, by name
         (`Kernel.captured_tensors`); they become trailing parameters of the host function."""
@@ -69,6 +70,8 @@ class Tracer(OpRecorder):
         self.captured = captured or {}
         self.choose_block_size = choose_block_size
         self.specialized: set[str] = set()
+        self.tunable_values = dict(tunable_values or {})  # the config's values of user tunables
+        self.tunables: dict[str, Any] = {}  # hl.register_tunable: name -> fragment, in order
         self.steps: list = []
         self.block_dims: list[TileDim | None] = []
         self.device_loops: list[DeviceLoopCall] = []
@@ -455,6 +458,18 @@ class Tracer(OpRecorder):
         size = self.choose_block_size(block_id, extent)
         self.block_dims[block_id] = TileDim(f"block_{block_id}", 0, extent, size, block_id, False)
         return BlockSize(size, block_id)
+
+    def register_tunable(self, name: Any, fragment: Any) -> Any:
+        from ..config import register_user_tunable
+        from ..language.tunables import tunable_value
+
+        value = tunable_value(name, fragment, self.tunable_values)
+        if self.tunables.get(name, fragment) != fragment:
+            raise exc.UnsupportedSyntax(f"hl.register_tunable({name!r}, ...) is declared twice with "
+                                        "different fragments.")
+        self.tunables[name] = fragment
+        register_user_tunable(name)
+        return value
 
     def _traced_min(self, *args: Any, **kwargs: Any) -> Any:
         return self._fold_builtin("minimum", builtins.min, args, kwargs)

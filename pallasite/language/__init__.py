@@ -13,10 +13,13 @@ from typing import Any, Sequence
 import torch
 
 from .. import exc
+from .tunables import BooleanFragment, EnumFragment, Fragment, IntegerFragment, PowerOfTwoFragment
 
 __all__ = [
     "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
     "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable",
+    "register_tunable", "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment",
+    "BooleanFragment",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -125,6 +128,12 @@ def specialize(value: Any) -> Any:
 def register_block_size(*args: Any) -> Any:
     """Declare a tunable block size for a dimension of the given extent (`min`, `max`)."""
     return _tracer("register_block_size").register_block_size(args)
+
+
+def register_tunable(name: str, fragment: Fragment) -> Any:
+    """Declare a user tunable (e.g. `hl.register_tunable("split_k", hl.PowerOfTwoFragment(1, 8))`):
+    it joins the kernel's config space, and returns the config's value (a host value)."""
+    return _tracer("register_tunable").register_tunable(name, fragment)
 
 
 class constexpr:  # noqa: N801 - Helion's spelling

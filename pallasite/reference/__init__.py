@@ -65,7 +65,8 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
         check_arguments(kernel._bind_arguments(args, kwargs))
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
-    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders)
+    tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
+    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables)
     result = runner.run(args, kwargs)
     used, given = runner.block_slots_used, runner.block_sizes_given
     if given is not None and used < len(given):

@@ -25,12 +25,14 @@ _MISSING = object()
 class ReferenceRunner:
     """Runs one call of a kernel function on real tensors."""
 
-    def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=()):
+    def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=(),
+                 tunable_values: dict[str, Any] | None = None):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
         has a tunable block size. `loop_orders`: the config's dim order per multi-dim
         hl.tile loop, device and inner loops in order of appearance (the order programs
         and inner tiles run, which decides a scatter's last writer)."""
         self.fn = fn
+        self._tunable_values = dict(tunable_values or {})  # the config's hl.register_tunable values
         self._loop_orders = iter(loop_orders)
         self._order_of_loop: dict[int, Any] = {}  # id of a multi-dim loop's `for` -> its entry
         self.fn_ast, self.filename = source.function_ast(fn)
@@ -316,6 +318,11 @@ class ReferenceRunner:
         self._calls_in_statement += 1
         statement = id(self.statement)
         return self._slot(("register_block_size", statement, self._calls_in_statement, self._python_loops))
+
+    def register_tunable(self, name: Any, fragment: Any) -> Any:
+        from ..language.tunables import tunable_value
+
+        return tunable_value(name, fragment, self._tunable_values)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> torch.Tensor:
         if not self.in_device:

@@ -15,6 +15,7 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..autotune import ConfigSpec
+from ..autotune.settings import parse_settings
 from ..codegen import generate_module
 from ..config import Config, as_config
 from ..frontend import ArgSpec, Tracer, source
@@ -27,35 +28,33 @@ from .convert import to_jax, torch_dtype_of, tree_to_torch
 from .code_files import CODE_DIR_ENV, _write_code, code_dir, load_module  # noqa: F401 (re-exported)
 from .dynamic import SizeGuards, bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params, interpreter_reports
+from ..autotune.tuner import autotune, should_tune, tuned_config
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
-_EFFORTS = ("none", "quick", "full")
 
 
 class Kernel:
     """A kernel function compiled per argument signature and config."""
 
     def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
-                 static_shapes: bool = True, autotune_effort: str = "quick",
+                 static_shapes: bool = True, autotune_effort: str | None = None,
                  backend: str = "pallas", use_default_config: bool = False,
                  print_output_code: bool = False, ref_mode: bool = False, **settings: Any):
         """`ref_mode=True` runs every call eagerly in PyTorch instead of compiling (see
         `pallasite.reference`); so does the `PALLASITE_REF=1` environment variable."""
         if backend != "pallas":
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
-        if autotune_effort not in _EFFORTS:
-            raise exc.InvalidConfig(f"autotune_effort={autotune_effort!r}: expected one of {_EFFORTS}.")
         if not isinstance(static_shapes, bool):
             raise exc.InvalidConfig(f"static_shapes={static_shapes!r}: expected True or False.")
         if not isinstance(ref_mode, bool):
             raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True or False.")
-        if settings:
-            raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(sorted(settings))}.")
+        # Helion's tuning settings (autotune/settings.py); use_default_config skips tuning.
+        self.tune = parse_settings("none" if use_default_config else autotune_effort, settings)
+        source.register_tunables_of(fn)  # hl.register_tunable names become config keys
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
-        # Helion's spellings: use_default_config skips tuning, print_output_code prints the module.
-        self.autotune_effort = "none" if use_default_config else autotune_effort
+        self.autotune_effort = self.tune.effort  # print_output_code: Helion's, prints the module
         self.print_output_code = bool(print_output_code)
         self.ref_mode = ref_mode
         self.static_shapes = static_shapes  # False: one variant per size bucket (runtime/dynamic.py)
@@ -232,9 +231,9 @@ class BoundKernel:
         # The discovery trace learns which block sizes exist; a declared config's sizes make
         # it trace the kernel as it will run (shapes written for that block size).
         declared = kernel.declared_config
-        discovery = self._trace(None if declared is None else declared.block_sizes)
+        discovery = self._trace(None if declared is None else declared.block_sizes, config=declared)
         self.specialized = set(discovery.specialized)
-        self.config_spec = ConfigSpec(discovery.ir, validate=self.plan)
+        self.config_spec = ConfigSpec(discovery.ir, validate=self.plan, tunables=discovery.tunables)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
         self._resolved: Config | None = None
@@ -243,7 +242,8 @@ class BoundKernel:
     def fn(self) -> Callable:
         return self.kernel.fn
 
-    def _trace(self, block_sizes: list[int] | None, specs: list[ArgSpec] | None = None):
+    def _trace(self, block_sizes: list[int] | None, specs: list[ArgSpec] | None = None,
+               config: Config | None = None):
         provisional: dict[int, int] = {}
 
         def choose(block_id: int, extent: int) -> int:
@@ -251,7 +251,8 @@ class BoundKernel:
                 return block_sizes[block_id]
             return provisional.setdefault(block_id, max(1, min(extent, 128)))
 
-        tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured)
+        tunables = {k: config[k] for k in config if k not in Config.KNOWN_KEYS} if config else None
+        tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured, tunables)
         tracer.ir = tracer.run()
         return tracer
 
@@ -259,7 +260,8 @@ class BoundKernel:
         """The one place a config is resolved.
 
         An explicit `config` is completed by the decorator's `config=` (its keys
-        win), then defaults, and checked against the kernel; without one: the decorator's `config=`, else `configs[0]`, else
+        win), then defaults, and checked against the kernel; without one: the decorator's `config=`, else
+        the config the first call's autotuning chose (autotune/tuner.py), else `configs[0]`, else
         the default config (which plans candidates until one fits VMEM).
         `to_code`, `plan`, `compile_config` and a plain call all come here.
         """
@@ -281,7 +283,7 @@ class BoundKernel:
         already completed and checked, at `specs`' sizes)."""
         config = config if resolved else self.resolve_config(config)
         chip = chip or default_chip()
-        tracer = self._trace(config.block_sizes, specs)
+        tracer = self._trace(config.block_sizes, specs, config)
         return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip)))
 
     @property
@@ -338,9 +340,10 @@ class BoundKernel:
         """`resolve_config` against the config space traced at `sizes` (dynamic shapes)."""
         specs = specs_at(self.specs, sizes)
         declared = self.kernel.declared_config
-        discovery = self._trace(None if declared is None else declared.block_sizes, specs)
+        discovery = self._trace(None if declared is None else declared.block_sizes, specs, declared)
         space = ConfigSpec(discovery.ir, validate=lambda c: self.plan(space.normalize(c), specs=specs,
-                                                                      resolved=True))
+                                                                      resolved=True),
+                           tunables=discovery.tunables)
         if config is not None:
             config = as_config(config)
             if self.kernel.config is not None:
@@ -376,8 +379,15 @@ class BoundKernel:
             self._default = self.compile_config(None, sizes)
             return self._default
         if self._default is None:
+            if self._resolved is None and should_tune(self, args, kwargs or {}):
+                self._resolved = tuned_config(self, args, kwargs or {})  # autotune/tuner.py
             self._default = self.compile_config()
         return self._default
+
+    def autotune(self, args: tuple, kwargs: dict | None = None, **options: Any):
+        """Search this signature's configs for `args` (see `autotune.tuner.autotune`); returns
+        the `SearchResult` without changing the config calls run."""
+        return autotune(self, tuple(args), kwargs, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._default_compiled(args, kwargs)(*args, **kwargs)

@@ -1,0 +1,84 @@
+"""The search's progress on stderr: candidates tried, best estimate so far, ETA.
+
+Drawn with `tqdm` when it is installed; without it, one status line per second
+(and a last one at the end). `PALLASITE_AUTOTUNE_QUIET=1` silences it, and the
+autotuner's one-line log messages (`log`).
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+QUIET_ENV = "PALLASITE_AUTOTUNE_QUIET"
+
+try:  # optional: a well-kept progress bar library
+    from tqdm import tqdm as _tqdm
+except ImportError:  # pragma: no cover - depends on the environment
+    _tqdm = None
+
+
+def quiet_by_env() -> bool:
+    return os.environ.get(QUIET_ENV, "0") not in ("", "0")
+
+
+def log(message: str) -> None:
+    """One line of the autotuner's log on stderr (unless quiet)."""
+    if not quiet_by_env():
+        print(f"[pallasite autotune] {message}", file=sys.stderr, flush=True)
+
+
+def _seconds(value: float) -> str:
+    if not math.isfinite(value):
+        return "none yet"
+    return f"{value * 1e6:.2f} us" if value < 1e-3 else f"{value * 1e3:.3f} ms"
+
+
+class Progress:
+    """`with Progress(title, total) as p: ... p.advance(best_seconds)`."""
+
+    def __init__(self, title: str, total: int, quiet: bool | None = None, label: str = "model"):
+        self.title, self.total, self.label = title, max(total, 1), label
+        self.quiet = quiet_by_env() if quiet is None else quiet
+        self.done = 0
+        self.best = math.inf
+        self._start = time.perf_counter()
+        self._last_line = 0.0
+        self._bar = None
+
+    def __enter__(self) -> Progress:
+        if not self.quiet and _tqdm is not None:
+            self._bar = _tqdm(total=self.total, desc=self.title, unit="config", file=sys.stderr,
+                              leave=True, dynamic_ncols=True)
+        return self
+
+    def advance(self, best: float) -> None:
+        self.done += 1
+        self.best = best
+        if self.quiet:
+            return
+        if self._bar is not None:
+            if self.done > self.total:
+                self._bar.total = self.done
+            self._bar.set_postfix_str(f"best {_seconds(best)} ({self.label})", refresh=False)
+            self._bar.update(1)
+        elif time.perf_counter() - self._last_line >= 1.0:
+            self._line()
+
+    def _line(self) -> None:
+        self._last_line = time.perf_counter()
+        elapsed = self._last_line - self._start
+        left = max(self.total - self.done, 0)
+        eta = elapsed / self.done * left if self.done else math.inf
+        print(f"[pallasite autotune] {self.title}: {self.done}/{self.total} candidates, "
+              f"best {_seconds(self.best)} ({self.label}), ETA {eta:.1f}s", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc_info) -> None:
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            self.total = self.done
+            self._line()

@@ -1,0 +1,179 @@
+"""The search over a `ConfigSpec`: which configs to try, in which order, and the winner.
+
+The objective is injected (`objective(config) -> seconds`): on a CPU the TPU cost
+model's estimate, on a TPU the measured device time (`autotune/measure.py`). A
+config the objective rejects (`exc.InvalidConfig`: planning refused it, e.g. VMEM
+overflow) or fails on (any pallasite error) counts as infinitely slow and never
+aborts the search.
+
+- effort "none": the default config only.
+- effort "quick": the default and its neighbourhood (every config one knob away).
+- effort "full": a seeded genetic search: an initial population (the default, its
+  neighbours and random samples), then generations of mutated children of the best
+  few (plus crossover), stopping after a fixed budget or when no generation improves;
+  the top few are then re-ranked by `rerank` (on a TPU: a paired re-measurement).
+- `configs=[...]`: exactly those configs.
+The order of candidates depends only on the space and `seed`, so a fixed seed gives
+the same search (and, with a deterministic objective, the same winner).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .. import exc
+from ..config import Config
+from .config_spec import ConfigSpec
+from .progress import Progress
+
+EFFORTS = ("none", "quick", "full")
+FULL_BUDGET = 160  # objective evaluations of a full search (before the re-rank)
+FULL_POPULATION = 16
+FULL_PATIENCE = 3  # generations without improvement before stopping
+RERANK_TOP = 3
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate in search order: its time (inf if rejected) and why it was rejected."""
+
+    config: Config
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class SearchResult:
+    best: Config
+    best_seconds: float
+    default: Config
+    trials: list[Trial] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def ranked(self) -> list[Trial]:
+        """Distinct legal trials, fastest first."""
+        seen, out = set(), []
+        for trial in sorted(self.trials, key=lambda t: t.seconds):
+            if trial.config.key() not in seen and math.isfinite(trial.seconds):
+                seen.add(trial.config.key())
+                out.append(trial)
+        return out
+
+
+class _Evaluator:
+    """Memoized objective, recording every distinct candidate as a `Trial`."""
+
+    def __init__(self, space: ConfigSpec, objective: Callable[[Config], float],
+                 overrides: dict, progress: Progress):
+        self.space, self.objective, self.overrides, self.progress = space, objective, overrides, progress
+        self.trials: list[Trial] = []
+        self.seen: dict[tuple, float] = {}
+
+    def __call__(self, config: Config) -> float:
+        if self.overrides:
+            config = Config({**config, **self.overrides})
+        try:
+            config = self.space.normalize(config)
+        except exc.InvalidConfig as err:
+            return self._record(config, math.inf, err.message)
+        key = config.key()
+        if key in self.seen:
+            return self.seen[key]
+        try:
+            seconds = float(self.objective(config))
+            error = None
+        except exc.PallasiteError as err:
+            seconds, error = math.inf, f"{type(err).__name__}: {err.message}"
+        return self._record(config, seconds, error)
+
+    def _record(self, config: Config, seconds: float, error: str | None) -> float:
+        self.seen[config.key()] = seconds
+        self.trials.append(Trial(config, seconds, error))
+        self.progress.advance(min((t.seconds for t in self.trials), default=math.inf))
+        return seconds
+
+    def best(self, n: int = 1) -> list[Trial]:
+        ranked = sorted((t for t in self.trials if math.isfinite(t.seconds)), key=lambda t: t.seconds)
+        return ranked[:n]
+
+
+def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: str = "quick",
+           seed: int = 0, configs: Sequence[Config] | None = None, overrides: dict | None = None,
+           rerank: Callable[[list[Config]], list[float]] | None = None,
+           title: str = "autotune", quiet: bool | None = None) -> SearchResult:
+    """Search `space` for the config with the least `objective`. `rerank(configs)`, if
+    given, re-scores the top candidates of a full search (lists of the same length)."""
+    if effort not in EFFORTS:
+        raise exc.InvalidConfig(f"autotune_effort={effort!r}: expected one of {EFFORTS}.")
+    start = time.perf_counter()
+    overrides = dict(overrides or {})
+    default = space.normalize(Config({**space.default_config(), **overrides}))
+    rng = random.Random(seed)
+    total = _planned(space, effort, configs, default)
+    with Progress(title, total, quiet=quiet) as progress:
+        evaluate = _Evaluator(space, objective, overrides, progress)
+        if configs:
+            for config in configs:
+                evaluate(config)
+        else:
+            evaluate(default)
+            if effort == "quick":
+                for config in space.neighbours(default):
+                    evaluate(config)
+            elif effort == "full":
+                _genetic(space, evaluate, default, rng)
+        finalists = evaluate.best(RERANK_TOP)
+        if effort == "full" and rerank is not None and len(finalists) > 1:
+            scores = rerank([t.config for t in finalists])
+            finalists = [t for _, t in sorted(zip(scores, finalists), key=lambda p: p[0])]
+    if not finalists:
+        reasons = "; ".join(sorted({t.error for t in evaluate.trials if t.error}))[:2000]
+        raise exc.InvalidConfig(f"Every candidate config was rejected: {reasons}")
+    best = finalists[0]
+    return SearchResult(best.config, best.seconds, default, evaluate.trials, time.perf_counter() - start)
+
+
+def _planned(space: ConfigSpec, effort: str, configs, default: Config) -> int:
+    if configs:
+        return len(configs)
+    if effort == "none":
+        return 1
+    if effort == "quick":
+        return 1 + len(space.neighbours(default))
+    return FULL_BUDGET
+
+
+def _genetic(space: ConfigSpec, evaluate: _Evaluator, default: Config, rng: random.Random) -> None:
+    """Population-based search: neighbours and samples, then mutated and crossed children."""
+    for config in space.neighbours(default):
+        evaluate(config)
+    for _ in range(4 * FULL_POPULATION):  # bounded: in a tiny space samples keep repeating
+        if len(evaluate.trials) >= FULL_POPULATION:
+            break
+        evaluate(space.sample(rng))
+    best = evaluate.best(1)[0].seconds if evaluate.best(1) else math.inf
+    stale = 0
+    while len(evaluate.trials) < FULL_BUDGET and stale < FULL_PATIENCE:
+        parents = [t.config for t in evaluate.best(4)] or [default]
+        before = len(evaluate.trials)
+        for _ in range(FULL_POPULATION):
+            parent = rng.choice(parents)
+            if len(parents) > 1 and rng.random() < 0.3:
+                child = _crossover(space, parent, rng.choice(parents), rng)
+            else:
+                child = space.mutate(parent, rng, changes=rng.choice((1, 1, 2)))
+            evaluate(child)
+            if len(evaluate.trials) >= FULL_BUDGET:
+                break
+        new_best = evaluate.best(1)[0].seconds if evaluate.best(1) else math.inf
+        stale = stale + 1 if new_best >= best or len(evaluate.trials) == before else 0
+        best = min(best, new_best)
+
+
+def _crossover(space: ConfigSpec, a: Config, b: Config, rng: random.Random) -> Config:
+    genes = space.genes()
+    va, vb = space.values_of(a, genes), space.values_of(b, genes)
+    return space.config_of([x if rng.random() < 0.5 else y for x, y in zip(va, vb)], genes, base=a)

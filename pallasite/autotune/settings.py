@@ -1,0 +1,74 @@
+"""The tuning settings a kernel accepts (Helion's names), checked once at decoration.
+
+- autotune_effort: "none" | "quick" | "full"; default: `$PALLASITE_AUTOTUNE_EFFORT`, else "quick".
+- autotune_random_seed: the search's seed; default `$PALLASITE_AUTOTUNE_RANDOM_SEED`, else 0.
+- autotune_accuracy_check: compare the tuned config's output before using it (default True).
+- autotune_baseline_fn: a reference with the kernel's signature; the tuned config's output
+  must match it within autotune_baseline_atol / autotune_baseline_rtol (default 1e-2 each).
+  Without one, the default config's output is the baseline.
+- autotune_config_overrides: fixed values for some keys in every candidate (and the result).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .. import exc
+from ..config import Config
+from .search import EFFORTS
+
+EFFORT_ENV = "PALLASITE_AUTOTUNE_EFFORT"
+SEED_ENV = "PALLASITE_AUTOTUNE_RANDOM_SEED"
+KEYS = ("autotune_random_seed", "autotune_accuracy_check", "autotune_baseline_fn",
+        "autotune_baseline_atol", "autotune_baseline_rtol", "autotune_config_overrides")
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    effort: str = "quick"
+    random_seed: int = 0
+    accuracy_check: bool = True
+    baseline_fn: Callable | None = None
+    baseline_atol: float = 1e-2
+    baseline_rtol: float = 1e-2
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """What changes the search's result (part of the disk cache key)."""
+        return {"effort": self.effort, "seed": self.random_seed,
+                "overrides": repr(sorted(self.config_overrides.items()))}
+
+
+def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings:
+    """The settings, checked; unknown keys raise `exc.InvalidConfig`."""
+    unknown = sorted(set(settings) - set(KEYS))
+    if unknown:
+        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)}.")
+    if effort is None:
+        effort = os.environ.get(EFFORT_ENV) or "quick"
+    if effort not in EFFORTS:
+        raise exc.InvalidConfig(f"autotune_effort={effort!r}: expected one of {EFFORTS}.")
+    seed = settings.get("autotune_random_seed", os.environ.get(SEED_ENV) or 0)
+    try:
+        seed = int(seed)
+    except (TypeError, ValueError):
+        raise exc.InvalidConfig(f"autotune_random_seed={seed!r}: expected an int.") from None
+    check = settings.get("autotune_accuracy_check", True)
+    if not isinstance(check, bool):
+        raise exc.InvalidConfig(f"autotune_accuracy_check={check!r}: expected True or False.")
+    baseline = settings.get("autotune_baseline_fn")
+    if baseline is not None and not callable(baseline):
+        raise exc.InvalidConfig(f"autotune_baseline_fn={baseline!r}: expected a callable.")
+    tolerances = {}
+    for name in ("autotune_baseline_atol", "autotune_baseline_rtol"):
+        value = settings.get(name, 1e-2)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise exc.InvalidConfig(f"{name}={value!r}: expected a non-negative number.")
+        tolerances[name] = float(value)
+    overrides = settings.get("autotune_config_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: expected a dict of config keys.")
+    Config(overrides)  # each key and value checked
+    return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
+                        tolerances["autotune_baseline_rtol"], dict(overrides))

@@ -1,0 +1,185 @@
+"""Autotuning one bound kernel: objective, search, accuracy check and the disk cache.
+
+When it runs: on the first call of a kernel at an argument signature, if the kernel
+declares no `config=` (nor a one-entry `configs=[...]`), its effort is not "none",
+its shapes are static, and the arguments are concrete (not
+traced by an enclosing `jax.jit`). The winner is then that signature's config for
+the rest of the process (`BoundKernel.resolve_config`), and is cached on disk, so a
+later process skips the search. `to_code()` before the first call shows the default.
+The test suite sets `PALLASITE_AUTOTUNE_EFFORT=none` (tests/conftest.py) so its
+hundreds of kernels compile one config each; tests of the tuner opt in per kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import warnings
+from typing import Any, Callable
+
+import jax
+import torch
+
+from .. import exc
+from ..config import Config
+from . import cache
+from .cost_model import estimate
+from .progress import log
+from .search import SearchResult, search
+
+ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling back to the default
+
+
+def should_tune(bound, args: tuple, kwargs: dict) -> bool:
+    kernel = bound.kernel
+    if kernel.config is not None or bound.dynamic or kernel.tune.effort == "none" or len(kernel.configs) == 1:
+        return False
+    values = list(args) + list(kwargs.values())
+    return not any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def objective_for(bound, args: tuple, kwargs: dict | None = None, chip: str | None = None
+                  ) -> tuple[Callable[[Config], float], Callable | None, str]:
+    """(objective, rerank, label): measured device time on a TPU, else the cost model."""
+    from ..runtime.chips import on_tpu
+
+    if chip is None and on_tpu():
+        from .measure import measured_objective, paired_rerank
+
+        return measured_objective(bound, args, kwargs), paired_rerank(bound, args, kwargs), "measured"
+    return (lambda config: estimate(bound.kernel, args, config, kwargs=kwargs, chip=chip).seconds), None, "model"
+
+
+def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | None = None,
+             objective: Callable[[Config], float] | None = None, chip: str | None = None,
+             quiet: bool | None = None) -> SearchResult:
+    """Search `bound`'s config space for these arguments (no cache, no accuracy check)."""
+    kernel = bound.kernel
+    settings = kernel.tune
+    rerank, label = None, "objective"
+    if objective is None:
+        objective, rerank, label = objective_for(bound, tuple(args), dict(kwargs or {}), chip)
+    effort = effort or (settings.effort if settings.effort != "none" else "quick")
+    return search(bound.config_spec, objective, effort=effort, seed=settings.random_seed,
+                  configs=kernel.configs or None, overrides=settings.config_overrides, rerank=rerank,
+                  title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet)
+
+
+def cache_fields(bound) -> dict[str, Any]:
+    from .. import __version__
+    from ..runtime.chips import default_chip, on_tpu
+
+    kernel = bound.kernel
+    try:
+        text = inspect.getsource(kernel.fn)
+    except (OSError, TypeError):
+        text = kernel.fn.__code__.co_code.hex()
+    specs = [(s.kind, s.shape, str(s.dtype), getattr(s.python_type, "__name__", None),
+              s.value if s.kind == "const" else None) for s in bound.specs]
+    captured = [(name, s.shape, str(s.dtype)) for name, s in bound.captured.items()]
+    chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
+    return {"kernel": f"{kernel.fn.__module__}.{kernel.fn.__qualname__}",
+            "source": hashlib.sha256(text.encode()).hexdigest(), "signature": repr((specs, captured)),
+            "chip": chip, "pallasite": __version__, "jax": jax.__version__,
+            "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
+
+
+def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
+    """The config a first call runs: cached, else searched and checked (then cached);
+    None (the default config) if the search itself fails, with a warning."""
+    name = bound.kernel.fn.__name__
+    fields = cache_fields(bound)
+    cached = cache.load(name, fields)
+    if cached is not None:
+        try:
+            config = bound.config_spec.check(cached)
+            log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
+            return config
+        except exc.InvalidConfig as err:
+            warnings.warn(f"pallasite autotune cache: the cached config of {name} no longer plans "
+                          f"({err.message}); searching again.", stacklevel=2)
+    try:
+        result = autotune(bound, args, kwargs)
+    except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves
+        message = err.message if isinstance(err, exc.PallasiteError) else f"{type(err).__name__}: {err}"
+        warnings.warn(f"pallasite autotune: the search for {name} failed ({message}); using the default "
+                      "config.", stacklevel=2)
+        return None
+    config = _accurate(bound, result, args, kwargs)
+    path = cache.store(name, fields, config, {"seconds": result.best_seconds,
+                                              "candidates": len(result.trials)})
+    log(f"{name}: chose {dict(config)} from {len(result.trials)} candidates in "
+        f"{result.wall_seconds:.2f}s; cached in {path}")
+    return config
+
+
+def _accurate(bound, result: SearchResult, args: tuple, kwargs: dict) -> Config:
+    """The best-ranked config whose output matches the baseline (the default config's
+    output, or `autotune_baseline_fn`'s); the default if none does."""
+    settings = bound.kernel.tune
+    default = result.default
+    ranked = [t.config for t in result.ranked()][:ACCURACY_CANDIDATES] or [default]
+    if not settings.accuracy_check:
+        return ranked[0]
+    if settings.baseline_fn is None and ranked[0] == default:
+        return default
+    if settings.baseline_fn is not None:
+        expected = _run(lambda a, k: settings.baseline_fn(*a, **k), args, kwargs)
+        baseline_name = f"autotune_baseline_fn {getattr(settings.baseline_fn, '__name__', '')}"
+    else:
+        expected = _run(lambda a, k: bound.compile_config(default)(*a, **k), args, kwargs)
+        baseline_name = f"the default config {dict(default)}"
+    for config in ranked:
+        if config == default and settings.baseline_fn is None:
+            return config
+        try:
+            got = _run(lambda a, k: bound.compile_config(config)(*a, **k), args, kwargs)
+            problem = _difference(got, expected, settings.baseline_atol, settings.baseline_rtol)
+        except exc.PallasiteError as err:
+            problem = f"it failed: {err.message}"
+        if problem is None:
+            return config
+        warnings.warn(f"pallasite autotune: discarding config {dict(config)} of "
+                      f"{bound.kernel.fn.__name__}: its output differs from {baseline_name} ({problem}).",
+                      stacklevel=3)
+    if default not in ranked:
+        warnings.warn(f"pallasite autotune: none of the {len(ranked)} best configs of "
+                      f"{bound.kernel.fn.__name__} matched {baseline_name}'s output; using the default "
+                      "config.", stacklevel=3)
+    return default
+
+
+def _run(fn: Callable, args: tuple, kwargs: dict) -> list:
+    """`fn` on copies of the arguments (in-place updates stay off the caller's tensors),
+    from the same torch RNG state each time; the outputs then the updated arguments."""
+    state = torch.get_rng_state()
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    kw = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    try:
+        out = fn(copies, kw)
+    finally:
+        torch.set_rng_state(state)
+    return _flatten(out) + [a for a in copies + list(kw.values()) if isinstance(a, torch.Tensor)]
+
+
+def _flatten(value: Any) -> list:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
+
+
+def _difference(got: list, expected: list, atol: float, rtol: float) -> str | None:
+    """None if every output matches, else what differs."""
+    if len(got) < len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for i, (a, b) in enumerate(zip(got, expected)):
+        if not isinstance(b, torch.Tensor):
+            b = torch.as_tensor(b)
+        a = torch.as_tensor(a)
+        if tuple(a.shape) != tuple(b.shape):
+            return f"output {i} has shape {list(a.shape)}, expected {list(b.shape)}"
+        a64, b64 = a.double(), b.double()
+        if not torch.allclose(a64, b64, atol=atol, rtol=rtol, equal_nan=True):
+            worst = (a64 - b64).abs().nan_to_num(math.inf).max().item()
+            return f"output {i}: max abs difference {worst:.3g} > atol {atol} + rtol {rtol}"
+    return None

@@ -1,0 +1,42 @@
+"""`python -m pallasite autotune | code | run` (issue 10)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pallasite.__main__ import main
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch, tmp_path):
+    monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_autotune_prints_the_top_configs_and_writes_the_history(capsys, tmp_path):
+    stem = tmp_path / "history"
+    assert main(["autotune", "examples.add:add", "--effort", "quick", "--top", "3", "--out", str(stem)]) == 0
+    out = capsys.readouterr().out
+    assert "cost model" in out and "memory us" in out and "exposed_dma us" in out
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit() and "block_sizes" in line]
+    assert 1 <= len(rows) <= 3
+    lines = (tmp_path / "history.csv").read_text().splitlines()
+    assert lines[0] == "candidate,seconds,best_so_far,config" and len(lines) > 2
+    assert "history.csv" in out
+
+
+def test_code_prints_the_module_for_a_config(capsys):
+    assert main(["code", "examples.add:add", "--config", json.dumps({"block_sizes": [8, 128]})]) == 0
+    out = capsys.readouterr().out
+    assert "# Config: Config(block_sizes=[8, 128])" in out and "pallas_call" in out
+
+
+def test_run_runs_the_examples_check(capsys):
+    assert main(["run", "examples.add"]) == 0
+    assert "examples.add: check() passed" in capsys.readouterr().out
+
+
+def test_a_bad_config_is_an_error_message(capsys):
+    assert main(["code", "examples.add:add", "--config", json.dumps({"block_sizes": [8]})]) == 1
+    assert "block_sizes has 1 entries" in capsys.readouterr().err
