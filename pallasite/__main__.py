@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import json
 import sys
 from pathlib import Path
@@ -49,13 +50,30 @@ class _Usage(Exception):
     """A command line that names no usable target (exit status 2)."""
 
 
+def _import(name: str):
+    """The module `name` (dotted, or a path to a .py file), imported as `python -m` would
+    from the working directory — the console script does not put it on sys.path itself."""
+    if name.endswith(".py"):
+        name = name[:-3].replace("/", ".").replace("\\", ".")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and name.startswith(err.name):
+            raise _Usage(f"no module {name!r} importable from {os.getcwd()} ({err})") from None
+        raise
+
+
 def _target(text: str):
     module_name, _, kernel_name = text.partition(":")
     if not kernel_name:
         raise _Usage(f"expected MODULE:KERNEL, got {text!r}")
-    module = importlib.import_module(module_name)
+    module = _import(module_name)
     if not hasattr(module, "example_inputs"):
         raise _Usage(f"{module_name} has no example_inputs()")
+    if not hasattr(module, kernel_name):
+        raise _Usage(f"{module_name} has no kernel {kernel_name!r}")
     return module, getattr(module, kernel_name)
 
 
@@ -99,7 +117,7 @@ def _code(options) -> int:
 
 
 def _run(options) -> int:
-    module = importlib.import_module(options.module)
+    module = _import(options.module)
     if not hasattr(module, "check"):
         raise _Usage(f"{options.module} has no check()")
     result = module.check()

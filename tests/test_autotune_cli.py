@@ -24,6 +24,8 @@ def test_autotune_prints_the_top_configs_and_writes_the_history(capsys, tmp_path
     lines = (tmp_path / "history.csv").read_text().splitlines()
     assert lines[0] == "candidate,seconds,best_so_far,config" and len(lines) > 2
     assert "history.csv" in out
+    # The plot: matplotlib is in the test extra, so it is written, not skipped.
+    assert (tmp_path / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_code_prints_the_module_for_a_config(capsys):
@@ -40,3 +42,23 @@ def test_run_runs_the_examples_check(capsys):
 def test_a_bad_config_is_an_error_message(capsys):
     assert main(["code", "examples.add:add", "--config", json.dumps({"block_sizes": [8]})]) == 1
     assert "block_sizes has 1 entries" in capsys.readouterr().err
+
+
+def test_an_unknown_module_or_kernel_is_a_usage_message(capsys):
+    assert main(["run", "examples.no_such_example"]) == 2
+    assert "no module 'examples.no_such_example'" in capsys.readouterr().err
+    assert main(["code", "examples.add:no_such_kernel"]) == 2
+    assert "examples.add has no kernel 'no_such_kernel'" in capsys.readouterr().err
+
+
+def test_the_console_script_imports_targets_from_the_working_directory(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    script = shutil.which("pallasite")
+    assert script, "the `pallasite` console script is installed with the package"
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([script, "run", "examples/add.py"], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "check() passed" in done.stdout
