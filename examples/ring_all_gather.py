@@ -68,6 +68,18 @@ def example_inputs(devices: int = 4) -> tuple:
     return rng.standard_normal((devices * 8, 128)).astype(np.float32), devices
 
 
+# A mesh example: check() needs this many JAX devices (on a CPU, XLA_FLAGS=
+# --xla_force_host_platform_device_count=8 before importing JAX; run_all.py and
+# tests/test_examples.py run it in a subprocess so).
+DEVICES = 8
+MESH_SHAPE = (4,)  # the mesh shard_inputs() is one device of (for to_code and TPU lowering)
+
+
+def shard_inputs() -> tuple:
+    """One device's arguments on a 4-device mesh (torch), to generate or lower the kernel."""
+    return torch.zeros(8, 128), torch.zeros(4, 8, 128), torch.zeros(1, dtype=torch.int32), 4
+
+
 def check() -> float:
     worst = 0.0
     for devices in (4, 8):
@@ -80,4 +92,6 @@ def check() -> float:
 
 
 if __name__ == "__main__":
+    import os
+    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={DEVICES}")
     print(f"ring_all_gather: max abs error {check():.2e}")

@@ -21,6 +21,7 @@ and the last hop (which sends nothing) are fixed in the generated code.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -86,9 +87,10 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_buf: tor
     return out
 
 
-def run_on_mesh(q, k, v, mesh_shape: tuple[int, ...], causal: bool = False, kernel=ring_attention):
-    """Ring attention of full-sequence q, k, v ([S, d] jax or numpy arrays) on a mesh of
-    `mesh_shape` (1 or 2 axes; the sequence is split over the flat ranks, row-major)."""
+@functools.lru_cache(maxsize=None)
+def mesh_step(mesh_shape: tuple[int, ...], causal: bool, kernel=ring_attention):
+    """The jitted, shard_mapped ring attention on a mesh of `mesh_shape` (1 or 2 axes; the
+    sequence is split over the flat ranks, row-major) and the sharding of its inputs."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -97,17 +99,23 @@ def run_on_mesh(q, k, v, mesh_shape: tuple[int, ...], causal: bool = False, kern
     names = ("x", "y")[:len(mesh_shape)]
     mesh = jax.make_mesh(mesh_shape, names, devices=jax.devices()[:n])
     spec = P(names)  # the leading axis split over every mesh axis, row-major
-    q, k, v = (jnp.asarray(a) for a in (q, k, v))
-    s, d = q.shape[0] // n, q.shape[1]
     inner = mesh_shape[-1]
 
     def body(q_shard, k_shard, v_shard, rank_shard):
-        buffers = jnp.zeros((2, s, d), q_shard.dtype)
+        buffers = jnp.zeros((2, *q_shard.shape), q_shard.dtype)
         return kernel.jax_fn(q_shard, k_shard, v_shard, buffers, buffers, rank_shard, n, inner, causal)[0]
 
     step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 4, out_specs=spec, check_vma=False))
-    sharding = NamedSharding(mesh, spec)
-    args = (q, k, v, jnp.arange(n, dtype=jnp.int32))
+    return step, NamedSharding(mesh, spec)
+
+
+def run_on_mesh(q, k, v, mesh_shape: tuple[int, ...], causal: bool = False, kernel=ring_attention):
+    """Ring attention of full-sequence q, k, v ([S, d] jax or numpy arrays) on a mesh."""
+    import jax
+    import jax.numpy as jnp
+
+    step, sharding = mesh_step(tuple(mesh_shape), causal, kernel)
+    args = (*(jnp.asarray(a) for a in (q, k, v)), jnp.arange(math.prod(mesh_shape), dtype=jnp.int32))
     return step(*(jax.device_put(a, sharding) for a in args))
 
 
@@ -124,7 +132,18 @@ def example_inputs(devices: int = 4, dtype: torch.dtype = torch.float32, rows: i
 
 
 TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
-MESHES = ((4,), (8,), (2, 2))
+# (mesh, dtype, causal) that check() runs: 1-D rings of 4 and 8, the 2-D ring on 2x2
+CASES = (((4,), torch.float32, False), ((4,), torch.bfloat16, True), ((8,), torch.float32, True),
+         ((2, 2), torch.bfloat16, True), ((2, 2), torch.float32, False))
+# A mesh example: check() needs this many JAX devices (see examples/ring_all_gather.py).
+DEVICES = 8
+MESH_SHAPE = (2, 2)  # the mesh shard_inputs() is one device of (for to_code and TPU lowering)
+
+
+def shard_inputs() -> tuple:
+    """One device's arguments on the 2x2 mesh, causal (torch), to generate or lower the kernel."""
+    shard, buffers = torch.zeros(32, 128, dtype=torch.bfloat16), torch.zeros(2, 32, 128, dtype=torch.bfloat16)
+    return shard, shard, shard, buffers, buffers, torch.zeros(1, dtype=torch.int32), 4, 2, True
 
 
 def to_jax(tensor: torch.Tensor):
@@ -132,20 +151,20 @@ def to_jax(tensor: torch.Tensor):
     return jnp.asarray(tensor.float().numpy()).astype(jnp.bfloat16 if tensor.dtype == torch.bfloat16 else jnp.float32)
 
 
-def check(meshes=MESHES, dtypes=tuple(TOLERANCES), causals=(False, True)) -> float:
+def check(cases=CASES) -> float:
     worst = 0.0
-    for mesh_shape in meshes:
-        for dtype in dtypes:
-            for causal in causals:
-                q, k, v = example_inputs(math.prod(mesh_shape), dtype)
-                result = run_on_mesh(to_jax(q), to_jax(k), to_jax(v), mesh_shape, causal)
-                result = torch.from_numpy(np.asarray(result.astype("float32")))
-                expected = reference(q, k, v, causal).float()
-                atol, rtol = TOLERANCES[dtype]
-                torch.testing.assert_close(result, expected, atol=atol, rtol=rtol)
-                worst = max(worst, (result - expected).abs().max().item())
+    for mesh_shape, dtype, causal in cases:
+        q, k, v = example_inputs(math.prod(mesh_shape), dtype)
+        result = run_on_mesh(to_jax(q), to_jax(k), to_jax(v), mesh_shape, causal)
+        result = torch.from_numpy(np.asarray(result, dtype=np.float32))
+        expected = reference(q, k, v, causal).float()
+        atol, rtol = TOLERANCES[dtype]
+        torch.testing.assert_close(result, expected, atol=atol, rtol=rtol)
+        worst = max(worst, (result - expected).abs().max().item())
     return worst
 
 
 if __name__ == "__main__":
+    import os
+    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={DEVICES}")
     print(f"ring_attention: max abs error {check():.2e}")

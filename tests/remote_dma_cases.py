@@ -42,7 +42,7 @@ def attention(mesh: str, dtype: str, causal: str) -> None:
     q, k, v = example.example_inputs(int(np.prod(mesh_shape)), torch_dtype)
     result = _race_free(example.run_on_mesh, example.to_jax(q), example.to_jax(k), example.to_jax(v),
                         mesh_shape, causal == "causal")
-    result = torch.from_numpy(np.asarray(result.astype("float32")))
+    result = torch.from_numpy(np.asarray(result, dtype=np.float32))
     atol, rtol = example.TOLERANCES[torch_dtype]
     torch.testing.assert_close(result, example.reference(q, k, v, causal == "causal").float(), atol=atol, rtol=rtol)
 

@@ -25,7 +25,7 @@ import zlib
 from dataclasses import dataclass
 
 from .. import exc
-from ..ir import FullSlice, Load, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, Value, walk_nodes
+from ..ir import FullSlice, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, Value, ops, walk_nodes
 from .plans import BlockKind, Memory, Operand, Scratch, ScratchKind
 
 COLLECTIVE_ID_LIMIT = 2**15  # the interpreter stores a collective id as int16
@@ -43,6 +43,9 @@ class RemoteCopySite:
     bytes_per_copy: int
     src_name: str
     dst_name: str
+    # matmuls between the site's (first) start and the wait for its receive, in program
+    # order (both branches of a device if counted): the compute its transfer overlaps
+    overlapped_matmuls: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,15 @@ def check_whole_operand(operand: Operand, location) -> None:
             "with ':' and scalars, or tiles whose block sizes divide its dims.", location)
 
 
+def _overlapped_matmuls(nodes: list, copy: RemoteCopy) -> int:
+    start = next(i for i, n in enumerate(nodes) if isinstance(n, RemoteCopyStep) and n.copy is copy
+                 and n.op == "remote_copy_start")
+    wait = next((i for i, n in enumerate(nodes) if i > start and isinstance(n, RemoteCopyStep) and n.copy is copy
+                 and n.op == "remote_copy_wait" and n.kwargs.get("kind") in ("both", "recv")), start)
+    return sum(1 for n in nodes[start:wait] if type(n) is Node and n.op in ops.OPS
+               and ops.OPS[n.op].kind is ops.OpKind.CONTRACTION)
+
+
 def plan_remote(ir, call, refs: dict[int, str]) -> RemotePlan | None:
     """The remote plan of one device loop (None if it has no remote copy or barrier);
     `refs`: tensor symbol id -> the kernel ref its loads and stores use."""
@@ -116,7 +128,7 @@ def plan_remote(ir, call, refs: dict[int, str]) -> RemotePlan | None:
         count = math.prod(node.src.shape[len(node.src_index):])
         sites.append(RemoteCopySite(
             node.id, f"copy{node.site}", refs[node.src.id], refs[node.dst.id], f"copy{node.site}_sems",
-            count * node.src.dtype.itemsize, node.src.name, node.dst.name))
+            count * node.src.dtype.itemsize, node.src.name, node.dst.name, _overlapped_matmuls(nodes, node)))
     collective_id = None
     if barriers:
         chosen = getattr(ir, "collective_id", None)
