@@ -36,7 +36,7 @@ def test_example_lowers_to_mosaic(name):
 # Mesh examples (remote copies between devices): JAX fixes its device count when it
 # starts, so each runs in a Python started with the devices it needs (race detector
 # on, as conftest.py sets it), then lowers as every device of its mesh runs it.
-MESH_EXAMPLES = ["ring_all_gather", "ring_attention"]
+MESH_EXAMPLES = ["ring_all_gather", "ring_attention", "ring_attention_bidirectional"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MESH_CHECK = """
 import examples.{name} as m

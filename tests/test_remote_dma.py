@@ -47,6 +47,14 @@ def test_direct_torch_call_says_to_use_shard_map():
     from examples.ring_all_gather import ring_all_gather
     with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):
         ring_all_gather(*_gather_args())
+    import jax
+    import jax.numpy as jnp
+    x, out, rank, n = _gather_args()
+    arrays = [jnp.asarray(t.numpy()) for t in (x, out, rank)]
+    with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):  # jax_fn outside shard_map
+        ring_all_gather.jax_fn(*arrays, n)
+    with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):  # in a jit, still one device
+        jax.jit(lambda *a: ring_all_gather.jax_fn(*a, n))(*arrays)
 
 
 def test_plan_gives_each_site_its_own_semaphores_and_one_descriptor():

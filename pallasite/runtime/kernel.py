@@ -205,11 +205,7 @@ class Kernel:
             return run_reference(self, args, kwargs)
         bound = self.bind(args, kwargs)
         if bound.remote:
-            raise exc.UnsupportedOperation(
-                f"Kernel '{self.fn.__name__}' copies between devices (hl.make_async_remote_copy / "
-                "hl.remote_barrier), so it runs on every device of a mesh at once: run kernel.jax_fn on "
-                "each device's shard under jax.shard_map, e.g. jax.jit(jax.shard_map(lambda *shards: "
-                "kernel.jax_fn(*shards), mesh=mesh, in_specs=..., out_specs=..., check_vma=False)).")
+            raise _needs_shard_map(self.fn.__name__)
         return bound(*args, **kwargs)
 
     @property
@@ -539,6 +535,8 @@ class CompiledKernel:
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
         values = self._values(args, kwargs)
         jax_args = self._jax_args(values)
+        if self.bound.remote and not _under_shard_map():
+            raise _needs_shard_map(self.bound.kernel.fn.__name__)
         if any(isinstance(a, jax.core.Tracer) for a in jax_args):
             result, mutated = self.host_fn(*jax_args)  # inside the user's jit: checks warn
         else:
@@ -549,6 +547,21 @@ class CompiledKernel:
 
 
 DEBUG_ENV = "PALLASITE_DEBUG"
+
+
+def _under_shard_map() -> bool:
+    """Whether JAX is tracing inside a mapped axis (shard_map's body), where remote copies pair up."""
+    from jax._src import core as jax_core
+
+    return bool(jax_core.get_axis_env().axis_sizes)
+
+
+def _needs_shard_map(name: str) -> exc.UnsupportedOperation:
+    return exc.UnsupportedOperation(
+        f"Kernel '{name}' copies between devices (hl.make_async_remote_copy / hl.remote_barrier), so "
+        "it runs on every device of a mesh at once: run kernel.jax_fn on each device's shard under "
+        "jax.shard_map, e.g. jax.jit(jax.shard_map(lambda *shards: kernel.jax_fn(*shards), mesh=mesh, "
+        "in_specs=..., out_specs=..., check_vma=False)).")
 
 
 def _for_user(fn: Callable, args: tuple, kwargs: dict) -> Any:
