@@ -1,8 +1,8 @@
 """Ring attention: K/V moved by remote DMA inside the kernel vs `jax.lax.ppermute`
 between kernel calls, on a simulated CPU mesh (TPU interpret mode).
 
-For each variant (1-D ring on 4 and 8 devices, 2-D ring on a 2x2 mesh; causal
-and not): from the plan, the bytes each device sends per hop, the hops, and the
+For each variant (1-D ring on 4 and 8 devices, 2-D ring on a 2x2 mesh, the
+bidirectional 1-D ring; causal and not): from the plan, the bytes each device sends per hop, the hops, and the
 matmuls between each copy's start and the wait for it (the compute its transfer
 overlaps). Beside it the same attention done as one pallasite kernel call per hop
 (`attention_step`: one online-softmax update) with `jax.lax.ppermute` of K and V
@@ -33,8 +33,11 @@ from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 import pallasite  # noqa: E402
 import pallasite.language as hl  # noqa: E402
 from examples import ring_attention as ring  # noqa: E402
+from examples import ring_attention_bidirectional as bidirectional  # noqa: E402
 
-VARIANTS = (((4,), False), ((4,), True), ((8,), True), ((2, 2), False), ((2, 2), True))
+# (mesh, causal, bidirectional): 1-D rings, the 2-D ring on 2x2, and half of each block each way
+VARIANTS = (((4,), False, False), ((4,), True, False), ((8,), True, False), ((2, 2), False, False),
+            ((2, 2), True, False), ((4,), True, True), ((8,), True, True))
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
@@ -124,30 +127,42 @@ def main() -> None:
     options = parser.parse_args()
     rows, d = options.rows, options.head_dim
     print(f"ring attention, {rows} rows per device, head dim {d}, bf16 (interpret mode on CPU)")
-    print(f"{'mesh':<6}{'causal':<8}{'hops':>5}{'B/dev/hop':>11}{'matmuls overlapped':>20}"
+    print(f"{'mesh':<10}{'causal':<8}{'hops':>5}{'B/dev/hop':>11}{'matmuls overlapped':>20}"
           f"{'in-kernel err':>15}{'time':>8}{'ppermute err':>14}{'time':>8}")
-    for mesh_shape, causal in VARIANTS:
+    for mesh_shape, causal, both_ways in VARIANTS:
         n = math.prod(mesh_shape)
         q, k, v = ring.example_inputs(n, torch.bfloat16, rows, d)
-        shard, buffers = torch.zeros(rows, d, dtype=torch.bfloat16), torch.zeros(2, rows, d, dtype=torch.bfloat16)
-        (call,) = ring.ring_attention.bind((shard, shard, shard, buffers, buffers, torch.zeros(1, dtype=torch.int32),
-                                            n, mesh_shape[-1], causal)).plan().calls
+        shard = torch.zeros(rows, d, dtype=torch.bfloat16)
+        rank = torch.zeros(1, dtype=torch.int32)
+        if both_ways:
+            buffers = torch.zeros(2, 2, rows // 2, d, dtype=torch.bfloat16)
+            args = (shard, shard, shard, buffers, buffers, rank, n, causal)
+            (call,) = bidirectional.ring_attention_bidirectional.bind(args).plan().calls
+        else:
+            buffers = torch.zeros(2, rows, d, dtype=torch.bfloat16)
+            args = (shard, shard, shard, buffers, buffers, rank, n, mesh_shape[-1], causal)
+            (call,) = ring.ring_attention.bind(args).plan().calls
         sites = call.remote.sites
-        hops = len(sites) // 2  # a K and a V copy per hop
-        per_hop = sum(site.bytes_per_copy for site in sites) // max(hops, 1)
+        hops = n - 1  # every hop but the last sends (K and V; both halves when bidirectional)
+        per_hop = sum(site.bytes_per_copy for site in sites) // hops
         overlap = min(site.overlapped_matmuls for site in sites)
         expected = ring.reference(q, k, v, causal).float()
         jq, jk, jv = (ring.to_jax(t) for t in (q, k, v))
-        ours, ours_time = timed(lambda: ring.run_on_mesh(jq, jk, jv, mesh_shape, causal))
-        step, args = ppermute_attention(jq, jk, jv, mesh_shape, causal)
-        theirs, theirs_time = timed(step, *args)
+        if both_ways:
+            ours, ours_time = timed(lambda: bidirectional.run_on_mesh(jq, jk, jv, n, causal))
+        else:
+            ours, ours_time = timed(lambda: ring.run_on_mesh(jq, jk, jv, mesh_shape, causal))
+        step, inputs = ppermute_attention(jq, jk, jv, mesh_shape, causal)
+        theirs, theirs_time = timed(step, *inputs)
         errors = [(torch.from_numpy(np.asarray(r, dtype=np.float32)) - expected).abs().max().item()
                   for r in (ours, theirs)]
-        label = "x".join(map(str, mesh_shape))
-        print(f"{label:<6}{str(causal):<8}{hops:>5}{per_hop:>11}{overlap:>20}"
+        label = "x".join(map(str, mesh_shape)) + (" bidir" if both_ways else "")
+        print(f"{label:<10}{str(causal):<8}{hops:>5}{per_hop:>11}{overlap:>20}"
               f"{errors[0]:>15.2e}{ours_time:>7.2f}s{errors[1]:>14.2e}{theirs_time:>7.2f}s")
-    print("matmuls overlapped: per hop, the QK^T and PV products between a copy's start and its wait "
-          "(a causal hop whose block lies in the future skips them at run time).")
+    print("B/dev/hop: bytes each device sends per hop (bidirectional: half each way, to both neighbours). "
+          "matmuls overlapped: the QK^T and PV products between each copy's start and its wait (a causal "
+          "hop whose block lies in the future skips them at run time). Times: interpret mode on this CPU, "
+          "not a TPU.")
 
 
 if __name__ == "__main__":
