@@ -37,7 +37,7 @@ def ring_all_gather(x: torch.Tensor, out: torch.Tensor, rank: torch.Tensor, n: h
     return out
 
 
-def run_on_mesh(x: np.ndarray, devices: int) -> np.ndarray:
+def run_on_mesh(x: np.ndarray, devices: int, kernel=ring_all_gather) -> np.ndarray:
     """All-gather the `devices` row blocks of `x` ([devices * rows, cols]); returns every
     device's result stacked: [devices, devices, rows, cols]."""
     import jax
@@ -48,7 +48,7 @@ def run_on_mesh(x: np.ndarray, devices: int) -> np.ndarray:
     rows, cols = x.shape[0] // devices, x.shape[1]
 
     def body(x_shard, out_shard, rank_shard):
-        return ring_all_gather.jax_fn(x_shard, out_shard[0], rank_shard, devices)[0][None]
+        return kernel.jax_fn(x_shard, out_shard[0], rank_shard, devices)[0][None]
 
     step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x"), P("x")), out_specs=P("x"),
                                  check_vma=False))

@@ -28,10 +28,13 @@ def _race_free(fn, *args):
     return result
 
 
-def all_gather(devices: str) -> None:
+def all_gather(devices: str, loop_type: str = "unroll") -> None:
+    """The example's hop loop (hl.grid(n - 1)) under each pallas_loop_type."""
     from examples import ring_all_gather as example
+    kernel = pallasite.kernel(example.ring_all_gather.fn,
+                              config=pallasite.Config(block_sizes=[], pallas_loop_type=loop_type))
     x, n = example.example_inputs(int(devices))
-    result = _race_free(example.run_on_mesh, x, n)
+    result = _race_free(example.run_on_mesh, x, n, kernel)
     np.testing.assert_array_equal(result, example.reference(x, n))
 
 
