@@ -11,6 +11,7 @@ both neighbours per hop covers both directions.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -73,8 +74,9 @@ def ring_attention_bidirectional(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return out
 
 
-def run_on_mesh(q, k, v, devices: int, causal: bool = False):
-    """Bidirectional ring attention of full-sequence q, k, v ([S, d]) on a 1-D mesh."""
+@functools.lru_cache(maxsize=None)
+def mesh_step(devices: int, causal: bool):
+    """The jitted, shard_mapped kernel on a 1-D mesh and the sharding of its inputs."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -88,7 +90,15 @@ def run_on_mesh(q, k, v, devices: int, causal: bool = False):
                                                    devices, causal)[0]
 
     step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"),) * 4, out_specs=P("x"), check_vma=False))
-    sharding = NamedSharding(mesh, P("x"))
+    return step, NamedSharding(mesh, P("x"))
+
+
+def run_on_mesh(q, k, v, devices: int, causal: bool = False):
+    """Bidirectional ring attention of full-sequence q, k, v ([S, d]) on a 1-D mesh."""
+    import jax
+    import jax.numpy as jnp
+
+    step, sharding = mesh_step(devices, causal)
     args = (*(jnp.asarray(a) for a in (q, k, v)), jnp.arange(devices, dtype=jnp.int32))
     return step(*(jax.device_put(a, sharding) for a in args))
 

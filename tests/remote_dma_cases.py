@@ -64,6 +64,38 @@ def shift_one_row(buf: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> tor
     return buf
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def shift_by_table(buf: torch.Tensor, peers: torch.Tensor) -> torch.Tensor:
+    """Peers read from a tensor: the barrier with `peers[0, :]` (left, right), the copy to `peers[0, 1]`."""
+    for _ in hl.grid(1):
+        hl.remote_barrier(peers[0, :])
+        copy = hl.make_async_remote_copy(buf, 0, peers[0, 1], buf, 1)
+        copy.start()
+        copy.wait()
+    return buf
+
+
+def peer_table(devices: str) -> None:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    buf = np.random.default_rng(2).standard_normal((n, 2, 8, 128)).astype(np.float32)
+    peers = np.array([[[(d - 1) % n, (d + 1) % n]] for d in range(n)], dtype=np.int32)  # [n, 1, 2]
+
+    def body(buf_shard, peers_shard):
+        return shift_by_table.jax_fn(buf_shard[0], peers_shard[0])[0][None]
+
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+    result = np.asarray(_race_free(step, *(jax.device_put(jnp.asarray(a), sharding) for a in (buf, peers))))
+    expected = buf.copy()
+    expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)
+    np.testing.assert_array_equal(result, expected)
+
+
 def untouched_rows(devices: str) -> None:
     import jax
     import jax.numpy as jnp
