@@ -138,3 +138,31 @@ def test_reference_mode_is_single_device():
     from examples.ring_all_gather import ring_all_gather
     with pytest.raises(exc.UnsupportedOperation, match="reference mode"):
         pallasite.testing.run_ref(ring_all_gather, _gather_args())
+
+
+def test_copied_tensor_must_stay_one_whole_block():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+    def tiled(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(a.size(0)):
+            a[tile, :] = a[tile, :] * 2
+            copy = hl.make_async_remote_copy(a, 0, rank[0], a, 1)
+            copy.start()
+            copy.wait()
+        return a
+
+    # 20 rows in tiles of 8: the resident block is padded to 24 rows, not the tensor
+    with pytest.raises(exc.UnsupportedOperation, match="must stay one whole VMEM block"):
+        tiled.bind((torch.zeros(20, 128), torch.zeros(1, dtype=torch.int32))).plan()
+
+
+def test_constant_index_outside_the_tensor():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def outside(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 2, rank[0], a, 0)
+            copy.start()
+            copy.wait()
+        return a
+
+    with pytest.raises(exc.IndexingError, match=r"src_index \[0\] is 2 but 'a'.size\(0\) is 2"):
+        outside.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32)))
