@@ -7,13 +7,18 @@ any example fails.
 
 Run from the repository root: ``python examples/run_all.py`` (or
 ``python -m examples.run_all``). Each example module defines a kernel with the
-module's own name, ``example_inputs()`` and ``check()``.
+module's own name, ``example_inputs()`` and ``check()``. A mesh example (one
+that copies between devices) also defines ``DEVICES``, the JAX devices its
+``check()`` needs, and ``shard_inputs()``, one device's arguments: its check
+runs in a subprocess started with that many CPU devices (JAX fixes the count
+when it starts), and its code is generated for ``shard_inputs()``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -26,8 +31,24 @@ import pallasite.testing  # noqa: E402
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
-    "embedding_bag", "routing_scatter", "sliding_window_attention",
+    "embedding_bag", "routing_scatter", "sliding_window_attention", "ring_all_gather", "ring_attention",
+    "ring_attention_bidirectional",
 ]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def check_on_devices(name: str, devices: int) -> float:
+    """`examples.<name>.check()` in a Python started with `devices` CPU devices."""
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+               f"--xla_force_host_platform_device_count={devices}",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", f"import examples.{name} as m; print(repr(m.check()))"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"check() failed on {devices} devices:\n{done.stderr[-2000:]}")
+    if "RACE DETECTED" in done.stdout:
+        raise RuntimeError("the race detector reported a race:\n" + done.stdout[-2000:])
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def code_dir() -> Path:
@@ -38,13 +59,17 @@ def run_example(name: str) -> bool:
     """Check one example, write its generated code, print one line; True on PASS."""
     try:
         module = importlib.import_module(f"examples.{name}")
-        error = module.check()
-        # The runtime will expose the code it cached; until then, regenerate it
-        # with the config the example's kernel declares (default config if none).
         kernel = getattr(module, name)
-        code, _ = pallasite.testing.code_and_output(
-            kernel, module.example_inputs(), **(kernel.config or {})
-        )
+        if hasattr(module, "DEVICES"):  # a mesh example: its own devices, one device's code
+            error = check_on_devices(name, module.DEVICES)
+            code = kernel.bind(module.shard_inputs()).to_code()
+        else:
+            error = module.check()
+            # The runtime will expose the code it cached; until then, regenerate it
+            # with the config the example's kernel declares (default config if none).
+            code, _ = pallasite.testing.code_and_output(
+                kernel, module.example_inputs(), **(kernel.config or {})
+            )
     except Exception as exception:  # report and go on to the next example
         first_line = (str(exception).strip().splitlines() or [""])[0]
         print(f"{name:<24} FAIL  {type(exception).__name__}: {first_line}")

@@ -56,13 +56,19 @@ def reference_rand(shape: Sequence[int], seed: int) -> torch.Tensor:
 
 
 def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[str] = DEFAULT_CHIPS,
-                       mosaic: dict[str, list[str]] | None = None, **config_kwargs: Any) -> dict[str, str]:
+                       mosaic: dict[str, list[str]] | None = None, mesh_shape: Sequence[int] | None = None,
+                       **config_kwargs: Any) -> dict[str, str]:
     """Lower the kernel to Mosaic for each TPU generation with `jax.export`; raise on failure.
 
     Returns the generated code per chip (each plan is checked against that
     chip's VMEM). With a `mosaic` dict, also fills it with each chip's Mosaic
     modules (MLIR text, one per pallas_call, before serialization) for tests
-    that inspect the lowered kernels (`lowered_vmem_buffers`).
+    that inspect the lowered kernels (`lowered_vmem_buffers`). With `mesh_shape`,
+    `args` are one device's shards and the kernel is lowered as every device of
+    that mesh runs it (under `jax.shard_map`, each argument stacked along a new
+    leading axis split over the mesh): how a kernel with remote copies runs. It
+    needs that many JAX devices (on a CPU:
+    `XLA_FLAGS=--xla_force_host_platform_device_count=N` before importing JAX).
     """
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
@@ -82,10 +88,14 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
             code = bound.to_code(config, chip=chip, sizes=bound.sizes_of(tuple(args)))
             module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
             host = getattr(module, kernel.fn.__name__)
+            if mesh_shape is not None:
+                host, structs_here = _on_mesh(host, tuple(mesh_shape), structs)
+            else:
+                structs_here = structs
             seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []
             try:
                 with _capturing_mosaic(mosaic.setdefault(chip, []) if mosaic is not None else None):
-                    jax.export.export(jax.jit(host), platforms=["tpu"])(*structs, *seed)
+                    jax.export.export(jax.jit(host), platforms=["tpu"])(*structs_here, *seed)
             except Exception as err:  # noqa: BLE001 - any lowering failure is reported
                 raise exc.TpuLoweringFailed(
                     f"{kernel.fn.__name__} did not lower to Mosaic for TPU {chip}: "
@@ -150,6 +160,26 @@ def lowered_vmem_buffers(module: str) -> list[tuple[tuple[int, ...], torch.dtype
 
 def _dims(text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in text.split("x") if d)
+
+
+def _on_mesh(host, mesh_shape: tuple[int, ...], structs: list) -> tuple[Any, list]:
+    """`host` run by every device of a mesh on its shard (a new leading axis split over the mesh)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    count = 1
+    for size in mesh_shape:
+        count *= size
+    names = tuple(f"mesh{axis}" for axis in range(len(mesh_shape)))
+    mesh = jax.make_mesh(mesh_shape, names, devices=jax.devices()[:count])
+    spec = PartitionSpec(names)
+
+    def body(*shards):
+        result = host(*(shard[0] for shard in shards))
+        return jax.tree.map(lambda leaf: leaf[None], result)
+
+    sharded = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+    sharding = NamedSharding(mesh, spec)
+    return sharded, [jax.ShapeDtypeStruct((count, *s.shape), s.dtype, sharding=sharding) for s in structs]
 
 
 def _jax_dtype(dtype: torch.dtype):

@@ -2,7 +2,9 @@
 after the if reads, `pl.when` when they only store."""
 from __future__ import annotations
 
-from ..ir import IfBlock, Store, walk_nodes
+from ..ir import IfBlock, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, walk_nodes
+
+_EFFECTS = (Store, RemoteCopy, RemoteCopyStep, RemoteBarrier)  # what a branch without results may do
 
 
 def emit_if(k, block: IfBlock, indent: int) -> None:
@@ -22,8 +24,8 @@ def emit_if(k, block: IfBlock, indent: int) -> None:
     branches = [(block.then_body, condition, "if_true"),
                 (block.else_body, f"jnp.logical_not({condition})", "if_false")]
     for body, test, name in branches:
-        if not any(isinstance(node, Store) for node in walk_nodes(body)):
-            continue  # a branch without stores and without results has no effect
+        if not any(isinstance(node, _EFFECTS) for node in walk_nodes(body)):
+            continue  # a branch without stores, copies and results has no effect
         k.emit(f"@pl.when({test})", indent)
         k.emit(f"def {k.names.fresh(name)}():", indent)
         emit_branch(k, body, indent + 1, None)

@@ -243,6 +243,8 @@ class HostEmitter:
         params = f"dimension_semantics=({semantics}{',' if len(call.grid) == 1 else ''})"
         if call.vmem_limit_bytes is not None:
             params += f", vmem_limit_bytes={call.vmem_limit_bytes}"
+        if call.remote is not None and call.remote.collective_id is not None:
+            params += f", collective_id={call.remote.collective_id}"  # the barrier semaphore's id
         self.emit(f"    compiler_params=pltpu.CompilerParams({params}),")
         self.emit("    interpret=INTERPRET,")
         self.emit(f")({', '.join(args)})")

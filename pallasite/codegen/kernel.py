@@ -9,7 +9,10 @@ import torch
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
+from ..ir import (
+    FullSlice, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, ScalarIndex, Store, TileLoop, Value,
+    ops,
+)
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, MergedPadding, PrefixSlice, ReductionChunk, StreamSlot
 from .gathers import gather_text, one_hot_text
@@ -186,6 +189,9 @@ class KernelEmitter:
                 self._emit_load(node, indent)
             elif isinstance(node, Store):
                 self._emit_store(node, indent)
+            elif isinstance(node, (RemoteCopy, RemoteCopyStep, RemoteBarrier)):
+                from .remote import emit_remote
+                emit_remote(self, node, indent)
             else:
                 self._emit_op(node, indent)
             for output in getattr(node, "outputs", ()):

@@ -20,7 +20,7 @@ from ..ir import (
 )
 from ..ir.sizes import SymbolicSize
 from .indexing import check_host_subscript, gathered_axis, indexed_shape, is_index_tile, normalize_subscript
-from . import atomics, random_values
+from . import atomics, random_values, remote
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .operands import (
     _has_proxy, _reject_whole_host_tensors, _shape_entry, _shape_key, _size_of, _symbolic_result_shape, _to_meta,
@@ -318,6 +318,12 @@ class OpRecorder:
 
     def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
         return atomics.atomic_add(self, tensor, key, value)
+
+    def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
+        return remote.remote_copy(self, src, src_index, device_id, dst, dst_index)
+
+    def remote_barrier(self, device_ids: Any) -> None:
+        remote.remote_barrier(self, device_ids)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
         if self.device is None:

@@ -384,3 +384,5 @@ class KernelIR:
     # torch.rand_like's seed: a hidden last argument of the host function, drawn from
     # torch's default generator on every call (None: the kernel draws no seed)
     random_seed: ScalarSymbol | None = None
+    # The kernel's `collective_id=` setting (remote barriers); None: derived from the kernel
+    collective_id: int | None = None

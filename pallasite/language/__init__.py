@@ -20,6 +20,7 @@ __all__ = [
     "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable",
     "register_tunable", "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment",
     "BooleanFragment",
+    "make_async_remote_copy", "remote_barrier",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -203,3 +204,26 @@ def atomic_add_index_tensor_error(name: str) -> exc.UnsupportedOperation:
         "destination rows and add the sources that hit them with a one-hot matmul: "
         "`hit = idx[tile_i][None, :] == tile_r.index[:, None]; "
         f"{name}[tile_r, :] += torch.where(hit, 1.0, 0.0) @ v[tile_i, :]`.")
+
+
+def make_async_remote_copy(src: Any, src_index: Any, device_id: Any, dst: Any = None,
+                           dst_index: Any = None) -> Any:
+    """A copy of `src[src_index]` into `dst[dst_index]` on the device whose flat rank is
+    `device_id` (row-major over every mesh axis: on a 2x2 mesh, `x * 2 + y`).
+
+    `dst` defaults to `src` and `dst_index` to `src_index` (a symmetric push).
+    Each index selects leading dims (an int, a runtime scalar, or a tuple of
+    them); the rest of the tensor is copied as one contiguous region, so source
+    and destination must agree in dtype and element count. Returns a descriptor:
+    `.start()`, then `.wait()` (sent and the matching receive landed here),
+    or `.wait_send()` / `.wait_recv()` separately. Runs only in a kernel launched
+    on every device of a mesh (`kernel.jax_fn` under `jax.shard_map`).
+    """
+    return _tracer("make_async_remote_copy").remote_copy(src, src_index, device_id, dst, dst_index)
+
+
+def remote_barrier(device_ids: Any) -> None:
+    """Wait until every device in `device_ids` (a flat rank, a list of them, or a 1-D
+    slice of an int tensor) has reached this barrier too. Peers must name each other
+    (ring neighbours do); the barrier may be passed again every hop and every call."""
+    _tracer("remote_barrier").remote_barrier(device_ids)

@@ -18,6 +18,7 @@ from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_thre
 from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
 from .masks import plan_masks
 from .row_gathers import plan_row_gather
+from .remote_copies import check_whole_operand, plan_remote, remote_symbols
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
     BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, RangeCheck,
@@ -80,12 +81,14 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     uses = collect_uses(call)
     looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
     inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
-    unstreamable = looped.unstreamable()
+    unstreamable = looped.unstreamable() | remote_symbols(loop.body)
+    remote_refs: dict[int, str] = {}
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
                            grid_axis_of, config.get("pallas_load_buffer_count", 2))
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
     masks, carried_masks, gather_lanes = plan_masks(loop.body)
+    remote_ids = remote_symbols(loop.body)
     index_operands: dict = {}  # per-row DMA gathers: SMEM copies of their index tensors
     gather_scratch: list = []
     scratch_names: set[str] = set()
@@ -103,6 +106,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             check_block_legality(operand)
         except exc.PallasiteError as err:
             raise err.with_location(use.nodes[0].location)
+        if use.symbol.id in remote_ids:
+            check_whole_operand(operand, use.nodes[0].location)
+            remote_refs[use.symbol.id] = operand.ref_name
         check_scattered_output(operand, use.stores, vmem_capacity)
         lowering = choose_table_lowering(operand, use.nodes, mode, vmem_capacity, vmem_limit)
         if lowering is not None and lowering.row_dma:  # the table stays in HBM
@@ -139,6 +145,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                     accesses[node.id].gather, reason=lowering.reason))
     inputs += index_operands.values()
     scattered = {use.symbol.id for use in uses if any(is_scatter(node) for node in use.stores)}
+    remote = plan_remote(ir, call, remote_refs)
     grid = []
     for axis, dim in enumerate(grid_dims):
         extent = dim.static_extent
@@ -153,6 +160,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 reason = (f"'{chosen_by}' chooses which block of output '{operand.symbol.name}' a program "
                           "writes, so two programs may write one block (the last one wins)")
                 break
+        if remote is not None and not reason:
+            reason = "remote copies: every device walks the grid in the same order, so steps pair up"
         if grid and grid[-1].semantics is Semantics.ARBITRARY and not reason:
             reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
@@ -176,7 +185,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         carried_masks=carried_masks,
         grid_axis_of=grid_axis_of,
         inner_loops=inner_loops,
-        scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch),
+        scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch, *(remote.scratch if remote else ())),
+        remote=remote,
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),

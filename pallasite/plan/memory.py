@@ -13,9 +13,10 @@ import torch
 
 from .. import exc
 from ..ir import (
-    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TensorSymbol, TileSlice,
+    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, Store, TensorSymbol, TileSlice,
     Value, walk_nodes,
 )
+from .remote_copies import synthetic_accesses
 from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
@@ -46,9 +47,11 @@ class TensorUse:
 def collect_uses(call: DeviceLoopCall) -> list[TensorUse]:
     uses: dict[int, TensorUse] = {}
     for node in walk_nodes(call.loop.body):
-        if isinstance(node, (Load, Store)):
-            use = uses.setdefault(node.tensor.id, TensorUse(node.tensor, [], []))
-            (use.loads if isinstance(node, Load) else use.stores).append(node)
+        # a remote copy reads its whole source and writes its whole destination (plan/remote_copies.py)
+        for access in synthetic_accesses(node) if isinstance(node, RemoteCopy) else (node,):
+            if isinstance(access, (Load, Store)):
+                use = uses.setdefault(access.tensor.id, TensorUse(access.tensor, [], []))
+                (use.loads if isinstance(access, Load) else use.stores).append(access)
     return list(uses.values())
 
 

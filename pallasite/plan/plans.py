@@ -483,6 +483,7 @@ class PallasCallPlan:
     looped_reductions: dict[int, LoopedReduction] = field(default_factory=dict)
     skipped_nodes: frozenset[int] = frozenset()
     pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
+    remote: Any = None  # plan/remote_copies.py RemotePlan: copy sites, semaphores, barrier id (None: none)
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)

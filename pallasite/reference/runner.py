@@ -381,6 +381,12 @@ class ReferenceRunner:
         tensor[key] = old + value
         return old
 
+    def remote_copy(self, *args: Any) -> Any:
+        raise _single_device("hl.make_async_remote_copy")
+
+    def remote_barrier(self, device_ids: Any) -> None:
+        raise _single_device("hl.remote_barrier")
+
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:
             raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
@@ -426,3 +432,12 @@ def _leaves(value: Any):
             yield from _leaves(item)
     else:
         yield value
+
+
+def _single_device(what: str) -> exc.UnsupportedOperation:
+    """Reference mode runs one device's program eagerly; a remote copy needs every device of
+    the mesh at once, which only the compiled kernel under jax.shard_map simulates."""
+    return exc.UnsupportedOperation(
+        f"{what}: reference mode runs the kernel on one device, and a remote copy needs every "
+        "device of the mesh running at once. Check such a kernel by running kernel.jax_fn under "
+        "jax.shard_map on a CPU mesh (TPU interpret mode simulates the devices, DMAs and semaphores).")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import sys
@@ -20,7 +21,7 @@ from ..codegen import generate_module
 from ..config import Config, as_config
 from ..frontend import ArgSpec, Tracer, source
 from ..frontend.op_recorder import check_dtype
-from ..ir import TensorSymbol
+from ..ir import TensorSymbol, remote_nodes, walk_nodes
 from ..plan import KernelPlan, PlanTarget, build_plan
 from ..reference import REF_ENV, run_reference
 from .chips import chip_info, default_chip
@@ -39,9 +40,12 @@ class Kernel:
     def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
                  static_shapes: bool = True, autotune_effort: str | None = None,
                  backend: str = "pallas", use_default_config: bool = False,
-                 print_output_code: bool = False, ref_mode: bool = False, **settings: Any):
+                 print_output_code: bool = False, ref_mode: bool = False, collective_id: int | None = None,
+                 **settings: Any):
         """`ref_mode=True` runs every call eagerly in PyTorch instead of compiling (see
-        `pallasite.reference`); so does the `PALLASITE_REF=1` environment variable."""
+        `pallasite.reference`); so does the `PALLASITE_REF=1` environment variable.
+        `collective_id` fixes the barrier semaphore id of a kernel using `hl.remote_barrier`
+        (default: derived from the kernel's file and name; device loop i uses id + i)."""
         if backend != "pallas":
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
         if not isinstance(static_shapes, bool):
@@ -51,6 +55,11 @@ class Kernel:
         # Helion's tuning settings (autotune/settings.py); use_default_config skips tuning.
         self.tune = parse_settings("none" if use_default_config else autotune_effort, settings)
         source.register_tunables_of(fn)  # hl.register_tunable names become config keys
+        if collective_id is not None and (isinstance(collective_id, bool) or not isinstance(collective_id, int)
+                                          or not 0 <= collective_id < 2**15):
+            raise exc.InvalidConfig(f"collective_id={collective_id!r}: expected an int in [0, 32768) "
+                                    "(barrier ids are int16).")
+        self.collective_id = collective_id
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
@@ -193,7 +202,10 @@ class Kernel:
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
-        return self.bind(args, kwargs)(*args, **kwargs)
+        bound = self.bind(args, kwargs)
+        if bound.remote:
+            raise _needs_shard_map(self.fn.__name__)
+        return bound(*args, **kwargs)
 
     @property
     def cache_size(self) -> int:
@@ -233,6 +245,8 @@ class BoundKernel:
         declared = kernel.declared_config
         discovery = self._trace(None if declared is None else declared.block_sizes, config=declared)
         self.specialized = set(discovery.specialized)
+        # remote copies or barriers: the kernel runs on every device of a mesh (jax_fn under shard_map)
+        self.remote = any(remote_nodes(walk_nodes(call.loop.body)) for call in discovery.ir.device_loops)
         self.config_spec = ConfigSpec(discovery.ir, validate=self.plan, tunables=discovery.tunables)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
@@ -254,6 +268,7 @@ class BoundKernel:
         tunables = {k: config[k] for k in config if k not in Config.KNOWN_KEYS} if config else None
         tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured, tunables)
         tracer.ir = tracer.run()
+        tracer.ir.collective_id = self.kernel.collective_id
         return tracer
 
     def resolve_config(self, config: Config | dict | None = None) -> Config:
@@ -411,7 +426,12 @@ class CompiledKernel:
             print(f"# pallasite: generated code for {bound.kernel.fn.__name__} ({self.code_path})",
                   file=sys.stderr)
             print(code, file=sys.stderr)
-        self.module = load_module(code, self.code_path, interpret_params())
+        params = interpret_params()
+        if bound.remote and params is not None:
+            # Remote copies move their data when started (as a TPU's DMA engine may): with
+            # "on_wait", an 8-device ring all-gather here lost a forwarded slot now and then.
+            params = dataclasses.replace(params, dma_execution_mode="eager")
+        self.module = load_module(code, self.code_path, params)
         self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
         self.mutated_args = self.module.MUTATED_ARGS
         self._jitted = jax.jit(self.host_fn)
@@ -525,6 +545,8 @@ class CompiledKernel:
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
         values = self._values(args, kwargs)
         jax_args = self._jax_args(values)
+        if self.bound.remote and not _under_shard_map():
+            raise _needs_shard_map(self.bound.kernel.fn.__name__)
         if any(isinstance(a, jax.core.Tracer) for a in jax_args):
             result, mutated = self.host_fn(*jax_args)  # inside the user's jit: checks warn
         else:
@@ -535,6 +557,21 @@ class CompiledKernel:
 
 
 DEBUG_ENV = "PALLASITE_DEBUG"
+
+
+def _under_shard_map() -> bool:
+    """Whether JAX is tracing inside a mapped axis (shard_map's body), where remote copies pair up."""
+    from jax._src import core as jax_core
+
+    return bool(jax_core.get_axis_env().axis_sizes)
+
+
+def _needs_shard_map(name: str) -> exc.UnsupportedOperation:
+    return exc.UnsupportedOperation(
+        f"Kernel '{name}' copies between devices (hl.make_async_remote_copy / hl.remote_barrier), so "
+        "it runs on every device of a mesh at once: run kernel.jax_fn on each device's shard under "
+        "jax.shard_map, e.g. jax.jit(jax.shard_map(lambda *shards: kernel.jax_fn(*shards), mesh=mesh, "
+        "in_specs=..., out_specs=..., check_vma=False)).")
 
 
 def _for_user(fn: Callable, args: tuple, kwargs: dict) -> Any:

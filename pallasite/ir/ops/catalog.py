@@ -309,6 +309,13 @@ STRUCTURAL_OPS = (
     # A runtime scalar argument, read once per device loop.
     _op("scalar_arg", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
         signature=Signature(("symbol",))),
+    # Remote DMA (ir/remote.py): written by codegen/remote.py; they produce no value.
+    _op("remote_copy", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+        signature=Signature(("device_id",))),
+    _op("remote_copy_start", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound, signature=Signature(())),
+    _op("remote_copy_wait", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+        signature=Signature((), {"kind": "both"})),
+    _op("remote_barrier", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound, signature=Signature(())),
 )
 
 DEFINITIONS = (

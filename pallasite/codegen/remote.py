@@ -1,0 +1,46 @@
+"""Remote DMA in the kernel body (the plan's `RemotePlan`, plan/remote_copies.py).
+
+A copy site is one descriptor variable, built where the user built it; its
+starts and waits call that variable. A barrier signals each peer once and waits
+for as many signals, once per phase.
+"""
+from __future__ import annotations
+
+from ..ir import RemoteBarrier, RemoteCopy, RemoteCopyStep
+
+DEVICE_ID_TYPE = "pl.DeviceIdType.LOGICAL"  # a flat rank, row-major over every mesh axis
+
+
+def emit_remote(emitter, node, indent: int) -> None:
+    remote = emitter.plan.remote
+    if isinstance(node, RemoteCopy):
+        site = remote.site(node.id)
+        src = _at(site.src_ref, [emitter.render(i) for i in node.src_index])
+        dst = _at(site.dst_ref, [emitter.render(i) for i in node.dst_index])
+        emitter.emit(f"{site.descriptor} = pltpu.make_async_remote_copy(", indent)
+        emitter.emit(f"{src}, {dst}, {site.semaphores}.at[0], {site.semaphores}.at[1],", indent + 1)
+        emitter.emit(f"device_id={emitter.render(node.device_id)}, device_id_type={DEVICE_ID_TYPE})", indent + 1)
+    elif isinstance(node, RemoteCopyStep):
+        site = remote.site(node.copy.id)
+        if node.op == "remote_copy_start":
+            emitter.emit(f"{site.descriptor}.start()", indent)
+        else:
+            kind = node.kwargs.get("kind", "both")
+            if kind in ("both", "send"):
+                emitter.emit(f"{site.descriptor}.wait_send()", indent)
+            if kind in ("both", "recv"):
+                emitter.emit(f"{site.descriptor}.wait_recv()", indent)
+    elif isinstance(node, RemoteBarrier):
+        peers = [emitter.render(peer) for peer in node.args]
+        phases = remote.barrier_phases[node.id]
+        emitter.emit(f"# barrier with {', '.join(peers)}: {phases} phase(s) of one signal per peer", indent)
+        emitter.emit("barrier = pltpu.get_barrier_semaphore()", indent)
+        emitter.emit(f"for _phase in range({phases}):", indent)
+        for peer in peers:
+            emitter.emit(f"pltpu.semaphore_signal(barrier, 1, device_id={peer}, device_id_type={DEVICE_ID_TYPE})",
+                         indent + 1)
+        emitter.emit(f"pl.semaphore_wait(barrier, {len(peers)})", indent + 1)
+
+
+def _at(ref: str, index: list[str]) -> str:
+    return ref + "".join(f".at[{i}]" for i in index)

@@ -1,0 +1,148 @@
+"""Remote DMA planning (ir/remote.py): which ref each copy site reads and writes, its
+semaphores, the barrier's collective id, and what the schedule report shows.
+
+Decisions, all recorded in `RemotePlan` for codegen to consume:
+- A tensor a remote copy reads or writes is one whole VMEM block (every axis
+  FULL, never streamed), so `ref.at[index]` on any device names the same rows;
+  the destination counts as written (an argument is aliased in place and starts
+  from its input values, so rows no copy writes keep them).
+- Each copy site gets its own pair of DMA semaphores (send, receive) in scratch,
+  and one descriptor variable; every start and wait of the site uses it.
+- Every grid axis is arbitrary: each device walks the grid in the same order,
+  so the copies and barriers of step i pair up across devices.
+- `hl.remote_barrier` uses the kernel's barrier semaphore (its collective id:
+  a hash of the kernel's file and name and the loop's position, in int16, unless
+  the kernel's `collective_id=` setting gives one) in k phases for k peers
+  (each phase: signal every peer once, wait for k signals). With counting
+  semaphores a fast peer can signal the next barrier before a slow one signals
+  this one; k phases bound how far ahead any peer can be, so passing proves every
+  peer reached this barrier.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+from .. import exc
+from ..ir import FullSlice, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, Value, ops, walk_nodes
+from .plans import BlockKind, Memory, Operand, Scratch, ScratchKind
+
+COLLECTIVE_ID_LIMIT = 2**15  # the interpreter stores a collective id as int16
+
+
+@dataclass(frozen=True)
+class RemoteCopySite:
+    """One `hl.make_async_remote_copy` call site."""
+
+    node_id: int
+    descriptor: str  # the generated descriptor variable
+    src_ref: str
+    dst_ref: str
+    semaphores: str  # scratch: DMA semaphores (send, receive)
+    bytes_per_copy: int
+    src_name: str
+    dst_name: str
+    # matmuls between the site's (first) start and the wait for its receive, in program
+    # order (both branches of a device if counted): the compute its transfer overlaps
+    overlapped_matmuls: int = 0
+
+
+@dataclass(frozen=True)
+class RemotePlan:
+    sites: tuple[RemoteCopySite, ...]
+    collective_id: int | None  # the barrier semaphore's id (None: no barrier)
+    barrier_phases: dict  # RemoteBarrier node id -> phases (its peer count)
+
+    def site(self, node_id: int) -> RemoteCopySite:
+        return next(site for site in self.sites if site.node_id == node_id)
+
+    @property
+    def scratch(self) -> tuple[Scratch, ...]:
+        return tuple(Scratch(site.semaphores, ScratchKind.DMA_SEMAPHORES, (2,), None) for site in self.sites)
+
+
+def copies_of(body: list) -> list[RemoteCopy]:
+    return [node for node in walk_nodes(body) if isinstance(node, RemoteCopy)]
+
+
+def synthetic_accesses(node: RemoteCopy) -> tuple[Load, Store]:
+    """The whole-tensor read of the source and write of the destination that a copy
+    stands for, so memory planning keeps both tensors whole and the destination written."""
+    src, dst = node.src, node.dst
+    load = Load("load", (), {}, [Value(tuple(src.shape), src.dtype)], node.location, tensor=src,
+                index=tuple(FullSlice() for _ in src.shape))
+    store = Store("store", (0,), {}, [], node.location, tensor=dst, index=tuple(FullSlice() for _ in dst.shape))
+    return load, store
+
+
+def remote_symbols(body: list) -> set[int]:
+    return {symbol.id for node in copies_of(body) for symbol in (node.src, node.dst)}
+
+
+def check_whole_operand(operand: Operand, location) -> None:
+    """A remote copy's tensor must be one whole VMEM block, as big as the tensor."""
+    shape = operand.symbol.shape
+    whole = operand.memory is Memory.VMEM_BLOCK and operand.padded_shape is None and operand.view_shape is None \
+        and all(block.kind in (BlockKind.FULL, BlockKind.RESIDENT) and block.size == size
+                for block, size in zip(operand.axes, shape))
+    if not whole:
+        raise exc.UnsupportedOperation(
+            f"'{operand.symbol.name}' is copied between devices, so it must stay one whole VMEM block, but "
+            "the kernel also reads or writes it by tiles whose blocks do not cover it exactly; index it "
+            "with ':' and scalars, or tiles whose block sizes divide its dims.", location)
+
+
+def _overlapped_matmuls(nodes: list, copy: RemoteCopy) -> int:
+    start = next(i for i, n in enumerate(nodes) if isinstance(n, RemoteCopyStep) and n.copy is copy
+                 and n.op == "remote_copy_start")
+    wait = next((i for i, n in enumerate(nodes) if i > start and isinstance(n, RemoteCopyStep) and n.copy is copy
+                 and n.op == "remote_copy_wait" and n.kwargs.get("kind") in ("both", "recv")), start)
+    return sum(1 for n in nodes[start:wait] if type(n) is Node and n.op in ops.OPS
+               and ops.OPS[n.op].kind is ops.OpKind.CONTRACTION)
+
+
+def plan_remote(ir, call, refs: dict[int, str]) -> RemotePlan | None:
+    """The remote plan of one device loop (None if it has no remote copy or barrier);
+    `refs`: tensor symbol id -> the kernel ref its loads and stores use."""
+    body = call.loop.body
+    nodes = list(walk_nodes(body))
+    copies = [n for n in nodes if isinstance(n, RemoteCopy)]
+    barriers = [n for n in nodes if isinstance(n, RemoteBarrier)]
+    if not copies and not barriers:
+        return None
+    sites = []
+    for node in copies:
+        steps = [n for n in nodes if isinstance(n, RemoteCopyStep) and n.copy is node]
+        started = any(n.op == "remote_copy_start" for n in steps)
+        kinds = {n.kwargs.get("kind") for n in steps if n.op == "remote_copy_wait"}
+        send = bool(kinds & {"both", "send"})
+        recv = bool(kinds & {"both", "recv"})
+        if not started or not (send and recv):
+            missing = ("never started" if not started else
+                       "started but its send is never waited (.wait() or .wait_send())" if not send else
+                       "started but its receive is never waited (.wait() or .wait_recv())")
+            raise exc.UnsupportedOperation(
+                f"This remote copy of '{node.src.name}' is {missing}; every copy must be started once "
+                "per use and waited for both its send and its receive before the kernel ends.", node.location)
+        count = math.prod(node.src.shape[len(node.src_index):])
+        sites.append(RemoteCopySite(
+            node.id, f"copy{node.site}", refs[node.src.id], refs[node.dst.id], f"copy{node.site}_sems",
+            count * node.src.dtype.itemsize, node.src.name, node.dst.name, _overlapped_matmuls(nodes, node)))
+    collective_id = None
+    if barriers:
+        chosen = getattr(ir, "collective_id", None)
+        if chosen is None:
+            key = f"{ir.source_file}:{ir.name}:{call.index}".encode()
+            collective_id = zlib.crc32(key) % COLLECTIVE_ID_LIMIT
+        else:
+            collective_id = chosen + call.index
+            if not 0 <= collective_id < COLLECTIVE_ID_LIMIT:
+                raise exc.InvalidConfig(
+                    f"collective_id={chosen} (+ {call.index} for device loop {call.index}) is outside "
+                    f"[0, {COLLECTIVE_ID_LIMIT}): barrier ids are int16.")
+    return RemotePlan(tuple(sites), collective_id, {b.id: len(b.args) for b in barriers})
+
+
+__all__ = ["COLLECTIVE_ID_LIMIT", "RemoteCopySite", "RemotePlan", "check_whole_operand", "copies_of",
+           "plan_remote", "remote_symbols", "synthetic_accesses"]

@@ -1,0 +1,141 @@
+"""Multi-device cases for tests/test_remote_dma.py, run in a subprocess.
+
+JAX fixes the number of CPU devices when it is imported, so each case runs as
+`python -m tests.remote_dma_cases NAME` with XLA_FLAGS asking for 8 devices and
+the race detector on; the rest of the suite keeps one device. A case raises on
+any mismatch or race report.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+os.environ["PALLASITE_INTERPRET_DETECT_RACES"] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import pallasite  # noqa: E402
+import pallasite.language as hl  # noqa: E402
+from pallasite.runtime.interpret import interpreter_reports  # noqa: E402
+
+
+def _race_free(fn, *args):
+    with interpreter_reports() as reports:
+        result = fn(*args)
+    assert not reports, reports[0]
+    return result
+
+
+def all_gather(devices: str, loop_type: str = "unroll") -> None:
+    """The example's hop loop (hl.grid(n - 1)) under each pallas_loop_type."""
+    from examples import ring_all_gather as example
+    kernel = pallasite.kernel(example.ring_all_gather.fn,
+                              config=pallasite.Config(block_sizes=[], pallas_loop_type=loop_type))
+    x, n = example.example_inputs(int(devices))
+    result = _race_free(example.run_on_mesh, x, n, kernel)
+    np.testing.assert_array_equal(result, example.reference(x, n))
+
+
+def attention(mesh: str, dtype: str, causal: str) -> None:
+    from examples import ring_attention as example
+    mesh_shape = tuple(int(size) for size in mesh.split("x"))
+    torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    q, k, v = example.example_inputs(int(np.prod(mesh_shape)), torch_dtype)
+    result = _race_free(example.run_on_mesh, example.to_jax(q), example.to_jax(k), example.to_jax(v),
+                        mesh_shape, causal == "causal")
+    result = torch.from_numpy(np.asarray(result, dtype=np.float32))
+    atol, rtol = example.TOLERANCES[torch_dtype]
+    torch.testing.assert_close(result, example.reference(q, k, v, causal == "causal").float(), atol=atol, rtol=rtol)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def shift_one_row(buf: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
+    """Row 0 goes to the right neighbour's row 1; rows 0 and 2 keep their input values."""
+    for _ in hl.grid(1):
+        me = rank[0]
+        right = (me + 1) % n
+        hl.remote_barrier([(me + n - 1) % n, right])
+        copy = hl.make_async_remote_copy(buf, 0, right, buf, 1)
+        copy.start()
+        copy.wait_send()
+        copy.wait_recv()
+    return buf
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def shift_by_table(buf: torch.Tensor, peers: torch.Tensor) -> torch.Tensor:
+    """Peers read from a tensor: the barrier with `peers[0, :]` (left, right), the copy to `peers[0, 1]`."""
+    for _ in hl.grid(1):
+        hl.remote_barrier(peers[0, :])
+        copy = hl.make_async_remote_copy(buf, 0, peers[0, 1], buf, 1)
+        copy.start()
+        copy.wait()
+    return buf
+
+
+def peer_table(devices: str) -> None:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    buf = np.random.default_rng(2).standard_normal((n, 2, 8, 128)).astype(np.float32)
+    peers = np.array([[[(d - 1) % n, (d + 1) % n]] for d in range(n)], dtype=np.int32)  # [n, 1, 2]
+
+    def body(buf_shard, peers_shard):
+        return shift_by_table.jax_fn(buf_shard[0], peers_shard[0])[0][None]
+
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+    result = np.asarray(_race_free(step, *(jax.device_put(jnp.asarray(a), sharding) for a in (buf, peers))))
+    expected = buf.copy()
+    expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)
+    np.testing.assert_array_equal(result, expected)
+
+
+def untouched_rows(devices: str) -> None:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    buf = np.random.default_rng(1).standard_normal((n, 3, 8, 128)).astype(np.float32)
+
+    def body(buf_shard, rank_shard):
+        return shift_one_row.jax_fn(buf_shard[0], rank_shard, n)[0][None]
+
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+    args = [jax.device_put(a, sharding) for a in (jnp.asarray(buf), jnp.arange(n, dtype=jnp.int32))]
+    result = np.asarray(_race_free(step, *args))
+    expected = buf.copy()
+    expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)  # device d's row 1 is device d-1's row 0
+    np.testing.assert_array_equal(result, expected)
+
+
+def lowering(name: str) -> None:
+    """The kernel lowers to Mosaic for v5e/v6e/v7x as every device of the mesh runs it."""
+    from pallasite.testing import check_tpu_lowering
+    if name == "all_gather":
+        from examples.ring_all_gather import ring_all_gather as kernel
+        args, mesh = (torch.zeros(8, 128), torch.zeros(4, 8, 128), torch.zeros(1, dtype=torch.int32), 4), (4,)
+    else:
+        from examples.ring_attention import ring_attention as kernel
+        mesh = (2, 2) if name == "attention_2d" else (4,)
+        shard = torch.zeros(32, 128, dtype=torch.bfloat16)
+        buffers = torch.zeros(2, 32, 128, dtype=torch.bfloat16)
+        args = (shard, shard, shard, buffers, buffers, torch.zeros(1, dtype=torch.int32), 4, mesh[-1], True)
+    codes = check_tpu_lowering(kernel, args, mesh_shape=mesh)
+    assert set(codes) == {"v5e", "v6e", "v7x"}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for case in sys.argv[1:]:  # each argument is one case: "name arg ..."
+        name, *case_args = case.split()
+        globals()[name](*case_args)
+        print("OK", case)

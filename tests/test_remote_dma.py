@@ -1,0 +1,168 @@
+"""Remote DMA (issue 12): hl.make_async_remote_copy / hl.remote_barrier.
+
+Multi-device runs need JAX started with several CPU devices, so they run in a
+subprocess (tests/remote_dma_cases.py, 8 devices, race detector on); the
+checks of tracing, planning and errors run here on one device.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.remote_copies import COLLECTIVE_ID_LIMIT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GROUPS = {
+    # 4 and 8 devices (unroll) run in test_examples.py too
+    "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4"],
+    # examples/ring_attention.py's own CASES run in tests/test_examples.py; these are the others
+    "attention": ["attention 4 f32 causal", "attention 2x2 f32 causal", "lowering attention_1d"],
+}
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_on_cpu_mesh(group):
+    """Each case matches its numpy/torch reference, race-detector clean (4- and 8-device
+    meshes, 2x2 for the 2-D ring); 'lowering' exports the shard_mapped 1-D kernel for TPU
+    (the examples' own meshes are lowered in tests/test_examples.py)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tests.remote_dma_cases", *GROUPS[group]], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("OK ") == len(GROUPS[group]), done.stdout
+
+
+def _gather_args(n=4):
+    return torch.zeros(8, 128), torch.zeros(n, 8, 128), torch.zeros(1, dtype=torch.int32), n
+
+
+def test_direct_torch_call_says_to_use_shard_map():
+    from examples.ring_all_gather import ring_all_gather
+    with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):
+        ring_all_gather(*_gather_args())
+    import jax
+    import jax.numpy as jnp
+    x, out, rank, n = _gather_args()
+    arrays = [jnp.asarray(t.numpy()) for t in (x, out, rank)]
+    with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):  # jax_fn outside shard_map
+        ring_all_gather.jax_fn(*arrays, n)
+    with pytest.raises(exc.UnsupportedOperation, match="jax.shard_map"):  # in a jit, still one device
+        jax.jit(lambda *a: ring_all_gather.jax_fn(*a, n))(*arrays)
+
+
+def test_plan_gives_each_site_its_own_semaphores_and_one_descriptor():
+    from examples.ring_attention import ring_attention
+    shard, buffers = torch.zeros(32, 128), torch.zeros(2, 32, 128)
+    bound = ring_attention.bind((shard, shard, shard, buffers, buffers, torch.zeros(1, dtype=torch.int32), 4, 4, False))
+    (call,) = bound.plan().calls
+    sites = call.remote.sites
+    assert len(sites) == 2 * 3  # k and v, on every hop but the last
+    assert len({site.semaphores for site in sites}) == len(sites)
+    assert {s.name for s in call.scratch} >= {site.semaphores for site in sites}
+    assert all(axis.semantics.value == "arbitrary" for axis in call.grid)
+    assert 0 <= call.remote.collective_id < COLLECTIVE_ID_LIMIT
+    assert sites[0].bytes_per_copy == 32 * 128 * 4
+    code = bound.to_code()
+    for site in sites:  # built once, started once, each wait on the same object
+        assert code.count(f"{site.descriptor} = pltpu.make_async_remote_copy(") == 1
+        assert code.count(f"{site.descriptor}.start()") == 1
+        assert code.count(f"{site.descriptor}.wait_recv()") == 1
+
+
+def test_collective_id_setting():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]), collective_id=321)
+    def barrier_only(x: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
+        for _ in hl.grid(1):
+            hl.remote_barrier((rank[0] + 1) % n)
+            x[:, :] = x[:, :] + 1
+        return x
+
+    (call,) = barrier_only.bind((torch.zeros(8, 128), torch.zeros(1, dtype=torch.int32), 4)).plan().calls
+    assert call.remote.collective_id == 321
+    with pytest.raises(exc.InvalidConfig, match="int16"):
+        pallasite.kernel(lambda x: x, collective_id=40000)
+
+
+def test_element_count_mismatch_names_both_counts():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def bad(a: torch.Tensor, b: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 0, rank[0], b, 0)
+            copy.start()
+            copy.wait()
+        return b
+
+    with pytest.raises(exc.ShapeMismatch, match=r"1024 torch.float32 .*2048 torch.float32"):
+        bad.bind((torch.zeros(2, 8, 128), torch.zeros(2, 16, 128), torch.zeros(1, dtype=torch.int32)))
+
+
+def test_copy_never_waited_is_an_error():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def unwaited(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 0, rank[0], a, 1)
+            copy.start()
+            copy.wait_send()
+        return a
+
+    with pytest.raises(exc.UnsupportedOperation, match="receive is never waited") as info:
+        unwaited.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32))).plan()
+    assert "copy = hl.make_async_remote_copy" in str(info.value)
+
+
+def test_descriptor_used_outside_its_loop_is_an_error():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def escaped(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            held = []
+            for hop in hl.grid(2):
+                copy = hl.make_async_remote_copy(a, 0, rank[0], a, 1)
+                copy.start()
+                held.append(copy)
+            held[0].wait()
+        return a
+
+    with pytest.raises(exc.UnsupportedSyntax, match="outside the loop or branch that built it"):
+        escaped.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32)))
+
+
+def test_reference_mode_is_single_device():
+    from examples.ring_all_gather import ring_all_gather
+    with pytest.raises(exc.UnsupportedOperation, match="reference mode"):
+        pallasite.testing.run_ref(ring_all_gather, _gather_args())
+
+
+def test_copied_tensor_must_stay_one_whole_block():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+    def tiled(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(a.size(0)):
+            a[tile, :] = a[tile, :] * 2
+            copy = hl.make_async_remote_copy(a, 0, rank[0], a, 1)
+            copy.start()
+            copy.wait()
+        return a
+
+    # 20 rows in tiles of 8: the resident block is padded to 24 rows, not the tensor
+    with pytest.raises(exc.UnsupportedOperation, match="must stay one whole VMEM block"):
+        tiled.bind((torch.zeros(20, 128), torch.zeros(1, dtype=torch.int32))).plan()
+
+
+def test_constant_index_outside_the_tensor():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def outside(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 2, rank[0], a, 0)
+            copy.start()
+            copy.wait()
+        return a
+
+    with pytest.raises(exc.IndexingError, match=r"src_index \[0\] is 2 but 'a'.size\(0\) is 2"):
+        outside.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32)))
