@@ -338,3 +338,22 @@ def test_a_config_is_checked_at_the_sizes_it_runs_at_whatever_came_first(order):
                 kernel(x)
         else:
             torch.testing.assert_close(kernel(x), x.sum(-1))
+
+
+def test_a_raised_vmem_limit_is_not_baked_from_one_size():
+    """Over 16 MiB of VMEM the plan raises the scoped limit; with dynamic shapes the limit
+    is the chip's VMEM, not this call's estimate (which would tie the code to one size)."""
+    softmax_rows.reset()
+    config = {"block_sizes": [64]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (16384, 20000):  # meta tensors: planned and generated, never run
+            x = torch.empty(256, n, device="meta")
+            bound = softmax_rows.bind((x,))
+            code = bound.compile_config(config, bound.sizes_of((x,))).code
+            plan = bound.plan(config, specs=None)
+            assert plan.calls[0].vmem_bytes > 16 * 2**20
+            assert f"vmem_limit_bytes={plan.calls[0].vmem_limit_bytes}" in code
+    assert softmax_rows.cache_size == 1
+    check_tpu_lowering(softmax_rows, (torch.empty(256, 18000, device="meta"),), chips=("v6e",),
+                       **config)
