@@ -203,6 +203,33 @@ def test_a_host_subscript_serves_two_sizes_and_checks_each():
     assert zero_rows_then_add_one.cache_size == 1
 
 
+@pallasite.kernel(static_shapes=False)
+def gather_then_scale(x, idx):
+    picked = x[idx]  # its rows are idx's length: a size formula, not the first call's number
+    out = torch.empty_like(picked)
+    for t in hl.tile(picked.size(0), block_size=8):
+        out[t, :] = picked[t, :] * 3
+    return out
+
+
+def test_a_host_gather_serves_two_sizes_and_checks_each():
+    gather_then_scale.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rows, n in [(16, 8), (24, 19)]:
+            x, idx = _table(rows, 256), _indices(n, rows)
+            code, out = code_and_output(gather_then_scale, (x, idx))
+            torch.testing.assert_close(out, x[idx.long()] * 3)
+    assert gather_then_scale.cache_size == 1
+    assert "pl.cdiv(idx_size0, 8)" in code
+    x, idx = _table(16, 256), _indices(8, 16)
+    idx[3] = 20  # inside the 24-row x, outside this one
+    with pytest.raises(exc.ShapeMismatch, match=r"holds 20, outside axis 0 of 'x' \(size 16\)"):
+        gather_then_scale(x, idx)
+    assert gather_then_scale.cache_size == 1
+    check_tpu_lowering(gather_then_scale, (_table(24, 256), _indices(19, 24)), chips=("v7x",))
+
+
 # ------------------------------------------------ config resolved at call sizes --
 
 
