@@ -98,6 +98,24 @@ def test_a_scatter_serves_two_sizes_with_one_variant():
                        chips=("v5e", "v6e", "v7x"))
 
 
+def test_a_gather_by_row_dma_serves_two_sizes_and_checks_each():
+    gather_rows.reset()
+    config = {"block_sizes": [32], "pallas_indirect_access_mode": "dma"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for rows, n in SIZES:
+            table, indices = _table(rows, 128), _indices(n, rows)
+            code, out = code_and_output(gather_rows, (table, indices), **config)
+            assert torch.equal(out, table[indices.long()])
+    assert gather_rows.cache_size == 1
+    assert "stays in HBM" in code and "limit=table_size0" in code
+    indices = _indices(100, 40)
+    indices[60] = 40
+    with pytest.raises(exc.ShapeMismatch, match=r"is 40 but table.size\(0\) is 40"):
+        code_and_output(gather_rows, (_table(40, 128), indices), **config)
+    check_tpu_lowering(gather_rows, (_table(48, 128), _indices(90, 48)), chips=("v7x",), **config)
+
+
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_a_gather_in_an_inner_loop_serves_two_sizes(loop_type):
     bag_sums.reset()

@@ -106,7 +106,8 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     # With static_shapes=False the reason (quoted in the generated code) names the block's
     # sizes instead of this call's bytes, so the text serves every size of the bucket.
     block = (f"its VMEM block is {_mib(size)}" if not isinstance(size, SymbolicSize) else
-             f"its VMEM block is {' x '.join(str(e) for e in operand.block_shape)} {operand.symbol.dtype} "
+             f"its VMEM block is {' x '.join(str(e) for e in operand.block_shape)} "
+             f"{str(operand.symbol.dtype).replace('torch.', '')} "
              "at each call's sizes")
     sizes = (f"{block}, the threshold for resident gathered tables "
              f"{_mib(threshold)} ({GATHER_TABLE_VMEM_FRACTION:.0%} of {_mib(threshold / GATHER_TABLE_VMEM_FRACTION)} "
