@@ -28,7 +28,9 @@ def _config(bound, config_kwargs: dict[str, Any]) -> Config:
 def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -> tuple[str, Any]:
     """Compile `kernel` for `args` with the given config (default if none) and run it once."""
     bound = kernel.bind(tuple(args))
-    config = _config(bound, config_kwargs)
+    # compile_config resolves the config at these arguments' sizes (static_shapes=False: the
+    # bound kernel may have been bound at other sizes of the bucket)
+    config = Config(**config_kwargs) if config_kwargs else None
     compiled = bound.compile_config(config, bound.sizes_of(args))
     return compiled.code, compiled(*args)
 

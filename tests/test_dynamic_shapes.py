@@ -226,32 +226,61 @@ def _segment_reference(x, offsets):
     return torch.stack([x[offsets[i]:offsets[i + 1]].sum(0) for i in range(len(offsets) - 1)])
 
 
-def test_a_size_the_code_must_know_pins_the_variant_with_a_warning():
-    """A data-dependent range is checked against the tensor's size in a module-level table,
-    where no size variable exists: the variant serves that size only (never a wrong result),
-    and the user is told which guard ties it."""
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_data_dependent_range_is_checked_against_each_calls_size(loop_type):
+    """The range check's limit is the size variable (`limit=x_size0` where the loop starts),
+    not a number from the first call: one variant serves the bucket, and a range past the
+    current x raises even when it lay inside the first call's x."""
     segment_sums.reset()
+    config = {"block_sizes": [128], "pallas_loop_type": loop_type}
     cases = [(torch.randn(40, 256), torch.tensor([0, 5, 20, 40], dtype=torch.int32)),
              (torch.randn(50, 384), torch.tensor([0, 13, 50], dtype=torch.int32))]
-    for x, offsets in cases:
-        with pytest.warns(UserWarning, match="static_shapes=False.*x_size0 == "):
-            _, out = code_and_output(segment_sums, (x, offsets), block_sizes=[128])
-        torch.testing.assert_close(out, _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
-    assert segment_sums.cache_size == 2
-    x, offsets = cases[0]  # the first variant's sizes again: reused
-    torch.testing.assert_close(code_and_output(segment_sums, (x, offsets), block_sizes=[128])[1],
-                               _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
-    assert segment_sums.cache_size == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no size is pinned
+        for x, offsets in cases:
+            code, out = code_and_output(segment_sums, (x, offsets), **config)
+            torch.testing.assert_close(out, _segment_reference(x, offsets), rtol=1e-4, atol=1e-4)
+    assert segment_sums.cache_size == 1
+    assert "limit=x_size0" in code
+    with pytest.raises(exc.ShapeMismatch, match=r"covers \[13, 50\) but x.size\(0\) is 40"):
+        code_and_output(segment_sums, (torch.randn(40, 256), torch.tensor([0, 13, 50], dtype=torch.int32)),
+                        **config)
+    assert segment_sums.cache_size == 1
+
+
+@pallasite.kernel(static_shapes=False)
+def times_width_squared(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] * (n ** 2)  # a power has no size formula: the width is pinned
+    return out
+
+
+def test_a_size_the_code_must_know_pins_the_variant_with_a_warning():
+    """A value computed from a size without a formula is right for that size only: the
+    variant serves that width only (never a wrong result), and the user is told which
+    guard ties it."""
+    times_width_squared.reset()
+    for shape in [(16, 256), (16, 384)]:
+        x = torch.randn(shape)
+        with pytest.warns(UserWarning, match="static_shapes=False.*x_size1 == "):
+            _, out = code_and_output(times_width_squared, (x,), block_sizes=[8, 128])
+        torch.testing.assert_close(out, x * shape[1] ** 2)
+    assert times_width_squared.cache_size == 2
+    x = torch.randn(24, 256)  # the first variant's width again, other rows: reused
+    torch.testing.assert_close(code_and_output(times_width_squared, (x,), block_sizes=[8, 128])[1], x * 256 ** 2)
+    assert times_width_squared.cache_size == 2
 
 
 def test_a_compiled_variant_refuses_sizes_it_was_not_built_for():
-    segment_sums.reset()
-    x, offsets = torch.randn(40, 256), torch.tensor([0, 5, 40], dtype=torch.int32)
+    times_width_squared.reset()
+    x = torch.randn(16, 256)
     with pytest.warns(UserWarning):
-        bound = segment_sums.bind((x, offsets))
-        compiled = bound.compile_config({"block_sizes": [128]}, bound.sizes_of((x, offsets)))
+        bound = times_width_squared.bind((x,))
+        compiled = bound.compile_config({"block_sizes": [8, 128]}, bound.sizes_of((x,)))
     with pytest.raises(pallasite.exc.KernelArgumentError, match="other sizes"):
-        compiled(torch.randn(24, 256), offsets)
+        compiled(torch.randn(16, 384))
 
 
 def test_jax_fn_inside_jit_serves_two_sizes_with_one_variant():
@@ -309,3 +338,22 @@ def test_a_config_is_checked_at_the_sizes_it_runs_at_whatever_came_first(order):
                 kernel(x)
         else:
             torch.testing.assert_close(kernel(x), x.sum(-1))
+
+
+def test_a_raised_vmem_limit_is_not_baked_from_one_size():
+    """Over 16 MiB of VMEM the plan raises the scoped limit; with dynamic shapes the limit
+    is the chip's VMEM, not this call's estimate (which would tie the code to one size)."""
+    softmax_rows.reset()
+    config = {"block_sizes": [64]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (16384, 20000):  # meta tensors: planned and generated, never run
+            x = torch.empty(256, n, device="meta")
+            bound = softmax_rows.bind((x,))
+            code = bound.compile_config(config, bound.sizes_of((x,))).code
+            plan = bound.plan(config, specs=None)
+            assert plan.calls[0].vmem_bytes > 16 * 2**20
+            assert f"vmem_limit_bytes={plan.calls[0].vmem_limit_bytes}" in code
+    assert softmax_rows.cache_size == 1
+    check_tpu_lowering(softmax_rows, (torch.empty(256, 18000, device="meta"),), chips=("v6e",),
+                       **config)

@@ -148,7 +148,7 @@ class HostEmitter:
                 check = self._index_checks.get((step_id, position))
                 if check is not None:
                     self.emit(f"if INTERPRET is not None:  # interpret mode checks {item.name}'s values")
-                    self.emit(f"    {name} = CHECKS.host_indices({check.check_id}, {name})")
+                    self.emit(f"    {name} = CHECKS.host_indices({check.check_id}, {name}, limit={check.limit})")
                 item = Arg(name, getattr(item, "shape", ()), item.dtype, item)
             out.append(item)
         return tuple(out)
@@ -271,7 +271,7 @@ class HostEmitter:
         for check in call.host_checks:
             index_map = index_map_text((check.block_index,), len(call.grid), prefetch_refs)
             self.emit(f"    {packed} = CHECKS.block_indices({check.check_id}, ({grid},), {index_map}, "
-                      f"{', '.join(names)})")
+                      f"{', '.join(names)}, limit={check.limit})")
         return names
 
     def _padded(self, op: Operand) -> str:

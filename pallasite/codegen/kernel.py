@@ -247,7 +247,7 @@ class KernelEmitter:
         for check in self.plan.loop_checks(dim):
             self.emit("if INTERPRET is not None:  # interpret mode checks the data-dependent range", indent)
             self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
-                      f"{self.render(dim.end)}, {trips})", indent + 1)
+                      f"{self.render(dim.end)}, {trips}, limit={check.limit})", indent + 1)
 
     def _emit_value_checks(self, value: Value, indent: int) -> None:
         """Interpret mode checks a named scalar read from data where it is computed, before
@@ -278,11 +278,12 @@ class KernelEmitter:
 
     def _check_call(self, check, text: str, indent: int) -> str:
         """The check of a scalar index, or of a gather's index vector on its valid lanes."""
+        # The limit is a size variable under static_shapes=False: each call checks its own size.
         if not check.value.shape:
-            return f"CHECKS.index({check.check_id}, {text})"
+            return f"CHECKS.index({check.check_id}, {text}, limit={check.limit})"
         valid = "" if check.valid_lanes is None else ", " + self.range_condition(
             check.value.shape, 0, check.valid_lanes, indent)
-        return f"CHECKS.indices({check.check_id}, {text}{valid})"
+        return f"CHECKS.indices({check.check_id}, {text}{valid}, limit={check.limit})"
 
     def frame_of(self, dim) -> LoopFrame | None:
         """The frame of the inner loop that walks `dim` (None for a grid dim)."""

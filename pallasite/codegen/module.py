@@ -5,7 +5,7 @@ import builtins
 import os
 
 from ..ir import walk_nodes
-from ..ir.sizes import dynamic_sizes, pin
+from ..ir.sizes import dynamic_sizes
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
@@ -76,12 +76,13 @@ def _checks_table(checks) -> str:
         "# Ranges that depend on data, so pallasite could not check them when planning.",
         "# In interpret mode the kernel checks each where it is used (a TPU does not);",
         "# a range outside its tensor skips the access and the call raises",
-        "# pallasite.exc.ShapeMismatch with the message below.",
+        "# pallasite.exc.ShapeMismatch with the message below ({limit}: the size it",
+        "# was checked against, passed where it is checked).",
         "CHECKS = RangeChecks({",
     ]
     for check in checks:
         where = "?" if check.location is None else f"{os.path.basename(check.location.filename)}:{check.location.lineno}"
-        # module level reads no size variable: a dynamic limit pins the variant to its size
-        lines.append(f"    {check.check_id}: ({pin(check.limit)}, {check.message!r}, {where!r}),")
+        # the limit is passed where the check runs (a size variable under static_shapes=False)
+        lines.append(f"    {check.check_id}: ({check.message!r}, {where!r}),")
     lines.append("})")
     return "\n".join(lines)

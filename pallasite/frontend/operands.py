@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from .. import exc
-from ..ir import ops
+from ..ir import ScalarSymbol, TensorSymbol, ops
 from ..ir.sizes import keep_symbolic
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 
@@ -96,4 +96,45 @@ def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -
         return keep_symbolic(shape, [tuple(attrs["shape"])])
     if op.kind is ops.OpKind.ELEMENTWISE:
         return keep_symbolic(shape, [getattr(o, "shape", None) for o in operands])
+    if op.view is ops.ViewRule.SUBSCRIPT and operands and isinstance(operands[0], TensorSymbol):
+        symbolic = _subscript_shape(tuple(operands[0].shape), attrs["key"])
+        if symbolic is not None and len(symbolic) == len(shape) and all(
+                int(a) == int(b) for a, b in zip(symbolic, shape)):
+            return symbolic
     return shape
+
+
+def _subscript_shape(shape: tuple, key: Any) -> tuple | None:
+    """A host subscript's result shape from the tensor's (symbolic) sizes and the key's:
+    `x[idx]` is `idx`'s sizes then the rest of `x`'s, `x[:, i]` drops an axis, `None` adds
+    one. None (torch's meta shape stands) for forms where torch moves the index's axes
+    (a tensor index with an int), boolean masks and partial slices."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    if items.count(Ellipsis) > 1:
+        return None
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+        items[at:at + 1] = [slice(None)] * (len(shape) - consumed)
+    tensors = [item for item in items if isinstance(item, TensorSymbol)]
+    singles = [item for item in items if isinstance(item, (int, ScalarSymbol)) and not isinstance(item, bool)]
+    if len(tensors) > 1 or (tensors and singles) or any(t.dtype == torch.bool for t in tensors):
+        return None
+    out: list = []
+    axis = 0
+    for item in items:
+        if item is None:
+            out.append(1)
+            continue
+        if axis >= len(shape):
+            return None
+        if isinstance(item, TensorSymbol):
+            out.extend(item.shape)
+        elif isinstance(item, slice):
+            if item != slice(None):
+                return None
+            out.append(shape[axis])
+        elif not isinstance(item, (int, ScalarSymbol)) or isinstance(item, bool):
+            return None
+        axis += 1
+    return tuple(out) + tuple(shape[axis:])

@@ -56,13 +56,13 @@ def check_access_bounds(node) -> list[DataDependentRange]:
         elif isinstance(item, GatherIndex):
             what = "scattered" if isinstance(node, Store) else "gathered"
             message = _message(node, f"an index in {describe(item.value)} is {{lo}}", tensor.name, axis, size,
-                               f"{what} indices must lie in [0, {size}) (they do not wrap).")
+                               f"{what} indices must lie in [0, {{limit}}) (they do not wrap).")
             pending.append(DataDependentRange(node, axis, size, message, value=item.value))
         elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
             interval = scalar_interval(item.index)
             if interval is None:
                 message = _message(node, f"{describe(item.index)} is {{lo}}", tensor.name, axis, size,
-                                   f"indices read from data must lie in [0, {size}) (they do not wrap).")
+                                   "indices read from data must lie in [0, {limit}) (they do not wrap).")
                 pending.append(DataDependentRange(node, axis, size, message, value=item.index))
             elif interval[0] < 0 or interval[1] >= size:
                 what = f"{describe(item.index)} covers [{interval[0]}, {interval[1]}]"
@@ -80,12 +80,14 @@ def _proven_inside(dim: TileDim, size: int) -> bool:
 
 def _message(node, what: str, tensor: str, axis: int, size: int,
              advice: str = "make the loop's range match the tensor or index it differently.") -> str:
+    """A range check's message: `{lo}`/`{hi}` are the values seen and `{limit}` the tensor's
+    size at that call (with static_shapes=False, the size the call's arguments have)."""
     text = access_text(node).replace("{", "{{").replace("}", "}}")
-    return f"{text}: {what} but {tensor}.size({axis}) is {int(size)}; {advice}"  # the value, not a size formula
+    return f"{text}: {what} but {tensor}.size({axis}) is {{limit}}; {advice}"
 
 
 def _error(node, what: str, tensor: str, axis: int, size: int) -> exc.ShapeMismatch:
-    return exc.ShapeMismatch(_message(node, what, tensor, axis, size).format(), node.location)
+    return exc.ShapeMismatch(_message(node, what, tensor, axis, size).format(limit=int(size)), node.location)
 
 
 def access_text(node) -> str:

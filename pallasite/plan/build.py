@@ -7,6 +7,7 @@ import itertools
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
 from ..ir import cdiv
+from ..ir.sizes import SymbolicSize
 from .broadcasts import plan_pre_broadcasts
 from .reduction_loops import plan_reduction_loops
 from .bounds import DataDependentRange, check_access_bounds

@@ -28,6 +28,7 @@ import torch
 
 from .. import exc
 from ..ir import GatherIndex, Load
+from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
 from .vmem import padded_bytes
 
@@ -102,7 +103,13 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     name = operand.symbol.name
     size = padded_bytes(operand.block_shape, operand.symbol.dtype)
     threshold = gather_vmem_threshold(vmem_capacity, vmem_limit)
-    sizes = (f"its VMEM block is {_mib(size)}, the threshold for resident gathered tables "
+    # With static_shapes=False the reason (quoted in the generated code) names the block's
+    # sizes instead of this call's bytes, so the text serves every size of the bucket.
+    block = (f"its VMEM block is {_mib(size)}" if not isinstance(size, SymbolicSize) else
+             f"its VMEM block is {' x '.join(str(e) for e in operand.block_shape)} "
+             f"{str(operand.symbol.dtype).replace('torch.', '')} "
+             "at each call's sizes")
+    sizes = (f"{block}, the threshold for resident gathered tables "
              f"{_mib(threshold)} ({GATHER_TABLE_VMEM_FRACTION:.0%} of {_mib(threshold / GATHER_TABLE_VMEM_FRACTION)} "
              "of VMEM)")
     if mode is IndirectAccessMode.RESIDENT or (mode is IndirectAccessMode.AUTO and size <= threshold):
@@ -139,4 +146,5 @@ def _too_large(operand: Operand, size: int, threshold: int, vmem_capacity: int, 
 
 
 def _mib(size: float) -> str:
+    size = float(size)  # an error's text: this call's bytes, no guard on a symbolic size
     return f"{size / 2**20:.2f} MiB" if size < 2**20 else f"{size / 2**20:.1f} MiB"

@@ -27,7 +27,7 @@ def plan_host_index_checks(ir: KernelIR, check_ids: Iterator[int]) -> tuple[Rang
             size = tensor.shape[axis]
             what = f"index tensor '{index.name}'" if isinstance(index, TensorSymbol) else f"scalar '{index.name}'"
             message = (f"{tensor.name}[...]: {what} holds {{lo}}, outside axis {axis} of '{tensor.name}' "
-                       f"(size {size}); indices must lie in [{-size}, {size}).")
+                       "(size {limit}); indices must lie in [-{limit}, {limit}).")
             checks.append(RangeCheck(next(check_ids), size, message, step.location,
                                      host_index=(step.id, position)))
     return tuple(checks)

@@ -438,7 +438,11 @@ class RangeCheck:
     step before the call. `host_index` set: an index tensor or runtime scalar in
     a host-code subscript; its values must lie in [-limit, limit) (negative
     ones count from the end, as in torch). The call then raises `exc.ShapeMismatch` with
-    `message`, whose `{lo}` and `{hi}` are the values seen.
+    `message`, whose `{lo}` and `{hi}` are the values seen and `{limit}` the size.
+
+    `limit` is a symbolic size under static_shapes=False: the generated code passes
+    it where it checks (`limit=table_size0`), so the check is against each call's
+    own size and one variant serves the bucket.
     """
 
     check_id: int  # unique in the kernel's module
@@ -452,8 +456,9 @@ class RangeCheck:
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
 
-    def describe(self, lo: int, hi: int) -> str:
-        return self.message.format(lo=lo, hi=hi)
+    def describe(self, lo: int, hi: int, limit: int) -> str:
+        """The message for values [lo, hi) seen against the call's `limit`."""
+        return self.message.format(lo=lo, hi=hi, limit=limit)
 
 
 @dataclass(frozen=True)

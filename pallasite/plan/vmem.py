@@ -24,6 +24,7 @@ an estimate over the capacity, so a tuner skips the config.
 from __future__ import annotations
 
 from ..ir import Carried, IfBlock, TileLoop, Value, cdiv
+from ..ir.sizes import SymbolicSize
 from .plans import Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
@@ -137,7 +138,12 @@ def _extend(carried: Carried, born: dict, last: dict, end: int) -> None:
 
 
 def default_vmem_limit(estimate: int, chip_key: str, capacity: int) -> int | None:
-    """The `vmem_limit_bytes` a plan sets: None when `estimate` fits the scoped default."""
+    """The `vmem_limit_bytes` a plan sets: None when `estimate` fits the scoped default.
+    An estimate that varies with the sizes (static_shapes=False) gets the chip's whole
+    VMEM, a number every size of the variant shares (this call's estimate would be baked
+    into the code and pin the variant to one size)."""
     if estimate <= SCOPED_VMEM_DEFAULT.get(chip_key, 16 * MIB):
         return None
+    if isinstance(estimate, SymbolicSize):
+        return capacity
     return min(capacity, int(estimate * LIMIT_HEADROOM))

@@ -6,12 +6,15 @@ index loaded from a table) is a `RangeCheck` of the plan; the generated module
 holds a `RangeChecks` table of them and, in interpret mode only, calls it where
 the range is used:
 
-    tile_trips = CHECKS.loop_range(0, start, end, tile_trips)   # 0 steps if outside
-    row = CHECKS.index(1, row)                                 # row 0 if outside
-    idx = CHECKS.indices(2, idx, idx_valid)                    # all 0 if one is outside
-    idx = CHECKS.host_indices(3, idx)                          # host code's x[idx]: JAX would clamp
+    tile_trips = CHECKS.loop_range(0, start, end, tile_trips, limit=x_size0)  # 0 steps if outside
+    row = CHECKS.index(1, row, limit=128)                                    # row 0 if outside
+    idx = CHECKS.indices(2, idx, idx_valid, limit=table_size0)               # all 0 if one is outside
+    idx = CHECKS.host_indices(3, idx, limit=x_size0)                         # host x[idx]: JAX would clamp
 
-A host callback compares the values with the tensor's size. A violation never
+A host callback compares the values with `limit`, the tensor's size at this
+call: a number, or with static_shapes=False the size variable the code reads
+from its inputs (a trace-time int, as every shape under `jax.jit`), so one
+module checks each call against its own sizes. A violation never
 reaches memory (the loop runs no steps, the access reads row 0); it is recorded,
 and the call that collected it raises `exc.ShapeMismatch` with the user's line.
 A kernel run inside the user's own `jax.jit` has no caller waiting: the
@@ -33,7 +36,7 @@ _OK = jax.ShapeDtypeStruct((), jnp.int32)
 
 
 class RangeChecks:
-    """A module's checks: id -> (limit, message with `{lo}`/`{hi}`, where in the user's file)."""
+    """A module's checks: id -> (message with `{lo}`/`{hi}`/`{limit}`, where in the user's file)."""
 
     def __init__(self, checks: dict[int, tuple[int, str, str]]):
         self.checks = checks
@@ -42,17 +45,17 @@ class RangeChecks:
 
     # --- called by generated kernels (traced) --------------------------------
 
-    def loop_range(self, check_id: int, begin, end, trips):
+    def loop_range(self, check_id: int, begin, end, trips, *, limit: int):
         """`trips`, or 0 when the loop's [begin, end) leaves [0, limit)."""
-        ok = io_callback(lambda lo, hi: self._check(check_id, lo, hi), _OK, begin, end)
+        ok = io_callback(lambda lo, hi: self._check(check_id, lo, hi, limit), _OK, begin, end)
         return jnp.where(ok != 0, trips, 0)
 
-    def index(self, check_id: int, index):
+    def index(self, check_id: int, index, *, limit: int):
         """`index`, or 0 when it is outside [0, limit)."""
-        ok = io_callback(lambda lo: self._check(check_id, lo, lo + 1), _OK, index)
+        ok = io_callback(lambda lo: self._check(check_id, lo, lo + 1, limit), _OK, index)
         return jnp.where(ok != 0, index, 0)
 
-    def indices(self, check_id: int, index, valid=None):
+    def indices(self, check_id: int, index, valid=None, *, limit: int):
         """`index` (a gather's index vector), or zeros when one of its lanes where `valid`
         holds (all lanes when None: the others are a partial tile's padding) is outside
         [0, limit)."""
@@ -60,10 +63,9 @@ class RangeChecks:
             values = np.asarray(values)
             if valid:
                 values = values[np.asarray(valid[0])]
-            limit = self.checks[check_id][0]
             bad = values[(values < 0) | (values >= limit)]
             if bad.size:
-                return self._check(check_id, bad[0], bad[0] + 1)
+                return self._check(check_id, bad[0], bad[0] + 1, limit)
             return np.int32(1)
 
         ok = io_callback(check, _OK, index, *(() if valid is None else (valid,)))
@@ -71,7 +73,7 @@ class RangeChecks:
 
     # --- called by generated host code (traced) --------------------------------
 
-    def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables):
+    def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables, limit: int):
         """`tables`, after checking the index `index_map` computes from them at every grid
         step; they pass through the check so the call runs after it (zeroed when the
         check fails, so the doomed call reads no block out of bounds)."""
@@ -81,49 +83,47 @@ class RangeChecks:
 
         def check(values, *tables):
             values = np.asarray(values)
-            limit = self.checks[check_id][0]
             bad = values[(values < 0) | (values >= limit)]
             if bad.size:
-                self._check(check_id, bad[0], bad[0] + 1)
+                self._check(check_id, bad[0], bad[0] + 1, limit)
                 # The call fails with this check's error; zeroed tables keep its blocks in bounds.
                 return tuple(np.zeros_like(t) for t in tables)
             return tables
 
         return io_callback(check, shapes, values, *tables)
 
-    def host_indices(self, check_id: int, values):
+    def host_indices(self, check_id: int, values, *, limit: int):
         """`values` (a host subscript's index tensor or scalar), after checking that each
         lies in [-limit, limit); they pass through the check so the indexing runs after it."""
 
         def check(values):
             values = np.asarray(values)
-            limit = self.checks[check_id][0]
             bad = values[(values < -limit) | (values >= limit)]
             if bad.size:
-                self._check(check_id, bad.flat[0], bad.flat[0] + 1)
+                self._check(check_id, bad.flat[0], bad.flat[0] + 1, limit)
             return values
 
         return io_callback(check, jax.ShapeDtypeStruct(values.shape, values.dtype), values)
 
     # --- host side ------------------------------------------------------------
 
-    def _check(self, check_id: int, lo, hi) -> np.ndarray:
-        lo, hi = int(lo), int(hi)
-        limit, message, where = self.checks[check_id]
+    def _check(self, check_id: int, lo, hi, limit: int) -> np.ndarray:
+        lo, hi, limit = int(lo), int(hi), int(limit)
+        message, where = self.checks[check_id]
         if hi <= lo or (lo >= 0 and hi <= limit):
             return np.int32(1)
         with self._lock:
             collector = self._collectors[-1] if self._collectors else None
             if collector is not None:
-                collector.append((check_id, lo, hi))
+                collector.append((check_id, lo, hi, limit))
         if collector is None:
-            warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi)} "
+            warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi, limit=limit)} "
                           "(the kernel skipped the access; its result is wrong)", stacklevel=1)
         return np.int32(0)
 
     @contextlib.contextmanager
     def collect(self) -> Iterator[list]:
-        """Record the violations of the calls made inside the block, as (id, lo, hi)."""
+        """Record the violations of the calls made inside the block, as (id, lo, hi, limit)."""
         found: list = []
         with self._lock:
             self._collectors.append(found)

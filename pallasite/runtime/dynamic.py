@@ -8,7 +8,9 @@ emptiness); a dimension of 2 or more is traced as a `SymbolicSize` named
 it from its input's shape, so the same module runs every size.
 
 A variant records the guards its trace, plan and codegen took on those sizes
-(a partial tail, a legal full-dimension block, a VMEM estimate); a call
+(a partial tail, a legal full-dimension block, a VMEM estimate; not a
+data-dependent range check, whose limit the code passes as a size variable
+where it checks); a call
 whose sizes break a guard builds another variant — a correct one, counted by
 `Kernel.cache_size`. A size that lost its formula (used where only a plain
 int would do: `x[tile, :]` gives a block shaped by the size, `hl.zeros([n])`,
@@ -151,14 +153,14 @@ def _warn_static(kernel_name: str, code: str, other: str | None, guards: list[Gu
         warnings.warn(
             f"pallasite: kernel '{kernel_name}' has static_shapes=False, but this variant's schedule "
             f"holds only while {' and '.join(failing)} (e.g. a block as large as a whole dimension, "
-            "a data-dependent range checked against a size); another value compiles another "
+            "a size in a power or a bit operation); another value compiles another "
             "variant (results stay right). Use block sizes smaller than the dimensions, or "
             "static_shapes=True.", stacklevel=4)
         return
     warnings.warn(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
         f"exact size of a dimension{f' at {where}' if where else ''} (e.g. a host op's result, a reshape "
-        "to computed sizes, a device value shaped by a size after an op, a data-dependent range check); "
+        "to computed sizes, a device value shaped by a size after an op); "
         "this variant serves only these sizes and every new size compiles again (results stay "
         "right). Tile that dimension, or use static_shapes=True.",
         stacklevel=4)

@@ -32,6 +32,7 @@ from .interpret import interpret_params, interpreter_reports
 from ..autotune.tuner import autotune, should_tune, tuned_config
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
+_CONFIGS_AT_SIZES = 1024  # sizes whose resolved config a dynamic BoundKernel remembers
 
 
 class Kernel:
@@ -251,6 +252,8 @@ class BoundKernel:
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
         self._resolved: Config | None = None
+        # static_shapes=False: (config asked for, sizes, chip) -> the config that runs there
+        self._config_at: dict[tuple, Config] = {}
 
     @property
     def fn(self) -> Callable:
@@ -317,34 +320,43 @@ class BoundKernel:
                        sizes: dict[str, int] | None = None) -> CompiledKernel:
         """The compiled variant for `config`; with dynamic shapes, the one serving `sizes`
         (the dynamic dimensions' values; default: those this kernel was bound with)."""
-        given = config
-        try:
-            config = self.resolve_config(config)
-        except exc.InvalidConfig:
-            if not self.dynamic or sizes is None or sizes == size_env(self.specs, self.specs):
-                raise
-            config = self._resolve_at(given, sizes)  # checked at the sizes it will run at
-        # Interpret settings (cores, race detection) are loaded into the module: part of the key.
-        key = (config.key(), repr(interpret_params()))
         if not self.dynamic:
+            config = self.resolve_config(config)
+            # Interpret settings (cores, race detection) are loaded into the module: part of the key.
+            key = (config.key(), repr(interpret_params()))
             compiled = self._compiled.get(key)
             if compiled is None:
                 plan = self.plan(config)
                 compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
                 self._compiled[key] = compiled
             return compiled
-        sizes = sizes if sizes is not None else size_env(self.specs, self.specs)
-        for (config_key, guards), compiled in self._compiled.items():
-            if config_key == key and guards.hold(sizes):
-                return compiled
+        given = config
+        sizes = dict(sizes) if sizes is not None else size_env(self.specs, self.specs)
+        at_bound_sizes = sizes == size_env(self.specs, self.specs)
+        # The config that runs at these exact sizes, once found: a call at the same sizes
+        # resolves nothing again (resolving traces and plans the kernel).
+        memo = (None if given is None else as_config(given).key(), tuple(sorted(sizes.items())), default_chip())
+        known = self._config_at.get(memo)
+        if known is not None:
+            return self._variant(known, sizes)
         try:
-            return self._compile_variant(config, key, sizes)
+            config = self.resolve_config(given)
+            compiled = self._variant(config, sizes)
         except (exc.InvalidConfig, exc.VmemOverflow):
-            if sizes == size_env(self.specs, self.specs):
+            if at_bound_sizes:
                 raise
-        # The config was resolved at the sizes this kernel was bound with; a default
-        # chosen there (or a check of an explicit one) need not hold at these sizes.
-        config = self._resolve_at(given, sizes)
+            # The config was resolved at the sizes this kernel was bound with; a default
+            # chosen there (or a check of an explicit one) need not hold at these sizes.
+            config = self._resolve_at(given, sizes)
+            compiled = self._variant(config, sizes)
+        if len(self._config_at) >= _CONFIGS_AT_SIZES:
+            del self._config_at[next(iter(self._config_at))]  # the oldest
+        self._config_at[memo] = config
+        return compiled
+
+    def _variant(self, config: Config, sizes: dict[str, int]) -> CompiledKernel:
+        """The compiled variant of `config` whose guards `sizes` satisfy (dynamic shapes),
+        compiled if there is none."""
         key = (config.key(), repr(interpret_params()))
         for (config_key, guards), compiled in self._compiled.items():
             if config_key == key and guards.hold(sizes):
@@ -537,9 +549,9 @@ class CompiledKernel:
                 f"'{self.bound.kernel.fn.__name__}' (generated code: {self.code_path}); its result "
                 f"cannot be trusted. {len(reports)} report(s); the first:\n{reports[0]}")
         if found:
-            check_id, lo, hi = found[0]
+            check_id, lo, hi, limit = found[0]
             check = self.range_checks[check_id]
-            raise exc.ShapeMismatch(check.describe(lo, hi), check.location)
+            raise exc.ShapeMismatch(check.describe(lo, hi, limit), check.location)
         return outputs
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
