@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, StreamSlot
+from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .scatters import scatter_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
@@ -130,8 +130,9 @@ class KernelEmitter:
         """Drop the bindings of pure values nothing reads: tile attributes are bound where
         their loop starts, and a scalar may only feed an index map (`tile.begin // 32`)."""
         dropped: set[int] = set()
-        while True:
-            text = "\n".join(line for i, line in enumerate(self.lines) if i not in dropped)
+        code = [line.split("  # ")[0] if not line.lstrip().startswith("#") else "" for line in self.lines]
+        while True:  # comments quote the user's lines, which name the same values: not uses
+            text = "\n".join(line for i, line in enumerate(code) if i not in dropped)
             unused = {line for name, line in self._value_lines.items() if line not in dropped
                       and len(re.findall(rf"\b{re.escape(name)}\b", text)) == 1}
             if not unused:
@@ -305,6 +306,8 @@ class KernelEmitter:
             elif isinstance(item, ReductionChunk):
                 counter = self.reduction_chunks[item.node_id]
                 parts.append(f"pl.ds(pl.multiple_of({counter} * {item.chunk}, {item.chunk}), {item.chunk})")
+            elif isinstance(item, RefOffset):
+                parts.append(self._offset_text(item))
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
@@ -313,6 +316,31 @@ class KernelEmitter:
                     begin = f"pl.multiple_of({begin}, {dim.block_size})"
                 parts.append(f"pl.ds({begin}, {dim.block_size})")
         return ", ".join(parts)
+
+    def _offset_text(self, item: RefOffset) -> str:
+        """A narrowing read's item: a position, a static slice or a `pl.ds` run."""
+        constant = sum(t for t in item.terms if isinstance(t, int))
+        values = [self.render(t) for t in item.terms if not isinstance(t, int)]
+        if not values and item.size is not None:
+            return f"{constant}:{constant + item.size}"
+        start = " + ".join(values + ([str(constant)] if constant or not values else []))
+        return start if item.size is None else f"pl.ds({start}, {item.size})"
+
+    def subview_text(self, node: Node) -> str:
+        """A narrowing read, as plan/subviews.py decided it (`SubviewRead`)."""
+        read = self.plan.subviews[node.id]
+        if read.ref_name is None:
+            key = ", ".join(":" if k == slice(None) else f"{k.start}:{k.stop}" if isinstance(k, slice) else str(k)
+                            for k in read.static_key)
+            return f"{self.render(read.source)}[{key}]"
+        parts = ", ".join(self._ref_item_text(item) for item in read.ref_index) or "..."
+        text = f"{read.ref_name}[{parts}]"
+        if tuple(read.ref_shape) != tuple(read.value_shape):
+            text = f"{text}.reshape({literal(tuple(read.value_shape))})"
+        return text
+
+    def _ref_item_text(self, item) -> str:
+        return self._ref_subscript(_OneItem((item,)))
 
     def _emit_load(self, node: Load, indent: int) -> None:
         access = self.plan.accesses[node.id]
@@ -331,9 +359,14 @@ class KernelEmitter:
         if access.gather is not None:
             self._emit_gather(node, access, text, indent)
             return
+        copy = self.plan.block_copies.get(node.id)
+        if copy is not None:  # the loop writes the tensor: narrowing reads use this copy
+            self.emit(f"{copy.scratch}[...] = {text}  # the loaded values, for reads after a write", indent)
         if tuple(access.ref_shape) != tuple(value.shape):
             text = f"{text}.reshape({literal(tuple(value.shape))})"
-        self.emit(f"{self.bind(value, node.tensor.name)} = {text}", indent)
+        name = self.bind(value, node.tensor.name)
+        self._value_lines[name] = len(self.lines)  # dropped if only narrowing reads use the block
+        self.emit(f"{name} = {text}", indent)
 
     def _emit_gather(self, node: Load, access, window: str, indent: int) -> None:
         """A load through an index vector: read the window, pick its rows (the plan's `Gather`)."""
@@ -568,7 +601,17 @@ def _tile_count(emitter: KernelEmitter, node: Node) -> str:
     return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
 
 
+@dataclass(frozen=True)
+class _OneItem:
+    ref_index: tuple
+
+
+def _subview(emitter: KernelEmitter, node: Node) -> str:
+    return emitter.subview_text(node)
+
+
 STRUCTURAL_RULES = {
+    "subview": _subview,
     "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
     "tile_index": _tile_index, "tile_count": _tile_count,
 }
