@@ -201,3 +201,115 @@ def test_tile_runs_lower_to_mosaic(loop_type):
 def test_constant_forms_lower_to_mosaic():
     check_tpu_lowering(constant_forms, (torch.randn(16, 4, 128),))
     check_tpu_lowering(first_rows, (torch.randn(32, 128),))
+
+
+# ------------------------------------------------------- runs after views --
+
+
+@pallasite.kernel
+def head_rows(x):
+    """A head view of the block, then rows of it in runs (`blk[:, h, :]` then `hb[tile_s.index]`)."""
+    t, h, d = x.shape
+    out = torch.zeros([(t + 7) // 8, h, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :, :]
+        for head in hl.static_range(h):
+            hb = blk[:, head, :]
+            acc = hl.zeros([d], dtype=torch.float32)
+            for tile_s in hl.tile(tile_t.end - tile_t.begin, block_size=2):
+                acc = acc + hb[tile_s.index].sum(0)
+            out[tile_t.id, head, :] = acc
+    return out
+
+
+@pallasite.kernel
+def grid_head_rows(x):
+    """The head is an inner grid index (a device scalar), the rows a run."""
+    t, h, d = x.shape
+    out = torch.zeros([(t + 7) // 8, h, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :, :]
+        for head in hl.grid(h):
+            acc = hl.zeros([d], dtype=torch.float32)
+            for tile_s in hl.tile(tile_t.end - tile_t.begin, block_size=2):
+                acc = acc + blk[:, head, :][tile_s.index].sum(0)
+            out[tile_t.id, head, :] = acc
+    return out
+
+
+def _head_rows_ref(x):
+    return torch.stack([x[i:i + 8].sum(0) for i in range(0, x.shape[0], 8)])
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel", [head_rows, grid_head_rows])
+def test_run_after_a_head_view(loop_type, kernel):
+    x = torch.randn(13, 4, 128)
+    _, out = code_and_output(kernel, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, _head_rows_ref(x), rtol=1e-5, atol=1e-4)
+    check_tpu_lowering(kernel, (torch.randn(16, 4, 128),), pallas_loop_type=loop_type)
+
+
+@pallasite.kernel
+def none_after_run(x):
+    """A None axis around a run: the mask follows the run's axis."""
+    t, d = x.shape
+    out = torch.zeros([(t + 7) // 8, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile_s in hl.tile(tile_t.end - tile_t.begin, block_size=2):
+            acc = acc + blk[None, tile_s.index].sum(1)[0] + blk[tile_s.index, None, :].sum(0)[0]
+        out[tile_t.id, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_none_axis_around_a_run_masks_the_run_axis(loop_type):
+    x = torch.randn(13, 128)
+    _, out = code_and_output(none_after_run, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, 2 * _run_sums_ref(x), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(run_ref(none_after_run, (x,)), 2 * _run_sums_ref(x), rtol=1e-5, atol=1e-4)
+
+
+# ------------------------------------------------------ carried state reads --
+
+
+@pallasite.kernel
+def carried_state_rows(x, w):
+    """A state [k, d] carried across tokens and updated every token; each token reads a
+    run of its rows (`state[tile_k.index]`) — a computed value, kept in VMEM scratch."""
+    t, d = x.shape
+    k = w.size(0)
+    out = torch.empty([t, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :]
+        wb = w[:, :]
+        state = hl.zeros([k, d], dtype=torch.float32)
+        for tile_s in hl.tile(tile_t.end - tile_t.begin, block_size=1):
+            state = state * 0.5 + wb * blk[tile_s.begin][None, :]
+            acc = hl.zeros([d], dtype=torch.float32)
+            for tile_k in hl.tile(k, block_size=4):
+                acc = acc + state[tile_k.index].sum(0)
+            out[tile_t.begin + tile_s.begin, :] = acc
+    return out
+
+
+def _carried_state_ref(x, w):
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], 8):
+        state = torch.zeros(w.shape)
+        for row in range(start, min(start + 8, x.shape[0])):
+            state = state * 0.5 + w * x[row][None, :]
+            out[row] = state.sum(0)
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_runs_of_a_carried_state(loop_type):
+    x, w = torch.randn(11, 128), torch.randn(8, 128)
+    code, out = code_and_output(carried_state_rows, (x, w), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, _carried_state_ref(x, w), rtol=1e-4, atol=1e-4)
+    reads = _subview_reads(carried_state_rows, (x, w), pallas_loop_type=loop_type)
+    assert any(read.spill_from is not None for read in reads)
+    check_tpu_lowering(carried_state_rows, (torch.randn(16, 128), w), pallas_loop_type=loop_type)

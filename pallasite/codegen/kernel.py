@@ -335,6 +335,7 @@ class KernelEmitter:
             return f"{self.render(read.source)}[{key}]"
         parts = ", ".join(self._ref_item_text(item) for item in read.ref_index) or "..."
         text = f"{read.ref_name}[{parts}]"
+
         if tuple(read.ref_shape) != tuple(read.value_shape):
             text = f"{text}.reshape({literal(tuple(read.value_shape))})"
         return text
@@ -466,6 +467,9 @@ class KernelEmitter:
     def _emit_op(self, node: Node, indent: int) -> None:
         op = ops.OPS[node.op]
         if op.kind is ops.OpKind.STRUCTURAL:
+            read = self.plan.subviews.get(node.id) if node.op == "subview" else None
+            if read is not None and read.spill_from is not None:  # its current contents, read back at an offset
+                self.emit(f"{read.ref_name}[...] = {self.render(read.spill_from)}", indent)
             name = self.bind(node.output, node.op)
             self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)

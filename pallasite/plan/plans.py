@@ -144,14 +144,17 @@ class SubviewRead:
 
     Resident (`ref_name` set): straight out of the VMEM ref the block was loaded from (or
     its `BlockCopy`), `ref[ref_index]` with `pl.ds` runs, reshaped to `value_shape`. Else a
-    static slice `source[static_key]` of a computed value (constant items only: Mosaic
-    cannot slice a value at a dynamic offset)."""
+    static slice `source[static_key]` of a computed value, for constant items; a computed
+    value (a carried state) narrowed at a moving position is written to VMEM scratch
+    (`spill_from`) and read back like a block (Mosaic cannot slice a value at a dynamic
+    offset)."""
 
     ref_name: str | None
     ref_index: tuple[RefItem, ...]
     ref_shape: tuple[int, ...]
     value_shape: tuple[int, ...]
     source: object = None  # the value a static slice reads
+    spill_from: object = None  # a computed value written to `ref_name` (VMEM scratch) just before the read
     static_key: tuple = ()
     reason: str = ""
 

@@ -23,7 +23,10 @@ reason; nothing is clamped or approximated.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+import torch
 
 from .. import exc
 from ..ir import FullSlice, Load, NewAxis, Run, ScalarIndex, TileDim, TileSlice, Value, cdiv, walk_nodes
@@ -57,6 +60,7 @@ def plan_subviews(body: list, accesses: dict[int, Access], padded: dict, written
     reads: dict[int, SubviewRead] = {}
     copies: dict[int, BlockCopy] = {}
     scratch: list[Scratch] = []
+    spills: dict[int, Scratch] = {}  # computed value id -> the VMEM scratch its runs are read from
     for node in walk_nodes(body):
         if node.op != "subview":
             continue
@@ -69,7 +73,18 @@ def plan_subviews(body: list, accesses: dict[int, Access], padded: dict, written
             if item.kind != "full":
                 _check_inside(node, root, load, axis, item, pads.get(axis))
         if access is None or access.value_axes is None:
-            reads[node.id] = _static_read(node, root, items)
+            if all(item.kind == "full" or item.static for item in items):
+                reads[node.id] = _static_read(node, root, items)
+                continue
+            spill = spills.get(root.id)
+            if spill is None:
+                spill = spills[root.id] = _spill_scratch(node, root, names)
+                scratch.append(spill)
+            base = (spill.name, (FullSlice(),) * len(root.shape), tuple(root.shape))
+            read = _resident_read(node, items, tuple(range(len(root.shape))), base,
+                                  "a computed value (a carried state) is written to VMEM scratch and the run "
+                                  "read back: Mosaic cannot slice a value at a dynamic offset")
+            reads[node.id] = dataclasses.replace(read, spill_from=root)
             continue
         if id(root_of(load.tensor)) in written:
             copy = copies.get(load.id)
@@ -328,6 +343,14 @@ def _static_read(node, root: Value, items: list[_Narrow]) -> SubviewRead:
             key.append(slice(sum(item.terms), sum(item.terms) + item.size))
     shape = tuple(node.outputs[0].shape)
     return SubviewRead(None, (), shape, shape, root, tuple(key), "constant slice of a computed value")
+
+
+def _spill_scratch(node, root: Value, names: set[str]) -> Scratch:
+    if root.dtype == torch.bool or not root.shape:
+        raise exc.IndexingError(
+            f"{root.name or 'this value'}[...]: a {root.dtype} value of shape {list(root.shape)} cannot be "
+            "narrowed at a position that moves with a tile; cast it to int32 or float first.", node.location)
+    return Scratch(_unique(f"{root.name or 'value'}_vmem", names), ScratchKind.VMEM, tuple(root.shape), root.dtype)
 
 
 def _resident_read(node, items: list[_Narrow], value_axes, base, reason: str) -> SubviewRead:
