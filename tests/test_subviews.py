@@ -313,3 +313,16 @@ def test_runs_of_a_carried_state(loop_type):
     reads = _subview_reads(carried_state_rows, (x, w), pallas_loop_type=loop_type)
     assert any(read.spill_from is not None for read in reads)
     check_tpu_lowering(carried_state_rows, (torch.randn(16, 128), w), pallas_loop_type=loop_type)
+
+
+# ------------------------------------------------------------------ examples --
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_short_conv_example_under_each_loop_type(loop_type):
+    from examples import short_conv as example
+
+    inputs = example.example_inputs()
+    _, out = code_and_output(example.short_conv, inputs, block_sizes=[16], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, example.reference(*inputs), atol=2e-2, rtol=2e-2)
+    check_tpu_lowering(example.short_conv, inputs, block_sizes=[16], pallas_loop_type=loop_type)

@@ -96,7 +96,9 @@ def plan_subviews(body: list, accesses: dict[int, Access], padded: dict, written
             reason = (f"'{load.tensor.name}' is written in this loop: the block is copied at the load "
                       "so this read sees the loaded values")
         else:
-            ref_index = access.ref_index or (FullSlice(),) * len(access.ref_shape)
+            # spelled out: one item per ref axis (a stream's slot leaves its window axes implicit)
+            window_items = [i for i in access.ref_index if not isinstance(i, (ScalarIndex, StreamSlot))]
+            ref_index = (*access.ref_index, *(FullSlice(),) * (len(access.ref_shape) - len(window_items)))
             base = (access.ref_name, ref_index, tuple(access.ref_shape))
             reason = "read out of the VMEM block the load staged"
         reads[node.id] = _resident_read(node, items, access.value_axes, base, reason)
