@@ -27,6 +27,7 @@ EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
     "embedding_bag", "routing_scatter", "sliding_window_attention", "short_conv",
+    "gdn",
 ]
 
 

@@ -326,3 +326,15 @@ def test_short_conv_example_under_each_loop_type(loop_type):
     _, out = code_and_output(example.short_conv, inputs, block_sizes=[16], pallas_loop_type=loop_type)
     torch.testing.assert_close(out, example.reference(*inputs), atol=2e-2, rtol=2e-2)
     check_tpu_lowering(example.short_conv, inputs, block_sizes=[16], pallas_loop_type=loop_type)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_gdn_example_under_each_loop_type(loop_type):
+    from examples import gdn as example
+
+    inputs = example.example_inputs()
+    _, (out, final) = code_and_output(example.gdn, inputs, block_sizes=[8], pallas_loop_type=loop_type)
+    expected_out, expected_final = example.reference(*inputs)
+    torch.testing.assert_close(out, expected_out, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(final, expected_final, atol=1e-4, rtol=1e-4)
+    check_tpu_lowering(example.gdn, inputs, block_sizes=[8], pallas_loop_type=loop_type)
