@@ -127,3 +127,41 @@ def test_read_after_write_sees_the_loaded_values(loop_type, t):
 
 def test_read_after_write_lowers_to_mosaic():
     pallasite.testing.check_tpu_lowering(load_overwrite_read, (torch.randn(16, 128),))
+
+
+@pallasite.kernel
+def first_row_of_segments(x, offsets):
+    segments = offsets.size(0) - 1
+    out = torch.zeros([segments, x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(segments):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(offsets[g], offsets[g + 1], block_size=8):
+            blk = x[tile, :]
+            acc = acc + blk[0]  # every tile holds at least one row
+        out[g, :] = acc
+    return out
+
+
+def test_position_zero_of_a_data_dependent_tile_is_always_valid():
+    x = torch.randn(30, 128)
+    offsets = torch.tensor([0, 3, 3, 20, 30], dtype=torch.int32)
+    _, out = code_and_output(first_row_of_segments, (x, offsets))
+    bounds = offsets.tolist()
+    expected = torch.stack([sum((x[i] for i in range(a, b, 8)), torch.zeros(128))
+                            for a, b in zip(bounds, bounds[1:])])
+    torch.testing.assert_close(out, expected)
+
+
+def test_position_one_of_a_data_dependent_tile_is_refused():
+    @pallasite.kernel
+    def second_rows(x, offsets):
+        out = torch.zeros([offsets.size(0) - 1, x.size(1)], dtype=torch.float32, device=x.device)
+        for g in hl.grid(offsets.size(0) - 1):
+            acc = hl.zeros([x.size(1)], dtype=torch.float32)
+            for tile in hl.tile(offsets[g], offsets[g + 1], block_size=8):
+                acc = acc + x[tile, :][1]
+            out[g, :] = acc
+        return out
+
+    with pytest.raises(exc.IndexingError, match="can pass the end of tile 'tile'"):
+        code_and_output(second_rows, (torch.randn(30, 128), torch.tensor([0, 3, 30], dtype=torch.int32)))

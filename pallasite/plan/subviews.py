@@ -205,7 +205,7 @@ def _check_inside(node, root: Value, load, axis: int, item: _Narrow, pad) -> Non
     if _within_extent(item, tile):
         return
     minimum = _min_extent(tile)
-    if item.static and minimum is not None and hi <= minimum:
+    if item.static and hi <= (1 if minimum is None else minimum):  # a tile is never empty
         return
     raise (exc.InvalidConfig if minimum is not None else exc.IndexingError)(
         f"{name}[{text}] on axis {axis}: the read can pass the end of tile '{tile.name}', whose last tile "
