@@ -67,7 +67,7 @@ def _inner_kernel(read, block=8):
     (lambda blk, s: blk[hl.arange(0, 4, 2)], exc.IndexingError, "strided run"),
     (lambda blk, s: blk[s.index + 1], exc.IndexingError, "not provably one contiguous run"),
     (lambda blk, s: blk[s.index * 2], exc.IndexingError, "not provably one contiguous run"),
-    (lambda blk, s: (blk * 2)[s.index], exc.IndexingError, "only a block loaded from a tensor"),
+    (lambda blk, s: (blk > 0)[s.index].to(torch.float32), exc.IndexingError, "torch.bool value"),
     (lambda blk, s: blk[1:10], exc.InvalidConfig, "wider than the block"),
     (lambda blk, s: blk[9][None, :], exc.InvalidConfig, "index 9 is past the block"),
     (lambda blk, s: blk[:, 200][:, None], exc.IndexingError, "index 200 is past the block"),
@@ -165,3 +165,36 @@ def test_position_one_of_a_data_dependent_tile_is_refused():
 
     with pytest.raises(exc.IndexingError, match="can pass the end of tile 'tile'"):
         code_and_output(second_rows, (torch.randn(30, 128), torch.tensor([0, 3, 30], dtype=torch.int32)))
+
+
+@pallasite.kernel
+def overwrite_through_a_view(x):
+    t, d = x.shape
+    flat = x.view(t * d // 128, 128)  # the same storage, written below
+    out = torch.zeros([(t + 7) // 8, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :]
+        flat[tile_t, :] = blk * 0 + 5
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile_s in hl.tile(tile_t.end - tile_t.begin, block_size=2):
+            acc = acc + blk[tile_s.index].sum(0)
+        out[tile_t.id, :] = acc
+    return out
+
+
+def test_a_write_through_a_view_also_copies_the_block():
+    x = torch.randn(16, 128)
+    expected = torch.stack([x[i:i + 8].sum(0) for i in range(0, 16, 8)])
+    plan = overwrite_through_a_view.bind((x,)).plan()
+    (call,) = plan.calls
+    assert len(call.block_copies) == 1
+    _, out = code_and_output(overwrite_through_a_view, (x,))
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_a_run_of_a_computed_value_reads_it_back_from_vmem():
+    kernel = _inner_kernel(lambda blk, s: (blk * 2)[s.index])
+    x = torch.randn(13, 128)
+    _, out = code_and_output(kernel, (x,))
+    expected = torch.stack([2 * x[i:i + 8].sum(0) for i in range(0, 13, 8)])
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
