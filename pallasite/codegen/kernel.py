@@ -14,6 +14,7 @@ from ..plan import Mask, Memory, PallasCallPlan, TileRange
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .scatters import scatter_text
+from .subviews import emit_spill, offset_text, subview_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
 from .names import NameTable
@@ -307,7 +308,7 @@ class KernelEmitter:
                 counter = self.reduction_chunks[item.node_id]
                 parts.append(f"pl.ds(pl.multiple_of({counter} * {item.chunk}, {item.chunk}), {item.chunk})")
             elif isinstance(item, RefOffset):
-                parts.append(self._offset_text(item))
+                parts.append(offset_text(self, item))
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
@@ -316,32 +317,6 @@ class KernelEmitter:
                     begin = f"pl.multiple_of({begin}, {dim.block_size})"
                 parts.append(f"pl.ds({begin}, {dim.block_size})")
         return ", ".join(parts)
-
-    def _offset_text(self, item: RefOffset) -> str:
-        """A narrowing read's item: a position, a static slice or a `pl.ds` run."""
-        constant = sum(t for t in item.terms if isinstance(t, int))
-        values = [self.render(t) for t in item.terms if not isinstance(t, int)]
-        if not values and item.size is not None:
-            return f"{constant}:{constant + item.size}"
-        start = " + ".join(values + ([str(constant)] if constant or not values else []))
-        return start if item.size is None else f"pl.ds({start}, {item.size})"
-
-    def subview_text(self, node: Node) -> str:
-        """A narrowing read, as plan/subviews.py decided it (`SubviewRead`)."""
-        read = self.plan.subviews[node.id]
-        if read.ref_name is None:
-            key = ", ".join(":" if k == slice(None) else f"{k.start}:{k.stop}" if isinstance(k, slice) else str(k)
-                            for k in read.static_key)
-            return f"{self.render(read.source)}[{key}]"
-        parts = ", ".join(self._ref_item_text(item) for item in read.ref_index) or "..."
-        text = f"{read.ref_name}[{parts}]"
-
-        if tuple(read.ref_shape) != tuple(read.value_shape):
-            text = f"{text}.reshape({literal(tuple(read.value_shape))})"
-        return text
-
-    def _ref_item_text(self, item) -> str:
-        return self._ref_subscript(_OneItem((item,)))
 
     def _emit_load(self, node: Load, indent: int) -> None:
         access = self.plan.accesses[node.id]
@@ -467,9 +442,8 @@ class KernelEmitter:
     def _emit_op(self, node: Node, indent: int) -> None:
         op = ops.OPS[node.op]
         if op.kind is ops.OpKind.STRUCTURAL:
-            read = self.plan.subviews.get(node.id) if node.op == "subview" else None
-            if read is not None and read.spill_from is not None:  # its current contents, read back at an offset
-                self.emit(f"{read.ref_name}[...] = {self.render(read.spill_from)}", indent)
+            if node.op == "subview":
+                emit_spill(self, node, indent)
             name = self.bind(node.output, node.op)
             self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)
@@ -605,17 +579,8 @@ def _tile_count(emitter: KernelEmitter, node: Node) -> str:
     return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
 
 
-@dataclass(frozen=True)
-class _OneItem:
-    ref_index: tuple
-
-
-def _subview(emitter: KernelEmitter, node: Node) -> str:
-    return emitter.subview_text(node)
-
-
 STRUCTURAL_RULES = {
-    "subview": _subview,
+    "subview": subview_text,
     "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
     "tile_index": _tile_index, "tile_count": _tile_count,
 }
