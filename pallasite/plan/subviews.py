@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import exc
-from ..ir import FullSlice, Load, NewAxis, Run, ScalarIndex, TileDim, TileSlice, Value, cdiv, walk_nodes
+from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value, cdiv, walk_nodes
 from .bounds import describe, scalar_interval
 from .plans import (
     Access, BlockCopy, InnerTileSlice, PrefixSlice, RefOffset, ReductionChunk, Scratch, ScratchKind,
@@ -230,9 +230,8 @@ def _span(item: _Narrow) -> tuple[int | None, int | None]:
             lo, hi = lo + begin[0], hi + last
             continue
         interval = _interval(term)
-        if interval is None:
-            bound = _upper(term)
-            return (None, None) if bound is None else (None, None)
+        if interval is None:  # read from data, or not bounded by tiles: unknown
+            return None, None
         lo, hi = lo + interval[0], hi + interval[1]
     return lo, hi + size
 
