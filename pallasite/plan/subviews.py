@@ -343,7 +343,8 @@ def _static_read(node, root: Value, items: list[_Narrow]) -> SubviewRead:
         else:
             key.append(slice(sum(item.terms), sum(item.terms) + item.size))
     shape = tuple(node.outputs[0].shape)
-    return SubviewRead(None, (), shape, shape, root, tuple(key), "constant slice of a computed value")
+    return SubviewRead(None, (), shape, shape, source=root, static_key=tuple(key),
+                       reason="constant slice of a computed value")
 
 
 def _spill_scratch(node, root: Value, names: set[str]) -> Scratch:
