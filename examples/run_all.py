@@ -31,8 +31,8 @@ import pallasite.testing  # noqa: E402
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
-    "embedding_bag", "routing_scatter", "sliding_window_attention", "ring_all_gather", "ring_attention",
-    "ring_attention_bidirectional",
+    "embedding_bag", "routing_scatter", "sliding_window_attention", "short_conv", "gdn",
+    "ring_all_gather", "ring_attention", "ring_attention_bidirectional",
 ]
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,10 +14,11 @@ from ..ir import (
     ops,
 )
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
-from ..plan.plans import InnerTileSlice, MergedPadding, PrefixSlice, ReductionChunk, StreamSlot
+from ..plan.plans import InnerTileSlice, MergedPadding, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .lanes import merged_condition
 from .scatters import scatter_text
+from .subviews import emit_spill, offset_text, subview_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
 from .names import NameTable
@@ -134,8 +135,9 @@ class KernelEmitter:
         """Drop the bindings of pure values nothing reads: tile attributes are bound where
         their loop starts, and a scalar may only feed an index map (`tile.begin // 32`)."""
         dropped: set[int] = set()
-        while True:
-            text = "\n".join(line for i, line in enumerate(self.lines) if i not in dropped)
+        code = [line.split("  # ")[0] if not line.lstrip().startswith("#") else "" for line in self.lines]
+        while True:  # comments quote the user's lines, which name the same values: not uses
+            text = "\n".join(line for i, line in enumerate(code) if i not in dropped)
             unused = {line for name, line in self._value_lines.items() if line not in dropped
                       and len(re.findall(rf"\b{re.escape(name)}\b", text)) == 1}
             if not unused:
@@ -313,6 +315,8 @@ class KernelEmitter:
             elif isinstance(item, ReductionChunk):
                 counter = self.reduction_chunks[item.node_id]
                 parts.append(f"pl.ds(pl.multiple_of({counter} * {item.chunk}, {item.chunk}), {item.chunk})")
+            elif isinstance(item, RefOffset):
+                parts.append(offset_text(self, item))
             else:  # InnerTileSlice
                 dim = item.dim
                 begin = self.env[dim.begin_value.id]
@@ -339,9 +343,14 @@ class KernelEmitter:
         if access.gather is not None:
             self._emit_gather(node, access, text, indent)
             return
+        copy = self.plan.block_copies.get(node.id)
+        if copy is not None:  # the loop writes the tensor: narrowing reads use this copy
+            self.emit(f"{copy.scratch}[...] = {text}  # the loaded values, for reads after a write", indent)
         if tuple(access.ref_shape) != tuple(value.shape):
             text = f"{text}.reshape({literal(tuple(value.shape))})"
-        self.emit(f"{self.bind(value, node.tensor.name)} = {text}", indent)
+        name = self.bind(value, node.tensor.name)
+        self._value_lines[name] = len(self.lines)  # dropped if only narrowing reads use the block
+        self.emit(f"{name} = {text}", indent)
 
     def _emit_gather(self, node: Load, access, window: str, indent: int) -> None:
         """A load through an index vector: read the window, pick its rows (the plan's `Gather`)."""
@@ -446,6 +455,8 @@ class KernelEmitter:
     def _emit_op(self, node: Node, indent: int) -> None:
         op = ops.OPS[node.op]
         if op.kind is ops.OpKind.STRUCTURAL:
+            if node.op == "subview":
+                emit_spill(self, node, indent)
             name = self.bind(node.output, node.op)
             self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)
@@ -582,6 +593,7 @@ def _tile_count(emitter: KernelEmitter, node: Node) -> str:
 
 
 STRUCTURAL_RULES = {
+    "subview": subview_text,
     "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
     "tile_index": _tile_index, "tile_count": _tile_count,
 }

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir import FullSlice, GatherIndex, IndexItem, NewAxis, ScalarIndex, TileSlice, Value
+from ..ir import FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, TileSlice, Value
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
 
@@ -113,6 +113,129 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def is_narrowing(key: Any) -> bool:
+    """Whether a subscript of a device value selects part of it (anything but None, ':' and
+    Ellipsis, which only add or keep axes: plain views)."""
+    items = key if isinstance(key, tuple) else (key,)
+    return not all(item is None or item is Ellipsis or (isinstance(item, slice) and item == slice(None))
+                   for item in items)
+
+
+def normalize_narrowing(key: Any, shape: tuple[int, ...], name: str,
+                        scalar_value: Callable[[Any], Value]) -> tuple[NarrowItem, ...]:
+    """Recognize a narrowing read of a device value (`blk[2]`, `blk[1:3]`, `blk[tile.index]`,
+    `blk[tile.begin]`): one `NarrowItem` per axis of the result's source, NewAxis included.
+
+    Only the forms are recognized here; whether a read can be lowered (the block it
+    reads, its bounds, its masks) is decided once, in `plan/subviews.py`."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if consumed > len(shape):
+        raise exc.IndexingError(f"Too many indices for {name}: it has {len(shape)} dimensions, "
+                                f"the subscript indexes {consumed}.")
+    out: list = []
+    for item in items:
+        if item is Ellipsis:
+            out += [FullSlice()] * (len(shape) - consumed)
+        elif item is None:
+            out.append(NewAxis())
+        else:
+            out.append(_narrow_item(item, shape[len([i for i in out if not isinstance(i, NewAxis)])], name))
+    while len([i for i in out if not isinstance(i, NewAxis)]) < len(shape):
+        out.append(FullSlice())
+    return tuple(_with_scalars(item, scalar_value) for item in out)
+
+
+def _with_scalars(item, scalar_value):
+    if isinstance(item, ScalarIndex) and isinstance(item.index, HostScalar):
+        return ScalarIndex(scalar_value(item.index))
+    return item
+
+
+def _narrow_item(item: Any, size: int, name: str):
+    if isinstance(item, slice):
+        if item.step not in (None, 1):
+            raise exc.IndexingError(
+                f"{name}[{_slice_text(item)}]: a strided slice (step {item.step}) is not one contiguous "
+                "run; a narrowing read of a device value must read contiguous positions.")
+        bounds = (item.start, item.stop)
+        if any(b is not None and (isinstance(b, bool) or not isinstance(b, int)) for b in bounds):
+            raise exc.IndexingError(
+                f"{name}[{_slice_text(item)}]: slice bounds of a device value must be compile-time ints; "
+                "for a run that moves with a tile, index with the tile (`blk[tile.index]`).")
+        if any(b is not None and b < 0 for b in bounds):
+            raise exc.IndexingError(
+                f"{name}[{_slice_text(item)}]: a negative slice bound is not supported on a device "
+                "value (its block may be longer than the tensor's part of it); count from 0.")
+        start = item.start or 0
+        stop = size if item.stop is None else item.stop
+        if start == 0 and stop == size:
+            return FullSlice()
+        if stop <= start:
+            raise exc.IndexingError(f"{name}[{_slice_text(item)}]: the slice is empty.")
+        return Run(start, stop - start)
+    if isinstance(item, bool):
+        raise exc.IndexingError(f"{name}[...]: boolean indices are not supported.")
+    if isinstance(item, int):
+        if item < 0:
+            raise exc.IndexingError(
+                f"{name}[{item}]: a negative index is not supported on a device value (its block may "
+                "be longer than the tensor's part of it); count from 0.")
+        return ScalarIndex(item)
+    if isinstance(item, HostScalar):
+        if item.python_type is not int:
+            raise exc.IndexingError(f"{name}[...]: a float scalar cannot index a tensor.")
+        return ScalarIndex(item)
+    if isinstance(item, TileProxy):
+        return Run(item.dim.begin_value, item.dim.block_size, item.dim)
+    if isinstance(item, DeviceTensor):
+        value = item.value
+        if value.dtype == torch.bool:
+            raise exc.IndexingError(
+                f"{name}[mask]: a boolean mask keeps a number of elements only the data knows, so the "
+                "result has no shape when compiling; use torch.where(mask, value, other) to keep the shape.")
+        if value.dtype.is_floating_point:
+            raise exc.IndexingError(f"{name}[...]: a {value.dtype} value cannot index a tensor.")
+        if value.shape == ():
+            return ScalarIndex(value)
+        if len(value.shape) != 1:
+            raise exc.IndexingError(
+                f"{name}[...]: a {len(value.shape)}-D index tile cannot narrow a device value; "
+                "index the host tensor instead.")
+        producer = value.producer
+        if producer is not None and producer.op == "tile_index":
+            dim = producer.args[0]
+            return Run(dim.begin_value, dim.block_size, dim)
+        if producer is not None and producer.op == "iota":
+            step = producer.kwargs["step"]
+            if step != 1:
+                raise exc.IndexingError(
+                    f"{name}[hl.arange(...)]: a strided run (step {step}) is not contiguous; a narrowing "
+                    "read of a device value must read contiguous positions.")
+            return Run(producer.kwargs["start"], value.shape[0])
+        raise exc.IndexingError(
+            f"{name}[...]: this index vector is not provably one contiguous run of the block "
+            f"(computed by '{producer.op if producer is not None else '?'}'); narrowing a device value takes "
+            "a constant, a constant slice, tile.begin or tile.index (shift the inner loop's range "
+            "instead of the index), or index the host tensor.")
+    raise exc.IndexingError(f"{name}[...]: unsupported index {item!r} of type {type(item).__name__}.")
+
+
+def narrowed_shape(index: tuple[NarrowItem, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of `value[index]` (runs keep their full size; the tail is padding)."""
+    out, axis = [], 0
+    for item in index:
+        if isinstance(item, NewAxis):
+            out.append(1)
+            continue
+        if isinstance(item, Run):
+            out.append(item.size)
+        elif isinstance(item, FullSlice):
+            out.append(shape[axis])
+        axis += 1
+    return tuple(out)
 
 
 def is_index_tile(item: Any) -> bool:

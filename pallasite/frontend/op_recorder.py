@@ -15,11 +15,14 @@ import torch
 
 from .. import exc
 from ..ir import (
-    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, ScalarSymbol, Store,
-    TensorSymbol, TileDim, Value, ops,
+    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, Run, ScalarIndex, ScalarSymbol,
+    Store, TensorSymbol, TileDim, Value, ops,
 )
 from ..ir.sizes import SymbolicSize
-from .indexing import check_host_subscript, gathered_axis, indexed_shape, is_index_tile, normalize_subscript
+from .indexing import (
+    check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
+    normalize_narrowing, normalize_subscript,
+)
 from . import atomics, random_values, remote
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .operands import (
@@ -184,6 +187,11 @@ class OpRecorder:
         except exc.PallasiteError:
             raise
         except (RuntimeError, TypeError, ValueError, IndexError) as err:
+            if _data_dependent(err):
+                raise exc.UnsupportedOperation(
+                    f"{display}: the result's shape depends on the values of a device tensor, which are "
+                    "known only when the kernel runs; device code needs shapes known when compiling "
+                    "(use torch.where to keep the shape).") from None
             raise exc.ShapeMismatch(f"{display}: {err}") from None
         finally:
             self._in_meta = False
@@ -260,6 +268,8 @@ class OpRecorder:
     def subscript(self, tensor: Any, key: Any) -> Any:
         if isinstance(tensor, HostTensor) and self.device is None:
             check_host_subscript(key, tensor.symbol.name)
+        if isinstance(tensor, DeviceTensor) and self.device is not None and is_narrowing(key):
+            return self._subview(tensor, key)
         if isinstance(tensor, DeviceTensor) or self.device is None:
             return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
         symbol = tensor.symbol
@@ -273,6 +283,19 @@ class OpRecorder:
         # torch semantics: the index tile's dims replace the gathered axis
         axis = gathered_axis(index)
         return self.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
+
+    def _subview(self, block: DeviceTensor, key: Any) -> DeviceTensor:
+        """`blk[2]`, `blk[1:3]`, `blk[tile.index]`: a narrowing read of a device value, recorded
+        as a `subview` node (whether it reads a VMEM ref is decided in plan/subviews.py)."""
+        name = block.value.name or "value"
+        index = normalize_narrowing(key, tuple(block.value.shape), name, self.scalar_value)
+        shape = narrowed_shape(index, tuple(block.value.shape))
+        scalars = tuple(item.start if isinstance(item, Run) else item.index for item in index
+                        if isinstance(item, (Run, ScalarIndex))
+                        and isinstance(item.start if isinstance(item, Run) else item.index, Value))
+        value = self.record("subview", (block.value, *scalars), {"index": index}, shape, block.value.dtype,
+                            name=f"{name}_part" if block.value.name else "")
+        return DeviceTensor(self, value)
 
     def _flatten_index_tile(self, key: Any) -> tuple[Any, tuple | None]:
         """A gather through an N-D index tile gathers through its flat vector (`idx.reshape(-1)`);
@@ -503,6 +526,14 @@ def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
         if isinstance(item, (list, tuple)):
             stack.extend(item)
     return False
+
+
+def _data_dependent(err: Exception) -> bool:
+    """Whether torch failed on meta tensors because the op needs their values (nonzero,
+    item(), a data-dependent size): an internal limit of shape inference, not a shape error."""
+    text = str(err)
+    return any(marker in text for marker in (
+        "meta tensors", "register_meta", "data-dependent", "data dependent", "item()", "Cannot determine"))
 
 
 def _copies(op: ops.OpDef, attrs: dict) -> bool:

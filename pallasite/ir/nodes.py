@@ -112,7 +112,22 @@ class GatherIndex:
     value: Value
 
 
+@dataclass(frozen=True)
+class Run:
+    """A narrowing read of a device value (`blk[1:3]`, `blk[tile_s.index]`): the contiguous
+    positions [start, start + size) of one axis of the value.
+
+    `dim`: the tile whose run it is (`blk[tile_s.index]`); lanes past that tile's end are
+    padding, masked like a partial tile's. None for a constant slice."""
+
+    start: Operand  # int or a scalar Value
+    size: int
+    dim: "TileDim | None" = None
+
+
 IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex]
+# a subview's items (`subview` node, kwargs["index"]): one per axis of the narrowed value
+NarrowItem = Union[FullSlice, ScalarIndex, NewAxis, Run]
 
 
 # ------------------------------------------------------------------ loops --

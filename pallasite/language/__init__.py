@@ -17,7 +17,7 @@ from .tunables import BooleanFragment, EnumFragment, Fragment, IntegerFragment, 
 
 __all__ = [
     "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
-    "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable",
+    "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable", "static_range",
     "register_tunable", "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment",
     "BooleanFragment",
     "make_async_remote_copy", "remote_barrier",
@@ -102,6 +102,20 @@ def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
 
 class Tile:
     """Type of a tile loop variable (for annotations); the tracer creates the real ones."""
+
+
+def static_range(*args: Any) -> range:
+    """`for i in hl.static_range(4):` a loop unrolled when the kernel is compiled: `i` is a
+    Python int in each copy of the body (so `blk[i]` is a constant index). Bounds are ints
+    (or `hl.specialize`d values); a runtime bound needs `hl.tile`/`hl.grid`."""
+    if not 1 <= len(args) <= 3:
+        raise exc.UnsupportedSyntax("hl.static_range takes 1 to 3 ints, like range().")
+    for arg in args:
+        if isinstance(arg, bool) or not isinstance(arg, int):
+            raise exc.UnsupportedOperation(
+                f"hl.static_range bounds must be compile-time ints; got {type(arg).__name__}. Use "
+                "hl.specialize(...) for a size, or hl.tile/hl.grid for a runtime range.")
+    return range(*args)
 
 
 def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32) -> Any:

@@ -18,6 +18,7 @@ from .loops.streams import plan_streams, stream_operand
 from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_threshold
 from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
 from .masks import plan_masks
+from .subviews import plan_subviews
 from .row_gathers import plan_row_gather
 from .remote_copies import check_whole_operand, plan_remote, remote_symbols
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
@@ -58,7 +59,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             dims = step.loop.dims
             order = loop_orders.get(step.loop.id, tuple(range(len(dims))))
             calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
-                                    loop_orders, mode, config, str(target.tpu.chip_version)))
+                                    loop_orders, mode, config, str(target.tpu.chip_version), view_bases))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -68,7 +69,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
                loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config,
-               chip_key: str) -> PallasCallPlan:
+               chip_key: str, view_bases: dict | None = None) -> PallasCallPlan:
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -88,7 +89,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                            grid_axis_of, config.get("pallas_load_buffer_count", 2))
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
-    masks, carried_masks, gather_lanes = plan_masks(loop.body)
+    padded: dict = {}
+    masks, carried_masks, gather_lanes = plan_masks(loop.body, padded)
     remote_ids = remote_symbols(loop.body)
     index_operands: dict = {}  # per-row DMA gathers: SMEM copies of their index tensors
     gather_scratch: list = []
@@ -145,6 +147,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 accesses[node.id] = dataclasses.replace(accesses[node.id], gather=dataclasses.replace(
                     accesses[node.id].gather, reason=lowering.reason))
     inputs += index_operands.values()
+    taken = scratch_names | {op.ref_name for op in (*inputs, *outputs)} | {a.ref_name for a in accesses.values()}
+    subviews, block_copies, copy_scratch = _plan_subviews(loop.body, uses, accesses, padded, view_bases or {},
+                                                          looped.skipped, taken)
     scattered = {use.symbol.id for use in uses if any(is_scatter(node) for node in use.stores)}
     remote = plan_remote(ir, call, remote_refs)
     grid = []
@@ -186,7 +191,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         carried_masks=carried_masks,
         grid_axis_of=grid_axis_of,
         inner_loops=inner_loops,
-        scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch, *(remote.scratch if remote else ())),
+        scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch, *copy_scratch,
+                 *(remote.scratch if remote else ())),
         remote=remote,
         vmem_bytes=0,
         vmem_limit_bytes=None,
@@ -195,6 +201,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
                                            looped.skipped),
+        subviews=subviews,
+        block_copies=block_copies,
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:
@@ -213,6 +221,18 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if limit is None:
         limit = default_vmem_limit(vmem, chip_key, vmem_capacity)
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
+
+
+def _plan_subviews(body, uses, accesses, padded, view_bases: dict, skipped, names: set[str]):
+    """Narrowing reads (plan/subviews.py), told which storage the loop writes: a view's
+    writes reach its base."""
+    def root_of(symbol):
+        while id(symbol) in view_bases:
+            symbol = view_bases[id(symbol)]
+        return symbol
+
+    written = {id(root_of(use.symbol)) for use in uses if use.stores}
+    return plan_subviews(body, accesses, padded, written, root_of, skipped, names)
 
 
 def _range_checks(ranges: list[DataDependentRange], check_ids, operands,

@@ -11,7 +11,7 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
+    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, Run, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
     Value, ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
@@ -24,7 +24,7 @@ from .plans import CarriedMask, LaneRange, Mask, MergedPadding, TileRange
 Padded = dict[int, "TileRange | MergedPadding"]
 
 
-def plan_masks(body: list) -> tuple[
+def plan_masks(body: list, padded: dict | None = None) -> tuple[
         dict[int, tuple[Mask, ...]], dict[int, tuple[CarriedMask, ...]], dict[int, LaneRange]]:
     """Masks per node id, the carried-value masks per inner loop id, and per gathering
     load or scattering store the valid lanes of its index vector (when it has padding).
@@ -35,7 +35,7 @@ def plan_masks(body: list) -> tuple[
     partially filled index tile (`indices[tm, tn].reshape(-1)`) is valid on a rectangle
     of its tiles' ranges, a `MergedPadding`: the index checks and row copies skip the rest.
     """
-    padded: dict[int, Padded] = {}
+    padded = {} if padded is None else padded  # filled: the padded axes of every value (plan/subviews.py)
     masks: dict[int, tuple[Mask, ...]] = {}
     carried_masks: dict[int, tuple[CarriedMask, ...]] = {}
     ranges: dict[int, TileRange] = {}
@@ -155,6 +155,8 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         return _matmul(node, op.contraction, padded)
     if op.kind is OpKind.VIEW and op.view in _VIEW_PADDING:
         return [], [_VIEW_PADDING[op.view](node, _pads(node.args[0], padded))]
+    if node.op == "subview":
+        return [], [_subview_padding(node, _pads(node.args[0], padded), needs_mask)]
     if op.kind in (OpKind.CREATION, OpKind.STRUCTURAL):
         # hl.full([tile, ...]), tile.index: axes sized by a partial tile extend past its end
         tiles = op.tiles_of(node.args, node.kwargs)
@@ -360,6 +362,28 @@ def _getitem(node: Node, pads: Padded) -> Padded:
             out[out_axis] = pads[src_axis]
         src_axis += 1
         out_axis += 1
+    return out
+
+
+def _subview_padding(node: Node, pads: Padded, needs_mask) -> Padded:
+    """A narrowing read keeps the padding of the axes it keeps whole; a run of a tile is
+    padded past that tile's end. Positions a run or index keeps are valid: plan/subviews.py
+    refuses any read it cannot prove lies in its block's valid part."""
+    out: Padded = {}
+    src_axis = out_axis = 0
+    for item in node.kwargs["index"]:
+        if isinstance(item, NewAxis):
+            out_axis += 1
+            continue
+        if isinstance(item, FullSlice):
+            if src_axis in pads:
+                out[out_axis] = pads[src_axis]
+            out_axis += 1
+        elif isinstance(item, Run):
+            if item.dim is not None and needs_mask(item.dim):
+                out[out_axis] = needs_mask(item.dim)
+            out_axis += 1
+        src_axis += 1
     return out
 
 

@@ -241,6 +241,7 @@ def plan_access(node, operand: Operand) -> Access:
     store_masks = []
     gather = scatter = None
     remaining = iter(enumerate(items))
+    result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
     for block in operand.axes:
         if block.kind is BlockKind.UNIT:  # exists only in the call's view
             ref_index.append(FullSlice())
@@ -249,6 +250,8 @@ def plan_access(node, operand: Operand) -> Access:
         axis, item = next(remaining)
         if block.kind is BlockKind.SQUEEZED:
             continue
+        if not isinstance(item, ScalarIndex):
+            result_axis[axis] = len(ref_shape)
         if isinstance(item, GatherIndex):  # every row; the gather picks them, the scatter rewrites them
             size = operand.symbol.shape[axis]
             ref_index.append(FullSlice() if block.size == size else PrefixSlice(size))
@@ -280,8 +283,23 @@ def plan_access(node, operand: Operand) -> Access:
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block
+    value_axes = None if gather is not None or scatter is not None else loaded_value_axes(node.index, result_axis)
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather, scatter=scatter)
+                  gather=gather, scatter=scatter, value_axes=value_axes)
+
+
+def loaded_value_axes(index, result_axis: dict[int, int]) -> tuple[int | None, ...]:
+    """Per axis of a loaded value, its axis of the read window (`Access.value_axes`), given
+    each kept tensor axis's window axis."""
+    out, axis = [], 0
+    for item in index:
+        if isinstance(item, NewAxis):
+            out.append(None)
+            continue
+        if not isinstance(item, ScalarIndex):
+            out.append(result_axis[axis])
+        axis += 1
+    return tuple(out)
 
 
 def _ends_inside(dim, axis_size: int) -> bool:

@@ -126,7 +126,48 @@ class ReductionChunk:
 
 # A ref subscript item: the whole axis, one position, a tile's run, a prefix, a stream slot,
 # a looped reduction's chunk.
-RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk]
+@dataclass(frozen=True)
+class RefOffset:
+    """A ref subscript item of a narrowing read (plan/subviews.py): the position `sum(terms)`
+    (`size` None: the axis disappears) or the run `pl.ds(sum(terms), size)`."""
+
+    terms: tuple  # ints and scalar Values, added
+    size: int | None
+
+
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk, RefOffset]
+
+
+@dataclass(frozen=True)
+class SubviewRead:
+    """How one narrowing read (a `subview` node: `blk[tile.index]`, `blk[1:3]`) reads.
+
+    Resident (`ref_name` set): straight out of the VMEM ref the block was loaded from (or
+    its `BlockCopy`), `ref[ref_index]` with `pl.ds` runs, reshaped to `value_shape`. Else a
+    static slice `source[static_key]` of a computed value, for constant items; a computed
+    value (a carried state) narrowed at a moving position is written to VMEM scratch
+    (`spill_from`) and read back like a block (Mosaic cannot slice a value at a dynamic
+    offset)."""
+
+    ref_name: str | None
+    ref_index: tuple[RefItem, ...]
+    ref_shape: tuple[int, ...]
+    value_shape: tuple[int, ...]
+    source: object = None  # the value a static slice reads
+    spill_from: object = None  # a computed value written to `ref_name` (VMEM scratch) just before the read
+    static_key: tuple = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BlockCopy:
+    """A loaded block whose tensor the loop also writes: its narrowing reads must not see
+    those writes (eager PyTorch copies at the load), so the load copies its window into
+    VMEM scratch `scratch` and the reads use that."""
+
+    load_id: int
+    scratch: str
+    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -256,6 +297,9 @@ class Access:
     write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
     gather: Gather | None = None  # a load through an index vector: gather from the read window
     scatter: Scatter | None = None  # a store through an index vector: update the written window
+    # per axis of the loaded value: the axis of ref[ref_index] it is (None: a NewAxis, or not
+    # one axis of the ref, as a gather's) — how a narrowing read finds its axis in the ref
+    value_axes: tuple[int | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -489,6 +533,8 @@ class PallasCallPlan:
     skipped_nodes: frozenset[int] = frozenset()
     pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
     remote: Any = None  # plan/remote_copies.py RemotePlan: copy sites, semaphores, barrier id (None: none)
+    subviews: dict[int, SubviewRead] = field(default_factory=dict)  # subview node id -> how it reads
+    block_copies: dict[int, BlockCopy] = field(default_factory=dict)  # load node id -> its copy
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)

@@ -119,7 +119,6 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     from_data = [isinstance(item, torch.Tensor) and item.ndim == 0 for item in items]
     items = [_scalar(item, name_of, tensor) for item in items]
-    device = lanes.is_device(tensor)
     if sum(1 for item in items if item is Ellipsis) > 1:
         raise exc.IndexingError(f"{name_of(tensor)}[...]: only one Ellipsis is allowed.")
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
@@ -154,9 +153,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             if axis in source_lanes:
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1
-        elif isinstance(item, RefTile):
-            if device:
-                raise _narrowing_error()
+        elif isinstance(item, RefTile):  # of a device value too: a narrowing read (`blk[tile_s]`)
             if item.begin < 0 or item.end > tensor.shape[axis]:
                 raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: tile '{item.name}' covers [{item.begin}, {item.end}), "
@@ -166,9 +163,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1
         elif isinstance(item, torch.Tensor) and item.ndim >= 1 and not item.dtype.is_floating_point \
-                and item.dtype != torch.bool:
-            if device:
-                raise _narrowing_error()
+                and item.dtype != torch.bool:  # of a device value too (`blk[tile_s.index]`)
             if item.ndim > 1 and store:
                 raise exc.IndexingError(
                     f"{name_of(tensor)}[...] = ...: a scatter takes a 1-D index vector; this index is a "
@@ -207,8 +202,3 @@ def _scalar(item: Any, name_of: NameOf, tensor: torch.Tensor) -> Any:
         return int(item.__index__())
     return item
 
-
-def _narrowing_error() -> exc.IndexingError:
-    return exc.IndexingError(
-        "Narrowing a device value with a tile or an index vector is not supported; index the "
-        "host tensor instead.")

@@ -306,6 +306,11 @@ STRUCTURAL_OPS = (
     _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],)),
     _tile_attribute("tile_id", "id"),
     _tile_attribute("tile_count", "count"),
+    # A narrowing read of a device value (`blk[tile.index]`, `blk[1:3]`): kwargs["index"] holds
+    # its `NarrowItem`s, the operands the block and the scalars they use; how it reads (a
+    # VMEM ref `pl.ds`, or a static slice of a value) is plan/subviews.py's decision.
+    _op("subview", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+        signature=Signature(("block",))),
     # A runtime scalar argument, read once per device loop.
     _op("scalar_arg", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
         signature=Signature(("symbol",))),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ...ir import Load, TileLoop
+from ...ir import Load, NewAxis, ScalarIndex, TileLoop
 from ..plans import Access, LoopPlan, Scratch, Stream
 
 
@@ -60,6 +60,16 @@ def inner_loops(body: list) -> Iterator[TileLoop]:
 def value_shape(node, stream: Stream) -> tuple[int, ...]:
     """The shape device code sees for a streamed access."""
     return tuple(node.outputs[0].shape) if isinstance(node, Load) else tuple(stream.window_shape)
+
+
+def window_value_axes(node) -> tuple[int | None, ...]:
+    """`Access.value_axes` of a streamed access: a window keeps every tensor axis but the
+    scalar-indexed ones, in order."""
+    from ..memory import loaded_value_axes
+
+    kept = [axis for axis, item in enumerate(i for i in node.index if not isinstance(i, NewAxis))
+            if not isinstance(item, ScalarIndex)]
+    return loaded_value_axes(node.index, {axis: position for position, axis in enumerate(kept)})
 
 
 def unique_name(base: str, used: set[str]) -> str:

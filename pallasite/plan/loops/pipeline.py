@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ...ir import ScalarIndex, TileLoop, TileSlice
 from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream
-from .base import LoopStrategy, static_trips, unique_name, value_shape
+from .base import LoopStrategy, static_trips, unique_name, value_shape, window_value_axes
 from .streams import tensor_axes
 
 
@@ -55,7 +55,8 @@ class Pipeline(LoopStrategy):
         return requested if direction is Direction.IN else min(requested, 2)
 
     def stream_access(self, node, stream: Stream) -> Access:
-        return Access(stream.block_ref, (), stream.window_shape, value_shape(node, stream))
+        return Access(stream.block_ref, (), stream.window_shape, value_shape(node, stream),
+                      value_axes=window_value_axes(node))
 
     def scratch(self, loop: TileLoop, plan: PipelineLoopPlan) -> tuple[Scratch, ...]:
         scratch = [Scratch(name, ScratchKind.VMEM, item.init.shape or (1,), item.init.dtype)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...ir import TileLoop
 from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream, StreamSlot
-from .base import LoopStrategy, static_trips, value_shape
+from .base import LoopStrategy, static_trips, value_shape, window_value_axes
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class StreamedFori(LoopStrategy):
     def stream_access(self, node, stream: Stream) -> Access:
         write_back = stream if stream.direction is Direction.OUT else None
         return Access(stream.buffer, (StreamSlot(stream.loop_id),), stream.window_shape,
-                      value_shape(node, stream), (), write_back)
+                      value_shape(node, stream), (), write_back, value_axes=window_value_axes(node))
 
     def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
         scratch = []
