@@ -18,6 +18,7 @@ from .config import Config
 from .ir import ScalarSymbol, TensorSymbol
 from .plan.metrics import schedule_metrics
 from .plan.schedule import count_call
+from .plan.worklists import worklist_tables
 
 # The report's keys, in table order, with what each counts.
 FIELDS = {
@@ -42,6 +43,9 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
     plan = bound.plan(config)
     tables = _tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
+    for call in plan.calls:  # a flattened worklist's item tables, as the host function builds them
+        if call.worklist is not None:
+            tables.update(worklist_tables(call.worklist, tables))
     counts = [count_call(call, tables) for call in plan.calls]
     metrics = schedule_metrics(plan, tables, counts)
     return {

@@ -24,6 +24,7 @@ from .plans import (
     Semantics,
 )
 from .vmem import estimate_vmem_bytes
+from .worklists import WORKLISTS, flatten_call, with_isolation
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -66,6 +67,9 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
                loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config) -> PallasCallPlan:
+    decision = WORKLISTS.decide(call, config)
+    if decision.worklist is not None:  # a grid over segments becomes a grid over (segment, q-tile) items
+        call = flatten_call(call, decision.worklist)
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -156,6 +160,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
         grid.append(GridAxis(dim, cdiv(extent, dim.block_size), semantics, reason))
+    worklist = decision.worklist
+    if worklist is not None:
+        worklist = with_isolation(worklist, grid[0].semantics.value, grid[0].reason)
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
@@ -183,6 +190,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
                                            looped.skipped),
+        worklist=worklist,
+        worklist_reason=decision.reason,
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:

@@ -452,6 +452,10 @@ class PallasCallPlan:
     looped_reductions: dict[int, LoopedReduction] = field(default_factory=dict)
     skipped_nodes: frozenset[int] = frozenset()
     pre_broadcasts: dict[int, tuple[PreBroadcast, ...]] = field(default_factory=dict)  # TileLoop id -> operands widened before it
+    # a grid over segments flattened into (segment, q-tile) items (plan/worklists.py), or None
+    # and why not (empty when the loop is no candidate at all)
+    worklist: Any = None
+    worklist_reason: str = ""
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)
