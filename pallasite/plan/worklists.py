@@ -23,7 +23,8 @@ that shape and plans a `Worklist`:
   begin plus whole groups of tiles).
 
 A kernel that reads `tile_q.id`/`tile_q.count` (which count from the
-segment's begin, not the item's), stores outside the q loop, has several
+segment's begin, not the item's), carries values across q tiles (a
+per-segment sum), stores outside the q loop, has several
 loops, or bounds the q loop by something an index expression cannot rebuild
 keeps the per-segment grid, and the plan records why (`Worklist` is None and
 `WorklistDecision.reason` says so).
@@ -102,6 +103,8 @@ class WorklistStrategy:
         if len(tile_loop.dims) != 1:
             return WorklistDecision(None, "the q loop has several dims")
         tile_dim = tile_loop.dims[0]
+        if tile_loop.carried:
+            return WorklistDecision(None, "the q loop carries values from tile to tile (items would split them)")
         if not (isinstance(tile_dim.begin, Value) or isinstance(tile_dim.end, Value)):
             return WorklistDecision(None, "the q loop's bounds do not depend on the segment")
         for item in loop.body:
