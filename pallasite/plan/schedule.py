@@ -112,6 +112,10 @@ class ScalarValues:
             return min(begin + dim.block_size, hi)
         return cdiv(max(hi - lo, 0), dim.block_size)
 
+    def table(self, symbol) -> Any:
+        """The value of an argument the bounds read (a clear error when it is unknown)."""
+        return self._table(symbol)
+
     def _table(self, symbol) -> Any:
         if symbol not in self.tables:
             raise exc.UnsupportedOperation(

@@ -40,7 +40,7 @@ import torch
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
 from ..ir import TileSlice, cdiv, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
-from .index_expr import IndexExpr, evaluate
+from .index_expr import IndexExpr, evaluate, prefetched
 from .memory import SMEM_MAX_ELEMENTS
 
 WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
@@ -236,6 +236,9 @@ def build_items(begins: list[int], ends: list[int], rows_per_item: int,
 
 def worklist_tables(worklist: Worklist, tables: Mapping[Any, Any]) -> dict:
     """The worklist's tables for concrete arguments (`tables`: argument values by symbol)."""
+    from .schedule import ScalarValues  # the schedule's own checks of the tables the bounds read
+    values = ScalarValues(tables)
+    tables = {symbol: values.table(symbol) for symbol in prefetched(worklist.begin) | prefetched(worklist.end)}
     begins = [evaluate(worklist.begin, (s,), tables) for s in range(worklist.segments)]
     ends = [evaluate(worklist.end, (s,), tables) for s in range(worklist.segments)]
     owner, start, extent, _ = build_items(begins, ends, worklist.rows_per_item, worklist.max_items)
