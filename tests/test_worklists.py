@@ -303,3 +303,44 @@ def test_causal_jagged_baddbmm(loop_type, dtype):
                              pallas_loop_type=loop_type)
     tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-4
     torch.testing.assert_close(out, causal_silu_reference(q, k, v, offsets), atol=tolerance, rtol=tolerance)
+
+
+# ------------------------------------------------------------- bounds on the item count --
+
+
+@pallasite.kernel
+def prefix_rows_doubled(x, lengths):
+    """Segment s covers rows [0, lengths[s]) of its own slab x[s]: ranges of different
+    segments are not disjoint rows of one table, so each may need a full slab of items."""
+    out = torch.zeros_like(x)
+    for seq in hl.grid(lengths.size(0)):
+        for tile_r in hl.tile(0, lengths[seq]):
+            out[seq, tile_r, :] = x[seq, tile_r, :] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_ranges_that_are_not_consecutive_offsets_get_a_bound_for_every_segment(loop_type):
+    """Also: `out` is updated in place in blocks `owner[item]` chooses; consecutive items of
+    a segment revisit its block, so only the owner's first item copies the old contents in."""
+    x = torch.randn(3, 24, 128)
+    lengths = torch.tensor([24, 5, 17], dtype=torch.int32)
+    call = plan_of(prefix_rows_doubled, (x, lengths), block_sizes=[8], pallas_loop_type=loop_type)
+    assert call.worklist is not None and not call.worklist.disjoint
+    assert call.worklist.max_items == 3 * 3
+    _, out = code_and_output(prefix_rows_doubled, (x, lengths), block_sizes=[8], pallas_loop_type=loop_type)
+    check_tpu_lowering(prefix_rows_doubled, (x, lengths), chips=("v7x",), block_sizes=[8], pallas_loop_type=loop_type)
+    expected = torch.zeros_like(x)
+    for s, n in enumerate(lengths.tolist()):
+        expected[s, :n] = x[s, :n] * 2
+    torch.testing.assert_close(out, expected)
+
+
+def test_decreasing_offsets_that_need_more_items_than_the_bound_are_an_error():
+    q, k, v = qkv(73, 64)
+    offsets = torch.tensor([0, 73, 0, 73], dtype=torch.int32)  # 10 + 0 + 10 items; the bound is 10 + 3
+    with pytest.raises(pallasite.exc.ShapeMismatch, match="work items"):
+        code_and_output(jagged_attention, (q, k, v, offsets), block_sizes=[8, 8])
+    _, out = code_and_output(jagged_attention, (q, k, v, offsets), block_sizes=[8, 8], pallas_flatten_worklist=False)
+    torch.testing.assert_close(out[:73], causal_reference(q, k, v, torch.tensor([0, 73], dtype=torch.int32)),
+                               atol=1e-4, rtol=1e-4)

@@ -185,7 +185,7 @@ class HostEmitter:
     def _emit_call(self, call: PallasCallPlan) -> None:
         self.comment(call.call.loop.location)
         if call.worklist is not None:
-            self._emit_worklist(call.worklist)
+            self._emit_worklist(call, call.worklist)
         if any(axis.num_blocks == 0 for axis in call.grid):
             self.emit("# the loop has no iterations (a zero-size dimension): no kernel runs")
             for op in call.outputs:
@@ -257,7 +257,7 @@ class HostEmitter:
                 self.define(op.symbol, f"{self.current[op.symbol.id]}.reshape({literal(op.symbol.shape)})")
             self._after_write(op.symbol)
 
-    def _emit_worklist(self, worklist) -> None:
+    def _emit_worklist(self, call: PallasCallPlan, worklist) -> None:
         """The item tables of a flattened worklist (plan/worklists.py), built from the q
         range of every segment (the loop bounds as index expressions of the segment)."""
         tables = {symbol: self._table_text(symbol) for symbol in (*prefetched(worklist.begin),
@@ -271,8 +271,13 @@ class HostEmitter:
         begin, end = self.names.fresh("segment_begin"), self.names.fresh("segment_end")
         self.emit(f"{begin}, {end} = {bounds}(jnp.arange({n}, dtype=jnp.int32))")
         names = [self.define(symbol) for symbol in worklist.tables]
-        self.emit(f"{', '.join(names)} = build_worklist({begin}, {end}, rows_per_item={rows}, "
+        count = self.names.fresh("work_count")
+        self.emit(f"{', '.join(names)}, {count} = build_worklist({begin}, {end}, segments={n}, rows_per_item={rows}, "
                   f"max_items={worklist.max_items})")
+        for check in (c for c in call.range_checks if c.worklist_items):
+            self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
+            self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count})")
+            self.emit(f"    {names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
 
     def _table_text(self, symbol) -> str:
         name = self.read(symbol)

@@ -24,7 +24,7 @@ from .plans import (
     Semantics,
 )
 from .vmem import estimate_vmem_bytes
-from .worklists import WORKLISTS, flatten_call, with_isolation
+from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -164,6 +164,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if worklist is not None:
         worklist = with_isolation(worklist, grid[0].semantics.value, grid[0].reason)
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
+    if worklist is not None:
+        updates = _first_items_copy_in(updates, outputs, worklist, (*prefetch, *scalar_inputs, *inputs))
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
     accesses = with_scatter_lanes(accesses, gather_lanes)
@@ -185,7 +187,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         scratch=(*plan_scratch(loop.body, inner_loops), *gather_scratch),
         vmem_bytes=0,
         vmem_limit_bytes=None,
-        range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+                      *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else [])),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
@@ -210,6 +213,15 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if limit is None and vmem > 16 * 2**20:
         limit = min(vmem_capacity, int(vmem * 1.25))
     return dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit)
+
+
+def _first_items_copy_in(updates, outputs, worklist, inputs) -> list[InPlaceUpdate]:
+    """In-place updates whose block the worklist's owner table chooses copy in on the first
+    item of each owner only (consecutive items of a segment revisit the block)."""
+    (owner_ref,) = [op.ref_name for op in inputs if op.symbol is worklist.owner] or [None]
+    chosen = {op.ref_name for op in outputs if any(worklist.owner in axis.prefetch for axis in op.axes)}
+    return [dataclasses.replace(update, first_item_of_owner=owner_ref)
+            if update.output_ref in chosen and owner_ref is not None else update for update in updates]
 
 
 def _range_checks(ranges: list[DataDependentRange], check_ids, operands,

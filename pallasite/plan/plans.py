@@ -301,12 +301,16 @@ class LoopedReduction:
 class InPlaceUpdate:
     """A tensor read-modify-written by the loop: its input block is copied into
     the output block on the first visit of that block (grid axes in
-    `first_visit_axes` at 0), then every access uses the output ref."""
+    `first_visit_axes` at 0), then every access uses the output ref. Under a flattened
+    worklist whose owner table chooses the block (`first_item_of_owner`: that table's ref),
+    consecutive items of one segment revisit it, so only an item whose owner differs from
+    the previous item's copies (a later copy would drop the earlier items' writes)."""
 
     symbol: TensorSymbol
     input_ref: str
     output_ref: str
     first_visit_axes: tuple[int, ...]
+    first_item_of_owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -406,7 +410,8 @@ class RangeCheck:
     reads the index from prefetched tables, so the host checks it at every grid
     step before the call. `host_index` set: an index tensor or runtime scalar in
     a host-code subscript; its values must lie in [-limit, limit) (negative
-    ones count from the end, as in torch). The call then raises `exc.ShapeMismatch` with
+    ones count from the end, as in torch). `worklist_items` set: the host checks that a
+    flattened worklist's item count fits its grid's bound (`limit - 1`). The call then raises `exc.ShapeMismatch` with
     `message`, whose `{lo}` and `{hi}` are the values seen.
     """
 
@@ -420,6 +425,7 @@ class RangeCheck:
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: TileRange | None = None
+    worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound
 
     def describe(self, lo: int, hi: int) -> str:
         return self.message.format(lo=lo, hi=hi)

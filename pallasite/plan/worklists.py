@@ -40,7 +40,8 @@ import torch
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
 from ..ir import TileSlice, cdiv, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
-from .index_expr import IndexExpr, evaluate, prefetched
+from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
+from .plans import RangeCheck
 from .memory import SMEM_MAX_ELEMENTS
 
 WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
@@ -61,6 +62,9 @@ class Worklist:
     owner: TensorSymbol  # owner[item]: the item's segment
     start: TensorSymbol  # start[item]: its first q row
     extent: TensorSymbol  # extent[item]: its q rows (0 for items past the real count)
+    # the bounds read consecutive entries of one table, so segments are disjoint when the table
+    # is non-decreasing (interpret mode checks the item count fits `max_items`)
+    disjoint: bool = False
     # how stores of different items stay apart, and why (set once the grid is planned)
     store_isolation: str = ""
 
@@ -129,18 +133,45 @@ class WorklistStrategy:
         if rows is None:
             return WorklistDecision(None, f"no tensor is indexed by {tile_dim.name}")
         grouping = config.get("pallas_worklist_grouping", 1)
-        max_items = cdiv(rows, grouping * tile_dim.block_size) + grid.end
+        per_segment = cdiv(rows, grouping * tile_dim.block_size)
+        # Consecutive entries of one table (`offsets[g]`, `offsets[g + 1]`) cut the rows into
+        # disjoint segments: at most one partial item each. Other ranges may overlap (each
+        # `hl.tile(0, lengths[g])` can cover every row), so each may need `per_segment` items.
+        disjoint = _consecutive_reads(begin, end)
+        max_items = per_segment + grid.end if disjoint else per_segment * grid.end
         if max_items > SMEM_MAX_ELEMENTS:
             return WorklistDecision(None, f"{max_items} items do not fit a scalar-prefetch table")
         table = lambda name: TensorSymbol(name, (max_items,), torch.int32, "host_op")  # noqa: E731
         return WorklistDecision(Worklist(
             segments=grid.end, segment_name=grid.name, tile_dim=tile_dim, begin=begin, end=end, rows=rows,
             grouping=grouping, max_items=max_items, owner=table("work_owner"), start=table("work_start"),
-            extent=table("work_extent"),
+            extent=table("work_extent"), disjoint=disjoint,
         ))
 
 
 WORKLISTS = WorklistStrategy()
+
+
+def _consecutive_reads(begin: IndexExpr, end: IndexExpr) -> bool:
+    """`table[x]` and `table[x + 1]`: the q ranges of a cumulative offsets table."""
+    if not (isinstance(begin, TableRead) and isinstance(end, TableRead)) or begin.symbol is not end.symbol:
+        return False
+    if len(begin.index) != 1 or len(end.index) != 1:
+        return False
+    return end.index[0] == binary(BinaryOp.ADD, begin.index[0], Const(1))
+
+
+def worklist_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
+    """The interpret-mode check that the real items fit the grid's static bound (offsets
+    that decrease, or pass the q tensor's end, would need more)."""
+    return RangeCheck(
+        check_id, worklist.max_items + 1,
+        f"the q ranges of '{worklist.segment_name}' need {{lo}} work items, over the bound of "
+        f"{worklist.max_items} the grid was planned for ({worklist.rows} rows"
+        f"{', offsets non-decreasing' if worklist.disjoint else ''}): the ranges "
+        f"{'overlap (decreasing offsets) or ' if worklist.disjoint else ''}pass the tensor's end; "
+        "set pallas_flatten_worklist=False to run such ranges.",
+        location, worklist_items=True)
 
 
 def _mentions(node: Node, dim: TileDim) -> bool:
