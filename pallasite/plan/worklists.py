@@ -189,7 +189,7 @@ def _indexed_rows(body: list, dim: TileDim) -> int | None:
         for axis, item in enumerate(axes):
             if isinstance(item, TileSlice) and item.dim is dim:
                 size = node.tensor.shape[axis]
-                if isinstance(size, int):
+                if type(size) is int:  # not a SymbolicSize (static_shapes=False): no static bound
                     rows = size if rows is None else min(rows, size)
     return rows
 
