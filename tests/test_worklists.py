@@ -40,8 +40,8 @@ LENGTHS = (13, 0, 3, 29, 1)
 # ------------------------------------------------ causal jagged flash (online softmax) --
 
 
-@pytest.mark.parametrize("loop_type", LOOP_TYPES)
-@pytest.mark.parametrize("grouping", (1, 2))
+# Each loop type once per dtype; groupings 1 and 2 spread over them (the suite stays quick).
+@pytest.mark.parametrize("loop_type, grouping", [("unroll", 1), ("fori_loop", 2), ("emit_pipeline", 1)])
 def test_causal_jagged_flash_f32(loop_type, grouping):
     q, k, v = qkv(sum(LENGTHS), 64)
     offsets = offsets_of(LENGTHS)
@@ -52,7 +52,7 @@ def test_causal_jagged_flash_f32(loop_type, grouping):
     assert torch.equal(flat, per_segment)
 
 
-@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("loop_type", ["unroll", "emit_pipeline"])  # fori_loop: the bf16 baddbmm test
 def test_causal_jagged_flash_bf16_d128(loop_type):
     q, k, v = qkv(sum(LENGTHS), 128, torch.bfloat16)
     offsets = offsets_of(LENGTHS)
