@@ -96,6 +96,13 @@ def test_jagged_offsets_are_read_from_the_arguments(loop_type):
     assert report["inner_tiles"] == sum(per_segment)
     assert report["max_program_tiles"] == max(per_segment)
     assert report["flops"] == _attention_flops(sum(per_segment), 8, 8, 128)
+    # flattened (the default): one program per (segment, q tile) item, the same key steps
+    flat = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
+                           pallas_loop_type=loop_type)
+    assert flat["grid_programs"] == sum(cdiv(n, 8) for n in lengths)
+    assert flat["inner_tiles"] == report["inner_tiles"]
+    assert flat["max_program_tiles"] == max(len(range(max(0, b - 11), min(n, b + 8), 8))
+                                            for n in lengths for b in range(0, n, 8))
     # Other offsets, same compiled signature: other counts.
     offsets = torch.tensor([0, 73, 73, 73, 73], dtype=torch.int32)
     report = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
