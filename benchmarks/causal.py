@@ -13,10 +13,21 @@ HBM bytes), the cost model's time and breakdown
 measured time, then the pruned/masked speedups and both rankings.
 `tests/test_cost_model.py` asserts the ranking and the speedups (within 25%).
 
+Second figure: jagged causal flash attention (`examples/jagged_attention.py`)
+over ~1000 segments of skewed lengths (log-normal, median ~55 rows, a long
+tail to ~3300), D=128, bf16, blocks 128², `fori_loop`: grid programs and the
+largest per-program work (innermost key steps), with the segment grid
+flattened into (segment, q-tile) work items and without
+(`pallas_flatten_worklist=False`). Total key steps are equal; flattening
+spreads them over more, smaller programs, so the busiest program (what a
+core waits for) shrinks from the longest segment's whole triangle to one
+query tile's row of key blocks.
+
     python benchmarks/causal.py
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -27,6 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pallasite  # noqa: E402
 import pallasite.language as hl  # noqa: E402
+from examples.jagged_attention import jagged_attention  # noqa: E402
 from pallasite.testing import schedule_report  # noqa: E402
 
 B, H, D, S = 8, 32, 256, 4096
@@ -152,5 +164,44 @@ def main() -> None:
           "measurements; 'measured' are the seed's tpu7x figures (useful causal FLOPs / its TF/s).")
 
 
+SEGMENTS, JAGGED_D, JAGGED_BLOCK = 1000, 128, 128
+
+
+def jagged_lengths() -> list[int]:
+    """Skewed, realistic segment lengths (seeded): most short, a few long."""
+    generator = torch.Generator().manual_seed(0)
+    normal = torch.randn(SEGMENTS, generator=generator)
+    return (4.0 + normal).exp().clamp(1, 4096).round().int().tolist()
+
+
+def jagged_reports() -> dict[str, dict]:
+    lengths = jagged_lengths()
+    offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
+    q, k, v = (torch.empty(sum(lengths), JAGGED_D, dtype=torch.bfloat16, device="meta") for _ in range(3))
+    config = dict(block_sizes=[JAGGED_BLOCK, JAGGED_BLOCK], pallas_loop_type="fori_loop")
+    return {
+        "per segment": schedule_report(jagged_attention, (q, k, v, offsets), **config,
+                                       pallas_flatten_worklist=False),
+        "worklist g=1": schedule_report(jagged_attention, (q, k, v, offsets), **config),
+        "worklist g=2": schedule_report(jagged_attention, (q, k, v, offsets), **config,
+                                        pallas_worklist_grouping=2),
+    }
+
+
+def jagged_main() -> None:
+    lengths = jagged_lengths()
+    print()
+    print(f"jagged causal flash attention: {SEGMENTS} segments, {sum(lengths)} rows (longest {max(lengths)}), "
+          f"D={JAGGED_D} bf16, blocks {JAGGED_BLOCK}², fori_loop")
+    header = f"{'schedule':>14} {'grid programs':>13} {'key steps':>10} {'busiest program':>15}"
+    print(header)
+    print("-" * len(header))
+    for name, report in jagged_reports().items():
+        print(f"{name:>14} {report['grid_programs']:>13} {report['inner_tiles']:>10} "
+              f"{report['max_program_tiles']:>15}")
+    print("Busiest program: the most key steps one program runs (the load-balance bound on a core).")
+
+
 if __name__ == "__main__":
     main()
+    jagged_main()

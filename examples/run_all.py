@@ -31,7 +31,7 @@ import pallasite.testing  # noqa: E402
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
-    "embedding_bag", "routing_scatter", "sliding_window_attention", "short_conv", "gdn",
+    "embedding_bag", "routing_scatter", "sliding_window_attention", "jagged_attention", "short_conv", "gdn",
     "ring_all_gather", "ring_attention", "ring_attention_bidirectional",
 ]
 ROOT = Path(__file__).resolve().parent.parent

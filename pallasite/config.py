@@ -40,11 +40,15 @@ class Config(Mapping[str, Any]):
         multiple of 128 (a no-op otherwise).
       pallas_load_buffer_count: int >= 2; DMA buffer depth of the tensors an inner loop
         streams (2 = double buffering, 3 = triple).
+      pallas_flatten_worklist: bool (default True); a grid over jagged segments with a
+        data-dependent q-tile loop inside runs as a flat grid of (segment, q-tile) work
+        items (plan/worklists.py); False keeps one program per segment.
+      pallas_worklist_grouping: 1 or 2 (default 1); q tiles per work item.
     """
 
     KNOWN_KEYS = ("block_sizes", "pallas_loop_type", "vmem_limit_bytes", "loop_orders",
                   "pallas_indirect_access_mode", "reduction_loops", "pallas_pre_broadcast",
-                  "pallas_load_buffer_count")
+                  "pallas_load_buffer_count", "pallas_flatten_worklist", "pallas_worklist_grouping")
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         values = dict(config or {})
@@ -192,9 +196,21 @@ def _validate_load_buffer_count(value: Any) -> None:
             f"3 = triple, ...), got {value!r}.")
 
 
+def _validate_flatten_worklist(value: Any) -> None:
+    if not isinstance(value, bool):
+        raise exc.InvalidConfig(f"pallas_flatten_worklist must be True or False, got {value!r}.")
+
+
+def _validate_worklist_grouping(value: Any) -> None:
+    if isinstance(value, bool) or value not in (1, 2):
+        raise exc.InvalidConfig(f"pallas_worklist_grouping must be 1 or 2 (q tiles per work item), got {value!r}.")
+
+
 # Keys with real meaning here, each validated by its own function.
 _KNOB_VALIDATORS = {
     "reduction_loops": _validate_reduction_loops,
     "pallas_pre_broadcast": _validate_pre_broadcast,
     "pallas_load_buffer_count": _validate_load_buffer_count,
+    "pallas_flatten_worklist": _validate_flatten_worklist,
+    "pallas_worklist_grouping": _validate_worklist_grouping,
 }

@@ -20,6 +20,7 @@ from .ir import ScalarSymbol, TensorSymbol
 from .plan.metrics import schedule_metrics
 from .plan.schedule import count_call
 from .autotune.cost_model import estimate_plan, mxu_figures
+from .plan.worklists import worklist_tables
 
 # The report's keys, in table order, with what each counts.
 FIELDS = {
@@ -46,7 +47,7 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
     plan = bound.plan(config)
-    tables = argument_tables(kernel, bound, plan.ir.arguments, args, kwargs or {})
+    tables = plan_tables(kernel, bound, plan, args, kwargs or {})
     counts = [count_call(call, tables, mxu_figures(plan.chip)) for call in plan.calls]
     metrics = schedule_metrics(plan, tables, counts)
     modelled = estimate_plan(plan, tables, counts) if metrics.hbm_bytes is not None else None
@@ -68,6 +69,16 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         "chip": plan.chip,
         "config": dict(config),
     }
+
+
+def plan_tables(kernel, bound, plan, args, kwargs) -> dict:
+    """The values the schedule of `plan` reads for these arguments: the argument tables,
+    plus each flattened worklist's item tables as its host function builds them."""
+    tables = argument_tables(kernel, bound, plan.ir.arguments, args, kwargs)
+    for call in plan.calls:
+        if call.worklist is not None:
+            tables.update(worklist_tables(call.worklist, tables))
+    return tables
 
 
 def argument_tables(kernel, bound, symbols: list, args, kwargs) -> dict:

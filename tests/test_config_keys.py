@@ -62,3 +62,29 @@ def test_runtime_scalars_never_recompile():
     assert scaled_add.cache_size == 1
     scaled_add(torch.randn(8, 128), torch.randn(8, 128), 1.0)  # a new shape compiles once more
     assert scaled_add.cache_size == 2
+
+
+# ------------------------------------------- pallas_flatten_worklist / pallas_worklist_grouping
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("pallas_flatten_worklist", 1, "pallas_flatten_worklist must be True or False"),
+    ("pallas_flatten_worklist", "yes", "pallas_flatten_worklist must be True or False"),
+    ("pallas_worklist_grouping", 3, "pallas_worklist_grouping must be 1 or 2"),
+    ("pallas_worklist_grouping", True, "pallas_worklist_grouping must be 1 or 2"),
+    ("pallas_worklist_grouping", 0, "pallas_worklist_grouping must be 1 or 2"),
+])
+def test_worklist_keys_are_validated(key, value, message):
+    with pytest.raises(exc.InvalidConfig, match=message):
+        pallasite.Config(**{key: value})
+
+
+def test_worklist_keys_are_in_the_compile_key_and_the_config_space():
+    from examples.jagged_attention import example_inputs, jagged_attention
+    args = example_inputs(torch.float32)
+    bound = jagged_attention.bind(args)
+    assert bound.config_spec.worklist_groupings == (1, 2)
+    assert scaled_add.bind((torch.randn(8, 128), torch.randn(8, 128), 0.5)).config_spec.worklist_groupings == ()
+    codes = {code_and_output(jagged_attention, args, block_sizes=[16, 16], **extra)[0]
+             for extra in ({}, {"pallas_worklist_grouping": 2}, {"pallas_flatten_worklist": False})}
+    assert len(codes) == 3

@@ -13,7 +13,7 @@ from pallasite.testing import check_tpu_lowering
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
-    "embedding_bag", "routing_scatter", "sliding_window_attention", "short_conv",
+    "embedding_bag", "routing_scatter", "sliding_window_attention", "jagged_attention", "short_conv",
     "gdn",
 ]
 

@@ -88,17 +88,25 @@ def test_jagged_offsets_are_read_from_the_arguments(loop_type):
     q, k, v = (torch.zeros(73, 128) for _ in range(3))
     offsets = torch.tensor([0, 20, 20, 33, 73], dtype=torch.int32)  # lengths 20, 0, 13, 40
     lengths = [20, 0, 13, 40]
+    # one program per segment (not flattened: pallas_flatten_worklist=False)
     report = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
-                             pallas_loop_type=loop_type)
+                             pallas_loop_type=loop_type, pallas_flatten_worklist=False)
     per_segment = [window_tiles(n, 11, 8, 8) for n in lengths]
     assert report["grid_programs"] == 4
     assert report["inner_tiles"] == sum(per_segment)
     assert report["max_program_tiles"] == max(per_segment)
     assert report["flops"] == _attention_flops(sum(per_segment), 8, 8, 128)
+    # flattened (the default): one program per (segment, q tile) item, the same key steps
+    flat = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
+                           pallas_loop_type=loop_type)
+    assert flat["grid_programs"] == sum(cdiv(n, 8) for n in lengths)
+    assert flat["inner_tiles"] == report["inner_tiles"]
+    assert flat["max_program_tiles"] == max(len(range(max(0, b - 11), min(n, b + 8), 8))
+                                            for n in lengths for b in range(0, n, 8))
     # Other offsets, same compiled signature: other counts.
     offsets = torch.tensor([0, 73, 73, 73, 73], dtype=torch.int32)
     report = schedule_report(jagged_window_attention, (q, k, v, offsets, 11), block_sizes=[8, 8],
-                             pallas_loop_type=loop_type)
+                             pallas_loop_type=loop_type, pallas_flatten_worklist=False)
     assert report["inner_tiles"] == report["max_program_tiles"] == window_tiles(73, 11, 8, 8)
 
 

@@ -9,12 +9,13 @@ from typing import Any, Callable, Iterator, Sequence
 from .. import exc
 from ..config import Config
 from ..ir.sizes import SymbolicSize
-from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, cdiv, walk_nodes
+from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
 from ..language.tunables import Fragment
+from ..plan.worklists import WORKLIST_GROUPINGS
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
 # grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
@@ -127,6 +128,13 @@ class ConfigSpec:
         # `reduction_loops` has one entry per reduction dim (a whole-dim extent reduced),
         # each None or a chunk size its tensors' tiling rules allow (`ReductionDim.candidates`).
         self.reduction_dims: list[ReductionDim] = reduction_dims(ir)
+        # `pallas_worklist_grouping` (q tiles per work item) matters where a grid over segments
+        # has a data-dependent tile loop inside (plan/worklists.py flattens it).
+        self.has_jagged_grid = any(
+            len(call.loop.dims) == 1 and call.loop.dims[0].is_grid and any(
+                isinstance(item, TileLoop) and any(isinstance(b, Value) for d in item.dims for b in (d.begin, d.end))
+                for item in call.loop.body)
+            for call in ir.device_loops)
         rules: dict[int, list[AxisRule]] = {i: [] for i in range(len(ir.block_dims))}
         for call in ir.device_loops:
             for node in walk_nodes(call.loop.body):
@@ -157,6 +165,11 @@ class ConfigSpec:
         """The gather lowerings this kernel can choose between (none without gathers);
         "auto" (the plan decides by the table's size) is the default."""
         return INDIRECT_ACCESS_MODES if self.has_gathers else ()
+
+    @property
+    def worklist_groupings(self) -> tuple[int, ...]:
+        """The q tiles per work item a flattened worklist may take (none without one)."""
+        return WORKLIST_GROUPINGS if self.has_jagged_grid else ()
 
     def default_config(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they

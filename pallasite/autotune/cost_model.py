@@ -91,9 +91,9 @@ def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | N
     if config is not None and not isinstance(config, Config):
         config = Config(**dict(config))
     plan = bound.plan(bound.resolve_config(config), chip)
-    from ..report import argument_tables  # the report's argument tables, one definition
+    from ..report import plan_tables  # the report's tables, one definition
 
-    return estimate_plan(plan, argument_tables(kernel, bound, plan.ir.arguments, args, kwargs or {}))
+    return estimate_plan(plan, plan_tables(kernel, bound, plan, args, kwargs or {}))
 
 
 def estimate_plan(plan: KernelPlan, tables: Mapping[Any, Any],

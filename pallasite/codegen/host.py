@@ -15,7 +15,8 @@ from .. import exc
 from ..ir.sizes import dynamic_sizes
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
-from .index_text import index_map_text
+from ..plan.index_expr import prefetched
+from .index_text import index_map_text, index_text
 from .lowering import Arg, OpCall, jnp_dtype, key_text, literal, lower
 from .names import NameTable
 
@@ -183,6 +184,8 @@ class HostEmitter:
 
     def _emit_call(self, call: PallasCallPlan) -> None:
         self.comment(call.call.loop.location)
+        if call.worklist is not None:
+            self._emit_worklist(call, call.worklist)
         if any(axis.num_blocks == 0 for axis in call.grid):
             self.emit("# the loop has no iterations (a zero-size dimension): no kernel runs")
             for op in call.outputs:
@@ -255,6 +258,32 @@ class HostEmitter:
             elif op.view_shape is not None:
                 self.define(op.symbol, f"{self.current[op.symbol.id]}.reshape({literal(op.symbol.shape)})")
             self._after_write(op.symbol)
+
+    def _emit_worklist(self, call: PallasCallPlan, worklist) -> None:
+        """The item tables of a flattened worklist (plan/worklists.py), built from the q
+        range of every segment (the loop bounds as index expressions of the segment)."""
+        tables = {symbol: self._table_text(symbol) for symbol in (*prefetched(worklist.begin),
+                                                                   *prefetched(worklist.end))}
+        n, rows = worklist.segments, worklist.rows_per_item
+        bounds = self.names.fresh("segment_bounds")
+        self.emit(f"# worklist: {n} segments cut into items of {worklist.grouping} x {worklist.tile_dim.block_size} "
+                  f"'{worklist.tile_dim.name}' rows; the grid walks at most {worklist.max_items} items")
+        self.emit(f"{bounds} = lambda i0: ({index_text(worklist.begin, tables)}, "
+                  f"{index_text(worklist.end, tables)})  # i0: '{worklist.segment_name}', every segment at once")
+        begin, end = self.names.fresh("segment_begin"), self.names.fresh("segment_end")
+        self.emit(f"{begin}, {end} = {bounds}(jnp.arange({n}, dtype=jnp.int32))")
+        names = [self.define(symbol) for symbol in worklist.tables]
+        count = self.names.fresh("work_count")
+        self.emit(f"{', '.join(names)}, {count} = build_worklist({begin}, {end}, segments={n}, rows_per_item={rows}, "
+                  f"max_items={worklist.max_items})")
+        for check in (c for c in call.range_checks if c.worklist_items):
+            self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
+            self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count})")
+            self.emit(f"    {names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
+
+    def _table_text(self, symbol) -> str:
+        name = self.read(symbol)
+        return name if isinstance(symbol, TensorSymbol) else f"jnp.reshape({name}, (1,))"
 
     def _emit_host_checks(self, call: PallasCallPlan, tables: list[str], prefetch_refs: dict,
                           grid: str) -> list[str]:

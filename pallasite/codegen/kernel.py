@@ -148,7 +148,12 @@ class KernelEmitter:
     def _emit_copy_in(self, update) -> None:
         self.emit(f"# '{update.symbol.name}' is updated in place: start from its current contents")
         indent = 1
-        if update.first_visit_axes:
+        if update.first_item_of_owner is not None:  # a flattened worklist: the owner's first item
+            owner, item = update.first_item_of_owner, "pl.program_id(0)"
+            self.emit(f"@pl.when(({item} == 0) | ({owner}[{item}] != {owner}[jnp.maximum({item} - 1, 0)]))")
+            self.emit("def _copy_in():")
+            indent = 2
+        elif update.first_visit_axes:
             cond = " & ".join(f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes)
             self.emit(f"@pl.when({cond})")
             self.emit("def _copy_in():")

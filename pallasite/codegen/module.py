@@ -38,11 +38,14 @@ def generate_module(plan: KernelPlan) -> str:
     if any(node.op == "prod" for node in _all_nodes(plan)):
         parts.append("# x.prod(dim): Mosaic has no product reduction (see its docstring)\n"
                      "from pallasite.runtime.reductions import prod_by_halves")
+    if any(call.worklist is not None for call in plan.calls):
+        parts.append("# flattened worklists: (segment, q-tile) item tables built inside the jit\n"
+                     "from pallasite.runtime.worklists import build_worklist")
     checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
     reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
-                "prod_by_halves",
+                "prod_by_halves", "build_worklist",
                 *dir(builtins)]
     sizes = tuple(name for name, _, _ in dynamic_sizes(ir.arguments))
     if sizes:

@@ -27,6 +27,7 @@ from .plans import (
     Semantics,
 )
 from .vmem import default_vmem_limit, estimate_vmem_bytes
+from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -70,6 +71,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
                loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config,
                chip_key: str, view_bases: dict | None = None) -> PallasCallPlan:
+    decision = WORKLISTS.decide(call, config)
+    if decision.worklist is not None:  # a grid over segments becomes a grid over (segment, q-tile) items
+        call = flatten_call(call, decision.worklist)
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -172,7 +176,12 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
         grid.append(GridAxis(dim, cdiv(extent, dim.block_size), semantics, reason))
+    worklist = decision.worklist
+    if worklist is not None:
+        worklist = with_isolation(worklist, grid[0].semantics.value, grid[0].reason)
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
+    if worklist is not None:
+        updates = _first_items_copy_in(updates, outputs, worklist, (*prefetch, *scalar_inputs, *inputs))
     all_inputs = [*prefetch, *scalar_inputs, *inputs]
     aliases = {position: aliases[id(op)] for position, op in enumerate(all_inputs) if id(op) in aliases}
     accesses = with_scatter_lanes(accesses, gather_lanes)
@@ -196,13 +205,16 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         remote=remote,
         vmem_bytes=0,
         vmem_limit_bytes=None,
-        range_checks=_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+                      *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else [])),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
                                            looped.skipped),
         subviews=subviews,
         block_copies=block_copies,
+        worklist=worklist,
+        worklist_reason=decision.reason,
     )
     vmem = estimate_vmem_bytes(plan)
     if vmem > vmem_capacity:
@@ -233,6 +245,15 @@ def _plan_subviews(body, uses, accesses, padded, view_bases: dict, skipped, name
 
     written = {id(root_of(use.symbol)) for use in uses if use.stores}
     return plan_subviews(body, accesses, padded, written, root_of, skipped, names)
+
+
+def _first_items_copy_in(updates, outputs, worklist, inputs) -> list[InPlaceUpdate]:
+    """In-place updates whose block the worklist's owner table chooses copy in on the first
+    item of each owner only (consecutive items of a segment revisit the block)."""
+    (owner_ref,) = [op.ref_name for op in inputs if op.symbol is worklist.owner] or [None]
+    chosen = {op.ref_name for op in outputs if any(worklist.owner in axis.prefetch for axis in op.axes)}
+    return [dataclasses.replace(update, first_item_of_owner=owner_ref)
+            if update.output_ref in chosen and owner_ref is not None else update for update in updates]
 
 
 def _range_checks(ranges: list[DataDependentRange], check_ids, operands,

@@ -376,12 +376,16 @@ class LoopedReduction:
 class InPlaceUpdate:
     """A tensor read-modify-written by the loop: its input block is copied into
     the output block on the first visit of that block (grid axes in
-    `first_visit_axes` at 0), then every access uses the output ref."""
+    `first_visit_axes` at 0), then every access uses the output ref. Under a flattened
+    worklist whose owner table chooses the block (`first_item_of_owner`: that table's ref),
+    consecutive items of one segment revisit it, so only an item whose owner differs from
+    the previous item's copies (a later copy would drop the earlier items' writes)."""
 
     symbol: TensorSymbol
     input_ref: str
     output_ref: str
     first_visit_axes: tuple[int, ...]
+    first_item_of_owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -481,8 +485,10 @@ class RangeCheck:
     reads the index from prefetched tables, so the host checks it at every grid
     step before the call. `host_index` set: an index tensor or runtime scalar in
     a host-code subscript; its values must lie in [-limit, limit) (negative
-    ones count from the end, as in torch). The call then raises `exc.ShapeMismatch` with
-    `message`, whose `{lo}` and `{hi}` are the values seen and `{limit}` the size.
+    ones count from the end, as in torch). `worklist_items` set: the host checks that a
+    flattened worklist's item count fits its grid's bound (`limit - 1`). The call then
+    raises `exc.ShapeMismatch` with `message`, whose `{lo}` and `{hi}` are the values
+    seen and `{limit}` the size.
 
     `limit` is a symbolic size under static_shapes=False: the generated code passes
     it where it checks (`limit=table_size0`), so the check is against each call's
@@ -499,6 +505,7 @@ class RangeCheck:
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
+    worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound
 
     def describe(self, lo: int, hi: int, limit: int) -> str:
         """The message for values [lo, hi) seen against the call's `limit`."""
@@ -535,6 +542,10 @@ class PallasCallPlan:
     remote: Any = None  # plan/remote_copies.py RemotePlan: copy sites, semaphores, barrier id (None: none)
     subviews: dict[int, SubviewRead] = field(default_factory=dict)  # subview node id -> how it reads
     block_copies: dict[int, BlockCopy] = field(default_factory=dict)  # load node id -> its copy
+    # a grid over segments flattened into (segment, q-tile) items (plan/worklists.py), or None
+    # and why not (empty when the loop is no candidate at all)
+    worklist: Any = None
+    worklist_reason: str = ""
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)

@@ -10,7 +10,8 @@ runs `cdiv(max(end - begin, 0), block)` tiles per dim, as the generated code
 computes it.
 
 `count_call` walks one pallas_call program by program (`programs`: the grid's
-steps; a flattened worklist will yield its work items here instead) and
+steps; for a flattened worklist its real work items, from the item tables
+`plan/worklists.py` builds for the arguments) and
 counts, per inner loop, how often it starts and how many tiles it runs over
 the whole call (`LoopCount`, which `metrics.schedule_metrics` turns into
 streamed bytes), the innermost loops' tiles, the largest per-program share of
@@ -119,6 +120,10 @@ class ScalarValues:
             return min(begin + dim.block_size, hi)
         return cdiv(max(hi - lo, 0), dim.block_size)
 
+    def table(self, symbol) -> Any:
+        """The value of an argument the bounds read (a clear error when it is unknown)."""
+        return self._table(symbol)
+
     def _table(self, symbol) -> Any:
         if symbol not in self.tables:
             raise exc.UnsupportedOperation(
@@ -142,12 +147,20 @@ def _cannot(operand, why: str) -> exc.UnsupportedOperation:
     return exc.UnsupportedOperation(f"schedule_report cannot evaluate the loop bound {name}: {why}.")
 
 
-def programs(call: PallasCallPlan) -> Iterator[dict[int, tuple[int, int, int]]]:
+def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[int, tuple[int, int, int]]]:
     """The environment of each program the call runs: its grid tiles' begins.
 
-    The one place a schedule's programs are enumerated; a flattened worklist's
-    items would be yielded here (their owner and tile from the worklist)."""
+    The one place a schedule's programs are enumerated. A flattened worklist's grid
+    is a static bound; only its real items (extent > 0) do work and are yielded (the
+    item's owner and rows are read from its tables by the loop bounds)."""
     axes = call.grid
+    if call.worklist is not None:
+        extents = tables[call.worklist.extent]
+        dim = axes[0].dim
+        for item, extent in enumerate(extents):
+            if extent > 0:
+                yield {dim.id: (item, 0, dim.end)}
+        return
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}
         for axis, index in zip(axes, step):
@@ -163,7 +176,7 @@ def count_call(call: PallasCallPlan, tables: Mapping[Any, Any],
     tally = _Tally(VectorCounter(call.call.loop.body, mxu))
     program_count = 0
     per_program = []
-    for env in programs(call):
+    for env in programs(call, tables):
         program_count += 1
         before = tally.inner_tiles
         tally.walk(call.call.loop.body, env, values, 1)
