@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ..frontend import ArgSpec
 from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards, render

@@ -1,0 +1,188 @@
+"""`CompiledKernel`: one generated module loaded and jitted, callable on torch tensors
+or JAX arrays (split from runtime/kernel.py, which binds and compiles it)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from .. import exc
+from ..config import Config
+from ..ir import TensorSymbol
+from .code_files import _write_code, load_module
+from .convert import to_jax, tree_to_torch
+from .dynamic import SizeGuards
+from .interpret import interpret_params, interpreter_reports
+
+if TYPE_CHECKING:
+    from .kernel import BoundKernel
+
+PRINT_ENV = "PALLASITE_PRINT_CODE"
+
+
+class CompiledKernel:
+    """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
+
+    def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None,
+                 range_checks: list | None = None):
+        self.bound = bound
+        self.range_checks = {check.check_id: check for check in range_checks or ()}
+        self.result_structure = result_structure  # the IR's symbols, mirroring the result
+        self.config = config
+        self.code = code
+        self.code_path = _write_code(bound.kernel.fn.__name__, code)
+        if bound.kernel.print_output_code or os.environ.get(PRINT_ENV, "0") not in ("", "0"):
+            print(f"# pallasite: generated code for {bound.kernel.fn.__name__} ({self.code_path})",
+                  file=sys.stderr)
+            print(code, file=sys.stderr)
+        params = interpret_params()
+        if bound.remote and params is not None:
+            # Remote copies move their data when started (as a TPU's DMA engine may): with
+            # "on_wait", an 8-device ring all-gather here lost a forwarded slot now and then.
+            params = dataclasses.replace(params, dma_execution_mode="eager")
+        self.module = load_module(code, self.code_path, params)
+        self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
+        self.mutated_args = self.module.MUTATED_ARGS
+        self._jitted = jax.jit(self.host_fn)
+        # The host function's parameters: the kernel's, then the captured tensors.
+        self._names = [p.name for p in bound.kernel._params] + list(bound.captured)
+        specs = [*bound.specs, *bound.captured.values()]
+        self._runtime_params = [(i, spec) for i, spec in enumerate(specs) if spec.kind in ("tensor", "scalar")]
+        self._param_index = {name: i for i, name in enumerate(self._names)}
+        self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
+
+    guards: SizeGuards | None = None  # static_shapes=False: the sizes this variant serves
+
+    def _values(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The call's arguments, then the current values of the captured tensors."""
+        if self.guards is not None and not self.guards.hold(self.bound.sizes_of(args, kwargs)):
+            raise exc.KernelArgumentError(
+                f"This compiled variant of '{self.bound.kernel.fn.__name__}' (static_shapes=False) was "
+                f"built for other sizes than {self.bound.sizes_of(args, kwargs)}; call the kernel itself, "
+                "or compile_config(config, bound.sizes_of(args)).")
+        values = self.bound.kernel._bind_arguments(args, kwargs)
+        if not self.bound.captured:
+            return values
+        captured = self.bound.kernel.captured_tensors()
+        for name, spec in self.bound.captured.items():
+            value = captured.get(name)
+            if value is None or (tuple(value.shape), value.dtype) != (spec.shape, spec.dtype):
+                raise exc.KernelArgumentError(
+                    f"'{name}', a tensor the kernel reads from its enclosing scope, was {list(spec.shape)} "
+                    f"{spec.dtype} when this variant was compiled and is now "
+                    f"{'not a tensor' if value is None else f'{list(value.shape)} {value.dtype}'}; call the "
+                    "kernel itself (it compiles per signature), not a compiled variant.")
+            values.append(value)
+        return values
+
+    def _jax_args(self, values: list[Any]) -> list[Any]:
+        out = []
+        for i, spec in self._runtime_params:
+            value = values[i]
+            if isinstance(value, torch.Tensor) and value.device.type == "meta":
+                raise exc.KernelArgumentError(
+                    f"Argument '{self._names[i]}' is on the meta device: it has no data "
+                    "to compute on. Pass a CPU tensor; kernel.bind(args).to_code() and .plan() inspect a "
+                    "kernel on meta tensors without running it.")
+            if spec.kind == "tensor":
+                out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
+            else:
+                out.append(jnp.asarray(value, dtype=jnp.int32 if spec.python_type is int else jnp.float32))
+        if self.draws_seed:
+            out.append(self._draw_seed(out))
+        return out
+
+    def _draw_seed(self, args: list[Any]) -> Any:
+        """torch.rand_like's seed for one call, from torch's default generator (so
+        `torch.manual_seed` reproduces it, and every call draws new numbers)."""
+        if any(isinstance(a, jax.core.Tracer) for a in args):
+            raise exc.UnsupportedOperation(
+                f"Kernel '{self.bound.kernel.fn.__name__}' calls torch.rand_like, whose seed is drawn from "
+                "torch's generator on every call; inside jax.jit it would be drawn once, when traced, and "
+                "every step would get the same numbers. Pass a seed argument and draw with "
+                "hl.rand([tile_m, tile_n], seed=seed) instead.")
+        return jnp.asarray(torch.randint(0, 2**31 - 1, ()).item(), dtype=jnp.int32)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = self._values(args, kwargs)
+        result, mutated = self._checked(self._jitted, self._jax_args(values))
+        for name, new_value in zip(self.mutated_args, mutated):
+            target = values[self._param_index[name]]
+            if isinstance(target, torch.Tensor):
+                target.copy_(tree_to_torch(new_value))
+        return self._torch_result(result, self.result_structure, values)
+
+    def _torch_result(self, result: Any, structure: Any, values: list[Any]) -> Any:
+        """Convert to torch; a returned argument is the caller's own tensor, as in eager PyTorch."""
+        if isinstance(structure, TensorSymbol) and structure.origin == "arg":
+            original = values[self._param_index[structure.name]]
+            if isinstance(original, torch.Tensor):
+                return original
+        if isinstance(structure, (list, tuple)) and isinstance(result, (list, tuple)):
+            return type(result)(self._torch_result(r, s, values) for r, s in zip(result, structure))
+        return tree_to_torch(result)
+
+    def _checked(self, fn: Callable, args: list) -> Any:
+        """Run `fn` and what interpret mode checks: a data-dependent range outside its
+        tensor (the plan's `RangeCheck`s) raises `exc.ShapeMismatch` at the user's line;
+        a race the race detector saw, or a DMA never waited, raises `exc.DataRace`."""
+        checks = getattr(self.module, "CHECKS", None)
+        if self.module.INTERPRET is None:
+            return fn(*args)
+        with contextlib.ExitStack() as stack:
+            found = stack.enter_context(checks.collect()) if checks is not None else []
+            reports = stack.enter_context(interpreter_reports())
+            try:
+                outputs = jax.block_until_ready(fn(*args))
+            except jax.errors.JaxRuntimeError:
+                if not found:
+                    raise
+                outputs = None
+        if reports and not found:
+            what = ("a data race" if any("RACE DETECTED" in r for r in reports)
+                    else "a DMA semaphore left non-zero at exit (a copy started and never waited)")
+            raise exc.DataRace(
+                f"TPU interpret mode's race detector saw {what} in kernel "
+                f"'{self.bound.kernel.fn.__name__}' (generated code: {self.code_path}); its result "
+                f"cannot be trusted. {len(reports)} report(s); the first:\n{reports[0]}")
+        if found:
+            check_id, lo, hi, limit = found[0]
+            check = self.range_checks[check_id]
+            raise exc.ShapeMismatch(check.describe(lo, hi, limit), check.location)
+        return outputs
+
+    def run_jax(self, *args: Any, **kwargs: Any) -> Any:
+        values = self._values(args, kwargs)
+        jax_args = self._jax_args(values)
+        if self.bound.remote and not _under_shard_map():
+            raise _needs_shard_map(self.bound.kernel.fn.__name__)
+        if any(isinstance(a, jax.core.Tracer) for a in jax_args):
+            result, mutated = self.host_fn(*jax_args)  # inside the user's jit: checks warn
+        else:
+            result, mutated = self._checked(self.host_fn, jax_args)
+        if self.mutated_args:
+            return result, dict(zip(self.mutated_args, mutated))
+        return result
+
+
+
+
+def _under_shard_map() -> bool:
+    """Whether JAX is tracing inside a mapped axis (shard_map's body), where remote copies pair up."""
+    from jax._src import core as jax_core
+
+    return bool(jax_core.get_axis_env().axis_sizes)
+
+
+def _needs_shard_map(name: str) -> exc.UnsupportedOperation:
+    return exc.UnsupportedOperation(
+        f"Kernel '{name}' copies between devices (hl.make_async_remote_copy / hl.remote_barrier), so "
+        "it runs on every device of a mesh at once: run kernel.jax_fn on each device's shard under "
+        "jax.shard_map, e.g. jax.jit(jax.shard_map(lambda *shards: kernel.jax_fn(*shards), mesh=mesh, "
+        "in_specs=..., out_specs=..., check_vma=False)).")
