@@ -11,6 +11,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite import exc
 from plan_helpers import matmul
 
 
@@ -114,3 +115,45 @@ def test_a_partial_explicit_config_completes_the_decorators_config():
     too_few = _add_kernel(config=pallasite.Config(block_sizes=[16]))
     with pytest.raises(pallasite.exc.InvalidConfig, match="block_sizes has 1 entries"):
         too_few.bind(ARGS).resolve_config({"pallas_loop_type": "unroll"})
+
+
+@pallasite.kernel(autotune_effort="none")
+def _rows_in_fours(x):
+    b_size, t_size, d_size = x.size()
+    out = torch.empty([b_size, d_size], dtype=torch.float32, device=x.device)
+    for b in hl.grid(b_size):
+        acc = hl.zeros([d_size], dtype=torch.float32)
+        for tt in hl.tile(t_size):
+            blk = x[b, tt, :]
+            for ts in hl.tile(tt.end - tt.begin, block_size=4):
+                acc = acc + blk[ts.index].sum(0)
+        out[b, :] = acc
+    return out
+
+
+def test_the_default_config_skips_block_sizes_the_plan_rejects(monkeypatch):
+    # The preferred outer block is the whole 21-row dim, which the inner fixed block of 4
+    # reads past (a config-dependent InvalidConfig): the default moves on to a smaller
+    # block that plans, instead of failing a kernel any config-free call should run.
+    x = torch.randn(2, 21, 128)
+    bound = _rows_in_fours.bind((x,))
+    with pytest.raises(exc.InvalidConfig, match="divides"):
+        bound.plan({"block_sizes": [21]})
+    config = bound.resolve_config()
+    assert config.block_sizes[0] % 4 == 0
+    torch.testing.assert_close(_rows_in_fours(x), x.sum(1))
+    monkeypatch.setenv("PALLASITE_REF", "1")  # reference mode runs the same default config
+    torch.testing.assert_close(_rows_in_fours(x), x.sum(1))
+
+
+def test_a_kernel_no_config_plans_raises_the_first_candidates_reason():
+    @pallasite.kernel(autotune_effort="none")
+    def past_the_block(x):
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            blk = x[tile, :]
+            out[tile, :] = blk + blk[9]  # a constant row past every legal block of 8 rows
+        return out
+
+    with pytest.raises(exc.InvalidConfig, match="past the block"):
+        past_the_block(torch.randn(8, 128))

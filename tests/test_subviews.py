@@ -187,7 +187,7 @@ def test_static_inner_tile_past_a_partial_outer_tile_is_invalid_config():
 
 def test_inner_block_not_dividing_the_outer_block_is_invalid_config():
     x = torch.randn(16, 128)
-    with pytest.raises(exc.InvalidConfig, match="divides 8"):
+    with pytest.raises(exc.InvalidConfig, match="the block of .tile_s. divides the 8 positions"):
         code_and_output(run_sums, (x,), block_sizes=[3])
 
 

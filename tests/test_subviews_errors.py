@@ -198,3 +198,20 @@ def test_a_run_of_a_computed_value_reads_it_back_from_vmem():
     _, out = code_and_output(kernel, (x,))
     expected = torch.stack([2 * x[i:i + 8].sum(0) for i in range(0, 13, 8)])
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_a_constant_slice_of_a_partial_tile_names_the_slice_not_an_eager_error():
+    @pallasite.kernel
+    def tail_sum(x):
+        out = torch.empty([x.size(0), x.size(2)], dtype=torch.float32, device=x.device)
+        for b in hl.grid(x.size(0)):
+            acc = hl.zeros([x.size(2)], dtype=torch.float32)
+            for tt in hl.tile(x.size(1)):
+                blk = x[b, tt, :]
+                acc = acc + blk[1:].sum(0)
+            out[b, :] = acc
+        return out
+
+    # 21 rows in blocks of 8: the last tile holds 5, where torch's blk[1:] has 4 rows, not 7
+    with pytest.raises(exc.InvalidConfig, match="a constant slice of tile 'tt'.*would depend on the tile's extent"):
+        code_and_output(tail_sum, (torch.randn(2, 21, 128),), block_sizes=[8])

@@ -173,8 +173,12 @@ class ConfigSpec:
 
     def default_config(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
-        fit VMEM, else streamed ones (fori_loop), else smaller blocks."""
-        error: exc.PallasiteError | None = None
+        fit VMEM, else streamed ones (fori_loop), else smaller blocks. Any config-dependent
+        rejection (`InvalidConfig`: VMEM, a narrowing read past a block, ...) moves on to the
+        next candidate; when none plans, the first candidate's reason is raised (a VMEM
+        overflow only if every candidate overflowed: then the smallest one's numbers)."""
+        first: exc.PallasiteError | None = None
+        overflow: exc.PallasiteError | None = None
         for candidate in self._default_candidates():
             if self._validate is None:
                 return candidate
@@ -182,8 +186,10 @@ class ConfigSpec:
                 self._validate(candidate)
                 return candidate
             except exc.VmemOverflow as err:
-                error = err
-        raise error
+                overflow = err
+            except exc.InvalidConfig as err:
+                first = first or err
+        raise first or overflow
 
     def _default_candidates(self):
         sizes = [spec.default() for spec in self.block_sizes]

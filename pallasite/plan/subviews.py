@@ -195,8 +195,8 @@ def _check_inside(node, root: Value, load, axis: int, item: _Narrow, pad) -> Non
             what = f"the index {hi - 1} is past the block"
         else:
             what = f"it reads up to position {hi}"
-        hint = (f"; choose a block size for '{item.dim.name}' that divides {length}" if item.dim is not None
-                else "")
+        hint = (f"; choose block sizes where the block of '{item.dim.name}' divides the {length} positions "
+                "the loaded block holds" if item.dim is not None else "")
         raise config_error(f"{name}[{text}] on axis {axis}: {what} but the block holds {length}{hint}.",
                            node.location)
     if pad is None:
@@ -207,11 +207,18 @@ def _check_inside(node, root: Value, load, axis: int, item: _Narrow, pad) -> Non
     minimum = _min_extent(tile)
     if item.static and hi <= (1 if minimum is None else minimum):  # a tile is never empty
         return
+    holds = (f"whose last tile holds {minimum if minimum is not None else 'as few as 1'} of the block's "
+             f"{length} positions")
+    if item.kind == "run" and item.static:  # a constant slice: torch shortens it on a short tile
+        reason = (f"a constant slice of tile '{tile.name}', {holds}: on a short tile the slice's length "
+                  "would depend on the tile's extent; read it through an inner loop bounded by "
+                  f"`{tile.name}.end - {tile.name}.begin`, or choose a block size that divides the dim.")
+    else:
+        reason = (f"the read can pass the end of tile '{tile.name}', {holds} (eager PyTorch raises "
+                  f"there); bound the inner loop by `{tile.name}.end - {tile.name}.begin` or choose a "
+                  "block size that divides the dim.")
     raise (exc.InvalidConfig if minimum is not None else exc.IndexingError)(
-        f"{name}[{text}] on axis {axis}: the read can pass the end of tile '{tile.name}', whose last tile "
-        f"holds {minimum if minimum is not None else 'as few as 1'} of the block's {length} positions "
-        f"(eager PyTorch raises there); bound the inner loop by `{tile.name}.end - {tile.name}.begin` or "
-        "choose a block size that divides the dim.", node.location)
+        f"{name}[{text}] on axis {axis}: {reason}", node.location)
 
 
 def _span(item: _Narrow) -> tuple[int | None, int | None]:
