@@ -151,6 +151,8 @@ def scalar_interval(operand) -> Interval | None:
         if node.kwargs.get("alpha", 1) != 1:
             return None
         left, right = scalar_interval(node.args[0]), scalar_interval(node.args[1])
+        if node.op == "remainder" and left is None and right is not None and right[0] == right[1] > 0:
+            return 0, right[0] - 1  # floor mod by a positive constant (torch and jnp alike), whatever `left` is
         if left is None or right is None:
             return None
         return _combine(node.op, left, right)
