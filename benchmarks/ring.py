@@ -11,7 +11,16 @@ torch attention; times are interpret-mode wall clock on this CPU (the second cal
 of a jitted function), which says nothing about a TPU: it shows both run and what
 the interpreter costs.
 
-    python benchmarks/ring.py [--rows 64] [--head-dim 128]
+Then a model (nothing measured) of one hop on v5e, v6e and v7x: the ICI transfer
+time of the bytes each device sends per hop at the chip's per-link, per-direction
+ICI bandwidth (`runtime/chips.py`, from Google Cloud's published per-chip figures;
+a bidirectional ring splits its bytes over two links), beside the modelled time of
+one hop's attention block (`pallasite.autotune.cost_model.estimate` of
+`attention_step`, a same-shape single-device kernel: its compute + overhead terms,
+without the HBM terms since the ring keeps K/V in VMEM; and the bare MXU time,
+4 * rows^2 * d flops at the bf16 peak), and whether the transfer hides behind it.
+
+    python benchmarks/ring.py [--rows 64] [--head-dim 128] [--model-only]
 """
 from __future__ import annotations
 
@@ -120,15 +129,51 @@ def timed(fn, *args):
     return result, time.perf_counter() - start
 
 
+MODEL_CHIPS = ("v5e", "v6e", "v7x")
+
+
+def modelled_hops(rows: int, d: int, sends: list[tuple[str, int, int]]) -> None:
+    """Print the model of one hop per chip: `sends` holds (variant, bytes per device per hop,
+    links those bytes are split over)."""
+    from pallasite.autotune.cost_model import estimate
+    from pallasite.runtime.chips import chip_figures
+
+    block = [torch.zeros(rows, d, dtype=torch.bfloat16) for _ in range(3)]
+    args = (*block, torch.zeros(rows), torch.zeros(rows), torch.zeros(rows, d), torch.zeros(2, dtype=torch.int32),
+            False)  # a whole (unmasked) block: the most compute a hop has
+    print(f"\nmodel (TPU cost model, not measured): one hop, {rows} rows x head dim {d} per device, bf16")
+    print(f"{'chip':<6}{'meshes':<22}{'B/dev/hop':>10}{'ICI GB/s/link':>15}{'transfer':>11}"
+          f"{'block (model)':>15}{'mxu only':>10}  transfer hidden?")
+    for chip in MODEL_CHIPS:
+        figures = chip_figures(chip)
+        cost = estimate(attention_step, args, chip=chip)
+        block_s = cost.breakdown["compute"] + cost.breakdown["overhead"]
+        mxu_s = 4 * rows * rows * d / figures.bf16_flops_per_second
+        for variant, per_hop, links in sends:
+            transfer_s = per_hop / (links * figures.ici_link_bytes_per_second)
+            hidden = "yes" if transfer_s <= block_s else f"no ({transfer_s / block_s:.2f}x the block)"
+            print(f"{chip:<6}{variant:<22}{per_hop:>10}{figures.ici_link_bytes_per_second / 1e9:>15.0f}"
+                  f"{transfer_s * 1e6:>9.2f}us{block_s * 1e6:>13.2f}us{mxu_s * 1e6:>8.3f}us  {hidden}")
+        terms = ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in cost.breakdown.items())
+        print(f"{'':<6}block breakdown ({cost.label}, {cost.chip}): {terms}")
+    print("transfer: bytes / (links x one ICI link's one-way bandwidth), no latency or DMA setup; block: "
+          "cost-model estimate of attention_step (compute + overhead terms; at small blocks the "
+          "model's fixed per-step overhead dominates); mxu only: 4 rows^2 d flops at the bf16 peak. "
+          "A v7x chip's two TensorCores share its links (per-chip figure used). All model, not measurement.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=64, help="sequence rows per device")
     parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--model-only", action="store_true", help="print the TPU model only (no interpret runs)")
     options = parser.parse_args()
     rows, d = options.rows, options.head_dim
+    sends = []
     print(f"ring attention, {rows} rows per device, head dim {d}, bf16 (interpret mode on CPU)")
-    print(f"{'mesh':<10}{'causal':<8}{'hops':>5}{'B/dev/hop':>11}{'matmuls overlapped':>20}"
-          f"{'in-kernel err':>15}{'time':>8}{'ppermute err':>14}{'time':>8}")
+    if not options.model_only:
+        print(f"{'mesh':<10}{'causal':<8}{'hops':>5}{'B/dev/hop':>11}{'matmuls overlapped':>20}"
+              f"{'in-kernel err':>15}{'time':>8}{'ppermute err':>14}{'time':>8}")
     for mesh_shape, causal, both_ways in VARIANTS:
         n = math.prod(mesh_shape)
         q, k, v = ring.example_inputs(n, torch.bfloat16, rows, d)
@@ -146,6 +191,15 @@ def main() -> None:
         hops = n - 1  # every hop but the last sends (K and V; both halves when bidirectional)
         per_hop = sum(site.bytes_per_copy for site in sites) // hops
         overlap = min(site.overlapped_matmuls for site in sites)
+        label = "x".join(map(str, mesh_shape)) + (" bidir" if both_ways else "")
+        links = 2 if both_ways else 1
+        same = [i for i, (_, b, k) in enumerate(sends) if (b, k) == (per_hop, links)]
+        if not same:
+            sends.append((label, per_hop, links))
+        elif label not in sends[same[0]][0].split(", "):
+            sends[same[0]] = (f"{sends[same[0]][0]}, {label}", per_hop, links)
+        if options.model_only:
+            continue
         expected = ring.reference(q, k, v, causal).float()
         jq, jk, jv = (ring.to_jax(t) for t in (q, k, v))
         if both_ways:
@@ -156,13 +210,14 @@ def main() -> None:
         theirs, theirs_time = timed(step, *inputs)
         errors = [(torch.from_numpy(np.asarray(r, dtype=np.float32)) - expected).abs().max().item()
                   for r in (ours, theirs)]
-        label = "x".join(map(str, mesh_shape)) + (" bidir" if both_ways else "")
         print(f"{label:<10}{str(causal):<8}{hops:>5}{per_hop:>11}{overlap:>20}"
               f"{errors[0]:>15.2e}{ours_time:>7.2f}s{errors[1]:>14.2e}{theirs_time:>7.2f}s")
-    print("B/dev/hop: bytes each device sends per hop (bidirectional: half each way, to both neighbours). "
-          "matmuls overlapped: the QK^T and PV products between each copy's start and its wait (a causal "
-          "hop whose block lies in the future skips them at run time). Times: interpret mode on this CPU, "
-          "not a TPU.")
+    if not options.model_only:
+        print("B/dev/hop: bytes each device sends per hop (bidirectional: half each way, to both neighbours). "
+              "matmuls overlapped: the QK^T and PV products between each copy's start and its wait (a causal "
+              "hop whose block lies in the future skips them at run time). Times: interpret mode on this CPU, "
+              "not a TPU.")
+    modelled_hops(rows, d, sends)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ innermost step (narrowing reads of VMEM refs / tensor loads in the innermost loo
 the TPU-interpret-mode wall time of one warm call (the CPU simulator's: compare ratios
 within one run, not absolute figures). Seed figures on a real tpu7x for the reference
 (not measured here): short conv 84.67 us vs 445.35 us (5.26x), GDN 2749 us vs 3248 us
-(1.18x). No cost-model estimate is printed: the analytic cost model (#8) is not in this
-tree yet.
+(1.18x). Beside them, the TPU cost model's estimate for v7x
+(`pallasite.autotune.cost_model.estimate(...).seconds` and its breakdown), labelled
+"model": computed from the plan, nothing measured.
 
     python benchmarks/subviews.py
 """
@@ -28,6 +29,7 @@ import pallasite  # noqa: E402
 import pallasite.language as hl  # noqa: E402
 from examples import gdn as gdn_example  # noqa: E402
 from examples import short_conv as conv_example  # noqa: E402
+from pallasite.autotune.cost_model import estimate  # noqa: E402
 from pallasite.ir import Load, TileLoop  # noqa: E402
 from pallasite.plan.loops import STRATEGIES  # noqa: E402
 from pallasite.report import schedule_report  # noqa: E402
@@ -130,9 +132,12 @@ def wall_time(kernel, args, config) -> float:
     return time.perf_counter() - start
 
 
+MODEL_CHIP = "v7x"
+
+
 def main() -> None:
     header = (f"{'kernel':24} {'variant':10} {'loop type':14} {'HBM KiB':>9} {'min KiB':>9} {'ratio':>6} "
-              f"{'VMEM-ref reads/step':>19} {'loads/step':>10} {'interpret s':>11}")
+              f"{'VMEM-ref reads/step':>19} {'loads/step':>10} {'interpret s':>11} {f'model {MODEL_CHIP} us':>13}")
     print(header)
     print("-" * len(header))
     cases = [
@@ -141,18 +146,25 @@ def main() -> None:
     ]
     for name, resident, reread, args, blocks in cases:
         for loop_type in STRATEGIES:
-            times = {}
+            times, modelled = {}, {}
             for variant, kernel in (("subviews", resident), ("re-read", reread)):
                 config = pallasite.Config(block_sizes=blocks, pallas_loop_type=loop_type)
                 report = schedule_report(kernel, args, block_sizes=blocks, pallas_loop_type=loop_type)
                 reads, loads = innermost_reads(kernel, args, config)
                 times[variant] = wall_time(kernel, args, config)
+                modelled[variant] = estimate(kernel, args, config, chip=MODEL_CHIP)
                 hbm, minimum = report["hbm_bytes"], report["min_hbm_bytes"]
                 hbm_text = f"{hbm / 1024:9.1f}" if hbm is not None else f"{'?':>9}"
                 ratio = f"{hbm / minimum:6.2f}" if hbm is not None and minimum else f"{'?':>6}"
                 print(f"{name:24} {variant:10} {loop_type:14} {hbm_text} {minimum / 1024:9.1f} {ratio} "
-                      f"{reads:19d} {loads:10d} {times[variant]:11.3f}")
-            print(f"{'':24} re-read / subviews interpret time: {times['re-read'] / times['subviews']:.2f}x")
+                      f"{reads:19d} {loads:10d} {times[variant]:11.3f} {modelled[variant].seconds * 1e6:13.2f}")
+            for variant, cost in modelled.items():
+                terms = ", ".join(f"{k} {v * 1e6:.2f}" for k, v in cost.breakdown.items())
+                print(f"{'':24} {variant:10} {cost.label} {cost.chip} breakdown (us): {terms}")
+            print(f"{'':24} re-read / subviews: interpret time {times['re-read'] / times['subviews']:.2f}x, "
+                  f"{modelled['re-read'].label} {modelled['re-read'].seconds / modelled['subviews'].seconds:.2f}x")
+
+    print(f"model {MODEL_CHIP} us: pallasite's TPU cost model (autotune/cost_model.py) from the plan, not measured.")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ from typing import Any, Callable
 from . import exc, language
 from .config import Config
 from .runtime import BoundKernel, CompiledKernel, Kernel
+from .runtime.checks import range_checked
 from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_output without another import
 
-__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "testing"]
+__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "testing"]
 __version__ = "0.1.0"
 
 

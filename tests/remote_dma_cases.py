@@ -117,6 +117,68 @@ def untouched_rows(devices: str) -> None:
     np.testing.assert_array_equal(result, expected)
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def shift_slot(buf: torch.Tensor, slots: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
+    """Row slots[0] goes to the right neighbour's row slots[1] (indices read from data)."""
+    for _ in hl.grid(1):
+        me = rank[0]
+        right = (me + 1) % n
+        hl.remote_barrier([(me + n - 1) % n, right])
+        copy = hl.make_async_remote_copy(buf, slots[0], right, buf, slots[1])
+        copy.start()
+        copy.wait()
+    return buf
+
+
+def slot_index(devices: str) -> None:
+    """Runtime src/dst indices: in range the copy runs as before (race-free); out of range,
+    inside pallasite.range_checked() the call raises exc.ShapeMismatch quoting the user's
+    line, and outside it warns with the same message."""
+    import re
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    buf = np.random.default_rng(3).standard_normal((n, 3, 8, 128)).astype(np.float32)
+
+    def body(buf_shard, slots, rank_shard):
+        return shift_slot.jax_fn(buf_shard[0], slots, rank_shard, n)[0][None]
+
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P(), P("x")), out_specs=P("x"),
+                                 check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+
+    def run(slots):
+        args = (jax.device_put(jnp.asarray(buf), sharding), jnp.asarray(slots, jnp.int32),
+                jax.device_put(jnp.arange(n, dtype=jnp.int32), sharding))
+        return np.asarray(step(*args))
+
+    with pallasite.range_checked():
+        result = _race_free(run, [0, 2])
+    expected = buf.copy()
+    expected[:, 2] = np.roll(buf[:, 0], 1, axis=0)
+    np.testing.assert_array_equal(result, expected)
+
+    for slots, what in (([0, 3], r"dst_index \[0\] \(slots\[1\]\) is 3 but 'buf'.size\(0\) is 3"),
+                        ([-1, 1], r"src_index \[0\] \(slots\[0\]\) is -1 but 'buf'.size\(0\) is 3")):
+        try:
+            with pallasite.range_checked():
+                run(slots)
+        except pallasite.exc.ShapeMismatch as err:
+            assert re.search(what, str(err)), str(err)
+            assert "copy = hl.make_async_remote_copy(buf, slots[0], right, buf, slots[1])" in str(err), str(err)
+        else:
+            raise AssertionError(f"slots {slots}: no error")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(slots)
+        assert any(re.search(what, str(w.message)) for w in caught), [str(w.message) for w in caught]
+
+
 def lowering(name: str) -> None:
     """The kernel lowers to Mosaic for v5e/v6e/v7x as every device of the mesh runs it."""
     from pallasite.testing import check_tpu_lowering

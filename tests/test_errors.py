@@ -532,3 +532,30 @@ def test_a_pallasite_error_hides_pallasite_frames_unless_debugging(monkeypatch):
     with pytest.raises(exc.UnsupportedOperation) as info:
         scaled_by_captured(torch.randn(256))
     assert internal_frames(info.value) > 3
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def scaled_row(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([idx.size(0), x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(idx.size(0)):
+        out[g, :] = x[(idx[g] + 1) * 2 - (g - 1), :]
+    return out
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def scaled_constant_row(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([4, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(4):
+        out[g, :] = x[g * 2 // 2 - (1 - g), :]
+    return out
+
+
+def test_range_messages_keep_the_parentheses_of_the_index():
+    """An index expression in a range message is parenthesized by precedence, so it reads
+    as the user's expression (not `idx[g] + 1 * 2`)."""
+    x = torch.randn(16, 128)
+    with pytest.raises(exc.ShapeMismatch, match=r"\(idx\[g\] \+ 1\) \* 2 - \(g - 1\) is 18") as info:
+        scaled_row(x, torch.tensor([1, 8, 2], dtype=torch.int32))
+    assert info.value.location.lineno == line_of(scaled_row, "out[g, :] = x[")
+    with pytest.raises(exc.ShapeMismatch, match=r"g \* 2 // 2 - \(1 - g\) covers \[-1, 5\]"):
+        scaled_constant_row(torch.randn(4, 128))

@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 GROUPS = {
     # 4 and 8 devices (unroll) run in test_examples.py too
-    "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4"],
+    "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
+                   "slot_index 4"],
     # examples/ring_attention.py's own CASES run in tests/test_examples.py; these are the others
     "attention": ["attention 4 f32 causal", "attention 2x2 f32 causal", "lowering attention_1d"],
 }
@@ -166,3 +167,48 @@ def test_constant_index_outside_the_tensor():
 
     with pytest.raises(exc.IndexingError, match=r"src_index \[0\] is 2 but 'a'.size\(0\) is 2"):
         outside.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32)))
+
+
+def test_runtime_copy_index_is_checked_before_the_descriptor():
+    """A source/destination index read from data becomes a RangeCheck, checked in interpret
+    mode just before the descriptor is built (multi-device runs: remote_dma_cases.slot_index)."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def by_slot(a: torch.Tensor, slots: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, slots[0], rank[0], a, slots[1])
+            copy.start()
+            copy.wait()
+        return a
+
+    bound = by_slot.bind((torch.zeros(3, 8, 128), torch.zeros(2, dtype=torch.int32),
+                          torch.zeros(1, dtype=torch.int32)))
+    (call,) = bound.plan().calls
+    messages = [check.message for check in call.range_checks]
+    assert any("src_index [0] (slots[0])" in m for m in messages), messages
+    assert any("dst_index [0] (slots[1])" in m for m in messages), messages
+    code = bound.to_code()
+    checked = code.index("CHECKS.index(")
+    assert checked < code.index("pltpu.make_async_remote_copy(")
+    assert code.count("CHECKS.index(") == 2
+
+
+def test_copy_index_with_a_computed_range_outside_the_tensor():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def past_end(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            for hop in hl.grid(3):
+                copy = hl.make_async_remote_copy(a, hop + 1, rank[0], a, 0)
+                copy.start()
+                copy.wait()
+        return a
+
+    with pytest.raises(exc.IndexingError, match=r"src_index \[0\] \(hop \+ 1\) covers \[1, 3\] but 'a'.size\(0\) is 3"):
+        past_end.bind((torch.zeros(3, 8, 128), torch.zeros(1, dtype=torch.int32))).plan()
+
+
+def test_index_modulo_a_constant_needs_no_runtime_check():
+    """`(me - hop + n) % n` lies in [0, n) whatever `me` holds (floor mod), so the ring
+    all-gather's slot needs no check; `me` itself (read from data) does."""
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+    (call,) = ring_all_gather.bind(shard_inputs()).plan().calls
+    assert [check.message.split(": ")[0] for check in call.range_checks] == ["out[me, :, :]"]

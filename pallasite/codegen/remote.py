@@ -1,7 +1,8 @@
 """Remote DMA in the kernel body (the plan's `RemotePlan`, plan/remote_copies.py).
 
 A copy site is one descriptor variable, built where the user built it; its
-starts and waits call that variable. A barrier signals each peer once and waits
+starts and waits call that variable. Interpret mode checks a source or
+destination index read from data just before it (the plan's `RangeCheck`s). A barrier signals each peer once and waits
 for as many signals, once per phase.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ def emit_remote(emitter, node, indent: int) -> None:
     remote = emitter.plan.remote
     if isinstance(node, RemoteCopy):
         site = remote.site(node.id)
+        emitter._emit_index_checks(node, indent)  # runtime src/dst indices (the plan's RangeChecks)
         src = _at(site.src_ref, [emitter.render(i) for i in node.src_index])
         dst = _at(site.dst_ref, [emitter.render(i) for i in node.dst_index])
         emitter.emit(f"{site.descriptor} = pltpu.make_async_remote_copy(", indent)

@@ -108,10 +108,41 @@ def access_text(node) -> str:
 
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "floor_divide": "//", "remainder": "%"}
+_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "floor_divide": 2, "remainder": 2}
+_ATOM = 3  # a name, a number, a subscript, an attribute
 
 
 def describe(operand) -> str:
-    """A scalar's expression in the user's terms (`tile_m.begin + 9`)."""
+    """A scalar's expression in the user's terms (`tile_m.begin + 9`, `(me - hop + n) % n`),
+    parenthesized by Python's precedence."""
+    return _describe(operand)[0]
+
+
+def _precedence(operand) -> int:
+    node = operand.producer if isinstance(operand, Value) else None
+    if node is not None and node.op in _PRECEDENCE and not (isinstance(node, Load) and not operand.name):
+        return _PRECEDENCE[node.op]
+    return _ATOM
+
+
+def _describe(operand) -> tuple[str, int]:
+    """The text and its precedence (operators all associate to the left: a right operand of
+    equal precedence keeps its parentheses, `a - (b - c)`)."""
+    node = operand.producer if isinstance(operand, Value) else None
+    if node is not None and node.op in _SYMBOLS and _precedence(operand) != _ATOM:
+        mine = _PRECEDENCE[node.op]
+        left, right = (_text(arg) for arg in node.args[:2])
+        if _precedence(node.args[0]) < mine:
+            left = f"({left})"
+        if _precedence(node.args[1]) <= mine or (isinstance(node.args[1], int) and node.args[1] < 0):
+            right = f"({right})"
+        return f"{left} {_SYMBOLS[node.op]} {right}", mine
+    return _text(operand), _ATOM
+
+
+def _text(operand) -> str:
+    if isinstance(operand, Value) and _precedence(operand) != _ATOM:
+        return _describe(operand)[0]
     if not isinstance(operand, Value):
         return str(operand)
     node = operand.producer
@@ -122,8 +153,6 @@ def describe(operand) -> str:
     if node.op in ("tile_begin", "tile_end", "tile_id", "tile_count"):
         dim = node.args[0]
         return dim.name if dim.is_grid and node.op == "tile_begin" else f"{dim.name}.{node.op[5:]}"
-    if node.op in _SYMBOLS:
-        return f"{describe(node.args[0])} {_SYMBOLS[node.op]} {describe(node.args[1])}"
     return operand.name or node.op
 
 
@@ -151,6 +180,8 @@ def scalar_interval(operand) -> Interval | None:
         if node.kwargs.get("alpha", 1) != 1:
             return None
         left, right = scalar_interval(node.args[0]), scalar_interval(node.args[1])
+        if node.op == "remainder" and left is None and right is not None and right[0] == right[1] > 0:
+            return 0, right[0] - 1  # floor mod by a positive constant (torch and jnp alike), whatever `left` is
         if left is None or right is None:
             return None
         return _combine(node.op, left, right)

@@ -17,6 +17,15 @@ Decisions, all recorded in `RemotePlan` for codegen to consume:
   semaphores a fast peer can signal the next barrier before a slow one signals
   this one; k phases bound how far ahead any peer can be, so passing proves every
   peer reached this barrier.
+- A source or destination index the data decides (`slots[0]`, `(me - hop + n) % n`)
+  is a `RangeCheck` against its tensor's dim (`remote_index_checks`): interpret
+  mode checks it before the descriptor is built and, outside, copies row 0
+  instead (the copy still pairs up with its peer's, so no device waits forever)
+  and the call raises; one whose range planning can compute is checked here.
+  A runtime `device_id` is not range-checked: the mesh size is unknown when
+  planning, and sending to a substitute device would leave the intended peer
+  waiting for a receive forever (interpret mode's DMA fails on a rank outside
+  the mesh; a TPU does not check).
 """
 from __future__ import annotations
 
@@ -26,7 +35,8 @@ from dataclasses import dataclass
 
 from .. import exc
 from ..ir import FullSlice, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, Value, ops, walk_nodes
-from .plans import BlockKind, Memory, Operand, Scratch, ScratchKind
+from .bounds import describe, scalar_interval
+from .plans import BlockKind, Memory, Operand, RangeCheck, Scratch, ScratchKind
 
 COLLECTIVE_ID_LIMIT = 2**15  # the interpreter stores a collective id as int16
 
@@ -144,5 +154,32 @@ def plan_remote(ir, call, refs: dict[int, str]) -> RemotePlan | None:
     return RemotePlan(tuple(sites), collective_id, {b.id: len(b.args) for b in barriers})
 
 
+def remote_index_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
+    """One check per source or destination index of a copy whose range only the data
+    decides; an index whose computed range leaves the tensor is an error now."""
+    checks = []
+    for node in copies_of(body):
+        for what, symbol, index in (("src_index", node.src, node.src_index), ("dst_index", node.dst, node.dst_index)):
+            for axis, item in enumerate(index):
+                if not isinstance(item, Value):
+                    continue  # a constant: checked when traced (frontend/remote.py)
+                size = symbol.shape[axis]
+                text = describe(item)
+                interval = scalar_interval(item)
+                if interval is not None:
+                    if interval[0] < 0 or interval[1] >= size:
+                        raise exc.IndexingError(
+                            f"hl.make_async_remote_copy: {what} [{axis}] ({text}) covers [{interval[0]}, "
+                            f"{interval[1]}] but '{symbol.name}'.size({axis}) is {size}.", node.location)
+                    continue
+                text = text.replace("{", "{{").replace("}", "}}")
+                message = (f"hl.make_async_remote_copy: {what} [{axis}] ({text}) is {{lo}} but "
+                           f"'{symbol.name}'.size({axis}) is {{limit}}; indices read from data must lie in "
+                           "[0, {limit}) (they do not wrap).")
+                checks.append(RangeCheck(next(check_ids), size, message, node.location, value=item,
+                                         node_id=node.id))
+    return tuple(checks)
+
+
 __all__ = ["COLLECTIVE_ID_LIMIT", "RemoteCopySite", "RemotePlan", "check_whole_operand", "copies_of",
-           "plan_remote", "remote_symbols", "synthetic_accesses"]
+           "plan_remote", "remote_index_checks", "remote_symbols", "synthetic_accesses"]

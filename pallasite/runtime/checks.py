@@ -17,8 +17,11 @@ from its inputs (a trace-time int, as every shape under `jax.jit`), so one
 module checks each call against its own sizes. A violation never
 reaches memory (the loop runs no steps, the access reads row 0); it is recorded,
 and the call that collected it raises `exc.ShapeMismatch` with the user's line.
-A kernel run inside the user's own `jax.jit` has no caller waiting: the
-callback warns with the same message instead.
+A kernel run inside the user's own `jax.jit` (always so for a kernel with
+remote copies, which runs under `jax.shard_map`) has no caller waiting: the
+callback warns with the same message, unless the caller runs it inside
+`range_checked()` (`pallasite.range_checked`), which collects the violations
+of every kernel called in the block and raises the first on leaving it.
 """
 from __future__ import annotations
 
@@ -34,12 +37,17 @@ from jax.experimental import io_callback
 
 _OK = jax.ShapeDtypeStruct((), jnp.int32)
 
+# range_checked() blocks, innermost last: (RangeChecks, check id, lo, hi, limit) found in them
+_BLOCKS: list[list] = []
+_BLOCKS_LOCK = threading.Lock()
+
 
 class RangeChecks:
     """A module's checks: id -> (message with `{lo}`/`{hi}`/`{limit}`, where in the user's file)."""
 
     def __init__(self, checks: dict[int, tuple[int, str, str]]):
         self.checks = checks
+        self.locations: dict = {}  # id -> exc.SourceLocation, set by the CompiledKernel loading the module
         self._lock = threading.Lock()
         self._collectors: list[list] = []
 
@@ -117,6 +125,12 @@ class RangeChecks:
             if collector is not None:
                 collector.append((check_id, lo, hi, limit))
         if collector is None:
+            with _BLOCKS_LOCK:
+                block = _BLOCKS[-1] if _BLOCKS else None
+                if block is not None:
+                    block.append((self, check_id, lo, hi, limit))
+            if block is not None:
+                return np.int32(0)
             warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi, limit=limit)} "
                           "(the kernel skipped the access; its result is wrong)", stacklevel=1)
         return np.int32(0)
@@ -132,3 +146,32 @@ class RangeChecks:
         finally:
             with self._lock:
                 self._collectors = [c for c in self._collectors if c is not found]
+
+
+@contextlib.contextmanager
+def range_checked() -> Iterator[list]:
+    """Raise `exc.ShapeMismatch` (at the user's line) for the first data-dependent range
+    violation of any kernel run in the block, instead of warning: for kernels called
+    inside the caller's own `jax.jit` / `jax.shard_map` (remote copies always are).
+    Interpret mode only (a TPU does not check); block on the results inside it."""
+    from .. import exc
+
+    found: list = []
+    with _BLOCKS_LOCK:
+        _BLOCKS.append(found)
+    failed = None
+    try:
+        yield found
+    except jax.errors.JaxRuntimeError as err:  # the violation may have broken the run too
+        if not found:
+            raise
+        failed = err
+    finally:
+        with _BLOCKS_LOCK:
+            _BLOCKS[:] = [b for b in _BLOCKS if b is not found]
+    if found:
+        checks, check_id, lo, hi, limit = found[0]
+        message, where = checks.checks[check_id]
+        location = checks.locations.get(check_id)
+        text = message.format(lo=lo, hi=hi, limit=limit)
+        raise exc.ShapeMismatch(text if location is not None else f"{where}: {text}", location) from failed

@@ -95,6 +95,17 @@ MIB = 2 ** 20
 _MXUS_PER_CORE = {"v4": 4, "v4i": 4, "v5e": 4, "v5p": 4, "v6e": 4, "7": 4, "7x": 4, "8i": 4}
 
 
+# Inter-chip interconnect (ICI), which JAX's `tpu_info` does not describe. Google Cloud's
+# TPU pages list the bidirectional ICI bandwidth per chip: v5e 400 GB/s with 4 ICI ports
+# (2-D torus; docs.cloud.google.com/tpu/docs/v5e), v6e 800 GB/s (2-D torus, taken as 4
+# ports like v5e) and TPU7x 1200 GB/s (3-D torus: 6 ports; docs.cloud.google.com/tpu/docs/tpu7x,
+# whose table lists v6e too). One link, one direction, is that / (2 * ports): the
+# bandwidth a ring hop to one neighbour gets. A v7x chip holds two TensorCores (two JAX
+# devices) sharing its ports; the figure is per chip, not per device.
+_ICI_BIDIRECTIONAL_BYTES_PER_CHIP = {"v5e": 400e9, "v6e": 800e9, "7x": 1200e9, "7": 1200e9, "v5p": 1200e9}
+_ICI_PORTS = {"v5e": 4, "v6e": 4, "7x": 6, "7": 6, "v5p": 6}
+
+
 @dataclass(frozen=True)
 class ChipFigures:
     """One generation's figures for one pallas_call, per TensorCore unless said."""
@@ -108,6 +119,8 @@ class ChipFigures:
     scoped_vmem_default_bytes: int
     mxu_side: int  # the MXU's systolic array is side x side
     mxu_accumulators: int  # f32 (8, side) result buffers per MXU (0: JAX does not say)
+    # one ICI link, one direction (0.0: no documented figure; see _ICI_BIDIRECTIONAL_BYTES_PER_CHIP)
+    ici_link_bytes_per_second: float = 0.0
 
 
 def chip_figures(name: str | None = None) -> ChipFigures:
@@ -130,4 +143,6 @@ def chip_figures(name: str | None = None) -> ChipFigures:
         scoped_vmem_default_bytes=SCOPED_VMEM_DEFAULT.get(key, 16 * MIB),
         mxu_side=info.mxu_column_size,
         mxu_accumulators=info.num_accumulators,
+        ici_link_bytes_per_second=(_ICI_BIDIRECTIONAL_BYTES_PER_CHIP[key] / (2 * _ICI_PORTS[key])
+                                   if key in _ICI_PORTS else 0.0),
     )

@@ -48,6 +48,8 @@ class CompiledKernel:
             params = dataclasses.replace(params, dma_execution_mode="eager")
         self.module = load_module(code, self.code_path, params)
         self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
+        if getattr(self.module, "CHECKS", None) is not None:  # pallasite.range_checked() quotes the lines
+            self.module.CHECKS.locations = {i: check.location for i, check in self.range_checks.items()}
         self.mutated_args = self.module.MUTATED_ARGS
         self._jitted = jax.jit(self.host_fn)
         # The host function's parameters: the kernel's, then the captured tensors.
