@@ -179,6 +179,53 @@ def slot_index(devices: str) -> None:
         assert any(re.search(what, str(w.message)) for w in caught), [str(w.message) for w in caught]
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def racy_reduce_scatter(x: torch.Tensor, acc: torch.Tensor, recv: torch.Tensor, rank: torch.Tensor,
+                        n: hl.constexpr) -> torch.Tensor:
+    """A ring reduce-scatter with one landing slot and no barrier: a fast left neighbour's
+    next copy lands in `recv` while this device still reads it (a race)."""
+    for _ in hl.grid(1):
+        me = rank[0]
+        right = (me + 1) % n
+        for c in hl.grid(n):
+            acc[c, :, :] = x[c, :, :]
+        for h in hl.grid(n - 1):
+            send = (me - h - 1 + 2 * n) % n
+            land = (me - h - 2 + 2 * n) % n
+            copy = hl.make_async_remote_copy(acc, send, right, recv, 0)
+            copy.start()
+            copy.wait()
+            acc[land, :, :] = acc[land, :, :] + recv[0, :, :]
+    return acc
+
+
+def race_under_shard_map(devices: str) -> None:
+    """Inside pallasite.range_checked(), a race the detector sees in a shard_mapped kernel
+    raises exc.DataRace (the caller's jit returns no error of its own; outside the block
+    only the detector's printed report shows it)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+
+    def body(x, acc, recv, rank):
+        return racy_reduce_scatter.jax_fn(x[0], acc[0], recv[0], rank, n)[0][None]
+
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+    x = np.random.default_rng(0).standard_normal((n, n, 8, 128)).astype(np.float32)
+    args = [jnp.asarray(x), jnp.zeros((n, n, 8, 128)), jnp.zeros((n, n, 8, 128)), jnp.arange(n, dtype=jnp.int32)]
+    try:
+        with pallasite.range_checked():
+            np.asarray(step(*(jax.device_put(a, sharding) for a in args)))
+    except pallasite.exc.DataRace as err:
+        assert "racy_reduce_scatter" in str(err) and "race" in str(err), str(err)
+    else:
+        raise AssertionError("the race was not raised")
+
+
 def lowering(name: str) -> None:
     """The kernel lowers to Mosaic for v5e/v6e/v7x as every device of the mesh runs it."""
     from pallasite.testing import check_tpu_lowering

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = {
     # 4 and 8 devices (unroll) run in test_examples.py too
     "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
-                   "slot_index 4"],
+                   "slot_index 4", "race_under_shard_map 4"],
     # examples/ring_attention.py's own CASES run in tests/test_examples.py; these are the others
     "attention": ["attention 4 f32 causal", "attention 2x2 f32 causal", "lowering attention_1d"],
 }

@@ -151,17 +151,21 @@ class RangeChecks:
 @contextlib.contextmanager
 def range_checked() -> Iterator[list]:
     """Raise `exc.ShapeMismatch` (at the user's line) for the first data-dependent range
-    violation of any kernel run in the block, instead of warning: for kernels called
-    inside the caller's own `jax.jit` / `jax.shard_map` (remote copies always are).
-    Interpret mode only (a TPU does not check); block on the results inside it."""
+    violation of any kernel run in the block, instead of warning, and `exc.DataRace` when
+    the race detector (`PALLASITE_INTERPRET_DETECT_RACES=1`) reports a race: for kernels
+    called inside the caller's own `jax.jit` / `jax.shard_map` (remote copies always
+    are), where pallasite does not see the call end. Interpret mode only (a TPU does not
+    check); block on the results inside it."""
     from .. import exc
+    from .interpret import interpreter_reports
 
     found: list = []
     with _BLOCKS_LOCK:
         _BLOCKS.append(found)
     failed = None
     try:
-        yield found
+        with interpreter_reports() as reports:
+            yield found
     except jax.errors.JaxRuntimeError as err:  # the violation may have broken the run too
         if not found:
             raise
@@ -169,6 +173,10 @@ def range_checked() -> Iterator[list]:
     finally:
         with _BLOCKS_LOCK:
             _BLOCKS[:] = [b for b in _BLOCKS if b is not found]
+    if not found and any("RACE DETECTED" in report for report in reports):
+        raise exc.DataRace(
+            "TPU interpret mode's race detector saw a data race in a kernel run inside "
+            f"pallasite.range_checked(); its results cannot be trusted. The first report:\n{reports[0]}")
     if found:
         checks, check_id, lo, hi, limit = found[0]
         message, where = checks.checks[check_id]
