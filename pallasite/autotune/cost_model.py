@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -59,9 +58,8 @@ from ..plan.metrics import schedule_metrics
 from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
 from ..plan.schedule import CallCounts, count_call, node_flops
-from ..runtime.chips import CHIP_ENV, ChipFigures, chip_figures
+from ..runtime.chips import default_chip, ChipFigures, chip_figures
 
-DEFAULT_CHIP = "v7x"  # without `chip` or PALLASITE_TPU_CHIP
 STEP_OVERHEAD_S = 0.35e-6  # per grid program / pipelined inner step
 VALU_SLOTS = 4  # vector ALU ops per bundle
 DRAIN_SIDES = 3  # a drain (contraction, reduction) waits 3 * MXU side cycles: load, fill, drain
@@ -84,9 +82,11 @@ class CostEstimate:
 def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | None = None, *,
              kwargs: Mapping[str, Any] | None = None, chip: str | None = None) -> CostEstimate:
     """The modelled time of `kernel(*args, **kwargs)` under `config` (None: the config a
-    call would run) on TPU generation `chip` (default: `PALLASITE_TPU_CHIP`, else 'v7x').
+    call would run) on TPU generation `chip` (default: the chip plans and compiles target,
+    `runtime.chips.default_chip()`: `PALLASITE_TPU_CHIP`, else the newest JAX knows — so
+    the tuner scores configs for the chip the kernel is compiled for).
     Raises `exc.InvalidConfig` for a config planning rejects."""
-    chip = chip or os.environ.get(CHIP_ENV) or DEFAULT_CHIP
+    chip = chip or default_chip()
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     if config is not None and not isinstance(config, Config):
         config = Config(**dict(config))
