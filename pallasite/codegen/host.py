@@ -278,7 +278,7 @@ class HostEmitter:
                   f"max_items={worklist.max_items})")
         for check in (c for c in call.range_checks if c.worklist_items):
             self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
-            self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count})")
+            self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count}, limit={check.limit})")
             self.emit(f"    {names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
 
     def _table_text(self, symbol) -> str:
