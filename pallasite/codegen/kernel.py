@@ -21,6 +21,7 @@ from .scatters import scatter_text
 from .subviews import emit_spill, offset_text, subview_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
+from .worklists import emit_item_write_back
 from .names import NameTable
 
 import builtins
@@ -128,6 +129,9 @@ class KernelEmitter:
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
+        if plan.worklist is not None:
+            for write_back in plan.worklist.write_backs:
+                emit_item_write_back(self, write_back)
         self._drop_unused_values()
         return "\n".join(self.lines)
 

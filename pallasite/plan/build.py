@@ -27,7 +27,7 @@ from .plans import (
     RangeCheck, RefOffset, Scratch, ScratchKind, Semantics,
 )
 from .vmem import default_vmem_limit, estimate_vmem_bytes
-from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check
+from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_overlap_check
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -89,7 +89,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     uses = collect_uses(call)
     looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
     inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
-    unstreamable = looped.unstreamable() | remote_symbols(loop.body)
+    unstreamable = (looped.unstreamable() | remote_symbols(loop.body)  # items' own rows: written by DMA
+                    | {w.symbol.id for w in (worklist.write_backs if worklist else ())})
     remote_refs: dict[int, str] = {}
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
                            grid_axis_of, config.get("pallas_load_buffer_count", 2))
@@ -213,7 +214,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
-                      *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else [])),
+                      *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
+                      *([worklist_overlap_check(worklist, next(check_ids), loop.location)]
+                        if worklist and grid[worklist.item_axis].semantics is Semantics.PARALLEL else [])),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, Load, Store, TileSlice, TensorSymbol, Value, walk_nodes
+import torch
+
+from ..ir import FullSlice, IfBlock, Load, Node, Store, TileLoop, TileSlice, TensorSymbol, Value, walk_nodes
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ def decide_isolation(body: list, tile_dim, disjoint: bool, heads: tuple[str, ...
         return Isolation(reason="the loop stores nothing")
     q_body = _q_loop_nodes(body, tile_dim)
     for key, symbol in stored.items():
+        if not all(type(size) is int for size in symbol.shape):
+            return Isolation(reason=f"'{symbol.name}' has a symbolic shape (static_shapes=False)")
+        if 0 in tuple(symbol.shape):
+            return Isolation(reason=f"'{symbol.name}' is empty (nothing to copy)")
         if key in loaded:
             return Isolation(reason=f"'{symbol.name}' is read in the loop (items would see each other's rows)")
         for node in walk_nodes(body):
@@ -76,15 +82,14 @@ def decide_isolation(body: list, tile_dim, disjoint: bool, heads: tuple[str, ...
 
 
 def _q_loop_nodes(body: list, tile_dim) -> set[int]:
-    from ..ir import TileLoop
     for entry in walk_loops(body):
-        if isinstance(entry, TileLoop) and tile_dim in entry.dims:
+        if tile_dim in entry.dims:
             return {id(node) for node in walk_nodes(entry.body)}
     return set()
 
 
 def walk_loops(body: list):
-    from ..ir import IfBlock, TileLoop
+    """Every tile loop in `body`, nested ones too."""
     for entry in body:
         if isinstance(entry, TileLoop):
             yield entry
@@ -101,14 +106,13 @@ def _rows_of_tile(node: Store, tile_dim) -> bool:
 
 
 def write_back(symbol: TensorSymbol, rows: int) -> ItemWriteBack:
+    """The refs of one output the items write by DMA: `rows` = rows_per_item."""
     return ItemWriteBack(symbol, f"{symbol.name}_hbm", f"{symbol.name}_item_rows", f"{symbol.name}_item_sem",
                          rows, rows.bit_length())
 
 
 def scratch_offset(tile_begin: Value, start: Value, location):
     """The node `tile.begin - start`: a q tile's first row in its item's scratch."""
-    from ..ir import Node
-    import torch
     offset = Value((), torch.int32, "item_row")
     node = Node("sub", (tile_begin, start), {"alpha": 1}, [offset], location)
     offset.producer = node

@@ -221,6 +221,16 @@ def worklist_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
         location, worklist_items=True)
 
 
+def worklist_overlap_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
+    """The interpret-mode check that a parallel worklist's segments are disjoint rows."""
+    return RangeCheck(
+        check_id, 1,
+        f"{{lo}} segment(s) of '{worklist.segment_name}' end before they begin (decreasing offsets): "
+        "rows of two work items would overlap, and the items write their own rows in parallel; make the "
+        "offsets non-decreasing, or set pallas_flatten_worklist=False to run such ranges in order.",
+        location, worklist_overlaps=True)
+
+
 def _mentions(node: Node, dim: TileDim) -> bool:
     items = [*node.args, *node.kwargs.values(), *getattr(node, "index", ())]
     return any(item is dim or (isinstance(item, TileSlice) and item.dim is dim) for item in items)
@@ -277,8 +287,10 @@ def flatten_call(call: DeviceLoopCall, worklist: Worklist) -> tuple[DeviceLoopCa
             offset = None
             if worklist.write_backs:  # stores go to the item's scratch, at tile.begin - start
                 q_loop = next(e for e in walk_loops([entry]) if worklist.tile_dim in e.dims)
-                q_loop.body.insert(0, scratch_offset(worklist.tile_dim.begin_value, start, q_loop.location))
-                offset = q_loop.body[0].outputs[0]
+                at = 1 + next(i for i, node in enumerate(q_loop.body)  # after the tile's begin is bound
+                              if getattr(node, "outputs", None) == [worklist.tile_dim.begin_value])
+                q_loop.body.insert(at, scratch_offset(worklist.tile_dim.begin_value, start, q_loop.location))
+                offset = q_loop.body[at].outputs[0]
             worklist = dataclasses.replace(worklist, item_start=start, item_extent=extent, row_offset=offset)
         body.append(entry)
     segment.producer = owner_load
