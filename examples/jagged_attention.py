@@ -13,6 +13,9 @@ segments would serialize their query tiles in one program while short ones
 idle. pallasite flattens it (``pallas_flatten_worklist``, on by default): the
 host builds a worklist of (segment, query tile) items inside the jit and the
 grid walks the items, ``pallas_worklist_grouping`` (1 or 2) query tiles each.
+Each item writes only its own rows of ``out`` (kept in HBM, copied back by DMA
+from a VMEM scratch), so the item axis is ``parallel``: a chip with two
+TensorCores splits the items.
 ``python -m pallasite report examples.jagged_attention:jagged_attention``
 shows the items (``grid_programs``) and the busiest item's key steps
 (``max_program_tiles``); ``benchmarks/causal.py`` compares both schedules on

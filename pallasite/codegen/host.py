@@ -280,6 +280,12 @@ class HostEmitter:
             self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
             self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count}, limit={check.limit})")
             self.emit(f"    {names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
+        for check in (c for c in call.range_checks if c.worklist_overlaps):
+            overlaps = self.names.fresh("overlapping_segments")
+            self.emit("if INTERPRET is not None:  # the items run in parallel: interpret mode checks their rows are disjoint")
+            self.emit(f"    {overlaps} = CHECKS.host_indices({check.check_id}, jnp.sum({end} < {begin}), "
+                      f"limit={check.limit})")
+            self.emit(f"    {names[2]} = jnp.where({overlaps} == 0, {names[2]}, 0)")
 
     def _table_text(self, symbol) -> str:
         name = self.read(symbol)

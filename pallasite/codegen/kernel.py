@@ -21,6 +21,7 @@ from .scatters import scatter_text
 from .subviews import emit_spill, offset_text, subview_text
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .inline import _atom, _unwrap, _value_uses
+from .worklists import emit_item_write_back
 from .names import NameTable
 
 import builtins
@@ -128,6 +129,9 @@ class KernelEmitter:
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)
+        if plan.worklist is not None:
+            for write_back in plan.worklist.write_backs:
+                emit_item_write_back(self, write_back)
         self._drop_unused_values()
         return "\n".join(self.lines)
 
@@ -149,7 +153,7 @@ class KernelEmitter:
         self.emit(f"# '{update.symbol.name}' is updated in place: start from its current contents")
         indent = 1
         if update.first_item_of_owner is not None:  # a flattened worklist: the owner's first item
-            owner, item = update.first_item_of_owner, "pl.program_id(0)"
+            owner, item = update.first_item_of_owner, f"pl.program_id({self.plan.worklist.item_axis})"
             self.emit(f"@pl.when(({item} == 0) | ({owner}[{item}] != {owner}[jnp.maximum({item} - 1, 0)]))")
             self.emit("def _copy_in():")
             indent = 2
@@ -396,8 +400,8 @@ class KernelEmitter:
                 text = (f"({text} != 0)" if dtype == torch.bool else f"{jnp_dtype(dtype)}({text})"
                         if not operand.shape else f"{text}.astype({jnp_dtype(dtype)})")
             if tuple(operand.shape) != shape:
-                text = (f"jnp.broadcast_to({text}, {literal(shape)})" if shape
-                        else f"{text}.reshape(())")
+                text = (f"{text}.reshape({literal(shape)})" if _kept_unit_axes(operand.shape, shape)
+                        else f"jnp.broadcast_to({text}, {literal(shape)})" if shape else f"{text}.reshape(())")
         elif operand == 0 and shape:
             text = f"jnp.zeros({literal(shape)}, {jnp_dtype(dtype)})"
         else:
@@ -602,3 +606,14 @@ STRUCTURAL_RULES = {
     "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
     "tile_index": _tile_index, "tile_count": _tile_count,
 }
+
+
+def _kept_unit_axes(value_shape, shape) -> bool:
+    """The store's window keeps size-1 axes the value lacks, which broadcasting cannot add in
+    the middle (an integer index into an axis the block splits off: `out[tile, h, :]` with a
+    window of (rows, 1, D)): the value is reshaped into it, same elements in the same order."""
+    strip = lambda dims: tuple(size for size in dims if size != 1)  # noqa: E731
+    if strip(value_shape) != strip(shape) or len(value_shape) >= len(shape):
+        return False
+    broadcasts = all(v in (1, s) for v, s in zip(reversed(tuple(value_shape)), reversed(tuple(shape))))
+    return not broadcasts

@@ -6,7 +6,7 @@ import itertools
 
 from .. import exc
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
-from ..ir import cdiv
+from ..ir import FullSlice, cdiv
 from ..ir.sizes import SymbolicSize
 from .broadcasts import plan_pre_broadcasts
 from .reduction_loops import plan_reduction_loops
@@ -23,11 +23,11 @@ from .row_gathers import plan_row_gather
 from .remote_copies import check_whole_operand, plan_remote, remote_index_checks, remote_symbols
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
-    BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget, RangeCheck,
-    Semantics,
+    Access, BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget,
+    RangeCheck, RefOffset, Scratch, ScratchKind, Semantics,
 )
 from .vmem import default_vmem_limit, estimate_vmem_bytes
-from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check
+from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_overlap_check
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -72,8 +72,10 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config,
                chip_key: str, view_bases: dict | None = None) -> PallasCallPlan:
     decision = WORKLISTS.decide(call, config)
-    if decision.worklist is not None:  # a grid over segments becomes a grid over (segment, q-tile) items
-        call = flatten_call(call, decision.worklist)
+    worklist = decision.worklist
+    if worklist is not None:  # a grid over segments becomes a grid over (segment, q-tile) items
+        call, worklist = flatten_call(call, worklist)
+        order = tuple(range(len(call.loop.dims)))  # the worklist orders its grid: heads, then items
     loop = call.loop
     grid_dims = [loop.dims[i] for i in order]  # `loop_orders`: grid axis a walks dim order[a]
     grid_axis_of = {dim.id: axis for axis, dim in enumerate(grid_dims)}
@@ -87,7 +89,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     uses = collect_uses(call)
     looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
     inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
-    unstreamable = looped.unstreamable() | remote_symbols(loop.body)
+    unstreamable = (looped.unstreamable() | remote_symbols(loop.body)  # items' own rows: written by DMA
+                    | {w.symbol.id for w in (worklist.write_backs if worklist else ())})
     remote_refs: dict[int, str] = {}
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
                            grid_axis_of, config.get("pallas_load_buffer_count", 2))
@@ -129,6 +132,11 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                 gather_scratch += scratch
             continue
         name = use.symbol.name
+        written_back = {w.symbol.id: w for w in (worklist.write_backs if worklist else ())}.get(use.symbol.id)
+        if written_back is not None:  # the items' rows go to HBM by DMA (plan/worklist_isolation.py)
+            _add_item_write_back(written_back, worklist, use, defined, inputs, outputs, aliases, accesses,
+                                 gather_scratch)
+            continue
         if not use.stores:
             inputs.append(operand)
         elif not use.loads and id(use.symbol) not in defined:
@@ -176,9 +184,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
         grid.append(GridAxis(dim, cdiv(extent, dim.block_size), semantics, reason))
-    worklist = decision.worklist
     if worklist is not None:
-        worklist = with_isolation(worklist, grid[0].semantics.value, grid[0].reason)
+        axis = grid[worklist.item_axis]
+        worklist = with_isolation(worklist, axis.semantics.value, axis.reason)
     prefetch, scalar_inputs, inputs = _split_scalar_prefetch(scalar_inputs, inputs, outputs, loop.location)
     if worklist is not None:
         updates = _first_items_copy_in(updates, outputs, worklist, (*prefetch, *scalar_inputs, *inputs))
@@ -207,7 +215,9 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_limit_bytes=None,
         range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
                       *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
-                      *(remote_index_checks(loop.body, check_ids) if remote else ())),
+                      *(remote_index_checks(loop.body, check_ids) if remote else ()),
+                      *([worklist_overlap_check(worklist, next(check_ids), loop.location)]
+                        if worklist and grid[worklist.item_axis].semantics is Semantics.PARALLEL else [])),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
         pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
@@ -246,6 +256,27 @@ def _plan_subviews(body, uses, accesses, padded, view_bases: dict, skipped, name
 
     written = {id(root_of(use.symbol)) for use in uses if use.stores}
     return plan_subviews(body, accesses, padded, written, root_of, skipped, names)
+
+
+def _add_item_write_back(write_back, worklist, use, defined, inputs, outputs, aliases, accesses,
+                         scratch) -> None:
+    """An output the items write by DMA: in HBM, aliased to its initial contents when it has
+    any (the rows no item writes keep them), each store into the item's scratch."""
+    symbol = use.symbol
+    operand = Operand(symbol, write_back.hbm_ref, Memory.HBM)
+    if id(symbol) in defined:
+        in_operand = Operand(symbol, f"{symbol.name}_in_hbm", Memory.HBM)
+        aliases[id(in_operand)] = len(outputs)
+        inputs.append(in_operand)
+    outputs.append(operand)
+    rest = tuple(symbol.shape[1:])
+    offset = worklist.row_offset
+    for node in use.stores:
+        shape = (worklist.tile_dim.block_size, *rest)
+        accesses[node.id] = Access(write_back.scratch, (RefOffset((offset,), shape[0]), *(FullSlice(),) * len(rest)),
+                                   shape, shape)
+    scratch.append(Scratch(write_back.scratch, ScratchKind.VMEM, (write_back.rows, *rest), symbol.dtype))
+    scratch.append(Scratch(write_back.semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None))
 
 
 def _first_items_copy_in(updates, outputs, worklist, inputs) -> list[InPlaceUpdate]:

@@ -81,6 +81,11 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
                 return ScheduleMetrics(None, minimum, _host_padding(call), None, None)
             traffic += blocks
             exposed += 1
+    written = _item_write_back_traffic(call, tables)
+    if written is None:
+        return ScheduleMetrics(None, minimum, _host_padding(call), None, None)
+    traffic += written[0]
+    exposed += written[1]
     padding = _host_padding(call)
     rows = _row_gather_traffic(call.call.loop.body, call, len(steps), loops)
     if rows is None:
@@ -112,6 +117,22 @@ def _block_traffic(op: Operand, steps: list[tuple[int, ...]], tables=None) -> in
             total += _block_bytes(op, index)
             previous = index
     return total
+
+
+def _item_write_back_traffic(call: PallasCallPlan, tables) -> tuple[int, int] | None:
+    """(bytes, waits) of a parallel worklist's write-backs (plan/worklist_isolation.py):
+    each real item copies its `extent` rows of each such output to HBM and waits for it;
+    None without the item tables (the extents are data)."""
+    worklist = call.worklist
+    if worklist is None or not worklist.write_backs:
+        return 0, 0
+    extents = None if tables is None else tables.get(worklist.extent)
+    if extents is None:
+        return None
+    rows = sum(int(extent) for extent in extents)
+    items = sum(1 for extent in extents if extent > 0)
+    row_bytes = sum(_nbytes(w.symbol.shape[1:], w.symbol.dtype) for w in worklist.write_backs)
+    return rows * row_bytes, items * len(worklist.write_backs)
 
 
 def _host_padding(call: PallasCallPlan) -> int:

@@ -156,10 +156,14 @@ def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[i
     axes = call.grid
     if call.worklist is not None:
         extents = tables[call.worklist.extent]
-        dim = axes[0].dim
-        for item, extent in enumerate(extents):
-            if extent > 0:
-                yield {dim.id: (item, 0, dim.end)}
+        *heads, items = axes  # other grid axes (heads) walk the items each
+        dim = items.dim
+        for step in itertools.product(*(range(axis.num_blocks) for axis in heads)):
+            env = {axis.dim.id: (axis.dim.begin + i * axis.dim.block_size, axis.dim.begin, axis.dim.end)
+                   for axis, i in zip(heads, step)}
+            for item, extent in enumerate(extents):
+                if extent > 0:
+                    yield {**env, dim.id: (item, 0, dim.end)}
         return
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}

@@ -43,6 +43,7 @@ from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
 from .plans import RangeCheck
 from .memory import SMEM_MAX_ELEMENTS
+from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_back
 
 WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
 
@@ -67,6 +68,21 @@ class Worklist:
     disjoint: bool = False
     # how stores of different items stay apart, and why (set once the grid is planned)
     store_isolation: str = ""
+    # the grid's other axes (`for seq, h in hl.grid([n, H])`: heads), kept as grid axes before
+    # the items (each head walks the items in order; heads are `parallel` when their output
+    # blocks differ), and the item axis's position after them
+    heads: tuple[str, ...] = ()
+    item_axis: int = 0
+    # an inner static `hl.grid` around the q loop (`for h in hl.grid(H)`): every item runs it
+    per_item_grid: str = ""
+    # outputs each item writes by DMA of its own rows (plan/worklist_isolation.py), or why not
+    isolation: Isolation = Isolation()
+    write_backs: tuple[ItemWriteBack, ...] = ()
+    # set by `flatten_call`: the item's first row and row count, and a q tile's row in the
+    # item's scratch (`tile.begin - start`, only with write-backs)
+    item_start: Any = None
+    item_extent: Any = None
+    row_offset: Any = None
 
     @property
     def rows_per_item(self) -> int:
@@ -95,28 +111,24 @@ class WorklistStrategy:
         loop = call.loop
         if not config.get("pallas_flatten_worklist", True):
             return WorklistDecision(None, "pallas_flatten_worklist=False")
-        if len(loop.dims) != 1 or not loop.dims[0].is_grid:
-            return WorklistDecision(None, "the device loop is not one hl.grid over segments")
-        grid = loop.dims[0]
+        if not loop.dims or not all(dim.is_grid for dim in loop.dims):
+            return WorklistDecision(None, "the device loop is not an hl.grid over segments")
+        grid, heads = loop.dims[0], loop.dims[1:]
         if grid.begin != 0 or not isinstance(grid.end, int) or type(grid.end) is not int or grid.end < 1:
             return WorklistDecision(None, "the segment count is not a static positive int")
-        inner = [item for item in loop.body if isinstance(item, TileLoop)]
-        if len(inner) != 1 or any(isinstance(item, IfBlock) for item in loop.body):
-            return WorklistDecision(None, "the segment body is not exactly one q-tile loop")
-        (tile_loop,) = inner
+        found = _q_loop(loop)
+        if isinstance(found, str):
+            return WorklistDecision(None, found)
+        tile_loop, per_item, outside = found
         if len(tile_loop.dims) != 1:
             return WorklistDecision(None, "the q loop has several dims")
         tile_dim = tile_loop.dims[0]
         if tile_loop.carried:
             return WorklistDecision(None, "the q loop carries values from tile to tile (items would split them)")
+        if outside:
+            return WorklistDecision(None, outside)
         if not (isinstance(tile_dim.begin, Value) or isinstance(tile_dim.end, Value)):
             return WorklistDecision(None, "the q loop's bounds do not depend on the segment")
-        for item in loop.body:
-            if item is tile_loop:
-                continue
-            if isinstance(item, Store) or any(out.shape != () for out in item.outputs):
-                return WorklistDecision(None, "the segment body computes more than scalars outside the q loop "
-                                              "(it would run once per item)")
         begin_node = grid.begin_value.producer if grid.begin_value is not None else None
         for node in walk_nodes(loop.body):
             if node is not begin_node and _mentions(node, grid):
@@ -141,15 +153,50 @@ class WorklistStrategy:
         max_items = per_segment + grid.end if disjoint else per_segment * grid.end
         if max_items > SMEM_MAX_ELEMENTS:
             return WorklistDecision(None, f"{max_items} items do not fit a scalar-prefetch table")
+        isolation = decide_isolation(loop.body, tile_dim, disjoint, tuple(dim.name for dim in heads))
+        rows_per_item = grouping * tile_dim.block_size
         table = lambda name: TensorSymbol(name, (max_items,), torch.int32, "host_op")  # noqa: E731
         return WorklistDecision(Worklist(
             segments=grid.end, segment_name=grid.name, tile_dim=tile_dim, begin=begin, end=end, rows=rows,
             grouping=grouping, max_items=max_items, owner=table("work_owner"), start=table("work_start"),
-            extent=table("work_extent"), disjoint=disjoint,
+            extent=table("work_extent"), disjoint=disjoint, heads=tuple(dim.name for dim in heads),
+            item_axis=len(heads), per_item_grid=per_item, isolation=isolation,
+            write_backs=tuple(write_back(symbol, rows_per_item) for symbol in isolation.outputs),
         ))
 
 
 WORKLISTS = WorklistStrategy()
+
+
+def _q_loop(loop: TileLoop) -> tuple[TileLoop, str, str] | str:
+    """The segment body's q loop, the name of a static inner `hl.grid` (heads) it sits in
+    ("" if none) and why what runs around it cannot repeat per item ("" if it can); or why
+    the body is not one. Around the loops only nodes that are safe
+    to repeat in every item may run: no store, no read of a tensor the loop writes (a later
+    item would see an earlier one's writes), no `if`."""
+    written = {id(node.tensor) for node in walk_nodes(loop.body) if isinstance(node, Store)}
+    body, per_item, outside = loop.body, "", ""
+    while True:
+        inner = [item for item in body if isinstance(item, TileLoop)]
+        if len(inner) != 1 or any(isinstance(item, IfBlock) for item in body):
+            return "the segment body is not exactly one q-tile loop"
+        for item in body:
+            if isinstance(item, Store) and not outside:
+                outside = "the segment body stores outside the q loop (it would run once per item)"
+            if isinstance(item, Load) and id(item.tensor) in written and not outside:
+                outside = (f"the segment body reads '{item.tensor.name}', which the loop writes, outside the "
+                           "q loop (a later item would see an earlier one's writes)")
+        (entry,) = inner
+        dims = entry.dims
+        static = all(type(dim.begin) is int and type(dim.end) is int for dim in dims)
+        if per_item or not all(dim.is_grid for dim in dims):
+            return entry, per_item, outside
+        if not static:
+            return "an inner hl.grid around the q loop has a data-dependent extent"
+        if entry.carried:
+            return "an inner hl.grid around the q loop carries values"
+        # `for h in hl.grid(H)` around the q loop: every item runs all its heads
+        body, per_item = entry.body, ", ".join(dim.name for dim in dims)
 
 
 def _consecutive_reads(begin: IndexExpr, end: IndexExpr) -> bool:
@@ -174,6 +221,16 @@ def worklist_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
         location, worklist_items=True)
 
 
+def worklist_overlap_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
+    """The interpret-mode check that a parallel worklist's segments are disjoint rows."""
+    return RangeCheck(
+        check_id, 1,
+        f"{{lo}} segment(s) of '{worklist.segment_name}' end before they begin (decreasing offsets): "
+        "rows of two work items would overlap, and the items write their own rows in parallel; make the "
+        "offsets non-decreasing, or set pallas_flatten_worklist=False to run such ranges in order.",
+        location, worklist_overlaps=True)
+
+
 def _mentions(node: Node, dim: TileDim) -> bool:
     items = [*node.args, *node.kwargs.values(), *getattr(node, "index", ())]
     return any(item is dim or (isinstance(item, TileSlice) and item.dim is dim) for item in items)
@@ -194,7 +251,7 @@ def _indexed_rows(body: list, dim: TileDim) -> int | None:
     return rows
 
 
-def flatten_call(call: DeviceLoopCall, worklist: Worklist) -> DeviceLoopCall:
+def flatten_call(call: DeviceLoopCall, worklist: Worklist) -> tuple[DeviceLoopCall, Worklist]:
     """The device loop as a loop over work items.
 
     The new grid dim walks items; the user's segment value becomes `owner[item]`
@@ -202,22 +259,22 @@ def flatten_call(call: DeviceLoopCall, worklist: Worklist) -> DeviceLoopCall:
     extent[item])`. The q dim is edited in place: its nodes refer to it, and the
     plan owns this trace (every plan traces afresh)."""
     loop = call.loop
-    grid = loop.dims[0]
     location = loop.location
     item_dim = TileDim("work_item", 0, worklist.max_items, 1, None, True)
     item = Value((), torch.int32, "work_item")
     begin_node = Node("tile_begin", (item_dim,), {}, [item], location)
     item.producer = begin_node
     item_dim.begin_value = item
-    segment = grid.begin_value
+    segment = loop.dims[0].begin_value
     old_begin = segment.producer
     owner_load = _scalar_load(worklist.owner, item, segment, location)
     body: list = [begin_node, owner_load]
-    tile_loop = next(entry for entry in loop.body if isinstance(entry, TileLoop))
+    outer = next(entry for entry in loop.body if isinstance(entry, TileLoop))  # the q loop, or heads around it
     for entry in loop.body:
         if entry is old_begin:
             continue
-        if entry is tile_loop:
+        if entry is outer:
+            tile_loop = entry
             start = Value((), torch.int32, "item_start")
             extent = Value((), torch.int32, "item_extent")
             end = Value((), torch.int32, "item_end")
@@ -227,10 +284,19 @@ def flatten_call(call: DeviceLoopCall, worklist: Worklist) -> DeviceLoopCall:
             end.producer = add
             body.append(add)
             worklist.tile_dim.begin, worklist.tile_dim.end = start, end
+            offset = None
+            if worklist.write_backs:  # stores go to the item's scratch, at tile.begin - start
+                q_loop = next(e for e in walk_loops([entry]) if worklist.tile_dim in e.dims)
+                at = 1 + next(i for i, node in enumerate(q_loop.body)  # after the tile's begin is bound
+                              if getattr(node, "outputs", None) == [worklist.tile_dim.begin_value])
+                q_loop.body.insert(at, scratch_offset(worklist.tile_dim.begin_value, start, q_loop.location))
+                offset = q_loop.body[at].outputs[0]
+            worklist = dataclasses.replace(worklist, item_start=start, item_extent=extent, row_offset=offset)
         body.append(entry)
     segment.producer = owner_load
-    new_loop = TileLoop([item_dim], body, location, list(loop.carried))
-    return DeviceLoopCall(new_loop, call.index, call.scalars)
+    # other grid axes (heads) first: each walks the items in order, so the item axis is innermost
+    new_loop = TileLoop([*loop.dims[1:], item_dim], body, location, list(loop.carried))
+    return DeviceLoopCall(new_loop, call.index, call.scalars), worklist
 
 
 def _scalar_load(table: TensorSymbol, item: Value, result: Value, location) -> Load:
@@ -279,11 +345,16 @@ def worklist_tables(worklist: Worklist, tables: Mapping[Any, Any]) -> dict:
 def with_isolation(worklist: Worklist, semantics: str, reason: str) -> Worklist:
     """Record how the planned grid keeps items' stores apart."""
     if semantics == "parallel":
-        text = ("parallel: each item's stores are its own rows [start, start + extent), inside its "
-                "segment, in blocks no other item writes")
+        names = ", ".join(f"'{w.symbol.name}'" for w in worklist.write_backs)
+        text = (f"parallel: {names} stay in HBM; an item stores its tiles into a VMEM scratch of "
+                f"{worklist.rows_per_item} rows and copies only its rows [start, start + extent) back by DMA "
+                "(one copy per set bit of the extent), so no two items write one row")
+    elif worklist.write_backs:
+        text = (f"arbitrary ({reason}): the items' rows are written back by DMA, but the axis stays ordered")
     else:
         text = (f"arbitrary ({reason}): items share that resident output block, written back once after "
                 "the last item; each store is masked to the item's rows [start, start + extent), which "
                 "end at its segment's end, so an unaligned segment start never touches another "
-                "segment's rows (tiles start at the segment's begin, never aligned down)")
+                "segment's rows (tiles start at the segment's begin, never aligned down); not parallel: "
+                f"{worklist.isolation.reason}")
     return dataclasses.replace(worklist, store_isolation=text)

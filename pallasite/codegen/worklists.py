@@ -1,0 +1,23 @@
+"""Device code of a flattened worklist whose items write their own rows (plan/worklist_isolation.py)."""
+from __future__ import annotations
+
+
+def emit_item_write_back(k, write_back) -> None:
+    """After the item's body: copy its rows [start, start + extent) of the scratch to the
+    output in HBM. A copy's length is static, so one copy of 2^b rows per set bit b of the
+    extent, at the offset of the bits above it, each waited before the item ends."""
+    worklist = k.plan.worklist
+    start, extent = k.render(worklist.item_start), k.render(worklist.item_extent)
+    name = write_back.symbol.name
+    k.emit(f"# the item's rows of '{name}' go to HBM: only [{start}, {start} + {extent}), so no other "
+           "item's rows are touched")
+    for bit in reversed(range(write_back.bits)):
+        size = 1 << bit
+        k.emit(f"@pl.when(({extent} & {size}) != 0)")
+        k.emit(f"def _write_back_{name}_{size}():")
+        offset = f"({extent} >> {bit + 1}) << {bit + 1}" if bit + 1 < write_back.bits else "0"
+        k.emit(f"row = {offset}  # the rows of the higher bits come first", 2)
+        k.emit(f"copy = pltpu.make_async_copy({write_back.scratch}.at[pl.ds(row, {size})], "
+               f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size})], {write_back.semaphore}.at[0])", 2)
+        k.emit("copy.start()", 2)
+        k.emit("copy.wait()", 2)
