@@ -1,0 +1,63 @@
+"""The kernel emitter's own lowering of the op registry's STRUCTURAL ops (tile begins,
+ends, indices and counts, scalar arguments, subviews): each reads the emitter's state
+(grid axes, loop counters), so none is a `RULES` entry of codegen/lowering.py."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..ir import Node
+from .subviews import subview_text
+
+if TYPE_CHECKING:
+    from .kernel import KernelEmitter
+
+
+def _tile_step(emitter: KernelEmitter, dim) -> str:
+    """A grid tile counts steps with pl.program_id, an inner tile with its loop counter."""
+    frame = emitter.frame_of(dim)
+    if frame is None:
+        axis = emitter.plan.grid_axis_of[dim.id]
+        # inside pltpu.emit_pipeline, pl.program_id is the pipeline's own step
+        return emitter.grid_ids[axis] if emitter.pipeline_depth else f"pl.program_id({axis})"
+    return frame.counters[dim.id]
+
+
+def _scalar_arg(emitter: KernelEmitter, node: Node) -> str:
+    plan = emitter.plan
+    (operand,) = [o for o in (*plan.scalar_prefetch, *plan.scalar_inputs) if o.symbol is node.args[0]]
+    return f"{operand.ref_name}[0]"
+
+
+def _tile_begin(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    step = _tile_step(emitter, dim)
+    term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
+    return term if dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
+
+
+def _tile_id(emitter: KernelEmitter, node: Node) -> str:
+    return _tile_step(emitter, node.args[0])
+
+
+def _tile_end(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"jnp.minimum({begin} + {dim.block_size}, {emitter.render(dim.end)})"
+
+
+def _tile_index(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    begin = emitter.env[dim.begin_value.id]
+    return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
+
+
+def _tile_count(emitter: KernelEmitter, node: Node) -> str:
+    dim = node.args[0]
+    return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+
+
+STRUCTURAL_RULES = {
+    "subview": subview_text,
+    "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
+    "tile_index": _tile_index, "tile_count": _tile_count,
+}
