@@ -6,36 +6,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from pallasite.runtime.chips import chip_figures, default_chip
 import torch
 
-import pallasite
-import pallasite.language as hl
 from pallasite import exc
 from pallasite.autotune.cost_model import TERMS, CostEstimate, estimate
+from pallasite.runtime.chips import chip_figures, default_chip
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.causal import (  # noqa: E402
     BLOCKS, SEED_BATCH_BLOCK, SEED_MEASURED_TFLOPS, attention_masked, attention_pruned, seed_configs,
 )
+from plan_helpers import matmul  # the shared test matmul (inner K loop, no config)
 
 
 def _meta(*shape, dtype=torch.bfloat16, count=3):
     return tuple(torch.empty(*shape, dtype=dtype, device="meta") for _ in range(count))
-
-
-@pallasite.kernel
-def matmul(x, y):
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = acc
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -6,27 +6,14 @@ import pytest
 import torch
 
 import pallasite
-import pallasite.language as hl
 from pallasite import exc
 from pallasite.plan.vmem import SCOPED_VMEM_DEFAULT, buffer_bytes, padded_bytes
 from pallasite.testing import check_tpu_lowering, lowered_vmem_buffers
 
 from examples.attention import attention
+from plan_helpers import matmul  # the shared test matmul (inner K loop, no config)
 
 CHIPS = ("v5e", "v6e", "v7x")
-
-
-@pallasite.kernel
-def matmul(x, y):
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = acc
-    return out
 
 
 def _rand(*shape, dtype=torch.bfloat16, count=3):

@@ -12,6 +12,11 @@ from ..ir import RemoteBarrier, RemoteCopy, RemoteCopyStep
 DEVICE_ID_TYPE = "pl.DeviceIdType.LOGICAL"  # a flat rank, row-major over every mesh axis
 
 
+# The registry's STRUCTURAL ops written as statements here, not as values (`STRUCTURAL_RULES`
+# in codegen/structural.py holds the others).
+REMOTE_STATEMENTS = ("remote_copy", "remote_copy_start", "remote_copy_wait", "remote_barrier")
+
+
 def emit_remote(emitter, node, indent: int) -> None:
     remote = emitter.plan.remote
     if isinstance(node, RemoteCopy):
