@@ -33,3 +33,15 @@ def matmul(x, y):
             acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
         out[tile_m, tile_n] = acc
     return out
+
+
+def add_kernel(**options):
+    """An elementwise add, decorated with `options` (a fresh kernel per call)."""
+    @pallasite.kernel(**options)
+    def add(x, y):
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile([m, n]):
+            out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+        return out
+    return add

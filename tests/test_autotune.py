@@ -12,23 +12,13 @@ import pallasite.language as hl
 from pallasite import exc
 from pallasite.autotune.search import search
 from plan_helpers import matmul
+from plan_helpers import add_kernel as _add  # an elementwise add decorated with **options
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
-
-
-def _add(**options):
-    @pallasite.kernel(**options)
-    def add(x, y):
-        m, n = x.size()
-        out = torch.empty_like(x)
-        for tile_m, tile_n in hl.tile([m, n]):
-            out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
-        return out
-    return add
 
 
 ADD_ARGS = (torch.randn(64, 256), torch.randn(64, 256))
