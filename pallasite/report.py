@@ -25,7 +25,8 @@ from .plan.worklists import worklist_tables
 # The report's keys, in table order, with what each counts.
 FIELDS = {
     "pallas_calls": "pallas_calls in the kernel",
-    "grid_programs": "grid programs that run",
+    "grid_programs": "grid programs that do work (run an innermost tile or a store)",
+    "grid_steps": "grid programs launched, idle ones too (each costs a step's overhead)",
     "inner_tiles": "iterations of the innermost tile loops, all programs",
     "max_program_tiles": "most innermost iterations of one program",
     "hbm_bytes": "bytes moved between HBM and VMEM by the kernel",
@@ -54,6 +55,7 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     return {
         "pallas_calls": len(plan.calls),
         "grid_programs": sum(c.programs for c in counts),
+        "grid_steps": sum(c.grid_steps for c in counts),
         "inner_tiles": sum(c.inner_tiles for c in counts),
         "max_program_tiles": max((c.max_program_tiles for c in counts), default=0),
         "hbm_bytes": metrics.hbm_bytes,

@@ -125,6 +125,15 @@ def column_sums_into_lanes(x):
     return out
 
 
-def test_tile_id_on_the_last_dim_of_an_output_says_why_it_cannot_be_a_row():
-    with pytest.raises(exc.UnsupportedOperation, match="cannot select one position of a tensor's last dim"):
-        column_sums_into_lanes(randn(16, 256))
+def test_tile_id_on_the_last_dim_of_an_output_walks_the_row_tiles_innermost():
+    """`out[tn, tm.id]`: a block cannot select one lane, so `out`'s block is whole along
+    the last dim and the same for every tm; the plan walks tm innermost (each visit
+    writes its own column of the block) and says why."""
+    x = randn(16, 256)
+    torch.testing.assert_close(column_sums_into_lanes(x), x.reshape(2, 8, 256).sum(1).T)
+    call = only_call(column_sums_into_lanes, (x,))
+    assert [axis.dim.name for axis in call.grid] == ["tn", "tm"]
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+    assert call.grid_order_reason.startswith("'out' is written and keeps one block along 'tm'")
+    assert "cannot select one position of a tensor's last dim" in call.outputs[0].axes[1].reason
+    check_tpu_lowering(column_sums_into_lanes, (x,))

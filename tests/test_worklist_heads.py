@@ -221,3 +221,62 @@ def test_a_head_dependent_q_range_runs_per_segment_and_says_why(loop_type):
     torch.testing.assert_close(out, expected)
     if loop_type == "fori_loop":
         check_tpu_lowering(per_head_lengths, (q, offsets, lengths), block_sizes=[8], pallas_loop_type=loop_type)
+
+
+@pallasite.kernel
+def heads_scale(x, offsets):
+    """Segment x head programs with a store per head: `out[tile_q, h, :]`."""
+    total, heads, d = x.size()
+    out = torch.zeros_like(x)
+    for seq, h in hl.grid([offsets.size(0) - 1, heads]):
+        for tile_q in hl.tile(offsets[seq], offsets[seq + 1]):
+            out[tile_q, h, :] = x[tile_q, h, :] * 2.0 + h
+    return out
+
+
+def heads_scale_reference(x, offsets):
+    return x * 2.0 + torch.arange(x.size(1), dtype=x.dtype)[None, :, None]
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("flatten", [True, False], ids=["flattened", "per-segment"])
+def test_all_empty_segments_with_a_head_grid_return_the_empty_output(loop_type, flatten):
+    """Offsets [0, 0, 0] and a [0, H, D] input: the empty tensor goes to the call padded, and
+    the head's row block keeps the unit axis Mosaic squeezes (it was an IllegalBlockSize)."""
+    for heads in (2, 8):
+        x = torch.randn(0, heads, 128)
+        _, out = code_and_output(heads_scale, (x, offsets_of((0, 0))), block_sizes=[8],
+                                 pallas_loop_type=loop_type, pallas_flatten_worklist=flatten)
+        assert out.shape == (0, heads, 128)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_per_segment_head_grid_puts_the_heads_outside_on_its_own(loop_type):
+    """`pallas_flatten_worklist=False` on `hl.grid([n, H])`: each head's output block is
+    revisited by every segment, so the plan walks the segments innermost (heads outer)
+    without the user's `loop_orders`; the result is the flattened schedule's."""
+    x = torch.randn(sum(LENGTHS), HEADS, 128)
+    offsets = offsets_of(LENGTHS)
+    call = plan_of(heads_scale, (x, offsets), block_sizes=[8], pallas_loop_type=loop_type,
+                   pallas_flatten_worklist=False)
+    assert [axis.dim.name for axis in call.grid] == ["h", "seq"]
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+    assert "revisit" in call.grid_order_reason and "'out'" in call.grid_order_reason
+    _, per_segment = code_and_output(heads_scale, (x, offsets), block_sizes=[8], pallas_loop_type=loop_type,
+                                     pallas_flatten_worklist=False)
+    torch.testing.assert_close(per_segment, heads_scale_reference(x, offsets))
+    _, flat = code_and_output(heads_scale, (x, offsets), block_sizes=[8], pallas_loop_type=loop_type)
+    assert torch.equal(flat, per_segment)
+    if loop_type == "fori_loop":
+        check_tpu_lowering(heads_scale, (x, offsets), block_sizes=[8], pallas_loop_type=loop_type,
+                           pallas_flatten_worklist=False)
+
+
+def test_a_users_grid_order_that_makes_programs_overwrite_each_other_is_still_refused():
+    """The plan reorders only a grid the user did not order: an explicit `loop_orders` that
+    puts the revisiting axis outside keeps the error, which names the written tensor."""
+    x = torch.randn(sum(LENGTHS), HEADS, 128)
+    with pytest.raises(pallasite.exc.UnsupportedOperation, match="'out' is written with a block that does not "
+                                                                 "change along grid axis 0"):
+        code_and_output(heads_scale, (x, offsets_of(LENGTHS)), block_sizes=[8],
+                        pallas_flatten_worklist=False, loop_orders=[[0, 1]])

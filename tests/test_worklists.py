@@ -133,13 +133,19 @@ def test_schedule_report_counts_items_and_balances_load():
                                  pallas_worklist_grouping=grouping)
         items = sum(math.ceil(n / (grouping * block)) for n in lengths)
         assert report["grid_programs"] == items
+        # the grid is the static bound on items: the ones past the real count launch and do nothing
+        bound = plan_of(jagged_attention, (q, k, v, offsets), block_sizes=[block, block],
+                        pallas_worklist_grouping=grouping).worklist.max_items
+        assert report["grid_steps"] == bound > items
         assert report["inner_tiles"] == sum(per_tile.values())
         busiest = max(sum(per_tile.get((s, g * grouping + j), 0) for j in range(grouping))
                       for s, n in enumerate(lengths) for g in range(math.ceil(n / (grouping * block))))
         assert report["max_program_tiles"] == busiest
     off = schedule_report(jagged_attention, (q, k, v, offsets), block_sizes=[block, block],
                           pallas_flatten_worklist=False)
-    assert off["grid_programs"] == len(lengths)
+    # programs that do work: the empty segment's program runs no tile and stores nothing
+    assert off["grid_programs"] == sum(1 for n in lengths if n) == len(lengths) - 1
+    assert off["grid_steps"] == len(lengths)  # but it is launched
     assert off["max_program_tiles"] == sum(v for (s, _), v in per_tile.items() if s == 1)
 
 

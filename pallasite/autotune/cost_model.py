@@ -12,7 +12,7 @@ plus the documented figures JAX lacks):
     vector      = max(VALU ops / (VALU_SLOTS * clock), EUP pushes / clock,
                       VMEM vector stores / clock)
     compute     = max(mxu, vector) + min(mxu, vector) / chains
-    overhead    = (grid programs + pipelined inner steps) * STEP_OVERHEAD_S
+    overhead    = (grid steps launched + pipelined inner steps) * STEP_OVERHEAD_S
                   + drains * DRAIN_SIDES * MXU side / clock
     exposed_dma = bytes no pipeline hides (each streamed-loop run's first
                   input windows, the grid's first input and last output
@@ -142,7 +142,7 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
     return {
         "memory": metrics.hbm_bytes / bandwidth,
         "compute": max(mxu, vector) + min(mxu, vector) / chains,
-        "overhead": ((counts.programs + pipelined) * STEP_OVERHEAD_S
+        "overhead": ((counts.grid_steps + pipelined) * STEP_OVERHEAD_S
                      + counts.drains * DRAIN_SIDES * chip.mxu_side / chip.clock_hz),
         "exposed_dma": (exposed_bytes(call, counts) + (metrics.row_gather_bytes or 0)) / bandwidth,
     }

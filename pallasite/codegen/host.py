@@ -252,11 +252,14 @@ class HostEmitter:
         self.emit("    interpret=INTERPRET,")
         self.emit(f")({', '.join(args)})")
         for op in call.outputs:
+            text = self.current[op.symbol.id]
+            if op.view_shape is not None:
+                text += f".reshape({literal(op.padded_shape or tuple(op.symbol.shape))})"
             if op.padded_shape is not None:
                 window = ", ".join(f":{d}" for d in op.symbol.shape)
-                self.define(op.symbol, f"{self.current[op.symbol.id]}[{window}]  # drop the DMA padding")
-            elif op.view_shape is not None:
-                self.define(op.symbol, f"{self.current[op.symbol.id]}.reshape({literal(op.symbol.shape)})")
+                text += f"[{window}]  # drop the padding"
+            if text != self.current[op.symbol.id]:
+                self.define(op.symbol, text)
             self._after_write(op.symbol)
 
     def _emit_worklist(self, call: PallasCallPlan, worklist) -> None:
@@ -313,12 +316,12 @@ class HostEmitter:
         """An input as the kernel takes it: padded so every DMA window stays in bounds,
         or reshaped to the plan's view."""
         name = self.read(op.symbol)
+        if op.padded_shape is not None:
+            pads = ", ".join(f"(0, {p - d})" for p, d in zip(op.padded_shape, op.symbol.shape))
+            name = f"jnp.pad({name}, ({pads},))"
         if op.view_shape is not None:
             return f"{name}.reshape({literal(op.view_shape)})"
-        if op.padded_shape is None:
-            return name
-        pads = ", ".join(f"(0, {p - d})" for p, d in zip(op.padded_shape, op.symbol.shape))
-        return f"jnp.pad({name}, ({pads},))"
+        return name
 
     def _outputs_target(self, call: PallasCallPlan) -> str:
         names = []

@@ -5,13 +5,13 @@ import dataclasses
 import itertools
 
 from .. import exc
-from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, TileLoop, walk_nodes
+from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, walk_nodes
 from ..ir import FullSlice, cdiv
-from ..ir.sizes import SymbolicSize
 from .broadcasts import plan_pre_broadcasts
 from .reduction_loops import plan_reduction_loops
 from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
+from .grid_order import RevisitedBlock, plan_in_order
 from .host_indices import plan_host_index_checks
 from .loops import STRATEGIES, attach_streams, multi_dim_loops, plan_inner_loops, plan_scratch, strategy_named
 from .loops.streams import plan_streams, stream_operand
@@ -57,10 +57,10 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
                 defined.add(id(symbol))
                 symbol = view_bases.get(id(symbol))
         elif isinstance(step, DeviceLoopCall):
-            dims = step.loop.dims
-            order = loop_orders.get(step.loop.id, tuple(range(len(dims))))
-            calls.append(_plan_call(ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order,
-                                    loop_orders, mode, config, str(target.tpu.chip_version), view_bases))
+            plan_with = lambda order: _plan_call(  # noqa: E731
+                ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order, loop_orders, mode,
+                config, str(target.tpu.chip_version), view_bases)
+            calls.append(plan_in_order(step, loop_orders.get(step.loop.id), plan_with))
             for use in collect_uses(step):
                 if use.stores:
                     defined.add(id(use.symbol))
@@ -140,7 +140,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         if not use.stores:
             inputs.append(operand)
         elif not use.loads and id(use.symbol) not in defined:
-            _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location, "is written")
+            _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location, use.stores,
+                              reorderable=worklist is None)
             outputs.append(operand)
             output_axes.append((operand, used_axes))
         else:
@@ -151,7 +152,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             output_axes.append((operand, used_axes))
             updates.append(InPlaceUpdate(
                 use.symbol, in_operand.ref_name, operand.ref_name,
-                _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location),
+                _first_visit_axes(operand, used_axes, len(loop.dims), use.nodes[0].location, use.stores,
+                                  "is updated in place" if use.loads else "is written", worklist is None),
             ))
         for node in use.nodes:
             accesses[node.id] = plan_access(node, operand)
@@ -373,27 +375,29 @@ def _add_stream(stream, loop_plan, use, grid_axis_of, defined, inputs, outputs,
         accesses[node.id] = strategy.stream_access(node, stream)
 
 
-def _first_visit_axes(operand: Operand, used_axes: frozenset[int], rank: int, location,
-                      how: str = "is updated in place") -> tuple[int, ...]:
+def _first_visit_axes(operand: Operand, used_axes: frozenset[int], rank: int, location, stores: list,
+                      how: str = "is written", reorderable: bool = True) -> tuple[int, ...]:
     """Grid axes along which a written tensor's block stays the same.
 
     Its block is revisited on consecutive steps only if those axes are the
     innermost ones; otherwise the block would be written back and fetched
     again between visits, racing with itself (an output's revisit would even
     start from a stale buffer and overwrite what the earlier visit wrote).
+    (`stores`: the tensor's stores; `reorderable`: whether plan/grid_order.py may
+    reorder the grid to fix it — a worklist orders its own.)
     """
     unused = [a for a in range(rank) if a not in used_axes]
     if unused and unused != list(range(rank - len(unused), rank)):
         name = operand.symbol.name
         whole = "".join(f" Its axis {axis} is one whole block: {block.reason}."
                         for axis, block in enumerate(operand.axes) if block.reason)
-        raise exc.UnsupportedOperation(
+        raise RevisitedBlock(
             f"'{name}' {how} with a block that does not change along grid "
             f"axis {unused[0]}, which is not innermost, so programs would overwrite each "
             f"other's writes.{whole} Index '{name}' by every outer tile (a tile, or a row "
             "chosen by tile.id / tile.begin // block_size on a leading or second-to-last "
             "axis), or make that tile the last dimension of the loop.",
-            location,
+            location, operand, unused, stores, reorderable,
         )
     return tuple(unused)
 

@@ -88,11 +88,12 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     for axis, block in enumerate(blocks):
         axes.append(block)
         used |= grid_axes(block.index)
-        if block.kind is BlockKind.SQUEEZED and axis == rank - 2 and padded is None:
+        if block.kind is BlockKind.SQUEEZED and axis == rank - 2:
             # Each program owns one row: a unit axis after it makes the row a leading
-            # axis of the call's view, which Mosaic can squeeze.
+            # axis of the call's view, which Mosaic can squeeze (of the padded array,
+            # for an empty tensor).
             axes.append(AxisBlock(BlockKind.UNIT, 1, ZERO))
-            view_shape = (*symbol.shape[:axis + 1], 1, *symbol.shape[axis + 1:])
+            view_shape = (*array_shape[:axis + 1], 1, *array_shape[axis + 1:])
     operand = Operand(symbol, f"{symbol.name}_ref", Memory.VMEM_BLOCK, tuple(axes), padded, view_shape)
     return operand, frozenset(used)
 

@@ -78,8 +78,9 @@ class Operand:
     # The host pads it to this shape for the call (outputs are sliced back): hbm, so every
     # DMA window is in bounds; an empty tensor, so no block is empty.
     padded_shape: tuple[int, ...] | None = None
-    # vmem_block: the host reshapes it to this shape for the call (and back): a unit
-    # axis after a row chosen by a scalar, since Mosaic cannot squeeze a block's last two dims.
+    # vmem_block: the host reshapes it (after padding) to this shape for the call (and
+    # back): a unit axis after a row chosen by a scalar, since Mosaic cannot squeeze a
+    # block's last two dims.
     view_shape: tuple[int, ...] | None = None
 
     @property
@@ -89,7 +90,7 @@ class Operand:
     @property
     def call_shape(self) -> tuple[int, ...]:
         """The array's shape as the pallas_call sees it."""
-        return self.padded_shape or self.view_shape or tuple(self.symbol.shape)
+        return self.view_shape or self.padded_shape or tuple(self.symbol.shape)
 
 
 @dataclass(frozen=True)
@@ -549,6 +550,7 @@ class PallasCallPlan:
     # and why not (empty when the loop is no candidate at all)
     worklist: Any = None
     worklist_reason: str = ""
+    grid_order_reason: str = ""  # why the plan, not the user, ordered the grid ("" if it did not)
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)

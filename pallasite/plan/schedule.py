@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from .. import exc
-from ..ir import IfBlock, Load, ScalarIndex, TileDim, TileLoop, Value, cdiv
+from ..ir import IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv
 from ..ir.ops import OPS
 from ..ir.ops.definition import OpKind
 from .plans import PallasCallPlan
@@ -53,15 +53,16 @@ class LoopCount:
 
 @dataclass(frozen=True)
 class CallCounts:
-    programs: int  # grid programs that run (work items, for a worklist)
+    programs: int  # grid programs that do work: run an innermost tile or a store
     loops: dict[int, LoopCount]  # TileLoop id -> its count
     inner_tiles: int  # iterations of the innermost loops, over every program
     max_program_tiles: int  # the most innermost-loop iterations any one program runs
     flops: int  # MXU flops of the contractions executed (block-shaped: padding included)
     vector: VectorWork = NO_VECTOR_WORK  # VPU/EUP work executed, in vregs (plan/vector_work.py)
     f32_flops: int = 0  # the part of `flops` whose factors are float32 (slower on the MXU)
-    program_tiles: tuple[int, ...] = ()  # innermost iterations of each program, in `programs` order
+    program_tiles: tuple[int, ...] = ()  # innermost iterations of each grid step, in grid order
     drains: int = 0  # contractions and reductions executed: each drains a pipeline before its user
+    grid_steps: int = 0  # grid programs launched, idle ones too (an empty segment, an item past the count)
 
 
 class ScalarValues:
@@ -150,21 +151,11 @@ def _cannot(operand, why: str) -> exc.UnsupportedOperation:
 def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[int, tuple[int, int, int]]]:
     """The environment of each program the call runs: its grid tiles' begins.
 
-    The one place a schedule's programs are enumerated. A flattened worklist's grid
-    is a static bound; only its real items (extent > 0) do work and are yielded (the
-    item's owner and rows are read from its tables by the loop bounds)."""
+    The one place a schedule's programs are enumerated, in grid order. A flattened
+    worklist's grid is a static bound: the items past the real count have extent 0,
+    so their q loop runs no tile (the item's owner and rows are read from its tables
+    by the loop bounds)."""
     axes = call.grid
-    if call.worklist is not None:
-        extents = tables[call.worklist.extent]
-        *heads, items = axes  # other grid axes (heads) walk the items each
-        dim = items.dim
-        for step in itertools.product(*(range(axis.num_blocks) for axis in heads)):
-            env = {axis.dim.id: (axis.dim.begin + i * axis.dim.block_size, axis.dim.begin, axis.dim.end)
-                   for axis, i in zip(heads, step)}
-            for item, extent in enumerate(extents):
-                if extent > 0:
-                    yield {**env, dim.id: (item, 0, dim.end)}
-        return
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}
         for axis, index in zip(axes, step):
@@ -178,22 +169,23 @@ def count_call(call: PallasCallPlan, tables: Mapping[Any, Any],
     """`mxu`: the chip's MXU width and accumulators per MXU (`VectorCounter`)."""
     values = ScalarValues(tables)
     tally = _Tally(VectorCounter(call.call.loop.body, mxu))
-    program_count = 0
+    busy = 0
     per_program = []
     for env in programs(call, tables):
-        program_count += 1
-        before = tally.inner_tiles
+        tiles, stores = tally.inner_tiles, tally.stores
         tally.walk(call.call.loop.body, env, values, 1)
-        per_program.append(tally.inner_tiles - before)
+        per_program.append(tally.inner_tiles - tiles)
+        busy += per_program[-1] > 0 or tally.stores > stores
     loops = {loop_id: LoopCount(*counts) for loop_id, counts in tally.loops.items()}
-    return CallCounts(program_count, loops, tally.inner_tiles, max(per_program, default=0), tally.flops,
-                      tally.vector, tally.f32_flops, tuple(per_program), tally.drains)
+    return CallCounts(busy, loops, tally.inner_tiles, max(per_program, default=0), tally.flops,
+                      tally.vector, tally.f32_flops, tuple(per_program), tally.drains, len(per_program))
 
 
 class _Tally:
     def __init__(self, vectors: VectorCounter):
         self.vectors = vectors
         self.drains = 0
+        self.stores = 0  # Store nodes executed
         self.loops: dict[int, list[int]] = {}  # loop id -> [runs, tiles, busy runs]
         self.inner_tiles = 0
         self.flops = 0
@@ -206,8 +198,10 @@ class _Tally:
         work = self._work.get(id(body))
         if work is None:
             work = self._work[id(body)] = (_body_flops(body), _body_flops(body, f32_only=True),
-                                           _body_vector_work(body, self.vectors), _body_drains(body))
-        flops, f32_flops, vector, drains = work
+                                           _body_vector_work(body, self.vectors), _body_drains(body),
+                                           _body_stores(body))
+        flops, f32_flops, vector, drains, stores = work
+        self.stores += runs * stores
         self.flops += runs * flops
         self.f32_flops += runs * f32_flops
         self.vector += vector * runs
@@ -270,6 +264,12 @@ def _body_vector_work(body: list, vectors: VectorCounter) -> VectorWork:
         elif not isinstance(item, TileLoop):
             total += vectors.work(item)
     return total
+
+
+def _body_stores(body: list) -> int:
+    """Stores of one run of `body`'s own nodes (an `if`'s branches both counted: an upper bound)."""
+    return sum(_body_stores(item.then_body) + _body_stores(item.else_body) if isinstance(item, IfBlock)
+               else isinstance(item, Store) for item in body)
 
 
 def _body_drains(body: list) -> int:
