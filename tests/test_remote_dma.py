@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = {
     # 4 and 8 devices (unroll) run in test_examples.py too
     "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
-                   "slot_index 4", "race_under_shard_map 4"],
+                   "slot_index 4", "race_under_shard_map 4", "device_out_of_mesh 4", "device_out_of_mesh 8"],
     # examples/ring_attention.py's own CASES run in tests/test_examples.py; these are the others
     "attention": ["attention 4 f32 causal", "attention 2x2 f32 causal", "lowering attention_1d"],
 }
@@ -211,4 +211,64 @@ def test_index_modulo_a_constant_needs_no_runtime_check():
     all-gather's slot needs no check; `me` itself (read from data) does."""
     from examples.ring_all_gather import ring_all_gather, shard_inputs
     (call,) = ring_all_gather.bind(shard_inputs()).plan().calls
-    assert [check.message.split(": ")[0] for check in call.range_checks] == ["out[me, :, :]"]
+    assert [check.message.split(": ")[0] for check in call.range_checks if not check.mesh_rank] == ["out[me, :, :]"]
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def _push_past_the_mesh(acc: torch.Tensor, recv: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    for _ in hl.grid(1):
+        me = rank[0]
+        hl.remote_barrier(me - 1)
+        copy = hl.make_async_remote_copy(acc, 0, me + 1, recv, 0)  # no "% n"
+        copy.start()
+        copy.wait()
+    return recv
+
+
+def test_runtime_device_id_is_checked_against_the_mesh():
+    """A device id the data decides is a RangeCheck against the mesh's device count, which
+    the generated code reads from JAX when traced under shard_map (multi-device runs:
+    remote_dma_cases.device_out_of_mesh); checked before the barrier's signals and the copy."""
+    bound = _push_past_the_mesh.bind((torch.zeros(2, 8, 128), torch.zeros(2, 8, 128),
+                                      torch.zeros(1, dtype=torch.int32)))
+    (call,) = bound.plan().calls
+    devices = [check for check in call.range_checks if check.mesh_rank]
+    assert [check.message.split(" is ")[0] for check in devices] == [
+        "hl.remote_barrier: peer (me - 1)", "hl.make_async_remote_copy: device_id (me + 1)"]
+    assert all("the mesh has {limit} devices" in check.message for check in devices)
+    code = bound.to_code()
+    assert code.count("limit=CHECKS.mesh_devices()") == 2
+    assert code.index("CHECKS.device_id(") < code.index("pltpu.semaphore_signal(")
+    assert code.rindex("CHECKS.device_id(") < code.index("pltpu.make_async_remote_copy(")
+
+
+def test_ring_device_ids_modulo_n_are_checked_when_traced():
+    """`(me + 1) % n` lies in [0, n): the plan records that interval, and the generated
+    check needs no run-time callback when the mesh has at least n devices."""
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+    (call,) = ring_all_gather.bind(shard_inputs()).plan().calls
+    devices = [check for check in call.range_checks if check.mesh_rank]
+    assert devices and all(check.bounds == (0, 3) for check in devices)
+    from pallasite.runtime.checks import RangeChecks
+    checks = RangeChecks({0: ("device_id (right) is {lo} but the mesh has {limit} devices", "f.py:1")})
+    assert checks.device_id(0, 3, limit=4, bounds=(0, 3)) == 3  # no callback: proven in range
+    with pytest.raises(exc.IndexingError, match=r"device_id \(right\) is 5 but the mesh has 4 devices"):
+        checks.device_id(0, 5, limit=4, bounds=(5, 5))  # certainly outside: an error when traced
+
+
+@pytest.mark.parametrize("where", ["copy", "barrier"])
+def test_negative_constant_device_id(where):
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def to_minus_one(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            if where == "copy":
+                copy = hl.make_async_remote_copy(a, 0, -1, a, 1)
+                copy.start()
+                copy.wait()
+            else:
+                hl.remote_barrier([rank[0], -1])
+        return a
+
+    with pytest.raises(exc.IndexingError, match=r"is -1; device ids are flat ranks in \[0, devices\)") as info:
+        to_minus_one.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32))).plan()
+    assert info.value.location is not None and "-1" in info.value.location.text

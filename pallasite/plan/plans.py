@@ -509,6 +509,14 @@ class RangeCheck:
     # a worklist whose items write their own rows in parallel: segments that end before they
     # begin (decreasing offsets, so rows of two items overlap), which must be none (limit 1)
     worklist_overlaps: bool = False
+    # a device id of a remote copy or barrier (`device`: the int or Value, `node_id` unset,
+    # `remote_node`: the copy or barrier): it must lie in [0, devices), the device count of
+    # the mesh the kernel is traced under (`limit` is 0: the generated code reads it from
+    # JAX); `bounds` is its interval when planning computes one (checked when traced)
+    mesh_rank: bool = False
+    device: Any = None
+    remote_node: int | None = None
+    bounds: tuple[int, int] | None = None
 
     def describe(self, lo: int, hi: int, limit: int) -> str:
         """The message for values [lo, hi) seen against the call's `limit`."""
