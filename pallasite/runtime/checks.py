@@ -44,6 +44,8 @@ import numpy as np
 from jax.experimental import io_callback
 
 _OK = jax.ShapeDtypeStruct((), jnp.int32)
+_RUN_FAILS = ("interpret mode fails the run on that rank; inside pallasite.range_checked() "
+              "this is raised as pallasite.exc.ShapeMismatch")
 
 # range_checked() blocks, innermost last: (RangeChecks, check id, lo, hi, limit) found in them
 _BLOCKS: list[list] = []
@@ -100,7 +102,7 @@ class RangeChecks:
             text = message.format(lo=value, hi=value, limit=limit)
             location = self.locations.get(check_id)
             raise exc.IndexingError(text if location is not None else f"{where}: {text}", location)
-        ok = io_callback(lambda rank: self._check(check_id, rank, rank + 1, limit, "the run fails"), _OK, device)
+        ok = io_callback(lambda rank: self._check(check_id, rank, rank + 1, limit, _RUN_FAILS), _OK, device)
         return jnp.where(ok != 0, device, limit)
 
     @staticmethod
