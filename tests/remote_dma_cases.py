@@ -103,18 +103,20 @@ def untouched_rows(devices: str) -> None:
 
     n = int(devices)
     mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
-    buf = np.random.default_rng(1).standard_normal((n, 3, 8, 128)).astype(np.float32)
 
     def body(buf_shard, rank_shard):
         return shift_one_row.jax_fn(buf_shard[0], rank_shard, n)[0][None]
 
     step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
     sharding = NamedSharding(mesh, P("x"))
-    args = [jax.device_put(a, sharding) for a in (jnp.asarray(buf), jnp.arange(n, dtype=jnp.int32))]
-    result = np.asarray(_race_free(step, *args))
-    expected = buf.copy()
-    expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)  # device d's row 1 is device d-1's row 0
-    np.testing.assert_array_equal(result, expected)
+    # twice: the barrier (one semaphore per kernel) is reusable across invocations
+    for seed in (1, 5):
+        buf = np.random.default_rng(seed).standard_normal((n, 3, 8, 128)).astype(np.float32)
+        args = [jax.device_put(a, sharding) for a in (jnp.asarray(buf), jnp.arange(n, dtype=jnp.int32))]
+        result = np.asarray(_race_free(step, *args))
+        expected = buf.copy()
+        expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)  # device d's row 1 is device d-1's row 0
+        np.testing.assert_array_equal(result, expected)
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
@@ -316,6 +318,8 @@ def device_out_of_mesh(devices: str) -> None:
         assert "copy = hl.make_async_remote_copy(acc, 0, n, recv, 0)" in str(err), str(err)
     else:
         raise AssertionError("a constant device id outside the mesh was traced")
+    if size == 8:
+        return  # a good 8-device ring runs in all_gather("8")
     result = _race_free(run, 2, size)  # after the failures, a good ring: (me + 1) % size
     np.testing.assert_array_equal(result[:, 0], np.roll(acc[:, 0], 1, axis=0))
     np.testing.assert_array_equal(result[:, 1], 0)
