@@ -273,3 +273,21 @@ def test_negative_constant_device_id(where):
     with pytest.raises(exc.IndexingError, match=r"is -1; device ids are flat ranks in \[0, devices\)") as info:
         to_minus_one.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32))).plan()
     assert info.value.location is not None and "-1" in info.value.location.text
+
+
+def test_race_detector_setting_takes_effect_after_reset(monkeypatch):
+    """PALLASITE_INTERPRET_DETECT_RACES is read when a variant compiles: kernel.reset()
+    makes a remote kernel's next variant use it (its DMAs stay eager either way)."""
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+    from pallasite.runtime import interpret
+    seen = []
+    try:
+        for flag in ("0", "1"):
+            monkeypatch.setenv(interpret.RACES_ENV, flag)
+            ring_all_gather.reset()
+            compiled = ring_all_gather.bind(shard_inputs()).compile_config({})
+            params = compiled.module.INTERPRET
+            seen.append((params.detect_races, params.dma_execution_mode))
+    finally:
+        ring_all_gather.reset()
+    assert seen == [(False, "eager"), (True, "eager")]
