@@ -325,6 +325,28 @@ def device_out_of_mesh(devices: str) -> None:
     np.testing.assert_array_equal(result[:, 1], 0)
 
 
+def ring_benchmark(mesh: str) -> None:
+    """benchmarks/ring.py's baseline (one kernel call per hop, K/V moved by jax.lax.ppermute
+    between calls) matches unsharded attention, and its TPU model prints a hop per chip."""
+    import contextlib
+    import io
+
+    from benchmarks import ring as bench
+    from examples import ring_attention as example
+
+    mesh_shape = tuple(int(size) for size in mesh.split("x"))
+    q, k, v = example.example_inputs(int(np.prod(mesh_shape)), torch.bfloat16, 16)
+    step, inputs = bench.ppermute_attention(*(example.to_jax(t) for t in (q, k, v)), mesh_shape, True)
+    result = torch.from_numpy(np.asarray(_race_free(step, *inputs), dtype=np.float32))
+    atol, rtol = example.TOLERANCES[torch.bfloat16]
+    torch.testing.assert_close(result, example.reference(q, k, v, True).float(), atol=atol, rtol=rtol)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        bench.modelled_hops(16, 128, [(mesh, 2 * 16 * 128 * 2, 1)])
+    rows = [line for line in printed.getvalue().splitlines() if line.split()[:1] in (["v5e"], ["v6e"], ["v7x"])]
+    assert len(rows) == 3 and all(str(2 * 16 * 128 * 2) in row for row in rows), printed.getvalue()
+
+
 def lowering(name: str) -> None:
     """The kernel lowers to Mosaic for v5e/v6e/v7x as every device of the mesh runs it."""
     from pallasite.testing import check_tpu_lowering

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = {
     "mesh": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
              "slot_index 4", "race_under_shard_map 4", "device_out_of_mesh 4", "device_out_of_mesh 8",
-             "attention 2x2 f32 causal", "lowering attention_1d"],
+             "attention 2x2 f32 causal", "lowering attention_1d", "ring_benchmark 2x2"],
 }
 
 
@@ -34,7 +34,8 @@ GROUPS = {
 def test_on_cpu_mesh(group):
     """Each case matches its numpy/torch reference, race-detector clean (4- and 8-device
     meshes, 2x2 for the 2-D ring); 'lowering' exports the shard_mapped 1-D kernel for TPU
-    (the examples' own meshes are lowered in tests/test_examples.py)."""
+    (the examples' own meshes are lowered in tests/test_examples.py); 'ring_benchmark'
+    checks benchmarks/ring.py's ppermute baseline and TPU model."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, "-m", "tests.remote_dma_cases", *GROUPS[group]], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
