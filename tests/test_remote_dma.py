@@ -292,3 +292,17 @@ def test_race_detector_setting_takes_effect_after_reset(monkeypatch):
     finally:
         ring_all_gather.reset()
     assert seen == [(False, "eager"), (True, "eager")]
+
+
+def test_causal_ring_attention_skips_future_blocks():
+    """Causal: a block from a later rank is skipped (its compute under a branch taken only
+    when `origin <= me`), not computed and masked; non-causal has no branch."""
+    from examples.ring_attention import ring_attention, shard_inputs
+    import re
+    causal = ring_attention.bind(shard_inputs()).to_code()
+    assert len(re.findall(r"condition\w* = origin\w* <= me\n", causal)) == 4  # every hop of the 2x2 ring
+    branches = re.findall(r"def (if_true\w*)\(\):(.*?)def if_false", causal, re.S)
+    assert len(branches) == 4 and all("lax.dot_general" in body for _, body in branches)
+    assert all(f"lax.cond(condition{name[7:]}, {name}, " in causal for name, _ in branches)
+    plain = ring_attention.bind((*shard_inputs()[:-1], False)).to_code()
+    assert "lax.cond(" not in plain and plain.count("lax.dot_general") == 2 * 4
