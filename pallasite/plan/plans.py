@@ -509,10 +509,8 @@ class RangeCheck:
     # a worklist whose items write their own rows in parallel: segments that end before they
     # begin (decreasing offsets, so rows of two items overlap), which must be none (limit 1)
     worklist_overlaps: bool = False
-    # a device id of a remote copy or barrier (`device`: the int or Value, `node_id` unset,
-    # `remote_node`: the copy or barrier): it must lie in [0, devices), the device count of
-    # the mesh the kernel is traced under (`limit` is 0: the generated code reads it from
-    # JAX); `bounds` is its interval when planning computes one (checked when traced)
+    # a remote copy's or barrier's (`remote_node`) device id (`device`, an int or Value) in
+    # [0, the traced mesh's device count) (plan/remote_copies.py); `bounds`: its interval
     mesh_rank: bool = False
     device: Any = None
     remote_node: int | None = None
