@@ -20,12 +20,13 @@ from pallasite.plan.remote_copies import COLLECTIVE_ID_LIMIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# One subprocess (JAX's start costs ~5 s of the 2 cores). The all-gather's 4- and 8-device
+# runs (unroll) and examples/ring_attention.py's own CASES (1-D f32/bf16, causal or not, on
+# 4 and 8 devices; 2x2) run in tests/test_examples.py; these are the others.
 GROUPS = {
-    # 4 and 8 devices (unroll) run in test_examples.py too
-    "all_gather": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
-                   "slot_index 4", "race_under_shard_map 4"],
-    # examples/ring_attention.py's own CASES run in tests/test_examples.py; these are the others
-    "attention": ["attention 4 f32 causal", "attention 2x2 f32 causal", "lowering attention_1d"],
+    "mesh": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
+             "slot_index 4", "race_under_shard_map 4", "device_out_of_mesh 4", "device_out_of_mesh 8",
+             "attention 2x2 f32 causal", "lowering attention_1d", "ring_benchmark 2x2"],
 }
 
 
@@ -33,7 +34,8 @@ GROUPS = {
 def test_on_cpu_mesh(group):
     """Each case matches its numpy/torch reference, race-detector clean (4- and 8-device
     meshes, 2x2 for the 2-D ring); 'lowering' exports the shard_mapped 1-D kernel for TPU
-    (the examples' own meshes are lowered in tests/test_examples.py)."""
+    (the examples' own meshes are lowered in tests/test_examples.py); 'ring_benchmark'
+    checks benchmarks/ring.py's ppermute baseline and TPU model."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, "-m", "tests.remote_dma_cases", *GROUPS[group]], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -211,4 +213,96 @@ def test_index_modulo_a_constant_needs_no_runtime_check():
     all-gather's slot needs no check; `me` itself (read from data) does."""
     from examples.ring_all_gather import ring_all_gather, shard_inputs
     (call,) = ring_all_gather.bind(shard_inputs()).plan().calls
-    assert [check.message.split(": ")[0] for check in call.range_checks] == ["out[me, :, :]"]
+    assert [check.message.split(": ")[0] for check in call.range_checks if not check.mesh_rank] == ["out[me, :, :]"]
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def _push_past_the_mesh(acc: torch.Tensor, recv: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    for _ in hl.grid(1):
+        me = rank[0]
+        hl.remote_barrier(me - 1)
+        copy = hl.make_async_remote_copy(acc, 0, me + 1, recv, 0)  # no "% n"
+        copy.start()
+        copy.wait()
+    return recv
+
+
+def test_runtime_device_id_is_checked_against_the_mesh():
+    """A device id the data decides is a RangeCheck against the mesh's device count, which
+    the generated code reads from JAX when traced under shard_map (multi-device runs:
+    remote_dma_cases.device_out_of_mesh); checked before the barrier's signals and the copy."""
+    bound = _push_past_the_mesh.bind((torch.zeros(2, 8, 128), torch.zeros(2, 8, 128),
+                                      torch.zeros(1, dtype=torch.int32)))
+    (call,) = bound.plan().calls
+    devices = [check for check in call.range_checks if check.mesh_rank]
+    assert [check.message.split(" is ")[0] for check in devices] == [
+        "hl.remote_barrier: peer (me - 1)", "hl.make_async_remote_copy: device_id (me + 1)"]
+    assert all("the mesh has {limit} devices" in check.message for check in devices)
+    code = bound.to_code()
+    assert code.count("limit=CHECKS.mesh_devices()") == 2
+    assert code.index("CHECKS.device_id(") < code.index("pltpu.semaphore_signal(")
+    assert code.rindex("CHECKS.device_id(") < code.index("pltpu.make_async_remote_copy(")
+
+
+def test_ring_device_ids_modulo_n_are_checked_when_traced():
+    """`(me + 1) % n` lies in [0, n): the plan records that interval, and the generated
+    check needs no run-time callback when the mesh has at least n devices."""
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+    (call,) = ring_all_gather.bind(shard_inputs()).plan().calls
+    devices = [check for check in call.range_checks if check.mesh_rank]
+    assert devices and all(check.bounds == (0, 3) for check in devices)
+    from pallasite.runtime.checks import RangeChecks
+    checks = RangeChecks({0: ("device_id (right) is {lo} but the mesh has {limit} devices", "f.py:1")})
+    assert checks.device_id(0, 3, limit=4, bounds=(0, 3)) == 3  # no callback: proven in range
+    with pytest.raises(exc.IndexingError, match=r"device_id \(right\) is 5 but the mesh has 4 devices"):
+        checks.device_id(0, 5, limit=4, bounds=(5, 5))  # certainly outside: an error when traced
+
+
+@pytest.mark.parametrize("where", ["copy", "barrier"])
+def test_negative_constant_device_id(where):
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def to_minus_one(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            if where == "copy":
+                copy = hl.make_async_remote_copy(a, 0, -1, a, 1)
+                copy.start()
+                copy.wait()
+            else:
+                hl.remote_barrier([rank[0], -1])
+        return a
+
+    with pytest.raises(exc.IndexingError, match=r"is -1; device ids are flat ranks in \[0, devices\)") as info:
+        to_minus_one.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32))).plan()
+    assert info.value.location is not None and "-1" in info.value.location.text
+
+
+def test_race_detector_setting_takes_effect_after_reset(monkeypatch):
+    """PALLASITE_INTERPRET_DETECT_RACES is read when a variant compiles: kernel.reset()
+    makes a remote kernel's next variant use it (its DMAs stay eager either way)."""
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+    from pallasite.runtime import interpret
+    seen = []
+    try:
+        for flag in ("0", "1"):
+            monkeypatch.setenv(interpret.RACES_ENV, flag)
+            ring_all_gather.reset()
+            compiled = ring_all_gather.bind(shard_inputs()).compile_config({})
+            params = compiled.module.INTERPRET
+            seen.append((params.detect_races, params.dma_execution_mode))
+    finally:
+        ring_all_gather.reset()
+    assert seen == [(False, "eager"), (True, "eager")]
+
+
+def test_causal_ring_attention_skips_future_blocks():
+    """Causal: a block from a later rank is skipped (its compute under a branch taken only
+    when `origin <= me`), not computed and masked; non-causal has no branch."""
+    from examples.ring_attention import ring_attention, shard_inputs
+    import re
+    causal = ring_attention.bind(shard_inputs()).to_code()
+    assert len(re.findall(r"condition\w* = origin\w* <= me\n", causal)) == 4  # every hop of the 2x2 ring
+    branches = re.findall(r"def (if_true\w*)\(\):(.*?)def if_false", causal, re.S)
+    assert len(branches) == 4 and all("lax.dot_general" in body for _, body in branches)
+    assert all(f"lax.cond(condition{name[7:]}, {name}, " in causal for name, _ in branches)
+    plain = ring_attention.bind((*shard_inputs()[:-1], False)).to_code()
+    assert "lax.cond(" not in plain and plain.count("lax.dot_general") == 2 * 4

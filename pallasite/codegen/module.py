@@ -80,7 +80,8 @@ def _checks_table(checks) -> str:
         "# In interpret mode the kernel checks each where it is used (a TPU does not);",
         "# a range outside its tensor skips the access and the call raises",
         "# pallasite.exc.ShapeMismatch with the message below ({limit}: the size it",
-        "# was checked against, passed where it is checked).",
+        "# was checked against, passed where it is checked; a device id's is the",
+        "# device count of the mesh the kernel is traced under).",
         "CHECKS = RangeChecks({",
     ]
     for check in checks:

@@ -38,6 +38,16 @@ def _scalar(recorder: Any, item: Any, what: str) -> Any:
                                    recorder.location)
 
 
+def _device(recorder: Any, item: Any, what: str) -> Any:
+    """A device id: an int in [0, devices) (the mesh's size is checked when traced under
+    `jax.shard_map`, plan/remote_copies.py) or an integer device scalar."""
+    peer = _scalar(recorder, item, what)
+    if isinstance(peer, int) and peer < 0:
+        raise exc.IndexingError(f"{what} is {peer}; device ids are flat ranks in [0, devices) (they do not wrap).",
+                                recorder.location)
+    return peer
+
+
 def _index(recorder: Any, index: Any, symbol, what: str) -> tuple:
     items = () if index is None else tuple(index) if isinstance(index, (tuple, list)) else (index,)
     if len(items) > len(symbol.shape):
@@ -75,7 +85,7 @@ def remote_copy(recorder: Any, src: Any, src_index: Any, device_id: Any, dst: An
             f"{dst_symbol.name}[{len(dst_items)} indices] {dst_count} {dst_symbol.dtype} elements "
             f"{list(dst_symbol.shape[len(dst_items):])}; a remote copy moves one contiguous region, so they "
             "must agree in dtype and element count.", recorder.location)
-    peer = _scalar(recorder, device_id, "device_id")
+    peer = _device(recorder, device_id, "device_id")
     sites = getattr(recorder, "_remote_sites", 0)
     recorder._remote_sites = sites + 1
     node = RemoteCopy("remote_copy", (peer, *src_items, *dst_items), {}, [], recorder.location,
@@ -125,9 +135,9 @@ def remote_barrier(recorder: Any, device_ids: Any) -> None:
     if isinstance(device_ids, DeviceTensor) and len(device_ids.value.shape) == 1:
         peers = _peers_of_slice(recorder, device_ids)
     elif isinstance(device_ids, (list, tuple)):
-        peers = [_scalar(recorder, item, "hl.remote_barrier peer") for item in device_ids]
+        peers = [_device(recorder, item, "hl.remote_barrier peer") for item in device_ids]
     else:
-        peers = [_scalar(recorder, device_ids, "hl.remote_barrier peer")]
+        peers = [_device(recorder, device_ids, "hl.remote_barrier peer")]
     if not peers:
         raise exc.UnsupportedOperation("hl.remote_barrier needs at least one peer.", recorder.location)
     recorder._device_body_stack[-1].append(RemoteBarrier("remote_barrier", tuple(peers), {}, [],

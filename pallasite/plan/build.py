@@ -20,7 +20,8 @@ from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, w
 from .masks import plan_masks
 from .subviews import plan_subviews
 from .row_gathers import plan_row_gather
-from .remote_copies import check_whole_operand, plan_remote, remote_index_checks, remote_symbols
+from .remote_copies import (check_whole_operand, plan_remote, remote_device_checks, remote_index_checks,
+                            remote_symbols)
 from .memory import check_block_legality, collect_uses, plan_access, plan_operand
 from .plans import (
     Access, BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget,
@@ -218,6 +219,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
                       *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
                       *(remote_index_checks(loop.body, check_ids) if remote else ()),
+                      *(remote_device_checks(loop.body, check_ids) if remote else ()),
                       *([worklist_overlap_check(worklist, next(check_ids), loop.location)]
                         if worklist and grid[worklist.item_axis].semantics is Semantics.PARALLEL else [])),
         looped_reductions=looped.finish(accesses),

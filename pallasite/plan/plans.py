@@ -510,6 +510,12 @@ class RangeCheck:
     # a worklist whose items write their own rows in parallel: segments that end before they
     # begin (decreasing offsets, so rows of two items overlap), which must be none (limit 1)
     worklist_overlaps: bool = False
+    # a remote copy's or barrier's (`remote_node`) device id (`device`, an int or Value) in
+    # [0, the traced mesh's device count) (plan/remote_copies.py); `bounds`: its interval
+    mesh_rank: bool = False
+    device: Any = None
+    remote_node: int | None = None
+    bounds: tuple[int, int] | None = None
 
     def describe(self, lo: int, hi: int, limit: int) -> str:
         """The message for values [lo, hi) seen against the call's `limit`."""

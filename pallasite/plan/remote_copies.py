@@ -22,10 +22,19 @@ Decisions, all recorded in `RemotePlan` for codegen to consume:
   mode checks it before the descriptor is built and, outside, copies row 0
   instead (the copy still pairs up with its peer's, so no device waits forever)
   and the call raises; one whose range planning can compute is checked here.
-  A runtime `device_id` is not range-checked: the mesh size is unknown when
-  planning, and sending to a substitute device would leave the intended peer
-  waiting for a receive forever (interpret mode's DMA fails on a rank outside
-  the mesh; a TPU does not check).
+- A device id (of a copy or a barrier peer) must lie in [0, devices), the
+  device count of the mesh the kernel runs under, which only tracing under
+  `jax.shard_map` knows: each is a `RangeCheck` with `mesh_rank` set
+  (`remote_device_checks`) and, when planning computes one, its interval
+  (`(me + 1) % n`: [0, n - 1]). The generated code checks it when traced
+  (`CHECKS.device_id`): an interval inside the mesh costs nothing, one outside
+  it is an error then, and otherwise interpret mode checks the value at run
+  time. A violation is recorded (the call raises, or warns, as for an index) and
+  the id is replaced by the first rank outside the mesh, so interpret mode's DMA
+  or signal fails the whole run at once (a substitute rank inside the mesh would
+  leave the intended peer waiting forever, and the interpreter takes a negative
+  rank for the last device). A negative constant is an error when traced; a TPU
+  does not check.
 """
 from __future__ import annotations
 
@@ -181,5 +190,31 @@ def remote_index_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
     return tuple(checks)
 
 
+def remote_device_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
+    """One check per device id of a copy or a barrier peer, against the mesh's device
+    count (known when traced); a computed interval that starts below 0 is an error now."""
+    checks = []
+    for node in walk_nodes(body):
+        if isinstance(node, RemoteCopy):
+            what, ids = "hl.make_async_remote_copy: device_id", (node.device_id,)
+        elif isinstance(node, RemoteBarrier):
+            what, ids = "hl.remote_barrier: peer", node.args
+        else:
+            continue
+        for device in ids:
+            text = describe(device)
+            bounds = scalar_interval(device)
+            if bounds is not None and bounds[0] < 0:
+                raise exc.IndexingError(
+                    f"{what} ({text}) covers [{bounds[0]}, {bounds[1]}]; device ids are flat ranks in "
+                    "[0, devices) (they do not wrap).", node.location)
+            text = text.replace("{", "{{").replace("}", "}}")
+            message = (f"{what} ({text}) is {{lo}} but the mesh has {{limit}} devices; device ids are flat "
+                       "ranks in [0, {limit}), row-major over the mesh axes (they do not wrap).")
+            checks.append(RangeCheck(next(check_ids), 0, message, node.location, mesh_rank=True, device=device,
+                                     remote_node=node.id, bounds=bounds))
+    return tuple(checks)
+
+
 __all__ = ["COLLECTIVE_ID_LIMIT", "RemoteCopySite", "RemotePlan", "check_whole_operand", "copies_of",
-           "plan_remote", "remote_index_checks", "remote_symbols", "synthetic_accesses"]
+           "plan_remote", "remote_device_checks", "remote_index_checks", "remote_symbols", "synthetic_accesses"]

@@ -10,6 +10,7 @@ the range is used:
     row = CHECKS.index(1, row, limit=128)                                    # row 0 if outside
     idx = CHECKS.indices(2, idx, idx_valid, limit=table_size0)               # all 0 if one is outside
     idx = CHECKS.host_indices(3, idx, limit=x_size0)                         # host x[idx]: JAX would clamp
+    right = CHECKS.device_id(4, right, limit=CHECKS.mesh_devices(), bounds=(0, 7))  # a remote copy's peer
 
 A host callback compares the values with `limit`, the tensor's size at this
 call: a number, or with static_shapes=False the size variable the code reads
@@ -22,6 +23,13 @@ remote copies, which runs under `jax.shard_map`) has no caller waiting: the
 callback warns with the same message, unless the caller runs it inside
 `range_checked()` (`pallasite.range_checked`), which collects the violations
 of every kernel called in the block and raises the first on leaving it.
+
+A device id of a remote copy or barrier is checked against the device count of
+the mesh the kernel is traced under (`mesh_devices`): when traced if its
+interval is known (inside the mesh: no check at run time; outside it:
+`exc.IndexingError` at once), else at run time, where a violation replaces the
+id by the first rank outside the mesh so that the interpreter's DMA or signal
+fails the whole run at once (no device is left waiting for a peer).
 """
 from __future__ import annotations
 
@@ -36,6 +44,8 @@ import numpy as np
 from jax.experimental import io_callback
 
 _OK = jax.ShapeDtypeStruct((), jnp.int32)
+_RUN_FAILS = ("interpret mode fails the run on that rank; inside pallasite.range_checked() "
+              "this is raised as pallasite.exc.ShapeMismatch")
 
 # range_checked() blocks, innermost last: (RangeChecks, check id, lo, hi, limit) found in them
 _BLOCKS: list[list] = []
@@ -79,6 +89,34 @@ class RangeChecks:
         ok = io_callback(check, _OK, index, *(() if valid is None else (valid,)))
         return jnp.where(ok != 0, index, 0)
 
+    def device_id(self, check_id: int, device, *, limit: int, bounds: tuple[int, int] | None = None):
+        """`device` (a remote copy's or barrier's peer), checked against the `limit` devices
+        of the mesh: when traced if `bounds` (its interval) decides, else at run time, where
+        one outside the mesh becomes `limit` (a rank the interpreter fails on)."""
+        if bounds is not None and 0 <= bounds[0] and bounds[1] < limit:
+            return device
+        if bounds is not None and (bounds[1] < 0 or bounds[0] >= limit):
+            from .. import exc
+            message, where = self.checks[check_id]
+            value = bounds[0] if bounds[0] == bounds[1] else f"in [{bounds[0]}, {bounds[1]}]"
+            text = message.format(lo=value, hi=value, limit=limit)
+            location = self.locations.get(check_id)
+            raise exc.IndexingError(text if location is not None else f"{where}: {text}", location)
+        ok = io_callback(lambda rank: self._check(check_id, rank, rank + 1, limit, _RUN_FAILS), _OK, device)
+        return jnp.where(ok != 0, device, limit)
+
+    @staticmethod
+    def mesh_devices() -> int:
+        """The device count of the mesh the kernel is being traced under: the sizes of the
+        `jax.shard_map`'s manual mesh axes (JAX's abstract mesh), as the interpreter
+        numbers devices (the axes JAX's axis environment maps)."""
+        from jax._src import core as jax_core
+
+        mesh = jax.sharding.get_abstract_mesh()
+        axes = () if mesh.empty else tuple(mesh.manual_axes)
+        sizes = [mesh.shape[name] for name in axes] if axes else list(jax_core.get_axis_env().axis_sizes.values())
+        return int(np.prod(sizes, dtype=np.int64))
+
     # --- called by generated host code (traced) --------------------------------
 
     def block_indices(self, check_id: int, grid: tuple[int, ...], index_map, *tables, limit: int):
@@ -115,7 +153,8 @@ class RangeChecks:
 
     # --- host side ------------------------------------------------------------
 
-    def _check(self, check_id: int, lo, hi, limit: int) -> np.ndarray:
+    def _check(self, check_id: int, lo, hi, limit: int,
+               outcome: str = "the kernel skipped the access; its result is wrong") -> np.ndarray:
         lo, hi, limit = int(lo), int(hi), int(limit)
         message, where = self.checks[check_id]
         if hi <= lo or (lo >= 0 and hi <= limit):
@@ -132,7 +171,7 @@ class RangeChecks:
             if block is not None:
                 return np.int32(0)
             warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi, limit=limit)} "
-                          "(the kernel skipped the access; its result is wrong)", stacklevel=1)
+                          f"({outcome})", stacklevel=1)
         return np.int32(0)
 
     @contextlib.contextmanager
@@ -146,6 +185,15 @@ class RangeChecks:
         finally:
             with self._lock:
                 self._collectors = [c for c in self._collectors if c is not found]
+
+
+def forget_failed_run() -> None:
+    """Drop the ordered-effect tokens JAX keeps from the last run: after a run that failed
+    (a device id outside the mesh fails the interpreter on purpose), they hold its error
+    and JAX would raise it again at the start of the next call."""
+    from jax._src import dispatch
+
+    dispatch.runtime_tokens.clear()
 
 
 @contextlib.contextmanager
@@ -170,6 +218,7 @@ def range_checked() -> Iterator[list]:
         if not found:
             raise
         failed = err
+        forget_failed_run()
     finally:
         with _BLOCKS_LOCK:
             _BLOCKS[:] = [b for b in _BLOCKS if b is not found]
