@@ -35,7 +35,7 @@ def test_the_space_enumerates_only_configs_that_plan():
     bound = _meta_matmul_bound()
     space = bound.config_spec
     paths = [gene.path for gene in space.genes()]
-    assert ("block_sizes", 0) in paths and ("pallas_loop_type",) in paths
+    assert ("block_sizes", 0) in paths and ("pallas_loop_type", 0) in paths
     assert ("pallas_load_buffer_count",) in paths and ("loop_orders", 0) in paths
     configs = list(space.enumerate(limit=40))
     assert len(configs) == 40 and len({c.key() for c in configs}) == 40
