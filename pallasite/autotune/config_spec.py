@@ -112,6 +112,7 @@ class ConfigSpec:
         """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow);
         `tunables`: the kernel's `hl.register_tunable` fragments by name."""
         self._validate = validate
+        self._last_plan: tuple | None = None  # (canonical config key, plan): `planned`
         self.tunables: dict[str, Fragment] = dict(tunables or {})
         # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
         # then nothing is tiled and a config's block sizes, written for the others, do not apply.
@@ -305,6 +306,26 @@ class ConfigSpec:
         if self._validate is not None:
             self._validate(config)
         return config
+
+    def canonical(self, config: Config) -> tuple[Config, object]:
+        """(`config` completed, planned and stripped of the knobs its plan left unused
+        (`plan.knobs.canonical_config`), the plan): configs that plan the same kernel have
+        one canonical config. Raises like `check`."""
+        config = self.normalize(config)
+        if self._validate is None:
+            return config, None
+        plan = self._validate(config)
+        from ..plan.knobs import canonical_config  # plan imports autotune's config only
+
+        canonical = canonical_config(plan, config)
+        self._last_plan = (canonical.key(), plan)
+        return canonical, plan
+
+    def planned(self, config: Config):
+        """The plan `canonical` last built, if it was `config`'s (so an objective scoring
+        the canonical config need not plan it again), else None."""
+        last = self._last_plan
+        return last[1] if last is not None and last[0] == config.key() else None
 
     def legal(self, config: Config) -> bool:
         try:
