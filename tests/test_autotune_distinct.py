@@ -105,3 +105,22 @@ def test_the_model_scores_the_plan_canonicalizing_built(monkeypatch):
     monkeypatch.setattr(bound, "plan", lambda *a, **k: pytest.fail("planned a candidate twice"))
     result = bound.autotune(MM_ARGS, effort="quick", quiet=True)
     assert len(result.ranked()) >= 2
+
+
+def test_the_worklist_knobs_join_the_space_and_collapse_when_unflattened():
+    from examples import jagged_attention
+
+    args = jagged_attention.example_inputs(lengths=(5, 0, 40, 17))
+    bound = jagged_attention.jagged_attention.bind(args)
+    space = bound.config_spec
+    paths = [gene.path for gene in space.genes()]
+    assert ("pallas_flatten_worklist",) in paths and ("pallas_worklist_grouping",) in paths
+    flat, _ = space.canonical(pallasite.Config(pallas_worklist_grouping=2))
+    assert flat["pallas_worklist_grouping"] == 2  # a flattened worklist reads it
+    unflat, _ = space.canonical(pallasite.Config(pallas_flatten_worklist=False, pallas_worklist_grouping=2))
+    assert "pallas_worklist_grouping" not in unflat  # no worklist: grouping is no knob
+    result = bound.autotune(args, effort="quick", quiet=True)
+    tried = [t.config for t in result.trials]
+    assert any(c.get("pallas_worklist_grouping") == 2 for c in tried)
+    assert any(c.get("pallas_flatten_worklist") is False for c in tried)
+    assert len({c.key() for c in tried}) == len(tried)

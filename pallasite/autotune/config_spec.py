@@ -252,6 +252,9 @@ class ConfigSpec:
             out.append(Gene(("pallas_pre_broadcast",), (False, True), implicit=False))
         if self.has_gathers:
             out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES), implicit="auto"))
+        if self.has_jagged_grid:  # a grid over segments: flatten it into work items, q tiles per item
+            out.append(Gene(("pallas_flatten_worklist",), (True, False), implicit=True))
+            out.append(Gene(("pallas_worklist_grouping",), WORKLIST_GROUPINGS, ordered=True, implicit=1))
         for i, rank in enumerate(self.multi_dim_loops):
             perms = tuple(tuple(p) for p in itertools.permutations(range(rank)))
             out.append(Gene(("loop_orders", i), perms, implicit=perms[0]))
