@@ -13,6 +13,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.codegen import generate_module
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 from plan_helpers import only_call, randn
@@ -76,8 +77,15 @@ def test_one_string_still_means_every_inner_loop(loop_type):
     call = only_call(centre_by_other, ARGS, pallas_loop_type=loop_type, **CONFIG)
     assert [plan.strategy for plan in call.inner_loops.values()] == [loop_type, loop_type]
     same = only_call(centre_by_other, ARGS, pallas_loop_type=[loop_type, loop_type], **CONFIG)
-    assert same.inner_loops.values().__len__() == 2
     assert [p.strategy for p in same.inner_loops.values()] == [loop_type, loop_type]
+    # the same module, but for the header quoting the config
+    assert _body(pallasite.Config(pallas_loop_type=loop_type, **CONFIG)) == \
+        _body(pallasite.Config(pallas_loop_type=[loop_type, loop_type], **CONFIG))
+
+
+def _body(config):
+    code = generate_module(centre_by_other.bind(ARGS).plan(config))
+    return [line for line in code.splitlines() if not (line.startswith("#") and "pallas_loop_type" in line)]
 
 
 def test_a_list_of_the_wrong_length_is_a_clear_error():

@@ -50,7 +50,7 @@ def callable_identity(fn: Callable) -> str:
     """A stable identity of a callable across processes: its module and qualified name, and
     a hash of its source (or, without source, of its bytecode, constants and closure), so a
     baseline edited under the same name is a different baseline. A callable with neither
-    (a builtin such as `torch.add`) is named only."""
+    (a builtin such as `torch.add`) is identified by its name alone."""
     import hashlib
     import inspect
 
@@ -68,7 +68,7 @@ def callable_identity(fn: Callable) -> str:
         body += repr((fn.args, sorted(fn.keywords.items())))
     closure = getattr(target, "__closure__", None) or ()
     body += repr([_plain(cell.cell_contents) for cell in closure if _has_contents(cell)])
-    return f"{name}:{hashlib.sha256(body.encode()).hexdigest()[:16]}" if body else name
+    return f"{name}:{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
 def _code_text(code) -> str:
