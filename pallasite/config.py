@@ -21,7 +21,9 @@ class Config(Mapping[str, Any]):
 
     Keys:
       block_sizes: one int per tiled dimension, in order of appearance.
-      pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline".
+      pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline" for every inner loop, or a
+        list of them, one per inner loop (every device loop's, in source order, a nested
+        loop after the loop holding it), e.g. ["unroll", "emit_pipeline"].
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
       loop_orders: per multi-dim hl.tile loop (device loops and inner loops, in
         order of appearance, as Helion counts them), a permutation of its dims:
@@ -78,7 +80,7 @@ class Config(Mapping[str, Any]):
         return self._values.get("block_sizes")
 
     @property
-    def pallas_loop_type(self) -> str | None:
+    def pallas_loop_type(self) -> str | list[str] | None:
         return self._values.get("pallas_loop_type")
 
     def key(self) -> tuple:
@@ -111,7 +113,19 @@ def _validate_key(key: str, value: Any) -> None:
     elif key == "pallas_loop_type":
         from .plan.loops import strategy_named  # the strategy registry (plan imports config)
 
-        strategy_named(value)  # raises "Invalid pallas_loop_type ..." naming the registered ones
+        if isinstance(value, (list, tuple)):  # one per inner loop, in source order
+            for name in value:
+                if not isinstance(name, str):
+                    raise exc.InvalidConfig(
+                        f"pallas_loop_type must be a loop type or a list of them (one per inner loop), "
+                        f"got {value!r}.")
+                strategy_named(name)
+        elif isinstance(value, str):
+            strategy_named(value)  # raises "Invalid pallas_loop_type ..." naming the registered ones
+        else:
+            raise exc.InvalidConfig(
+                f"pallas_loop_type must be a loop type (every inner loop) or a list of them (one per "
+                f"inner loop, in source order), got {value!r}.")
     elif key == "loop_orders":
         if not isinstance(value, (list, tuple)) or not all(
             isinstance(order, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in order)

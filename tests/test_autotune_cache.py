@@ -121,3 +121,49 @@ def test_progress_goes_to_stderr_unless_quiet(monkeypatch, capfd, tmp_path):
     monkeypatch.setenv("PALLASITE_FORCE_AUTOTUNE", "1")
     _scale_kernel()(X)
     assert "autotune" not in capfd.readouterr().err
+
+
+def _reference_add(x, y):
+    return x + y
+
+
+def _reference_sub(x, y):
+    return x - y
+
+
+def _baseline_key(**settings):
+    from pallasite.autotune.tuner import cache_fields
+    from plan_helpers import add_kernel
+
+    return cache.cache_key(cache_fields(add_kernel(autotune_effort="quick", **settings).bind(X_ADD)))[0]
+
+
+X_ADD = (torch.randn(16, 128), torch.randn(16, 128))
+
+
+def test_the_baseline_and_its_tolerances_are_part_of_the_cache_key():
+    """A config accepted against one baseline (or tolerance, or with the check off) is not
+    reused under another: each setting that decides acceptance changes the entry's key."""
+    plain = _baseline_key()
+    keys = {
+        "add": _baseline_key(autotune_baseline_fn=_reference_add),
+        "sub": _baseline_key(autotune_baseline_fn=_reference_sub),
+        "torch.add": _baseline_key(autotune_baseline_fn=torch.add),  # no Python source
+        "atol": _baseline_key(autotune_baseline_fn=_reference_add, autotune_baseline_atol=0.5),
+        "rtol": _baseline_key(autotune_baseline_fn=_reference_add, autotune_baseline_rtol=0.5),
+        "unchecked": _baseline_key(autotune_accuracy_check=False),
+    }
+    assert len({plain, *keys.values()}) == 1 + len(keys)
+    # the identity is stable: the same settings give the same key (a second process hits)
+    assert _baseline_key(autotune_baseline_fn=_reference_add) == keys["add"]
+    assert _baseline_key() == plain
+
+
+def test_a_baseline_with_the_same_name_but_new_source_is_a_new_key():
+    namespace: dict = {}
+    exec("def reference(x, y):\n    return x + y\n", namespace)
+    first = namespace["reference"]
+    exec("def reference(x, y):\n    return x * y\n", namespace)
+    second = namespace["reference"]
+    assert first.__qualname__ == second.__qualname__
+    assert _baseline_key(autotune_baseline_fn=first) != _baseline_key(autotune_baseline_fn=second)

@@ -101,6 +101,39 @@ def test_megacore_chips_split_the_parallel_grid_between_their_cores():
     assert core_share(one_program.calls[0], counts, 2) == 1.0  # nothing to split
 
 
+@pytest.mark.parametrize("chip", ["v4", "v5p", "v5e", "v6e", "v7x"])
+def test_the_megacore_split_follows_jaxs_chip_table(chip):
+    """A pallas_call's parallel grid is split over a chip's TensorCores only where JAX
+    accepts one logical device spanning them (megacore: v4, v5p). v7x has two TensorCores
+    per chip but JAX refuses `num_tensor_cores_per_logical_device=2` for it: each is its own
+    device, so one call runs on one core (no split; `parallel` stays the semantics)."""
+    from jax._src.pallas.mosaic import tpu_info
+
+    from pallasite.autotune.cost_model import core_share
+    from pallasite.plan.schedule import count_call
+    from pallasite.report import argument_tables as _tables
+    from pallasite.runtime.chips import chip_version
+
+    version = chip_version(chip)
+    try:
+        tpu_info.get_tpu_info_for_chip(version, 2)
+        megacore = True
+    except ValueError:
+        megacore = False
+    figures = chip_figures(chip)
+    assert figures.cores == (version.num_physical_tensor_cores_per_chip if megacore else 1)
+    # per-TensorCore peaks: a logical device of one core (the whole chip only on megacore)
+    single = tpu_info.get_tpu_info_for_chip(version, 1)
+    assert figures.bf16_flops_per_second == single.bf16_ops_per_second
+    assert figures.hbm_bytes_per_second == single.mem_bw_bytes_per_second
+    args = _meta(1024, 1024, count=2)
+    bound = matmul.bind(args)
+    plan = bound.plan(bound.resolve_config({"block_sizes": [256, 256, 256]}), chip)
+    counts = count_call(plan.calls[0], _tables(matmul, bound, plan.ir.arguments, args, {}))
+    assert core_share(plan.calls[0], counts, figures.cores) == pytest.approx(0.5 if megacore else 1.0)
+    assert megacore == (chip in ("v4", "v5p"))  # JAX's table as the issue lists it, minus v7x
+
+
 def test_the_default_chip_comes_from_the_environment(monkeypatch):
     args = _meta(512, 512, count=2)
     monkeypatch.setenv("PALLASITE_TPU_CHIP", "v5e")

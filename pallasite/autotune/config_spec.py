@@ -11,7 +11,7 @@ from ..config import Config
 from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.gathers import INDIRECT_ACCESS_MODES
-from ..plan.loops import STRATEGIES, default_strategies, multi_dim_loops
+from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
 from ..language.tunables import Fragment
@@ -79,7 +79,7 @@ _NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class Gene:
-    """One knob of the space: a config path (`("block_sizes", 0)`, `("pallas_loop_type",)`,
+    """One knob of the space: a config path (`("block_sizes", 0)`, `("pallas_loop_type", 0)`,
     a user tunable's name) and its legal values; `implicit`: the value a config without
     the key means (omitted from configs the search builds)."""
 
@@ -112,12 +112,14 @@ class ConfigSpec:
         """`validate(config)` plans a config and raises if it cannot run (e.g. VMEM overflow);
         `tunables`: the kernel's `hl.register_tunable` fragments by name."""
         self._validate = validate
+        self._last_plan: tuple | None = None  # (canonical config key, plan): `planned`
         self.tunables: dict[str, Fragment] = dict(tunables or {})
         # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
         # then nothing is tiled and a config's block sizes, written for the others, do not apply.
         self.has_device_loops = bool(ir.device_loops)
-        self.has_inner_loops = any(
-            isinstance(item, TileLoop) for call in ir.device_loops for item in call.loop.body)
+        # `pallas_loop_type` has one entry per inner loop (source order, nested after outer)
+        self.inner_loop_count = len(all_inner_loops(ir))
+        self.has_inner_loops = self.inner_loop_count > 0
         # `loop_orders` has one permutation per hl.tile loop tiling several dims, device
         # loops and inner loops alike, in the order they appear (as Helion counts them).
         self.multi_dim_loops = [len(loop.dims) for loop in multi_dim_loops(ir)]
@@ -243,12 +245,16 @@ class ConfigSpec:
         VMEM and the other planning checks are applied per config by `check`)."""
         out = [Gene(("block_sizes", spec.block_id), tuple(spec.candidates()), ordered=True)
                for spec in self.block_sizes] if self.has_device_loops else []
+        for i in range(self.inner_loop_count):  # one loop type per inner loop
+            out.append(Gene(("pallas_loop_type", i), tuple(STRATEGIES)))
         if self.has_inner_loops:
-            out.append(Gene(("pallas_loop_type",), tuple(STRATEGIES)))
             out.append(Gene(("pallas_load_buffer_count",), (2, 3), ordered=True, implicit=2))
             out.append(Gene(("pallas_pre_broadcast",), (False, True), implicit=False))
         if self.has_gathers:
             out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES), implicit="auto"))
+        if self.has_jagged_grid:  # a grid over segments: flatten it into work items, q tiles per item
+            out.append(Gene(("pallas_flatten_worklist",), (True, False), implicit=True))
+            out.append(Gene(("pallas_worklist_grouping",), WORKLIST_GROUPINGS, ordered=True, implicit=1))
         for i, rank in enumerate(self.multi_dim_loops):
             perms = tuple(tuple(p) for p in itertools.permutations(range(rank)))
             out.append(Gene(("loop_orders", i), perms, implicit=perms[0]))
@@ -266,7 +272,11 @@ class ConfigSpec:
         for gene in genes:
             key, *index = gene.path
             value = config.get(key)
-            if value is not None and index:
+            if key == "pallas_loop_type":  # one string: every loop's; none: the default
+                value = value or default_strategies()[0].name
+                if not isinstance(value, str):
+                    value = value[index[0]] if index[0] < len(value) else None
+            elif value is not None and index:
                 value = value[index[0]] if index[0] < len(value) else None
             value = tuple(value) if isinstance(value, list) else value
             out.append(gene.implicit if value is None and key != "block_sizes" else value)
@@ -287,6 +297,8 @@ class ConfigSpec:
         for key, entries in lists.items():
             if key != "block_sizes" and all(value == gene.implicit for gene, value in entries):
                 out.pop(key, None)
+            elif key == "pallas_loop_type" and len({value for _, value in entries}) == 1:
+                out[key] = entries[0][1]  # the same type for every loop: one string
             else:
                 out[key] = [list(v) if isinstance(v, tuple) else v for _, v in entries]
         return Config(out)
@@ -297,6 +309,26 @@ class ConfigSpec:
         if self._validate is not None:
             self._validate(config)
         return config
+
+    def canonical(self, config: Config) -> tuple[Config, object]:
+        """(`config` completed, planned and stripped of the knobs its plan left unused
+        (`plan.knobs.canonical_config`), the plan): configs that plan the same kernel have
+        one canonical config. Raises like `check`."""
+        config = self.normalize(config)
+        if self._validate is None:
+            return config, None
+        plan = self._validate(config)
+        from ..plan.knobs import canonical_config  # plan imports autotune's config only
+
+        canonical = canonical_config(plan, config)
+        self._last_plan = (canonical.key(), plan)
+        return canonical, plan
+
+    def planned(self, config: Config):
+        """The plan `canonical` last built, if it was `config`'s (so an objective scoring
+        the canonical config need not plan it again), else None."""
+        last = self._last_plan
+        return last[1] if last is not None and last[0] == config.key() else None
 
     def legal(self, config: Config) -> bool:
         try:

@@ -80,17 +80,20 @@ class CostEstimate:
 
 
 def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | None = None, *,
-             kwargs: Mapping[str, Any] | None = None, chip: str | None = None) -> CostEstimate:
+             kwargs: Mapping[str, Any] | None = None, chip: str | None = None,
+             plan: KernelPlan | None = None) -> CostEstimate:
     """The modelled time of `kernel(*args, **kwargs)` under `config` (None: the config a
     call would run) on TPU generation `chip` (default: the chip plans and compiles target,
     `runtime.chips.default_chip()`: `PALLASITE_TPU_CHIP`, else the newest JAX knows — so
     the tuner scores configs for the chip the kernel is compiled for).
-    Raises `exc.InvalidConfig` for a config planning rejects."""
+    Raises `exc.InvalidConfig` for a config planning rejects. `plan`: that config's plan
+    for `chip`, already built (the tuner's, from canonicalizing the candidate)."""
     chip = chip or default_chip()
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     if config is not None and not isinstance(config, Config):
         config = Config(**dict(config))
-    plan = bound.plan(bound.resolve_config(config), chip)
+    if plan is None:
+        plan = bound.plan(bound.resolve_config(config), chip)
     from ..report import plan_tables  # the report's tables, one definition
 
     return estimate_plan(plan, plan_tables(kernel, bound, plan, args, kwargs or {}))

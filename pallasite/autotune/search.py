@@ -64,7 +64,9 @@ class SearchResult:
 
 
 class _Evaluator:
-    """Memoized objective, recording every distinct candidate as a `Trial`."""
+    """Memoized objective, recording every distinct kernel as a `Trial`: a candidate is
+    first made canonical (`ConfigSpec.canonical`: the knobs its plan left unused dropped),
+    so configs planning the same kernel are scored once, under one config."""
 
     def __init__(self, space: ConfigSpec, objective: Callable[[Config], float],
                  overrides: dict, progress: Progress):
@@ -82,6 +84,17 @@ class _Evaluator:
         key = config.key()
         if key in self.seen:
             return self.seen[key]
+        try:
+            canonical, _ = self.space.canonical(config)
+        except exc.PallasiteError as err:
+            return self._record(config, math.inf, f"{type(err).__name__}: {err.message}")
+        if canonical.key() in self.seen:  # the same kernel as a config already scored
+            self.seen[key] = self.seen[canonical.key()]
+            return self.seen[key]
+        self.seen[key] = seconds = self._score(canonical)
+        return seconds
+
+    def _score(self, config: Config) -> float:
         try:
             seconds = float(self.objective(config))
             error = None
@@ -111,6 +124,10 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
     start = time.perf_counter()
     overrides = dict(overrides or {})
     default = space.normalize(Config({**space.default_config(), **overrides}))
+    try:  # the default as the search records it (canonical), so reports can point at it
+        default = space.canonical(default)[0]
+    except exc.PallasiteError:
+        pass  # the default with these overrides does not plan: it is recorded as rejected
     rng = random.Random(seed)
     total = _planned(space, effort, configs, default)
     with Progress(title, total, quiet=quiet) as progress:

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -35,9 +36,61 @@ class TuneSettings:
     config_overrides: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        """What changes the search's result (part of the disk cache key)."""
+        """What changes the search's result or which config is accepted (part of the disk
+        cache key): a config accepted against one baseline, tolerance or with the accuracy
+        check off is not reused under another."""
         return {"effort": self.effort, "seed": self.random_seed,
-                "overrides": repr(sorted(self.config_overrides.items()))}
+                "overrides": repr(sorted(self.config_overrides.items())),
+                "accuracy_check": self.accuracy_check,
+                "baseline": callable_identity(self.baseline_fn) if self.baseline_fn is not None else None,
+                "baseline_tolerance": (self.baseline_atol, self.baseline_rtol)}
+
+
+def callable_identity(fn: Callable) -> str:
+    """A stable identity of a callable across processes: its module and qualified name, and
+    a hash of its source (or, without source, of its bytecode, constants and closure), so a
+    baseline edited under the same name is a different baseline. A callable with neither
+    (a builtin such as `torch.add`) is identified by its name alone."""
+    import hashlib
+    import inspect
+
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    name = f"{getattr(target, '__module__', None) or type(target).__module__}." \
+           f"{getattr(target, '__qualname__', None) or type(target).__qualname__}"
+    code = getattr(target, "__code__", None) or getattr(getattr(target, "__call__", None), "__code__", None)
+    try:
+        body = inspect.getsource(target)
+    except (OSError, TypeError):
+        body = _code_text(code) if code is not None else ""
+    if isinstance(fn, functools.partial):
+        body += repr((fn.args, sorted(fn.keywords.items())))
+    closure = getattr(target, "__closure__", None) or ()
+    body += repr([_plain(cell.cell_contents) for cell in closure if _has_contents(cell)])
+    return f"{name}:{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+
+
+def _code_text(code) -> str:
+    """Bytecode, names and constants of a code object, nested code objects included
+    (their repr holds an address, which is not stable)."""
+    consts = [_code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    return repr((code.co_code.hex(), code.co_names, consts))
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:  # an empty cell
+        return False
+
+
+def _plain(value: Any) -> str:
+    """A closure value as text when it is plain data; otherwise only its type."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return repr(value)
+    return type(value).__qualname__
 
 
 def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings:

@@ -47,7 +47,14 @@ def objective_for(bound, args: tuple, kwargs: dict | None = None, chip: str | No
         from .measure import measured_objective, paired_rerank
 
         return measured_objective(bound, args, kwargs), paired_rerank(bound, args, kwargs), "measured"
-    return (lambda config: estimate(bound.kernel, args, config, kwargs=kwargs, chip=chip).seconds), None, "model"
+    space = bound.config_spec
+
+    def model(config: Config) -> float:
+        # the search canonicalized `config` just before (planning it for the default chip)
+        plan = space.planned(config) if chip is None else None
+        return estimate(bound.kernel, args, config, kwargs=kwargs, chip=chip, plan=plan).seconds
+
+    return model, None, "model"
 
 
 def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | None = None,

@@ -69,7 +69,7 @@ class Case:
     dims: dict[str, int] = field(default_factory=dict)
     segments: tuple[int, ...] = ()  # jagged segment lengths; the dim "T" is their sum
     block_sizes: tuple[int, ...] | None = None  # None: chosen after binding (`with_config`)
-    loop_type: str | None = None
+    loop_type: str | tuple[str, ...] | None = None  # a tuple: one per inner loop (source order)
     # other config keys (`pallas_load_buffer_count`, `pallas_pre_broadcast`, `reduction_loops`),
     # drawn with the block sizes
     knobs: tuple[tuple[str, Any], ...] = ()
@@ -95,7 +95,7 @@ class Case:
         if self.block_sizes is not None:
             config["block_sizes"] = list(self.block_sizes)
         if self.loop_type is not None:
-            config["pallas_loop_type"] = self.loop_type
+            config["pallas_loop_type"] = list(self.loop_type) if isinstance(self.loop_type, tuple) else self.loop_type
         config.update((key, list(value) if isinstance(value, tuple) else value) for key, value in self.knobs)
         return config
 

@@ -37,6 +37,12 @@ class Draw:
     def loop_type(self) -> str:
         return self.rng.choice(self.loop_types)
 
+    def loop_types_each(self, loops: int) -> str | tuple[str, ...]:
+        """One loop type for all `loops` inner loops, or sometimes one each (a mixed list)."""
+        if loops > 1 and len(self.loop_types) > 1 and self.chance(0.4):
+            return tuple(self.loop_type() for _ in range(loops))
+        return self.loop_type()
+
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
 
@@ -161,7 +167,7 @@ def _two_pass(draw: Draw, name: str) -> Case:
     body.append(Line(2, f"out[tm, tn] = {use}"))
     body.append(Line(0, "return out"))
     return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
-                loop_type=draw.loop_type(), tags=("two_pass", stat))
+                loop_type=draw.loop_types_each(2), tags=("two_pass", stat))
 
 
 def reduction(draw: Draw, name: str) -> Case:

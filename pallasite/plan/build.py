@@ -13,7 +13,7 @@ from .bounds import DataDependentRange, check_access_bounds
 from .index_expr import grid_axes
 from .grid_order import RevisitedBlock, plan_in_order
 from .host_indices import plan_host_index_checks
-from .loops import STRATEGIES, attach_streams, multi_dim_loops, plan_inner_loops, plan_scratch, strategy_named
+from .loops import STRATEGIES, attach_streams, loop_strategies, multi_dim_loops, plan_inner_loops, plan_scratch
 from .loops.streams import plan_streams, stream_operand
 from .gathers import IndirectAccessMode, choose_table_lowering, gather_vmem_threshold
 from .scatters import check_scattered_output, is_scatter, scatter_grid_reason, with_scatter_lanes
@@ -35,7 +35,8 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
     config = target.config
     vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
-    strategy = strategy_named(config.get("pallas_loop_type"))
+    # `pallas_loop_type`: one strategy per inner loop (a single name: the same for all), by loop id
+    strategies = loop_strategies(ir, config.get("pallas_loop_type"))
     mode = IndirectAccessMode(config.get("pallas_indirect_access_mode", IndirectAccessMode.AUTO.value))
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     view_bases = {}  # id of a host view -> the tensor it views
@@ -59,7 +60,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
                 symbol = view_bases.get(id(symbol))
         elif isinstance(step, DeviceLoopCall):
             plan_with = lambda order: _plan_call(  # noqa: E731
-                ir, step, defined, vmem_capacity, vmem_limit, strategy, check_ids, order, loop_orders, mode,
+                ir, step, defined, vmem_capacity, vmem_limit, strategies, check_ids, order, loop_orders, mode,
                 config, str(target.tpu.chip_version), view_bases)
             calls.append(plan_in_order(step, loop_orders.get(step.loop.id), plan_with))
             for use in collect_uses(step):
@@ -69,7 +70,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
 
 
 def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capacity: int,
-               vmem_limit: int | None, strategy, check_ids, order: tuple[int, ...],
+               vmem_limit: int | None, strategies, check_ids, order: tuple[int, ...],
                loop_orders: dict[int, tuple[int, ...]], mode: IndirectAccessMode, config,
                chip_key: str, view_bases: dict | None = None) -> PallasCallPlan:
     decision = WORKLISTS.decide(call, config)
@@ -89,7 +90,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
     looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
-    inner_loops = plan_inner_loops(loop.body, strategy, loop_orders)
+    inner_loops = plan_inner_loops(loop.body, strategies, loop_orders)
     unstreamable = (looped.unstreamable() | remote_symbols(loop.body)  # items' own rows: written by DMA
                     | {w.symbol.id for w in (worklist.write_backs if worklist else ())})
     remote_refs: dict[int, str] = {}

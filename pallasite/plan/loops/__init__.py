@@ -44,12 +44,42 @@ def multi_dim_loops(ir) -> list[TileLoop]:
             if len(loop.dims) > 1]
 
 
-def plan_inner_loops(body: list, strategy: LoopStrategy,
+def all_inner_loops(ir) -> list[TileLoop]:
+    """Every inner loop of every device loop, in source order (outer before nested):
+    a `pallas_loop_type` list has one entry per such loop."""
+    return [loop for call in ir.device_loops for loop in inner_loops(call.loop.body)]
+
+
+def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
+    """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
+    one name (every inner loop; None: the default, `unroll`) or a list with one name per
+    inner loop in source order (`all_inner_loops`)."""
+    loops = all_inner_loops(ir)
+    if value is None or isinstance(value, str):
+        strategy = strategy_named(value)
+        return {loop.id: strategy for loop in loops}
+    if not ir.device_loops:  # host code skipped every device loop: nothing to choose for
+        return {}
+    if len(value) != len(loops):
+        where = "; ".join(f"{i}: line {loop.location.lineno} \"{loop.location.text.strip()}\""
+                          if loop.location is not None else f"{i}: (no source line)"
+                          for i, loop in enumerate(loops)) or "none"
+        raise exc.InvalidConfig(
+            f"pallas_loop_type has {len(value)} entries but the kernel has {len(loops)} inner loop(s) "
+            f"(in source order, nested loops after the loop holding them: {where}); give one "
+            "loop type per inner loop, or a single string for all of them.",
+            loops[0].location if loops else None)
+    return {loop.id: strategy_named(name) for loop, name in zip(loops, value)}
+
+
+def plan_inner_loops(body: list, strategies: dict[int, LoopStrategy],
                      loop_orders: dict[int, tuple[int, ...]]) -> dict[int, LoopPlan]:
-    """Every inner loop of `body` planned by `strategy`, by TileLoop id; a multi-dim loop
+    """Every inner loop of `body` planned by its strategy (`strategies`, by TileLoop id:
+    `loop_strategies`; `unroll` for a loop it lacks), by TileLoop id; a multi-dim loop
     walks its dims in its `loop_orders` entry (outermost first), else as written."""
     names: set[str] = set()
-    return {loop.id: strategy.plan_loop(loop, names, loop_orders.get(loop.id, tuple(range(len(loop.dims)))))
+    return {loop.id: strategies.get(loop.id, RESIDENT).plan_loop(
+                loop, names, loop_orders.get(loop.id, tuple(range(len(loop.dims)))))
             for loop in inner_loops(body)}
 
 
@@ -69,6 +99,6 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 
 __all__ = [
     "STRATEGIES", "LoopStrategy", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
-    "attach_streams", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
-    "strategy_named",
+    "all_inner_loops", "attach_streams", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
+    "loop_strategies", "strategy_named",
 ]
