@@ -4,6 +4,13 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("PALLASITE_INTERPRET_DETECT_RACES", "1")
+# Interpret mode compiles one XLA CPU program per kernel call, and that compile is most
+# of the suite's time (~60% of a test, profiled); these small programs run as fast without
+# LLVM's optimizations and XLA's fusion emitters, and compile 2-3x faster. Subprocess
+# tests inherit the flags (they append their device count).
+_FAST_CPU_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""),
+                                    *(f for f in _FAST_CPU_COMPILE if f not in os.environ.get("XLA_FLAGS", ""))]).strip()
 os.environ.setdefault("PALLASITE_CODE_DIR", os.path.join(os.path.dirname(__file__), "..", ".pallasite_code", "tests"))
 # The suite compiles hundreds of kernels: each runs its default config, not an autotuning
 # search (tests of the tuner pass autotune_effort explicitly), and any tuned config is
