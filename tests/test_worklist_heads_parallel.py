@@ -54,6 +54,17 @@ def head_and_whole_stores(x, offsets):
     return out
 
 
+@pallasite.kernel
+def head_on_the_last_axis(x, offsets):
+    """`out[tile_q, :, h]`: a head on the lane axis, where a row's window is one strided lane."""
+    total, d, heads = x.size()
+    out = torch.zeros_like(x)
+    for seq, h in hl.grid([offsets.size(0) - 1, heads]):
+        for tile_q in hl.tile(offsets[seq], offsets[seq + 1]):
+            out[tile_q, :, h] = x[tile_q, :, h] * 2.0
+    return out
+
+
 def run_on_two_cores(kernel, args, monkeypatch, **config):
     """Compile afresh on two simulated cores (parallel axes split, visited out of order);
     a race raises exc.DataRace."""
@@ -140,6 +151,12 @@ def test_a_head_axis_the_store_does_not_index_keeps_the_items_ordered_and_says_w
     call = plan_of(head_and_whole_stores, (x, offsets), block_sizes=[8])
     assert call.worklist.write_backs == () and call.grid[call.worklist.item_axis].semantics.value == "arbitrary"
     assert call.worklist.isolation.reason == "'out' is stored at different head axes"
+    lanes = torch.randn(sum(LENGTHS), 128, HEADS)
+    call = plan_of(head_on_the_last_axis, (lanes, offsets), block_sizes=[8])
+    assert call.worklist.write_backs == () and call.grid[call.worklist.item_axis].semantics.value == "arbitrary"
+    assert call.worklist.isolation.reason.startswith("'out' is indexed by a head on its last axis")
+    _, out = code_and_output(head_on_the_last_axis, (lanes, offsets), block_sizes=[8])
+    assert torch.equal(out, lanes * 2.0)
 
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)

@@ -5,7 +5,8 @@ resident output block they must run in order (`arbitrary`): the block is one
 buffer, written back once. When every store of an output is `out[tile_q, :, ...]`
 (the q tile on the first axis, whole other axes) — or, under head grid axes
 (`for seq, h in hl.grid([n, H])`), `out[tile_q, h, :]` / `out[tile_q, h1, h2, :]`
-with every head grid dim indexing one axis and the other axes whole — nothing
+with every head grid dim indexing one axis (not the last: a lane window) and the
+other axes whole — nothing
 reads it in the loop, and the segments are disjoint rows (consecutive offsets),
 each item can own its rows instead: the output stays in HBM (`pl.ANY`, aliased to
 its initial contents), the item's tiles are stored into a VMEM scratch of
@@ -102,6 +103,9 @@ def decide_isolation(body: list, tile_dim, disjoint: bool, heads: tuple[TileDim,
         if len(found) != 1:
             return Isolation(reason=f"'{symbol.name}' is stored at different head axes")
         (head_axes,) = found
+        if head_axes and head_axes[-1] is not None:
+            return Isolation(reason=f"'{symbol.name}' is indexed by a head on its last axis (each row's copy "
+                                    "would be one strided lane)")
         for head in heads:
             if head not in head_axes:
                 return Isolation(reason=f"'{symbol.name}' is not indexed by the head grid axis '{head.name}' (the "
