@@ -11,9 +11,9 @@ import torch
 
 import pallasite
 import pallasite.language as hl
-from pallasite.runtime import interpret
 from pallasite.testing import check_tpu_lowering, code_and_output, schedule_report
 
+from test_worklist_parallel import run_on_two_cores
 from test_worklist_heads import (HEADS, LENGTHS, heads_grid_attention, heads_scale, heads_scale_reference, inputs,
                                  offsets_of, plan_of, softmax_reference)
 
@@ -63,22 +63,6 @@ def head_on_the_last_axis(x, offsets):
         for tile_q in hl.tile(offsets[seq], offsets[seq + 1]):
             out[tile_q, :, h] = x[tile_q, :, h] * 2.0
     return out
-
-
-def run_on_two_cores(kernel, args, monkeypatch, **config):
-    """Compile afresh on two simulated cores (parallel axes split, visited out of order);
-    a race raises exc.DataRace."""
-    monkeypatch.setenv(interpret.RACES_ENV, "1")
-    monkeypatch.setenv(interpret.CORES_ENV, "2")
-    monkeypatch.setenv(interpret.SEED_ENV, "7")
-    kernel.reset()
-    try:
-        compiled = kernel.bind(tuple(args)).compile_config(config)
-        assert compiled.module.INTERPRET.num_cores_or_threads == 2
-        assert compiled.module.INTERPRET.detect_races
-        return compiled(*args)
-    finally:
-        kernel.reset()
 
 
 def assert_items_write_their_head_rows(call, heads=("h",)):
