@@ -174,16 +174,16 @@ def jagged_lengths() -> list[int]:
     return (4.0 + normal).exp().clamp(1, 4096).round().int().tolist()
 
 
-def jagged_reports() -> dict[str, dict]:
+def jagged_reports(chip: str | None = None) -> dict[str, dict]:
     lengths = jagged_lengths()
     offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
     q, k, v = (torch.empty(sum(lengths), JAGGED_D, dtype=torch.bfloat16, device="meta") for _ in range(3))
     config = dict(block_sizes=[JAGGED_BLOCK, JAGGED_BLOCK], pallas_loop_type="fori_loop")
     return {
-        "per segment": schedule_report(jagged_attention, (q, k, v, offsets), **config,
+        "per segment": schedule_report(jagged_attention, (q, k, v, offsets), chip=chip, **config,
                                        pallas_flatten_worklist=False),
-        "worklist g=1": schedule_report(jagged_attention, (q, k, v, offsets), **config),
-        "worklist g=2": schedule_report(jagged_attention, (q, k, v, offsets), **config,
+        "worklist g=1": schedule_report(jagged_attention, (q, k, v, offsets), chip=chip, **config),
+        "worklist g=2": schedule_report(jagged_attention, (q, k, v, offsets), chip=chip, **config,
                                         pallas_worklist_grouping=2),
     }
 
@@ -193,13 +193,23 @@ def jagged_main() -> None:
     print()
     print(f"jagged causal flash attention: {SEGMENTS} segments, {sum(lengths)} rows (longest {max(lengths)}), "
           f"D={JAGGED_D} bf16, blocks {JAGGED_BLOCK}², fori_loop")
-    header = f"{'schedule':>14} {'grid programs':>13} {'key steps':>10} {'busiest program':>15}"
+    header = (f"{'schedule':>14} {'grid programs':>13} {'grid steps':>10} {'key steps':>10} "
+              f"{'busiest program':>15} {'model (us)':>10}")
     print(header)
     print("-" * len(header))
-    for name, report in jagged_reports().items():
-        print(f"{name:>14} {report['grid_programs']:>13} {report['inner_tiles']:>10} "
-              f"{report['max_program_tiles']:>15}")
-    print("Busiest program: the most key steps one program runs (the load-balance bound on a core).")
+    reports = jagged_reports()
+    for name, report in reports.items():
+        print(f"{name:>14} {report['grid_programs']:>13} {report['grid_steps']:>10} {report['inner_tiles']:>10} "
+              f"{report['max_program_tiles']:>15} {report['modelled_seconds'] * 1e6:>10.1f}")
+    base = reports["per segment"]["modelled_seconds"]
+    figures = ", ".join(f"{name} {base / report['modelled_seconds']:.2f}x"
+                        for name, report in reports.items() if name != "per segment")
+    print(f"modelled speed over the per-segment grid on {reports['per segment']['chip']}: {figures} (the TPU "
+          "cost model, autotune/cost_model.py: a model, not a measurement; one TensorCore per device, so "
+          "the worklist's load balance does not show in it, only its extra steps)")
+    print("Grid programs: programs that do work; grid steps: every program launched (the worklist's grid is "
+          "a static bound on its items). Busiest program: the most key steps one program runs (the "
+          "load-balance bound on a core).")
 
 
 if __name__ == "__main__":

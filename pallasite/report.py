@@ -42,12 +42,14 @@ FIELDS = {
 
 
 def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
-                    **config_kwargs: Any) -> dict[str, Any]:
+                    chip: str | None = None, **config_kwargs: Any) -> dict[str, Any]:
     """The schedule of `kernel` for `args` under the given config (default: the one a
-    call runs), counted on the host: the keys of `FIELDS`, plus `config`."""
+    call runs), counted on the host: the keys of `FIELDS`, plus `config` and `chip`
+    (the TPU generation planned and modelled: `chip`, else `PALLASITE_TPU_CHIP`, else
+    the newest JAX knows)."""
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
-    plan = bound.plan(config)
+    plan = bound.plan(config, chip=chip)
     tables = plan_tables(kernel, bound, plan, args, kwargs or {})
     counts = [count_call(call, tables, mxu_figures(plan.chip)) for call in plan.calls]
     metrics = schedule_metrics(plan, tables, counts)

@@ -35,6 +35,22 @@ def matmul(x, y):
     return out
 
 
+@pallasite.kernel
+def matmul_bias_steps(x, y, b):
+    """A bias row added to the accumulator on every k step (loop-invariant, broadcast:
+    `pallas_pre_broadcast` qualifies)."""
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        bias = b[tile_n]
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n]) + bias
+        out[tile_m, tile_n] = acc
+    return out
+
+
 def add_kernel(**options):
     """An elementwise add, decorated with `options` (a fresh kernel per call)."""
     @pallasite.kernel(**options)

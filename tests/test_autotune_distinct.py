@@ -6,36 +6,19 @@ report's top table lists distinct kernels."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import pallasite
-import pallasite.language as hl
 from pallasite.autotune.search import search
 from pallasite.autotune.summary import format_table
 from pallasite.plan.knobs import canonical_config, unused_knobs
 
-from plan_helpers import add_kernel, matmul, randn
+from plan_helpers import add_kernel, matmul, matmul_bias_steps, randn
 
 
 @pytest.fixture(autouse=True)
 def _quiet(tmp_path, monkeypatch):
     monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
-
-
-@pallasite.kernel
-def matmul_bias_steps(x, y, bias):
-    """An inner loop adding a loop-invariant bias row each step: pre-broadcast qualifies."""
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        b = bias[tile_n]
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n]) + b
-        out[tile_m, tile_n] = acc
-    return out
 
 
 MM_ARGS = (randn(32, 256, seed=1), randn(256, 256, seed=2))

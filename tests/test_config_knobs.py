@@ -11,7 +11,7 @@ import pallasite.language as hl
 from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output
 from pallasite.ir import walk_nodes
-from plan_helpers import matmul, only_call, randn
+from plan_helpers import matmul, matmul_bias_steps, only_call, randn
 
 STREAMING = ["fori_loop", "emit_pipeline"]
 
@@ -97,21 +97,6 @@ def test_bad_load_buffer_count(value):
 
 
 # ---------------------------------------------------------------- pallas_pre_broadcast
-
-@pallasite.kernel
-def matmul_bias_steps(x, y, b):
-    """A bias row added to the accumulator on every k step (loop-invariant, broadcast)."""
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        bias = b[tile_n]
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n]) + bias
-        out[tile_m, tile_n] = acc
-    return out
-
 
 def _bias_steps_reference(x, y, b, block_k):
     steps = -(-x.shape[1] // block_k)

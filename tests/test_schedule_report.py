@@ -60,6 +60,18 @@ def test_streamed_bytes_follow_the_visited_tiles():
     assert report["host_pad_bytes"] == 0
 
 
+def test_the_chip_is_chosen_per_report():
+    """`chip=` plans and models another TPU generation: the counts are the schedule's, the
+    modelled time the chip's (v6e's 256-wide MXU drains take twice v5e's cycles, and its
+    peaks are higher)."""
+    q, k, v = _meta(2, 512, 128)
+    v5e, v6e = (schedule_report(causal_pruned, (q, k, v), chip=chip, block_sizes=[64, 64]) for chip in ("v5e", "v6e"))
+    assert (v5e["chip"], v6e["chip"]) == ("v5e", "v6e")
+    assert v5e["inner_tiles"] == v6e["inner_tiles"] and v5e["flops"] == v6e["flops"]
+    assert v5e["modelled_breakdown"]["memory"] == 2 * v6e["modelled_breakdown"]["memory"]  # 819 vs 1638 GB/s
+    assert v5e["modelled_seconds"] != v6e["modelled_seconds"]
+
+
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_static_schedules_agree_with_the_plan_metrics(loop_type):
     q, k, v = _meta(2, 256, 128)

@@ -167,8 +167,12 @@ def test_a_head_grid_axis_stays_a_parallel_grid_axis_before_the_items():
     worklist = call.worklist
     assert worklist.heads == ("h",) and worklist.item_axis == 1
     assert [axis.dim.name for axis in call.grid] == ["h", "work_item"]
-    # each head has its own output block: heads split across cores; items share one, in order
-    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+    # each (head, item) program copies only its rows of its head to HBM (`out_hbm.at[rows, h]`,
+    # plan/worklist_isolation.py): heads and items both split across cores
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "parallel"]
+    (write_back,) = worklist.write_backs
+    assert [dim.name if dim is not None else None for dim in write_back.head_axes] == ["h", None]
+    assert write_back.scratch_shape == (8, args[0].size(2))  # the head axis is not in the scratch
     # an inner hl.grid of heads runs in every item
     per_item = plan_of(heads_per_item_attention, args, block_sizes=[8, 8]).worklist
     assert per_item.per_item_grid == "h" and per_item.heads == ()

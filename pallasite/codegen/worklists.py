@@ -4,13 +4,20 @@ from __future__ import annotations
 
 def emit_item_write_back(k, write_back) -> None:
     """After the item's body: copy its rows [start, start + extent) of the scratch to the
-    output in HBM. A copy's length is static, so one copy of 2^b rows per set bit b of the
-    extent, at the offset of the bits above it, each waited before the item ends."""
+    output in HBM (at the program's heads: the window `out.at[rows, h, :]`). A copy's length
+    is static, so one copy of 2^b rows per set bit b of the extent, at the offset of the bits
+    above it, each waited before the item ends."""
     worklist = k.plan.worklist
     start, extent = k.render(worklist.item_start), k.render(worklist.item_extent)
     name = write_back.symbol.name
-    k.emit(f"# the item's rows of '{name}' go to HBM: only [{start}, {start} + {extent}), so no other "
-           "item's rows are touched")
+    axes = list(write_back.head_axes)
+    while axes and axes[-1] is None:  # whole trailing axes need no subscript
+        axes.pop()
+    heads = "".join(f", {k.render(dim.begin_value)}" if dim is not None else ", :" for dim in axes)
+    head_names = [k.render(dim.begin_value) for dim in axes if dim is not None]
+    of_heads = f" of head {', '.join(head_names)}" if head_names else ""
+    k.emit(f"# the item's rows of '{name}' go to HBM: only [{start}, {start} + {extent}){of_heads}, so no "
+           "other program's rows are touched")
     for bit in reversed(range(write_back.bits)):
         size = 1 << bit
         k.emit(f"@pl.when(({extent} & {size}) != 0)")
@@ -18,6 +25,6 @@ def emit_item_write_back(k, write_back) -> None:
         offset = f"({extent} >> {bit + 1}) << {bit + 1}" if bit + 1 < write_back.bits else "0"
         k.emit(f"row = {offset}  # the rows of the higher bits come first", 2)
         k.emit(f"copy = pltpu.make_async_copy({write_back.scratch}.at[pl.ds(row, {size})], "
-               f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size})], {write_back.semaphore}.at[0])", 2)
+               f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size}){heads}], {write_back.semaphore}.at[0])", 2)
         k.emit("copy.start()", 2)
         k.emit("copy.wait()", 2)

@@ -266,7 +266,8 @@ def _plan_subviews(body, uses, accesses, padded, view_bases: dict, skipped, name
 def _add_item_write_back(write_back, worklist, use, defined, inputs, outputs, aliases, accesses,
                          scratch) -> None:
     """An output the items write by DMA: in HBM, aliased to its initial contents when it has
-    any (the rows no item writes keep them), each store into the item's scratch."""
+    any (the rows no item writes keep them), each store into the item's scratch (its rows by
+    the axes no head grid index selects: `out[tile_q, h, :]` stores a [block, D] tile)."""
     symbol = use.symbol
     operand = Operand(symbol, write_back.hbm_ref, Memory.HBM)
     if id(symbol) in defined:
@@ -274,13 +275,13 @@ def _add_item_write_back(write_back, worklist, use, defined, inputs, outputs, al
         aliases[id(in_operand)] = len(outputs)
         inputs.append(in_operand)
     outputs.append(operand)
-    rest = tuple(symbol.shape[1:])
+    rest = write_back.scratch_shape[1:]
     offset = worklist.row_offset
     for node in use.stores:
         shape = (worklist.tile_dim.block_size, *rest)
         accesses[node.id] = Access(write_back.scratch, (RefOffset((offset,), shape[0]), *(FullSlice(),) * len(rest)),
                                    shape, shape)
-    scratch.append(Scratch(write_back.scratch, ScratchKind.VMEM, (write_back.rows, *rest), symbol.dtype))
+    scratch.append(Scratch(write_back.scratch, ScratchKind.VMEM, write_back.scratch_shape, symbol.dtype))
     scratch.append(Scratch(write_back.semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None))
 
 

@@ -121,7 +121,8 @@ def _block_traffic(op: Operand, steps: list[tuple[int, ...]], tables=None) -> in
 
 def _item_write_back_traffic(call: PallasCallPlan, tables) -> tuple[int, int] | None:
     """(bytes, waits) of a parallel worklist's write-backs (plan/worklist_isolation.py):
-    each real item copies its `extent` rows of each such output to HBM and waits for it;
+    each real item copies its `extent` rows of each such output to HBM and waits for it,
+    once per head program (each copies its head's window: the axes no head selects);
     None without the item tables (the extents are data)."""
     worklist = call.worklist
     if worklist is None or not worklist.write_backs:
@@ -131,8 +132,9 @@ def _item_write_back_traffic(call: PallasCallPlan, tables) -> tuple[int, int] | 
         return None
     rows = sum(int(extent) for extent in extents)
     items = sum(1 for extent in extents if extent > 0)
-    row_bytes = sum(_nbytes(w.symbol.shape[1:], w.symbol.dtype) for w in worklist.write_backs)
-    return rows * row_bytes, items * len(worklist.write_backs)
+    heads = math.prod(axis.num_blocks for position, axis in enumerate(call.grid) if position != worklist.item_axis)
+    row_bytes = sum(_nbytes(w.scratch_shape[1:], w.symbol.dtype) for w in worklist.write_backs)
+    return rows * row_bytes * heads, items * len(worklist.write_backs) * heads
 
 
 def _host_padding(call: PallasCallPlan) -> int:

@@ -43,7 +43,7 @@ from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
 from .plans import RangeCheck
 from .memory import SMEM_MAX_ELEMENTS
-from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_back
+from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_backs
 
 WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
 
@@ -69,8 +69,8 @@ class Worklist:
     # how stores of different items stay apart, and why (set once the grid is planned)
     store_isolation: str = ""
     # the grid's other axes (`for seq, h in hl.grid([n, H])`: heads), kept as grid axes before
-    # the items (each head walks the items in order; heads are `parallel` when their output
-    # blocks differ), and the item axis's position after them
+    # the items (heads are `parallel` when their output blocks differ, or when each program
+    # writes its head's rows by DMA), and the item axis's position after them
     heads: tuple[str, ...] = ()
     item_axis: int = 0
     # an inner static `hl.grid` around the q loop (`for h in hl.grid(H)`): every item runs it
@@ -153,7 +153,7 @@ class WorklistStrategy:
         max_items = per_segment + grid.end if disjoint else per_segment * grid.end
         if max_items > SMEM_MAX_ELEMENTS:
             return WorklistDecision(None, f"{max_items} items do not fit a scalar-prefetch table")
-        isolation = decide_isolation(loop.body, tile_dim, disjoint, tuple(dim.name for dim in heads))
+        isolation = decide_isolation(loop.body, tile_dim, disjoint, tuple(heads))
         rows_per_item = grouping * tile_dim.block_size
         table = lambda name: TensorSymbol(name, (max_items,), torch.int32, "host_op")  # noqa: E731
         return WorklistDecision(Worklist(
@@ -161,7 +161,7 @@ class WorklistStrategy:
             grouping=grouping, max_items=max_items, owner=table("work_owner"), start=table("work_start"),
             extent=table("work_extent"), disjoint=disjoint, heads=tuple(dim.name for dim in heads),
             item_axis=len(heads), per_item_grid=per_item, isolation=isolation,
-            write_backs=tuple(write_back(symbol, rows_per_item) for symbol in isolation.outputs),
+            write_backs=write_backs(isolation, rows_per_item),
         ))
 
 
@@ -346,9 +346,12 @@ def with_isolation(worklist: Worklist, semantics: str, reason: str) -> Worklist:
     """Record how the planned grid keeps items' stores apart."""
     if semantics == "parallel":
         names = ", ".join(f"'{w.symbol.name}'" for w in worklist.write_backs)
+        heads = sorted({dim.name for w in worklist.write_backs for dim in w.head_axes if dim is not None})
+        of_heads = f" of its head ({', '.join(repr(name) for name in heads)})" if heads else ""
         text = (f"parallel: {names} stay in HBM; an item stores its tiles into a VMEM scratch of "
-                f"{worklist.rows_per_item} rows and copies only its rows [start, start + extent) back by DMA "
-                "(one copy per set bit of the extent), so no two items write one row")
+                f"{worklist.rows_per_item} rows and copies only its rows [start, start + extent){of_heads} back "
+                f"by DMA (one copy per set bit of the extent), so no two {'programs' if heads else 'items'} "
+                "write one row")
     elif worklist.write_backs:
         text = (f"arbitrary ({reason}): the items' rows are written back by DMA, but the axis stays ordered")
     else:
