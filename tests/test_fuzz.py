@@ -18,12 +18,12 @@ SEED = 7
 
 def test_a_fixed_seed_smoke_run_finds_no_mismatch_and_no_internal_error(tmp_path):
     stream = io.StringIO()
-    report = run_fuzz(27, SEED, out=tmp_path, timeout_per_case=60, stream=stream)
-    assert len(report.results) == 27
+    report = run_fuzz(2 * len(KINDS), SEED, out=tmp_path, timeout_per_case=60, stream=stream)  # each kind twice
+    assert len(report.results) == 2 * len(KINDS)
     assert {r.case.kind for r in report.results} == set(KINDS)
     assert report.count(Outcome.MISMATCH) == 0, stream.getvalue()
     assert report.count(Outcome.INTERNAL) == 0, stream.getvalue()
-    assert report.count(Outcome.MATCH) >= 20  # rejections are allowed, but most kernels must run
+    assert report.count(Outcome.MATCH) >= 15  # rejections are allowed, but most kernels must run
 
 
 def test_the_command_line_parses_its_options_and_prints_the_summary(tmp_path, capsys):

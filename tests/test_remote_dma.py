@@ -21,8 +21,8 @@ from pallasite.plan.remote_copies import COLLECTIVE_ID_LIMIT
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # One subprocess (JAX's start costs ~5 s of the 2 cores). The all-gather's 4- and 8-device
-# runs (unroll) and examples/ring_attention.py's own CASES (1-D f32/bf16, causal or not, on
-# 4 and 8 devices; 2x2) run in tests/test_examples.py; these are the others.
+# runs (unroll) and three of examples/ring_attention.py's CASES (4 devices bf16 causal, 8 f32
+# causal, 2x2 f32 not causal) run in tests/test_examples.py; these are the others.
 GROUPS = {
     "mesh": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
              "slot_index 4", "race_under_shard_map 4", "device_out_of_mesh 4", "device_out_of_mesh 8",
