@@ -68,7 +68,9 @@ def _nbytes(shape, dtype) -> int:
 def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | None]) -> ScheduleMetrics:
     operands = [*call.scalar_prefetch, *call.inputs, *call.outputs]  # prefetched tables: one SMEM copy
     distinct = {id(op.symbol): op for op in operands}
-    minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for op in distinct.values())
+    # the user's tensors: a worklist's item tables are the schedule's, built on the host
+    internal = {id(symbol) for symbol in (call.worklist.tables if call.worklist is not None else ())}
+    minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for key, op in distinct.items() if key not in internal)
     steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
     traffic = 0
     exposed = 0
