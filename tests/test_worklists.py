@@ -353,3 +353,24 @@ def test_decreasing_offsets_that_need_more_items_than_the_bound_are_an_error():
     _, out = code_and_output(jagged_attention, (q, k, v, offsets), block_sizes=[8, 8], pallas_flatten_worklist=False)
     torch.testing.assert_close(out[:73], causal_reference(q, k, v, torch.tensor([0, 73], dtype=torch.int32)),
                                atol=1e-4, rtol=1e-4)
+
+
+@pallasite.kernel
+def doubled_segments(x, offsets):
+    out = torch.zeros_like(x)
+    for seq in hl.grid(offsets.size(0) - 1):
+        for tile_q in hl.tile(offsets[seq], offsets[seq + 1]):
+            out[tile_q, :] = x[tile_q, :] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("flatten", [True, False], ids=["flattened", "per-segment"])
+def test_offsets_past_the_tensors_end_are_named_as_such(flatten):
+    """Offsets [0, 10, 60] over 30 rows: the flattened schedule names the segment end and the
+    rows (before the item count those offsets inflate), as the per-segment one does."""
+    x = torch.randn(30, 128)
+    offsets = torch.tensor([0, 10, 60], dtype=torch.int32)
+    match = (r"a q range of 'seq' ends at 60, past the 30 rows its 'tile_q' tiles index" if flatten
+             else r"tile_q covers \[\d+, \d+\) but x.size\(0\) is 30")
+    with pytest.raises(pallasite.exc.ShapeMismatch, match=match):
+        code_and_output(doubled_segments, (x, offsets), block_sizes=[8], pallas_flatten_worklist=flatten)

@@ -279,6 +279,10 @@ class HostEmitter:
         count = self.names.fresh("work_count")
         self.emit(f"{', '.join(names)}, {count} = build_worklist({begin}, {end}, segments={n}, rows_per_item={rows}, "
                   f"max_items={worklist.max_items})")
+        for check in (c for c in call.range_checks if c.worklist_ends):
+            self.emit("if INTERPRET is not None:  # interpret mode checks the segments end inside the rows")
+            self.emit(f"    {end} = CHECKS.host_indices({check.check_id}, {end}, limit={check.limit})")
+            self.emit(f"    {names[2]} = jnp.where(jnp.max({end}, initial=0) < {check.limit}, {names[2]}, 0)")
         for check in (c for c in call.range_checks if c.worklist_items):
             self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
             self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count}, limit={check.limit})")

@@ -28,7 +28,9 @@ from .plans import (
     RangeCheck, RefOffset, Scratch, ScratchKind, Semantics,
 )
 from .vmem import default_vmem_limit, estimate_vmem_bytes
-from .worklists import WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_overlap_check
+from .worklists import (
+    WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_end_check, worklist_overlap_check,
+)
 
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
@@ -218,7 +220,8 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         vmem_bytes=0,
         vmem_limit_bytes=None,
         range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
-                      *([worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
+                      *([worklist_end_check(worklist, next(check_ids), loop.location),
+                         worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
                       *(remote_index_checks(loop.body, check_ids) if remote else ()),
                       *(remote_device_checks(loop.body, check_ids) if remote else ()),
                       *([worklist_overlap_check(worklist, next(check_ids), loop.location)]

@@ -267,6 +267,9 @@ class RangeCheck:
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
     worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound
+    # a flattened worklist's segment ends, against the rows its q tiles index (limit rows + 1):
+    # offsets past the tensor's end, named before the item count they inflate
+    worklist_ends: bool = False
     # a worklist whose items write their own rows in parallel: segments that end before they
     # begin (decreasing offsets, so rows of two items overlap), which must be none (limit 1)
     worklist_overlaps: bool = False

@@ -221,6 +221,16 @@ def worklist_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
         location, worklist_items=True)
 
 
+def worklist_end_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
+    """The interpret-mode check that no segment's q range ends past the rows its tiles
+    index (checked before the item count, which such offsets inflate)."""
+    return RangeCheck(
+        check_id, worklist.rows + 1,
+        f"a q range of '{worklist.segment_name}' ends at {{lo}}, past the {worklist.rows} rows its "
+        f"'{worklist.tile_dim.name}' tiles index: the offsets must not pass the tensor's end.",
+        location, worklist_ends=True)
+
+
 def worklist_overlap_check(worklist: Worklist, check_id: int, location) -> RangeCheck:
     """The interpret-mode check that a parallel worklist's segments are disjoint rows."""
     return RangeCheck(
