@@ -374,3 +374,21 @@ def test_offsets_past_the_tensors_end_are_named_as_such(flatten):
              else r"tile_q covers \[\d+, \d+\) but x.size\(0\) is 30")
     with pytest.raises(pallasite.exc.ShapeMismatch, match=match):
         code_and_output(doubled_segments, (x, offsets), block_sizes=[8], pallas_flatten_worklist=flatten)
+
+
+def test_a_vmem_overflow_names_the_largest_blocks_and_the_loop_type_that_streams_them():
+    """60k rows of jagged bf16 q/k/v: tiles that start at data-dependent rows keep the tensors
+    they index resident under unroll, which overflows v7x's VMEM; the error lists the largest blocks
+    and suggests fori_loop (smaller blocks would not help). fori_loop plans."""
+    lengths = [200] * 300
+    offsets = offsets_of(lengths)
+    q, k, v = (torch.empty(sum(lengths), 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
+    with pytest.raises(pallasite.exc.VmemOverflow) as info:
+        schedule_report(jagged_attention, (q, k, v, offsets), chip="v7x", block_sizes=[128, 128],
+                        pallas_loop_type="unroll")
+    message = str(info.value)
+    assert "the largest: 'q' 2 x 14.7 MiB, 'k' 2 x 14.7 MiB, 'v' 2 x 14.7 MiB" in message and "resident" in message
+    assert "pallas_loop_type='fori_loop'" in message and "use smaller block sizes" not in message
+    report = schedule_report(jagged_attention, (q, k, v, offsets), chip="v7x", block_sizes=[128, 128],
+                             pallas_loop_type="fori_loop")
+    assert report["vmem_bytes"] < 16 * 2**20

@@ -27,7 +27,7 @@ from .plans import (
     Access, BlockKind, Direction, GridAxis, InPlaceUpdate, KernelPlan, Memory, Operand, PallasCallPlan, PlanTarget,
     RangeCheck, RefOffset, Scratch, ScratchKind, Semantics,
 )
-from .vmem import default_vmem_limit, estimate_vmem_bytes
+from .vmem import default_vmem_limit, estimate_vmem_bytes, overflow_advice
 from .worklists import (
     WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_end_check, worklist_overlap_check,
 )
@@ -239,7 +239,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     if vmem > vmem_capacity:
         raise exc.VmemOverflow(
             f"The VMEM working set of this config is estimated at {vmem / 2**20:.1f} MiB, over "
-            f"the chip's {vmem_capacity / 2**20:.0f} MiB VMEM; use smaller block sizes.",
+            f"the chip's {vmem_capacity / 2**20:.0f} MiB VMEM; {overflow_advice(plan)}.",
             loop.location,
         )
     limit = vmem_limit

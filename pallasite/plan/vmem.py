@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..ir import Carried, IfBlock, TileLoop, Value, cdiv
 from ..ir.sizes import SymbolicSize
-from .plans import Memory, PallasCallPlan, ScratchKind
+from .plans import BlockKind, Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
 MIB = 2 ** 20
@@ -74,6 +74,30 @@ def buffer_bytes(plan: PallasCallPlan) -> int:
         if scratch.kind is ScratchKind.VMEM and scratch.name not in stream_buffers:
             total += padded_bytes(scratch.shape, scratch.dtype)
     return total
+
+
+def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
+    """For a VMEM overflow message: the `count` largest double-buffered blocks (with why an
+    axis is whole, when the plan recorded it), and what to change. Tiles that start at
+    data-dependent rows keep the tensors they index resident unless the loop copies
+    their windows by DMA (`fori_loop`), and smaller blocks do not shrink those."""
+    blocks = sorted(((2 * padded_bytes(op.block_shape, op.symbol.dtype), op) for op in (*plan.inputs, *plan.outputs)
+                     if op.memory is Memory.VMEM_BLOCK), key=lambda item: -item[0])
+    described, seen = [], set()
+    for size, op in blocks:
+        if op.symbol.id in seen or len(described) == count:
+            continue
+        seen.add(op.symbol.id)
+        why = next((axis.reason for axis in op.axes if axis.reason), "")
+        described.append(f"'{op.symbol.name}' 2 x {size / 2 / 2**20:.1f} MiB" + (f" ({why})" if why else ""))
+    unaligned = [op for _, op in blocks if any(
+        axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
+    if unaligned and any(loop.strategy != "fori_loop" for loop in plan.inner_loops.values()):
+        advice = ("tiles starting at data-dependent rows keep the tensors they index resident, whatever the "
+                  "block size; pallas_loop_type='fori_loop' copies their windows by DMA instead")
+    else:
+        advice = "use smaller block sizes"
+    return f"the largest: {', '.join(described)}; {advice}" if described else advice
 
 
 def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
