@@ -392,3 +392,9 @@ def test_a_vmem_overflow_names_the_largest_blocks_and_the_loop_type_that_streams
     report = schedule_report(jagged_attention, (q, k, v, offsets), chip="v7x", block_sizes=[128, 128],
                              pallas_loop_type="fori_loop")
     assert report["vmem_bytes"] < 16 * 2**20
+
+
+def test_float_offsets_are_refused_naming_the_tensor():
+    with pytest.raises(pallasite.exc.UnsupportedSyntax,
+                       match=r"Loop begin must be an integer scalar, got a float32 scalar read from 'offsets'"):
+        doubled_segments(torch.randn(30, 128), torch.tensor([0.0, 10.0, 30.0]))

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from .. import exc
 from .. import language as hl
 from ..ir import (
-    Allocate, Carried, DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
+    Allocate, Carried, DeviceLoopCall, KernelIR, Load, ScalarSymbol, TensorSymbol, TileDim, TileLoop,
     Value,
 )
 from ..ir.sizes import SymbolicSize, pin
@@ -386,7 +386,11 @@ class Tracer(OpRecorder):
         if isinstance(bound, (DeviceTensor, HostScalar)):
             value = self._device_operand(bound)
             if value.shape != () or value.dtype.is_floating_point:
-                raise exc.UnsupportedSyntax(f"Loop {what} must be an integer scalar.", loc)
+                source = value.producer.tensor.name if isinstance(getattr(value, "producer", None), Load) else ""
+                raise exc.UnsupportedSyntax(
+                    f"Loop {what} must be an integer scalar, got a {str(value.dtype).replace('torch.', '')} "
+                    f"{'scalar' if value.shape == () else f'tensor of shape {list(value.shape)}'}"
+                    + (f" read from '{source}' (pass it as an int32 tensor)" if source else "") + ".", loc)
             return value
         raise exc.UnsupportedSyntax(f"Loop {what} must be an int or a device scalar, got {bound!r}.", loc)
 
