@@ -359,3 +359,43 @@ def test_a_raised_vmem_limit_is_not_baked_from_one_size():
     assert softmax_rows.cache_size == 1
     check_tpu_lowering(softmax_rows, (torch.empty(256, 18000, device="meta"),), chips=("v6e",),
                        **config)
+
+
+def test_jagged_attention_serves_every_row_count_with_one_variant():
+    """Row counts vary, D is pinned (`1 / sqrt(head_dim)` computes with it), and k's and v's
+    dims are asserted equal to q's: they stay pinned with it, so the variant is checked at
+    other row counts (not at a D of its own for k) and serves them all; the one warning is
+    about D (another head dim compiles another variant)."""
+    import itertools as _itertools
+    from examples.jagged_attention import jagged_attention, reference
+    kernel = pallasite.kernel(jagged_attention.fn, static_shapes=False,
+                              config=pallasite.Config(block_sizes=[8, 8], pallas_loop_type="fori_loop"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for lengths in ([13, 0, 5, 30, 1], [13, 0, 5, 31, 1], [7, 9, 2, 30, 11]):
+            offsets = torch.tensor([0, *_itertools.accumulate(lengths)], dtype=torch.int32)
+            q, k, v = (torch.randn(sum(lengths), 64) for _ in range(3))
+            torch.testing.assert_close(kernel(q, k, v, offsets), reference(q, k, v, offsets), atol=1e-4, rtol=1e-4)
+    assert kernel.cache_size == 1
+    messages = [str(w.message) for w in caught if "static_shapes=False" in str(w.message)]
+    assert len(messages) == 1 and "q_size1 == 64" in messages[0] and "k_size1" not in messages[0], messages
+
+
+@pallasite.kernel(static_shapes=False, config=pallasite.Config(block_sizes=[8, 8]))
+def scaled_scores(q, k):
+    m, d = q.size()
+    n = k.size(0)
+    scale = 1.0 / d ** 0.5  # pins q's d; nothing says k's d equals it
+    out = torch.empty([m, n], dtype=torch.float32, device=q.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        out[tile_m, tile_n] = hl.dot(q[tile_m, :], k[tile_n, :].T) * scale
+    return out
+
+
+def test_a_variant_that_cannot_be_generated_at_other_sizes_says_so():
+    """k's head dim moves while q's stays pinned, so the check at other sizes fails: the
+    variant serves only these sizes, and a warning says why and how to tie the sizes."""
+    q, k = torch.randn(24, 128), torch.randn(40, 128)
+    with pytest.warns(UserWarning, match=r"could not be generated with other sizes \(.*k_size1=1159.*hl.dot.*assert"):
+        out = scaled_scores(q, k)
+    torch.testing.assert_close(out, q @ k.T / 128 ** 0.5, atol=1e-4, rtol=1e-4)

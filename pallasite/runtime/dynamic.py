@@ -111,7 +111,7 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
     guards = SizeGuards(frozenset(recorded))
     pins = [g for g in guards.guards
             if g.op == "==" and g.outcome and isinstance(g.left, SizeVar) and isinstance(g.right, int)]
-    free = {name: value for name, value in env.items() if name not in {g.left.name for g in pins}}
+    free = {name: value for name, value in env.items() if name not in _pinned(pins, guards)}
     checked = 0
     for moved in _verification_sizes(free) if free else ():
         other = {**env, **moved}
@@ -120,7 +120,8 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
         try:
             with recording_guards():
                 again = generate(specs_at(symbolic, other))
-        except Exception:  # noqa: BLE001 - fails at other sizes: do not share this variant
+        except Exception as err:  # noqa: BLE001 - fails at other sizes: do not share this variant
+            _warn_unshared(kernel_name, env, other, err)
             return code, SizeGuards.exactly(env)
         if again != code:
             _warn_static(kernel_name, code, again)
@@ -134,6 +135,32 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
     if unrequested:  # hl.specialize asked for its pins; say why the others recompile
         _warn_static(kernel_name, code, None, unrequested)
     return code, guards
+
+
+def _warn_unshared(kernel_name: str, env: dict[str, int], other: dict[str, int], err: Exception) -> None:
+    moved = ", ".join(f"{name}={other[name]}" for name in sorted(env) if other[name] != env[name])
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    warnings.warn(
+        f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code could not be generated "
+        f"with other sizes ({moved}: {first}), so this variant serves only these sizes and every new "
+        "size compiles again (results stay right). Sizes that must agree (a dimension two tensors "
+        "share) can say so with an assert (`assert k.size(1) == q.size(1)`).", stacklevel=4)
+
+
+def _pinned(pins: list[Guard], guards: SizeGuards) -> set[str]:
+    """The sizes pinned to one value, and every size a guard says equals one of them
+    (`assert k.size() == q.size()` with q's head dim pinned: k's stays with it)."""
+    pinned = {g.left.name for g in pins}
+    equal = [(g.left.name, g.right.name) for g in guards.guards
+             if g.op == "==" and g.outcome and isinstance(g.left, SizeVar) and isinstance(g.right, SizeVar)]
+    grown = True
+    while grown:
+        grown = False
+        for a, b in equal:
+            if (a in pinned) != (b in pinned):
+                pinned |= {a, b}
+                grown = True
+    return pinned
 
 
 def _warn_static(kernel_name: str, code: str, other: str | None, guards: list[Guard] | None = None) -> None:
