@@ -116,7 +116,7 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     path = cache.store(name, fields, config, {"seconds": result.best_seconds,
                                               "candidates": len(result.trials)})
     log(f"{name}: chose {dict(config)} from {len(result.trials)} candidates in "
-        f"{result.wall_seconds:.2f}s; cached in {path}")
+        f"{result.wall_seconds:.2f}s; " + (f"cached in {path}" if path is not None else "not cached"))
     return config
 
 
