@@ -175,6 +175,44 @@ def test_a_baseline_that_disagrees_discards_every_tuned_config():
     assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())
 
 
+def test_when_no_config_matches_the_baseline_it_says_so_and_caches_nothing(tmp_path):
+    """The default config fails the check too: a warning names the tolerances and the
+    difference, the default runs, and nothing is cached as a tuned config."""
+    kernel = _add(autotune_effort="quick", autotune_baseline_fn=lambda x, y: x - y,
+                  autotune_baseline_atol=0.25, autotune_baseline_rtol=0.125)
+    with pytest.warns(UserWarning) as caught:
+        out = kernel(*ADD_ARGS)
+    torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
+    summary = [str(w.message) for w in caught if "no config" in str(w.message)]
+    assert len(summary) == 1
+    assert "atol 0.25" in summary[0] and "rtol 0.125" in summary[0]
+    assert "max abs difference" in summary[0] and "not cached" in summary[0]
+    worst = (2 * ADD_ARGS[1]).abs().max().item()
+    assert f"{worst:.3g}" in summary[0]
+    assert not list((tmp_path / "cache" / "autotune").glob("add-*.json"))
+    bound = kernel.bind(ADD_ARGS)
+    assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())
+
+
+def test_a_mismatch_names_the_argument_an_in_place_kernel_updates():
+    def pure(x, y):
+        return x + 2.0 * y  # right answer, but leaves x as it was
+
+    @pallasite.kernel(autotune_effort="quick", autotune_baseline_fn=pure)
+    def axpy_(x, y):
+        m, n = x.size()
+        for tile_m, tile_n in hl.tile([m, n]):
+            x[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n] * 2.0
+        return x
+
+    x, y = ADD_ARGS[0].clone(), ADD_ARGS[1]
+    with pytest.warns(UserWarning) as caught:
+        axpy_(x, y)
+    messages = [str(w.message) for w in caught if "differs" in str(w.message)]
+    assert messages and all("argument x" in m and "in place" in m for m in messages)
+    assert not any("output 1" in m for m in messages)
+
+
 def test_a_wrong_tuned_config_is_discarded_against_the_default(monkeypatch):
     """A tuned config whose output differs from the default config's is not used."""
     kernel = _add(autotune_effort="quick")
