@@ -330,3 +330,62 @@ def test_a_user_tunable_shaping_an_inner_loop_runs_and_lowers(loop_type):
         assert report["inner_tiles"] == report["grid_programs"] * chunks  # the tunable shapes the loop
         torch.testing.assert_close(bound.compile_config(config)(x, y), x @ y, rtol=1e-4, atol=1e-4)
     check_tpu_lowering(mm_chunks, (x, y), k_chunks=4, pallas_loop_type=loop_type)
+
+
+def _scale_rows(x, w):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = x[tile_m, :] * w[None, :]
+    return out
+
+
+@pytest.mark.parametrize("settings, runs", [
+    ({"autotune_effort": "full"}, "the default config"),
+    ({"configs": [pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[32])]},
+     "configs[0] {'block_sizes': [8]}")], ids=["effort", "configs"])
+def test_dynamic_shapes_say_once_that_they_are_not_tuned(settings, runs):
+    import warnings as _warnings
+
+    kernel = pallasite.kernel(_scale_rows, static_shapes=False, **settings)
+    x, w = torch.randn(64, 128), torch.randn(128)
+    with pytest.warns(UserWarning, match="static_shapes=False") as caught:
+        out = kernel(x, w)
+    torch.testing.assert_close(out, x * w[None, :])
+    notes = [str(c.message) for c in caught if "static_shapes=False" in str(c.message)]
+    assert len(notes) == 1 and runs in notes[0] and "not tuned" in notes[0]
+    assert caught[0].filename == __file__  # at the user's call
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # once: a second call (another size too) is quiet
+        kernel(x, w)
+        kernel(torch.randn(40, 128), w)
+    quiet = pallasite.kernel(_scale_rows, static_shapes=False, autotune_effort="none")
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # nothing asked for tuning: nothing to say
+        quiet(x, w)
+
+
+def test_configs_that_are_all_invalid_raise_one_error_listing_each():
+    kernel = _add(autotune_effort="quick",
+                  configs=[pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[8, 128, 4])])
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # no "using the default config" before the error
+        with pytest.raises(exc.InvalidConfig) as raised:
+            kernel(*ADD_ARGS)
+    message = raised.value.message
+    assert "configs=[...]" in message
+    assert "{'block_sizes': [8]}: block_sizes has 1 entries" in message
+    assert "{'block_sizes': [8, 128, 4]}: block_sizes has 3 entries" in message
+    frames = __import__("traceback").extract_tb(raised.tb)
+    assert not any("/pallasite/autotune/" in frame.filename for frame in frames)  # no tuner frames
+
+
+def test_an_invalid_config_among_valid_ones_is_named_in_a_warning():
+    good = pallasite.Config(block_sizes=[16, 128])
+    kernel = _add(autotune_effort="quick", configs=[pallasite.Config(block_sizes=[8]), good])
+    with pytest.warns(UserWarning, match=r"configs\[0\] \{'block_sizes': \[8\]\} is invalid.*block_sizes has 1"):
+        out = kernel(*ADD_ARGS)
+    torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
+    assert kernel.bind(ADD_ARGS).resolve_config()["block_sizes"] == [16, 128]

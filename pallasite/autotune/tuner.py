@@ -37,6 +37,25 @@ def should_tune(bound, args: tuple, kwargs: dict) -> bool:
     return not any(isinstance(v, jax.core.Tracer) for v in values)
 
 
+def note_untuned(bound) -> None:
+    """With dynamic shapes (`static_shapes=False`) nothing is tuned: one config serves
+    every size of a bucket, and a config tuned at one size need not plan, or be fast, at
+    another. When the kernel asked for tuning (an effort other than "none", or several
+    `configs`), say so once per kernel, naming the config that runs."""
+    kernel = bound.kernel
+    if (kernel.config is not None or getattr(kernel, "_untuned_noted", False)
+            or (kernel.tune.effort == "none" and len(kernel.configs) < 2)):
+        return
+    kernel._untuned_noted = True
+    asked = (f"configs=[...] ({len(kernel.configs)} configs)" if len(kernel.configs) > 1
+             else f'autotune_effort="{kernel.tune.effort}"')
+    runs = f"configs[0] {dict(kernel.configs[0])}" if kernel.configs else "the default config"
+    warn_user(f"pallasite autotune: {kernel.fn.__name__} has static_shapes=False, so it is not tuned "
+              f"({asked} is ignored: one config serves every size of a bucket, and a config tuned at "
+              f"one size need not plan at another); {runs} runs. Pass config= to choose one, or use "
+              "static shapes to tune.")
+
+
 def objective_for(bound, args: tuple, kwargs: dict | None = None, chip: str | None = None
                   ) -> tuple[Callable[[Config], float], Callable | None, str]:
     """(objective, rerank, label): measured device time on a TPU, else the cost model."""
@@ -107,10 +126,15 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     try:
         result = autotune(bound, args, kwargs)
     except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves
+        if bound.kernel.configs and isinstance(err, exc.InvalidConfig):
+            raise  # every config in configs=[...] is invalid (one error lists each): nothing to run
         message = err.message if isinstance(err, exc.PallasiteError) else f"{type(err).__name__}: {err}"
         warn_user(f"pallasite autotune: the search for {name} failed ({message}); using the default "
                   "config.")
         return None
+    for i, given, reason in result.rejected_configs:
+        warn_user(f"pallasite autotune: configs[{i}] {dict(given)} is invalid for {name} ({reason}); "
+                  "it is skipped.")
     config, matched = _accurate(bound, result, args, kwargs)
     if not matched:  # the default runs for this process, but it is no tuned config to keep
         return config
