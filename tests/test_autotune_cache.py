@@ -210,3 +210,28 @@ def test_a_failed_cache_write_warns_and_still_returns_the_result(obstacle, tmp_p
     # the warning points at the user's call, not into pallasite
     assert all(w.filename == __file__ for w in caught if "could not cache" in str(w.message))
     assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _make_scaled(factor, two_pass):
+    @pallasite.kernel(autotune_effort="quick")
+    def scaled(x):
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile([m, n]):
+            out[tile_m, tile_n] = x[tile_m, tile_n] * factor
+        if two_pass:
+            for tile_m, tile_n in hl.tile([m, n]):
+                out[tile_m, tile_n] = out[tile_m, tile_n] + 1.0
+        return out
+    return scaled
+
+
+def test_kernels_from_one_factory_with_other_closure_values_have_their_own_entries():
+    from pallasite.autotune.tuner import cache_fields
+
+    def key(*made):
+        return cache.cache_key(cache_fields(_make_scaled(*made).bind((X,))))[0]
+
+    assert key(2.0, False) != key(3.0, False)  # a captured constant
+    assert key(2.0, False) != key(2.0, True)  # a captured flag that changes the loops
+    assert key(2.0, False) == key(2.0, False)  # the same values: the same entry (stable)

@@ -25,6 +25,7 @@ from . import cache
 from .cost_model import estimate
 from .progress import log, warn_user
 from .search import SearchResult, search
+from .settings import callable_identity
 
 ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling back to the default
 
@@ -105,6 +106,8 @@ def cache_fields(bound) -> dict[str, Any]:
     chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
     return {"kernel": f"{kernel.fn.__module__}.{kernel.fn.__qualname__}",
             "source": hashlib.sha256(text.encode()).hexdigest(), "signature": repr((specs, captured)),
+            # kernels a factory builds share source and name: their closure values tell them apart
+            "closure": callable_identity(kernel.fn),
             "chip": chip, "pallasite": __version__, "jax": jax.__version__,
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
 
