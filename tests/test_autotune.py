@@ -389,3 +389,21 @@ def test_an_invalid_config_among_valid_ones_is_named_in_a_warning():
         out = kernel(*ADD_ARGS)
     torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
     assert kernel.bind(ADD_ARGS).resolve_config()["block_sizes"] == [16, 128]
+
+
+def test_a_bad_override_value_names_the_setting_without_internal_frames():
+    import traceback
+
+    with pytest.raises(exc.InvalidConfig, match=r"autotune_config_overrides.*pallas_loop_type") as raised:
+        _add(autotune_config_overrides={"pallas_loop_type": "bogus"})
+    frames = [frame.filename for frame in traceback.extract_tb(raised.tb)]
+    assert not any("/pallasite/autotune/" in f or "/pallasite/plan/" in f or f.endswith("config.py")
+                   for f in frames), frames
+
+
+def test_a_finished_search_shows_the_candidates_it_tried_as_its_total(capfd):
+    bound = _add(autotune_effort="full").bind(ADD_ARGS)
+    result = bound.autotune(ADD_ARGS, effort="full", quiet=False)
+    err = capfd.readouterr().err
+    tried = len(result.trials)
+    assert tried < 160 and f"{tried}/{tried}" in err and "/160" not in err.rsplit("\r", 1)[-1]

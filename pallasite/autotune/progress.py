@@ -92,6 +92,10 @@ class Progress:
         if self.quiet:
             return
         if self._bar is not None:
+            # the search stops when it stops improving: its total is what it tried, so a
+            # finished search does not look aborted
+            self._bar.total = self.done
+            self._bar.refresh()
             self._bar.close()
         else:
             self.total = self.done
