@@ -202,7 +202,7 @@ def test_a_failed_cache_write_warns_and_still_returns_the_result(obstacle, tmp_p
         def refuse(*args, **kwargs):
             raise PermissionError(13, "Permission denied", str(target.parent))
         monkeypatch.setattr(cache.os, "replace", refuse)
-    with pytest.warns(UserWarning, match="could not cache") as caught:
+    with pytest.warns(UserWarning, match="could not cache|cannot read") as caught:  # (a dir: unreadable too)
         out = kernel(X)
     torch.testing.assert_close(out, X * 3.0)
     messages = [str(w.message) for w in caught if "could not cache" in str(w.message)]
