@@ -15,6 +15,8 @@ __version__ = "0.1.0"
 
 def kernel(fn: Callable | None = None, **options: Any) -> Any:
     """Decorate a function as a pallasite kernel: `@pallasite.kernel` or `@pallasite.kernel(config=...)`."""
+    from .runtime.kernel import _for_user  # a bad setting raises without pallasite's frames
+
     if fn is None:
-        return lambda f: Kernel(f, **options)
-    return Kernel(fn, **options)
+        return lambda f: _for_user(Kernel, (f,), options)
+    return _for_user(Kernel, (fn,), options)

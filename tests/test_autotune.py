@@ -168,11 +168,49 @@ def test_helion_tuning_settings_are_accepted_and_checked():
 
 def test_a_baseline_that_disagrees_discards_every_tuned_config():
     kernel = _add(autotune_effort="quick", autotune_baseline_fn=lambda x, y: x - y)
-    with pytest.warns(UserWarning, match=r"discarding config \{'block_sizes'.*autotune_baseline_fn"):
+    with pytest.warns(UserWarning, match=r"discarding config \{'block_sizes'.*autotune_baseline_fn|no config of add"):
         out = kernel(*ADD_ARGS)
     torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])  # the kernel is still right
     bound = kernel.bind(ADD_ARGS)
     assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())
+
+
+def test_when_no_config_matches_the_baseline_it_says_so_and_caches_nothing(tmp_path):
+    """The default config fails the check too: a warning names the tolerances and the
+    difference, the default runs, and nothing is cached as a tuned config."""
+    kernel = _add(autotune_effort="quick", autotune_baseline_fn=lambda x, y: x - y,
+                  autotune_baseline_atol=0.25, autotune_baseline_rtol=0.125)
+    with pytest.warns(UserWarning) as caught:
+        out = kernel(*ADD_ARGS)
+    torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
+    summary = [str(w.message) for w in caught if "no config" in str(w.message)]
+    assert len(summary) == 1
+    assert "atol 0.25" in summary[0] and "rtol 0.125" in summary[0]
+    assert "max abs difference" in summary[0] and "not cached" in summary[0]
+    worst = (2 * ADD_ARGS[1]).abs().max().item()
+    assert f"{worst:.3g}" in summary[0]
+    assert not list((tmp_path / "cache" / "autotune").glob("add-*.json"))
+    bound = kernel.bind(ADD_ARGS)
+    assert bound.resolve_config() == bound.config_spec.normalize(bound.config_spec.default_config())
+
+
+def test_a_mismatch_names_the_argument_an_in_place_kernel_updates():
+    def pure(x, y):
+        return x + 2.0 * y  # right answer, but leaves x as it was
+
+    @pallasite.kernel(autotune_effort="quick", autotune_baseline_fn=pure)
+    def axpy_(x, y):
+        m, n = x.size()
+        for tile_m, tile_n in hl.tile([m, n]):
+            x[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n] * 2.0
+        return x
+
+    x, y = ADD_ARGS[0].clone(), ADD_ARGS[1]
+    with pytest.warns(UserWarning) as caught:
+        axpy_(x, y)
+    messages = [str(w.message) for w in caught if "differs" in str(w.message)]
+    assert messages and all("argument x" in m and "in place" in m for m in messages)
+    assert not any("output 1" in m for m in messages)
 
 
 def test_a_wrong_tuned_config_is_discarded_against_the_default(monkeypatch):
@@ -292,3 +330,80 @@ def test_a_user_tunable_shaping_an_inner_loop_runs_and_lowers(loop_type):
         assert report["inner_tiles"] == report["grid_programs"] * chunks  # the tunable shapes the loop
         torch.testing.assert_close(bound.compile_config(config)(x, y), x @ y, rtol=1e-4, atol=1e-4)
     check_tpu_lowering(mm_chunks, (x, y), k_chunks=4, pallas_loop_type=loop_type)
+
+
+def _scale_rows(x, w):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = x[tile_m, :] * w[None, :]
+    return out
+
+
+@pytest.mark.parametrize("settings, runs", [
+    ({"autotune_effort": "full"}, "the default config"),
+    ({"configs": [pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[32])]},
+     "configs[0] {'block_sizes': [8]}")], ids=["effort", "configs"])
+def test_dynamic_shapes_say_once_that_they_are_not_tuned(settings, runs):
+    import warnings as _warnings
+
+    kernel = pallasite.kernel(_scale_rows, static_shapes=False, **settings)
+    x, w = torch.randn(64, 128), torch.randn(128)
+    with pytest.warns(UserWarning, match="static_shapes=False") as caught:
+        out = kernel(x, w)
+    torch.testing.assert_close(out, x * w[None, :])
+    notes = [str(c.message) for c in caught if "static_shapes=False" in str(c.message)]
+    assert len(notes) == 1 and runs in notes[0] and "not tuned" in notes[0]
+    assert caught[0].filename == __file__  # at the user's call
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # once: a second call (another size too) is quiet
+        kernel(x, w)
+        kernel(torch.randn(40, 128), w)
+    quiet = pallasite.kernel(_scale_rows, static_shapes=False, autotune_effort="none")
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # nothing asked for tuning: nothing to say
+        quiet(x, w)
+
+
+def test_configs_that_are_all_invalid_raise_one_error_listing_each():
+    kernel = _add(autotune_effort="quick",
+                  configs=[pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[8, 128, 4])])
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # no "using the default config" before the error
+        with pytest.raises(exc.InvalidConfig) as raised:
+            kernel(*ADD_ARGS)
+    message = raised.value.message
+    assert "configs=[...]" in message
+    assert "{'block_sizes': [8]}: block_sizes has 1 entries" in message
+    assert "{'block_sizes': [8, 128, 4]}: block_sizes has 3 entries" in message
+    frames = __import__("traceback").extract_tb(raised.tb)
+    assert not any("/pallasite/autotune/" in frame.filename for frame in frames)  # no tuner frames
+
+
+def test_an_invalid_config_among_valid_ones_is_named_in_a_warning():
+    good = pallasite.Config(block_sizes=[16, 128])
+    kernel = _add(autotune_effort="quick", configs=[pallasite.Config(block_sizes=[8]), good])
+    with pytest.warns(UserWarning, match=r"configs\[0\] \{'block_sizes': \[8\]\} is invalid.*block_sizes has 1"):
+        out = kernel(*ADD_ARGS)
+    torch.testing.assert_close(out, ADD_ARGS[0] + ADD_ARGS[1])
+    assert kernel.bind(ADD_ARGS).resolve_config()["block_sizes"] == [16, 128]
+
+
+def test_a_bad_override_value_names_the_setting_without_internal_frames():
+    import traceback
+
+    with pytest.raises(exc.InvalidConfig, match=r"autotune_config_overrides.*pallas_loop_type") as raised:
+        _add(autotune_config_overrides={"pallas_loop_type": "bogus"})
+    frames = [frame.filename for frame in traceback.extract_tb(raised.tb)]
+    assert not any("/pallasite/autotune/" in f or "/pallasite/plan/" in f or f.endswith("config.py")
+                   for f in frames), frames
+
+
+def test_a_finished_search_shows_the_candidates_it_tried_as_its_total(capfd):
+    bound = _add(autotune_effort="full").bind(ADD_ARGS)
+    result = bound.autotune(ADD_ARGS, effort="full", quiet=False)
+    err = capfd.readouterr().err
+    tried = len(result.trials)
+    assert tried < 160 and f"{tried}/{tried}" in err and "/160" not in err.rsplit("\r", 1)[-1]

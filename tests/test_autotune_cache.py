@@ -167,3 +167,71 @@ def test_a_baseline_with_the_same_name_but_new_source_is_a_new_key():
     second = namespace["reference"]
     assert first.__qualname__ == second.__qualname__
     assert _baseline_key(autotune_baseline_fn=first) != _baseline_key(autotune_baseline_fn=second)
+
+
+def _entry_path(kernel, args):
+    fields = pallasite.autotune.tuner.cache_fields(kernel.bind(args))
+    digest, _ = cache.cache_key(fields)
+    return cache.cache_dir() / f"{kernel.fn.__name__}-{digest}.json", fields
+
+
+def test_an_undecodable_cache_file_is_ignored_with_a_warning(tmp_path, monkeypatch):
+    """Bytes that are not UTF-8 (a foreign binary file) are ignored like any corrupt entry."""
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
+    kernel = _scale_kernel()
+    target, fields = _entry_path(kernel, (X,))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b'\xff\xfe{"x":1}')
+    with pytest.warns(UserWarning, match="ignoring"):
+        out = kernel(X)
+    torch.testing.assert_close(out, X * 3.0)
+    assert cache.load("triple", fields) is not None  # rewritten with a good entry
+
+
+@pytest.mark.parametrize("obstacle", ["directory", "read_only"])
+def test_a_failed_cache_write_warns_and_still_returns_the_result(obstacle, tmp_path, monkeypatch):
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
+    kernel = _scale_kernel()
+    target, _ = _entry_path(kernel, (X,))
+    target.parent.mkdir(parents=True)
+    if obstacle == "directory":
+        target.mkdir()  # a directory where the entry goes
+    else:
+        def refuse(*args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(target.parent))
+        monkeypatch.setattr(cache.os, "replace", refuse)
+    with pytest.warns(UserWarning, match="could not cache|cannot read") as caught:  # (a dir: unreadable too)
+        out = kernel(X)
+    torch.testing.assert_close(out, X * 3.0)
+    messages = [str(w.message) for w in caught if "could not cache" in str(w.message)]
+    assert len(messages) == 1 and str(target) in messages[0]
+    # the warning points at the user's call, not into pallasite
+    assert all(w.filename == __file__ for w in caught if "could not cache" in str(w.message))
+    assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _make_scaled(factor, two_pass):
+    @pallasite.kernel(autotune_effort="quick")
+    def scaled(x):
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m, tile_n in hl.tile([m, n]):
+            out[tile_m, tile_n] = x[tile_m, tile_n] * factor
+        if two_pass:
+            for tile_m, tile_n in hl.tile([m, n]):
+                out[tile_m, tile_n] = out[tile_m, tile_n] + 1.0
+        return out
+    return scaled
+
+
+def test_kernels_from_one_factory_with_other_closure_values_have_their_own_entries():
+    from pallasite.autotune.tuner import cache_fields
+
+    def key(*made):
+        return cache.cache_key(cache_fields(_make_scaled(*made).bind((X,))))[0]
+
+    assert key(2.0, False) != key(3.0, False)  # a captured constant
+    assert key(2.0, False) != key(2.0, True)  # a captured flag that changes the loops
+    assert key(2.0, False) == key(2.0, False)  # the same values: the same entry (stable)

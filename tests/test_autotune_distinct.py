@@ -6,13 +6,15 @@ report's top table lists distinct kernels."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import pallasite
+import pallasite.language as hl
 from pallasite.autotune.search import search
 from pallasite.autotune.summary import format_table
 from pallasite.plan.knobs import canonical_config, unused_knobs
 
-from plan_helpers import add_kernel, matmul, matmul_bias_steps, randn
+from plan_helpers import add_kernel, matmul, matmul_bias_steps, only_call, randn
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +109,64 @@ def test_the_worklist_knobs_join_the_space_and_collapse_when_unflattened():
     assert any(c.get("pallas_worklist_grouping") == 2 for c in tried)
     assert any(c.get("pallas_flatten_worklist") is False for c in tried)
     assert len({c.key() for c in tried}) == len(tried)
+
+
+@pallasite.kernel
+def _two_pass_center(x, offsets):
+    """Two q loops per segment: no worklist applies, whatever the config says."""
+    segments = offsets.size(0) - 1
+    _, d = x.size()
+    out = torch.empty_like(x)
+    for seg in hl.grid(segments):
+        start = offsets[seg]
+        end = offsets[seg + 1]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for rows in hl.tile(start, end):
+            acc = acc + x[rows, :].sum(0)
+        mean = acc / torch.clamp((end - start).to(torch.float32), min=1.0)
+        for rows2 in hl.tile(start, end):
+            out[rows2, :] = x[rows2, :] - mean[None, :]
+    return out
+
+
+def test_flatten_worklist_is_unused_when_the_structure_rules_the_worklist_out():
+    from examples import jagged_attention
+
+    args = (randn(40, 128, seed=6), torch.tensor([0, 5, 5, 31, 40], dtype=torch.int32))
+    off = only_call(_two_pass_center, args, block_sizes=[8, 8], pallas_flatten_worklist=False)
+    assert off.worklist is None and off.worklist_reason == "the segment body is not exactly one q-tile loop"
+    plan = _plan(_two_pass_center, args, block_sizes=[8, 8], pallas_flatten_worklist=False)
+    assert "pallas_flatten_worklist" in unused_knobs(plan)
+    result = _two_pass_center.bind(args).autotune(args, effort="quick", quiet=True)
+    assert not any("pallas_flatten_worklist" in t.config for t in result.trials)
+    codes = [_two_pass_center.bind(args).to_code(t.config) for t in result.ranked()]
+    assert len(set(codes)) == len(codes)
+    # where a worklist would apply, turning it off is a knob and the reason says so
+    jagged = jagged_attention.example_inputs(lengths=(5, 0, 40, 17))
+    unflat = only_call(jagged_attention.jagged_attention, jagged, pallas_flatten_worklist=False)
+    assert unflat.worklist is None and unflat.worklist_reason == "pallas_flatten_worklist=False"
+    kept = _plan(jagged_attention.jagged_attention, jagged, pallas_flatten_worklist=False)
+    assert "pallas_flatten_worklist" not in unused_knobs(kept)
+
+
+@pytest.mark.parametrize("sizes, dropped", [([32, 256, 128], True),   # one program
+                                            ([16, 256, 128], True),   # one axis steps: same walk
+                                            ([16, 128, 128], False)], # 2 x 2 programs: a real order
+                         ids=["one_block", "one_axis", "two_axes"])
+def test_a_loop_order_of_single_block_axes_is_no_knob(sizes, dropped):
+    bound = matmul.bind(MM_ARGS)
+    config = pallasite.Config(block_sizes=sizes, loop_orders=[[1, 0]])
+    canonical, plan = bound.config_spec.canonical(config)
+    assert ("loop_orders" not in canonical) == dropped
+    assert canonical["block_sizes"] == sizes
+    if dropped:  # the plan returned is the canonical config's own (the model reuses it)
+        assert plan.calls[0].grid[0].dim.name == "tile_m"
+
+
+def test_the_search_scores_a_one_program_matmul_once():
+    bound = matmul.bind(MM_ARGS)
+    result = bound.autotune(MM_ARGS, effort="full", quiet=True)
+    for trial in result.trials:
+        if trial.error is None and "loop_orders" in trial.config:
+            grid = bound.plan(trial.config).calls[0].grid
+            assert sum(axis.num_blocks > 1 for axis in grid) > 1, trial.config

@@ -321,6 +321,11 @@ class ConfigSpec:
         from ..plan.knobs import canonical_config  # plan imports autotune's config only
 
         canonical = canonical_config(plan, config)
+        if canonical.get("loop_orders") != config.get("loop_orders"):  # a loop order reset:
+            try:  # the same walk, unless the reset order does not plan (then the order is kept)
+                plan = self._validate(canonical)
+            except exc.PallasiteError:
+                canonical = Config({**canonical, "loop_orders": config["loop_orders"]})
         self._last_plan = (canonical.key(), plan)
         return canonical, plan
 

@@ -23,6 +23,20 @@ def quiet_by_env() -> bool:
     return os.environ.get(QUIET_ENV, "0") not in ("", "0")
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """`warnings.warn` attributed to the first frame outside pallasite (the user's call
+    site), not to the tuner's internals."""
+    import warnings
+
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of warn_user
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)
+
+
 def log(message: str) -> None:
     """One line of the autotuner's log on stderr (unless quiet)."""
     if not quiet_by_env():
@@ -78,6 +92,10 @@ class Progress:
         if self.quiet:
             return
         if self._bar is not None:
+            # the search stops when it stops improving: its total is what it tried, so a
+            # finished search does not look aborted
+            self._bar.total = self.done
+            self._bar.refresh()
             self._bar.close()
         else:
             self.total = self.done

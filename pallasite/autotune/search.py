@@ -12,7 +12,8 @@ aborts the search.
   neighbours and random samples), then generations of mutated children of the best
   few (plus crossover), stopping after a fixed budget or when no generation improves;
   the top few are then re-ranked by `rerank` (on a TPU: a paired re-measurement).
-- `configs=[...]`: exactly those configs.
+- `configs=[...]`: exactly those configs (the invalid ones listed in
+  `SearchResult.rejected_configs`; if all are invalid, one `InvalidConfig` lists each).
 The order of candidates depends only on the space and `seed`, so a fixed seed gives
 the same search (and, with a deterministic objective, the same winner).
 """
@@ -52,6 +53,8 @@ class SearchResult:
     default: Config
     trials: list[Trial] = field(default_factory=list)
     wall_seconds: float = 0.0
+    # `configs=[...]` entries rejected (position, the config as given, why); the rest ran
+    rejected_configs: list[tuple[int, Config, str]] = field(default_factory=list)
 
     def ranked(self) -> list[Trial]:
         """Distinct legal trials, fastest first."""
@@ -108,6 +111,19 @@ class _Evaluator:
         self.progress.advance(min((t.seconds for t in self.trials), default=math.inf))
         return seconds
 
+    def reason(self, config: Config) -> str:
+        """Why `config` scored inf (the error of its trial, or of the trial it matched)."""
+        keys = {config.key()}
+        for make in (lambda c: Config({**c, **self.overrides}), self.space.normalize,
+                     lambda c: self.space.canonical(c)[0]):
+            try:
+                config = make(config)
+                keys.add(config.key())
+            except exc.PallasiteError:
+                break
+        found = [t.error for t in self.trials if t.config.key() in keys and t.error]
+        return found[-1] if found else "rejected"
+
     def best(self, n: int = 1) -> list[Trial]:
         ranked = sorted((t for t in self.trials if math.isfinite(t.seconds)), key=lambda t: t.seconds)
         return ranked[:n]
@@ -132,9 +148,11 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
     total = _planned(space, effort, configs, default)
     with Progress(title, total, quiet=quiet) as progress:
         evaluate = _Evaluator(space, objective, overrides, progress)
+        rejected = []
         if configs:
-            for config in configs:
-                evaluate(config)
+            for i, config in enumerate(configs):
+                if not math.isfinite(evaluate(config)):
+                    rejected.append((i, config, evaluate.reason(config)))
         else:
             evaluate(default)
             if effort == "quick":
@@ -146,11 +164,15 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
         if effort == "full" and rerank is not None and len(finalists) > 1:
             scores = rerank([t.config for t in finalists])
             finalists = [t for _, t in sorted(zip(scores, finalists), key=lambda p: p[0])]
+    if configs and not finalists:
+        listed = "\n".join(f"  configs[{i}] {dict(config)}: {reason}" for i, config, reason in rejected)
+        raise exc.InvalidConfig(f"Every config in configs=[...] is invalid for this kernel:\n{listed}")
     if not finalists:
         reasons = "; ".join(sorted({t.error for t in evaluate.trials if t.error}))[:2000]
         raise exc.InvalidConfig(f"Every candidate config was rejected: {reasons}")
     best = finalists[0]
-    return SearchResult(best.config, best.seconds, default, evaluate.trials, time.perf_counter() - start)
+    return SearchResult(best.config, best.seconds, default, evaluate.trials, time.perf_counter() - start,
+                        rejected)
 
 
 def _planned(space: ConfigSpec, effort: str, configs, default: Config) -> int:

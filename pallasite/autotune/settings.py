@@ -122,6 +122,9 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     overrides = settings.get("autotune_config_overrides") or {}
     if not isinstance(overrides, dict):
         raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: expected a dict of config keys.")
-    Config(overrides)  # each key and value checked
+    try:
+        Config(overrides)  # each key and value checked
+    except exc.InvalidConfig as err:
+        raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: {err.message}") from None
     return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
                         tolerances["autotune_baseline_rtol"], dict(overrides))

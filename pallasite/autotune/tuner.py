@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
-import warnings
 from typing import Any, Callable
 
 import jax
@@ -24,8 +23,9 @@ from .. import exc
 from ..config import Config
 from . import cache
 from .cost_model import estimate
-from .progress import log
+from .progress import log, warn_user
 from .search import SearchResult, search
+from .settings import callable_identity
 
 ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling back to the default
 
@@ -36,6 +36,25 @@ def should_tune(bound, args: tuple, kwargs: dict) -> bool:
         return False
     values = list(args) + list(kwargs.values())
     return not any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def note_untuned(bound) -> None:
+    """With dynamic shapes (`static_shapes=False`) nothing is tuned: one config serves
+    every size of a bucket, and a config tuned at one size need not plan, or be fast, at
+    another. When the kernel asked for tuning (an effort other than "none", or several
+    `configs`), say so once per kernel, naming the config that runs."""
+    kernel = bound.kernel
+    if (kernel.config is not None or getattr(kernel, "_untuned_noted", False)
+            or (kernel.tune.effort == "none" and len(kernel.configs) < 2)):
+        return
+    kernel._untuned_noted = True
+    asked = (f"configs=[...] ({len(kernel.configs)} configs)" if len(kernel.configs) > 1
+             else f'autotune_effort="{kernel.tune.effort}"')
+    runs = f"configs[0] {dict(kernel.configs[0])}" if kernel.configs else "the default config"
+    warn_user(f"pallasite autotune: {kernel.fn.__name__} has static_shapes=False, so it is not tuned "
+              f"({asked} is ignored: one config serves every size of a bucket, and a config tuned at "
+              f"one size need not plan at another); {runs} runs. Pass config= to choose one, or use "
+              "static shapes to tune.")
 
 
 def objective_for(bound, args: tuple, kwargs: dict | None = None, chip: str | None = None
@@ -87,6 +106,8 @@ def cache_fields(bound) -> dict[str, Any]:
     chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
     return {"kernel": f"{kernel.fn.__module__}.{kernel.fn.__qualname__}",
             "source": hashlib.sha256(text.encode()).hexdigest(), "signature": repr((specs, captured)),
+            # kernels a factory builds share source and name: their closure values tell them apart
+            "closure": callable_identity(kernel.fn),
             "chip": chip, "pallasite": __version__, "jax": jax.__version__,
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
 
@@ -103,62 +124,97 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
             log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
             return config
         except exc.InvalidConfig as err:
-            warnings.warn(f"pallasite autotune cache: the cached config of {name} no longer plans "
-                          f"({err.message}); searching again.", stacklevel=2)
+            warn_user(f"pallasite autotune cache: the cached config of {name} no longer plans "
+                      f"({err.message}); searching again.")
     try:
         result = autotune(bound, args, kwargs)
     except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves
+        if bound.kernel.configs and isinstance(err, exc.InvalidConfig):
+            raise  # every config in configs=[...] is invalid (one error lists each): nothing to run
         message = err.message if isinstance(err, exc.PallasiteError) else f"{type(err).__name__}: {err}"
-        warnings.warn(f"pallasite autotune: the search for {name} failed ({message}); using the default "
-                      "config.", stacklevel=2)
+        warn_user(f"pallasite autotune: the search for {name} failed ({message}); using the default "
+                  "config.")
         return None
-    config = _accurate(bound, result, args, kwargs)
+    for i, given, reason in result.rejected_configs:
+        warn_user(f"pallasite autotune: configs[{i}] {dict(given)} is invalid for {name} ({reason}); "
+                  "it is skipped.")
+    config, matched = _accurate(bound, result, args, kwargs)
+    if not matched:  # the default runs for this process, but it is no tuned config to keep
+        return config
     path = cache.store(name, fields, config, {"seconds": result.best_seconds,
                                               "candidates": len(result.trials)})
     log(f"{name}: chose {dict(config)} from {len(result.trials)} candidates in "
-        f"{result.wall_seconds:.2f}s; cached in {path}")
+        f"{result.wall_seconds:.2f}s; " + (f"cached in {path}" if path is not None else "not cached"))
     return config
 
 
-def _accurate(bound, result: SearchResult, args: tuple, kwargs: dict) -> Config:
-    """The best-ranked config whose output matches the baseline (the default config's
-    output, or `autotune_baseline_fn`'s); the default if none does."""
+def _accurate(bound, result: SearchResult, args: tuple, kwargs: dict) -> tuple[Config, bool]:
+    """(config, matched): the best-ranked config whose output matches the baseline (the
+    default config's output, or `autotune_baseline_fn`'s); else the default, with
+    matched False when even the default does not match `autotune_baseline_fn` (then a
+    warning says so and the caller caches nothing)."""
     settings = bound.kernel.tune
+    name = bound.kernel.fn.__name__
     default = result.default
     ranked = [t.config for t in result.ranked()][:ACCURACY_CANDIDATES] or [default]
     if not settings.accuracy_check:
-        return ranked[0]
+        return ranked[0], True
     if settings.baseline_fn is None and ranked[0] == default:
-        return default
+        return default, True
+    labels = _labels(bound, args, kwargs)
+    atol, rtol = settings.baseline_atol, settings.baseline_rtol
     if settings.baseline_fn is not None:
         expected = _run(lambda a, k: settings.baseline_fn(*a, **k), args, kwargs)
         baseline_name = f"autotune_baseline_fn {getattr(settings.baseline_fn, '__name__', '')}"
+        checked = ranked + ([default] if default not in ranked else [])
     else:
         expected = _run(lambda a, k: bound.compile_config(default)(*a, **k), args, kwargs)
         baseline_name = f"the default config {dict(default)}"
-    for config in ranked:
+        checked = ranked
+    problems = []
+    for config in checked:
         if config == default and settings.baseline_fn is None:
-            return config
+            return config, True
         try:
             got = _run(lambda a, k: bound.compile_config(config)(*a, **k), args, kwargs)
-            problem = _difference(got, expected, settings.baseline_atol, settings.baseline_rtol)
+            problem = _difference(got, expected, atol, rtol, labels)
         except exc.PallasiteError as err:
             problem = f"it failed: {err.message}"
         if problem is None:
-            return config
-        warnings.warn(f"pallasite autotune: discarding config {dict(config)} of "
-                      f"{bound.kernel.fn.__name__}: its output differs from {baseline_name} ({problem}).",
-                      stacklevel=3)
-    if default not in ranked:
-        warnings.warn(f"pallasite autotune: none of the {len(ranked)} best configs of "
-                      f"{bound.kernel.fn.__name__} matched {baseline_name}'s output; using the default "
-                      "config.", stacklevel=3)
-    return default
+            return config, True
+        problems.append((config, problem))
+        if config != default:
+            warn_user(f"pallasite autotune: discarding config {dict(config)} of {name}: its output "
+                      f"differs from {baseline_name} ({problem}).")
+    if settings.baseline_fn is None:
+        warn_user(f"pallasite autotune: none of the {len(ranked)} best configs of {name} matched "
+                  f"{baseline_name}'s output; using the default config.")
+        return default, True
+    detail = dict(problems).get(default, problems[-1][1] if problems else "")
+    warn_user(f"pallasite autotune: no config of {name} matched {baseline_name} within atol {atol} + "
+              f"rtol {rtol}: the {len(checked)} checked (the default config included) all differ; the "
+              f"default config {dict(default)}: {detail}. The kernel or the baseline is wrong (a "
+              "baseline must make the kernel's in-place updates too). Running the default config; "
+              "not cached.")
+    return default, False
+
+
+def _labels(bound, args: tuple, kwargs: dict) -> list[str]:
+    """Names of what `_run` returns for the kernel: its returned values, then the tensor
+    arguments (which an in-place kernel updates)."""
+    try:
+        params = list(inspect.signature(bound.kernel.fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i] if i < len(params) else f"#{i}" for i, a in enumerate(args)
+             if isinstance(a, torch.Tensor)]
+    names += [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    return [f"argument {n} (as updated in place by the kernel)" for n in names]
 
 
 def _run(fn: Callable, args: tuple, kwargs: dict) -> list:
     """`fn` on copies of the arguments (in-place updates stay off the caller's tensors),
-    from the same torch RNG state each time; the outputs then the updated arguments."""
+    from the same torch RNG state each time: [returned values, updated tensor arguments]."""
     state = torch.get_rng_state()
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     kw = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
@@ -166,7 +222,8 @@ def _run(fn: Callable, args: tuple, kwargs: dict) -> list:
         out = fn(copies, kw)
     finally:
         torch.set_rng_state(state)
-    return _flatten(out) + [a for a in copies + list(kw.values()) if isinstance(a, torch.Tensor)]
+    outputs = _flatten(out)
+    return [outputs, [a for a in copies + list(kw.values()) if isinstance(a, torch.Tensor)]]
 
 
 def _flatten(value: Any) -> list:
@@ -175,18 +232,24 @@ def _flatten(value: Any) -> list:
     return [value]
 
 
-def _difference(got: list, expected: list, atol: float, rtol: float) -> str | None:
-    """None if every output matches, else what differs."""
-    if len(got) < len(expected):
-        return f"{len(got)} outputs, expected {len(expected)}"
-    for i, (a, b) in enumerate(zip(got, expected)):
+def _difference(got: list, expected: list, atol: float, rtol: float, labels: list[str]) -> str | None:
+    """None if every output and updated argument matches, else what differs (named: the
+    returned value's position, or the argument the kernel updated in place)."""
+    (outs, updated), (want_outs, want_updated) = got, expected
+    if len(outs) < len(want_outs):
+        return f"{len(outs)} returned values, expected {len(want_outs)}"
+    one = len(want_outs) == 1
+    named = [("the returned value" if one else f"returned value {i}", a, b)
+             for i, (a, b) in enumerate(zip(outs, want_outs))]
+    named += [(label, a, b) for label, a, b in zip(labels, updated, want_updated)]
+    for what, a, b in named:
         if not isinstance(b, torch.Tensor):
             b = torch.as_tensor(b)
         a = torch.as_tensor(a)
         if tuple(a.shape) != tuple(b.shape):
-            return f"output {i} has shape {list(a.shape)}, expected {list(b.shape)}"
+            return f"{what} has shape {list(a.shape)}, expected {list(b.shape)}"
         a64, b64 = a.double(), b.double()
         if not torch.allclose(a64, b64, atol=atol, rtol=rtol, equal_nan=True):
             worst = (a64 - b64).abs().nan_to_num(math.inf).max().item()
-            return f"output {i}: max abs difference {worst:.3g} > atol {atol} + rtol {rtol}"
+            return f"{what}: max abs difference {worst:.3g} > atol {atol} + rtol {rtol}"
     return None

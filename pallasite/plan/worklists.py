@@ -101,6 +101,9 @@ class WorklistDecision:
     reason: str = ""
 
 
+FLATTEN_OFF = "pallas_flatten_worklist=False"  # the reason when only the config flag said no
+
+
 class WorklistStrategy:
     """Recognizes a grid over segments with a data-dependent q-tile loop inside, and
     plans its worklist (config: `pallas_flatten_worklist`, `pallas_worklist_grouping`)."""
@@ -108,9 +111,10 @@ class WorklistStrategy:
     name = "flattened_worklist"
 
     def decide(self, call: DeviceLoopCall, config) -> WorklistDecision:
+        # The structure is checked first and the config flag last, so the reason says
+        # whether flattening would have applied ("pallas_flatten_worklist=False" only then;
+        # plan/knobs.py reads that to tell a used knob from an unused one).
         loop = call.loop
-        if not config.get("pallas_flatten_worklist", True):
-            return WorklistDecision(None, "pallas_flatten_worklist=False")
         if not loop.dims or not all(dim.is_grid for dim in loop.dims):
             return WorklistDecision(None, "the device loop is not an hl.grid over segments")
         grid, heads = loop.dims[0], loop.dims[1:]
@@ -153,6 +157,8 @@ class WorklistStrategy:
         max_items = per_segment + grid.end if disjoint else per_segment * grid.end
         if max_items > SMEM_MAX_ELEMENTS:
             return WorklistDecision(None, f"{max_items} items do not fit a scalar-prefetch table")
+        if not config.get("pallas_flatten_worklist", True):
+            return WorklistDecision(None, FLATTEN_OFF)
         isolation = decide_isolation(loop.body, tile_dim, disjoint, tuple(heads))
         rows_per_item = grouping * tile_dim.block_size
         table = lambda name: TensorSymbol(name, (max_items,), torch.int32, "host_op")  # noqa: E731

@@ -27,7 +27,7 @@ from .code_files import load_module  # noqa: F401 (re-exported for pallasite.tes
 from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params
 from .compiled import CompiledKernel, _needs_shard_map
-from ..autotune.tuner import autotune, should_tune, tuned_config
+from ..autotune.tuner import autotune, note_untuned, should_tune, tuned_config
 
 DEBUG_ENV = "PALLASITE_DEBUG"
 
@@ -402,6 +402,8 @@ class BoundKernel:
             default = self._default
             if default is not None and default.guards.hold(sizes):
                 return default
+            if default is None:
+                note_untuned(self)  # autotune/tuner.py: dynamic shapes are not tuned, said once
             self._default = self.compile_config(None, sizes)
             return self._default
         if self._default is None:
