@@ -235,3 +235,26 @@ def test_kernels_from_one_factory_with_other_closure_values_have_their_own_entri
     assert key(2.0, False) != key(3.0, False)  # a captured constant
     assert key(2.0, False) != key(2.0, True)  # a captured flag that changes the loops
     assert key(2.0, False) == key(2.0, False)  # the same values: the same entry (stable)
+
+
+def test_a_first_call_under_jax_jit_runs_the_cached_config(tmp_path, monkeypatch):
+    """`kernel.jax_fn` inside `jax.jit` cannot run candidates: it runs this signature's
+    cached config (tuned by an earlier call on concrete arrays); with none cached, the
+    default, with a note saying how to tune."""
+    import jax
+    import jax.numpy as jnp
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
+    untuned = _scale_kernel()
+    with pytest.warns(UserWarning, match="first called under jax.jit .* the default config runs"):
+        out = jax.jit(untuned.jax_fn)(jnp.asarray(X.numpy()))
+    torch.testing.assert_close(torch.from_numpy(jax.device_get(out).copy()), X * 3.0)
+    default = untuned.bind((X,)).config_spec.default_config()
+    assert untuned.bind((X,)).resolve_config() == untuned.bind((X,)).config_spec.normalize(default)
+    under_jit = _scale_kernel()  # a fresh kernel (a new process, as far as its memory goes)
+    bound = under_jit.bind((X,))
+    other = [16, 128] if list(default.block_sizes) == [8, 128] else [8, 128]
+    cache.store("triple", pallasite.autotune.tuner.cache_fields(bound), pallasite.Config(block_sizes=other))
+    out = jax.jit(under_jit.jax_fn)(jnp.asarray(X.numpy()))
+    torch.testing.assert_close(torch.from_numpy(jax.device_get(out).copy()), X * 3.0)
+    assert list(bound.resolve_config().block_sizes) == other

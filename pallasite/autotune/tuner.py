@@ -2,8 +2,8 @@
 
 When it runs: on the first call of a kernel at an argument signature, if the kernel
 declares no `config=` (nor a one-entry `configs=[...]`), its effort is not "none",
-its shapes are static, and the arguments are concrete (not
-traced by an enclosing `jax.jit`). The winner is then that signature's config for
+its shapes are static, and the arguments are concrete (under an enclosing
+`jax.jit` no candidate can run: the cached config is used, else the default). The winner is then that signature's config for
 the rest of the process (`BoundKernel.resolve_config`), and is cached on disk, so a
 later process skips the search. `to_code()` before the first call shows the default.
 The test suite sets `PALLASITE_AUTOTUNE_EFFORT=none` (tests/conftest.py) so its
@@ -30,12 +30,46 @@ from .settings import callable_identity
 ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling back to the default
 
 
-def should_tune(bound, args: tuple, kwargs: dict) -> bool:
+def wants_tuning(bound) -> bool:
+    """Whether the kernel's first call at this signature picks its config by tuning."""
     kernel = bound.kernel
-    if kernel.config is not None or bound.dynamic or kernel.tune.effort == "none" or len(kernel.configs) == 1:
-        return False
-    values = list(args) + list(kwargs.values())
-    return not any(isinstance(v, jax.core.Tracer) for v in values)
+    return not (kernel.config is not None or bound.dynamic or kernel.tune.effort == "none"
+                or len(kernel.configs) == 1)
+
+
+def is_traced(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(v, jax.core.Tracer) for v in (*args, *kwargs.values()))
+
+
+def traced_config(bound) -> Config | None:
+    """The config a first call under `jax.jit` runs (`kernel.jax_fn` on traced arrays): no
+    candidate can run on traced values, so the cached config of this signature if there is
+    one, else the default (said once per kernel: a call on concrete arrays tunes and
+    caches)."""
+    config = _cached(bound)
+    if config is None and not getattr(bound.kernel, "_traced_untuned_noted", False):
+        bound.kernel._traced_untuned_noted = True
+        warn_user(f"pallasite autotune: {bound.kernel.fn.__name__} is first called under jax.jit (traced "
+                  "arguments), where no candidate can run and no tuned config is cached for this "
+                  "signature; the default config runs. Call it once on concrete arrays (or "
+                  "kernel.bind(args).autotune(args)) to tune and cache a config.")
+    return config
+
+
+def _cached(bound) -> Config | None:
+    """This signature's cached config, if it still plans (else None, with a warning)."""
+    name = bound.kernel.fn.__name__
+    cached = cache.load(name, cache_fields(bound))
+    if cached is None:
+        return None
+    try:
+        config = bound.config_spec.check(cached)
+    except exc.InvalidConfig as err:
+        warn_user(f"pallasite autotune cache: the cached config of {name} no longer plans "
+                  f"({err.message}); searching again.")
+        return None
+    log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
+    return config
 
 
 def note_untuned(bound) -> None:
@@ -117,15 +151,9 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     None (the default config) if the search itself fails, with a warning."""
     name = bound.kernel.fn.__name__
     fields = cache_fields(bound)
-    cached = cache.load(name, fields)
+    cached = _cached(bound)
     if cached is not None:
-        try:
-            config = bound.config_spec.check(cached)
-            log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
-            return config
-        except exc.InvalidConfig as err:
-            warn_user(f"pallasite autotune cache: the cached config of {name} no longer plans "
-                      f"({err.message}); searching again.")
+        return cached
     try:
         result = autotune(bound, args, kwargs)
     except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves

@@ -27,7 +27,7 @@ from .code_files import load_module  # noqa: F401 (re-exported for pallasite.tes
 from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params
 from .compiled import CompiledKernel, _needs_shard_map
-from ..autotune.tuner import autotune, note_untuned, should_tune, tuned_config
+from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
 
 DEBUG_ENV = "PALLASITE_DEBUG"
 
@@ -407,8 +407,9 @@ class BoundKernel:
             self._default = self.compile_config(None, sizes)
             return self._default
         if self._default is None:
-            if self._resolved is None and should_tune(self, args, kwargs or {}):
-                self._resolved = tuned_config(self, args, kwargs or {})  # autotune/tuner.py
+            if self._resolved is None and wants_tuning(self):  # autotune/tuner.py
+                self._resolved = (traced_config(self) if is_traced(args, kwargs or {})
+                                  else tuned_config(self, args, kwargs or {}))
             self._default = self.compile_config()
         return self._default
 
