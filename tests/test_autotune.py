@@ -240,8 +240,7 @@ def test_a_wrong_tuned_config_is_discarded_against_the_default(monkeypatch):
     messages = [str(w.message) for w in caught]
     assert any("discarding config {'block_sizes'" in m and "differs from the default config" in m
                for m in messages)
-    assert any("using the default config" in m for m in messages)
-    assert chosen == default
+    assert chosen == default  # every faster config differs; the default (ranked next, or the fallback) runs
 
 
 def test_register_tunable_joins_the_space_and_is_read_as_a_host_int():

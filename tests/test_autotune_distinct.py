@@ -170,3 +170,11 @@ def test_the_search_scores_a_one_program_matmul_once():
         if trial.error is None and "loop_orders" in trial.config:
             grid = bound.plan(trial.config).calls[0].grid
             assert sum(axis.num_blocks > 1 for axis in grid) > 1, trial.config
+
+
+def test_block_candidates_stop_at_the_smallest_block_covering_the_extent():
+    """64 rows: no 128- or 1024-row block (the same single block, more padding); a lane dim of
+    300 keeps the whole dim (300) and nothing past it."""
+    bound = add_kernel(autotune_effort="quick").bind((randn(64, 300), randn(64, 300)))
+    rows, lanes = (spec.candidates() for spec in bound.config_spec.block_sizes)
+    assert rows == [8, 16, 32, 64] and lanes == [128, 256, 300]

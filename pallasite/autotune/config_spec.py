@@ -48,7 +48,11 @@ class BlockSizeSpec:
             power *= 2
         for quantum in (8, 128, 1024):
             sizes.add(cdiv(extent, quantum) * quantum)
-        return sorted(s for s in sizes if self.allows(s))
+        legal = sorted(s for s in sizes if self.allows(s))
+        # past the extent only the smallest legal block that covers it (larger ones tile the
+        # same one block with more padding: more VMEM, the same work)
+        covering = [s for s in legal if s >= extent]
+        return [s for s in legal if s < extent] + covering[:1]
 
     def smaller(self, size: int) -> int:
         """The next legal size below `size` (itself if there is none)."""
