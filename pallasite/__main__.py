@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--loop-type", choices=sorted(STRATEGIES), help="pallas_loop_type")
     tune = commands.add_parser("autotune", help="search a kernel's configs for its module's example_inputs()")
     tune.add_argument("target", help="MODULE:KERNEL")
-    tune.add_argument("--effort", choices=("quick", "full"), default="full")
+    tune.add_argument("--effort", choices=("quick", "full"), default="full",
+                      help="search effort (default: full); the search is shown, not cached: a kernel's "
+                           "first call tunes, checks the winner's output and caches it")
     tune.add_argument("--seed", type=int, help="autotune_random_seed (default: the kernel's)")
     tune.add_argument("--chip", help="TPU generation the cost model ranks for (default: the compile target)")
     tune.add_argument("--top", type=int, default=5, help="configs in the table")
@@ -104,6 +106,7 @@ def _autotune(options) -> int:
     stem = Path(options.out or f"autotune_{kernel.__name__}")
     written = write_history(result, stem, f"autotune {options.target} ({options.effort})")
     print("search history written to " + ", ".join(str(p) for p in written))
+    print("(not cached: a call of the kernel tunes, checks the winner's output and caches it)")
     if not any(p.suffix == ".png" for p in written):
         print("matplotlib is not installed: no plot (pip install matplotlib, then run again)")
     return 0
