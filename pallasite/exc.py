@@ -1,12 +1,31 @@
-"""Every error pallasite raises on bad input.
+"""Every error pallasite raises on bad input, and how it warns.
 
 Each error names the problem, the user's source line where one applies, and
 what to do about it. Config errors subclass ``ValueError`` so code that
-validates settings generically keeps working.
+validates settings generically keeps working. Warnings are attributed to the
+user's call site (`warn_user`).
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from dataclasses import dataclass
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """`warnings.warn` attributed to the first frame outside pallasite and JAX (the user's
+    call site, also under `jax.jit` tracing), not to library internals."""
+    libraries = [_PACKAGE_DIR + os.sep]
+    jax = sys.modules.get("jax")
+    if jax is not None and getattr(jax, "__file__", None):
+        libraries.append(os.path.dirname(os.path.abspath(jax.__file__)) + os.sep)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of warn_user
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(tuple(libraries)):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)
 
 
 @dataclass(frozen=True)

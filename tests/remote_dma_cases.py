@@ -117,6 +117,18 @@ def untouched_rows(devices: str) -> None:
         expected = buf.copy()
         expected[:, 1] = np.roll(buf[:, 0], 1, axis=0)  # device d's row 1 is device d-1's row 0
         np.testing.assert_array_equal(result, expected)
+    # without config=, a mesh kernel is never tuned by a call (it runs only under shard_map):
+    # the one-time note says to choose its config, and the default runs
+    import warnings
+    untuned = pallasite.kernel(shift_one_row.fn, autotune_effort="quick")
+    step = jax.jit(jax.shard_map(lambda b, r: untuned.jax_fn(b[0], r, n)[0][None], mesh=mesh,
+                                 in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = np.asarray(_race_free(step, *args))
+    notes = [str(w.message) for w in caught if "first called under jax.jit" in str(w.message)]
+    assert len(notes) == 1 and "runs only under jax.shard_map" in notes[0] and "config=" in notes[0], notes
+    np.testing.assert_array_equal(result, expected)
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[]))

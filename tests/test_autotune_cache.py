@@ -246,8 +246,10 @@ def test_a_first_call_under_jax_jit_runs_the_cached_config(tmp_path, monkeypatch
     monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PALLASITE_AUTOTUNE_QUIET", "1")
     untuned = _scale_kernel()
-    with pytest.warns(UserWarning, match="first called under jax.jit .* the default config runs"):
+    with pytest.warns(UserWarning, match="first called under jax.jit .* the default config runs. Call it once "
+                                         "on concrete arrays") as caught:
         out = jax.jit(untuned.jax_fn)(jnp.asarray(X.numpy()))
+    assert caught[0].filename == __file__  # the user's line, not JAX's tracing internals
     torch.testing.assert_close(torch.from_numpy(jax.device_get(out).copy()), X * 3.0)
     default = untuned.bind((X,)).config_spec.default_config()
     assert untuned.bind((X,)).resolve_config() == untuned.bind((X,)).config_spec.normalize(default)

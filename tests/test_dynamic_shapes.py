@@ -396,6 +396,7 @@ def test_a_variant_that_cannot_be_generated_at_other_sizes_says_so():
     """k's head dim moves while q's stays pinned, so the check at other sizes fails: the
     variant serves only these sizes, and a warning says why and how to tie the sizes."""
     q, k = torch.randn(24, 128), torch.randn(40, 128)
-    with pytest.warns(UserWarning, match=r"could not be generated with other sizes \(.*k_size1=1159.*hl.dot.*assert"):
+    with pytest.warns(UserWarning, match=r"could not be generated with other sizes \(.*k_size1=1159.*hl.dot.*assert") as caught:
         out = scaled_scores(q, k)
+    assert caught[0].filename == __file__  # attributed to the user's call, not pallasite's internals
     torch.testing.assert_close(out, q @ k.T / 128 ** 0.5, atol=1e-4, rtol=1e-4)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from .progress import warn_user
+from ..exc import warn_user
 
 CACHE_DIR_ENV = "PALLASITE_CACHE_DIR"
 FORCE_ENV = "PALLASITE_FORCE_AUTOTUNE"

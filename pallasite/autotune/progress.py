@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+
 QUIET_ENV = "PALLASITE_AUTOTUNE_QUIET"
 
 try:  # optional: a well-kept progress bar library
@@ -23,18 +24,6 @@ def quiet_by_env() -> bool:
     return os.environ.get(QUIET_ENV, "0") not in ("", "0")
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
-    """`warnings.warn` attributed to the first frame outside pallasite (the user's call
-    site), not to the tuner's internals."""
-    import warnings
-
-    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of warn_user
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR + os.sep):
-        level, frame = level + 1, frame.f_back
-    warnings.warn(message, category, stacklevel=level)
 
 
 def log(message: str) -> None:

@@ -23,7 +23,8 @@ from .. import exc
 from ..config import Config
 from . import cache
 from .cost_model import estimate
-from .progress import log, warn_user
+from ..exc import warn_user
+from .progress import log
 from .search import SearchResult, search
 from .settings import callable_identity
 
@@ -49,10 +50,13 @@ def traced_config(bound) -> Config | None:
     config = _cached(bound)
     if config is None and not getattr(bound.kernel, "_traced_untuned_noted", False):
         bound.kernel._traced_untuned_noted = True
+        how = ("A kernel that copies between devices runs only under jax.shard_map, so it is never tuned "
+               "by a call: choose its config with config= (kernel.bind(args).autotune(args) ranks the "
+               "candidates without caching)." if bound.remote else
+               "Call it once on concrete arrays to tune and cache a config.")
         warn_user(f"pallasite autotune: {bound.kernel.fn.__name__} is first called under jax.jit (traced "
                   "arguments), where no candidate can run and no tuned config is cached for this "
-                  "signature; the default config runs. Call it once on concrete arrays (or "
-                  "kernel.bind(args).autotune(args)) to tune and cache a config.")
+                  f"signature; the default config runs. {how}")
     return config
 
 

@@ -22,10 +22,10 @@ names the user's line where the two texts first differ.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+from ..exc import warn_user
 from ..frontend import ArgSpec
 from ..ir.sizes import Guard, SizeVar, SymbolicSize, recording_guards, render
 
@@ -140,11 +140,11 @@ def generate_variant(generate: Callable[[list[ArgSpec]], str], symbolic: list[Ar
 def _warn_unshared(kernel_name: str, env: dict[str, int], other: dict[str, int], err: Exception) -> None:
     moved = ", ".join(f"{name}={other[name]}" for name in sorted(env) if other[name] != env[name])
     first = str(err).splitlines()[0] if str(err) else type(err).__name__
-    warnings.warn(
+    warn_user(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code could not be generated "
         f"with other sizes ({moved}: {first}), so this variant serves only these sizes and every new "
         "size compiles again (results stay right). Sizes that must agree (a dimension two tensors "
-        "share) can say so with an assert (`assert k.size(1) == q.size(1)`).", stacklevel=4)
+        "share) can say so with an assert (`assert k.size(1) == q.size(1)`).")
 
 
 def _pinned(pins: list[Guard], guards: SizeGuards) -> set[str]:
@@ -177,18 +177,17 @@ def _warn_static(kernel_name: str, code: str, other: str | None, guards: list[Gu
     if guards is not None:
         failing = sorted({f"{render(g.left)} {g.op} {render(g.right)}" if g.outcome else
                           f"not {render(g.left)} {g.op} {render(g.right)}" for g in guards})[:4]
-        warnings.warn(
+        warn_user(
             f"pallasite: kernel '{kernel_name}' has static_shapes=False, but this variant's schedule "
             f"holds only while {' and '.join(failing)} (e.g. a block as large as a whole dimension, "
             "a size in a power or a bit operation); another value compiles another "
             "variant (results stay right). Use block sizes smaller than the dimensions, or "
-            "static_shapes=True.", stacklevel=4)
+            "static_shapes=True.")
         return
-    warnings.warn(
+    warn_user(
         f"pallasite: kernel '{kernel_name}' has static_shapes=False, but its code depends on the "
         f"exact size of a dimension{f' at {where}' if where else ''} (e.g. a host op's result, a reshape "
         "to computed sizes, a device value shaped by a size after an op); "
         "this variant serves only these sizes and every new size compiles again (results stay "
-        "right). Tile that dimension, or use static_shapes=True.",
-        stacklevel=4)
+        "right). Tile that dimension, or use static_shapes=True.")
 
