@@ -270,7 +270,8 @@ def test_64_bit_tensor_argument(dtype):
     with pytest.raises(exc.KernelArgumentError) as info:
         double_it(x)
     assert str(dtype) in info.value.message
-    assert "TPU has no 64-bit vectors; cast to int32/float32" in info.value.message
+    narrow = "int32" if dtype == torch.int64 else "float32"
+    assert f"TPU has no 64-bit vectors; cast to {narrow}." in info.value.message
     assert "'x'" in info.value.message
     # The int32/float32 casts the message asks for work.
     narrow = x.to(torch.int32 if dtype == torch.int64 else torch.float32)
@@ -290,7 +291,7 @@ def test_int64_allocation_in_host_code():
     with pytest.raises(exc.UnsupportedDtype) as info:
         count_positives(x)
     assert "torch.int64" in info.value.message
-    assert "TPU has no 64-bit vectors; cast to int32/float32" in info.value.message
+    assert "TPU has no 64-bit vectors; cast to int32." in info.value.message
     assert_points_at(info.value, count_positives, "dtype=torch.int64")
 
 

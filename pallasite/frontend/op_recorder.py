@@ -40,8 +40,9 @@ def check_dtype(dtype: torch.dtype, what: str) -> None:
             "imaginary parts as separate float32 tensors (torch.view_as_real)."
         )
     if dtype in (torch.int64, torch.float64, torch.uint64):
+        narrow = "float32" if dtype.is_floating_point else "int32"
         raise exc.UnsupportedDtype(
-            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to int32/float32."
+            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to {narrow}."
         )
 
 
