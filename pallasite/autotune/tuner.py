@@ -47,9 +47,8 @@ def traced_config(bound) -> Config | None:
     candidate can run on traced values, so the cached config of this signature if there is
     one, else the default (said once per kernel: a call on concrete arrays tunes and
     caches)."""
-    config = _cached(bound)
-    if config is None and not getattr(bound.kernel, "_traced_untuned_noted", False):
-        bound.kernel._traced_untuned_noted = True
+    config = _cached(bound, cache_fields(bound))
+    if config is None and _first_note(bound.kernel, "traced"):
         how = ("A kernel that copies between devices runs only under jax.shard_map, so it is never tuned "
                "by a call: choose its config with config= (kernel.bind(args).autotune(args) ranks the "
                "candidates without caching)." if bound.remote else
@@ -60,17 +59,27 @@ def traced_config(bound) -> Config | None:
     return config
 
 
-def _cached(bound) -> Config | None:
-    """This signature's cached config, if it still plans (else None, with a warning)."""
+def _first_note(kernel, what: str) -> bool:
+    """True the first time a kernel asks to note `what` (each note is said once per kernel)."""
+    noted = kernel.__dict__.setdefault("_autotune_notes", set())
+    if what in noted:
+        return False
+    noted.add(what)
+    return True
+
+
+def _cached(bound, fields: dict) -> Config | None:
+    """This signature's cached config (`fields`: its cache key), if it still plans (else
+    None, with a warning)."""
     name = bound.kernel.fn.__name__
-    cached = cache.load(name, cache_fields(bound))
+    cached = cache.load(name, fields)
     if cached is None:
         return None
     try:
         config = bound.config_spec.check(cached)
     except exc.InvalidConfig as err:
         warn_user(f"pallasite autotune cache: the cached config of {name} no longer plans "
-                  f"({err.message}); searching again.")
+                  f"({err.message}); ignoring it.")
         return None
     log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
     return config
@@ -82,10 +91,9 @@ def note_untuned(bound) -> None:
     another. When the kernel asked for tuning (an effort other than "none", or several
     `configs`), say so once per kernel, naming the config that runs."""
     kernel = bound.kernel
-    if (kernel.config is not None or getattr(kernel, "_untuned_noted", False)
-            or (kernel.tune.effort == "none" and len(kernel.configs) < 2)):
+    if (kernel.config is not None or (kernel.tune.effort == "none" and len(kernel.configs) < 2)
+            or not _first_note(kernel, "dynamic")):
         return
-    kernel._untuned_noted = True
     asked = (f"configs=[...] ({len(kernel.configs)} configs)" if len(kernel.configs) > 1
              else f'autotune_effort="{kernel.tune.effort}"')
     runs = f"configs[0] {dict(kernel.configs[0])}" if kernel.configs else "the default config"
@@ -155,7 +163,7 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     None (the default config) if the search itself fails, with a warning."""
     name = bound.kernel.fn.__name__
     fields = cache_fields(bound)
-    cached = _cached(bound)
+    cached = _cached(bound, fields)
     if cached is not None:
         return cached
     try:

@@ -60,11 +60,7 @@ def padded_bytes(shape, dtype) -> int:
 def buffer_bytes(plan: PallasCallPlan) -> int:
     """The buffers the pallas_call itself allocates: double-buffered blocks, n-buffered
     stream windows and VMEM scratch (what its lowered signature and pipelines declare)."""
-    total = sum(
-        2 * padded_bytes(op.block_shape, op.symbol.dtype)
-        for op in (*plan.inputs, *plan.outputs)
-        if op.memory is Memory.VMEM_BLOCK
-    )
+    total = sum(2 * size for _, size in _block_operands(plan))
     stream_buffers = set()
     for loop_plan in plan.inner_loops.values():
         for stream in loop_plan.streams:
@@ -76,21 +72,27 @@ def buffer_bytes(plan: PallasCallPlan) -> int:
     return total
 
 
+def _block_operands(plan: PallasCallPlan):
+    """Each VMEM-block operand with the bytes of one of its (double-buffered) blocks."""
+    for op in (*plan.inputs, *plan.outputs):
+        if op.memory is Memory.VMEM_BLOCK:
+            yield op, padded_bytes(op.block_shape, op.symbol.dtype)
+
+
 def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
     """For a VMEM overflow message: the `count` largest double-buffered blocks (with why an
     axis is whole, when the plan recorded it), and what to change. Tiles that start at
     data-dependent rows keep the tensors they index resident unless the loop copies
     their windows by DMA (`fori_loop`), and smaller blocks do not shrink those."""
-    blocks = sorted(((2 * padded_bytes(op.block_shape, op.symbol.dtype), op) for op in (*plan.inputs, *plan.outputs)
-                     if op.memory is Memory.VMEM_BLOCK), key=lambda item: -item[0])
+    blocks = sorted(_block_operands(plan), key=lambda item: -item[1])
     described, seen = [], set()
-    for size, op in blocks:
+    for op, size in blocks:
         if op.symbol.id in seen or len(described) == count:
             continue
         seen.add(op.symbol.id)
         why = next((axis.reason for axis in op.axes if axis.reason), "")
-        described.append(f"'{op.symbol.name}' 2 x {size / 2 / 2**20:.1f} MiB" + (f" ({why})" if why else ""))
-    unaligned = [op for _, op in blocks if any(
+        described.append(f"'{op.symbol.name}' 2 x {size / MIB:.1f} MiB" + (f" ({why})" if why else ""))
+    unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
     if unaligned and any(loop.strategy != "fori_loop" for loop in plan.inner_loops.values()):
         advice = ("tiles starting at data-dependent rows keep the tensors they index resident, whatever the "
