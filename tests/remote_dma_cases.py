@@ -18,7 +18,10 @@ import torch  # noqa: E402
 
 import pallasite  # noqa: E402
 import pallasite.language as hl  # noqa: E402
+from pallasite.interleavings import install, seeded_interleaving  # noqa: E402
 from pallasite.runtime.interpret import interpreter_reports  # noqa: E402
+
+install()  # before any kernel is traced: the interpreter's callbacks are bound then
 
 
 def _race_free(fn, *args):
@@ -231,13 +234,80 @@ def race_under_shard_map(devices: str) -> None:
     sharding = NamedSharding(mesh, P("x"))
     x = np.random.default_rng(0).standard_normal((n, n, 8, 128)).astype(np.float32)
     args = [jnp.asarray(x), jnp.zeros((n, n, 8, 128)), jnp.zeros((n, n, 8, 128)), jnp.arange(n, dtype=jnp.int32)]
-    try:
-        with pallasite.range_checked():
+    try:  # one seeded interleaving: the race is there in every one, and now seen in every run
+        with seeded_interleaving(0), pallasite.range_checked():
             np.asarray(step(*(jax.device_put(a, sharding) for a in args)))
     except pallasite.exc.DataRace as err:
         assert "racy_reduce_scatter" in str(err) and "race" in str(err), str(err)
     else:
         raise AssertionError("the race was not raised")
+
+
+def counting_barrier_ring(n: int):
+    """A ring pass written directly in Pallas, synchronised as pallasite's `hl.remote_barrier`
+    was before issue 20: ONE counting barrier semaphore, "signal left and right, wait for 2"
+    twice per hop. Each device zeroes both slots of its buffer, puts its block in slot 0,
+    and at hop h sends slot h % 2 to its right neighbour's other slot, then adds slot h % 2
+    to its result. Counts cannot say who signalled: on a ring of 7 or more, the devices
+    right of a slow one can run a barrier ahead, and their extra signals let its left
+    neighbour pass a barrier the slow one never reached, then copy into it."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.sharding import PartitionSpec as P
+
+    from pallasite.runtime.interpret import interpret_params
+
+    logical = pl.DeviceIdType.LOGICAL
+
+    def kernel(x_ref, out_ref, buf_ref, sems):
+        me = lax.axis_index("x")
+        left, right = lax.rem(me + n - 1, n), lax.rem(me + 1, n)
+        buf_ref[...] = jnp.zeros(buf_ref.shape, buf_ref.dtype)
+        buf_ref[0] = x_ref[...]
+        barrier = pltpu.get_barrier_semaphore()
+        total = jnp.zeros(x_ref.shape, jnp.float32)
+        for hop in range(n):
+            slot, other = hop % 2, (hop + 1) % 2
+            if hop < n - 1:
+                for _phase in range(2):
+                    pl.semaphore_signal(barrier, 1, device_id=left, device_id_type=logical)
+                    pl.semaphore_signal(barrier, 1, device_id=right, device_id_type=logical)
+                    pl.semaphore_wait(barrier, 2)
+                copy = pltpu.make_async_remote_copy(buf_ref.at[slot], buf_ref.at[other], sems.at[hop, 0],
+                                                    sems.at[hop, 1], device_id=right, device_id_type=logical)
+                copy.start()
+            total = total + buf_ref[slot]
+            if hop < n - 1:
+                copy.wait()
+        out_ref[...] = total
+
+    def body(x):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            scratch_shapes=[pltpu.VMEM((2, *x.shape), x.dtype), pltpu.SemaphoreType.DMA((n, 2))],
+            compiler_params=pltpu.CompilerParams(collective_id=7), interpret=interpret_params())(x)
+
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False))
+    return lambda x: step(jax.device_put(x, jax.sharding.NamedSharding(mesh, P("x"))))
+
+
+def counting_barrier_race(devices: str, seed: str) -> None:
+    """The old barrier's race is reported for a named seed in every run: twice here, with the
+    same interleaving each time (and so in any process, idle or loaded)."""
+    n = int(devices)
+    step = counting_barrier_ring(n)
+    x = np.random.default_rng(5).standard_normal((n * 8, 128)).astype(np.float32)
+    traces = []
+    for _ in range(2):
+        with seeded_interleaving(int(seed)) as scheduler, interpreter_reports() as reports:
+            np.asarray(step(x))
+        assert reports and "RACE DETECTED" in reports[0], (seed, reports)
+        traces.append(scheduler.trace)
+    assert traces[0] == traces[1], "the same seed gave two interleavings"
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
