@@ -6,7 +6,8 @@ kernel first puts its own shard in its slot, then runs n - 1 hops: at hop h it
 forwards the slot it received last (its own at h = 0) to its right neighbour,
 which stores it in the same slot. Before each hop it meets both neighbours at a
 barrier, so a fast device never sends into a neighbour that is still waiting
-for the previous hop (a receive semaphore counts bytes, not copies).
+for the previous hop (a receive semaphore counts bytes, not copies), nor, at
+hop 0, into one that has not yet copied in `out`.
 
 `rank` is a 1-element int32 shard: the device's flat position on the mesh
 (`jnp.arange(n)` sharded like the data). The kernel runs under `jax.shard_map`

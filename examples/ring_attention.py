@@ -7,8 +7,9 @@ per buffer (`k_buf`, `v_buf`: [2, s, d]) double-buffer them: at hop h the block
 in slot h % 2 is pushed to the next device's other slot *before* this hop's
 compute, and waited after it, before the slots swap. A barrier with the two
 devices this hop exchanges with comes first: the receiver has finished reading
-the slot it is about to be sent (its previous hop), and a receive semaphore,
-which counts bytes, never sees the next hop's bytes early.
+the slot it is about to be sent (its previous hop; at hop 0, has filled its
+buffers), and a receive semaphore, which counts bytes, never sees the next
+hop's bytes early.
 
 2-D: with `inner` < n the mesh is (n // inner) x inner, row-major; a block moves
 `inner - 1` hops along its row, then one hop to the next row (same column), so

@@ -36,17 +36,22 @@ def test_example_lowers_to_mosaic(name):
 
 # Mesh examples (remote copies between devices): JAX fixes its device count when it
 # starts, so each runs in a Python started with the devices it needs (race detector
-# on, as conftest.py sets it), then lowers as every device of its mesh runs it.
+# on, as conftest.py sets it), once per seed of MESH_SEEDS, each a seeded interleaving
+# of the devices (pallasite/interleavings.py: whether a race is seen is a function of
+# the seed, not of the machine's load), then lowers as every device of its mesh runs it.
 MESH_EXAMPLES = ["ring_all_gather", "ring_attention", "ring_attention_bidirectional"]
+MESH_SEEDS = (0, 1, 2)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # examples/ring_attention.py's check() runs five meshes x dtypes x masks; the suite runs
 # three that cover 4 and 8 devices, the 2x2 ring, f32 and bf16, causal and not (the mesh
 # group of tests/test_remote_dma.py adds 2x2 f32 causal).
 CASES = {"ring_attention": "m.CASES[1:3] + m.CASES[4:]"}
 _MESH_CHECK = """
+from pallasite.interleavings import install, race_free_under_seeds
+install()  # before any kernel is traced
 import examples.{name} as m
 from pallasite.testing import check_tpu_lowering
-m.check({cases})
+race_free_under_seeds(lambda: m.check({cases}), {seeds})
 codes = check_tpu_lowering(m.{name}, m.shard_inputs(), mesh_shape=m.MESH_SHAPE)
 assert set(codes) == {{"v5e", "v6e", "v7x"}}, set(codes)
 print("MESH EXAMPLE OK")
@@ -59,7 +64,7 @@ def test_mesh_example_matches_reference_and_lowers(name):
     env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
                f"--xla_force_host_platform_device_count={module.DEVICES}",
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", _MESH_CHECK.format(name=name, cases=CASES.get(name, ""))],
+    done = subprocess.run([sys.executable, "-c", _MESH_CHECK.format(name=name, cases=CASES.get(name, ""), seeds=MESH_SEEDS)],
                           cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -7,6 +7,7 @@ checks of tracing, planning and errors run here on one device.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -23,9 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # One subprocess (JAX's start costs ~5 s of the 2 cores). The all-gather's 4- and 8-device
 # runs (unroll) and three of examples/ring_attention.py's CASES (4 devices bf16 causal, 8 f32
 # causal, 2x2 f32 not causal) run in tests/test_examples.py; these are the others.
-# "counting_barrier_race 8 1": hl.remote_barrier's protocol (one counting barrier semaphore),
-# written by hand in Pallas, is reported as a race for seed 1 in every run, with the same
-# interleaving twice (pallasite/interleavings.py).
+# "counting_barrier_race 8 1": the barrier pallasite emitted before issue 20 (one counting
+# semaphore), written by hand, is reported as a race for seed 1 in every run, with the same
+# interleaving twice; every race-free run of the others runs once per seed of SEEDS there.
 GROUPS = {
     "mesh": ["all_gather 8 fori_loop", "all_gather 4 emit_pipeline", "untouched_rows 4", "peer_table 4",
              "slot_index 4", "race_under_shard_map 4", "device_out_of_mesh 4", "device_out_of_mesh 8",
@@ -84,11 +85,57 @@ def test_plan_gives_each_site_its_own_semaphores_and_one_descriptor():
         assert code.count(f"{site.descriptor}.wait_recv()") == 1
 
 
+def test_barrier_is_a_semaphore_per_pair_after_an_entry_rendezvous():
+    """hl.remote_barrier (issue 20): every device first meets every device of the mesh on
+    the barrier semaphore (the one a peer may signal before this device starts the call),
+    then each barrier signals each peer's semaphore for this device's rank and waits on
+    this device's semaphore for each peer's: one semaphore per (receiver, sender) pair,
+    so no third device's signal can stand in for a peer's (tests/remote_dma_cases.py runs
+    the rings under seeded interleavings)."""
+    from examples.ring_attention import ring_attention, shard_inputs
+    from pallasite.plan.plans import ScratchKind
+    bound = ring_attention.bind(shard_inputs())  # the 2x2 mesh: inner and outer peers
+    (call,) = bound.plan().calls
+    assert call.remote.barrier_semaphores == "barrier_sems"
+    assert [s.kind for s in call.scratch if s.name == "barrier_sems"] == [ScratchKind.MESH_SEMAPHORES]
+    code = bound.to_code()
+    assert "pltpu.SemaphoreType.REGULAR((mesh_devices(),)),  # barrier_sems" in code
+    assert "barrier_rank = mesh_rank()" in code
+    # the rendezvous: once, at the first grid step, before the copy-in of k_buf and any barrier
+    rendezvous = code.index("entry = pltpu.get_barrier_semaphore()")
+    assert code.count("pltpu.get_barrier_semaphore()") == 1
+    assert "pl.semaphore_signal(entry, 1, device_id=device," in code
+    assert "pl.semaphore_wait(entry, mesh_devices())" in code
+    assert rendezvous < code.index("k_buf_ref[...] = k_buf_in_ref[...]") < code.index("barrier_sems.at[")
+    # three hops' barriers (inner, outer, inner): two signals and two waits each, per pair
+    assert code.count("pl.semaphore_signal(barrier_sems.at[barrier_rank], 1, device_id=") == 3 * 2
+    waits = re.findall(r"pl\.semaphore_wait\(barrier_sems\.at\[(\w+)\], 1\)", code)
+    assert [w.split("_checked")[0] for w in waits] == ["inner_left", "inner_right", "outer_left", "outer_right",
+                                                       "inner_left", "inner_right"]
+
+
+def test_kernel_without_barriers_has_no_rendezvous():
+    """Copies alone (the user orders them otherwise): no collective id, no barrier semaphores."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def push(a: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 0, (rank[0] + 1) % n, a, 1)
+            copy.start()
+            copy.wait()
+        return a
+
+    bound = push.bind((torch.zeros(2, 8, 128), torch.zeros(1, dtype=torch.int32), 4))
+    (call,) = bound.plan().calls
+    assert call.remote.collective_id is None and call.remote.barrier_semaphores is None
+    code = bound.to_code()
+    assert "get_barrier_semaphore" not in code and "mesh_rank" not in code and "collective_id" not in code
+
+
 def test_collective_id_setting():
     @pallasite.kernel(config=pallasite.Config(block_sizes=[]), collective_id=321)
     def barrier_only(x: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
         for _ in hl.grid(1):
-            hl.remote_barrier((rank[0] + 1) % n)
+            hl.remote_barrier([(rank[0] + n - 1) % n, (rank[0] + 1) % n])
             x[:, :] = x[:, :] + 1
         return x
 
@@ -244,7 +291,7 @@ def test_runtime_device_id_is_checked_against_the_mesh():
     assert all("the mesh has {limit} devices" in check.message for check in devices)
     code = bound.to_code()
     assert code.count("limit=CHECKS.mesh_devices()") == 2
-    assert code.index("CHECKS.device_id(") < code.index("pltpu.semaphore_signal(")
+    assert code.index("CHECKS.device_id(") < code.index("pl.semaphore_signal(barrier_sems")
     assert code.rindex("CHECKS.device_id(") < code.index("pltpu.make_async_remote_copy(")
 
 

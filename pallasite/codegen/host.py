@@ -380,6 +380,8 @@ def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
 def _scratch_shape(scratch) -> str:
     if scratch.kind is ScratchKind.DMA_SEMAPHORES:
         return f"pltpu.SemaphoreType.DMA({literal(scratch.shape)})"
+    if scratch.kind is ScratchKind.MESH_SEMAPHORES:  # one per device of the mesh (known when traced)
+        return "pltpu.SemaphoreType.REGULAR((mesh_devices(),))"
     if scratch.kind is ScratchKind.SMEM:
         return f"pltpu.SMEM({literal(scratch.shape)}, jnp.int32)"
     return f"pltpu.VMEM({literal(scratch.shape)}, {jnp_dtype(scratch.dtype)})"

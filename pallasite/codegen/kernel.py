@@ -28,7 +28,7 @@ from .names import NameTable
 import builtins
 
 _RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
-             *dir(builtins))
+             "mesh_devices", "mesh_rank", *dir(builtins))
 
 
 @dataclass
@@ -64,6 +64,7 @@ class KernelEmitter:
         self.grid_ids: dict[int, str] = {}  # grid axis -> its program id, read at the kernel's top
         self.reduction_chunks: dict[int, str] = {}  # looped reduction node id -> its chunk counter
         self._widened: dict[tuple[int, int], str] = {}  # (node id, operand) -> its pre-broadcast variable
+        self.barrier_rank: str | None = None  # this device's flat rank, when the kernel has barriers
 
     # ---------------------------------------------------------------- text --
 
@@ -127,6 +128,9 @@ class KernelEmitter:
             name = self.grid_ids[axis] = self.names.fresh(f"{grid_axis.dim.name}_program")
             self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = pl.program_id({axis})")
+        if plan.remote is not None and plan.remote.barrier_semaphores is not None:
+            from .remote import emit_entry_rendezvous
+            emit_entry_rendezvous(self)
         for update in plan.updates:
             self._emit_copy_in(update)
         self.emit_body(plan.call.loop.body)

@@ -41,11 +41,14 @@ def generate_module(plan: KernelPlan) -> str:
     if any(call.worklist is not None for call in plan.calls):
         parts.append("# flattened worklists: (segment, q-tile) item tables built inside the jit\n"
                      "from pallasite.runtime.worklists import build_worklist")
+    if any(call.remote is not None and call.remote.barrier_semaphores for call in plan.calls):
+        parts.append("# hl.remote_barrier: the mesh's device count and this device's flat rank, when traced\n"
+                     "from pallasite.runtime.mesh import mesh_devices, mesh_rank")
     checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
     reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
-                "prod_by_halves", "build_worklist",
+                "prod_by_halves", "build_worklist", "mesh_devices", "mesh_rank",
                 *dir(builtins)]
     sizes = tuple(name for name, _, _ in dynamic_sizes(ir.arguments))
     if sizes:

@@ -3,14 +3,17 @@
 A copy site is one descriptor variable, built where the user built it; its
 starts and waits call that variable. Interpret mode checks a source or
 destination index read from data just before it, and each device id against the
-mesh's device count (the plan's `RangeCheck`s). A barrier signals each peer once
-and waits for as many signals, once per phase.
+mesh's device count (the plan's `RangeCheck`s). Barriers follow the plan's ring
+barrier protocol: an entry rendezvous of every device on the barrier semaphore,
+then per barrier one signal to each peer's semaphore for this device and one
+wait on this device's semaphore for each peer.
 """
 from __future__ import annotations
 
 from ..ir import RemoteBarrier, RemoteCopy, RemoteCopyStep
 
 DEVICE_ID_TYPE = "pl.DeviceIdType.LOGICAL"  # a flat rank, row-major over every mesh axis
+RANK = "barrier_rank"  # the kernel's variable holding this device's flat rank
 
 
 # The registry's STRUCTURAL ops written as statements here, not as values (`STRUCTURAL_RULES`
@@ -42,15 +45,36 @@ def emit_remote(emitter, node, indent: int) -> None:
                 emitter.emit(f"{site.descriptor}.wait_recv()", indent)
     elif isinstance(node, RemoteBarrier):
         peers = _checked_devices(emitter, node, indent)
-        phases = remote.barrier_phases[node.id]
+        sems, rank = remote.barrier_semaphores, emitter.barrier_rank
         named = ", ".join(emitter.render(peer) for peer in node.args)
-        emitter.emit(f"# barrier with {named}: {phases} phase(s) of one signal per peer", indent)
-        emitter.emit("barrier = pltpu.get_barrier_semaphore()", indent)
-        emitter.emit(f"for _phase in range({phases}):", indent)
+        emitter.emit(f"# barrier with {named}: tell each peer this device got here (its semaphore for "
+                     f"this device's rank)", indent)
         for peer in peers:
-            emitter.emit(f"pltpu.semaphore_signal(barrier, 1, device_id={peer}, device_id_type={DEVICE_ID_TYPE})",
-                         indent + 1)
-        emitter.emit(f"pl.semaphore_wait(barrier, {len(peers)})", indent + 1)
+            emitter.emit(f"pl.semaphore_signal({sems}.at[{rank}], 1, device_id={peer}, "
+                         f"device_id_type={DEVICE_ID_TYPE})", indent)
+        for peer, text in zip(peers, node.args):
+            emitter.emit(f"pl.semaphore_wait({sems}.at[{peer}], 1)  # {emitter.render(text)} got to its matching "
+                         "barrier (only it signals this one)", indent)
+
+
+def emit_entry_rendezvous(emitter) -> None:
+    """The kernel's first lines when it has barriers: this device's rank, and the entry
+    rendezvous on the barrier semaphore at the first grid step (plan/remote_copies.py)."""
+    remote = emitter.plan.remote
+    rank = emitter.barrier_rank = emitter.names.fresh(RANK)
+    emitter.emit(f"{rank} = mesh_rank()  # this device's flat rank on the mesh")
+    emitter.emit("# Entry: every device of the mesh has started this call (so its semaphores and VMEM are")
+    emitter.emit("# live) before any device signals or copies into it. Each device signals every device")
+    emitter.emit(f"# once on the barrier semaphore (collective id {remote.collective_id}) and waits for all "
+                 "of them.")
+    first = " & ".join(f"(pl.program_id({axis}) == 0)" for axis in range(len(emitter.plan.grid)))
+    emitter.emit(f"@pl.when({first})")
+    emitter.emit("def _enter():")
+    emitter.emit("entry = pltpu.get_barrier_semaphore()", 2)
+    emitter.emit("@pl.loop(0, mesh_devices())", 2)
+    emitter.emit("def _signal(device):", 2)
+    emitter.emit(f"pl.semaphore_signal(entry, 1, device_id=device, device_id_type={DEVICE_ID_TYPE})", 3)
+    emitter.emit("pl.semaphore_wait(entry, mesh_devices())", 2)
 
 
 def _checked_devices(emitter, node, indent: int) -> list[str]:

@@ -238,6 +238,9 @@ def make_async_remote_copy(src: Any, src_index: Any, device_id: Any, dst: Any = 
 
 def remote_barrier(device_ids: Any) -> None:
     """Wait until every device in `device_ids` (a flat rank, a list of them, or a 1-D
-    slice of an int tensor) has reached this barrier too. Peers must name each other
-    (ring neighbours do); the barrier may be passed again every hop and every call."""
+    slice of an int tensor) has reached its matching barrier; what each did before it
+    happens before what this device does after. Peers must name each other, barrier for
+    barrier (ring neighbours do): each waits for one signal from each peer it names, so a
+    peer that never names this device back leaves it waiting. The barrier may be passed
+    again every hop and every call (docs/ARCHITECTURE.md: the ring barrier protocol)."""
     _tracer("remote_barrier").remote_barrier(device_ids)

@@ -197,6 +197,9 @@ class ScratchKind(str, enum.Enum):
     VMEM = "vmem"
     SMEM = "smem"
     DMA_SEMAPHORES = "dma_semaphores"
+    # REGULAR semaphores, one per device of the mesh (a count only tracing under
+    # `jax.shard_map` knows: the shape is empty, sized when traced)
+    MESH_SEMAPHORES = "mesh_semaphores"
 
 
 @dataclass(frozen=True)

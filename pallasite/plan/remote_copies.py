@@ -10,13 +10,27 @@ Decisions, all recorded in `RemotePlan` for codegen to consume:
   and one descriptor variable; every start and wait of the site uses it.
 - Every grid axis is arbitrary: each device walks the grid in the same order,
   so the copies and barriers of step i pair up across devices.
-- `hl.remote_barrier` uses the kernel's barrier semaphore (its collective id:
-  a hash of the kernel's file and name and the loop's position, in int16, unless
-  the kernel's `collective_id=` setting gives one) in k phases for k peers
-  (each phase: signal every peer once, wait for k signals). With counting
-  semaphores a fast peer can signal the next barrier before a slow one signals
-  this one; k phases bound how far ahead any peer can be, so passing proves every
-  peer reached this barrier.
+- `hl.remote_barrier(peers)` is a barrier with each peer, in two parts (the
+  ring barrier protocol; why it is safe: docs/ARCHITECTURE.md):
+  - entry: at the first grid step, before anything else, every device signals
+    every device of the mesh once on the kernel's barrier semaphore (its
+    collective id: a hash of the kernel's file and name and the loop's position,
+    in int16, unless the kernel's `collective_id=` setting gives one) and waits
+    for as many signals. The barrier semaphore is the only one a peer may signal
+    before this device has started the call; passing proves every device has, so
+    its scratch semaphores and VMEM are live before anyone signals or copies
+    into them.
+  - each barrier: one REGULAR semaphore per (receiver, sender) pair — scratch
+    `barrier_sems`, one per device of the mesh on each device, indexed by the
+    sender's flat rank. This device signals `barrier_sems[me]` on each peer, then
+    waits for one signal on its own `barrier_sems[peer]` per peer. A semaphore
+    only one device signals cannot be satisfied by a third device's signals (as
+    one counting semaphore for all peers was: on a ring of 7 or more, devices
+    right of a slow one ran a barrier ahead and let its left neighbour pass);
+    since peers name each other, the k-th wait on `barrier_sems[p]` passes only
+    after p's k-th signal to this device, made at p's matching barrier. The
+    semaphores are shared by every barrier of the loop (and every hop), and end
+    at zero.
 - A source or destination index the data decides (`slots[0]`, `(me - hop + n) % n`)
   is a `RangeCheck` against its tensor's dim (`remote_index_checks`): interpret
   mode checks it before the descriptor is built and, outside, copies row 0
@@ -67,18 +81,26 @@ class RemoteCopySite:
     overlapped_matmuls: int = 0
 
 
+BARRIER_SEMAPHORES = "barrier_sems"  # scratch: one REGULAR semaphore per device of the mesh
+
+
 @dataclass(frozen=True)
 class RemotePlan:
     sites: tuple[RemoteCopySite, ...]
-    collective_id: int | None  # the barrier semaphore's id (None: no barrier)
-    barrier_phases: dict  # RemoteBarrier node id -> phases (its peer count)
+    # the barrier semaphore's id, which the entry rendezvous uses (None: no barrier, so
+    # neither the rendezvous nor `barrier_semaphores`)
+    collective_id: int | None
+    barrier_semaphores: str | None = None  # scratch: per sender rank, every barrier's signals
 
     def site(self, node_id: int) -> RemoteCopySite:
         return next(site for site in self.sites if site.node_id == node_id)
 
     @property
     def scratch(self) -> tuple[Scratch, ...]:
-        return tuple(Scratch(site.semaphores, ScratchKind.DMA_SEMAPHORES, (2,), None) for site in self.sites)
+        scratch = [Scratch(site.semaphores, ScratchKind.DMA_SEMAPHORES, (2,), None) for site in self.sites]
+        if self.barrier_semaphores is not None:
+            scratch.append(Scratch(self.barrier_semaphores, ScratchKind.MESH_SEMAPHORES, (), None))
+        return tuple(scratch)
 
 
 def copies_of(body: list) -> list[RemoteCopy]:
@@ -160,7 +182,7 @@ def plan_remote(ir, call, refs: dict[int, str]) -> RemotePlan | None:
                 raise exc.InvalidConfig(
                     f"collective_id={chosen} (+ {call.index} for device loop {call.index}) is outside "
                     f"[0, {COLLECTIVE_ID_LIMIT}): barrier ids are int16.")
-    return RemotePlan(tuple(sites), collective_id, {b.id: len(b.args) for b in barriers})
+    return RemotePlan(tuple(sites), collective_id, BARRIER_SEMAPHORES if barriers else None)
 
 
 def remote_index_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
@@ -216,5 +238,5 @@ def remote_device_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
     return tuple(checks)
 
 
-__all__ = ["COLLECTIVE_ID_LIMIT", "RemoteCopySite", "RemotePlan", "check_whole_operand", "copies_of",
+__all__ = ["BARRIER_SEMAPHORES", "COLLECTIVE_ID_LIMIT", "RemoteCopySite", "RemotePlan", "check_whole_operand", "copies_of",
            "plan_remote", "remote_device_checks", "remote_index_checks", "remote_symbols", "synthetic_accesses"]

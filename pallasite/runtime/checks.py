@@ -107,15 +107,9 @@ class RangeChecks:
 
     @staticmethod
     def mesh_devices() -> int:
-        """The device count of the mesh the kernel is being traced under: the sizes of the
-        `jax.shard_map`'s manual mesh axes (JAX's abstract mesh), as the interpreter
-        numbers devices (the axes JAX's axis environment maps)."""
-        from jax._src import core as jax_core
-
-        mesh = jax.sharding.get_abstract_mesh()
-        axes = () if mesh.empty else tuple(mesh.manual_axes)
-        sizes = [mesh.shape[name] for name in axes] if axes else list(jax_core.get_axis_env().axis_sizes.values())
-        return int(np.prod(sizes, dtype=np.int64))
+        """The device count of the mesh the kernel is being traced under (runtime/mesh.py)."""
+        from .mesh import mesh_devices
+        return mesh_devices()
 
     # --- called by generated host code (traced) --------------------------------
 
