@@ -48,6 +48,7 @@ import contextlib
 import os
 import random
 import threading
+import warnings
 from typing import Iterator
 
 import jax
@@ -148,7 +149,8 @@ def _scheduled(name: str, original):
 class _Scheduler:
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
-        self.cv = threading.Condition()
+        self.lock = threading.RLock()
+        self.turns: dict[int, threading.Condition] = {}  # device -> where it waits for the turn (on `lock`)
         self.trace: list[tuple[int, str]] = []  # every choice of this block's runs, in order
         self.devices: int | None = None  # devices of the current run (None: between runs)
         self.holder: int | None = None  # the device whose callbacks may run
@@ -158,7 +160,7 @@ class _Scheduler:
 
     def enter(self, device: int, name: str, args: tuple) -> None:
         """Return when `device` may run its callback `name`."""
-        with self.cv:
+        with self.lock:
             if name == "_initialize_shared_memory" and (self.devices is None or self.unscheduled) \
                     and _interpreter()._shared_memory is None:
                 # the first device of a new run (a failed run's devices still find its memory)
@@ -176,20 +178,26 @@ class _Scheduler:
                 return
             self.parked[device] = (name, args)
             self._choose()
+            turn = self.turns.setdefault(device, threading.Condition(self.lock))
             while self.holder != device and device not in self.released and not self.unscheduled:
-                self.cv.wait()
+                turn.wait()
             self.released.discard(device)
 
     def stop_scheduling(self) -> None:
-        with self.cv:
+        with self.lock:
             self.unscheduled = True
             self.parked.clear()
-            self.cv.notify_all()
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        for turn in self.turns.values():
+            turn.notify()
 
     def _start_run(self, devices: int, cores: int) -> None:
-        if cores != 1:
-            raise ValueError("seeded_interleaving schedules one core per device (num_cores_or_threads=1).")
-        self.devices, self.holder, self.unscheduled = devices, None, False
+        self.devices, self.holder, self.unscheduled = devices, None, cores != 1
+        if self.unscheduled:  # the cores of a device run in threads of their own
+            warnings.warn("seeded_interleaving schedules one core per device (PALLASITE_INTERPRET_CORES=1); "
+                          f"this run of {cores} cores per device runs unscheduled.", stacklevel=2)
         self.parked.clear()
         self.released.clear()
         np.random.seed(self.rng.randrange(2**32))  # the detector's DMA clock slots
@@ -209,7 +217,7 @@ class _Scheduler:
             self.trace.append((-1, name))
             if name == "_clean_up_shared_memory":
                 self.devices = None  # the run ends; the next one starts at its first callback
-            self.cv.notify_all()
+            self._wake_all()
             return
         ready = sorted(device for device, (name, args) in self.parked.items() if self._can_run(device, name, args))
         if not ready:
@@ -220,7 +228,8 @@ class _Scheduler:
             self.priority[chosen] = min(self.priority.values()) - 1
         self.trace.append((chosen, self.parked.pop(chosen)[0]))
         self.holder = chosen
-        self.cv.notify_all()
+        if chosen in self.turns:  # else it is the device choosing, not yet waiting
+            self.turns[chosen].notify()
 
     def _can_run(self, device: int, name: str, args: tuple) -> bool:
         if name in _ALL_DEVICES:
@@ -242,7 +251,7 @@ class _Scheduler:
         and meet at the interpreter's exit barrier (its usual failure handling)."""
         self.unscheduled = True
         self.parked.clear()
-        self.cv.notify_all()
+        self._wake_all()
         _interpreter()._get_shared_memory().set_failed(error, top_level=False)
 
 
