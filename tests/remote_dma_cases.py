@@ -314,6 +314,41 @@ def counting_barrier_race(devices: str, seed: str) -> None:
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def one_sided_barrier(buf: torch.Tensor, rank: torch.Tensor, n: hl.constexpr) -> torch.Tensor:
+    """Each device names only its right neighbour, which never names it back."""
+    for _ in hl.grid(1):
+        hl.remote_barrier((rank[0] + 1) % n)
+        buf[:, :] = buf[:, :] + 1
+    return buf
+
+
+def barrier_not_named_back(devices: str) -> None:
+    """A barrier whose peer never names this device back waits forever; under a seeded
+    interleaving the run fails at once, naming each device's pending wait (no hang)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from pallasite.runtime.checks import forget_failed_run
+
+    n = int(devices)
+    mesh = jax.make_mesh((n,), ("x",), devices=jax.devices()[:n])
+    step = jax.jit(jax.shard_map(lambda b, r: one_sided_barrier.jax_fn(b[0], r, n)[0][None], mesh=mesh,
+                                 in_specs=P("x"), out_specs=P("x"), check_vma=False))
+    sharding = NamedSharding(mesh, P("x"))
+    args = [jax.device_put(a, sharding) for a in (jnp.zeros((n, 8, 128)), jnp.arange(n, dtype=jnp.int32))]
+    try:
+        with seeded_interleaving(0):
+            np.asarray(step(*args))
+    except jax.errors.JaxRuntimeError as err:
+        assert "no device can go on in this interleaving" in str(err), str(err)
+        assert str(err).count("semaphore_wait (semaphore") == n, str(err)  # every device, on its own slot
+        forget_failed_run()
+    else:
+        raise AssertionError("a barrier nobody matched passed")
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
 def push_past_the_mesh(acc: torch.Tensor, recv: torch.Tensor, rank: torch.Tensor, form: hl.constexpr,
                        n: hl.constexpr, size: hl.constexpr) -> torch.Tensor:
     """form 0: a copy to `me + 1` ("% n" forgotten); 1: a barrier with `me - 1` alone;
