@@ -153,8 +153,12 @@ class _ByValue:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, _ByValue) and type(other.value) is type(self.value)
-                and bool(other.value == self.value))
+        if not isinstance(other, _ByValue) or type(other.value) is not type(self.value):
+            return False
+        try:
+            return bool(other.value == self.value)
+        except Exception:  # noqa: BLE001 - an __eq__ that raises or is not a truth value: unequal
+            return other.value is self.value
 
     def __hash__(self) -> int:
         return hash(self.value)
