@@ -137,14 +137,15 @@ def _scaled_by_a_global() -> Case:
 def test_the_scope_constants_kind_finds_constants_missing_from_the_variant_key(monkeypatch):
     """Without the constants in the variant key (issue 20), the second call reuses the variant
     compiled with the first value: the fuzzer sees the mismatch."""
-    from pallasite.runtime import kernel as kernel_module
+    from pallasite.runtime import compiled as compiled_module, kernel as kernel_module
     from pallasite.runtime.scope import read_scope
 
     assert run_case(_scaled_by_a_global(), timeout=60).outcome is Outcome.MATCH
     def without_constants(fn, reads, constants=True):
         return read_scope(fn, reads, constants=False)[0], ()
 
-    monkeypatch.setattr(kernel_module, "read_scope", without_constants)
+    for module in (kernel_module, compiled_module):  # the key, and the check of a compiled variant
+        monkeypatch.setattr(module, "read_scope", without_constants)
     result = run_case(_scaled_by_a_global(), timeout=60)
     assert result.outcome is Outcome.MISMATCH, result.detail
 

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import types
 
+import pytest
 import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite import exc
 from pallasite.autotune import cache
 from pallasite.autotune.tuner import cache_fields
 from pallasite.runtime.scope import fingerprint, fingerprint_chain
@@ -327,3 +329,16 @@ def test_the_fingerprint_rules():
     before = fingerprint(("table", held))
     held.add_(1.0)  # a tensor inside a constant, changed in place
     assert fingerprint(("table", held)) != before
+
+
+def test_a_bound_kernel_called_after_a_constant_changed_says_to_call_the_kernel(monkeypatch):
+    """A BoundKernel (or one of its compiled variants) has the old value baked in: calling it
+    after the value changed is an error, not a stale result."""
+    bound = _fresh(scaled).bind((X,))
+    torch.testing.assert_close(bound(X), X * 2.0)
+    compiled = bound.compile_config()
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    for stale in (bound, compiled):
+        with pytest.raises(exc.KernelArgumentError, match=r"SCALE.*changed.*call the kernel itself"):
+            stale(X)
+    _same_as_torch_and_ref(scaled, X * 3.0)  # the kernel itself compiles the new variant

@@ -177,9 +177,13 @@ class Kernel:
         """The kernel specialized to these arguments' shapes, dtypes and constants, those of
         the tensors it captures (see `captured_tensors`) and the values of the other globals
         and closure variables it reads (runtime/scope.py)."""
-        values = self._bind_arguments(tuple(args), kwargs or {})
+        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self._reads()))
+
+    def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple]) -> BoundKernel:
+        """`bind` given the scope read for this call (`read_scope`: captured tensors, constants)."""
+        values = self._bind_arguments(args, kwargs)
         specs = self._arg_specs(values)
-        tensors, constants = read_scope(self.fn, self._reads())
+        tensors, constants = scope
         captured = self._captured_specs(tensors)
         key = self._key(specs, captured, constants)
         bound = self._bound.get(key)
@@ -199,10 +203,11 @@ class Kernel:
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
-        bound = self.bind(args, kwargs)
+        scope = read_scope(self.fn, self._reads())  # once per call: the bind key and the call's tensors
+        bound = self._bind(args, kwargs, scope)
         if bound.remote:
             raise _needs_shard_map(self.fn.__name__)
-        return bound(*args, **kwargs)
+        return bound._default_compiled(args, kwargs).run(args, kwargs, scope[0])
 
     @property
     def cache_size(self) -> int:
@@ -223,8 +228,12 @@ class Kernel:
         returns `(result, {name: new_value})` since JAX arrays are immutable.
         """
 
+        def run(*args: Any, **kwargs: Any) -> Any:
+            scope = read_scope(self.fn, self._reads())
+            return self._bind(args, kwargs, scope)._default_compiled(args, kwargs).run_jax(args, kwargs, scope[0])
+
         def call(*args: Any, **kwargs: Any) -> Any:
-            return _for_user(lambda *a, **k: self.bind(a, k).run_jax(*a, **k), args, kwargs)
+            return _for_user(run, args, kwargs)
 
         call.__name__ = f"{self.fn.__name__}_jax"
         return call
@@ -420,7 +429,7 @@ class BoundKernel:
         return self._default_compiled(args, kwargs)(*args, **kwargs)
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
-        return self._default_compiled(args, kwargs).run_jax(*args, **kwargs)
+        return self._default_compiled(args, kwargs).run_jax(args, kwargs)
 
 
 def _compile_key(config: Config) -> tuple:

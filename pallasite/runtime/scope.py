@@ -74,6 +74,13 @@ def read_scope(fn: Callable, reads: ScopeReads, constants: bool = True) -> tuple
     return tensors, tuple(key)
 
 
+def changed_names(before: tuple, after: tuple) -> list[str]:
+    """The names (or attribute chains) whose fingerprints differ between two `read_scope`s."""
+    old, new = dict(before), dict(after)
+    return [name if isinstance(name, str) else ".".join(name)
+            for name in dict.fromkeys([*old, *new]) if old.get(name) != new.get(name)]
+
+
 def _is_tensor(value: Any) -> bool:
     kind = type(value)
     known = _TENSOR_TYPES.get(kind)
