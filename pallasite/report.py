@@ -46,7 +46,7 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     """The schedule of `kernel` for `args` under the given config (default: the one a
     call runs), counted on the host: the keys of `FIELDS`, plus `config` and `chip`
     (the TPU generation planned and modelled: `chip`, else `PALLASITE_TPU_CHIP`, else
-    the newest JAX knows)."""
+    the attached TPU's, else v7x)."""
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
     config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
     plan = bound.plan(config, chip=chip)

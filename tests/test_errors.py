@@ -201,6 +201,66 @@ def test_host_tensor_used_whole_in_device_code():
 
 
 @pallasite.kernel
+def keep_above_threshold_whole(x: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.where(x[tile] > thr, x[tile], 0.0)
+    return out
+
+
+def test_a_0d_tensor_used_whole_is_told_to_read_its_value():
+    x, thr = torch.randn(256), torch.tensor(0.5)
+    with pytest.raises(exc.IndexingError) as info:
+        keep_above_threshold_whole(x, thr)
+    message = info.value.message
+    assert "'thr' is a 0-d tensor" in message and "thr[()]" in message and "thr.item()" in message
+    assert "thr[tile]" not in message  # a 0-d tensor has no axis to index with a tile
+    assert_points_at(info.value, keep_above_threshold_whole, "torch.where(x[tile] > thr, x[tile], 0.0)")
+    with pytest.raises(exc.IndexingError, match=r"0-d .* t\[\(\)\] \(or t.item\(\)\)"):  # reference mode too
+        pallasite.testing.run_ref(keep_above_threshold_whole, (x, thr), block_sizes=[128])
+
+
+@pallasite.kernel
+def keep_above_threshold_read_in_host_code(x: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    value = thr.item()
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.where(x[tile] > value, x[tile], 0.0)
+    return out
+
+
+def test_a_0d_tensor_read_in_host_code_is_told_where_to_read_it():
+    with pytest.raises(exc.UnsupportedOperation) as info:
+        keep_above_threshold_read_in_host_code(torch.randn(256), torch.tensor(0.5))
+    assert "in host code" in info.value.message and "t[()] or t.item() there" in info.value.message
+    assert_points_at(info.value, keep_above_threshold_read_in_host_code, "value = thr.item()")
+
+
+@pallasite.kernel
+def keep_above_threshold_indexed(x: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.where(x[tile] > thr[()], x[tile], 0.0)
+    return out
+
+
+@pallasite.kernel
+def keep_above_threshold_item(x: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.where(x[tile] > thr.item(), x[tile], 0.0)
+    return out
+
+
+@pytest.mark.parametrize("kernel", [keep_above_threshold_indexed, keep_above_threshold_item])
+def test_the_advised_reads_of_a_0d_tensor_work(kernel):
+    x, thr = torch.randn(300), torch.tensor(0.25)
+    expected = torch.where(x > thr, x, 0.0)
+    torch.testing.assert_close(kernel(x, thr), expected)
+    torch.testing.assert_close(pallasite.testing.run_ref(kernel, (x, thr)), expected)
+
+
+@pallasite.kernel
 def scale_to_runtime_length(x: torch.Tensor, n: int) -> torch.Tensor:
     out = torch.empty([n], dtype=x.dtype, device=x.device)
     for tile in hl.tile(n):

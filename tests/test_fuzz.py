@@ -8,7 +8,7 @@ import sys
 import torch
 
 from pallasite.fuzz import KINDS, Outcome, generate, run_case, run_fuzz, shrink
-from pallasite.fuzz.cases import Case, InputSpec, Line
+from pallasite.fuzz.cases import Case, InputSpec, Line, ScopeConstant
 from pallasite.fuzz.report import regression_test
 from pallasite.fuzz.runner import compare
 from pallasite.fuzz.session import main
@@ -107,3 +107,59 @@ def test_a_written_regression_test_runs_as_a_pytest_test(tmp_path):
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     getattr(module, f"test_{result.case.name}")()
+
+
+def _constants_cases(count: int) -> list[Case]:
+    return [generate(SEED, i, kinds=("scope_constants",)) for i in range(count)]
+
+
+def test_the_scope_constants_kind_changes_globals_and_closure_values_between_calls():
+    cases = _constants_cases(16)
+    assert {case.closure for case in cases} == {False, True}
+    assert all(any(c.change for c in case.constants) and "def rebind_constants():" in case.source()
+               for case in cases)
+    sources = "".join(case.source() for case in cases)
+    for form in ("if USE_OP:", "COEFFS[0]", "WEIGHTS[0] = ", "CFG.norm.eps", 'TABLE["scale"]', "nonlocal "):
+        assert form in sources
+    for closure in (False, True):  # one case of each scope, run twice with other values: it matches
+        case = next(c for c in cases if c.closure is closure)
+        result = run_case(case, timeout=60)
+        assert result.outcome is Outcome.MATCH, result.detail
+
+
+def _scaled_by_a_global() -> Case:
+    body = (Line(0, "n, = x0.size()"), Line(0, "out = torch.empty_like(x0)"), Line(0, "for tn in hl.tile(n):"),
+            Line(1, "out[tn] = x0[tn] * SCALE"), Line(0, "return out"))
+    return Case("scope_constants", "scaled_by_a_global", (InputSpec("x0", ("n",)),), body, {"n": 256},
+                constants=(ScopeConstant("SCALE", "2.0", "SCALE = 3.0"),))
+
+
+def test_the_scope_constants_kind_finds_constants_missing_from_the_variant_key(monkeypatch):
+    """Without the constants in the variant key (issue 20), the second call reuses the variant
+    compiled with the first value: the fuzzer sees the mismatch."""
+    from pallasite.runtime import compiled as compiled_module, kernel as kernel_module
+    from pallasite.runtime.scope import read_scope
+
+    assert run_case(_scaled_by_a_global(), timeout=60).outcome is Outcome.MATCH
+    def without_constants(fn, reads, constants=True):
+        return read_scope(fn, reads, constants=False)[0], ()
+
+    for module in (kernel_module, compiled_module):  # the key, and the check of a compiled variant
+        monkeypatch.setattr(module, "read_scope", without_constants)
+    result = run_case(_scaled_by_a_global(), timeout=60)
+    assert result.outcome is Outcome.MISMATCH, result.detail
+
+
+def test_a_written_regression_test_of_a_constants_case_calls_twice(tmp_path):
+    case = _scaled_by_a_global().with_(closure=True)
+    result = run_case(case, timeout=60)
+    text = regression_test(result.case, result)
+    assert "rebind_constants()" in text
+    path = tmp_path / "test_scaled_by_a_global.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    module.test_scaled_by_a_global()
+    assert callable(module.make_scaled_by_a_global)  # the closure form was written

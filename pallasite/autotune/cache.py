@@ -1,7 +1,7 @@
 """The on-disk cache of tuned configs.
 
-One JSON file per (kernel source hash, argument signature, chip, pallasite version,
-search settings) under `$PALLASITE_CACHE_DIR/autotune/` (default
+One JSON file per (kernel source hash, argument signature, the globals and closure
+values the trace read, chip, pallasite version, search settings) under `$PALLASITE_CACHE_DIR/autotune/` (default
 `~/.cache/pallasite/autotune/`). A file that does not parse, or whose recorded key
 is not the one asked for (a foreign or stale file), is ignored with a warning, as is one that cannot be read or decoded; a write that
 fails (read-only or full directory) warns once and the call still returns.

@@ -84,7 +84,7 @@ def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | N
              plan: KernelPlan | None = None) -> CostEstimate:
     """The modelled time of `kernel(*args, **kwargs)` under `config` (None: the config a
     call would run) on TPU generation `chip` (default: the chip plans and compiles target,
-    `runtime.chips.default_chip()`: `PALLASITE_TPU_CHIP`, else the newest JAX knows — so
+    `runtime.chips.default_chip()`: `PALLASITE_TPU_CHIP`, else the attached TPU's, else v7x — so
     the tuner scores configs for the chip the kernel is compiled for).
     Raises `exc.InvalidConfig` for a config planning rejects. `plan`: that config's plan
     for `chip`, already built (the tuner's, from canonicalizing the candidate)."""

@@ -140,6 +140,7 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
 def cache_fields(bound) -> dict[str, Any]:
     from .. import __version__
     from ..runtime.chips import default_chip, on_tpu
+    from ..runtime.scope import stable_text
 
     kernel = bound.kernel
     try:
@@ -154,6 +155,8 @@ def cache_fields(bound) -> dict[str, Any]:
             "source": hashlib.sha256(text.encode()).hexdigest(), "signature": repr((specs, captured)),
             # kernels a factory builds share source and name: their closure values tell them apart
             "closure": callable_identity(kernel.fn),
+            # the globals and closure values the trace read (runtime/scope.py; stable names on disk)
+            "constants": stable_text(bound.constants),
             "chip": chip, "pallasite": __version__, "jax": jax.__version__,
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
 

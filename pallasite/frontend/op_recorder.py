@@ -130,6 +130,9 @@ class OpRecorder:
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        if (name == "item" and isinstance(obj, HostTensor) and not obj.symbol.shape and self.device is not None
+                and not args and not kwargs):
+            return self.subscript(obj, ())  # a 0-d tensor's value in device code: thr.item() is thr[()]
         spelling = spelling_name(getattr(torch.Tensor, name, None))
         if spelling is None:
             raise exc.UnsupportedOperation(

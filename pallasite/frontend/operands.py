@@ -40,6 +40,10 @@ def _has_proxy(args: Any, kwargs: Any = None) -> bool:
 
 def _whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
     name = tensor.symbol.name
+    if not tensor.symbol.shape:  # no axis a tile could index: read the one value
+        return exc.IndexingError(
+            f"Host tensor '{name}' is a 0-d tensor used whole inside a device loop; read its value "
+            f"with {name}[()] (or {name}.item()) there.")
     return exc.IndexingError(
         f"Host tensor '{name}' is used whole inside a device loop; index it with tiles, "
         f"e.g. {name}[tile]."

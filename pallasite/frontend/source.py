@@ -6,6 +6,7 @@ import ast
 import inspect
 import linecache
 import textwrap
+from dataclasses import dataclass
 from typing import Callable
 
 from .. import exc
@@ -94,6 +95,43 @@ def free_names(fn: ast.FunctionDef) -> tuple[str, ...]:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             loaded.update(dict.fromkeys(node.names))
     return tuple(name for name in loaded if name not in params and name not in stored)
+
+
+@dataclass(frozen=True)
+class ScopeReads:
+    """What a kernel reads from its enclosing scope: its free names (`free_names`), those it
+    uses whole (not only as the root of an attribute chain), and each maximal attribute chain
+    rooted at a free name (`("CFG", "norm", "eps")` for `CFG.norm.eps`)."""
+
+    names: tuple[str, ...]
+    whole: frozenset[str]
+    chains: tuple[tuple[str, ...], ...]
+
+
+def scope_reads(fn: ast.FunctionDef) -> ScopeReads:
+    """The free names `fn`'s body reads and how (see `ScopeReads`); its decorators and
+    annotations are not run by the trace."""
+    nodes = [node for stmt in fn.body for node in ast.walk(stmt)]
+    in_body = {node.id for node in nodes if isinstance(node, ast.Name)}
+    in_body |= {name for node in nodes if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
+    names = tuple(name for name in free_names(fn) if name in in_body)
+    free = set(names)
+    inner = {id(node.value) for node in nodes if isinstance(node, ast.Attribute)}
+    roots: set[int] = set()
+    chains: dict[tuple[str, ...], None] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Attribute) or id(node) in inner:
+            continue
+        attributes, item = [], node
+        while isinstance(item, ast.Attribute):
+            attributes.append(item.attr)
+            item = item.value
+        if isinstance(item, ast.Name) and item.id in free:
+            roots.add(id(item))
+            chains.setdefault((item.id, *reversed(attributes)), None)
+    whole = {node.id for node in nodes if isinstance(node, ast.Name) and node.id in free and id(node) not in roots}
+    whole |= {name for node in nodes if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
+    return ScopeReads(names, frozenset(whole & free), tuple(chains))
 
 
 def unsupported_host_statement(stmt: ast.stmt, location: exc.SourceLocation) -> exc.UnsupportedSyntax:

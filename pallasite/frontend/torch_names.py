@@ -58,6 +58,8 @@ _HINTS = {
     "bernoulli": " Compare uniform numbers instead: hl.rand(shape, seed) < p.",
     "dropout": (" Write it with uniform numbers: torch.where(hl.rand([tile_m, tile_n], seed=...) >= p, "
                 "x / (1 - p), 0)."),
+    "item": (" A tensor's values are known only when the kernel runs: read a 0-d tensor argument's "
+             "value inside the device loop, with t[()] or t.item() there."),
 }
 
 

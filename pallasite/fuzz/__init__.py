@@ -1,8 +1,8 @@
 """Differential fuzzer: random kernels run compiled and in reference mode, compared.
 
 `python -m pallasite.fuzz --cases N --seed S`; `run_fuzz` is the same in-process.
-Modules: `grammar` (kinds of kernels), `expressions` (pointwise chains),
-`cases` (a kernel as data), `runner` (one case both ways), `shrinker`,
+Modules: `grammar` (kinds of kernels; `constants`: the scope_constants kind),
+`expressions` (pointwise chains), `cases` (a kernel as data), `runner` (one case both ways), `shrinker`,
 `report` (summary and regression tests), `session` (the run and the CLI).
 """
 from __future__ import annotations

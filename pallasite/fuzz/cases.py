@@ -59,6 +59,16 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class ScopeConstant:
+    """A global or closure constant the kernel reads: its first value (Python source) and
+    the statement that changes it between the case's two calls (None: left as it is)."""
+
+    name: str
+    value: str
+    change: str | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One generated kernel with its inputs and config."""
 
@@ -76,6 +86,10 @@ class Case:
     data_seed: int = 0
     exact: bool = False  # integer / argmax results: compared exactly
     tags: tuple[str, ...] = ()  # forms this case exercises (e.g. "lane_accumulator")
+    # Read by the kernel from its module (or, `closure`, from a factory function's scope); the
+    # runner calls the kernel, runs `rebind_constants()`, then compares the second call.
+    constants: tuple[ScopeConstant, ...] = ()
+    closure: bool = False
 
     def size(self, dim: str | int) -> int:
         if isinstance(dim, int):
@@ -99,13 +113,30 @@ class Case:
         config.update((key, list(value) if isinstance(value, tuple) else value) for key, value in self.knobs)
         return config
 
+    def imports(self) -> list[str]:
+        return ["import math", *(["import types"] if any("types." in c.value for c in self.constants) else []),
+                "", "import torch", "", "import pallasite", "import pallasite.language as hl"]
+
     def source(self) -> str:
-        """The kernel module's source: imports and the decorated function."""
+        """The kernel module's source: imports, then the decorated function (with `constants`:
+        their definitions before it and `rebind_constants()` after it)."""
         params = ", ".join(spec.name for spec in self.inputs)
-        lines = ["import math", "", "import torch", "", "import pallasite",
-                 "import pallasite.language as hl", "", "", "@pallasite.kernel", f"def {self.name}({params}):"]
-        lines += ["    " * (line.indent + 1) + line.text for line in self.body]
-        return "\n".join(lines) + "\n"
+        kernel = ["@pallasite.kernel", f"def {self.name}({params}):"]
+        kernel += ["    " * (line.indent + 1) + line.text for line in self.body]
+        if not self.constants:
+            return "\n".join([*self.imports(), "", "", *kernel]) + "\n"
+        return "\n".join([*self.imports(), "", "", *self._with_constants(kernel)]) + "\n"
+
+    def _with_constants(self, kernel: list[str]) -> list[str]:
+        definitions = [f"{c.name} = {c.value}" for c in self.constants]
+        rebind = ["def rebind_constants():", '    """The values of the constants at the second call."""',
+                  f"    {'nonlocal' if self.closure else 'global'} {', '.join(c.name for c in self.constants)}"]
+        rebind += [f"    {c.change}" for c in self.constants if c.change]
+        if not self.closure:
+            return [*definitions, "", "", *kernel, "", "", *rebind]
+        inner = [*definitions, "", *kernel, "", *rebind, "", f"return {self.name}, rebind_constants"]
+        return [f"def make_{self.name}():", *("    " + line if line else "" for line in inner), "", "",
+                f"{self.name}, rebind_constants = make_{self.name}()"]
 
     def input_lines(self) -> list[str]:
         """`name = <expression>` per input."""

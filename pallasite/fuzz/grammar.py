@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 
 from .cases import Case, InputSpec, Line
+from .constants import scope_constants
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
@@ -498,6 +499,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "pointwise": pointwise, "reduction": reduction, "matmul": matmul, "attention": attention,
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
     "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter,
+    "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
 }
 
 

@@ -48,15 +48,14 @@ def regression_test(case: Case, result: Result, original: Case | None = None) ->
     origin = f" (shrunk from {original.name})" if original is not None and original != case else ""
     detail = textwrap.indent(result.detail.strip(), "#   ")
     body = case.source().split("\n\n\n", 1)[1]
+    imports = "\n".join(case.imports())
+    # with constants: a first call with their first values, then the compared call
+    first_call = (f"    code_and_output({case.name}, {case.name}_inputs(), **config)\n    rebind_constants()\n"
+                  if case.constants else "")
     return f'''"""Fuzzer finding: {result.outcome.value} in a {case.kind} kernel{origin}."""
 # What happened:
 {detail}
-import math
-
-import torch
-
-import pallasite
-import pallasite.language as hl
+{imports}
 from pallasite.testing import code_and_output, run_ref
 
 
@@ -69,7 +68,7 @@ def {case.name}_inputs():
 
 def test_{case.name}():
     config = dict({config_text})
-    expected = run_ref({case.name}, {case.name}_inputs(), config=config)
+{first_call}    expected = run_ref({case.name}, {case.name}_inputs(), config=config)
     _, result = code_and_output({case.name}, {case.name}_inputs(), **config)
     assert result.dtype == expected.dtype and result.shape == expected.shape
 {_assertion(case, "    ")}

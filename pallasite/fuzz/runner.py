@@ -6,6 +6,7 @@ import enum
 import random
 import re
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -159,6 +160,9 @@ def run_case(case: Case, timeout: float | None = None, config_rng: random.Random
             try:
                 ran = choose_config(case, kernel, args, config_rng or random.Random(0))
                 _, compiled = code_and_output(kernel, _clone(args), **ran.config())
+                if case.constants:  # a second call after the constants it read have changed
+                    sys.modules[kernel.fn.__module__].rebind_constants()
+                    _, compiled = code_and_output(kernel, _clone(args), **ran.config())
             except exc.PallasiteError as error:
                 message = message_of(error)
                 if _INTERNAL_TEXT.search(str(error)):

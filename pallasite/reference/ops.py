@@ -164,6 +164,10 @@ def _flatten(item: Any):
 def _check_operands(args: Any) -> None:
     for item in _flatten(args):
         if isinstance(item, torch.Tensor) and not lanes.is_device(item):
+            if item.ndim == 0:
+                raise exc.IndexingError(
+                    "A 0-d host tensor is used whole inside a device loop; read its value there "
+                    "with t[()] (or t.item()), t being the tensor.")
             raise exc.IndexingError(
                 "A host tensor is used whole inside a device loop; index it with tiles, "
                 "e.g. x[tile].")

@@ -36,26 +36,40 @@ def chip_info(name: str) -> tpu_info.TpuInfo:
     return tpu_info.get_tpu_info_for_chip(chip_version(name), 1)
 
 
-@cache
-def newest_known_chip() -> str:
-    """The newest generation the installed JAX can describe."""
-    for version in reversed(list(tpu_info.ChipVersion)):
-        try:
-            tpu_info.get_tpu_info_for_chip(version, 1)
-        except Exception:  # noqa: BLE001 - JAX raises various errors for unknown chips
-            continue
-        return str(version)
-    return "v5e"
+DEFAULT_CHIP = "v7x"  # the generation the seed results (benchmarks/) were measured on
 
 
 def default_chip() -> str:
-    return os.environ.get(CHIP_ENV) or newest_known_chip()
+    """The generation kernels are planned, modelled and simulated for: `PALLASITE_TPU_CHIP`
+    when set, else the attached TPU's own generation, else v7x."""
+    named = os.environ.get(CHIP_ENV)
+    if named:
+        return named
+    kind = attached_device_kind()
+    return DEFAULT_CHIP if kind is None else _chip_of_device_kind(kind)
+
+
+@cache
+def attached_device_kind() -> str | None:
+    """The device kind of the attached TPU (e.g. "TPU v6 lite"), None without one."""
+    import jax
+
+    tpus = [device for device in jax.devices() if device.platform == "tpu"]
+    return tpus[0].device_kind if tpus else None
+
+
+@cache
+def _chip_of_device_kind(kind: str) -> str:
+    version = tpu_info.chip_version_from_device_kind(kind)
+    if version is None:
+        exc.warn_user(f"pallasite: JAX does not describe the attached TPU ({kind!r}); planning for "
+                      f"{DEFAULT_CHIP}. Set {CHIP_ENV} to choose another generation.")
+        return DEFAULT_CHIP
+    return version.value if version.value.startswith("v") else f"v{version.value}"  # "7x" -> "v7x"
 
 
 def on_tpu() -> bool:
-    import jax
-
-    return any(d.platform == "tpu" for d in jax.devices())
+    return attached_device_kind() is not None
 
 
 def register_cpu_chip(name: str) -> None:

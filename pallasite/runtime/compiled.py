@@ -19,6 +19,7 @@ from .code_files import _write_code, load_module
 from .convert import to_jax, tree_to_torch
 from .dynamic import SizeGuards
 from .interpret import interpret_params, interpreter_reports
+from .scope import changed_names, read_scope
 
 if TYPE_CHECKING:
     from .kernel import BoundKernel
@@ -61,17 +62,20 @@ class CompiledKernel:
 
     guards: SizeGuards | None = None  # static_shapes=False: the sizes this variant serves
 
-    def _values(self, args: tuple, kwargs: dict) -> list[Any]:
-        """The call's arguments, then the current values of the captured tensors."""
+    def _values(self, args: tuple, kwargs: dict, captured: dict[str, Any] | None = None) -> list[Any]:
+        """The call's arguments, then the current values of the captured tensors (`captured`:
+        read by the kernel's call; None: this variant is called directly, so the scope is
+        read here and must still be the one it was compiled with)."""
         if self.guards is not None and not self.guards.hold(self.bound.sizes_of(args, kwargs)):
             raise exc.KernelArgumentError(
                 f"This compiled variant of '{self.bound.kernel.fn.__name__}' (static_shapes=False) was "
                 f"built for other sizes than {self.bound.sizes_of(args, kwargs)}; call the kernel itself, "
                 "or compile_config(config, bound.sizes_of(args)).")
         values = self.bound.kernel._bind_arguments(args, kwargs)
+        if captured is None:
+            captured = self._scope_unchanged()
         if not self.bound.captured:
             return values
-        captured = self.bound.kernel.captured_tensors()
         for name, spec in self.bound.captured.items():
             value = captured.get(name)
             if value is None or (tuple(value.shape), value.dtype) != (spec.shape, spec.dtype):
@@ -82,6 +86,19 @@ class CompiledKernel:
                     "kernel itself (it compiles per signature), not a compiled variant.")
             values.append(value)
         return values
+
+    def _scope_unchanged(self) -> dict[str, Any]:
+        """The captured tensors now, after checking that the other globals and closure values
+        the kernel reads are still those baked into this variant."""
+        kernel = self.bound.kernel
+        tensors, constants = read_scope(kernel.fn, kernel._reads())
+        if constants != self.bound.constants:
+            changed = changed_names(self.bound.constants, constants)
+            raise exc.KernelArgumentError(
+                f"{', '.join(changed)}, read by '{kernel.fn.__name__}' from its enclosing scope, changed since "
+                "this variant was compiled with the old value baked in; call the kernel itself (it compiles "
+                "a variant per value), not a bound kernel or a compiled variant.")
+        return tensors
 
     def _jax_args(self, values: list[Any]) -> list[Any]:
         out = []
@@ -112,7 +129,11 @@ class CompiledKernel:
         return jnp.asarray(torch.randint(0, 2**31 - 1, ()).item(), dtype=jnp.int32)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
+        return self.run(args, kwargs)
+
+    def run(self, args: tuple, kwargs: dict, captured: dict[str, Any] | None = None) -> Any:
+        """A call; `captured`: the tensors the kernel's own call read from its scope (see `_values`)."""
+        values = self._values(args, kwargs, captured)
         result, mutated = self._checked(self._jitted, self._jax_args(values))
         for name, new_value in zip(self.mutated_args, mutated):
             target = values[self._param_index[name]]
@@ -159,8 +180,9 @@ class CompiledKernel:
             raise exc.ShapeMismatch(check.describe(lo, hi, limit), check.location)
         return outputs
 
-    def run_jax(self, *args: Any, **kwargs: Any) -> Any:
-        values = self._values(args, kwargs)
+    def run_jax(self, args: tuple, kwargs: dict, captured: dict[str, Any] | None = None) -> Any:
+        """The call on `jax.Array`s (see `Kernel.jax_fn`); `captured` as for `run`."""
+        values = self._values(args, kwargs, captured)
         jax_args = self._jax_args(values)
         if self.bound.remote and not _under_shard_map():
             raise _needs_shard_map(self.bound.kernel.fn.__name__)

@@ -26,6 +26,7 @@ from .convert import torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params
+from .scope import fingerprint, read_scope
 from .compiled import CompiledKernel, _needs_shard_map
 from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
 
@@ -71,7 +72,7 @@ class Kernel:
         self._params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
         self._bound: dict[tuple, BoundKernel] = {}
-        self._free_names: tuple[str, ...] | None = None
+        self._scope_reads: source.ScopeReads | None = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
@@ -126,7 +127,8 @@ class Kernel:
                 specs.append(ArgSpec("const", value=value))
         return specs
 
-    def _key(self, specs: list[ArgSpec], captured: dict[str, ArgSpec]) -> tuple:
+    def _key(self, specs: list[ArgSpec], captured: dict[str, ArgSpec], constants: tuple = ()) -> tuple:
+        """The variant key: everything the trace reads (docs/ARCHITECTURE.md, "The variant key")."""
         key = []
         for param, spec in zip(self._params, specs):
             if spec.kind == "tensor":
@@ -135,8 +137,9 @@ class Kernel:
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
-                key.append(("const", type(spec.value), spec.value))
+                key.append(("const", fingerprint(spec.value)))
         key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
+        key.append(("constants", constants))
         return tuple(key)
 
     # ----------------------------------------------------- captured tensors --
@@ -151,21 +154,13 @@ class Kernel:
         (`self.weight`, `CONFIG["w"]`, inside a helper function) is not captured;
         using it is an `exc.UnsupportedOperation` that says to pass it.
         """
-        if self._free_names is None:
-            self._free_names = source.free_names(source.function_ast(self.fn)[0])
-        cells = dict(zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ()))
-        found = {}
-        for name in self._free_names:
-            if name in cells:
-                try:
-                    value = cells[name].cell_contents
-                except ValueError:  # a closure variable not assigned yet
-                    continue
-            else:
-                value = self.fn.__globals__.get(name)
-            if isinstance(value, (torch.Tensor, jax.Array)):
-                found[name] = value
-        return found
+        return read_scope(self.fn, self._reads(), constants=False)[0]
+
+    def _reads(self) -> source.ScopeReads:
+        """The free names the kernel reads and how (the source is parsed once)."""
+        if self._scope_reads is None:
+            self._scope_reads = source.scope_reads(source.function_ast(self.fn)[0])
+        return self._scope_reads
 
     def _captured_specs(self, captured: dict[str, Any]) -> dict[str, ArgSpec]:
         specs = {}
@@ -179,20 +174,26 @@ class Kernel:
         return specs
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> BoundKernel:
-        """The kernel specialized to these arguments' shapes, dtypes and constants (and
-        those of the tensors it captures, see `captured_tensors`)."""
-        values = self._bind_arguments(tuple(args), kwargs or {})
+        """The kernel specialized to these arguments' shapes, dtypes and constants, those of
+        the tensors it captures (see `captured_tensors`) and the values of the other globals
+        and closure variables it reads (runtime/scope.py)."""
+        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self._reads()))
+
+    def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple]) -> BoundKernel:
+        """`bind` given the scope read for this call (`read_scope`: captured tensors, constants)."""
+        values = self._bind_arguments(args, kwargs)
         specs = self._arg_specs(values)
-        captured = self._captured_specs(self.captured_tensors())
-        key = self._key(specs, captured)
+        tensors, constants = scope
+        captured = self._captured_specs(tensors)
+        key = self._key(specs, captured, constants)
         bound = self._bound.get(key)
         if bound is None:
             if not self.static_shapes:
                 specs = symbolic_specs([p.name for p in self._params], specs)
-            bound = BoundKernel(self, specs, captured)
+            bound = BoundKernel(self, specs, captured, constants)
             if bound.specialized - self._specialized:
                 self._specialized |= bound.specialized
-                key = self._key(specs, captured)
+                key = self._key(specs, captured, constants)
             self._bound[key] = bound
         return bound
 
@@ -202,10 +203,11 @@ class Kernel:
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
-        bound = self.bind(args, kwargs)
+        scope = read_scope(self.fn, self._reads())  # once per call: the bind key and the call's tensors
+        bound = self._bind(args, kwargs, scope)
         if bound.remote:
             raise _needs_shard_map(self.fn.__name__)
-        return bound(*args, **kwargs)
+        return bound._default_compiled(args, kwargs).run(args, kwargs, scope[0])
 
     @property
     def cache_size(self) -> int:
@@ -226,8 +228,12 @@ class Kernel:
         returns `(result, {name: new_value})` since JAX arrays are immutable.
         """
 
+        def run(*args: Any, **kwargs: Any) -> Any:
+            scope = read_scope(self.fn, self._reads())
+            return self._bind(args, kwargs, scope)._default_compiled(args, kwargs).run_jax(args, kwargs, scope[0])
+
         def call(*args: Any, **kwargs: Any) -> Any:
-            return _for_user(lambda *a, **k: self.bind(a, k).run_jax(*a, **k), args, kwargs)
+            return _for_user(run, args, kwargs)
 
         call.__name__ = f"{self.fn.__name__}_jax"
         return call
@@ -236,10 +242,12 @@ class Kernel:
 class BoundKernel:
     """One kernel at one argument signature: its config space, code and compiled variants."""
 
-    def __init__(self, kernel: Kernel, specs: list[ArgSpec], captured: dict[str, ArgSpec] | None = None):
+    def __init__(self, kernel: Kernel, specs: list[ArgSpec], captured: dict[str, ArgSpec] | None = None,
+                 constants: tuple = ()):
         self.kernel = kernel
         self.specs = specs
         self.captured = captured or {}  # implicit arguments: tensors read from the enclosing scope
+        self.constants = constants  # the other globals and closure values it reads (runtime/scope.py)
         # The discovery trace learns which block sizes exist; a declared config's sizes make
         # it trace the kernel as it will run (shapes written for that block size).
         declared = kernel.declared_config
@@ -321,8 +329,7 @@ class BoundKernel:
         (the dynamic dimensions' values; default: those this kernel was bound with)."""
         if not self.dynamic:
             config = self.resolve_config(config)
-            # Interpret settings (cores, race detection) are loaded into the module: part of the key.
-            key = (config.key(), repr(interpret_params()))
+            key = _compile_key(config)
             compiled = self._compiled.get(key)
             if compiled is None:
                 plan = self.plan(config)
@@ -356,7 +363,7 @@ class BoundKernel:
     def _variant(self, config: Config, sizes: dict[str, int]) -> CompiledKernel:
         """The compiled variant of `config` whose guards `sizes` satisfy (dynamic shapes),
         compiled if there is none."""
-        key = (config.key(), repr(interpret_params()))
+        key = _compile_key(config)
         for (config_key, guards), compiled in self._compiled.items():
             if config_key == key and guards.hold(sizes):
                 return compiled
@@ -422,7 +429,13 @@ class BoundKernel:
         return self._default_compiled(args, kwargs)(*args, **kwargs)
 
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
-        return self._default_compiled(args, kwargs).run_jax(*args, **kwargs)
+        return self._default_compiled(args, kwargs).run_jax(args, kwargs)
+
+
+def _compile_key(config: Config) -> tuple:
+    """A compiled variant's key within its BoundKernel: the config, the chip it is planned
+    for, and the interpret settings (cores, race detection) loaded into its module."""
+    return (config.key(), default_chip(), repr(interpret_params()))
 
 
 def _for_user(fn: Callable, args: tuple, kwargs: dict) -> Any:
