@@ -39,7 +39,7 @@ def refuse_paired_store(name: str, key: Any) -> None:
     if count > 1:
         raise exc.IndexingError(
             f"{name}[...] = ...: this subscript holds {count} index tensors, which torch pairs up element "
-            "by element (out[a[i], b[i]] = v[i]); a scatter takes one index vector. Scatter into a flat "
+            "by element (out[a[i], b[i]] = v[i]); a scatter takes only one index vector. Scatter into a flat "
             f"view instead: `flat = {name}.view(-1)` in host code, then `flat[a * {name}.size(1) + b] = v` "
             "in the loop.")
 

@@ -209,12 +209,17 @@ def _gather_bytes(node: Load, access: Access) -> int:
     gather = access.gather
     if gather.method is GatherMethod.ROW_DMA:  # its rows arrive in scratch (counted as such)
         return 0
-    window = tuple(access.ref_shape)
-    lanes, rows, axis = gather.index.shape[0], gather.rows, gather.axis
-    dtype = node.tensor.dtype
+    return resident_gather_bytes(tuple(access.ref_shape), gather.axis, gather.index.shape[0], gather.rows,
+                                 node.tensor.dtype, gather.method)
+
+
+def resident_gather_bytes(window: tuple, axis: int, lanes: int, rows: int, dtype: torch.dtype,
+                          method: GatherMethod) -> int:
+    """What a resident gather of `lanes` indices from the `rows` of `window`'s axis `axis`
+    materializes: the window it reads, its one-hot and selected copies."""
     picked = (*window[:axis], lanes, *window[axis + 1:])
     total = padded_bytes(window, dtype) + padded_bytes((lanes, rows), torch.bool)  # the window, the one-hot
-    if gather.method is GatherMethod.SELECT_SUM:  # where(one-hot, window) over (lanes, rows) at once
+    if method is GatherMethod.SELECT_SUM:  # where(one-hot, window) over (lanes, rows) at once
         return total + padded_bytes((*window[:axis], lanes, rows, *window[axis + 1:]), torch.int32)
     # one-hot matmul: the one-hot and the window in f32, which entries are finite, the two
     # masked windows (values, non-finite codes) and their two products
