@@ -160,6 +160,16 @@ def lowered_vmem_buffers(module: str) -> list[tuple[tuple[int, ...], torch.dtype
     return buffers
 
 
+_VECTOR = re.compile(r"vector<([0-9x]+?)x(bf16|f32|f16|i32|i16|i8|i1)>")
+
+
+def lowered_vectors(module: str) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """Every vector type one lowered Mosaic kernel computes with, as (shape, dtype): the
+    values its body materializes (a vector too large for the register file lives in VMEM)."""
+    return sorted({(_dims(match.group(1)), _TORCH_OF[match.group(2)]) for match in _VECTOR.finditer(module)},
+                  key=repr)
+
+
 def _dims(text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in text.split("x") if d)
 

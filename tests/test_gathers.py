@@ -168,10 +168,12 @@ def two_index_vectors(table, indices):
     return out
 
 
-def test_two_index_vectors_in_one_subscript_are_rejected():
-    with pytest.raises(exc.IndexingError, match="one index vector") as info:
-        code_and_output(two_index_vectors, (_table(16, 16), _indices(8, 16)))
-    assert "out[tile] = table[idx, idx]" in str(info.value)
+def test_two_index_vectors_in_one_subscript_pair_up_as_in_torch():
+    # torch's advanced indexing: table[idx[i], idx[i]], not the (8, 8) block
+    # (tests/test_paired_indices.py covers the forms)
+    table, indices = _table(16, 16), _indices(8, 16)
+    _, out = code_and_output(two_index_vectors, (table, indices))
+    assert torch.equal(out, table[indices.long(), indices.long()])
 
 
 def test_a_table_too_large_for_vmem_is_gathered_by_dma_or_rejected_when_forced_resident():

@@ -118,7 +118,9 @@ def test_a_table_over_the_threshold_is_gathered_by_dma_automatically():
 def test_resident_mode_over_the_threshold_is_an_error_with_the_numbers():
     table, indices = _table(512, 128), _indices(256, 512)
     config = {"vmem_limit_bytes": 512 * 1024, "pallas_indirect_access_mode": "resident"}
-    with pytest.raises(exc.VmemOverflow, match=r"0\.25 MiB, which exceeds the 0\.12 MiB VMEM threshold") as info:
+    # the 0.25 MiB table with its (256, 512) one-hot and selected copies
+    with pytest.raises(exc.VmemOverflow, match=r"one-hot over it: 1\.2 MiB, which exceeds the 0\.12 MiB VMEM "
+                                              r"threshold") as info:
         gather_rows.bind((table, indices)).plan(config)
     assert "'dma'" in str(info.value) and f"{GATHER_TABLE_VMEM_FRACTION:.0%}" in str(info.value)
 
@@ -231,10 +233,13 @@ def gather_and_tile(values, indices):
     return out
 
 
-def test_a_computed_index_vector_cannot_be_copied_by_dma():
-    with pytest.raises(exc.UnsupportedOperation, match="computed on the device") as info:
-        shift_left.bind((_table(300),)).plan(DMA)
-    assert "idx = indices[tile]" in str(info.value) and "x[tile.index + 1]" in str(info.value)
+def test_a_computed_index_vector_is_staged_in_smem_for_its_copies():
+    x = _table(300)
+    (gather,) = [a.gather for a in shift_left.bind((x,)).plan(DMA).calls[0].accesses.values() if a.gather]
+    assert gather.method is GatherMethod.ROW_DMA and gather.row_copy.staged is not None
+    _, out = code_and_output(shift_left, (x,), **DMA)
+    assert torch.equal(out[:-1], x[1:]) and out[-1] == 0
+    check_tpu_lowering(shift_left, (x,), **DMA)
 
 
 def test_a_gather_along_a_middle_dim_keeps_the_resident_lowering():
@@ -325,7 +330,9 @@ def test_the_schedule_metrics_count_the_copied_rows():
     assert dma == resident - table.numel() * 4 + rows + smem_indices
 
 
-def test_an_index_tensor_too_large_for_smem_is_an_error():
+def test_an_index_tensor_too_large_for_smem_is_staged_one_tile_at_a_time():
+    # 78 KiB of indices cannot be copied to SMEM whole; each tile's 128 are staged instead
     args = (_table(64, 128), _indices(20_000, 64))
-    with pytest.raises(exc.UnsupportedOperation, match=r"'indices' \[20000\] takes 78 KiB, more than the 64 KiB"):
-        gather_rows.bind(args).plan(DMA)
+    (gather,) = [a.gather for a in gather_rows.bind(args).plan(DMA).calls[0].accesses.values() if a.gather]
+    assert gather.method is GatherMethod.ROW_DMA and gather.row_copy.staged is not None
+    check_tpu_lowering(gather_rows, args, **DMA)

@@ -297,8 +297,9 @@ class KernelEmitter:
         # The limit is a size variable under static_shapes=False: each call checks its own size.
         if not check.value.shape:
             return f"CHECKS.index({check.check_id}, {text}, limit={check.limit})"
-        valid = "" if check.valid_lanes is None else ", " + self.range_condition(
-            check.value.shape, 0, check.valid_lanes, indent)
+        conditions = [self.range_condition(check.value.shape, axis, rng, indent) for axis, rng in
+                      (((0, check.valid_lanes),) if check.valid_lanes is not None else check.valid_axes)]
+        valid = f", {' & '.join(conditions)}" if conditions else ""
         return f"CHECKS.indices({check.check_id}, {text}{valid}, limit={check.limit})"
 
     def frame_of(self, dim) -> LoopFrame | None:
@@ -475,6 +476,8 @@ class KernelEmitter:
             self._value_lines[name] = len(self.lines)
             self.emit(f"{name} = {self._structural(node)}", indent)
             return
+        if op.kind is ops.OpKind.INDEXED:  # interpret mode checks the index against the axis
+            self._emit_index_checks(node, indent)
         args = [
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
             for a in node.args

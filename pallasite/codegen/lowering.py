@@ -419,6 +419,44 @@ def _getitem(call: OpCall) -> str:
     return f"{call.args[0].text}[{key_text(call.attrs['key'])}]"
 
 
+# ---------------------------------------------------------------- indexed --
+
+
+@rule("gather")
+def _gather_dim(call: OpCall) -> str:
+    """torch.gather without a vector gather: each output position compares its index with
+    an iota over the input's axis `dim` and sums the one matching element with zeros. The
+    sum runs on the elements' 32-bit patterns (floats bitcast, 16-bit floats widened
+    first), so every value comes back bit for bit: -0.0, inf and NaN included. An index
+    of one position along `dim` (a lane select) needs no extra axis."""
+    source, index = call.args
+    dim = call.attrs["dim"]
+    rows = source.shape[dim]
+    cut = [":" if size == source.shape[axis] or axis == dim else f":{size}"
+           for axis, size in enumerate(index.shape)]
+    table = source.text if all(part == ":" for part in cut) else f"{source.text}[{', '.join(cut)}]"
+    if index.shape[dim] == 1:
+        shape = tuple(rows if axis == dim else size for axis, size in enumerate(index.shape))
+        hot = f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {dim}) == {index.text}"
+        axis, keep = dim, ", keepdims=True"
+    else:
+        shape = (*index.shape[:dim + 1], rows, *index.shape[dim + 1:])
+        hot = f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {dim + 1}) == jnp.expand_dims({index.text}, {dim + 1})"
+        table, axis, keep = f"jnp.expand_dims({table}, {dim})", dim + 1, ""
+    dtype = call.out_dtype
+    if dtype == torch.bool:
+        return f"jnp.any(({hot}) & {table}, axis={axis}{keep})"
+    if dtype.is_floating_point:
+        wide = table if dtype == torch.float32 else f"{table}.astype(jnp.float32)"
+        bits = f"lax.bitcast_convert_type({wide}, jnp.int32)"
+    else:
+        bits = table if dtype == torch.int32 else f"{table}.astype(jnp.int32)"
+    picked = f"jnp.sum(jnp.where({hot}, {bits}, 0), axis={axis}{keep})"
+    if dtype.is_floating_point:
+        picked = f"lax.bitcast_convert_type({picked}, jnp.float32)"
+    return picked if dtype in (torch.float32, torch.int32) else f"{picked}.astype({jnp_dtype(dtype)})"
+
+
 # ----------------------------------------------------------------- matmul --
 
 

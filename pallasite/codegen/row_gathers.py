@@ -31,6 +31,15 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
         emitter.emit(f"{count} = {emitter.range_count(copy.lanes)}", indent)
     else:
         count = str(lanes)
+    if copy.staged is not None:  # lanes cannot be read as scalars: stage the vector in SMEM
+        staged = copy.staged
+        emitter.emit(f"# the index vector is computed on the device: staged in SMEM for the row copies", indent)
+        emitter.emit(f"{staged.vmem}[...] = {emitter.render(gather.index)}", indent)
+        stage = emitter.names.fresh(f"{staged.smem}_copy")
+        emitter.emit(f"{stage} = pltpu.make_async_copy({staged.vmem}, {staged.smem}, {staged.semaphore}.at[0])",
+                     indent)
+        emitter.emit(f"{stage}.start()", indent)
+        emitter.emit(f"{stage}.wait()", indent)
     builder = emitter.names.fresh(f"{table}_row_copy")
     lane = emitter.names.fresh("lane")
     row = emitter.names.fresh("row")
@@ -40,7 +49,7 @@ def emit_row_gather(emitter, node, access, indent: int) -> None:
         if isinstance(item, TileSlice):
             strides[axis], stride = stride, stride * item.dim.block_size
     position = ", ".join(_index_position(emitter, item, lane, strides.get(axis), lanes)
-                         for axis, item in enumerate(copy.index_items))
+                         for axis, item in enumerate(copy.index_items)) or lane  # staged: lane i
     emitter.emit(f"def {builder}({lane}):", indent)
     emitter.emit(f"# clamped: an index outside the table never copies past it (interpret mode reports it)",
                  indent + 1)

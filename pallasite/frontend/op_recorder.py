@@ -23,7 +23,7 @@ from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
     normalize_narrowing, normalize_subscript,
 )
-from . import atomics, random_values, remote
+from . import atomics, paired_indexing, random_values, remote
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
 from .operands import (
     _has_proxy, _reject_whole_host_tensors, _shape_entry, _shape_key, _size_of, _symbolic_result_shape, _to_meta,
@@ -276,6 +276,8 @@ class OpRecorder:
             return self._subview(tensor, key)
         if isinstance(tensor, DeviceTensor) or self.device is None:
             return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
+        if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
+            return paired_indexing.paired_load(self, tensor, key)
         symbol = tensor.symbol
         key, tile_shape = self._flatten_index_tile(key)
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
@@ -324,6 +326,7 @@ class OpRecorder:
                 "Assigning into part of a device value is not supported; build it with torch.where."
             )
         symbol = tensor.symbol
+        paired_indexing.refuse_paired_store(symbol.name, key)
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
         target_shape = indexed_shape(index, symbol.shape)
         operand = self._device_operand(value)

@@ -167,6 +167,20 @@ class RowCopy:
     lanes: LaneRange | None
     buffer: str
     semaphore: str
+    staged: StagedIndex | None = None  # an index vector computed on the device: staged in SMEM
+
+
+@dataclass(frozen=True)
+class StagedIndex:
+    """An index vector computed on the device (`t.index * v + labels[t]`): a DMA's offset
+    is a scalar and vector lanes cannot be read as scalars, so the vector is written to
+    `vmem` (VMEM scratch) and copied by a local DMA (on `semaphore`, waited at once) to
+    `smem`, where the row copies read lane i as `smem[i]` (`RowCopy.index_ref` is `smem`,
+    its `index_items` empty)."""
+
+    vmem: str
+    smem: str
+    semaphore: str
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value
+from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value, walk_nodes
 from .. import exc
 
 Interval = tuple[int, int]  # inclusive
@@ -68,6 +68,27 @@ def check_access_bounds(node) -> list[DataDependentRange]:
                 what = f"{describe(item.index)} covers [{interval[0]}, {interval[1]}]"
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
+    return pending
+
+
+def indexed_bounds(body: list) -> list[DataDependentRange]:
+    """The index operand of every torch.gather node (`OpKind.INDEXED`, also what a subscript
+    with several index tensors records): its values must lie in [0, size) of the input's
+    axis `dim`, which only the data decides."""
+    from ..ir import ops
+
+    pending = []
+    for node in walk_nodes(body):
+        if node.op in ops.OPS and ops.OPS[node.op].kind is ops.OpKind.INDEXED:
+            source, index = node.args
+            dim = node.kwargs["dim"]
+            named = index
+            while named.producer is not None and named.producer.op in ("reshape", "expand") and not named.name:
+                named = named.producer.args[0]  # the index as the user wrote it
+            what = describe(named).replace("{", "{{").replace("}", "}}")
+            message = (f"an index in {what} is {{lo}}, but the axis it picks along has {{limit}} positions; "
+                       "indices must lie in [0, {limit}) (they do not wrap), as torch requires.")
+            pending.append(DataDependentRange(node, dim, source.shape[dim], message, value=index))
     return pending
 
 

@@ -9,7 +9,7 @@ from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, St
 from ..ir import FullSlice, cdiv
 from .broadcasts import plan_pre_broadcasts
 from .reduction_loops import plan_reduction_loops
-from .bounds import DataDependentRange, check_access_bounds
+from .bounds import DataDependentRange, check_access_bounds, indexed_bounds
 from .index_expr import grid_axes
 from .grid_order import RevisitedBlock, plan_in_order
 from .host_indices import plan_host_index_checks
@@ -164,6 +164,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             if lowering is not None and accesses[node.id].gather is not None:
                 accesses[node.id] = dataclasses.replace(accesses[node.id], gather=dataclasses.replace(
                     accesses[node.id].gather, reason=lowering.reason))
+    data_dependent += indexed_bounds(loop.body)
     inputs += index_operands.values()
     taken = scratch_names | {op.ref_name for op in (*inputs, *outputs)} | {a.ref_name for a in accesses.values()}
     subviews, block_copies, copy_scratch = _plan_subviews(loop.body, uses, accesses, padded, view_bases or {},
@@ -219,7 +220,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
         remote=remote,
         vmem_bytes=0,
         vmem_limit_bytes=None,
-        range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes),
+        range_checks=(*_range_checks(data_dependent, check_ids, (*inputs, *outputs), gather_lanes, padded),
                       *([worklist_end_check(worklist, next(check_ids), loop.location),
                          worklist_check(worklist, next(check_ids), loop.location)] if worklist else []),
                       *(remote_index_checks(loop.body, check_ids) if remote else ()),
@@ -298,24 +299,28 @@ def _first_items_copy_in(updates, outputs, worklist, inputs) -> list[InPlaceUpda
 
 
 def _range_checks(ranges: list[DataDependentRange], check_ids, operands,
-                  gather_lanes: dict) -> tuple[RangeCheck, ...]:
+                  gather_lanes: dict, padded: dict) -> tuple[RangeCheck, ...]:
     """One check per data-dependent loop (against the tightest tensor its tiles index),
     one per scalar index read from data: before its access, or on the host when an
     index map reads it (the row is chosen before the kernel body runs); one per
     gather's index vector, on its valid lanes (`gather_lanes`: a partial tile's
-    padding holds no index)."""
+    padding holds no index), and one per torch.gather's index, on its valid positions
+    (`padded`: the mask planner's padded axes of each value)."""
     tightest: dict[int, DataDependentRange] = {}
     checks = []
     for rng in ranges:
         if rng.dim is None:
-            block = _table_chosen_block(rng, operands)
+            block = _table_chosen_block(rng, operands) if isinstance(rng.node, (Load, Store)) else None
             if block is not None:
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
                                          block_index=block.index))
             else:
+                indexed = not isinstance(rng.node, (Load, Store))
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
                                          value=rng.value, node_id=rng.node.id,
-                                         valid_lanes=gather_lanes.get(rng.node.id)))
+                                         valid_lanes=None if indexed else gather_lanes.get(rng.node.id),
+                                         valid_axes=tuple(sorted(padded.get(rng.value.id, {}).items()))
+                                         if indexed else ()))
         elif rng.dim.id not in tightest or rng.limit < tightest[rng.dim.id].limit:
             tightest[rng.dim.id] = rng
     for rng in tightest.values():

@@ -14,7 +14,9 @@ each gather's `Gather` with the reason:
   and each index's row is copied into VMEM scratch by its own DMA.
 
 `pallas_indirect_access_mode` (a config key) forces one: "auto" (the default)
-keeps a table resident while its VMEM block is at most
+keeps a table resident while its VMEM block with what the gather materializes
+(the one-hot of every index over the gathered axis and the selected copies:
+`plan/vmem.py` `resident_gather_bytes`) is at most
 `GATHER_TABLE_VMEM_FRACTION` of the VMEM budget (the chip's VMEM, or the
 config's `vmem_limit_bytes` when that is smaller: the documented way to move
 the threshold) and copies rows by DMA past it.
@@ -27,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from .. import exc
-from ..ir import GatherIndex, Load
+from ..ir import GatherIndex, Load, NewAxis
 from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
-from .vmem import padded_bytes
+from .vmem import resident_gather_bytes
 
 # A gathered table may hold at most this fraction of the VMEM budget: the rest
 # is for the other blocks, their double buffers, and the one-hot operand.
@@ -101,11 +103,11 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     for node in gathers:
         check_gather_dtype(node)
     name = operand.symbol.name
-    size = padded_bytes(operand.block_shape, operand.symbol.dtype)
+    size = max(_resident_bytes(operand, node) for node in gathers)
     threshold = gather_vmem_threshold(vmem_capacity, vmem_limit)
     # With static_shapes=False the reason (quoted in the generated code) names the block's
     # sizes instead of this call's bytes, so the text serves every size of the bucket.
-    block = (f"its VMEM block is {_mib(size)}" if not isinstance(size, SymbolicSize) else
+    block = (f"its VMEM block and the gather's one-hot take {_mib(size)}" if not isinstance(size, SymbolicSize) else
              f"its VMEM block is {' x '.join(str(e) for e in operand.block_shape)} "
              f"{str(operand.symbol.dtype).replace('torch.', '')} "
              "at each call's sizes")
@@ -134,13 +136,25 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     return TableLowering(True, why)
 
 
+def _resident_bytes(operand: Operand, node: Load) -> int:
+    """What gathering `node` from the resident window of `operand` holds in VMEM: the window
+    and its one-hot and selected copies (plan/vmem.py `resident_gather_bytes`); the one-hot
+    of many indices over a long axis outgrows the table itself."""
+    window = tuple(1 if extent is None else extent for extent in operand.block_shape)
+    items = [item for item in node.index if not isinstance(item, NewAxis)]
+    (axis,) = [a for a, item in enumerate(items) if isinstance(item, GatherIndex)]
+    (index,) = [item.value for item in items if isinstance(item, GatherIndex)]
+    return resident_gather_bytes(window, axis, index.shape[0], window[axis], operand.symbol.dtype,
+                                 _METHODS[operand.symbol.dtype])
+
+
 def _too_large(operand: Operand, size: int, threshold: int, vmem_capacity: int, vmem_limit: int | None,
                node: Load, advice: str) -> exc.VmemOverflow:
     budget = (f"the chip's {_mib(vmem_capacity)}" if vmem_limit is None or vmem_limit >= vmem_capacity
               else f"vmem_limit_bytes={vmem_limit}")
     return exc.VmemOverflow(
-        f"'{operand.symbol.name}' is gathered, so its gathered axis stays whole in VMEM: "
-        f"{_mib(size)}, which exceeds the {_mib(threshold)} VMEM threshold "
+        f"'{operand.symbol.name}' is gathered, so its gathered axis stays whole in VMEM, with the "
+        f"gather's one-hot over it: {_mib(size)}, which exceeds the {_mib(threshold)} VMEM threshold "
         f"for gathered tables ({GATHER_TABLE_VMEM_FRACTION:.0%} of {budget} of VMEM). {advice}",
         node.location)
 

@@ -153,6 +153,8 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         return _reduction(node, op.reduction, padded)
     if op.kind is OpKind.CONTRACTION:
         return _matmul(node, op.contraction, padded)
+    if op.kind is OpKind.INDEXED:
+        return [], [_indexed_padding(node, padded)]
     if op.kind is OpKind.VIEW and op.view in _VIEW_PADDING:
         return [], [_VIEW_PADDING[op.view](node, _pads(node.args[0], padded))]
     if node.op == "subview":
@@ -171,6 +173,25 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
                 if operand.shape[axis] != 1:
                     out[axis + shift] = dim
     return [], [out] * len(node.outputs)
+
+
+def _indexed_padding(node: Node, padded) -> Padded:
+    """torch.gather: the result has the index's shape, so it is padded where the index is,
+    and where the input is along the other axes. Padding along the indexed axis itself would
+    be read by a valid index past the tile's end (torch raises there), so it is refused."""
+    source, index = node.args
+    dim = node.kwargs["dim"]
+    source_pads = _pads(source, padded)
+    if dim in source_pads:
+        rng = source_pads[dim]
+        names = rng.names if isinstance(rng, MergedPadding) else rng.dim.name
+        raise exc.UnsupportedOperation(
+            f"torch.gather along axis {dim}, which a partially filled tile of {names} sizes: an index "
+            "past the tile's end would read its padding where torch raises. Gather along a whole axis "
+            "(index the tensor with ':' there), or pick a block size that divides the dim.", node.location)
+    out = {axis: rng for axis, rng in source_pads.items() if axis != dim and index.shape[axis] != 1}
+    out.update(_pads(index, padded))
+    return out
 
 
 def _reduction(node: Node, reduction: Reduction, padded) -> tuple[list[Mask], list[Padded]]:

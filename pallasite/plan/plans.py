@@ -269,6 +269,8 @@ class RangeCheck:
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
+    # a torch.gather's N-D index: per padded axis, the range of positions that hold indices
+    valid_axes: tuple = ()
     worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound
     # a flattened worklist's segment ends, against the rows its q tiles index (limit rows + 1):
     # offsets past the tensor's end, named before the item count they inflate

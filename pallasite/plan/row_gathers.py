@@ -4,7 +4,9 @@ A DMA's source offset is a scalar, and an index vector lives in vector
 registers, so the rows are read as scalars from an SMEM copy of the tensor the
 index vector was loaded from (`idx = indices[tile]`: lane i is
 `indices[begin + i]`; the flat vector of an index tile `indices[tm, tn]` has
-lane i at `indices[tm.begin + i // bn, tn.begin + i % bn]`). Each valid lane's row is copied by its own DMA into row
+lane i at `indices[tm.begin + i // bn, tn.begin + i % bn]`), or, for an index
+computed on the device (`hl.load(flat, [t.index * v + labels[t]])`), from an
+SMEM buffer the vector is staged into by a local DMA (`StagedIndex`). Each valid lane's row is copied by its own DMA into row
 i of a VMEM scratch buffer, all on one semaphore; every copy started is waited
 for before the buffer is read (the interpreter's race detector checks that).
 A row is clamped into the table before its copy, so an index out of range
@@ -25,6 +27,7 @@ from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileSlice
 from .bounds import access_text, describe
 from .memory import SMEM_MAX_ELEMENTS
 from .plans import Access, Gather, GatherMethod, LaneRange, Memory, Operand, RowCopy, Scratch, ScratchKind
+from .access_plans import StagedIndex
 from .vmem import padded_bytes
 
 
@@ -64,26 +67,29 @@ def index_source(value) -> Any:
     return source
 
 
-def _index_source_refusal(value) -> str | None:
-    """Why the index vector `value` cannot be read as scalars from SMEM, or None."""
+def _read_from_tensor(value) -> bool:
+    """Whether the index vector `value` is a tile of an int32 tensor small enough for an
+    SMEM copy, so each row copy reads its lane's index from that copy."""
     source = index_source(value)
-    advice = ("per-row DMA reads each row index as a scalar from SMEM, so the index vector must be "
-              "loaded straight from an int32 tensor (`idx = indices[tile]`, `indices[g, tile]`, or "
-              "an index tile `indices[tm, tn]`); compute the indices on the host and pass them as a tensor")
     if not isinstance(source, Load):
-        return f"its index vector {describe(value)} is computed on the device; {advice}"
+        return False
     tensor = source.tensor
     items = [item for item in source.index if not isinstance(item, NewAxis)]
     tiles = [item for item in items if isinstance(item, TileSlice)]
-    if not tiles or not all(isinstance(i, (TileSlice, ScalarIndex)) for i in items):
-        return f"its index vector {access_text(source)} is not a tile of '{tensor.name}'; {advice}"
-    if tensor.dtype != torch.int32:
-        return f"its index tensor '{tensor.name}' is {tensor.dtype}; {advice}"
-    size = padded_bytes(tensor.shape, tensor.dtype)  # SMEM pads like VMEM, conservatively
-    if size > SMEM_MAX_ELEMENTS * 4:
-        return (f"its index tensor '{tensor.name}' {list(tensor.shape)} takes {size // 1024} KiB, more than "
-                f"the {SMEM_MAX_ELEMENTS * 4 // 1024} KiB an SMEM copy may hold; split the call into chunks "
-                "of indices")
+    return (bool(tiles) and all(isinstance(i, (TileSlice, ScalarIndex)) for i in items)
+            and tensor.dtype == torch.int32
+            and padded_bytes(tensor.shape, tensor.dtype) <= SMEM_MAX_ELEMENTS * 4)  # SMEM pads like VMEM
+
+
+def _index_source_refusal(value) -> str | None:
+    """Why the index vector `value` cannot give its lanes to row copies as scalars, or None:
+    one read from an int32 tensor is read from that tensor's SMEM copy; any other (computed
+    on the device, `t.index * v + labels[t]`) is staged through SMEM (`StagedIndex`)."""
+    if _read_from_tensor(value):
+        return None
+    if value.shape[0] > SMEM_MAX_ELEMENTS:
+        return (f"its index vector {describe(value)} has {value.shape[0]} lanes, more than the "
+                f"{SMEM_MAX_ELEMENTS} an SMEM copy may hold; gather fewer at a time (a smaller block size)")
     return None
 
 
@@ -93,10 +99,6 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
 
     `index_operands` collects the SMEM copies of index tensors (one per tensor)."""
     (item,) = [i for i in node.index if isinstance(i, GatherIndex)]
-    source = index_source(item.value)
-    index_tensor = source.tensor
-    index_operand = index_operands.setdefault(
-        index_tensor.id, Operand(index_tensor, f"{index_tensor.name}_smem", Memory.SMEM))
     symbol = table.symbol
     buffer_shape = (item.value.shape[0], *symbol.shape[1:])
     size = padded_bytes(buffer_shape, symbol.dtype)
@@ -107,13 +109,27 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
             f"{threshold / 2**20:.2f} MiB threshold for gathered blocks. Gather fewer rows at a time "
             "(a smaller block size for the index tile).", node.location)
     buffer, semaphore = _fresh(f"{symbol.name}_rows", names), _fresh(f"{symbol.name}_row_sem", names)
-    index_items = tuple(i for i in source.index if not isinstance(i, NewAxis))
-    row_copy = RowCopy(table.ref_name, index_operand.ref_name, index_items, lanes, buffer, semaphore)
+    scratch = [Scratch(buffer, ScratchKind.VMEM, buffer_shape, symbol.dtype),
+               Scratch(semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None)]
+    if _read_from_tensor(item.value):
+        source = index_source(item.value)
+        index_tensor = source.tensor
+        index_operand = index_operands.setdefault(
+            index_tensor.id, Operand(index_tensor, f"{index_tensor.name}_smem", Memory.SMEM))
+        index_items = tuple(i for i in source.index if not isinstance(i, NewAxis))
+        row_copy = RowCopy(table.ref_name, index_operand.ref_name, index_items, lanes, buffer, semaphore)
+    else:  # computed on the device: staged through VMEM into SMEM
+        count = (item.value.shape[0],)
+        name = item.value.name or "index"
+        staged = StagedIndex(_fresh(f"{name}_staged", names), _fresh(f"{name}_smem", names),
+                             _fresh(f"{name}_stage_sem", names))
+        scratch += [Scratch(staged.vmem, ScratchKind.VMEM, count, torch.int32),
+                    Scratch(staged.smem, ScratchKind.SMEM, count, None),
+                    Scratch(staged.semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None)]
+        row_copy = RowCopy(table.ref_name, staged.smem, (), lanes, buffer, semaphore, staged)
     gather = Gather(item.value, 0, symbol.shape[0], GatherMethod.ROW_DMA, reason, row_copy)
     access = Access(table.ref_name, (), buffer_shape, tuple(node.output.shape), gather=gather)
-    scratch = (Scratch(buffer, ScratchKind.VMEM, buffer_shape, symbol.dtype),
-               Scratch(semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None))
-    return access, scratch
+    return access, tuple(scratch)
 
 
 def _fresh(name: str, names: set[str]) -> str:

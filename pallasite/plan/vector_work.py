@@ -148,6 +148,11 @@ class VectorCounter:
             addend = sum(_value_vregs(a) for a in node.args[2:])
             spill = self._result_buffer_spill(node, definition)
             return VectorWork(valu=out + addend + spill, stores=stored + spill)
+        if kind is OpKind.INDEXED:  # torch.gather: an iota compare, a select and a sum per one-hot vreg
+            source, index = node.args
+            dim = node.kwargs["dim"]
+            hot = (*index.shape[:dim], source.shape[dim] * index.shape[dim], *index.shape[dim + 1:])
+            return VectorWork(valu=3 * vregs(hot, index.dtype), stores=stored)
         if kind is OpKind.VIEW and node.op == "permute":
             perm = tuple(node.kwargs.get("perm", ()))
             rank = len(perm)

@@ -8,7 +8,9 @@
   double-buffered);
 - every other VMEM scratch buffer: carried values of an emit_pipeline, resident
   gather windows, looped-reduction and per-row-gather buffers;
-- the largest set of body values live at once (`peak_live_bytes`): Mosaic keeps
+- the largest set of body values live at once (`peak_live_bytes`), with the arrays
+  a node's lowering materializes while it runs (`transient_bytes`: a gather's one-hot
+  and selected windows, below): Mosaic keeps
   a vector value bigger than the 64-vreg file in VMEM it allocates itself, and
   a value carried by a fori_loop or an unrolled loop lives through the whole
   loop. Both count against the scoped-VMEM limit.
@@ -23,9 +25,11 @@ an estimate over the capacity, so a tuner skips the config.
 """
 from __future__ import annotations
 
-from ..ir import Carried, IfBlock, TileLoop, Value, cdiv
+import torch
+
+from ..ir import Carried, IfBlock, Load, Node, Store, TileLoop, Value, cdiv, ops
 from ..ir.sizes import SymbolicSize
-from .plans import BlockKind, Memory, PallasCallPlan, ScratchKind
+from .plans import Access, BlockKind, GatherMethod, Memory, PallasCallPlan, ScratchKind
 from .tpu_tiling import LANES, SUBLANES
 
 MIB = 2 ** 20
@@ -129,9 +133,11 @@ def peak_live_bytes(plan: PallasCallPlan) -> int:
     linearize(plan.call.loop.body)
     born: dict[int, tuple[int, int]] = {}  # value id -> (position, bytes)
     last: dict[int, int] = {}
+    transient: dict[int, int] = {}  # position -> bytes its lowering holds while it runs
     for position, node in enumerate(order):
         if node.id in plan.skipped_nodes:
             continue
+        transient[position] = transient_bytes(node, plan.accesses.get(node.id))
         for value in node.outputs:
             if isinstance(value, Value) and value.shape:
                 born[id(value)] = (position, padded_bytes(value.shape, value.dtype))
@@ -149,6 +155,9 @@ def peak_live_bytes(plan: PallasCallPlan) -> int:
     for value_id, (position, size) in born.items():
         deltas[position] += size
         deltas[last[value_id] + 1] -= size
+    for position, size in transient.items():
+        deltas[position] += size
+        deltas[position + 1] -= size
     peak = live = 0
     for delta in deltas:
         live += delta
@@ -173,3 +182,80 @@ def default_vmem_limit(estimate: int, chip_key: str, capacity: int) -> int | Non
     if isinstance(estimate, SymbolicSize):
         return capacity
     return min(capacity, int(estimate * LIMIT_HEADROOM))
+
+
+# ---------------------------------------------------------------- transients --
+# The arrays a node's lowering materializes besides its result. Mosaic has no vector
+# gather, so a gather compares indices with an iota and reads the whole window: the
+# one-hot and the selected copies are as large as the window times the index's lanes, far
+# larger than the result. They live only while the node runs, but count against the
+# scoped-VMEM limit like any value (tests/test_vmem_transients.py checks these figures
+# against the largest vector of the lowered Mosaic kernels). The shapes follow the texts of
+# codegen/gathers.py (one-hot matmul, select-and-sum), codegen/scatters.py and the
+# torch.gather rule of codegen/lowering.py.
+
+def transient_bytes(node: Node, access: Access | None) -> int:
+    """The bytes of the arrays `node`'s lowering materializes at once, beside its output."""
+    if isinstance(node, Load) and access is not None and access.gather is not None:
+        return _gather_bytes(node, access)
+    if isinstance(node, Store) and access is not None and access.scatter is not None:
+        return _scatter_bytes(node, access)
+    if not isinstance(node, (Load, Store)) and node.op in ops.OPS and ops.OPS[node.op].kind is ops.OpKind.INDEXED:
+        return _indexed_bytes(node)
+    return 0
+
+
+def _gather_bytes(node: Load, access: Access) -> int:
+    gather = access.gather
+    if gather.method is GatherMethod.ROW_DMA:  # its rows arrive in scratch (counted as such)
+        return 0
+    return resident_gather_bytes(tuple(access.ref_shape), gather.axis, gather.index.shape[0], gather.rows,
+                                 node.tensor.dtype, gather.method)
+
+
+def resident_gather_bytes(window: tuple, axis: int, lanes: int, rows: int, dtype: torch.dtype,
+                          method: GatherMethod) -> int:
+    """What a resident gather of `lanes` indices from the `rows` of `window`'s axis `axis`
+    materializes: the window it reads, its one-hot and selected copies."""
+    picked = (*window[:axis], lanes, *window[axis + 1:])
+    total = padded_bytes(window, dtype) + padded_bytes((lanes, rows), torch.bool)  # the window, the one-hot
+    if method is GatherMethod.SELECT_SUM:  # where(one-hot, window) over (lanes, rows) at once
+        return total + padded_bytes((*window[:axis], lanes, rows, *window[axis + 1:]), torch.int32)
+    # one-hot matmul: the one-hot and the window in f32, which entries are finite, the two
+    # masked windows (values, non-finite codes) and their two products
+    total += padded_bytes((lanes, rows), torch.float32) + padded_bytes(window, torch.bool)
+    total += 2 * padded_bytes(window, torch.float32) + 2 * padded_bytes(picked, torch.float32)
+    if dtype != torch.float32:
+        total += padded_bytes(window, torch.float32)
+    return total
+
+
+def _scatter_bytes(node: Store, access: Access) -> int:
+    scatter = access.scatter
+    window = tuple(access.ref_shape)
+    lanes, rows, axis = scatter.index.shape[0], scatter.rows, scatter.axis
+    value = (*window[:axis], lanes, *window[axis + 1:])
+    # the window's old rows, the (rows, lanes) hits, last writers and one-hot, the picked rows
+    total = padded_bytes(window, node.tensor.dtype) + 2 * padded_bytes((rows, lanes), torch.bool)
+    total += padded_bytes((rows, lanes), torch.int32) + padded_bytes(window, torch.float32)
+    if scatter.method is GatherMethod.SELECT_SUM:
+        return total + padded_bytes((*window[:axis], rows, lanes, *window[axis + 1:]), torch.int32)
+    # one-hot matmul: the one-hot in f32, the value's finite mask, masked copies and codes
+    return total + padded_bytes((rows, lanes), torch.float32) + 3 * padded_bytes(value, torch.float32) \
+        + padded_bytes(window, torch.float32)
+
+
+def _indexed_bytes(node: Node) -> int:
+    """torch.gather: the one-hot over the input's axis and the selected 32-bit patterns, of the
+    index's shape with the input's axis in place of (or, for several positions, beside) it."""
+    source, index = node.args
+    dim = node.kwargs["dim"]
+    rows = source.shape[dim]
+    if index.shape[dim] == 1:
+        shape = tuple(rows if axis == dim else size for axis, size in enumerate(index.shape))
+    else:
+        shape = (*index.shape[:dim + 1], rows, *index.shape[dim + 1:])
+    total = padded_bytes(shape, torch.bool) + padded_bytes(shape, torch.int32)
+    if source.dtype in (torch.bfloat16, torch.float16):  # widened to f32 first
+        total += padded_bytes(source.shape, torch.float32)
+    return total

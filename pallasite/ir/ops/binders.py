@@ -236,3 +236,29 @@ def unbound(op: OpDef, call: Call) -> Bound:
     own binders (views), or the frontend records it itself (hl.full, hl.arange, hl.dot,
     tile attributes)."""
     raise exc.UnsupportedOperation(f"{call.display} is not supported by pallasite.")
+
+
+def gather_dim(op: OpDef, call: Call) -> Bound:
+    """`torch.gather(input, dim, index)` / `input.gather(dim, index)`: operands (input, index),
+    attr `dim` as a non-negative axis. `sparse_grad` changes nothing in a forward kernel."""
+    params = ("input", "dim", "index", "sparse_grad")
+    if len(call.args) > len(params):
+        raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
+    bound = dict(zip(params, call.args))
+    for key, value in call.kwargs.items():
+        if key not in params or key in bound:
+            raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
+        bound[key] = value
+    missing = [name for name in params[:3] if name not in bound]
+    if missing:
+        raise exc.UnsupportedOperation(f"{call.display}() is missing argument {missing[0]!r}.")
+    rank = call.rank_of(bound["input"])
+    dim = bound["dim"]
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -max(rank, 1) <= dim < max(rank, 1):
+        raise exc.ShapeMismatch(f"{call.display}: dim {dim!r} is not an axis of a rank-{rank} value.")
+    if call.rank_of(bound["index"]) != rank:
+        raise exc.ShapeMismatch(
+            f"{call.display}: the index has rank {call.rank_of(bound['index'])} and the input rank {rank}; "
+            "torch.gather takes an index of the input's rank (reshape the index, e.g. idx[:, None]).")
+    meta = call.run_meta(lambda x, i: torch.gather(x, dim, i.long()), (bound["input"], bound["index"]), {})
+    return [bound["input"], bound["index"]], {"dim": dim % max(rank, 1)}, meta

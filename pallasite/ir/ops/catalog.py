@@ -213,6 +213,16 @@ REDUCTION_OPS = (
     _reduction("any", False),
 )
 
+# ---------------------------------------------------------------- indexed --
+
+# torch.gather(input, dim, index): out[..., j, ...] = input[..., index[..., j, ...], ...] along
+# `dim`. The frontend also records it for subscripts with several index tensors
+# (`x[t.index, labels[t]]`: the rows of the first, then one position per lane of the others).
+INDEXED_OPS = (
+    _op("gather", OpKind.INDEXED, bind=binders.gather_dim,
+        signature=Signature(("input", "index"), {"dim": REQUIRED})),
+)
+
 # ------------------------------------------------------------------ views --
 
 
@@ -324,7 +334,7 @@ STRUCTURAL_OPS = (
 )
 
 DEFINITIONS = (
-    *UNARY_OPS, *BINARY_OPS, *COMPARISON_OPS, *OTHER_ELEMENTWISE_OPS, *REDUCTION_OPS, *VIEW_OPS,
+    *UNARY_OPS, *BINARY_OPS, *COMPARISON_OPS, *OTHER_ELEMENTWISE_OPS, *REDUCTION_OPS, *INDEXED_OPS, *VIEW_OPS,
     *CONTRACTION_OPS, *CREATION_OPS, *RANDOM_OPS, *STRUCTURAL_OPS,
 )
 

@@ -25,6 +25,10 @@ class OpKind(enum.Enum):
     REDUCTION = "reduction"  # mixes lanes along `dim`: padded lanes become the op's identity first
     CONTRACTION = "contraction"  # matmul family: padded contracted lanes become 0 first
     VIEW = "view"  # moves lanes without computing; its `ViewRule` says where the padding goes
+    # reads its input at positions an index operand holds (torch.gather): the result is padded
+    # where the index is; the indexed axis of the input must hold no padding, and the index's
+    # values are checked against it in interpret mode
+    INDEXED = "indexed"
     CREATION = "creation"  # a new value: padded along the axes a partial tile sizes
     STRUCTURAL = "structural"  # tile attributes and scalar reads, written by the kernel emitter
 
