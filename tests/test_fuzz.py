@@ -55,6 +55,21 @@ def test_the_three_issue_13_shapes_are_generated():
     assert any("out[tm.begin // " in s for s in _sources(SEED, 90))
 
 
+def test_the_issue_20_index_forms_are_generated():
+    cases = [generate(SEED, i, kinds=("paired_indices", "flat_gather")) for i in range(120)]
+    forms = {case.tags[1] for case in cases}
+    # several index tensors in one subscript, paired and broadcast, in inner loops too
+    assert {"diagonal", "target", "rows_cols", "row_then_tile", "separated", "broadcast", "index_tiles",
+            "inner"} <= forms
+    # gathers through computed flat indices, tables past the VMEM budget (the config's or a chip's)
+    assert {"jagged_mean", "computed_rows"} <= forms
+    flat = [case for case in cases if case.kind == "flat_gather"]
+    assert any("real_table" in case.tags for case in flat) and any("budget_knob" in case.tags for case in flat)
+    assert all(dict(case.knobs).get("vmem_limit_bytes") for case in flat if "budget_knob" in case.tags)
+    assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == \
+        {"unroll", "fori_loop", "emit_pipeline"}
+
+
 def _synthetic_case() -> Case:
     body = (
         Line(0, "m, n = x.size()"),

@@ -121,3 +121,11 @@ def test_a_resident_jagged_mean_at_small_blocks_agrees():
     x, offsets, features, expected = _jagged(rows=5, seed=1)
     _, out = code_and_output(jagged_mean, (x, offsets, features), pallas_indirect_access_mode="resident")
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_unit_feature_axis_of_the_index_tile_splits_back():
+    # (found by the fuzzer) the flat index of [8, 8, 1] lanes: the unit axis holds no lanes, so
+    # the gathered values reshape back to the index tile's dims
+    x, offsets, features, expected = _jagged(rows=5, features=1, seed=2)
+    _, out = code_and_output(jagged_mean, (x, offsets, features), block_sizes=[8, 1, 8], pallas_loop_type="fori_loop", **SMALL_BUDGET)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)

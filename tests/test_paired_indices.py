@@ -19,6 +19,8 @@ import pallasite.language as hl
 from pallasite import exc
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
+from plan_helpers import only_call
+
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
@@ -247,3 +249,20 @@ def mismatched_lengths(x):
 def test_index_tensors_that_do_not_broadcast_are_an_error():
     with pytest.raises(exc.IndexingError, match=r"broadcast"):
         mismatched_lengths(_randn(64, 128))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16, 128]))
+def transposed_broadcast(x):
+    m, n = x.size()
+    out = torch.empty([n, m], dtype=x.dtype, device=x.device)
+    for tm, tn in hl.tile([m, n]):
+        out[tn, tm] = x[tm.index[None, :], tn.index[:, None]]
+    return out
+
+
+def test_broadcast_tile_indices_read_the_block_not_a_gather():
+    x = _randn(40, 300)
+    call = only_call(broadcast_indices, (x,))
+    assert all(a.gather is None for a in call.accesses.values())  # the (16, 128) block itself
+    _, out = code_and_output(transposed_broadcast, (x,))  # torch orders the pairs as broadcast: (n, m)
+    assert torch.equal(out, x.T)

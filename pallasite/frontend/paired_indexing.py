@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from .. import exc
-from .proxies import DeviceTensor, HostScalar
+from ..ir import Value
+from .proxies import DeviceTensor, HostScalar, TileProxy
 
 
 def index_tensors(key: Any) -> list[int]:
@@ -57,6 +58,9 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
             f"{name}[...]: its index tensors have shapes {', '.join(str(list(s)) for s in shapes)}, which do not "
             "broadcast together; torch pairs index tensors element by element after broadcasting them, so "
             "their shapes must broadcast (e.g. idx_a[:, None] and idx_b[None, :] for every pair).") from None
+    tiles = _tile_vectors(recorder, [items[p] for p in positions], common)
+    if tiles is not None:  # `x[tm.index[:, None], tn.index[None, :]]`: the block x[tm, tn]
+        return _tile_block(recorder, tensor, items, positions, tiles)
     lanes = 1
     for size in common:
         lanes *= size
@@ -85,6 +89,51 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
         current = recorder.call_method(current, "reshape",
                                        (tuple(shape[:lane_axis] + list(common) + shape[lane_axis + 1:]),), {})
     return current
+
+
+def _tile_vectors(recorder: Any, indices: list, common: tuple) -> list | None:
+    """When each index is a different tile's `.index` spread along its own axis of the
+    broadcast shape (`tm.index[:, None]`, `tn.index[None, :]`), the pairs they make are the
+    tiles' block: per index, (the 1-D `.index` value, its axis in the broadcast shape)."""
+    if len(common) != len(indices):
+        return None
+    found, dims, axes = [], set(), set()
+    for index in indices:
+        value = index.value
+        sized = [axis for axis, size in enumerate(value.shape) if size != 1]
+        base = value
+        while base.producer is not None and base.producer.op in ("getitem", "reshape") \
+                and isinstance(base.producer.args[0], Value) and base.producer.args[0].shape:
+            base = base.producer.args[0]
+        if base.producer is None or base.producer.op != "tile_index" or len(sized) != 1 \
+                or value.shape[sized[0]] != base.shape[0]:
+            return None
+        dim = base.producer.args[0]
+        if dim.id in dims or sized[0] in axes:
+            return None
+        dims.add(dim.id)
+        axes.add(sized[0])
+        found.append((TileProxy(recorder, dim), sized[0]))  # a tile: a block, no index tensor
+    return found
+
+
+def _tile_block(recorder: Any, tensor: Any, items: list, positions: list[int], tiles: list) -> DeviceTensor:
+    """The block of the tiles `tiles` names, its tile axes ordered as torch orders the
+    broadcast shape (in place when the index tensors are adjacent, else first)."""
+    key = list(items)
+    for position, (index, _) in zip(positions, tiles):
+        key[position] = index
+    block = recorder.subscript(tensor, tuple(key))
+    axes = _result_axes(items)
+    tile_axes = [axes[p] for p in positions]
+    rank = len(block.value.shape)
+    others = [axis for axis in range(rank) if axis not in tile_axes]
+    by_common = [axis for axis, _ in sorted(zip(tile_axes, (a for _, a in tiles)), key=lambda pair: pair[1])]
+    at = sum(1 for axis in others if axis < min(tile_axes)) if _adjacent(items, positions) else 0
+    order = others[:at] + by_common + others[at:]
+    if order == list(range(rank)):
+        return block
+    return recorder.call_method(block, "permute", (order,), {})
 
 
 def _explicit_items(key: Any, rank: int, name: str) -> list:

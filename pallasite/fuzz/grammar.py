@@ -14,6 +14,7 @@ import torch
 
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
+from .gather_kinds import flat_gather, paired_indices
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
@@ -500,6 +501,8 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
     "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter,
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
+    # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
+    "paired_indices": paired_indices, "flat_gather": flat_gather,
 }
 
 

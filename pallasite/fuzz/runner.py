@@ -92,7 +92,8 @@ def choose_config(case: Case, kernel: Any, args: tuple, rng: random.Random) -> C
         small = [c for c in candidates if c <= max(block.extent, candidates[0])]
         sizes.append(rng.choice(small if small and rng.random() < 0.85 else candidates))
     loop_type = case.loop_type if spec.loop_types else None
-    return case.with_(block_sizes=tuple(sizes), loop_type=loop_type, knobs=_draw_knobs(spec, rng))
+    # the kind's own knobs (a VMEM budget) stay; the drawn ones join them
+    return case.with_(block_sizes=tuple(sizes), loop_type=loop_type, knobs=case.knobs + _draw_knobs(spec, rng))
 
 
 def _draw_knobs(spec, rng: random.Random) -> tuple:

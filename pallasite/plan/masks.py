@@ -305,7 +305,7 @@ def _same_axis(source: tuple, target: tuple, axis: int) -> int | None:
 def _split_back(merged: MergedPadding, sizes: list[int]) -> list | None:
     """The ranges of `sizes` if they regroup the merged parts (each a run of whole parts)."""
     ranges = []
-    parts = list(merged.parts)
+    parts = [(size, rng) for size, rng in merged.parts if size != 1 or rng is not None]  # unit parts hold no lanes
     for size in sizes:
         run = []
         while parts and _prod(s for s, _ in run) < size:

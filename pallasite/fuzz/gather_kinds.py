@@ -1,0 +1,138 @@
+"""The `paired_indices` and `flat_gather` kinds: the index forms of issue 20.
+
+`paired_indices`: several index tensors in one subscript, which torch pairs up element by
+element after broadcasting them (the diagonal `x[t.index, t.index]`, the target logit
+`logits[t.index, labels[t]]`, two loaded index vectors or index tiles, index tensors
+separated by a slice, broadcast `.index` vectors, and the same in an inner loop under
+each loop type).
+
+`flat_gather`: gathers through index vectors computed on the device from tables past the
+VMEM budget: a flat view read at `t.index * v + labels[t]`, Helion's jagged mean (a 3-D
+computed flat index inside a data-dependent inner loop), computed rows of a 2-D table.
+Most cases move the budget with `vmem_limit_bytes` (a quarter of it is the threshold for a
+resident table with its one-hot), some use a table really past a chip's threshold.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .cases import Case, InputSpec, Line
+
+_DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
+_VALUES = ("{x}", "({x} * 2)", "({x} + 1)")
+
+
+def _fill(dtype: torch.dtype) -> str:
+    return "randint" if dtype == torch.int32 else "randn"
+
+
+def _size(rng, small: bool = False) -> int:
+    return rng.choice((1, 5, 8, 13, 16, 37, 64) if small else (8, 37, 100, 128, 129, 200, 256))
+
+
+def paired_indices(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    dtype = rng.choice(_DTYPES)
+    fill = _fill(dtype)
+    value = rng.choice(_VALUES)
+    form = rng.choice(("diagonal", "target", "rows_cols", "row_then_tile", "separated", "broadcast",
+                       "index_tiles", "inner"))
+    loop_type = None
+    if form == "diagonal":
+        dims = {"n": _size(rng)}
+        inputs = (InputSpec("x", ("n", "n"), dtype, fill),)
+        head, out, read = ["n = x.size(0)"], "[n]", "x[t.index, t.index]"
+    elif form == "target":
+        dims = {"n": _size(rng), "v": rng.choice((1, 7, 128, 300, 1000))}
+        inputs = (InputSpec("x", ("n", "v"), dtype, fill), InputSpec("labels", ("n",), torch.int32, "index:v"))
+        head, out, read = ["n = x.size(0)"], "[n]", "x[t.index, labels[t]]"
+    elif form == "rows_cols":
+        dims = {"n": _size(rng), "r": _size(rng, True), "c": rng.choice((1, 8, 128, 200))}
+        inputs = (InputSpec("x", ("r", "c"), dtype, fill), InputSpec("rows", ("n",), torch.int32, "index:r"),
+                  InputSpec("cols", ("n",), torch.int32, "index:c"))
+        head, out, read = ["n = rows.size(0)"], "[n]", "x[rows[t], cols[t]]"
+    elif form == "row_then_tile":
+        dims = {"n": _size(rng), "r": _size(rng, True)}
+        inputs = (InputSpec("x", ("r", "n"), dtype, fill), InputSpec("rows", ("n",), torch.int32, "index:r"))
+        head, out, read = ["n = rows.size(0)"], "[n]", "x[rows[t], t.index]"
+    elif form == "separated":
+        dims = {"n": _size(rng), "m": rng.choice((1, 3, 8)), "c": rng.choice((1, 16, 128))}
+        inputs = (InputSpec("x", ("n", "m", "c"), dtype, fill), InputSpec("cols", ("n",), torch.int32, "index:c"))
+        head, out, read = ["n, m = x.size(0), x.size(1)"], "[n, m]", "x[t.index, :, cols[t]]"
+    if form in ("diagonal", "target", "rows_cols", "row_then_tile", "separated"):
+        store = "out[t, :]" if form == "separated" else "out[t]"
+        body = [Line(0, line) for line in head]
+        body += [Line(0, f"out = torch.empty({out}, dtype=x.dtype, device=x.device)"), Line(0, "for t in hl.tile(n):"),
+                 Line(1, f"{store} = {value.format(x=read)}")]
+    elif form in ("broadcast", "index_tiles"):
+        dims = {"m": _size(rng, True), "n": _size(rng), "r": _size(rng, True), "c": rng.choice((1, 8, 128))}
+        if form == "broadcast":
+            inputs = (InputSpec("x", ("m", "n"), dtype, fill),)
+            read = "x[tm.index[:, None], tn.index[None, :]]"
+            head = "m, n = x.size()"
+        else:
+            inputs = (InputSpec("x", ("r", "c"), dtype, fill), InputSpec("rows", ("m", "n"), torch.int32, "index:r"),
+                      InputSpec("cols", ("m", "n"), torch.int32, "index:c"))
+            read = "x[rows[tm, tn], cols[tm, tn]]"
+            head = "m, n = rows.size()"
+        body = [Line(0, head), Line(0, "out = torch.empty([m, n], dtype=x.dtype, device=x.device)"),
+                Line(0, "for tm, tn in hl.tile([m, n]):"), Line(1, f"out[tm, tn] = {value.format(x=read)}")]
+    else:  # inner
+        dims = {"b": rng.choice((1, 2, 3)), "n": _size(rng), "v": rng.choice((8, 128, 256))}
+        inputs = (InputSpec("x", ("b", "n", "v"), dtype, fill), InputSpec("labels", ("b", "n"), torch.int32, "index:v"))
+        body = [Line(0, "b, n = labels.size()"), Line(0, "out = torch.empty([b, n], dtype=x.dtype, device=x.device)"),
+                Line(0, "for g in hl.grid(b):"), Line(1, "for t in hl.tile(n):"),
+                Line(2, f"out[g, t] = {value.format(x='x[g, t.index, labels[g, t]]')}")]
+        loop_type = draw.loop_type()
+    body.append(Line(0, "return out"))
+    return Case("paired_indices", name, inputs, tuple(body), dims, loop_type=loop_type, exact=True,
+                tags=("paired_indices", form))
+
+
+def flat_gather(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    form = rng.choice(("target", "target", "jagged_mean", "computed_rows"))
+    real = form == "target" and rng.random() < 0.25  # a table past a chip's threshold, no knob
+    knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
+    loop_type, segments = None, ()
+    if form == "target":
+        dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
+        # real: a 16 MiB (f32) table, past a quarter of a v7x's VMEM, with no knob
+        dims = {"n": 64 if real else _size(rng), "v": 65536 if real else rng.choice((1000, 4096, 5000))}
+        inputs = (InputSpec("logits", ("n", "v"), dtype, _fill(dtype)),
+                  InputSpec("labels", ("n",), torch.int32, "index:v"))
+        body = [Line(0, "n, v = logits.size()"), Line(0, "flat = logits.view(-1)"),
+                Line(0, "out = torch.empty([n], dtype=logits.dtype, device=logits.device)"),
+                Line(0, "for t in hl.tile(n):"), Line(1, "out[t] = hl.load(flat, [t.index * v + labels[t]])")]
+        exact = True
+    elif form == "jagged_mean":
+        dims = {"m": rng.choice((1, 8, 16))}
+        segments = tuple(rng.choice((0, 1, 3, 8, 13, 20)) for _ in range(rng.randint(1, 9)))
+        inputs = (InputSpec("x", ("T", "m"), torch.float32), InputSpec("offsets", (), torch.int32, "offsets"))
+        body = [Line(0, "rows = offsets.size(0) - 1"), Line(0, "m = x.size(1)"),
+                Line(0, "x_flat = x.view(-1)"),
+                Line(0, "out = torch.zeros([rows, m], dtype=x.dtype, device=x.device)"),
+                Line(0, "for tile_b in hl.tile(rows, block_size=8):"),
+                Line(1, "starts = offsets[tile_b]"), Line(1, "nnz = offsets[tile_b.index + 1] - starts"),
+                Line(1, "for tile_m in hl.tile(m):"),
+                Line(2, "sums = hl.zeros([tile_b, tile_m], dtype=x.dtype)"),
+                Line(2, "for tile_k in hl.tile(0, nnz.amax(), block_size=8):"),
+                Line(3, "live = (tile_k.index[None, :] < nnz[:, None])[:, :, None]"),
+                Line(3, "flat = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m + tile_m.index[None, None, :]"),
+                Line(3, "sums = sums + torch.where(live, hl.load(x_flat, [torch.where(live, flat, 0)]), 0.0).sum(1)"),
+                Line(2, "out[tile_b, tile_m] = torch.where(nnz[:, None] > 0, sums / nnz[:, None].to(x.dtype), 0.0)")]
+        loop_type, exact = draw.loop_type(), False
+    else:  # computed_rows: rows of a 2-D table at a computed index
+        dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
+        dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
+        step = rng.choice((1, 3, 7))
+        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),)
+        body = [Line(0, "r, d = table.size()"), Line(0, f"n = {dims['n']}"),
+                Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
+                Line(0, "for t in hl.tile(n):"), Line(1, f"out[t, :] = table[(t.index * {step} + 1) % r, :]")]
+        exact = True
+    body.append(Line(0, "return out"))
+    return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
+                knobs=knobs, exact=exact, tags=("flat_gather", form, "real_table" if real else "budget_knob"))
