@@ -315,20 +315,20 @@ def argmax_rows(x):
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bfloat16])
 def test_reduction_loops_argmax_argmin_first_occurrence(dtype):
     x = torch.randint(-3, 4, (16, 300), generator=torch.Generator().manual_seed(12)).to(dtype)
     x[0, 200] = 50  # a winner in a later chunk
     x[1, 290] = -50  # ... and in the masked tail chunk
-    if dtype == torch.float32:
+    if dtype.is_floating_point:
         x[2, 150] = float("nan")  # NaN wins, as in torch
     config = {"block_sizes": [8], "reduction_loops": [128]}
     _, out = code_and_output(argmax_rows, (x,), **config)
     expected = torch.stack([x.argmax(-1), (x * 1.0).argmin(-1)], dim=1).to(torch.int32)
     assert torch.equal(out, expected)
     assert len(only_call(argmax_rows, (x,), **config).looped_reductions) == 2
-    if dtype == torch.float32:  # Mosaic's argmax takes float32 only, looped or not
-        check_tpu_lowering(argmax_rows, (x,), chips=("v7x",), **config)
+    # Mosaic's argmax takes float32 only, looped or not: bf16 is widened, int32 is max + first index
+    check_tpu_lowering(argmax_rows, (x,), chips=("v7x",), **config)
 
 
 @pallasite.kernel

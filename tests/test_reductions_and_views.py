@@ -99,6 +99,7 @@ def test_reduction_over_untiled_dim_matches_torch(reduce):
         pytest.param(torch.bfloat16, lambda v: v.sum(1), id="bf16_sum_accumulates_in_f32"),
         pytest.param(torch.bfloat16, lambda v: v.mean(1), id="bf16_mean"),
         pytest.param(torch.bfloat16, lambda v: v.amax(1), id="bf16_amax"),
+        pytest.param(torch.bfloat16, lambda v: v.argmax(1), id="bf16_argmax"),
         pytest.param(torch.int32, lambda v: v.sum(1), id="int32_sum"),
         pytest.param(torch.int32, lambda v: v.amax(1), id="int32_amax"),
         pytest.param(torch.int32, lambda v: v.argmin(1), id="int32_argmin"),

@@ -355,6 +355,8 @@ def _reduce(call: OpCall) -> str:
         x = call.cast(0, call.out_dtype)
     elif source_dtype in _NARROW_INTS:  # Mosaic reduces 32-bit integers only
         x = call.cast(0, torch.int32)
+    elif op in ("argmax", "argmin") and source_dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
+        x = call.cast(0, torch.float32)
     if op in ("argmax", "argmin") and not source_dtype.is_floating_point:
         # Mosaic's argmax/argmin take float32 only (pallasite/runtime/reductions.py)
         axis = "None" if dims is None else str(dims[0])
