@@ -14,6 +14,7 @@ import torch
 
 from .cases import Case, InputSpec, Line
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
+from .narrowing import narrowing
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
@@ -497,7 +498,7 @@ def scatter(draw: Draw, name: str) -> Case:
 KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "pointwise": pointwise, "reduction": reduction, "matmul": matmul, "attention": attention,
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
-    "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter,
+    "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter, "narrowing": narrowing,
 }
 
 
