@@ -123,7 +123,8 @@ def test_the_narrowing_kind_reads_runs_of_loaded_blocks_under_every_loop_type():
     assert loop_types == {"unroll", "fori_loop", "emit_pipeline"}
     assert {case.tags[1] for case in cases} == {"grid", "nested", "jagged"}  # where the outer tile comes from
     for form in ("blk[ts.index]", "blk[ts.begin]", "blk[ts.index, None", "wb[ts.index", "][ts.begin]",
-                 "hl.tile(tt.end - tt.begin", "hl.tile(min(tt.end - tt.begin", "out[tt.begin + ts.begin"):
+                 "hl.tile(tt.end - tt.begin", "hl.tile(min(tt.end - tt.begin", "out[tt.begin + ts.begin",
+                 "for ts, th in hl.tile([", "blk[ts, th]"):
         assert any(form in source for source in sources), form
 
 

@@ -1,6 +1,6 @@
 """The `narrowing` kind: narrowing reads of loaded blocks (`blk[ts.index]`, `blk[ts.begin]`,
 `blk[2]`, `blk[1:3]`, a head view then a run, a `None` beside a run, runs weighted by a
-second block) under every loop type.
+second block, runs of a two-dim inner loop's tiles) under every loop type.
 
 A block is loaded once per outer tile (`blk = x[tt, :]`) and read in runs of an inner
 loop over the tile's live rows (`hl.tile(tt.end - tt.begin)`, or fewer). The outer tile
@@ -34,6 +34,15 @@ def _run_terms(draw, rank: int, block: int, heads: int) -> list[str]:
                  f"(blk[ts.index, {head}] * wb[ts.index, {head}]).sum(0)",
                  f"blk[ts.index, None, {head}, :].sum(0)[0]"]
     return rng.sample(forms, rng.choice((1, 1, 2, 3)))
+
+
+def _multi_dim_terms(draw) -> list[str]:
+    """Reads of a 3-D `blk` at the tiles of a two-dim inner loop `ts, th` (rows, heads), each
+    of shape [d]. Two index vectors in one subscript pair up in torch: refused, now and then."""
+    forms = ["blk[ts, th].sum(0).sum(0)", "blk[ts.index][:, th.index].sum(0).sum(0)",
+             "blk[ts.begin][th.index].sum(0)", "blk[:, th][ts.index].sum(0).sum(0)"]
+    terms = draw.rng.sample(forms, draw.rng.choice((1, 2)))
+    return terms + (["blk[ts.index, th.index].sum(0)"] if draw.chance(0.1) else [])
 
 
 def _constant_terms(draw, rank: int, block: int, heads: int) -> list[str]:
@@ -117,8 +126,14 @@ def narrowing(draw, name: str) -> Case:
     bound = _inner_bound(draw, block, inner, divides)
     if rows:
         body.append(Line(indent, f"state = hl.zeros([{rest_shape}], dtype=torch.float32)"))
-    body.append(Line(indent, f"for ts in hl.tile({bound}, block_size={inner}):"))
-    terms = _run_terms(draw, rank, block, heads)
+    multi = rank == 3 and not rows and draw.chance(0.35)  # a two-dim inner loop: rows and heads
+    if multi:
+        head_block = rng.choice([b for b in (1, 2, 3, 4) if heads % b == 0])
+        body.append(Line(indent, f"for ts, th in hl.tile([{bound}, h], block_size=[{inner}, {head_block}]):"))
+        terms = _multi_dim_terms(draw)
+    else:
+        body.append(Line(indent, f"for ts in hl.tile({bound}, block_size={inner}):"))
+        terms = _run_terms(draw, rank, block, heads)
     if rows:
         terms = [t for t in terms if "ts.index" not in t] or [("blk[ts.begin]" if rank == 2 else "blk[ts.begin][0]")]
         body.append(Line(indent + 1, f"state = state * 0.5 + {' + '.join(terms)}"))
