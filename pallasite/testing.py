@@ -14,10 +14,10 @@ from . import exc
 from .config import Config, as_config
 from .reference import prng, run_reference
 from .report import schedule_report
+from .codegen import generate_module
 from .runtime.chips import lowering_facts, simulated_chip
 from .runtime.compiled import CompiledKernel
 from .runtime.convert import torch_dtype_of
-from .codegen import generate_module
 from .runtime.dynamic import specs_at
 from .runtime.kernel import Kernel, _for_user, load_module
 
@@ -92,7 +92,7 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
 def check_compiled_lowering(compiled: CompiledKernel, chips: Sequence[str] = DEFAULT_CHIPS) -> dict[str, str]:
     """Lower one compiled variant (its config, at the sizes it was compiled for) to Mosaic for
     each TPU generation, as `check_tpu_lowering` does; returns the code per chip. The test
-    suite calls it for every variant it compiles (tests/conftest.py). A kernel with remote
+    suite calls it for every variant it compiles (tests/tpu_lowering.py). A kernel with remote
     copies is lowered as a one-device mesh runs it (device ids are flat ranks, so the
     module is the same for every mesh)."""
     bound = compiled.bound
@@ -250,5 +250,5 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_compiled_lowering", "check_tpu_lowering", "lowered_vmem_buffers", "reference_rand", "run_ref", "schedule_report",
-           "torch_dtype_of"]
+__all__ = ["code_and_output", "check_compiled_lowering", "check_tpu_lowering", "lowered_vmem_buffers",
+           "reference_rand", "run_ref", "schedule_report", "torch_dtype_of"]

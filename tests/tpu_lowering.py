@@ -22,8 +22,7 @@ from pallasite.runtime.compiled import COMPILE_OBSERVERS
 from pallasite.testing import check_compiled_lowering
 
 _COMPILED: list = []  # variants compiled since the last test's call was checked
-if _COMPILED.append not in COMPILE_OBSERVERS:
-    COMPILE_OBSERVERS.append(_COMPILED.append)
+COMPILE_OBSERVERS.append(_COMPILED.append)
 
 MARKER = "no_tpu_lowering"
 
