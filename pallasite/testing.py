@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
@@ -13,8 +14,11 @@ from . import exc
 from .config import Config, as_config
 from .reference import prng, run_reference
 from .report import schedule_report
-from .runtime.chips import simulated_chip
+from .codegen import generate_module
+from .runtime.chips import lowering_facts, simulated_chip
+from .runtime.compiled import CompiledKernel
 from .runtime.convert import torch_dtype_of
+from .runtime.dynamic import specs_at
 from .runtime.kernel import Kernel, _for_user, load_module
 
 DEFAULT_CHIPS = ("v5e", "v6e", "v7x")
@@ -71,39 +75,93 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     leading axis split over the mesh): how a kernel with remote copies runs. It
     needs that many JAX devices (on a CPU:
     `XLA_FLAGS=--xla_force_host_platform_device_count=N` before importing JAX).
+    A module this process already lowered for a chip with the same lowering facts
+    (`chips.lowering_facts`) with the same argument signature is not lowered again.
     """
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
     values = kernel._bind_arguments(tuple(args), {})  # parameters' defaults filled in
+    # the arguments' own shapes: with static_shapes=False, the bound kernel serves a bucket
+    shapes = [tuple(value.shape) if spec.kind == "tensor" else None for spec, value in zip(bound.specs, values)]
+    sizes = bound.sizes_of(tuple(args)) or None
+    return _lower_for_chips(kernel.fn.__name__, lambda chip: bound.to_code(config, chip=chip, sizes=sizes),
+                            _argument_structs(bound, shapes), chips, mosaic=mosaic,
+                            mesh_shape=None if mesh_shape is None else tuple(mesh_shape))
+
+
+def check_compiled_lowering(compiled: CompiledKernel, chips: Sequence[str] = DEFAULT_CHIPS) -> dict[str, str]:
+    """Lower one compiled variant (its config, at the sizes it was compiled for) to Mosaic for
+    each TPU generation, as `check_tpu_lowering` does; returns the code per chip. The test
+    suite calls it for every variant it compiles (tests/tpu_lowering.py). A kernel with remote
+    copies is lowered as a one-device mesh runs it (device ids are flat ranks, so the
+    module is the same for every mesh)."""
+    bound = compiled.bound
+    specs = specs_at(bound.specs, compiled.sizes) if compiled.sizes else bound.specs
+    shapes = [tuple(int(e) for e in spec.shape) if spec.kind == "tensor" else None for spec in specs]
+    config = compiled.config
+
+    def generate(chip: str) -> str:  # as the variant was: its resolved config at its specs
+        try:
+            return generate_module(bound.plan(config, chip, specs=specs, resolved=True))
+        except exc.PallasiteError as err:
+            raise exc.TpuLoweringFailed(f"{bound.kernel.fn.__name__} with {config!r} does not plan for TPU "
+                                        f"{chip}: {type(err).__name__}: {err.message}") from err
+
+    return _lower_for_chips(bound.kernel.fn.__name__, generate, _argument_structs(bound, shapes), chips,
+                            mesh_shape=(1,) if bound.remote else None)
+
+
+def _argument_structs(bound, shapes: list) -> list:
+    """The host function's abstract arguments: tensors (`shapes`, None for other kinds) and
+    scalars in order, then the captured tensors."""
     structs = []
-    for spec, value in zip(bound.specs, values):
+    for spec, shape in zip(bound.specs, shapes):
         if spec.kind == "tensor":
-            # the argument's own shape: with static_shapes=False, the bound kernel serves a bucket
-            structs.append(jax.ShapeDtypeStruct(tuple(value.shape), _jax_dtype(spec.dtype)))
+            structs.append(jax.ShapeDtypeStruct(shape, _jax_dtype(spec.dtype)))
         elif spec.kind == "scalar":
             structs.append(jax.ShapeDtypeStruct((), jnp.int32 if spec.python_type is int else jnp.float32))
     for spec in bound.captured.values():  # tensors read from the enclosing scope: implicit arguments
         structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
+    return structs
+
+
+# Modules lowered in this process: a digest of (module text but its chip line, argument
+# signature, mesh, the chip's lowering facts). Lowering is a function of exactly these, so
+# a module the suite compiles in several tests, or that plans alike for two chips, is
+# lowered once (checking the lowering of every variant the suite compiles stays cheap).
+_LOWERED: set[str] = set()
+
+
+def _lowering_key(code: str, structs: list, mesh_shape: tuple | None, chip: str) -> str:
+    text = "\n".join(line for line in code.splitlines() if not line.startswith("# Chip: "))
+    signature = [(tuple(s.shape), str(s.dtype)) for s in structs]
+    return hashlib.sha256(repr((text, signature, mesh_shape, lowering_facts(chip))).encode()).hexdigest()
+
+
+def _lower_for_chips(name: str, generate, structs: list, chips: Sequence[str], *,
+                     mosaic: dict[str, list[str]] | None = None, mesh_shape: tuple | None = None) -> dict[str, str]:
+    """`generate(chip)`: the module planned for that chip."""
     codes = {}
     for chip in chips:
         with simulated_chip(chip):
-            code = bound.to_code(config, chip=chip, sizes=bound.sizes_of(tuple(args)))
-            module = load_module(code, f"<{kernel.fn.__name__} for {chip}>", None)
-            host = getattr(module, kernel.fn.__name__)
+            code = codes[chip] = generate(chip)
+            key = _lowering_key(code, structs, mesh_shape, chip)
+            if mosaic is None and key in _LOWERED:
+                continue
+            module = load_module(code, f"<{name} for {chip}>", None)
+            host = getattr(module, name)
+            structs_here = structs
             if mesh_shape is not None:
-                host, structs_here = _on_mesh(host, tuple(mesh_shape), structs)
-            else:
-                structs_here = structs
+                host, structs_here = _on_mesh(host, mesh_shape, structs)
             seed = [jax.ShapeDtypeStruct((), jnp.int32)] if getattr(module, "RANDOM_SEED_ARGUMENT", False) else []
             try:
                 with _capturing_mosaic(mosaic.setdefault(chip, []) if mosaic is not None else None):
                     jax.export.export(jax.jit(host), platforms=["tpu"])(*structs_here, *seed)
             except Exception as err:  # noqa: BLE001 - any lowering failure is reported
                 raise exc.TpuLoweringFailed(
-                    f"{kernel.fn.__name__} did not lower to Mosaic for TPU {chip}: "
-                    f"{type(err).__name__}: {err}"
+                    f"{name} did not lower to Mosaic for TPU {chip}: {type(err).__name__}: {err}"
                 ) from err
-        codes[chip] = code
+            _LOWERED.add(key)
     return codes
 
 
@@ -202,5 +260,5 @@ def _jax_dtype(dtype: torch.dtype):
     }[dtype]
 
 
-__all__ = ["code_and_output", "check_tpu_lowering", "lowered_vmem_buffers", "reference_rand", "run_ref", "schedule_report",
-           "torch_dtype_of"]
+__all__ = ["code_and_output", "check_compiled_lowering", "check_tpu_lowering", "lowered_vmem_buffers",
+           "reference_rand", "run_ref", "schedule_report", "torch_dtype_of"]

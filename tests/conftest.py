@@ -18,3 +18,12 @@ os.environ.setdefault("PALLASITE_CODE_DIR", os.path.join(os.path.dirname(__file_
 os.environ.setdefault("PALLASITE_AUTOTUNE_EFFORT", "none")
 os.environ.setdefault("PALLASITE_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".pallasite_code",
                                                           "autotune_cache"))
+
+
+# Every kernel a test compiles is also lowered for TPU v5e, v6e and v7x (tests/tpu_lowering.py).
+from tpu_lowering import (  # noqa: E402,F401 - pytest finds the hooks in this module's namespace
+    pytest_collection_modifyitems, pytest_configure, pytest_runtest_call, pytest_sessionfinish,
+    pytest_terminal_summary, pytest_testnodedown,
+)
+
+pytest_plugins = ["pytester"]

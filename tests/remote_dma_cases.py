@@ -485,7 +485,15 @@ def lowering(name: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from pallasite.runtime.compiled import COMPILE_OBSERVERS
+    from pallasite.testing import check_compiled_lowering
+
+    compiled: list = []  # as in the suite (tests/tpu_lowering.py): every variant a case compiles lowers
+    COMPILE_OBSERVERS.append(compiled.append)
     for case in sys.argv[1:]:  # each argument is one case: "name arg ..."
         name, *case_args = case.split()
         globals()[name](*case_args)
+        for variant in compiled:
+            check_compiled_lowering(variant)
+        compiled.clear()
         print("OK", case)

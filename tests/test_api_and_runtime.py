@@ -417,18 +417,30 @@ def row_argmax(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_check_tpu_lowering_reports_mosaic_rejection():
-    # Interpret mode computes an argmax of int32 rows, but Mosaic's argmax takes
-    # only float32 input: the lowering check must catch what interpret mode hides.
-    x = torch.stack([torch.randperm(256, dtype=torch.int32) for _ in range(16)])
+def test_an_integer_argmax_lowers_as_max_then_first_index():
+    # Mosaic's argmax takes float32 only: an int32 argmax (exact past 2^24, where a cast
+    # to float32 would round) is a max, a compare and a min of the indices holding it.
+    x = torch.stack([torch.randperm(256, dtype=torch.int32) * 70000 for _ in range(16)])
+    x[:, 200] = x.amax(1)  # a repeated maximum: the first index wins, as in torch
     torch.testing.assert_close(row_argmax(x), torch.argmax(x, dim=1).to(torch.int32))
+    codes = check_tpu_lowering(row_argmax, (x,), chips=["v5e"])
+    assert "integer_arg_extreme(" in codes["v5e"]
+
+
+def test_check_tpu_lowering_reports_mosaic_rejection():
+    # A kernel with remote copies runs on every device of a mesh; lowered as one device's
+    # kernel outside jax.shard_map, Mosaic rejects it: the check names the kernel, the
+    # chip and Mosaic's reason.
+    from examples.ring_all_gather import ring_all_gather, shard_inputs
+
+    args = shard_inputs()
     with pytest.raises(exc.TpuLoweringFailed) as info:
-        check_tpu_lowering(row_argmax, (x,), chips=["v5e"])
-    assert "row_argmax did not lower to Mosaic for TPU v5e" in info.value.message
-    assert "float32" in info.value.message
-    # The same kernel on float32 rows lowers.
-    codes = check_tpu_lowering(row_argmax, (x.to(torch.float32),), chips=["v5e"])
-    assert "pl.pallas_call(" in codes["v5e"]
+        check_tpu_lowering(ring_all_gather, args, chips=["v5e"])
+    assert "ring_all_gather did not lower to Mosaic for TPU v5e" in info.value.message
+    assert "shard_map" in info.value.message
+    # As every device of a mesh runs it, it lowers.
+    codes = check_tpu_lowering(ring_all_gather, args, chips=["v5e"], mesh_shape=(1,))
+    assert "pltpu.make_async_remote_copy(" in codes["v5e"]
 
 
 def test_helion_decorator_spellings_use_default_config_and_print_output_code(capfd):

@@ -67,6 +67,30 @@ def test_load_buffer_count_with_output_streams(loop_type, buffers):
     assert depth == {"x": buffers, "out": buffers if loop_type == "fori_loop" else 2}
 
 
+@pallasite.kernel
+def causal_row_sums(q, k):
+    s, d = q.size()
+    out = torch.empty_like(q)
+    for tq in hl.tile(s):
+        acc = hl.zeros([tq, d], dtype=torch.float32)
+        for tk in hl.tile(0, min(k.size(0), tq.end)):
+            acc = acc + q[tq, :] * k[tk, :].sum(0)[None, :]
+        out[tq, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", STREAMING)
+def test_more_buffers_than_the_streamed_tensor_has_tiles(loop_type):
+    # (fuzzer finding) k has one tile of 1 row: the copy a third buffer prefetches, of
+    # tile 1, would start past k. The loop never runs it, but a window at a constant
+    # start past the tensor failed to trace, before anything ran.
+    q, k = randn(1, 128, seed=5), randn(1, 128, seed=6)
+    config = {"block_sizes": [1, 1], "pallas_loop_type": loop_type, "pallas_load_buffer_count": 3}
+    _, out = code_and_output(causal_row_sums, (q, k), **config)
+    torch.testing.assert_close(out, q * k.sum(0)[None, :])
+    check_tpu_lowering(causal_row_sums, (q, k), **config)
+
+
 @pytest.mark.parametrize("loop_type", STREAMING)
 def test_load_buffer_count_lowers_to_mosaic(loop_type):
     x, y = randn(16, 640, seed=1), randn(640, 256, seed=2)
@@ -315,20 +339,20 @@ def argmax_rows(x):
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bfloat16])
 def test_reduction_loops_argmax_argmin_first_occurrence(dtype):
     x = torch.randint(-3, 4, (16, 300), generator=torch.Generator().manual_seed(12)).to(dtype)
     x[0, 200] = 50  # a winner in a later chunk
     x[1, 290] = -50  # ... and in the masked tail chunk
-    if dtype == torch.float32:
+    if dtype.is_floating_point:
         x[2, 150] = float("nan")  # NaN wins, as in torch
     config = {"block_sizes": [8], "reduction_loops": [128]}
     _, out = code_and_output(argmax_rows, (x,), **config)
     expected = torch.stack([x.argmax(-1), (x * 1.0).argmin(-1)], dim=1).to(torch.int32)
     assert torch.equal(out, expected)
     assert len(only_call(argmax_rows, (x,), **config).looped_reductions) == 2
-    if dtype == torch.float32:  # Mosaic's argmax takes float32 only, looped or not
-        check_tpu_lowering(argmax_rows, (x,), chips=("v7x",), **config)
+    # Mosaic's argmax takes float32 only, looped or not: bf16 is widened, int32 is max + first index
+    check_tpu_lowering(argmax_rows, (x,), chips=("v7x",), **config)
 
 
 @pallasite.kernel

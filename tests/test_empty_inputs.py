@@ -6,6 +6,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.testing import check_tpu_lowering
 from plan_helpers import matmul
 
 
@@ -37,6 +38,29 @@ def test_reductions_over_empty_and_unit_dims(kernel, shape):
     result = kernel(x)
     assert result.shape == (shape[0],)
     torch.testing.assert_close(result, x.sum(-1), atol=1e-5, rtol=1e-5)
+
+
+@pallasite.kernel
+def empty_row_stats(x):
+    m, n = x.size()
+    out = torch.empty([4, m], dtype=x.dtype)
+    for tile_m in hl.tile(m):
+        row = x[tile_m, :]
+        out[0, tile_m] = row.sum(-1)
+        out[1, tile_m] = row.mean(-1)
+        out[2, tile_m] = (row * 2).prod(-1)
+        out[3, tile_m] = torch.logsumexp(row, -1)
+    return out
+
+
+def test_an_empty_value_is_never_built_in_the_kernel():
+    # Mosaic has no zero-sized vectors: a reduction over an empty axis is its identity
+    # (0, NaN for a mean, 1, -inf), and the empty block is never loaded or computed.
+    x = torch.randn(5, 0)
+    expected = torch.stack([x.sum(-1), x.mean(-1), (x * 2).prod(-1), torch.logsumexp(x, -1)])
+    torch.testing.assert_close(empty_row_stats(x), expected, equal_nan=True)
+    codes = check_tpu_lowering(empty_row_stats, (x,))
+    assert "(5, 0)" not in codes["v7x"].split("def empty_row_stats(")[0]
 
 
 @pytest.mark.parametrize("loop_type", ["fori_loop", "emit_pipeline"])

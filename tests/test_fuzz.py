@@ -5,6 +5,7 @@ import importlib.util
 import io
 import sys
 
+import pytest
 import torch
 
 from pallasite.fuzz import KINDS, Outcome, generate, run_case, run_fuzz, shrink
@@ -16,21 +17,23 @@ from pallasite.fuzz.session import main
 SEED = 7
 
 
-def test_a_fixed_seed_smoke_run_finds_no_mismatch_and_no_internal_error(tmp_path):
+def test_a_fixed_seed_smoke_run_finds_no_mismatch_no_internal_error_and_lowers_every_case(tmp_path):
     stream = io.StringIO()
-    report = run_fuzz(2 * len(KINDS), SEED, out=tmp_path, timeout_per_case=60, stream=stream)  # each kind twice
+    report = run_fuzz(2 * len(KINDS), SEED, out=tmp_path, timeout_per_case=60, stream=stream,  # each kind twice
+                      lowering=True)
     assert len(report.results) == 2 * len(KINDS)
     assert {r.case.kind for r in report.results} == set(KINDS)
     assert report.count(Outcome.MISMATCH) == 0, stream.getvalue()
     assert report.count(Outcome.INTERNAL) == 0, stream.getvalue()
+    assert report.count(Outcome.NO_LOWER) == 0, stream.getvalue()
     assert report.count(Outcome.MATCH) >= 15  # rejections are allowed, but most kernels must run
 
 
 def test_the_command_line_parses_its_options_and_prints_the_summary(tmp_path, capsys):
     assert main(["--cases", "1", "--seed", "3", "--kinds", "tile_rows", "--loop-types", "fori_loop",
-                 "--out", str(tmp_path), "--timeout-per-case", "60"]) == 0
+                 "--out", str(tmp_path), "--timeout-per-case", "60", "--lowering"]) == 0
     printed = capsys.readouterr().out
-    assert "tile_rows" in printed and "1 cases in" in printed
+    assert "tile_rows" in printed and "1 cases in" in printed and "does not lower" in printed
 
 
 def _sources(seed: int, count: int) -> list[str]:
@@ -178,3 +181,43 @@ def test_a_written_regression_test_of_a_constants_case_calls_twice(tmp_path):
     spec.loader.exec_module(module)
     module.test_scaled_by_a_global()
     assert callable(module.make_scaled_by_a_global)  # the closure form was written
+
+
+# ------------------------------------------------- narrowing reads, lowering --
+
+
+def test_the_narrowing_kind_reads_runs_of_loaded_blocks_under_every_loop_type():
+    cases = [generate(SEED, i, ("narrowing",)) for i in range(40)]
+    sources = [case.source() for case in cases]
+    loop_types = {t for case in cases for t in ((case.loop_type,) if isinstance(case.loop_type, str)
+                                                 else case.loop_type)}
+    assert loop_types == {"unroll", "fori_loop", "emit_pipeline"}
+    assert {case.tags[1] for case in cases} == {"grid", "nested", "jagged"}  # where the outer tile comes from
+    for form in ("blk[ts.index]", "blk[ts.begin]", "blk[ts.index, None", "wb[ts.index", "][ts.begin]",
+                 "hl.tile(tt.end - tt.begin", "hl.tile(min(tt.end - tt.begin", "out[tt.begin + ts.begin",
+                 "for ts, th in hl.tile([", "blk[ts, th]"):
+        assert any(form in source for source in sources), form
+
+
+def _vmem_limit_case() -> Case:
+    """A small kernel whose config asks for 96 MiB of scoped VMEM: v5e and v6e have it, v7x not."""
+    body = (
+        Line(0, "m, n = x.size()"),
+        Line(0, "out = torch.empty([m, n], dtype=torch.float32, device=x.device)"),
+        Line(0, "for tm, tn in hl.tile([m, n]):"),
+        Line(1, "out[tm, tn] = torch.sigmoid(x[tm, tn])"),
+        Line(0, "return out"),
+    )
+    return Case("pointwise", "asks_for_vmem", (InputSpec("x", ("m", "n")),), body, {"m": 16, "n": 128},
+                block_sizes=(8, 128), knobs=(("vmem_limit_bytes", 96 * 2**20),))
+
+
+@pytest.mark.no_tpu_lowering(reason="runs a case v7x cannot plan, to see the fuzzer report it")
+def test_with_lowering_a_case_that_runs_but_does_not_lower_is_a_finding(monkeypatch):
+    monkeypatch.setenv("PALLASITE_TPU_CHIP", "v6e")  # interpret mode runs it as a v6e would
+    case = _vmem_limit_case()
+    assert run_case(case, timeout=60).outcome is Outcome.MATCH
+    result = run_case(case, timeout=60, lowering=True)
+    assert result.outcome is Outcome.NO_LOWER and result.outcome.is_finding
+    assert "does not plan for TPU v7x" in result.detail and "over the 64 MiB" in result.detail
+    assert "check_tpu_lowering(asks_for_vmem, asks_for_vmem_inputs(), **config)" in regression_test(case, result)

@@ -99,19 +99,28 @@ def test_reduction_over_untiled_dim_matches_torch(reduce):
         pytest.param(torch.bfloat16, lambda v: v.sum(1), id="bf16_sum_accumulates_in_f32"),
         pytest.param(torch.bfloat16, lambda v: v.mean(1), id="bf16_mean"),
         pytest.param(torch.bfloat16, lambda v: v.amax(1), id="bf16_amax"),
+        pytest.param(torch.bfloat16, lambda v: v.argmax(1), id="bf16_argmax"),
         pytest.param(torch.int32, lambda v: v.sum(1), id="int32_sum"),
         pytest.param(torch.int32, lambda v: v.amax(1), id="int32_amax"),
         pytest.param(torch.int32, lambda v: v.argmin(1), id="int32_argmin"),
+        pytest.param(torch.int32, lambda v: v.argmax(1), id="int32_argmax"),
+        pytest.param(torch.int8, lambda v: v.amax(1), id="int8_amax"),
+        pytest.param(torch.int16, lambda v: v.sum(1), id="int16_sum"),
+        pytest.param(torch.int16, lambda v: v.argmax(1), id="int16_argmax"),
     ],
 )
 def test_reduction_dtype_matches_torch(dtype, reduce):
-    if dtype == torch.int32:
-        x = torch.randint(-1000, 1000, (16, 256), dtype=torch.int32, generator=_gen(1))
+    """Each also lowers for TPU (Mosaic reduces 32-bit integers only and takes argmax of
+    float32 only: narrower integers are widened, an integer argmax is max, compare, min)."""
+    if not dtype.is_floating_point:
+        low = -100 if dtype == torch.int8 else -1000  # repeated values: the first index wins
+        x = torch.randint(low, -low, (16, 256), dtype=torch.int32, generator=_gen(1)).to(dtype)
     else:
         x = (torch.randn(16, 256, generator=_gen(1)) + 3).to(dtype)
     expected = as_device_dtype(reduce(x)).reshape(16, 1)
-    result = row_reduction_kernel(reduce, expected.dtype)(x)
-    torch.testing.assert_close(result, expected, atol=2e-2, rtol=1e-2)
+    kernel = row_reduction_kernel(reduce, expected.dtype)
+    torch.testing.assert_close(kernel(x), expected, atol=2e-2, rtol=1e-2)
+    check_tpu_lowering(kernel, (x,))
 
 
 @pallasite.kernel
@@ -231,6 +240,16 @@ def test_padded_tail_is_masked_with_the_reduction_identity(reduce, inputs, ident
     kernel = tail_reduction_kernel(reduce, expected.dtype)
     torch.testing.assert_close(kernel(x), expected, atol=1e-5, rtol=1e-5)
     assert mask_fills(kernel, (x,)) == {identity}
+
+
+def test_a_bool_result_at_a_scalar_index_is_stored_as_a_one_element_run():
+    # A bool tensor cannot live in SMEM (32-bit only) and Mosaic stores only vectors to
+    # VMEM: the store writes the run [tile.id, tile.id + 1).
+    x = TAIL_INPUTS["positive"]()
+    kernel = tail_reduction_kernel(lambda v: (v > 1.5).any(), torch.bool)
+    torch.testing.assert_close(kernel(x), (x > 1.5).any().reshape(1))
+    codes = check_tpu_lowering(kernel, (x,))
+    assert "out_ref[pl.ds(tile_id, 1)] = " in codes["v7x"]
 
 
 @pallasite.kernel

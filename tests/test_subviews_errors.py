@@ -215,3 +215,46 @@ def test_a_constant_slice_of_a_partial_tile_names_the_slice_not_an_eager_error()
     # 21 rows in blocks of 8: the last tile holds 5, where torch's blk[1:] has 4 rows, not 7
     with pytest.raises(exc.InvalidConfig, match="a constant slice of tile 'tt'.*would depend on the tile's extent"):
         code_and_output(tail_sum, (torch.randn(2, 21, 128),), block_sizes=[8])
+
+
+# --------------------------------------------------- several index vectors --
+
+
+@pallasite.kernel
+def head_tile_sums(x):
+    """Rows of the block in runs of one inner tile and heads in runs of another."""
+    t, h, d = x.shape
+    out = torch.zeros([(t + 7) // 8, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :, :]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile_s, tile_h in hl.tile([tile_t.end - tile_t.begin, h], block_size=[2, 2]):
+            acc = acc + blk[tile_s, tile_h].sum(0).sum(0)
+        out[tile_t.id, :] = acc
+    return out
+
+
+@pallasite.kernel
+def paired_runs(x):
+    t, h, d = x.shape
+    out = torch.zeros([(t + 7) // 8, d], dtype=torch.float32, device=x.device)
+    for tile_t in hl.tile(t, block_size=8):
+        blk = x[tile_t, :, :]
+        acc = hl.zeros([d], dtype=torch.float32)
+        for tile_s, tile_h in hl.tile([tile_t.end - tile_t.begin, h], block_size=[2, 2]):
+            acc = acc + blk[tile_s.index, tile_h.index].sum(0)
+        out[tile_t.id, :] = acc
+    return out
+
+
+def test_two_index_vectors_in_one_narrowing_pair_up_so_they_are_refused_not_read_as_a_block():
+    # torch pairs index tensors element by element: blk[s.index, h.index] is the diagonal
+    # (row s[i], head h[i]), which reference mode computes; a narrowing read is a block of
+    # runs, so the pair is refused, never summed as the block. Tiles are slices: the block.
+    x = torch.randn(13, 4, 128)
+    with pytest.raises(exc.IndexingError, match=r"pairs them element by element") as info:
+        code_and_output(paired_runs, (x,))
+    assert "blk[tile_s.index, tile_h.index]" in str(info.value)
+    _, out = code_and_output(head_tile_sums, (x,))
+    expected = torch.stack([x[i:i + 8].sum((0, 1)) for i in range(0, 13, 8)])
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)

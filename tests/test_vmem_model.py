@@ -101,6 +101,15 @@ def test_a_config_over_capacity_is_rejected_with_the_numbers():
     assert _matmul_call([2048, 2048, 1024], "v6e").vmem_limit_bytes is not None
 
 
+def test_a_vmem_limit_over_the_chips_vmem_is_refused_for_that_chip():
+    # 96 MiB of scoped VMEM is more than v7x has: Mosaic would be asked for memory that does not exist
+    config = {"block_sizes": [256, 256, 256], "pallas_loop_type": "fori_loop", "vmem_limit_bytes": 96 * 2**20}
+    args = tuple(torch.empty(1024, 1024, device="meta") for _ in range(2))
+    with pytest.raises(exc.InvalidConfig, match=r"vmem_limit_bytes=100663296 \(96 MiB\) is over the 64 MiB of VMEM"):
+        matmul.bind(args).plan(config, "v7x")
+    assert matmul.bind(args).plan(config, "v6e").calls[0].vmem_limit_bytes == 96 * 2**20
+
+
 def test_live_values_count_and_the_model_grows_with_the_body():
     args = tuple(torch.empty(2, 2048, 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
     config = dict(block_sizes=[512, 512], pallas_loop_type="emit_pipeline")

@@ -344,9 +344,8 @@ class KernelEmitter:
     def _emit_load(self, node: Load, indent: int) -> None:
         access = self.plan.accesses[node.id]
         value = node.output
-        if 0 in value.shape:  # an empty slice: nothing to read
-            self.emit(f"{self.bind(value, node.tensor.name)} = jnp.zeros({literal(tuple(value.shape))}, "
-                      f"{jnp_dtype(value.dtype)})", indent)
+        if 0 in value.shape:  # an empty slice: nothing to read (and no vector: see _emit_op)
+            self.env[value.id] = f"jnp.zeros({literal(tuple(value.shape))}, {jnp_dtype(value.dtype)})"
             return
         self._emit_index_checks(node, indent)
         if access.gather is not None and access.gather.row_copy is not None:
@@ -478,6 +477,10 @@ class KernelEmitter:
             return
         if op.kind is ops.OpKind.INDEXED:  # interpret mode checks the index against the axis
             self._emit_index_checks(node, indent)
+        empty = _empty_result(node, op)
+        if empty is not None:  # Mosaic has no zero-sized vectors: an empty value is never built
+            self.env[node.outputs[0].id] = empty
+            return
         args = [
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
             for a in node.args
@@ -568,3 +571,18 @@ def _kept_unit_axes(value_shape, shape) -> bool:
         return False
     broadcasts = all(v in (1, s) for v, s in zip(reversed(tuple(value_shape)), reversed(tuple(shape))))
     return not broadcasts
+
+
+def _empty_result(node: Node, op) -> str | None:
+    """The text of an op's result that an empty operand decides, never materialized: an
+    empty result (zeros of its shape, read only by other empty ops and skipped stores), or
+    a reduction over an empty axis (its identity, as torch gives: 0 for a sum, 1 for a
+    product, NaN for a mean)."""
+    out = node.outputs[0]
+    if 0 in out.shape:
+        return f"jnp.zeros({literal(tuple(out.shape))}, {jnp_dtype(out.dtype)})"
+    source = node.args[0] if node.args else None
+    if op.reduction is None or not isinstance(source, Value) or 0 not in source.shape:
+        return None
+    fill = math.nan if op.reduction.averages else op.reduction.identity
+    return f"jnp.full({literal(tuple(out.shape))}, {_typed_fill(fill, out.dtype)}, {jnp_dtype(out.dtype)})"

@@ -23,6 +23,7 @@ JNP_DTYPES = {
     torch.float8_e4m3fn: "jnp.float8_e4m3fn", torch.float8_e5m2: "jnp.float8_e5m2",
 }
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
+_NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
 
 
 def jnp_dtype(dtype: torch.dtype) -> str:
@@ -139,15 +140,15 @@ def lower(call: OpCall) -> str:
 
 _UNARY_TEMPLATES = {
     "neg": "-{0}", "pos": "{0}", "abs": "jnp.abs({0})", "exp": "jnp.exp({0})",
-    "exp2": "jnp.exp2({0})", "expm1": "jnp.expm1({0})", "log": "jnp.log({0})",
+    "exp2": "jnp.exp2({0})", "expm1": "elementwise.expm1({0})", "log": "jnp.log({0})",
     "log2": "jnp.log2({0})", "log10": "jnp.log10({0})", "log1p": "jnp.log1p({0})",
     "sqrt": "jnp.sqrt({0})", "rsqrt": "lax.rsqrt({0})", "sin": "jnp.sin({0})",
     "cos": "jnp.cos({0})", "tan": "jnp.tan({0})", "tanh": "jnp.tanh({0})",
-    "sinh": "jnp.sinh({0})", "cosh": "jnp.cosh({0})", "asin": "jnp.arcsin({0})",
-    "acos": "jnp.arccos({0})", "atan": "jnp.arctan({0})", "asinh": "jnp.arcsinh({0})",
-    "acosh": "jnp.arccosh({0})", "atanh": "jnp.arctanh({0})",
+    "sinh": "elementwise.sinh({0})", "cosh": "elementwise.cosh({0})", "asin": "elementwise.asin({0})",
+    "acos": "elementwise.acos({0})", "atan": "elementwise.atan({0})", "asinh": "elementwise.asinh({0})",
+    "acosh": "elementwise.acosh({0})", "atanh": "elementwise.atanh({0})",
     "sigmoid": "jax.nn.sigmoid({0})", "relu": "jnp.maximum({0}, 0)",
-    "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})", "erfc": "lax.erfc({0})",
+    "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})", "erfc": "elementwise.erfc({0})",
     "floor": "jnp.floor({0})", "ceil": "jnp.ceil({0})", "trunc": "jnp.trunc({0})",
     "reciprocal": "(1 / {0})", "square": "({0} * {0})",
     "isnan": "jnp.isnan({0})", "isinf": "jnp.isinf({0})", "isfinite": "jnp.isfinite({0})",
@@ -158,6 +159,10 @@ _UNARY_TEMPLATES = {
     "logical_not": "jnp.logical_not({0})",
 }
 _BOOL_RESULT_UNARY = {"isnan", "isinf", "isfinite", "signbit", "logical_not"}
+# Functions Mosaic has no primitive for, written with those it has (pallasite/runtime/
+# elementwise.py, imported by a module that uses them as `elementwise`).
+ELEMENTWISE_HELPERS = frozenset({"expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+                                 "erfc", "gelu", "elu"})
 
 
 def _unary(call: OpCall) -> str:
@@ -192,8 +197,17 @@ def _round(call: OpCall) -> str:
 
 @rule("gelu")
 def _gelu(call: OpCall) -> str:
-    approximate = call.attrs.get("approximate", "none") == "tanh"
-    return f"jax.nn.gelu({call.cast(0, call.out_dtype)}, approximate={approximate})"
+    if call.attrs.get("approximate", "none") == "tanh":
+        return f"jax.nn.gelu({call.cast(0, call.out_dtype)}, approximate=True)"
+    # x * Phi(x) in float32, rounded once as torch does; Phi through erfc (accurate in the
+    # lower tail; Mosaic has no erfc primitive)
+    x = call.cast(0, torch.float32)
+    return _rounded(f"({x} * 0.5 * elementwise.erfc({x} * -0.7071067811865476))", call.out_dtype)
+
+
+def _rounded(text: str, dtype: torch.dtype) -> str:
+    """A float32 expression's value in `dtype`."""
+    return text if dtype == torch.float32 else f"{text}.astype({jnp_dtype(dtype)})"
 
 
 @rule("leaky_relu")
@@ -204,8 +218,9 @@ def _leaky_relu(call: OpCall) -> str:
 
 @rule("elu")
 def _elu(call: OpCall) -> str:
-    x = call.cast(0, call.out_dtype)
-    return f"jnp.where({x} > 0, {x}, {literal(call.attrs['alpha'])} * jnp.expm1({x}))"
+    x = call.cast(0, torch.float32)  # in float32, rounded once as torch does
+    return _rounded(f"jnp.where({x} > 0, {x}, {literal(call.attrs['alpha'])} * elementwise.expm1({x}))",
+                    call.out_dtype)
 
 
 @rule("hardtanh")
@@ -338,6 +353,17 @@ def _reduce(call: OpCall) -> str:
         x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
     elif op in ("sum", "mean", "prod") and call.out_dtype != source_dtype:
         x = call.cast(0, call.out_dtype)
+    elif source_dtype in _NARROW_INTS:  # Mosaic reduces 32-bit integers only
+        x = call.cast(0, torch.int32)
+    elif op in ("argmax", "argmin") and source_dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
+        x = call.cast(0, torch.float32)
+    if op in ("argmax", "argmin") and not source_dtype.is_floating_point:
+        # Mosaic's argmax/argmin take float32 only (pallasite/runtime/reductions.py)
+        axis = "None" if dims is None else str(dims[0])
+        flat = f"integer_arg_extreme({x}, {axis}, {keepdim}, largest={op == 'argmax'})"
+        if dims is None and "extents" in call.attrs:
+            return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
+        return flat
     if op in ("argmax", "argmin"):
         axis = "None" if dims is None else str(dims[0])
         if dims is None:
@@ -352,6 +378,8 @@ def _reduce(call: OpCall) -> str:
         text = f"{_REDUCE_FUNCTIONS[op]}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
     if op in ("all", "any"):
         return text
+    if source_dtype in _NARROW_INTS and call.out_dtype == source_dtype:  # amax/amin: back to its dtype
+        return f"{text}.astype({jnp_dtype(source_dtype)})"
     if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
         return f"{text}.astype({jnp_dtype(call.out_dtype)})"
     return text

@@ -97,8 +97,12 @@ def _emit_arg_partial(k, node: Node, looped: LoopedReduction, text: str, counter
     k.emit(f"{values} = {text}", indent)
     chunk_best, chunk_index, wins = k.names.fresh("chunk_best"), k.names.fresh("chunk_index"), k.names.fresh("wins")
     k.emit(f"{chunk_best} = {best_of}({values}, axis={axis}, keepdims={keepdim})", indent)
-    k.emit(f"{chunk_index} = {counter} * {looped.chunk} + {arg_of}({values}, axis={axis}, "
-           f"keepdims={keepdim}).astype(jnp.int32)", indent)
+    if source.dtype.is_floating_point:  # Mosaic's argmax/argmin take float32 (widening is exact)
+        wide = values if source.dtype == torch.float32 else f"{values}.astype(jnp.float32)"
+        arg = f"{arg_of}({wide}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
+    else:  # Mosaic's argmax/argmin take float32 only
+        arg = f"integer_arg_extreme({values}, {axis}, {keepdim}, largest={node.op == 'argmax'})"
+    k.emit(f"{chunk_index} = {counter} * {looped.chunk} + {arg}", indent)
     condition = f"{chunk_best} {better} {best}"
     if source.dtype.is_floating_point:
         condition = f"({condition}) | (jnp.isnan({chunk_best}) & ~jnp.isnan({best}))"

@@ -135,6 +135,14 @@ def normalize_narrowing(key: Any, shape: tuple[int, ...], name: str,
     if consumed > len(shape):
         raise exc.IndexingError(f"Too many indices for {name}: it has {len(shape)} dimensions, "
                                 f"the subscript indexes {consumed}.")
+    vectors = [item for item in items if isinstance(item, DeviceTensor) and len(item.value.shape) == 1]
+    if len(vectors) > 1:
+        raise exc.IndexingError(
+            f"{name}[{', '.join(_item_text(item) for item in items)}]: this subscript holds {len(vectors)} index "
+            "vectors, and torch pairs them element by element (the diagonal: position i of each), not the "
+            "block they span; a narrowing read of a device value reads a block of runs. For the block, index "
+            "with the tiles themselves (`blk[tile_a, tile_b]`) or one axis at a time "
+            "(`blk[tile_a.index][:, tile_b.index]`).")
     out: list = []
     for item in items:
         if item is Ellipsis:
@@ -255,6 +263,25 @@ def gathered_axis(index: tuple[IndexItem, ...]) -> int:
         if not isinstance(item, ScalarIndex):
             axis += 1
     raise AssertionError("no index vector in the subscript")
+
+
+def _item_text(item: Any) -> str:
+    """An index item as the user wrote it, near enough for a message."""
+    if item is None:
+        return "None"
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, slice):
+        return _slice_text(item)
+    if isinstance(item, TileProxy):
+        return item.dim.name
+    if isinstance(item, DeviceTensor) and item.value.producer is not None:
+        producer = item.value.producer
+        if producer.op == "tile_index":
+            return f"{producer.args[0].name}.index"
+    if isinstance(item, DeviceTensor):
+        return item.value.name or "index"
+    return repr(item)
 
 
 def _slice_text(item: slice) -> str:

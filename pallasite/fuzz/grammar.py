@@ -16,6 +16,7 @@ from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
+from .narrowing import narrowing
 
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
@@ -499,7 +500,7 @@ def scatter(draw: Draw, name: str) -> Case:
 KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "pointwise": pointwise, "reduction": reduction, "matmul": matmul, "attention": attention,
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
-    "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter,
+    "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter, "narrowing": narrowing,
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
     # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
     "paired_indices": paired_indices, "flat_gather": flat_gather,

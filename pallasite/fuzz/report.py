@@ -52,11 +52,14 @@ def regression_test(case: Case, result: Result, original: Case | None = None) ->
     # with constants: a first call with their first values, then the compared call
     first_call = (f"    code_and_output({case.name}, {case.name}_inputs(), **config)\n    rebind_constants()\n"
                   if case.constants else "")
+    # a case that does not lower for some TPU: the test lowers it for v5e, v6e and v7x too
+    lowers = (f"\n    check_tpu_lowering({case.name}, {case.name}_inputs(), **config)"
+              if result.outcome is Outcome.NO_LOWER else "")
     return f'''"""Fuzzer finding: {result.outcome.value} in a {case.kind} kernel{origin}."""
 # What happened:
 {detail}
 {imports}
-from pallasite.testing import code_and_output, run_ref
+from pallasite.testing import {"check_tpu_lowering, " if lowers else ""}code_and_output, run_ref
 
 
 {body}
@@ -71,7 +74,7 @@ def test_{case.name}():
 {first_call}    expected = run_ref({case.name}, {case.name}_inputs(), config=config)
     _, result = code_and_output({case.name}, {case.name}_inputs(), **config)
     assert result.dtype == expected.dtype and result.shape == expected.shape
-{_assertion(case, "    ")}
+{_assertion(case, "    ")}{lowers}
 '''
 
 

@@ -16,7 +16,8 @@ from typing import Any, Iterator
 import torch
 
 from .. import exc
-from ..testing import code_and_output, run_ref
+from ..config import Config
+from ..testing import check_compiled_lowering, run_ref
 from .cases import Case, load_kernel
 
 
@@ -26,11 +27,12 @@ class Outcome(str, enum.Enum):
     INTERNAL = "internal error"  # an exception that is not a clean pallasite error
     REJECTED = "rejected"  # a pallasite error naming an unsupported form or config
     REF_ERROR = "ref-mode error"  # compiled fine, reference mode raised
+    NO_LOWER = "does not lower"  # ran in interpret mode, but Mosaic cannot compile it for some TPU (--lowering)
     TIMEOUT = "timeout"
 
     @property
     def is_finding(self) -> bool:
-        return self in (Outcome.MISMATCH, Outcome.INTERNAL)
+        return self in (Outcome.MISMATCH, Outcome.INTERNAL, Outcome.NO_LOWER)
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,11 @@ def compare(result: Any, expected: Any, case: Case) -> str | None:
             f"compiled {result[index].item()!r}, reference {expected[index].item()!r}")
 
 
-def run_case(case: Case, timeout: float | None = None, config_rng: random.Random | None = None) -> Result:
-    """Compile and run `case`, run it in reference mode, compare; never raises (but Ctrl-C)."""
+def run_case(case: Case, timeout: float | None = None, config_rng: random.Random | None = None,
+             lowering: bool = False) -> Result:
+    """Compile and run `case`, run it in reference mode, compare; never raises (but Ctrl-C).
+    `lowering`: also lower the variant that ran for TPU v5e, v6e and v7x (`jax.export`); one
+    that does not is `Outcome.NO_LOWER` (a wrong result still counts first)."""
     start = time.perf_counter()
 
     def done(outcome: Outcome, detail: str, signature: tuple, ran: Case) -> Result:
@@ -158,12 +163,20 @@ def run_case(case: Case, timeout: float | None = None, config_rng: random.Random
         with deadline(timeout):
             kernel = load_kernel(case)
             args = case.make_inputs()
+            lowered = None  # what lowering said, if it failed
             try:
                 ran = choose_config(case, kernel, args, config_rng or random.Random(0))
-                _, compiled = code_and_output(kernel, _clone(args), **ran.config())
+                config = ran.config()
+
+                def run_once():
+                    bound = kernel.bind(args)  # after constants change: the variant they key
+                    variant = bound.compile_config(Config(**config) if config else None, bound.sizes_of(args))
+                    return variant, variant(*_clone(args))
+
+                variant, compiled = run_once()
                 if case.constants:  # a second call after the constants it read have changed
                     sys.modules[kernel.fn.__module__].rebind_constants()
-                    _, compiled = code_and_output(kernel, _clone(args), **ran.config())
+                    variant, compiled = run_once()
             except exc.PallasiteError as error:
                 message = message_of(error)
                 if _INTERNAL_TEXT.search(str(error)):
@@ -175,16 +188,32 @@ def run_case(case: Case, timeout: float | None = None, config_rng: random.Random
                 message = message_of(error)
                 detail = message + "\n" + "".join(traceback.format_exception(error)[-6:])
                 return done(Outcome.INTERNAL, detail, ("internal", normalized(message)), ran)
+            if lowering:
+                try:
+                    check_compiled_lowering(variant)
+                except exc.TpuLoweringFailed as error:
+                    lowered = message_of(error)
             try:
                 expected = run_ref(kernel, _clone(args), config=ran.config())
             except CaseTimeout:
                 raise
             except Exception as error:  # noqa: BLE001
+                if lowered is not None:
+                    return _no_lower(done, lowered, ran)
                 message = message_of(error)
                 return done(Outcome.REF_ERROR, message, ("ref", normalized(message)), ran)
     except CaseTimeout as error:
         return done(Outcome.TIMEOUT, str(error), ("timeout",), ran)
     difference = compare(compiled, expected, ran)
-    if difference is None:
-        return done(Outcome.MATCH, "", ("match",), ran)
-    return done(Outcome.MISMATCH, difference, ("mismatch",), ran)
+    if difference is not None:
+        return done(Outcome.MISMATCH, difference, ("mismatch",), ran)
+    if lowered is not None:
+        return _no_lower(done, lowered, ran)
+    return done(Outcome.MATCH, "", ("match",), ran)
+
+
+def _no_lower(done, message: str, ran: Case) -> Result:
+    # the chip and Mosaic's reason, without the kernel's name (the shrinker renames nothing,
+    # but a smaller case must fail for the same reason)
+    reason = message.split(": ", 2)[-1]
+    return done(Outcome.NO_LOWER, message, ("no-lower", normalized(reason)), ran)

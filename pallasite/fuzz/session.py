@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import sys
@@ -9,8 +10,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Iterator, Sequence, TextIO
 
+from ..runtime.chips import CHIP_ENV
 from .cases import Case, unload_all
 from .grammar import KINDS, LOOP_TYPES, generate
 from .report import regression_test, summary, write_finding
@@ -35,21 +37,45 @@ def config_rng(seed: int, index: int) -> random.Random:
 def run_fuzz(cases: int, seed: int = 0, *, kinds: Sequence[str] = tuple(KINDS),
              loop_types: Sequence[str] = LOOP_TYPES, out: Path | str = "fuzz_findings",
              timeout_per_case: float | None = 120.0, shrink_findings: bool = True,
-             stream: TextIO = sys.stderr) -> FuzzReport:
-    """Run `cases` generated cases; a mismatch or internal error is shrunk and written to `out`."""
+             stream: TextIO = sys.stderr, lowering: bool = False) -> FuzzReport:
+    """Run `cases` generated cases; a mismatch or internal error is shrunk and written to `out`.
+    `lowering`: every case that runs is also lowered for TPU v5e, v6e and v7x, and one that
+    does not lower is a finding too ("does not lower")."""
     os.environ.setdefault("PALLASITE_CODE_DIR", tempfile.mkdtemp(prefix="pallasite_fuzz_code_"))
-    kinds, loop_types = tuple(kinds), tuple(loop_types)
+    with _chip_for(lowering):
+        return _run(cases, seed, tuple(kinds), tuple(loop_types), out, timeout_per_case, shrink_findings, stream,
+                    lowering)
+
+
+@contextlib.contextmanager
+def _chip_for(lowering: bool) -> Iterator[None]:
+    """With lowering, cases compile (and their configs are drawn) for v7x, the one of the three
+    generations they are lowered for with the least VMEM (64 MiB): a config that plans there
+    plans on v5e and v6e, where one drawn for a larger default chip that v7x cannot hold would
+    be a finding about the draw, not the compiler. PALLASITE_TPU_CHIP, when set, wins."""
+    if not lowering or os.environ.get(CHIP_ENV):
+        yield
+        return
+    os.environ[CHIP_ENV] = "v7x"
+    try:
+        yield
+    finally:
+        del os.environ[CHIP_ENV]
+
+
+def _run(cases: int, seed: int, kinds: tuple[str, ...], loop_types: tuple[str, ...], out: Path | str,
+         timeout_per_case: float | None, shrink_findings: bool, stream: TextIO, lowering: bool) -> FuzzReport:
     report = FuzzReport()
     start = time.perf_counter()
     for index in range(cases):
         case = generate(seed, index, kinds, loop_types)
-        result = run_case(case, timeout_per_case, config_rng(seed, index))
+        result = run_case(case, timeout_per_case, config_rng(seed, index), lowering=lowering)
         report.results.append(result)
         note = f"  {result.detail.splitlines()[0][:100]}" if result.outcome is not Outcome.MATCH else ""
         print(f"[{index + 1:>4}/{cases}] {case.kind:<17} {result.outcome.value:<14} {result.seconds:5.1f}s{note}",
               file=stream, flush=True)
         if result.outcome.is_finding:
-            report.findings.append(_write_up(result, out, timeout_per_case, shrink_findings, stream))
+            report.findings.append(_write_up(result, out, timeout_per_case, shrink_findings, stream, lowering))
         if index % 25 == 24:
             unload_all()
     report.seconds = time.perf_counter() - start
@@ -57,13 +83,13 @@ def run_fuzz(cases: int, seed: int = 0, *, kinds: Sequence[str] = tuple(KINDS),
 
 
 def _write_up(result: Result, out: Path | str, timeout: float | None, shrink_it: bool,
-              stream: TextIO) -> tuple[Result, Path]:
+              stream: TextIO, lowering: bool = False) -> tuple[Result, Path]:
     original = result.case
     final = result
     if shrink_it:
         def still_fails(candidate: Case) -> bool:
             nonlocal final
-            attempt = run_case(candidate, timeout)
+            attempt = run_case(candidate, timeout, lowering=lowering)
             if attempt.signature == result.signature:
                 final = attempt
                 return True
@@ -72,7 +98,7 @@ def _write_up(result: Result, out: Path | str, timeout: float | None, shrink_it:
         smallest, attempts = shrink(original, still_fails)
         print(f"    shrunk in {attempts} attempts", file=stream, flush=True)
         if final.case != smallest:
-            final = run_case(smallest, timeout)
+            final = run_case(smallest, timeout, lowering=lowering)
     path = write_finding(Path(out), final.case, final, original)
     print(f"    regression test: {path}\n" + regression_test(final.case, final, original), file=stream, flush=True)
     return final, path
@@ -99,9 +125,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="fuzz_findings", help="folder for the regression tests of findings")
     parser.add_argument("--timeout-per-case", type=float, default=120.0, help="seconds before a case times out")
     parser.add_argument("--no-shrink", action="store_true", help="write findings as generated, unshrunk")
+    parser.add_argument("--lowering", action="store_true",
+                        help="also lower every case that runs for TPU v5e, v6e and v7x (jax.export); one that "
+                             "does not lower is a finding")
     args = parser.parse_args(argv)
     report = run_fuzz(args.cases, args.seed, kinds=args.kinds, loop_types=args.loop_types, out=args.out,
-                      timeout_per_case=args.timeout_per_case, shrink_findings=not args.no_shrink)
+                      timeout_per_case=args.timeout_per_case, shrink_findings=not args.no_shrink,
+                      lowering=args.lowering)
     print(summary(report.results, report.seconds, args.kinds))
     for result, path in report.findings:
         print(f"finding: {result.outcome.value} in {result.case.name}: {result.detail.splitlines()[0]}\n  -> {path}")

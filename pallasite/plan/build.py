@@ -244,6 +244,12 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
             loop.location,
         )
     limit = vmem_limit
+    if limit is not None and limit > vmem_capacity:
+        raise exc.VmemOverflow(
+            f"vmem_limit_bytes={limit} ({limit / 2**20:.0f} MiB) is over the {vmem_capacity / 2**20:.0f} MiB "
+            f"of VMEM TPU {chip_key} has; lower the limit (or leave it out: the plan sets one when needed).",
+            loop.location,
+        )
     if limit is not None and limit < vmem:
         raise exc.VmemOverflow(
             f"vmem_limit_bytes={limit} is below this config's estimated VMEM working set of "

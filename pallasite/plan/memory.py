@@ -23,7 +23,7 @@ from .scatters import is_scatter, plan_scatter, widened_for_scatter
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
-    Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, StoreMask, TileRange,
+    Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
 from .tpu_tiling import AxisRule
 
@@ -281,6 +281,10 @@ def plan_access(node, operand: Operand) -> Access:
             ref_shape.append(block.size)
         else:
             ref_index.append(ScalarIndex(item.index))
+    if isinstance(node, Store) and not ref_shape and ref_index and isinstance(ref_index[-1], ScalarIndex):
+        # Mosaic stores only vectors to VMEM: one element is a run of 1 at that position
+        ref_index[-1] = RefOffset((ref_index[-1].index,), 1)
+        ref_shape.append(1)
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block

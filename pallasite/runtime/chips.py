@@ -39,6 +39,17 @@ def chip_info(name: str) -> tpu_info.TpuInfo:
 DEFAULT_CHIP = "v7x"  # the generation the seed results (benchmarks/) were measured on
 
 
+def lowering_facts(name: str) -> tuple:
+    """What JAX's Pallas TPU lowering reads of the chip (jax 0.10: `tpu_info`'s lane and
+    sublane counts, to check rank-1 blocks; whether the generation is 4 or later, for a bf16
+    sign and a rank-1 value's tiling; sparse-core facts only for sparse-core kernels, which
+    pallasite does not write). One generated module lowers to the same Mosaic on chips with
+    equal facts: v5e, v6e and v7x share them (tests/test_tpu_lowering_edges.py checks it), so
+    a module generated alike for them is lowered once. Plans still differ per chip (VMEM)."""
+    info = chip_info(name)
+    return (info.num_lanes, info.num_sublanes, info.generation >= 4)
+
+
 def default_chip() -> str:
     """The generation kernels are planned, modelled and simulated for: `PALLASITE_TPU_CHIP`
     when set, else the attached TPU's own generation, else v7x."""

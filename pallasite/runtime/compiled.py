@@ -26,13 +26,18 @@ if TYPE_CHECKING:
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
 
+# Called with every new CompiledKernel, once it is loaded: how the test suite lowers each
+# variant it compiles for TPU (pallasite.testing.check_compiled_lowering, tests/conftest.py).
+COMPILE_OBSERVERS: list[Callable[["CompiledKernel"], None]] = []
+
 
 class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
     def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None,
-                 range_checks: list | None = None):
+                 range_checks: list | None = None, sizes: dict[str, int] | None = None):
         self.bound = bound
+        self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
         self.range_checks = {check.check_id: check for check in range_checks or ()}
         self.result_structure = result_structure  # the IR's symbols, mirroring the result
         self.config = config
@@ -59,6 +64,8 @@ class CompiledKernel:
         self._runtime_params = [(i, spec) for i, spec in enumerate(specs) if spec.kind in ("tensor", "scalar")]
         self._param_index = {name: i for i, name in enumerate(self._names)}
         self.draws_seed = getattr(self.module, "RANDOM_SEED_ARGUMENT", False)
+        for observer in COMPILE_OBSERVERS:
+            observer(self)
 
     guards: SizeGuards | None = None  # static_shapes=False: the sizes this variant serves
 

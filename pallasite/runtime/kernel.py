@@ -393,7 +393,7 @@ class BoundKernel:
 
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
         plan = plans[0]
-        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks)
+        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes)
         compiled.guards = guards
         self._compiled[(key, guards)] = compiled
         return compiled

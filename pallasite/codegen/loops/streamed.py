@@ -96,12 +96,15 @@ def _emit_first_copies(k, streams, trips: str, indent: int) -> None:
         for stream in inputs:
             k.emit(f"{stream.copy_fn}(0, 0).start()", indent + 1)
         return
-    k.emit(f"# {depth} buffers: the first {depth - 1} tiles' copies start before the loop", indent)
-    for ahead in range(depth - 1):
-        k.emit(f"@pl.when({trips} > {ahead})", indent)
-        k.emit(f"def _fetch_tile_{ahead}():", indent)
-        for stream in inputs:
-            k.emit(f"{stream.copy_fn}({ahead}, {ahead}).start()", indent + 1)
+    # A loop over them: a copy built at a constant step past a short tensor fails to trace,
+    # even where it never runs; the step of a loop is a traced value.
+    k.emit(f"# {depth} buffers: the copies of the first {depth - 1} tiles (as many as there are) start "
+           "before the loop", indent)
+    k.emit("def _fetch_first_tiles(ahead, carry):", indent)
+    for stream in inputs:
+        k.emit(f"{stream.copy_fn}(ahead, ahead).start()", indent + 1)
+    k.emit("return carry", indent + 1)
+    k.emit(f"lax.fori_loop(0, jnp.minimum({trips}, {depth - 1}), _fetch_first_tiles, 0)", indent)
 
 
 def _emit_step_copies(k, streams, frame, trips: str, indent: int) -> None:
