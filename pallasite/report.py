@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .config import Config
-from .ir import ScalarSymbol, TensorSymbol
 from .plan.metrics import schedule_metrics
 from .plan.schedule import count_call
 from .autotune.cost_model import estimate_plan, mxu_figures
-from .plan.worklists import worklist_tables
+from .plan.argument_tables import plan_tables
 
 # The report's keys, in table order, with what each counts.
 FIELDS = {
@@ -73,25 +72,6 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         "chip": plan.chip,
         "config": dict(config),
     }
-
-
-def plan_tables(kernel, bound, plan, args, kwargs) -> dict:
-    """The values the schedule of `plan` reads for these arguments: the argument tables,
-    plus each flattened worklist's item tables as its host function builds them."""
-    tables = argument_tables(kernel, bound, plan.ir.arguments, args, kwargs)
-    for call in plan.calls:
-        if call.worklist is not None:
-            tables.update(worklist_tables(call.worklist, tables))
-    return tables
-
-
-def argument_tables(kernel, bound, symbols: list, args, kwargs) -> dict:
-    """Each argument symbol (parameters, then captured tensors) to its value."""
-    values = kernel._bind_arguments(tuple(args), dict(kwargs))
-    captured = kernel.captured_tensors()
-    values += [captured[name] for name in bound.captured]
-    return {symbol: value for symbol, value in zip(symbols, values)
-            if isinstance(symbol, (TensorSymbol, ScalarSymbol))}
 
 
 def format_report(title: str, report: Mapping[str, Any]) -> str:

@@ -80,7 +80,7 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     """
     bound = kernel.bind(tuple(args))
     config = _config(bound, config_kwargs)
-    values = kernel._bind_arguments(tuple(args), {})  # parameters' defaults filled in
+    values = kernel.bind_arguments(tuple(args), {})  # parameters' defaults filled in
     # the arguments' own shapes: with static_shapes=False, the bound kernel serves a bucket
     shapes = [tuple(value.shape) if spec.kind == "tensor" else None for spec, value in zip(bound.specs, values)]
     sizes = bound.sizes_of(tuple(args)) or None

@@ -88,7 +88,7 @@ def test_more_grid_steps_cost_more_overhead():
 def test_megacore_chips_split_the_parallel_grid_between_their_cores():
     from pallasite.autotune.cost_model import core_share
     from pallasite.plan.schedule import count_call
-    from pallasite.report import argument_tables as _tables
+    from pallasite.plan.argument_tables import argument_tables as _tables
 
     args = _meta(1024, 1024, count=2)
     bound = matmul.bind(args)
@@ -111,7 +111,7 @@ def test_the_megacore_split_follows_jaxs_chip_table(chip):
 
     from pallasite.autotune.cost_model import core_share
     from pallasite.plan.schedule import count_call
-    from pallasite.report import argument_tables as _tables
+    from pallasite.plan.argument_tables import argument_tables as _tables
     from pallasite.runtime.chips import chip_version
 
     version = chip_version(chip)

@@ -57,6 +57,7 @@ from ..config import Config
 from ..plan.metrics import schedule_metrics
 from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
+from ..plan.argument_tables import plan_tables
 from ..plan.schedule import CallCounts, count_call, node_flops
 from ..runtime.chips import default_chip, ChipFigures, chip_figures
 
@@ -94,8 +95,6 @@ def estimate(kernel, args: Sequence[Any], config: Config | Mapping[str, Any] | N
         config = Config(**dict(config))
     if plan is None:
         plan = bound.plan(bound.resolve_config(config), chip)
-    from ..report import plan_tables  # the report's tables, one definition
-
     return estimate_plan(plan, plan_tables(kernel, bound, plan, args, kwargs or {}))
 
 

@@ -23,10 +23,6 @@ def promote(a: torch.dtype, b: torch.dtype) -> torch.dtype:
     return a if _RANK[a] >= _RANK[b] else b
 
 
-def with_python_float(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.int32, torch.bool) else dtype
-
-
 @dataclass(frozen=True)
 class Value:
     name: str

@@ -246,22 +246,6 @@ def same_size(a: Any, b: Any) -> bool:
     return isinstance(a, SymbolicSize) and isinstance(b, SymbolicSize) and a.expr == b.expr
 
 
-def size_names(value: Any) -> set[str]:
-    """The size variables a value's formula reads."""
-    found: set[str] = set()
-
-    def visit(expr: Any) -> None:
-        if isinstance(expr, SizeVar):
-            found.add(expr.name)
-        elif isinstance(expr, SizeOp):
-            visit(expr.left)
-            visit(expr.right)
-
-    if isinstance(value, SymbolicSize):
-        visit(value.expr)
-    return found
-
-
 def dynamic_sizes(arguments: list) -> list[tuple[str, str, int]]:
     """(size name, argument name, axis) of every symbolic size in the arguments' shapes:
     the values the generated host function reads from its inputs' shapes."""

@@ -62,7 +62,7 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     args, kwargs = tuple(args), dict(kwargs or {})
     check_arguments = getattr(kernel, "_arg_specs", None)
     if check_arguments is not None:  # the argument errors of a compiled call (kinds, 64-bit dtypes)
-        check_arguments(kernel._bind_arguments(args, kwargs))
+        check_arguments(kernel.bind_arguments(args, kwargs))
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}

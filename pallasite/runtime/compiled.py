@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +21,30 @@ from .dynamic import SizeGuards
 from .interpret import interpret_params, interpreter_reports
 from .scope import changed_names, read_scope
 
-if TYPE_CHECKING:
-    from .kernel import BoundKernel
+
+
+class KernelSource(Protocol):
+    """What a compiled variant reads of its kernel (runtime/kernel.py's `Kernel`)."""
+
+    fn: Callable
+    print_output_code: bool
+    params: list  # the function's inspect.Parameters, in order
+
+    def bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]: ...
+
+    def scope_reads(self) -> Any: ...
+
+
+class BoundSignature(Protocol):
+    """What a compiled variant reads of its signature (runtime/kernel.py's `BoundKernel`)."""
+
+    kernel: KernelSource
+    specs: list
+    captured: dict  # implicit tensor arguments read from the enclosing scope, by name
+    constants: tuple  # the other scope values the trace read (runtime/scope.py)
+    remote: bool
+
+    def sizes_of(self, args: tuple, kwargs: dict | None = None) -> dict[str, int]: ...
 
 PRINT_ENV = "PALLASITE_PRINT_CODE"
 
@@ -34,7 +56,7 @@ COMPILE_OBSERVERS: list[Callable[["CompiledKernel"], None]] = []
 class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
-    def __init__(self, bound: BoundKernel, config: Config, code: str, result_structure: Any = None,
+    def __init__(self, bound: BoundSignature, config: Config, code: str, result_structure: Any = None,
                  range_checks: list | None = None, sizes: dict[str, int] | None = None):
         self.bound = bound
         self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
@@ -59,7 +81,7 @@ class CompiledKernel:
         self.mutated_args = self.module.MUTATED_ARGS
         self._jitted = jax.jit(self.host_fn)
         # The host function's parameters: the kernel's, then the captured tensors.
-        self._names = [p.name for p in bound.kernel._params] + list(bound.captured)
+        self._names = [p.name for p in bound.kernel.params] + list(bound.captured)
         specs = [*bound.specs, *bound.captured.values()]
         self._runtime_params = [(i, spec) for i, spec in enumerate(specs) if spec.kind in ("tensor", "scalar")]
         self._param_index = {name: i for i, name in enumerate(self._names)}
@@ -78,7 +100,7 @@ class CompiledKernel:
                 f"This compiled variant of '{self.bound.kernel.fn.__name__}' (static_shapes=False) was "
                 f"built for other sizes than {self.bound.sizes_of(args, kwargs)}; call the kernel itself, "
                 "or compile_config(config, bound.sizes_of(args)).")
-        values = self.bound.kernel._bind_arguments(args, kwargs)
+        values = self.bound.kernel.bind_arguments(args, kwargs)
         if captured is None:
             captured = self._scope_unchanged()
         if not self.bound.captured:
@@ -98,7 +120,7 @@ class CompiledKernel:
         """The captured tensors now, after checking that the other globals and closure values
         the kernel reads are still those baked into this variant."""
         kernel = self.bound.kernel
-        tensors, constants = read_scope(kernel.fn, kernel._reads())
+        tensors, constants = read_scope(kernel.fn, kernel.scope_reads())
         if constants != self.bound.constants:
             changed = changed_names(self.bound.constants, constants)
             raise exc.KernelArgumentError(

@@ -69,7 +69,7 @@ class Kernel:
         self.ref_mode = ref_mode
         self.static_shapes = static_shapes  # False: one variant per size bucket (runtime/dynamic.py)
         self._signature = inspect.signature(fn)
-        self._params = list(self._signature.parameters.values())
+        self.params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
         self._bound: dict[tuple, BoundKernel] = {}
         self._scope_reads: source.ScopeReads | None = None
@@ -86,7 +86,7 @@ class Kernel:
 
     # ------------------------------------------------------------ binding --
 
-    def _bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
+    def bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as err:
@@ -96,7 +96,7 @@ class Kernel:
 
     def _arg_specs(self, values: list[Any]) -> list[ArgSpec]:
         specs = []
-        for param, value in zip(self._params, values):
+        for param, value in zip(self.params, values):
             constexpr = param.annotation is hl.constexpr or param.annotation == "hl.constexpr"
             if _is_python_scalar_in_jit(value) and not constexpr:
                 # `jax.jit(kernel.jax_fn)(x, 2.0)` traces the Python scalar; it stays a scalar.
@@ -130,7 +130,7 @@ class Kernel:
     def _key(self, specs: list[ArgSpec], captured: dict[str, ArgSpec], constants: tuple = ()) -> tuple:
         """The variant key: everything the trace reads (docs/ARCHITECTURE.md, "The variant key")."""
         key = []
-        for param, spec in zip(self._params, specs):
+        for param, spec in zip(self.params, specs):
             if spec.kind == "tensor":
                 shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
                 key.append((shape, spec.dtype))
@@ -154,9 +154,9 @@ class Kernel:
         (`self.weight`, `CONFIG["w"]`, inside a helper function) is not captured;
         using it is an `exc.UnsupportedOperation` that says to pass it.
         """
-        return read_scope(self.fn, self._reads(), constants=False)[0]
+        return read_scope(self.fn, self.scope_reads(), constants=False)[0]
 
-    def _reads(self) -> source.ScopeReads:
+    def scope_reads(self) -> source.ScopeReads:
         """The free names the kernel reads and how (the source is parsed once)."""
         if self._scope_reads is None:
             self._scope_reads = source.scope_reads(source.function_ast(self.fn)[0])
@@ -177,11 +177,11 @@ class Kernel:
         """The kernel specialized to these arguments' shapes, dtypes and constants, those of
         the tensors it captures (see `captured_tensors`) and the values of the other globals
         and closure variables it reads (runtime/scope.py)."""
-        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self._reads()))
+        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self.scope_reads()))
 
     def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple]) -> BoundKernel:
         """`bind` given the scope read for this call (`read_scope`: captured tensors, constants)."""
-        values = self._bind_arguments(args, kwargs)
+        values = self.bind_arguments(args, kwargs)
         specs = self._arg_specs(values)
         tensors, constants = scope
         captured = self._captured_specs(tensors)
@@ -189,7 +189,7 @@ class Kernel:
         bound = self._bound.get(key)
         if bound is None:
             if not self.static_shapes:
-                specs = symbolic_specs([p.name for p in self._params], specs)
+                specs = symbolic_specs([p.name for p in self.params], specs)
             bound = BoundKernel(self, specs, captured, constants)
             if bound.specialized - self._specialized:
                 self._specialized |= bound.specialized
@@ -203,7 +203,7 @@ class Kernel:
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
-        scope = read_scope(self.fn, self._reads())  # once per call: the bind key and the call's tensors
+        scope = read_scope(self.fn, self.scope_reads())  # once per call: the bind key and the call's tensors
         bound = self._bind(args, kwargs, scope)
         if bound.remote:
             raise _needs_shard_map(self.fn.__name__)
@@ -229,7 +229,7 @@ class Kernel:
         """
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            scope = read_scope(self.fn, self._reads())
+            scope = read_scope(self.fn, self.scope_reads())
             return self._bind(args, kwargs, scope)._default_compiled(args, kwargs).run_jax(args, kwargs, scope[0])
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -400,7 +400,7 @@ class BoundKernel:
 
     def sizes_of(self, args: tuple, kwargs: dict | None = None) -> dict[str, int]:
         """The dynamic dimensions' sizes in a call's arguments (empty with static shapes)."""
-        values = self.kernel._bind_arguments(tuple(args), kwargs or {})
+        values = self.kernel.bind_arguments(tuple(args), kwargs or {})
         return size_env(self.specs, self.kernel._arg_specs(values))
 
     def _default_compiled(self, args: tuple = (), kwargs: dict | None = None) -> CompiledKernel:
