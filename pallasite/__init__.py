@@ -10,7 +10,7 @@ from .runtime.checks import range_checked
 from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_output without another import
 
 __all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "testing"]
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 
 def kernel(fn: Callable | None = None, **options: Any) -> Any:

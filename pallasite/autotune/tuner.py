@@ -138,7 +138,7 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
 
 
 def cache_fields(bound) -> dict[str, Any]:
-    from .. import __version__
+    from ..version import __version__
     from ..runtime.chips import default_chip, on_tpu
     from ..runtime.scope import stable_text
 
