@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -24,10 +24,10 @@ from .indexing import (
     normalize_narrowing, normalize_subscript,
 )
 from . import atomics, paired_indexing, random_values, remote
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 from .operands import (
-    _has_proxy, _reject_whole_host_tensors, _shape_entry, _shape_key, _size_of, _symbolic_result_shape, _to_meta,
-    _whole_host_tensor_error,
+    has_proxy, reject_whole_host_tensors, shape_entry, shape_key, size_of, symbolic_result_shape, to_meta,
+    whole_host_tensor_error,
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
@@ -47,8 +47,12 @@ def check_dtype(dtype: torch.dtype, what: str) -> None:
 
 
 class OpRecorder:
+    """Records each torch operation on proxies: a device `Node` in the open device body, or a
+    host step (`steps`) outside device loops. `location` is the running statement's line."""
+
     def __init__(self) -> None:
         self.location: exc.SourceLocation | None = None
+        self.steps: list = []  # the host program: allocations, host ops and stores, device loop calls
         self.device: DeviceLoopCall | None = None
         self._device_body_stack: list[list] = []
         self._dims_stack: list[list[TileDim]] = []  # the dims of each loop the body stack is in
@@ -58,6 +62,7 @@ class OpRecorder:
         self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
         self._in_meta = False
         self._temp_count = 0
+        self._remote_sites = 0
 
     # ------------------------------------------------------------ context --
 
@@ -89,6 +94,32 @@ class OpRecorder:
     def append_node(self, node: Any) -> None:
         self._device_body_stack[-1].append(node)
 
+    @property
+    def current_body(self) -> list:
+        """The body being recorded into."""
+        return self._device_body_stack[-1]
+
+    def is_open(self, body: list) -> bool:
+        """Whether `body` is the current body or one it is nested in."""
+        return any(open_body is body for open_body in self._device_body_stack)
+
+    @contextlib.contextmanager
+    def branch(self, body: list) -> Iterator[None]:
+        """Record one branch of a device `if` into `body`. Tile attributes first read in the
+        branch stay in it (the other branch and the code after the if read their own)."""
+        tile_attrs = dict(self._tile_attrs)
+        self.push_body(body, [])  # an if adds no loop dims
+        try:
+            yield
+        finally:
+            self.pop_body()
+        self._tile_attrs = tile_attrs
+
+    def next_remote_site(self) -> int:
+        """A number for a new `hl.make_async_remote_copy` site."""
+        self._remote_sites += 1
+        return self._remote_sites - 1
+
     def record(self, op: str, args: tuple, kwargs: dict, shape: tuple, dtype: torch.dtype,
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
         if node_type is Node:
@@ -119,7 +150,7 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
-        if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
+        if self._in_meta or internal or not has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
         self._reject_real_tensors(args, kwargs)
         if name is None:
@@ -149,7 +180,7 @@ class OpRecorder:
         if spelling in ops.FACTORIES:
             return self._factory(ops.FACTORIES[spelling], args, kwargs)
         run_meta = functools.partial(self._shape_rule, display=display)
-        call = ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta, _size_of)
+        call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
             return ops.COMPOSITES[spelling].expand(
                 call, lambda name, *a, **k: self.apply(name, None, a, k, display))
@@ -179,12 +210,12 @@ class OpRecorder:
         """A binder's shape rule run on the meta tensors of `args`."""
         if self.device is not None:
             # Before shape inference, whose broadcast error would hide the real problem.
-            _reject_whole_host_tensors(args, kwargs)
+            reject_whole_host_tensors(args, kwargs)
         return self._meta(meta_fn, args, kwargs, display)
 
     def _meta(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
-        metas = _to_meta(args)
-        meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+        metas = to_meta(args)
+        meta_kwargs = {k: to_meta(v) for k, v in kwargs.items()}
         self._in_meta = True
         try:
             return meta_fn(*metas, **meta_kwargs)
@@ -209,32 +240,32 @@ class OpRecorder:
         check_dtype(dtype, "A device value")
         return dtype
 
-    def _device_operand(self, item: Any) -> Any:
+    def device_operand(self, item: Any) -> Any:
         if isinstance(item, DeviceTensor):
             return item.value
         if isinstance(item, HostScalar):
             return self.scalar_value(item)
         if isinstance(item, HostTensor):
-            raise _whole_host_tensor_error(item)
+            raise whole_host_tensor_error(item)
         if isinstance(item, TileProxy):
             raise exc.UnsupportedSyntax(
                 f"Tile '{item.dim.name}' used as a value; use {item.dim.name}.index or .begin."
             )
         if isinstance(item, (list, tuple)):
-            return type(item)(self._device_operand(i) for i in item)
+            return type(item)(self.device_operand(i) for i in item)
         if isinstance(item, torch.Tensor):
             raise exc.UnsupportedOperation("A torch tensor constant cannot be used in device code.")
         return item
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
-        operands = [self._device_operand(o) for o in operands]
+        operands = [self.device_operand(o) for o in operands]
         if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": _value_key(attrs["key"])}
         if isinstance(meta_out, (tuple, list)):
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
+        shape = symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
         return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
@@ -275,7 +306,7 @@ class OpRecorder:
         if isinstance(tensor, DeviceTensor) and self.device is not None and is_narrowing(key):
             return self._subview(tensor, key)
         if isinstance(tensor, DeviceTensor) or self.device is None:
-            return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
+            return self.apply("getitem", lambda m, k: m[shape_key(k)], (tensor, key), {}, display="indexing")
         if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
             return paired_indexing.paired_load(self, tensor, key)
         symbol = tensor.symbol
@@ -329,7 +360,7 @@ class OpRecorder:
         paired_indexing.refuse_paired_store(symbol.name, key)
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
         target_shape = indexed_shape(index, symbol.shape)
-        operand = self._device_operand(value)
+        operand = self.device_operand(value)
         if isinstance(operand, Value):
             try:
                 fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
@@ -360,10 +391,10 @@ class OpRecorder:
             raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
         check_dtype(dtype, "hl.full")
         entries = shape if isinstance(shape, (list, tuple)) else [shape]
-        dims = tuple(_shape_entry(s) for s in entries)
+        dims = tuple(shape_entry(s) for s in entries)
         # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
         tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
-        operand = self._device_operand(value)
+        operand = self.device_operand(value)
         attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
         return DeviceTensor(self, self.record("full", (operand,), attrs, dims, dtype))
 
@@ -390,7 +421,7 @@ class OpRecorder:
                 out_dtype = torch.int32
         if acc is not None and tuple(acc.shape) != tuple(meta.shape):
             raise exc.ShapeMismatch(f"hl.dot: acc has shape {list(acc.shape)}, the product {list(meta.shape)}.")
-        operands = [self._device_operand(x) for x in (a, b, acc)]
+        operands = [self.device_operand(x) for x in (a, b, acc)]
         value = self.record("dot", operands, {"out_dtype": out_dtype}, meta.shape, out_dtype)
         return DeviceTensor(self, value)
 
@@ -424,7 +455,7 @@ class OpRecorder:
             if scalars_only and meta.ndim == 0:
                 results.append(ScalarSymbol(self._temp_name(), meta.dtype))
             else:
-                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
+                shape = symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
@@ -528,7 +559,7 @@ def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
     stack = list(args) + list((kwargs or {}).values())
     while stack:
         item = stack.pop()
-        if isinstance(item, torch.Tensor) and not isinstance(item, _Traced) and item.device.type != "meta":
+        if isinstance(item, torch.Tensor) and not isinstance(item, Traced) and item.device.type != "meta":
             return True
         if isinstance(item, (list, tuple)):
             stack.extend(item)
@@ -556,7 +587,7 @@ def _copies(op: ops.OpDef, attrs: dict) -> bool:
 
 def _indexed_after_store(target: torch.Tensor, key: Any, value: Any) -> torch.Size:
     """torch's own checks of `target[key] = value` (on meta tensors); the indexed shape."""
-    target, key = target.clone(), _shape_key(key)
+    target, key = target.clone(), shape_key(key)
     target[key] = value
     return target[key].shape
 

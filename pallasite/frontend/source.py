@@ -36,11 +36,6 @@ def location(filename: str, node: ast.AST) -> exc.SourceLocation:
     return exc.SourceLocation(filename, lineno, text)
 
 
-def statement_text(filename: str, stmt: ast.stmt) -> str:
-    """The user's source text of a statement, first line only, stripped."""
-    return linecache.getline(filename, stmt.lineno).strip()
-
-
 def looks_like_device_loop(stmt: ast.stmt) -> bool:
     """A `for` whose iterable is a call named `tile` or `grid` (hl.tile, hl.grid)."""
     if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call):
