@@ -13,6 +13,20 @@ from ..ir.sizes import keep_symbolic
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 
 
+def check_dtype(dtype: torch.dtype, what: str) -> None:
+    """Reject dtypes a TPU cannot hold in vectors."""
+    if dtype.is_complex:
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU kernels have no complex vectors; pass the real and "
+            "imaginary parts as separate float32 tensors (torch.view_as_real)."
+        )
+    if dtype in (torch.int64, torch.float64, torch.uint64):
+        narrow = "float32" if dtype.is_floating_point else "int32"
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to {narrow}."
+        )
+
+
 def shape_key(key: Any) -> Any:
     """A meta subscript key with its 0-d integer tensors (runtime scalars, whose value torch
     would read) as 0: the result's shape is the same."""

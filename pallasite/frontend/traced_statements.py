@@ -79,7 +79,7 @@ class TracedStatements:
             run_body(self._loop_variable(spec, dims))
         finally:
             self.recorder.exit_device()
-        self.recorder.steps.append(call)
+        self.recorder.host.steps.append(call)
         self.device_loops.append(call)
 
     def inner_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None],

@@ -106,7 +106,7 @@ class Tracer:
             source_file=self.filename,
             params=params,
             arguments=arguments,
-            steps=self.recorder.steps,
+            steps=self.recorder.host.steps,
             result=result,
             block_dims=self.dims.block_dims,
             device_loops=self.statements.device_loops,
