@@ -161,7 +161,7 @@ class ReferenceRunner:
             blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
                       for i, block in enumerate(spec.block_sizes)]
         names = loop_names(stmt.target, len(ends), spec.kind)
-        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order)
+        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device)
         return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
     def _order(self, stmt: ast.For, spec: hl.TileIterable):
