@@ -1,5 +1,6 @@
 """Reading a kernel's Python source: the function's AST with file line numbers, and what
-both statement runners (the tracer, reference mode) need to know about its statements."""
+the statement walker (walker.py, shared by the tracer and reference mode) needs to know
+about its statements."""
 from __future__ import annotations
 
 import ast
