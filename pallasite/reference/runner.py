@@ -1,9 +1,10 @@
-"""The statement runner of reference mode: a kernel body executed eagerly, loops iterated.
+"""The runner of reference mode: a kernel body executed eagerly, loops iterated.
 
-Each statement is compiled and `exec`'d on its own in the kernel's scope, so a
-device loop's iterations run one after the other and an inner loop can keep
-a carried value's lanes between iterations. The runner is the `hl` active
-tracer while it runs: `hl.zeros`, `hl.dot`, ... call its methods.
+The frontend's statement walker (`frontend/walker.py`) runs the statements, one at a
+time in the kernel's scope; the runner is its `StatementSemantics`: a device loop's
+iterations run one after the other and an inner loop keeps a carried value's lanes
+between iterations. The runner is the `hl` active tracer while it runs: `hl.zeros`,
+`hl.dot`, ... call its methods.
 """
 from __future__ import annotations
 
