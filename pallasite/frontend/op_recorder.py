@@ -3,52 +3,40 @@
 Every op goes through `apply`: look its spelling up in the op registry
 (`ir/ops`), let the spelling's binder produce the canonical form (operands,
 attrs, the result's shape/dtype from running torch on meta tensors), then
-record it in the current context — a device loop body or the host program.
+record it in the current context — a device loop body or the host program
+(`host_program.py`).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import exc
-from ..ir import (
-    Allocate, DeviceLoopCall, FullSlice, HostOp, HostStore, Load, NewAxis, Node, Run, ScalarIndex, ScalarSymbol,
-    Store, TensorSymbol, TileDim, Value, ops,
-)
-from ..ir.sizes import SymbolicSize
+from ..ir import DeviceLoopCall, Load, Node, Run, ScalarIndex, ScalarSymbol, Store, TileDim, Value, ops
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
     normalize_narrowing, normalize_subscript,
 )
 from . import atomics, paired_indexing, random_values, remote
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
-from .operands import (
-    _has_proxy, _reject_whole_host_tensors, _shape_entry, _shape_key, _size_of, _symbolic_result_shape, _to_meta,
-    _whole_host_tensor_error,
+from .host_program import HostProgram
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
+from .operands import (  # check_dtype: also for runtime/kernel.py
+    check_dtype, has_proxy, reject_whole_host_tensors, shape_entry, shape_key, size_of, symbolic_result_shape,
+    to_meta, whole_host_tensor_error,
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
 
-def check_dtype(dtype: torch.dtype, what: str) -> None:
-    """Reject dtypes a TPU cannot hold in vectors."""
-    if dtype.is_complex:
-        raise exc.UnsupportedDtype(
-            f"{what} has dtype {dtype}: TPU kernels have no complex vectors; pass the real and "
-            "imaginary parts as separate float32 tensors (torch.view_as_real)."
-        )
-    if dtype in (torch.int64, torch.float64, torch.uint64):
-        narrow = "float32" if dtype.is_floating_point else "int32"
-        raise exc.UnsupportedDtype(
-            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to {narrow}."
-        )
-
-
 class OpRecorder:
+    """Records each torch operation on proxies: a device `Node` in the open device body, or a
+    host step (`host`, a `HostProgram`) outside device loops. `location` is the running statement's line."""
+
     def __init__(self) -> None:
         self.location: exc.SourceLocation | None = None
+        self.host = HostProgram(self)  # what host code records
         self.device: DeviceLoopCall | None = None
         self._device_body_stack: list[list] = []
         self._dims_stack: list[list[TileDim]] = []  # the dims of each loop the body stack is in
@@ -57,7 +45,7 @@ class OpRecorder:
         self._scalar_values: dict[int, Value] = {}
         self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
         self._in_meta = False
-        self._temp_count = 0
+        self._remote_sites = 0
 
     # ------------------------------------------------------------ context --
 
@@ -89,6 +77,32 @@ class OpRecorder:
     def append_node(self, node: Any) -> None:
         self._device_body_stack[-1].append(node)
 
+    @property
+    def current_body(self) -> list:
+        """The body being recorded into."""
+        return self._device_body_stack[-1]
+
+    def is_open(self, body: list) -> bool:
+        """Whether `body` is the current body or one it is nested in."""
+        return any(open_body is body for open_body in self._device_body_stack)
+
+    @contextlib.contextmanager
+    def branch(self, body: list) -> Iterator[None]:
+        """Record one branch of a device `if` into `body`. Tile attributes first read in the
+        branch stay in it (the other branch and the code after the if read their own)."""
+        tile_attrs = dict(self._tile_attrs)
+        self.push_body(body, [])  # an if adds no loop dims
+        try:
+            yield
+        finally:
+            self.pop_body()
+        self._tile_attrs = tile_attrs
+
+    def next_remote_site(self) -> int:
+        """A number for a new `hl.make_async_remote_copy` site."""
+        self._remote_sites += 1
+        return self._remote_sites - 1
+
     def record(self, op: str, args: tuple, kwargs: dict, shape: tuple, dtype: torch.dtype,
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
         if node_type is Node:
@@ -119,7 +133,7 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
-        if self._in_meta or internal or not _has_proxy(args, kwargs) and name not in ops.FACTORIES:
+        if self._in_meta or internal or not has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
         self._reject_real_tensors(args, kwargs)
         if name is None:
@@ -147,9 +161,12 @@ class OpRecorder:
         """Record one call of `spelling` (`function` is what the user called, if anything)."""
         self._reject_real_tensors(args, kwargs)
         if spelling in ops.FACTORIES:
-            return self._factory(ops.FACTORIES[spelling], args, kwargs)
+            factory = ops.FACTORIES[spelling]
+            if self.device is not None:
+                return self._device_factory(factory, args, kwargs)
+            return self.host.allocate(factory, args, kwargs)
         run_meta = functools.partial(self._shape_rule, display=display)
-        call = ops.Call(spelling, args, kwargs, function, display, _to_meta, run_meta, _size_of)
+        call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
             return ops.COMPOSITES[spelling].expand(
                 call, lambda name, *a, **k: self.apply(name, None, a, k, display))
@@ -162,7 +179,7 @@ class OpRecorder:
         operands, attrs, meta_out = bound
         if self.device is not None:
             return self._device_op(op, operands, attrs, meta_out, display)
-        return self._host_op(op, operands, attrs, meta_out, display)
+        return self.host.op(op, operands, attrs, meta_out, display)
 
     def _reject_real_tensors(self, args: tuple, kwargs: dict) -> None:
         """A concrete torch tensor among traced operands: one the kernel reaches neither as a
@@ -179,12 +196,12 @@ class OpRecorder:
         """A binder's shape rule run on the meta tensors of `args`."""
         if self.device is not None:
             # Before shape inference, whose broadcast error would hide the real problem.
-            _reject_whole_host_tensors(args, kwargs)
-        return self._meta(meta_fn, args, kwargs, display)
+            reject_whole_host_tensors(args, kwargs)
+        return self.run_on_meta(meta_fn, args, kwargs, display)
 
-    def _meta(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
-        metas = _to_meta(args)
-        meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+    def run_on_meta(self, meta_fn: Callable, args: tuple, kwargs: dict, display: str) -> Any:
+        metas = to_meta(args)
+        meta_kwargs = {k: to_meta(v) for k, v in kwargs.items()}
         self._in_meta = True
         try:
             return meta_fn(*metas, **meta_kwargs)
@@ -209,32 +226,32 @@ class OpRecorder:
         check_dtype(dtype, "A device value")
         return dtype
 
-    def _device_operand(self, item: Any) -> Any:
+    def device_operand(self, item: Any) -> Any:
         if isinstance(item, DeviceTensor):
             return item.value
         if isinstance(item, HostScalar):
             return self.scalar_value(item)
         if isinstance(item, HostTensor):
-            raise _whole_host_tensor_error(item)
+            raise whole_host_tensor_error(item)
         if isinstance(item, TileProxy):
             raise exc.UnsupportedSyntax(
                 f"Tile '{item.dim.name}' used as a value; use {item.dim.name}.index or .begin."
             )
         if isinstance(item, (list, tuple)):
-            return type(item)(self._device_operand(i) for i in item)
+            return type(item)(self.device_operand(i) for i in item)
         if isinstance(item, torch.Tensor):
             raise exc.UnsupportedOperation("A torch tensor constant cannot be used in device code.")
         return item
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
-        operands = [self._device_operand(o) for o in operands]
+        operands = [self.device_operand(o) for o in operands]
         if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": _value_key(attrs["key"])}
         if isinstance(meta_out, (tuple, list)):
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
-        shape = _symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
+        shape = symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
         return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
 
     def scalar_value(self, scalar: HostScalar) -> Value:
@@ -275,7 +292,7 @@ class OpRecorder:
         if isinstance(tensor, DeviceTensor) and self.device is not None and is_narrowing(key):
             return self._subview(tensor, key)
         if isinstance(tensor, DeviceTensor) or self.device is None:
-            return self.apply("getitem", lambda m, k: m[_shape_key(k)], (tensor, key), {}, display="indexing")
+            return self.apply("getitem", lambda m, k: m[shape_key(k)], (tensor, key), {}, display="indexing")
         if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
             return paired_indexing.paired_load(self, tensor, key)
         symbol = tensor.symbol
@@ -320,7 +337,7 @@ class OpRecorder:
     def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
         """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
         if self.device is None:
-            return self._host_store(tensor, key, value)
+            return self.host.store(tensor, key, value)
         if isinstance(tensor, DeviceTensor):
             raise exc.UnsupportedSyntax(
                 "Assigning into part of a device value is not supported; build it with torch.where."
@@ -329,7 +346,7 @@ class OpRecorder:
         paired_indexing.refuse_paired_store(symbol.name, key)
         index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
         target_shape = indexed_shape(index, symbol.shape)
-        operand = self._device_operand(value)
+        operand = self.device_operand(value)
         if isinstance(operand, Value):
             try:
                 fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
@@ -360,10 +377,10 @@ class OpRecorder:
             raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
         check_dtype(dtype, "hl.full")
         entries = shape if isinstance(shape, (list, tuple)) else [shape]
-        dims = tuple(_shape_entry(s) for s in entries)
+        dims = tuple(shape_entry(s) for s in entries)
         # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
         tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
-        operand = self._device_operand(value)
+        operand = self.device_operand(value)
         attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
         return DeviceTensor(self, self.record("full", (operand,), attrs, dims, dtype))
 
@@ -380,7 +397,7 @@ class OpRecorder:
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> DeviceTensor:
         if self.device is None:
             raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
-        meta = self._meta(torch.matmul, (a, b), {}, "hl.dot")
+        meta = self.run_on_meta(torch.matmul, (a, b), {}, "hl.dot")
         if out_dtype is None:
             if acc is not None:
                 out_dtype = acc.dtype
@@ -390,98 +407,9 @@ class OpRecorder:
                 out_dtype = torch.int32
         if acc is not None and tuple(acc.shape) != tuple(meta.shape):
             raise exc.ShapeMismatch(f"hl.dot: acc has shape {list(acc.shape)}, the product {list(meta.shape)}.")
-        operands = [self._device_operand(x) for x in (a, b, acc)]
+        operands = [self.device_operand(x) for x in (a, b, acc)]
         value = self.record("dot", operands, {"out_dtype": out_dtype}, meta.shape, out_dtype)
         return DeviceTensor(self, value)
-
-    # -------------------------------------------------------------- host --
-
-    def _temp_name(self) -> str:
-        self._temp_count += 1
-        return f"_t{self._temp_count}"
-
-    def _host_operand(self, item: Any) -> Any:
-        if isinstance(item, (HostTensor, HostScalar)):
-            return item.symbol
-        if isinstance(item, (DeviceTensor, TileProxy)):
-            raise exc.DeviceValueInHostCode(
-                "A value from inside a device loop is used in host code; store it into a "
-                "tensor inside the loop instead."
-            )
-        if isinstance(item, (list, tuple)):
-            return type(item)(self._host_operand(i) for i in item)
-        return item
-
-    def _host_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
-        host_operands = tuple(self._host_operand(o) for o in operands)
-        if op.view is ops.ViewRule.SUBSCRIPT:
-            attrs = {"key": self._host_operand(attrs["key"])}
-        metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
-        scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
-        results = []
-        for meta in metas:
-            check_dtype(meta.dtype, f"The result of {display}")
-            if scalars_only and meta.ndim == 0:
-                results.append(ScalarSymbol(self._temp_name(), meta.dtype))
-            else:
-                shape = _symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
-                results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
-        is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
-        view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
-        result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
-        self.steps.append(HostOp(op.name, host_operands, attrs, result, self.location, view_of))
-        proxies = [self._host_proxy(r, o) for r, o in zip(results, operands)]
-        if isinstance(meta_out, (tuple, list)):
-            return type(meta_out)(proxies)
-        return proxies[0]
-
-    def _host_store(self, tensor: HostTensor, key: Any, value: Any) -> None:
-        """`tensor[key] = value` in host code: recorded as a `HostStore` of the whole tensor."""
-        name = tensor.symbol.name
-        check_host_subscript(key, name)
-        if isinstance(value, (list, tuple)):
-            raise exc.UnsupportedOperation(f"Cannot store a Python {type(value).__name__} into {name}; "
-                                           "store a tensor or a number.")
-        shape = self._meta(_indexed_after_store, (tensor, key, value), {}, f"{name}[...] = value")
-        step = HostStore(tensor.symbol, self._host_operand(key), self._host_operand(value), tuple(shape),
-                         self.location)
-        self.steps.append(step)
-
-    def _host_proxy(self, symbol: Any, like: Any) -> Any:
-        if isinstance(symbol, ScalarSymbol):
-            return HostScalar(self, symbol, int if not symbol.dtype.is_floating_point else float)
-        return HostTensor(self, symbol)
-
-    def _factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
-        if self.device is not None:
-            return self._device_factory(factory, args, kwargs)
-        name = factory.name
-        like = args[0] if factory.form != "size" else None
-        rest = args[1:] if like is not None else args
-        fill = factory.fill
-        if factory.form == "like":
-            shape = tuple(like.shape)
-            if fill is ops.FILL_ARGUMENT:
-                fill = rest[0] if rest else kwargs["fill_value"]
-        else:
-            if fill is ops.FILL_ARGUMENT:
-                size_arg = rest[0] if rest else kwargs.get("size")
-                fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
-            else:
-                size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
-                if not rest:
-                    size_arg = kwargs.get("size")
-            shape = tuple(s if isinstance(s, SymbolicSize) else int(s) for s in size_arg)
-        if isinstance(fill, (HostScalar, HostTensor)):
-            raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
-        dtype = kwargs.get("dtype") or (like.dtype if like is not None else
-                                        (torch.bool if isinstance(fill, bool) else
-                                         torch.int64 if isinstance(fill, int) and factory.fill is ops.FILL_ARGUMENT
-                                         else torch.get_default_dtype()))
-        check_dtype(dtype, f"torch.{name}(...)")
-        symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill)
-        self.steps.append(Allocate(symbol, self.location))
-        return HostTensor(self, symbol)
 
     def _device_factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
         """`torch.zeros_like(v)` and friends of a device value, and `x.new_zeros([tile, n])` of
@@ -528,7 +456,7 @@ def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
     stack = list(args) + list((kwargs or {}).values())
     while stack:
         item = stack.pop()
-        if isinstance(item, torch.Tensor) and not isinstance(item, _Traced) and item.device.type != "meta":
+        if isinstance(item, torch.Tensor) and not isinstance(item, Traced) and item.device.type != "meta":
             return True
         if isinstance(item, (list, tuple)):
             stack.extend(item)
@@ -541,24 +469,6 @@ def _data_dependent(err: Exception) -> bool:
     text = str(err)
     return any(marker in text for marker in (
         "meta tensors", "register_meta", "data-dependent", "data dependent", "item()", "Cannot determine"))
-
-
-def _copies(op: ops.OpDef, attrs: dict) -> bool:
-    """A VIEW op whose torch result is a new tensor: `clone`, and indexing with an index
-    tensor or list (advanced indexing copies)."""
-    if attrs.get("copy"):
-        return True
-    if op.view is not ops.ViewRule.SUBSCRIPT:
-        return False
-    key = attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)
-    return any(isinstance(item, (TensorSymbol, list)) for item in key)
-
-
-def _indexed_after_store(target: torch.Tensor, key: Any, value: Any) -> torch.Size:
-    """torch's own checks of `target[key] = value` (on meta tensors); the indexed shape."""
-    target, key = target.clone(), _shape_key(key)
-    target[key] = value
-    return target[key].shape
 
 
 def _value_key(key: Any) -> tuple:

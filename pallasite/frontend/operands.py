@@ -10,10 +10,24 @@ import torch
 from .. import exc
 from ..ir import ScalarSymbol, TensorSymbol, ops
 from ..ir.sizes import keep_symbolic
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, _Traced
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 
 
-def _shape_key(key: Any) -> Any:
+def check_dtype(dtype: torch.dtype, what: str) -> None:
+    """Reject dtypes a TPU cannot hold in vectors."""
+    if dtype.is_complex:
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU kernels have no complex vectors; pass the real and "
+            "imaginary parts as separate float32 tensors (torch.view_as_real)."
+        )
+    if dtype in (torch.int64, torch.float64, torch.uint64):
+        narrow = "float32" if dtype.is_floating_point else "int32"
+        raise exc.UnsupportedDtype(
+            f"{what} has dtype {dtype}: TPU has no 64-bit vectors; cast to {narrow}."
+        )
+
+
+def shape_key(key: Any) -> Any:
     """A meta subscript key with its 0-d integer tensors (runtime scalars, whose value torch
     would read) as 0: the result's shape is the same."""
     def item(entry: Any) -> Any:
@@ -26,11 +40,11 @@ def _shape_key(key: Any) -> Any:
 
 
 
-def _has_proxy(args: Any, kwargs: Any = None) -> bool:
+def has_proxy(args: Any, kwargs: Any = None) -> bool:
     stack = list(args) + list((kwargs or {}).values())
     while stack:
         item = stack.pop()
-        if isinstance(item, (_Traced, TileProxy)):
+        if isinstance(item, (Traced, TileProxy)):
             return True
         if isinstance(item, (list, tuple)):
             stack.extend(item)
@@ -38,7 +52,7 @@ def _has_proxy(args: Any, kwargs: Any = None) -> bool:
 
 
 
-def _whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
+def whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
     name = tensor.symbol.name
     if not tensor.symbol.shape:  # no axis a tile could index: read the one value
         return exc.IndexingError(
@@ -51,18 +65,18 @@ def _whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
 
 
 
-def _reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
+def reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
     stack = list(args) + list(kwargs.values())
     while stack:
         item = stack.pop()
         if isinstance(item, HostTensor):
-            raise _whole_host_tensor_error(item)
+            raise whole_host_tensor_error(item)
         if isinstance(item, (list, tuple)):
             stack.extend(item)
 
 
 
-def _size_of(item: Any) -> Any:
+def size_of(item: Any) -> Any:
     """A size argument of a view: a tile stands for its block size (the shape of device
     values); a runtime scalar or device value raises its own 'not known when compiling'."""
     if isinstance(item, TileProxy):
@@ -70,21 +84,21 @@ def _size_of(item: Any) -> Any:
     if isinstance(item, (HostScalar, DeviceTensor)):
         return item.__index__()
     if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
-        return type(item)(_size_of(i) for i in item)
+        return type(item)(size_of(i) for i in item)
     return item
 
 
 
-def _to_meta(item: Any) -> Any:
-    if isinstance(item, _Traced):
+def to_meta(item: Any) -> Any:
+    if isinstance(item, Traced):
         return item.meta
     if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
-        return type(item)(_to_meta(i) for i in item)
+        return type(item)(to_meta(i) for i in item)
     return item
 
 
 
-def _shape_entry(entry: Any) -> int:
+def shape_entry(entry: Any) -> int:
     if isinstance(entry, TileProxy):
         return entry.dim.block_size
     if isinstance(entry, int) and not isinstance(entry, bool):
@@ -93,7 +107,7 @@ def _shape_entry(entry: Any) -> int:
 
 
 
-def _symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
+def symbolic_result_shape(op: ops.OpDef, operands, shape: tuple, attrs: dict) -> tuple:
     """With static_shapes=False: an elementwise result keeps its operands' symbolic sizes, a
     view the sizes it was asked for (torch's meta tensors know only the values)."""
     if op.kind is ops.OpKind.VIEW and "shape" in attrs and len(attrs["shape"]) == len(shape):

@@ -16,14 +16,14 @@ from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
 
 
-class _Traced:
+class Traced:
     """Operator plumbing shared by every proxy: each operator is one tracer call."""
 
     _tracer: Any
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        tracer = next(a._tracer for a in _flatten(args, kwargs) if isinstance(a, _Traced))
+        tracer = next(a._tracer for a in _flatten(args, kwargs) if isinstance(a, Traced))
         return tracer.torch_function(func, args, kwargs or {})
 
     def __getattr__(self, name: str) -> Any:
@@ -69,17 +69,17 @@ def _install_operator(op: ops.OpDef) -> None:
     """`a + b` on proxies records the op whose Python operator spelling `+` is."""
     spelled = op.operator
     if len(op.signature.operands) == 1:
-        setattr(_Traced, spelled.dunder, _make_unary(spelled.dunder, op.name, spelled.function))
+        setattr(Traced, spelled.dunder, _make_unary(spelled.dunder, op.name, spelled.function))
         return
-    setattr(_Traced, spelled.dunder, _make_binary(spelled.dunder, op.name, spelled.function, False))
+    setattr(Traced, spelled.dunder, _make_binary(spelled.dunder, op.name, spelled.function, False))
     if spelled.reflected is not None:
-        setattr(_Traced, spelled.reflected, _make_binary(spelled.reflected, op.name, spelled.function, True))
+        setattr(Traced, spelled.reflected, _make_binary(spelled.reflected, op.name, spelled.function, True))
 
 
 for _op in ops.OPS.values():
     if _op.operator is not None:
         _install_operator(_op)
-_Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
+Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 
 def _flatten(args: Any, kwargs: Any = None):
@@ -90,7 +90,7 @@ def _flatten(args: Any, kwargs: Any = None):
             yield item
 
 
-class _TensorLike(_Traced):
+class _TensorLike(Traced):
     """Shape queries answered from a meta tensor (static shapes)."""
 
     meta: torch.Tensor
@@ -194,7 +194,7 @@ class DeviceTensor(_TensorLike):
         )
 
 
-class HostScalar(_Traced):
+class HostScalar(Traced):
     """A runtime int/float kernel argument: its value is not known while compiling."""
 
     def __init__(self, tracer: Any, symbol: Any, python_type: type):

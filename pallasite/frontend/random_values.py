@@ -66,7 +66,7 @@ def _seed_operand(recorder: Any, seed: Any) -> Any:
         return seed - (1 << 32) if seed >= 1 << 31 else seed
     scalar = isinstance(seed, HostScalar) or isinstance(seed, DeviceTensor) and tuple(seed.shape) == ()
     if scalar and seed.dtype in (torch.int32, torch.int64):
-        return recorder._device_operand(seed)
+        return recorder.device_operand(seed)
     raise exc.UnsupportedOperation(
         f"hl.rand(shape, seed) needs an int seed (a Python int, an int argument of the kernel or "
         f"an integer device scalar), got {seed!r}.")

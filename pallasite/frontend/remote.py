@@ -27,7 +27,7 @@ def _scalar(recorder: Any, item: Any, what: str) -> Any:
     if isinstance(item, int):
         return item
     if isinstance(item, (DeviceTensor, HostScalar)):
-        operand = recorder._device_operand(item)
+        operand = recorder.device_operand(item)
         if isinstance(operand, Value) and operand.shape == () and operand.dtype in _INT_DTYPES:
             return operand
         shape = list(operand.shape) if isinstance(operand, Value) else []
@@ -86,12 +86,11 @@ def remote_copy(recorder: Any, src: Any, src_index: Any, device_id: Any, dst: An
             f"{list(dst_symbol.shape[len(dst_items):])}; a remote copy moves one contiguous region, so they "
             "must agree in dtype and element count.", recorder.location)
     peer = _device(recorder, device_id, "device_id")
-    sites = getattr(recorder, "_remote_sites", 0)
-    recorder._remote_sites = sites + 1
+    sites = recorder.next_remote_site()
     node = RemoteCopy("remote_copy", (peer, *src_items, *dst_items), {}, [], recorder.location,
                       src=src_symbol, dst=dst_symbol, src_index=src_items, dst_index=dst_items,
                       device_id=peer, site=sites)
-    body = recorder._device_body_stack[-1]
+    body = recorder.current_body
     body.append(node)
     return RemoteCopyDescriptor(recorder, node, body)
 
@@ -107,13 +106,12 @@ class RemoteCopyDescriptor:
 
     def _step(self, op: str, kwargs: dict) -> None:
         recorder = self._recorder
-        if not any(body is self._body for body in recorder._device_body_stack):
+        if not recorder.is_open(self._body):
             raise exc.UnsupportedSyntax(
                 f"This remote copy (built at line {self._node.location.lineno if self._node.location else '?'}) "
                 "is started or waited outside the loop or branch that built it; build it where it is used.",
                 recorder.location)
-        recorder._device_body_stack[-1].append(
-            RemoteCopyStep(op, (), kwargs, [], recorder.location, copy=self._node))
+        recorder.append_node(RemoteCopyStep(op, (), kwargs, [], recorder.location, copy=self._node))
 
     def start(self) -> None:
         self._step("remote_copy_start", {})
@@ -140,15 +138,14 @@ def remote_barrier(recorder: Any, device_ids: Any) -> None:
         peers = [_device(recorder, device_ids, "hl.remote_barrier peer")]
     if not peers:
         raise exc.UnsupportedOperation("hl.remote_barrier needs at least one peer.", recorder.location)
-    recorder._device_body_stack[-1].append(RemoteBarrier("remote_barrier", tuple(peers), {}, [],
-                                                         recorder.location))
+    recorder.append_node(RemoteBarrier("remote_barrier", tuple(peers), {}, [], recorder.location))
 
 
 def _peers_of_slice(recorder: Any, device_ids: DeviceTensor) -> list:
     """`peers[0, :]`: one scalar read per element (a barrier signals peers one at a time)."""
     value = device_ids.value
     load = value.producer
-    body = recorder._device_body_stack[-1]
+    body = recorder.current_body
     free = [axis for axis, item in enumerate(load.index) if not isinstance(item, ScalarIndex)] \
         if isinstance(load, Load) else []
     if (not isinstance(load, Load) or len(free) != 1 or not isinstance(load.index[free[0]], FullSlice)

@@ -1,5 +1,6 @@
 """Reading a kernel's Python source: the function's AST with file line numbers, and what
-both statement runners (the tracer, reference mode) need to know about its statements."""
+the statement walker (walker.py, shared by the tracer and reference mode) needs to know
+about its statements."""
 from __future__ import annotations
 
 import ast
@@ -34,11 +35,6 @@ def location(filename: str, node: ast.AST) -> exc.SourceLocation:
     lineno = getattr(node, "lineno", 0)
     text = linecache.getline(filename, lineno).rstrip("\n")
     return exc.SourceLocation(filename, lineno, text)
-
-
-def statement_text(filename: str, stmt: ast.stmt) -> str:
-    """The user's source text of a statement, first line only, stripped."""
-    return linecache.getline(filename, stmt.lineno).strip()
 
 
 def looks_like_device_loop(stmt: ast.stmt) -> bool:

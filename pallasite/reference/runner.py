@@ -1,14 +1,14 @@
-"""The statement runner of reference mode: a kernel body executed eagerly, loops iterated.
+"""The runner of reference mode: a kernel body executed eagerly, loops iterated.
 
-Each statement is compiled and `exec`'d on its own in the kernel's scope, so a
-device loop's iterations run one after the other and an inner loop can keep
-a carried value's lanes between iterations. The runner is the `hl` active
-tracer while it runs: `hl.zeros`, `hl.dot`, ... call its methods.
+The frontend's statement walker (`frontend/walker.py`) runs the statements, one at a
+time in the kernel's scope; the runner is its `StatementSemantics`: a device loop's
+iterations run one after the other and an inner loop keeps a carried value's lanes
+between iterations. The runner is the `hl` active tracer while it runs: `hl.zeros`,
+`hl.dot`, ... call its methods.
 """
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
 from typing import Any, Callable
 
@@ -17,9 +17,8 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..frontend import source
+from ..frontend.walker import MISSING, StatementWalker, kernel_scope, loop_names
 from . import lanes, ops, prng, tiles
-
-_MISSING = object()
 
 
 class ReferenceRunner:
@@ -39,18 +38,12 @@ class ReferenceRunner:
         self._block_sizes_of_config = block_sizes
         self._block_sizes: list[int] | None = None
         self._slots: dict[tuple, int] = {}
-        self._code: dict[int, Any] = {}
-        self._locations: dict[int, exc.SourceLocation] = {}
-        self._python_loops: tuple[tuple[int, int], ...] = ()  # (id of the for, iteration)
         self._calls_in_statement = 0
-        self.scope: dict[str, Any] = {}
-        self.statement: ast.stmt | None = None
-        self.location: exc.SourceLocation | None = None
+        self.walker = StatementWalker(self.filename, {}, "while pallasite ran {location} in reference mode")
         self.device_depth = 0
         self.frames: list[prng.Frame] = []  # the loop dims around the running statement
         self._random_seed: int | None = None  # torch.rand_like's seed, drawn once per run
         self._random_streams: dict[tuple, int] = {}  # rand_like call site -> its stream
-        self.result: Any = None
         self.mode = ops.DeviceSemantics(self)
 
     # ------------------------------------------------------------- driver --
@@ -61,21 +54,19 @@ class ReferenceRunner:
         except TypeError as err:
             raise exc.KernelArgumentError(f"{self.fn.__name__}(): {err}") from None
         bound.apply_defaults()
-        self.scope = dict(self.fn.__globals__)
-        for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ()):
-            self.scope[name] = cell.cell_contents
-        self.scope.update(bound.arguments)
+        self.walker.scope.update(kernel_scope(self.fn))
+        self.walker.scope.update(bound.arguments)
         previous = hl.set_active_tracer(self)
         try:
             with self.mode:
-                self._run_host_block(self.fn_ast.body)
+                result = self.walker.run_kernel(self.fn_ast.body, self)
         finally:
             hl.set_active_tracer(previous)
-        if any(lanes.is_device(item) for item in _leaves(self.result)):
+        if any(lanes.is_device(item) for item in _leaves(result)):
             raise exc.DeviceValueInHostCode(
                 "The kernel returns a value computed inside a device loop; store it into a "
                 "tensor allocated in host code and return that tensor.")
-        return self.result
+        return result
 
     @property
     def block_slots_used(self) -> int:
@@ -92,157 +83,87 @@ class ReferenceRunner:
         return self.device_depth > 0
 
     @property
+    def scope(self) -> dict[str, Any]:
+        return self.walker.scope
+
+    @property
+    def location(self) -> exc.SourceLocation | None:
+        return self.walker.location
+
+    @property
     def augmented(self) -> bool:
         """Whether the running statement is `x op= v` (which rebinds x in device code)."""
-        return isinstance(self.statement, ast.AugAssign)
+        return isinstance(self.walker.statement, ast.AugAssign)
 
     def name_of(self, tensor: torch.Tensor) -> str:
         """The user's name for a tensor, for error messages."""
         names = [name for name, value in self.scope.items() if value is tensor and not name.startswith("__")]
         return names[0] if names else "tensor"
 
-    # --------------------------------------------------------- statements --
+    # ------------------------------------------- what the walker's statements mean --
 
-    def _execute(self, stmt: ast.stmt) -> None:
-        self._enter(stmt)
-        code = self._code.get(id(stmt))
-        if code is None:
-            code = self._code[id(stmt)] = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
-        with self._user_code():
-            exec(code, self.scope)
-
-    def _evaluate(self, expr: ast.expr, stmt: ast.stmt) -> Any:
-        self._enter(stmt)
-        code = self._code.get(id(expr))
-        if code is None:
-            code = self._code[id(expr)] = compile(ast.Expression(body=expr), self.filename, "eval")
-        with self._user_code():
-            return eval(code, self.scope)
-
-    def _enter(self, stmt: ast.stmt) -> None:
-        self.statement = stmt
-        self.location = self._locations.get(id(stmt))
-        if self.location is None:
-            self.location = self._locations[id(stmt)] = source.location(self.filename, stmt)
+    def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
         self._calls_in_statement = 0
 
-    @contextlib.contextmanager
-    def _user_code(self):
-        """Errors of the running statement: pallasite errors get its line, the user's own a note."""
-        try:
-            yield
-        except exc.PallasiteError as err:
-            raise err.with_location(self.location) from None
-        except Exception as err:
-            if self.location is not None and not getattr(err, "_pallasite_noted", False):
-                err.add_note(f"while pallasite ran {self.location} in reference mode")
-                err._pallasite_noted = True
-            raise
+    def statement_executed(self, stmt: ast.stmt) -> None:
+        pass
 
-    def _run_host_block(self, stmts: list[ast.stmt]) -> bool:
-        """Run host statements; True once a `return` ran."""
-        for stmt in stmts:
-            if isinstance(stmt, ast.Return):
-                self.result = None if stmt.value is None else self._evaluate(stmt.value, stmt)
-                return True
-            if source.looks_like_device_loop(stmt):
-                iterable = self._evaluate(stmt.iter, stmt)
-                if isinstance(iterable, hl.TileIterable):
-                    self._device_loop(stmt, iterable)
-                elif self._python_loop(stmt, iterable, self._run_host_block):
-                    return True
-            elif isinstance(stmt, ast.If) and source.must_walk(stmt):
-                if self._run_host_block(stmt.body if self._evaluate(stmt.test, stmt) else stmt.orelse):
-                    return True
-            elif isinstance(stmt, ast.For) and source.must_walk(stmt):
-                if self._python_loop(stmt, self._evaluate(stmt.iter, stmt), self._run_host_block):
-                    return True
-            elif source.must_walk(stmt):
-                raise source.unsupported_host_statement(stmt, source.location(self.filename, stmt))
-            else:
-                self._execute(stmt)
-        return False
+    def check_python_iterable(self, iterable: Any, location: exc.SourceLocation) -> None:
+        pass  # torch iterates a tensor (the compiler rejects a traced one)
 
-    def _run_device_block(self, stmts: list[ast.stmt]) -> None:
-        for stmt in stmts:
-            location = source.location(self.filename, stmt)
-            if isinstance(stmt, ast.For):
-                iterable = self._evaluate(stmt.iter, stmt)
-                if isinstance(iterable, hl.TileIterable):
-                    self._inner_loop(stmt, iterable)
-                else:
-                    self._python_loop(stmt, iterable, self._run_device_block)
-            elif isinstance(stmt, ast.If):
-                self._run_device_block(stmt.body if self._evaluate(stmt.test, stmt) else stmt.orelse)
-            elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)):
-                self._execute(stmt)
-            elif isinstance(stmt, ast.Return):
-                raise exc.UnsupportedSyntax("return inside a device loop is not supported.", location)
-            else:
-                raise exc.UnsupportedSyntax(
-                    f"{type(stmt).__name__} statements are not supported in device code.", location)
+    def if_condition(self, stmt: ast.If) -> Any:
+        return self.walker.evaluate(stmt.test, stmt)
 
-    def _python_loop(self, stmt: ast.For, iterable: Any, run_block: Callable) -> bool:
-        """A `for` over a Python iterable around device code (the compiler unrolls it)."""
-        if stmt.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt)):
-            raise exc.UnsupportedSyntax(
-                "break/continue/else in a loop around device code are not supported.",
-                source.location(self.filename, stmt))
-        outer = self._python_loops
-        try:
-            for iteration, item in enumerate(iterable):
-                self._python_loops = outer + ((id(stmt), iteration),)
-                self._assign(stmt.target, item, stmt)
-                if run_block(stmt.body):
-                    return True
-        finally:
-            self._python_loops = outer
-        return False
+    def is_device_condition(self, test: Any) -> bool:
+        return False  # an if on a device value runs as plain Python: its value is known
 
-    def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt) -> None:
-        if isinstance(target, ast.Name):
-            self.scope[target.id] = value
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            values = list(value)
-            if len(values) != len(target.elts):
-                raise exc.UnsupportedSyntax(
-                    f"Cannot unpack {len(values)} values into {len(target.elts)} names.",
-                    source.location(self.filename, stmt))
-            for element, item in zip(target.elts, values):
-                self._assign(element, item, stmt)
-        else:
-            raise exc.UnsupportedSyntax(
-                "Loop targets must be names or tuples of names.", source.location(self.filename, stmt))
+    def device_if(self, stmt: ast.If, test: Any) -> None:
+        raise AssertionError("reference mode has no device ifs")
 
-    # --------------------------------------------------------- tile loops --
-
-    def _iterations(self, stmt: ast.For, spec: hl.TileIterable, order=None):
-        """Each iteration of an `hl.tile`/`hl.grid` loop: its loop variable and its frames
-        (each dim's tile or index, with the loop's end)."""
-        self._enter(stmt)
-        if stmt.orelse:
-            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location)
-        with self._user_code(), self.mode.paused():
-            begins = [tiles.as_bound(b, "begin") for b in spec.begins]
-            ends = [tiles.as_bound(e, "end") for e in spec.ends]
-            blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
-                      for i, block in enumerate(spec.block_sizes)]
-        names = _loop_names(stmt.target, len(ends), spec.kind)
-        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order)
-        return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
-
-    def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+    def device_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None]) -> None:
         """A top-level loop: each iteration is one program of the compiled grid."""
         iterations = self._iterations(stmt, spec, self._order(stmt, spec))
         self.device_depth += 1
         try:
             for item, frames in iterations:
                 self.frames = frames
-                self._assign(stmt.target, item, stmt)
-                self._run_device_block(stmt.body)
+                run_body(item)
         finally:
             self.device_depth -= 1
             self.frames = []
+
+    def inner_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None],
+                   assigned: list[str]) -> dict[str, Any]:
+        """A loop inside device code. A device value assigned in it that existed before it is
+        carried: after each iteration it keeps its previous lanes past a shorter extent
+        (`keep_lanes`)."""
+        iterations = self._iterations(stmt, spec, self._order(stmt, spec))
+        location = self.location
+        carried = [name for name in assigned if lanes.is_device(self.scope.get(name, MISSING))]
+        outer = self.frames
+        for item, frames in iterations:
+            previous = {name: self.scope[name] for name in carried}
+            self.frames = outer + frames
+            run_body(item)
+            self.frames = outer
+            with self.mode.paused():
+                for name in carried:
+                    self.scope[name] = keep_lanes(name, previous[name], self.scope.get(name, MISSING), location)
+        return {name: self.scope[name] for name in carried}
+
+    # --------------------------------------------------------- tile loops --
+
+    def _iterations(self, stmt: ast.For, spec: hl.TileIterable, order=None):
+        """Each iteration of an `hl.tile`/`hl.grid` loop: its loop variable and its frames
+        (each dim's tile or index, with the loop's end)."""
+        with self.walker.user_code(), self.mode.paused():
+            begins = [tiles.as_bound(b, "begin") for b in spec.begins]
+            ends = [tiles.as_bound(e, "end") for e in spec.ends]
+            blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
+                      for i, block in enumerate(spec.block_sizes)]
+        names = loop_names(stmt.target, len(ends), spec.kind)
+        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device)
+        return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
     def _order(self, stmt: ast.For, spec: hl.TileIterable):
         """The `loop_orders` entry of a multi-dim loop: entries go to the loops in the order
@@ -254,40 +175,9 @@ class ReferenceRunner:
             self._order_of_loop[id(stmt)] = next(self._loop_orders, None)
         return self._order_of_loop[id(stmt)]
 
-    def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
-        """A loop inside device code. A device value assigned in it that existed before it is
-        carried: after each iteration it keeps its previous lanes past a shorter extent
-        (`keep_lanes`). Other names assigned in the loop do not escape it."""
-        iterations = self._iterations(stmt, spec, self._order(stmt, spec))
-        location = self.location
-        assigned = {
-            node.id for inner in stmt.body for node in ast.walk(inner)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
-        }
-        before = {name: self.scope.get(name, _MISSING) for name in assigned}
-        carried = sorted(name for name in assigned if lanes.is_device(before[name]))
-        outer = self.frames
-        for item, frames in iterations:
-            previous = {name: self.scope[name] for name in carried}
-            self.frames = outer + frames
-            self._assign(stmt.target, item, stmt)
-            self._run_device_block(stmt.body)
-            self.frames = outer
-            self.location = location
-            with self.mode.paused():
-                for name in carried:
-                    self.scope[name] = keep_lanes(name, previous[name], self.scope.get(name, _MISSING), location)
-        for name in assigned:
-            if name in carried:
-                continue
-            if before[name] is _MISSING:
-                self.scope.pop(name, None)
-            else:
-                self.scope[name] = before[name]
-
     def _block_size(self, stmt: ast.For, dim: int, block: Any) -> int:
         if block is None:
-            return self._slot(("tile", id(stmt), dim, self._python_loops))
+            return self._slot(("tile", id(stmt), dim, self.walker.python_loops))
         return tiles.check_block_size(block)
 
     def _slot(self, key: tuple) -> int:
@@ -316,8 +206,8 @@ class ReferenceRunner:
         if not args or len(args) > 2:
             raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
         self._calls_in_statement += 1
-        statement = id(self.statement)
-        return self._slot(("register_block_size", statement, self._calls_in_statement, self._python_loops))
+        statement = id(self.walker.statement)
+        return self._slot(("register_block_size", statement, self._calls_in_statement, self.walker.python_loops))
 
     def register_tunable(self, name: Any, fragment: Any) -> Any:
         from ..language.tunables import tunable_value
@@ -362,7 +252,7 @@ class ReferenceRunner:
         """`torch.rand_like(v)`: each call site its own stream, the run's seed from torch's
         default generator (as the compiled kernel's caller draws it)."""
         self._calls_in_statement += 1
-        site = (id(self.statement), self._calls_in_statement, self._python_loops)
+        site = (id(self.walker.statement), self._calls_in_statement, self.walker.python_loops)
         stream = self._random_streams.setdefault(site, len(self._random_streams) + 1)
         with self.mode.paused():
             if self._random_seed is None:
@@ -413,14 +303,6 @@ def keep_lanes(name: str, old: torch.Tensor, new: Any, location: exc.SourceLocat
     merged = old.clone()
     merged[tuple(slice(0, n) for n in new.shape)] = new
     return lanes.mark(merged, lanes.of(old))
-
-
-def _loop_names(target: ast.expr, count: int, kind: str) -> list[str]:
-    if isinstance(target, ast.Tuple) and len(target.elts) == count and all(
-            isinstance(e, ast.Name) for e in target.elts):
-        return [e.id for e in target.elts]
-    base = target.id if isinstance(target, ast.Name) else kind
-    return [base] if count == 1 else [f"{base}_{i}" for i in range(count)]
 
 
 def _leaves(value: Any):

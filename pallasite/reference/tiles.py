@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -48,7 +48,10 @@ class RefTile(hl.Tile):
     slice `x[begin:end]`.
     """
 
-    def __init__(self, begin: int, end: int, block_size: int, tile_id: int, count: int, name: str):
+    def __init__(self, begin: int, end: int, block_size: int, tile_id: int, count: int, name: str,
+                 in_device: Callable[[], bool] = lambda: False):
+        """`in_device()`: whether the runner is in device code (where a tile as a size is its extent)."""
+        self._in_device = in_device
         self.begin = begin
         self.end = end
         self._block_size = block_size
@@ -82,7 +85,7 @@ class RefTile(hl.Tile):
         # A tile as a size in device code (`v.view(tile, -1)`, as the compiler takes its block
         # size) stands for its extent. torch's argument parser asks for it before any torch
         # function mode could see the call, so this is the one place to answer.
-        if getattr(hl._active_tracer, "in_device", False):
+        if self._in_device():
             return self.extent
         raise exc.UnsupportedSyntax(
             f"Tile '{self.name}' is a run of indices; use {self.name}.begin or "
@@ -118,17 +121,17 @@ def check_block_size(block: Any) -> int:
     return int(block)
 
 
-def dim_tiles(name: str, begin: int, end: int, block: int) -> list[RefTile]:
+def dim_tiles(name: str, begin: int, end: int, block: int, in_device: Callable[[], bool]) -> list[RefTile]:
     """The tiles of one dimension, in order; none if the range is empty."""
     count = max(0, -(-(end - begin) // block))
     return [
-        RefTile(begin + i * block, min(begin + (i + 1) * block, end), block, i, count, name)
+        RefTile(begin + i * block, min(begin + (i + 1) * block, end), block, i, count, name, in_device)
         for i in range(count)
     ]
 
 
 def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blocks: list[int],
-            multi: bool, order=None) -> Iterator[Any]:
+            multi: bool, order=None, in_device: Callable[[], bool] = lambda: False) -> Iterator[Any]:
     """The loop variable of each iteration, the last dimension fastest (as the Pallas grid runs),
     or in the grid order `order` (a config's `loop_orders` entry: grid axis a walks dim order[a]).
 
@@ -140,7 +143,7 @@ def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blo
         if kind == "grid":
             per_dim.append(list(range(begin, end)))
         else:
-            per_dim.append(dim_tiles(name, begin, end, block))
+            per_dim.append(dim_tiles(name, begin, end, block, in_device))
     order = list(order) if order is not None else list(range(len(per_dim)))
     for permuted in itertools.product(*(per_dim[dim] for dim in order)):
         items = [None] * len(order)

@@ -1,0 +1,135 @@
+"""Recording host code: the host program's steps (allocations, host ops, host stores and,
+from the tracer, device loop calls), in the order they run.
+
+Host values are whole tensors (`HostTensor`) and runtime scalars (`HostScalar`); an op on
+them is a `HostOp` whose result gets a temporary name (`_t3`) until the user's variable
+names it (`TracedStatements.statement_executed`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import Allocate, HostOp, HostStore, ScalarSymbol, TensorSymbol, ops
+from ..ir.sizes import SymbolicSize
+from .indexing import check_host_subscript
+from .operands import check_dtype, shape_key, symbolic_result_shape
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
+
+
+class HostProgram:
+    """The steps of the host program; `recorder` is the proxies' `OpRecorder`, whose running
+    statement's line each step carries and whose meta shape rules a store runs."""
+
+    def __init__(self, recorder: Any):
+        self.recorder = recorder
+        self.steps: list = []
+        self._temp_count = 0
+
+    def _temp_name(self) -> str:
+        self._temp_count += 1
+        return f"_t{self._temp_count}"
+
+    def operand(self, item: Any) -> Any:
+        """A host operand as the IR holds it: symbols for proxies."""
+        if isinstance(item, (HostTensor, HostScalar)):
+            return item.symbol
+        if isinstance(item, (DeviceTensor, TileProxy)):
+            raise exc.DeviceValueInHostCode(
+                "A value from inside a device loop is used in host code; store it into a "
+                "tensor inside the loop instead."
+            )
+        if isinstance(item, (list, tuple)):
+            return type(item)(self.operand(i) for i in item)
+        return item
+
+    def op(self, op: ops.OpDef, operands, attrs, meta_out, display):
+        """Record a bound op of host code as a `HostOp`; its results' proxies."""
+        host_operands = tuple(self.operand(o) for o in operands)
+        if op.view is ops.ViewRule.SUBSCRIPT:
+            attrs = {"key": self.operand(attrs["key"])}
+        metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
+        scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
+        results = []
+        for meta in metas:
+            check_dtype(meta.dtype, f"The result of {display}")
+            if scalars_only and meta.ndim == 0:
+                results.append(ScalarSymbol(self._temp_name(), meta.dtype))
+            else:
+                shape = symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
+                results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
+        is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
+        view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
+        result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
+        self.steps.append(HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of))
+        proxies = [self._proxy(r) for r, _ in zip(results, operands)]
+        if isinstance(meta_out, (tuple, list)):
+            return type(meta_out)(proxies)
+        return proxies[0]
+
+    def store(self, tensor: HostTensor, key: Any, value: Any) -> None:
+        """`tensor[key] = value` in host code: recorded as a `HostStore` of the whole tensor."""
+        name = tensor.symbol.name
+        check_host_subscript(key, name)
+        if isinstance(value, (list, tuple)):
+            raise exc.UnsupportedOperation(f"Cannot store a Python {type(value).__name__} into {name}; "
+                                           "store a tensor or a number.")
+        shape = self.recorder.run_on_meta(_indexed_after_store, (tensor, key, value), {}, f"{name}[...] = value")
+        step = HostStore(tensor.symbol, self.operand(key), self.operand(value), tuple(shape),
+                         self.recorder.location)
+        self.steps.append(step)
+
+    def _proxy(self, symbol: Any) -> Any:
+        if isinstance(symbol, ScalarSymbol):
+            return HostScalar(self.recorder, symbol, int if not symbol.dtype.is_floating_point else float)
+        return HostTensor(self.recorder, symbol)
+
+    def allocate(self, factory: ops.Factory, args: tuple, kwargs: dict) -> HostTensor:
+        """`torch.empty(...)`, `torch.zeros_like(x)`, ... in host code: an `Allocate`."""
+        name = factory.name
+        like = args[0] if factory.form != "size" else None
+        rest = args[1:] if like is not None else args
+        fill = factory.fill
+        if factory.form == "like":
+            shape = tuple(like.shape)
+            if fill is ops.FILL_ARGUMENT:
+                fill = rest[0] if rest else kwargs["fill_value"]
+        else:
+            if fill is ops.FILL_ARGUMENT:
+                size_arg = rest[0] if rest else kwargs.get("size")
+                fill = rest[1] if len(rest) > 1 else kwargs.get("fill_value")
+            else:
+                size_arg = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)) else rest
+                if not rest:
+                    size_arg = kwargs.get("size")
+            shape = tuple(s if isinstance(s, SymbolicSize) else int(s) for s in size_arg)
+        if isinstance(fill, (HostScalar, HostTensor)):
+            raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
+        dtype = kwargs.get("dtype") or (like.dtype if like is not None else
+                                        (torch.bool if isinstance(fill, bool) else
+                                         torch.int64 if isinstance(fill, int) and factory.fill is ops.FILL_ARGUMENT
+                                         else torch.get_default_dtype()))
+        check_dtype(dtype, f"torch.{name}(...)")
+        symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill)
+        self.steps.append(Allocate(symbol, self.recorder.location))
+        return HostTensor(self.recorder, symbol)
+
+
+def _copies(op: ops.OpDef, attrs: dict) -> bool:
+    """A VIEW op whose torch result is a new tensor: `clone`, and indexing with an index
+    tensor or list (advanced indexing copies)."""
+    if attrs.get("copy"):
+        return True
+    if op.view is not ops.ViewRule.SUBSCRIPT:
+        return False
+    key = attrs["key"] if isinstance(attrs["key"], tuple) else (attrs["key"],)
+    return any(isinstance(item, (TensorSymbol, list)) for item in key)
+
+
+def _indexed_after_store(target: torch.Tensor, key: Any, value: Any) -> torch.Size:
+    """torch's own checks of `target[key] = value` (on meta tensors); the indexed shape."""
+    target, key = target.clone(), shape_key(key)
+    target[key] = value
+    return target[key].shape

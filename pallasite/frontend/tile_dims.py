@@ -1,0 +1,101 @@
+"""The dims of traced tile/grid loops and the config's block sizes they take.
+
+Each tunable dim (`hl.tile(..., block_size=None)`) and each `hl.register_block_size`
+call gets the next config slot, in the order the trace reaches them (reference mode
+numbers them the same way); `block_dims[slot]` is the first dim of each slot.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+from .. import exc
+from .. import language as hl
+from ..ir import Load, TileDim
+from ..ir.sizes import SymbolicSize
+from .op_recorder import OpRecorder
+from .proxies import BlockSize, DeviceTensor, HostScalar
+from .walker import loop_names
+
+
+class TileDims:
+    """Builds the `TileDim`s of loops; owns the config slots of block sizes."""
+
+    def __init__(self, choose_block_size: Callable[[int, int], int]):
+        """`choose_block_size(slot, extent)`: the config's block size for a slot."""
+        self.choose_block_size = choose_block_size
+        self.block_dims: list[TileDim | None] = []
+
+    def loop_dims(self, stmt: ast.For, spec: hl.TileIterable, bound: Callable, loc) -> list[TileDim]:
+        """The TileDims of a loop; `bound(value, "begin"|"end", loc)` checks/converts each bound."""
+        names = loop_names(stmt.target, len(spec.ends), spec.kind)
+        return [
+            self._tile_dim(name, bound(begin, "begin", loc), bound(end, "end", loc), block, spec.kind, loc)
+            for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes)
+        ]
+
+    def register_block_size(self, args: tuple) -> BlockSize:
+        if not args or len(args) > 2:
+            raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
+        extent = int(args[-1])
+        block_id = self._new_block_id()
+        size = self.choose_block_size(block_id, extent)
+        self.block_dims[block_id] = TileDim(f"block_{block_id}", 0, extent, size, block_id, False)
+        return BlockSize(size, block_id)
+
+    def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
+        static = isinstance(begin, int) and isinstance(end, int)
+        extent = max(end - begin, 0) if static else 128
+        if kind == "grid":
+            return TileDim(name, begin, end, 1, None, True)
+        if block is None:
+            block_id = self._new_block_id()
+            size = self.choose_block_size(block_id, extent)
+        elif isinstance(block, BlockSize):
+            block_id, size = block.block_id, int(block)
+        elif isinstance(block, int) and not isinstance(block, bool) and block > 0:
+            block_id, size = None, block
+        else:
+            raise exc.IllegalBlockSize(f"block_size must be a positive int or None, got {block!r}.", loc)
+        dim = TileDim(name, begin, end, size, block_id, False)
+        if block_id is not None and self.block_dims[block_id] is None:
+            self.block_dims[block_id] = dim
+        return dim
+
+    def _new_block_id(self) -> int:
+        self.block_dims.append(None)
+        return len(self.block_dims) - 1
+
+
+def static_bound(bound: Any, what: str, loc) -> int:
+    """A top-level loop's begin or end: known when compiling."""
+    if isinstance(bound, bool) or not isinstance(bound, int):
+        if isinstance(bound, (HostScalar, DeviceTensor)):
+            raise exc.UnsupportedSyntax(
+                f"The {what} of a top-level device loop must be known when compiling "
+                "(a size, or hl.specialize(...) of a scalar argument).", loc
+            )
+        raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
+    return bound if isinstance(bound, SymbolicSize) else int(bound)
+
+
+def inner_bound(recorder: OpRecorder) -> Callable[[Any, str, Any], Any]:
+    """An inner loop's begin or end: an int or an integer device scalar."""
+
+    def bound_of(bound: Any, what: str, loc) -> Any:
+        if isinstance(bound, bool):
+            raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
+        if isinstance(bound, int):
+            return bound
+        if isinstance(bound, (DeviceTensor, HostScalar)):
+            value = recorder.device_operand(bound)
+            if value.shape != () or value.dtype.is_floating_point:
+                source = value.producer.tensor.name if isinstance(getattr(value, "producer", None), Load) else ""
+                raise exc.UnsupportedSyntax(
+                    f"Loop {what} must be an integer scalar, got a {str(value.dtype).replace('torch.', '')} "
+                    f"{'scalar' if value.shape == () else f'tensor of shape {list(value.shape)}'}"
+                    + (f" read from '{source}' (pass it as an int32 tensor)" if source else "") + ".", loc)
+            return value
+        raise exc.UnsupportedSyntax(f"Loop {what} must be an int or a device scalar, got {bound!r}.", loc)
+
+    return bound_of

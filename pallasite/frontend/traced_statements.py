@@ -1,0 +1,142 @@
+"""What the walker's statements mean while tracing: device loops, inner loops with their
+carried values, and `if`s on device values, recorded as IR (`TileLoop`, `Carried`, `IfBlock`).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from .. import language as hl
+from ..ir import Carried, DeviceLoopCall, TileDim, TileLoop, Value
+from .device_if import DeviceIfs
+from .op_recorder import OpRecorder
+from .proxies import DeviceTensor, HostTensor, TileProxy, Traced
+from .tile_dims import TileDims, inner_bound, static_bound
+from .walker import StatementWalker
+
+
+class TracedStatements:
+    """The tracer's `StatementSemantics` (frontend/walker.py)."""
+
+    def __init__(self, walker: StatementWalker, recorder: OpRecorder, dims: TileDims):
+        self.walker = walker
+        self.recorder = recorder
+        self.dims = dims
+        self.ifs = DeviceIfs(walker, recorder)
+        self.device_loops: list[DeviceLoopCall] = []
+
+    def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
+        self.recorder.location = location  # every node recorded from now on carries it
+
+    def statement_executed(self, stmt: ast.stmt) -> None:
+        """Give values the user's variable names, so generated code reads like the source."""
+        targets = []
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+            targets = [stmt.target]
+        for target in targets:
+            names = [target] if isinstance(target, ast.Name) else (
+                list(target.elts) if isinstance(target, ast.Tuple) else [])
+            for name_node in names:
+                if not isinstance(name_node, ast.Name):
+                    continue
+                value = self.walker.scope.get(name_node.id)
+                if isinstance(value, DeviceTensor) and not value.value.name:
+                    value.value.name = name_node.id
+                elif (isinstance(value, HostTensor) and value.symbol.origin != "arg"
+                      and value.symbol.name.startswith("_t")):
+                    value.symbol.name = name_node.id
+
+    def check_python_iterable(self, iterable: Any, location: exc.SourceLocation) -> None:
+        if isinstance(iterable, Traced):
+            raise exc.UnsupportedSyntax(
+                "A Python for loop over a traced value is not supported; use hl.tile or hl.grid.", location)
+
+    # ---------------------------------------------------------------- ifs --
+
+    def if_condition(self, stmt: ast.If) -> Any:
+        return self.ifs.condition(stmt.test, stmt)
+
+    def is_device_condition(self, test: Any) -> bool:
+        return isinstance(test, Traced)
+
+    def device_if(self, stmt: ast.If, test: Any) -> None:
+        self.ifs.trace(stmt, test)
+
+    # -------------------------------------------------------------- loops --
+
+    def device_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None]) -> None:
+        """A top-level loop: one `DeviceLoopCall` of the host program."""
+        loc = self.walker.location_of(stmt)
+        dims = self.dims.loop_dims(stmt, spec, static_bound, loc)
+        call = DeviceLoopCall(TileLoop(dims, [], loc), len(self.device_loops), [])
+        self.recorder.enter_device(call)
+        try:
+            run_body(self._loop_variable(spec, dims))
+        finally:
+            self.recorder.exit_device()
+        self.recorder.host.steps.append(call)
+        self.device_loops.append(call)
+
+    def inner_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None],
+                   assigned: list[str]) -> dict[str, Any]:
+        """A tile/grid loop inside a device loop: traced once, with loop-carried variables
+        (each device value it reassigns that existed before it)."""
+        loc = self.walker.location_of(stmt)
+        if self.ifs.enclosing:
+            outer = self.ifs.enclosing[-1]
+            raise exc.UnsupportedSyntax(
+                f"A tile/grid loop inside an if on a device value ({outer.lineno}: "
+                f"{outer.text.strip()!r}) is not supported; put the if inside the loop.", loc)
+        dims = self.dims.loop_dims(stmt, spec, inner_bound(self.recorder), loc)
+        carried = self._carry(assigned)
+        loop = TileLoop(dims, [], loc, carried)
+        self.recorder.push_body(loop.body, dims)
+        try:
+            run_body(self._loop_variable(spec, dims))
+        finally:
+            self.recorder.pop_body()
+        self.walker.enter(stmt)
+        for item in carried:
+            self._close_carried(item, loc)
+        self.recorder.append_node(loop)
+        return {item.name: DeviceTensor(self.recorder, item.out) for item in carried}
+
+    def _loop_variable(self, spec: hl.TileIterable, dims: list[TileDim]) -> Any:
+        """Record each dim's begin; the loop variable: tiles, or scalars for hl.grid."""
+        for dim in dims:
+            dim.begin_value = self.recorder.record(
+                "tile_begin", (dim,), {}, (), torch.int32,
+                name=dim.name if dim.is_grid else f"{dim.name}_begin")
+        proxies = [DeviceTensor(self.recorder, d.begin_value) if d.is_grid else TileProxy(self.recorder, d)
+                   for d in dims]
+        return tuple(proxies) if spec.multi else proxies[0]
+
+    def _carry(self, assigned: list[str]) -> list[Carried]:
+        """The loop's carried values; in the body each name is the loop's parameter."""
+        carried = []
+        for name in assigned:
+            value = self.walker.scope.get(name)
+            if isinstance(value, DeviceTensor):
+                param = Value(value.value.shape, value.value.dtype, name)
+                carried.append(Carried(name, value.value, param))
+                self.walker.scope[name] = DeviceTensor(self.recorder, param)
+        return carried
+
+    def _close_carried(self, item: Carried, loc: exc.SourceLocation) -> None:
+        """A carried value after the body: its result must keep the shape and dtype."""
+        result = self.walker.scope.get(item.name)
+        if not isinstance(result, DeviceTensor):
+            raise exc.UnsupportedSyntax(
+                f"Loop-carried variable '{item.name}' must stay a device tensor in the loop.", loc)
+        if result.value.shape != item.init.shape or result.value.dtype != item.init.dtype:
+            raise exc.ShapeMismatch(
+                f"Loop-carried variable '{item.name}' is {list(item.init.shape)} {item.init.dtype} "
+                f"before the loop but {list(result.value.shape)} {result.value.dtype} after an "
+                "iteration; initialize it with the shape and dtype the loop produces.", loc)
+        item.result = result.value
+        item.out = Value(item.init.shape, item.init.dtype, item.name)

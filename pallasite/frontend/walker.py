@@ -1,0 +1,263 @@
+"""The one walker of a kernel's Python statements, shared by the tracer and reference mode.
+
+Both run the user's body the same way: each simple statement is compiled and `exec`'d on
+its own in the kernel's scope, a `for` over a Python iterable is unrolled, an `if` on a
+host value picks its branch, a `return` ends the kernel, and unsupported syntax raises
+with the user's line. What differs is what a tile loop, an `if` on a device value and
+each operation *mean*: the tracer records IR, reference mode runs torch on the host.
+The walker asks a `StatementSemantics` for those; loads, stores and ops never reach the
+walker (they go to the semantics' proxies or torch function mode).
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+from typing import Any, Callable, Iterator, Protocol
+
+from .. import exc
+from .. import language as hl
+from . import source
+
+MISSING = object()  # a name that had no value (before a loop or an if)
+
+_SIMPLE_DEVICE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)
+
+
+class StatementSemantics(Protocol):
+    """What the walker's statements mean. The tracer records IR; reference mode runs torch."""
+
+    def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
+        """A statement (or its loop header or condition) starts running."""
+
+    def statement_executed(self, stmt: ast.stmt) -> None:
+        """A simple statement ran (the tracer names the values it assigned)."""
+
+    def check_python_iterable(self, iterable: Any, location: exc.SourceLocation) -> None:
+        """Raise if a Python `for` cannot iterate `iterable` (the tracer: a traced value)."""
+
+    def if_condition(self, stmt: ast.If) -> Any:
+        """The value of an `if`'s test inside device code."""
+
+    def is_device_condition(self, test: Any) -> bool:
+        """Whether an `if` on `test` is decided on the device (then `device_if` runs it)."""
+
+    def device_if(self, stmt: ast.If, test: Any) -> None:
+        """An `if` on a device value."""
+
+    def device_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None]) -> None:
+        """A top-level `hl.tile`/`hl.grid` loop; `run_body(loop_variable)` runs its body."""
+
+    def inner_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None],
+                   assigned: list[str]) -> dict[str, Any]:
+        """A tile/grid loop inside device code. `assigned`: the names its body assigns, sorted.
+        Returns the carried names' values after the loop; the walker restores the others."""
+
+
+class StatementWalker:
+    """Runs a kernel body's statements in `scope`, asking `semantics` what device code means."""
+
+    def __init__(self, filename: str, scope: dict[str, Any], error_note: str):
+        """`error_note`: the note a user's own error gets, `{location}` filled in."""
+        self.filename = filename
+        self.scope = scope
+        self.error_note = error_note
+        self.semantics: StatementSemantics | None = None
+        self.statement: ast.stmt | None = None
+        self.location: exc.SourceLocation | None = None
+        self.result: Any = None
+        self.python_loops: tuple[tuple[int, int], ...] = ()  # (id of each enclosing for, its iteration)
+        self._code: dict[int, Any] = {}
+        self._locations: dict[int, exc.SourceLocation] = {}
+
+    def run_kernel(self, body: list[ast.stmt], semantics: StatementSemantics) -> Any:
+        """Run the kernel's body; its returned value (None without a `return`)."""
+        self.semantics = semantics
+        self.run_host_block(body)
+        return self.result
+
+    # --------------------------------------------------------- statements --
+
+    def location_of(self, node: ast.AST) -> exc.SourceLocation:
+        location = self._locations.get(id(node))
+        if location is None:
+            location = self._locations[id(node)] = source.location(self.filename, node)
+        return location
+
+    def enter(self, stmt: ast.stmt) -> None:
+        """Make `stmt` the running statement: its line goes on errors and recorded nodes."""
+        self.statement = stmt
+        self.location = self.location_of(stmt)
+        self.semantics.enter_statement(stmt, self.location)
+
+    def execute(self, stmt: ast.stmt) -> None:
+        """Run one simple statement with Python, in the kernel's scope."""
+        self.enter(stmt)
+        code = self._code.get(id(stmt))
+        if code is None:
+            code = self._code[id(stmt)] = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
+        with self.user_code():
+            exec(code, self.scope)
+        self.semantics.statement_executed(stmt)
+
+    def evaluate(self, expr: ast.expr, stmt: ast.stmt) -> Any:
+        """The value of `expr`, part of `stmt`, in the kernel's scope."""
+        self.enter(stmt)
+        code = self._code.get(id(expr))
+        if code is None:
+            code = self._code[id(expr)] = compile(ast.Expression(body=expr), self.filename, "eval")
+        with self.user_code():
+            return eval(code, self.scope)
+
+    @contextlib.contextmanager
+    def user_code(self) -> Iterator[None]:
+        """Errors of the running statement: pallasite errors get its line, the user's own a note."""
+        try:
+            yield
+        except exc.PallasiteError as err:
+            raise err.with_location(self.location) from None
+        except Exception as err:  # the user's own error: keep its type, add the line
+            if self.location is not None and not getattr(err, "_pallasite_noted", False):
+                err.add_note(self.error_note.format(location=self.location))
+                err._pallasite_noted = True
+            raise
+
+    def branch(self, stmt: ast.If, test: Any) -> list[ast.stmt]:
+        """The branch an `if` on a host value takes (a traced test raises here, at the `if`)."""
+        with self.user_code():
+            return stmt.body if test else stmt.orelse
+
+    def run_host_block(self, stmts: list[ast.stmt]) -> bool:
+        """Run host statements; True once a `return` ran."""
+        for stmt in stmts:
+            if isinstance(stmt, ast.Return):
+                self.result = None if stmt.value is None else self.evaluate(stmt.value, stmt)
+                return True
+            if source.looks_like_device_loop(stmt):
+                iterable = self.evaluate(stmt.iter, stmt)
+                if isinstance(iterable, hl.TileIterable):
+                    self._device_loop(stmt, iterable)
+                elif self.python_loop(stmt, iterable, self.run_host_block):
+                    return True
+            elif isinstance(stmt, ast.If) and source.must_walk(stmt):
+                if self.run_host_block(self.branch(stmt, self.evaluate(stmt.test, stmt))):
+                    return True
+            elif isinstance(stmt, ast.For) and source.must_walk(stmt):
+                if self.python_loop(stmt, self.evaluate(stmt.iter, stmt), self.run_host_block):
+                    return True
+            elif source.must_walk(stmt):
+                raise source.unsupported_host_statement(stmt, self.location_of(stmt))
+            else:
+                self.execute(stmt)
+        return False
+
+    def run_device_block(self, stmts: list[ast.stmt]) -> None:
+        """Run statements inside a device loop."""
+        for stmt in stmts:
+            self.enter(stmt)
+            if isinstance(stmt, ast.For):
+                iterable = self.evaluate(stmt.iter, stmt)
+                if isinstance(iterable, hl.TileIterable):
+                    self._inner_loop(stmt, iterable)
+                else:
+                    self.python_loop(stmt, iterable, self.run_device_block)
+            elif isinstance(stmt, ast.If):
+                test = self.semantics.if_condition(stmt)
+                if self.semantics.is_device_condition(test):
+                    self.semantics.device_if(stmt, test)
+                else:
+                    self.run_device_block(self.branch(stmt, test))
+            elif isinstance(stmt, _SIMPLE_DEVICE_STATEMENTS):
+                self.execute(stmt)
+            elif isinstance(stmt, ast.Return):
+                raise exc.UnsupportedSyntax("return inside a device loop is not supported.", self.location)
+            else:
+                raise exc.UnsupportedSyntax(
+                    f"{type(stmt).__name__} statements are not supported in device code.", self.location)
+
+    def python_loop(self, stmt: ast.For, iterable: Any, run_block: Callable) -> bool:
+        """A `for` over a Python iterable around device code: unrolled. True once a `return` ran."""
+        location = self.location_of(stmt)
+        if stmt.orelse or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt)):
+            raise exc.UnsupportedSyntax("break/continue/else in a loop around device code are not supported.",
+                                        location)
+        self.semantics.check_python_iterable(iterable, location)
+        outer = self.python_loops
+        try:
+            for iteration, item in enumerate(iterable):
+                self.python_loops = outer + ((id(stmt), iteration),)
+                self.assign(stmt.target, item, stmt)
+                if run_block(stmt.body):
+                    return True
+        finally:
+            self.python_loops = outer
+        return False
+
+    def assign(self, target: ast.expr, value: Any, stmt: ast.stmt) -> None:
+        """Bind a loop target (a name or a tuple of names) to `value`."""
+        if isinstance(target, ast.Name):
+            self.scope[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise exc.UnsupportedSyntax(f"Cannot unpack {len(values)} values into {len(target.elts)} names.",
+                                            self.location_of(stmt))
+            for element, item in zip(target.elts, values):
+                self.assign(element, item, stmt)
+        else:
+            raise exc.UnsupportedSyntax("Loop targets must be names or tuples of names.", self.location_of(stmt))
+
+    # --------------------------------------------------------- tile loops --
+
+    def _body_runner(self, stmt: ast.For) -> Callable[[Any], None]:
+        def run_body(loop_variable: Any) -> None:
+            self.assign(stmt.target, loop_variable, stmt)
+            self.run_device_block(stmt.body)
+
+        return run_body
+
+    def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+        if stmt.orelse:
+            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location_of(stmt))
+        self.semantics.device_loop(stmt, spec, self._body_runner(stmt))
+
+    def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
+        """Names assigned in an inner loop do not escape it, but for the carried ones."""
+        if stmt.orelse:
+            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location_of(stmt))
+        assigned = assigned_names(stmt.body)
+        before = {name: self.scope.get(name, MISSING) for name in assigned}
+        carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), assigned)
+        restore(self.scope, {name: value for name, value in before.items() if name not in carried})
+        self.scope.update(carried)
+
+
+def assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """The names a block of statements assigns, sorted."""
+    return sorted({node.id for stmt in stmts for node in ast.walk(stmt)
+                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)})
+
+
+def restore(scope: dict[str, Any], before: dict[str, Any]) -> None:
+    """Give names their values from before a block (`MISSING`: the name had none)."""
+    for name, value in before.items():
+        if value is MISSING:
+            scope.pop(name, None)
+        else:
+            scope[name] = value
+
+
+def kernel_scope(fn: Callable) -> dict[str, Any]:
+    """The scope a kernel's statements run in: its globals, then its closure variables."""
+    scope = dict(fn.__globals__)
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        scope[name] = cell.cell_contents
+    return scope
+
+
+def loop_names(target: ast.expr, count: int, kind: str) -> list[str]:
+    """A name per dim of a tile/grid loop: the target's names, else numbered from it."""
+    if isinstance(target, ast.Tuple) and len(target.elts) == count and all(
+            isinstance(e, ast.Name) for e in target.elts):
+        return [e.id for e in target.elts]
+    base = target.id if isinstance(target, ast.Name) else kind
+    return [base] if count == 1 else [f"{base}_{i}" for i in range(count)]
