@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from ..ir import IfBlock, Load, Store, TileLoop, Value, cdiv
 from ..ir.ops import OPS
-from ..ir.ops.definition import OpKind
+from ..ir.ops.definition import OpKind, ViewRule
 from .tpu_tiling import LANES, SUBLANES
 from .vmem import sublane_tile
 
@@ -146,7 +146,7 @@ class VectorCounter:
             dim = node.kwargs["dim"]
             hot = (*index.shape[:dim], source.shape[dim] * index.shape[dim], *index.shape[dim + 1:])
             return VectorWork(valu=3 * vregs(hot, index.dtype), stores=stored)
-        if kind is OpKind.VIEW and node.op == "permute":
+        if kind is OpKind.VIEW and definition.view is ViewRule.PERMUTE:
             perm = tuple(node.kwargs.get("perm", ()))
             rank = len(perm)
             if rank >= 2 and perm[-2:] != (rank - 2, rank - 1):
