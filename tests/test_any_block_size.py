@@ -13,6 +13,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite.plan import BlockKind, Semantics
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output
 
 
@@ -96,7 +97,7 @@ def test_a_grid_tile_whose_begin_is_not_a_block_multiple(begin):
     torch.testing.assert_close(out, expected)
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_an_illegal_inner_tile_with_a_grid_tile_of_the_same_tensor(loop_type):
     x = torch.randn(20, 10)
     _, out = code_and_output(col_norms, (x,), block_sizes=[16, 4], pallas_loop_type=loop_type)

@@ -11,6 +11,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.autotune.search import search
+from pallasite.plan.loops import LOOP_TYPES
 from plan_helpers import matmul
 from plan_helpers import add_kernel as _add  # an elementwise add decorated with **options
 
@@ -317,7 +318,7 @@ def mm_chunks(x, y):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_a_user_tunable_shaping_an_inner_loop_runs_and_lowers(loop_type):
     from pallasite.testing import check_tpu_lowering
 

@@ -8,6 +8,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output
 from plan_helpers import matmul
 
@@ -32,7 +33,7 @@ def test_loop_orders_permutes_the_grid():
     check_tpu_lowering(scaled_add, (x, y, 0.5), **config)
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_loop_orders_with_an_inner_loop(loop_type):
     x, y = torch.randn(64, 256), torch.randn(256, 384)
     config = {"block_sizes": [32, 128, 128], "loop_orders": [[1, 0]], "pallas_loop_type": loop_type}

@@ -9,11 +9,12 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
-from pallasite.testing import check_tpu_lowering, code_and_output
 from pallasite.ir import walk_nodes
+from pallasite.plan.loops import LOOP_TYPES, STRATEGIES, loop_types
+from pallasite.testing import check_tpu_lowering, code_and_output
 from plan_helpers import matmul, matmul_bias_steps, only_call, randn
 
-STREAMING = ["fori_loop", "emit_pipeline"]
+STREAMING = loop_types(streams=True)  # the knobs of streams apply to loop types that stream
 
 
 # ---------------------------------------------------------------- pallas_load_buffer_count
@@ -127,7 +128,7 @@ def _bias_steps_reference(x, y, b, block_k):
     return x @ y + steps * b
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_pre_broadcast_widens_the_bias_once_before_the_loop(loop_type):
     x, y, b = randn(8, 256, seed=5), randn(256, 128, seed=6), randn(128, seed=7)
     base = {"block_sizes": [8, 128, 128], "pallas_loop_type": loop_type}
@@ -279,7 +280,7 @@ def test_reduction_loops_layer_norm():
     check_tpu_lowering(layer_norm_rows, (x, w, b, 1e-5), chips=("v6e",), **config)
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 @pytest.mark.parametrize("n", [384, 300])
 def test_reduction_loops_inside_inner_loops(loop_type, n):
     x = randn(6, 16, n, seed=7)
@@ -291,7 +292,7 @@ def test_reduction_loops_inside_inner_loops(loop_type, n):
     assert looped.chunk == 128 and looped.tail_masked == (n % 128 != 0)
     streamed = {s.symbol.name for p in plan.inner_loops.values() for s in p.streams}
     # a dim of whole chunks may still be streamed; otherwise the block stays resident, padded
-    assert ("x" in streamed) == (loop_type != "unroll" and n % 128 == 0)
+    assert ("x" in streamed) == (STRATEGIES[loop_type].streams and n % 128 == 0)
     check_tpu_lowering(blocked_row_sums, (x,), chips=("v7x",), **config)
 
 
@@ -441,7 +442,7 @@ def test_reduction_loops_over_a_sublane_dim(dtype):
     check_tpu_lowering(column_sums, (x,), chips=("v7x",), **config)
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_reduction_loops_with_a_grid_index_and_a_partial_tile(loop_type):
     x = randn(3, 20, 300, seed=9)
     config = {"block_sizes": [8], "pallas_loop_type": loop_type, "reduction_loops": [128]}

@@ -7,10 +7,10 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES, STRATEGIES
 from pallasite.plan.plans import Memory
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
-LOOP_TYPES = ["unroll", "fori_loop", "emit_pipeline"]
 
 
 def _rows(x: torch.Tensor, block: int):
@@ -322,5 +322,5 @@ def test_if_beside_a_streamed_tensor_and_on_runtime_scalars(loop_type):
         torch.testing.assert_close(ref, expected, atol=1e-4, rtol=1e-4)
     plan = flagged_row_sums.bind((x, flags, 1.0)).plan(pallasite.Config(**config))
     x_operand = next(op for op in plan.calls[0].inputs if op.symbol.name == "x")
-    assert (x_operand.memory is Memory.HBM) == (loop_type != "unroll")
+    assert (x_operand.memory is Memory.HBM) == STRATEGIES[loop_type].streams
     check_tpu_lowering(flagged_row_sums, (x, flags, 1.0), **config)

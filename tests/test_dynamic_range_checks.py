@@ -16,10 +16,10 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.runtime.kernel import BoundKernel
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def _table(*shape, seed=0):

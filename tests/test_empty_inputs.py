@@ -6,6 +6,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import loop_types
 from pallasite.testing import check_tpu_lowering
 from plan_helpers import matmul
 
@@ -63,7 +64,7 @@ def test_an_empty_value_is_never_built_in_the_kernel():
     assert "(5, 0)" not in codes["v7x"].split("def empty_row_stats(")[0]
 
 
-@pytest.mark.parametrize("loop_type", ["fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", loop_types(streams=True))
 @pytest.mark.parametrize("shape", [(5, 0), (0, 5), (0, 0)])
 def test_streaming_loop_types_over_empty_dims(loop_type, shape):
     """A tensor with an empty dim is not streamed (no window to copy): it stays resident."""

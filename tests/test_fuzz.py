@@ -13,6 +13,7 @@ from pallasite.fuzz.cases import Case, InputSpec, Line, ScopeConstant
 from pallasite.fuzz.report import regression_test
 from pallasite.fuzz.runner import compare
 from pallasite.fuzz.session import main
+from pallasite.plan.loops import LOOP_TYPES
 
 SEED = 7
 
@@ -69,8 +70,7 @@ def test_the_issue_20_index_forms_are_generated():
     flat = [case for case in cases if case.kind == "flat_gather"]
     assert any("real_table" in case.tags for case in flat) and any("budget_knob" in case.tags for case in flat)
     assert all(dict(case.knobs).get("vmem_limit_bytes") for case in flat if "budget_knob" in case.tags)
-    assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == \
-        {"unroll", "fori_loop", "emit_pipeline"}
+    assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == set(LOOP_TYPES)
 
 
 def _synthetic_case() -> Case:
@@ -191,7 +191,7 @@ def test_the_narrowing_kind_reads_runs_of_loaded_blocks_under_every_loop_type():
     sources = [case.source() for case in cases]
     loop_types = {t for case in cases for t in ((case.loop_type,) if isinstance(case.loop_type, str)
                                                  else case.loop_type)}
-    assert loop_types == {"unroll", "fori_loop", "emit_pipeline"}
+    assert loop_types == set(LOOP_TYPES)
     assert {case.tags[1] for case in cases} == {"grid", "nested", "jagged"}  # where the outer tile comes from
     for form in ("blk[ts.index]", "blk[ts.begin]", "blk[ts.index, None", "wb[ts.index", "][ts.begin]",
                  "hl.tile(tt.end - tt.begin", "hl.tile(min(tt.end - tt.begin", "out[tt.begin + ts.begin",

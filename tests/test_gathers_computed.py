@@ -14,12 +14,12 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.plan.plans import GatherMethod
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 from plan_helpers import only_call
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def _gathers(call):

@@ -17,12 +17,12 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.plan.gathers import GATHER_TABLE_VMEM_FRACTION
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.plan.plans import GatherMethod, Memory
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 from plan_helpers import only_call
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 DMA = {"pallas_indirect_access_mode": "dma"}
 
 

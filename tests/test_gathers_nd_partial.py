@@ -15,13 +15,13 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.plan.masks import MergedPadding
 from pallasite.plan.plans import GatherMethod
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 from plan_helpers import only_call
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 DTYPES = (torch.float32, torch.bfloat16, torch.int32)
 DMA = {"pallas_indirect_access_mode": "dma"}
 # every loop type with f32, and the other dtypes under one loop type each (the full product is slow)

@@ -10,6 +10,7 @@ import pallasite
 import pallasite.language as hl
 from plan_helpers import matmul
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output
 
 
@@ -171,7 +172,7 @@ def test_fori_loop_writes_output_tiles_back_asynchronously():
     assert [op.memory for op in call.inputs] == ["vmem_block"]
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_attention_and_jagged_per_loop_type(loop_type):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 200, 64) for _ in range(3))
@@ -253,7 +254,7 @@ def block_sums(x):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_three_levels_of_nesting(loop_type):
     torch.manual_seed(0)
     x = torch.randn(8, 40, 300)
@@ -323,7 +324,7 @@ def window_sum(x):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_lengths_bound_table_lookup_and_non_zero_begin(loop_type):
     torch.manual_seed(0)
     x = torch.randn(3, 200, 128)
@@ -390,7 +391,7 @@ def add_column_offsets(x, offsets):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_an_inner_tiles_begin_is_a_value_under_every_loop_type(loop_type):
     # Unrolled, the begin is a Python int in the generated code: `.astype` on it used to
     # raise AttributeError out of the kernel.

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.runtime import interpret
 from pallasite.runtime.kernel import CompiledKernel
 
 from test_examples import EXAMPLES
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def test_interpret_mode_fills_uninitialized_memory_with_nan_and_raises_on_oob_reads():

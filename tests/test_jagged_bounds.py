@@ -10,9 +10,9 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 @pallasite.kernel

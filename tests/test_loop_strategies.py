@@ -18,9 +18,27 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES, STRATEGIES, LoopStrategy, loop_types
 from pallasite.testing import check_tpu_lowering, code_and_output
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_every_strategy_states_every_fact(loop_type):
+    """The base class gives no fact a default: each strategy's own class states each one, so
+    the fuzzer, the cost model, the VMEM advice and the tests never assume one for a new
+    strategy (tests take their loop types from the registry: `LOOP_TYPES`, `loop_types`)."""
+    strategy = STRATEGIES[loop_type]
+    assert strategy.name == loop_type
+    stated = {fact for cls in type(strategy).__mro__ if cls is not LoopStrategy for fact in vars(cls)}
+    assert set(LoopStrategy.FACTS) <= stated
+    assert not set(LoopStrategy.FACTS) & set(vars(LoopStrategy))
+
+
+def test_the_registry_filters_loop_types_by_fact():
+    assert set(loop_types(streams=True)) | set(loop_types(streams=False)) == set(LOOP_TYPES)
+    assert set(loop_types(copies_unaligned_windows=True)) <= set(loop_types(streams=True))
+    with pytest.raises(ValueError, match="not a loop strategy fact"):
+        loop_types(stream=True)
 
 
 @dataclass(frozen=True)
@@ -96,7 +114,7 @@ def rows_scaled_by_table(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return sums
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_grid_tile_id_read_inside_an_inner_loop(loop_type):
     """Inside pltpu.emit_pipeline, pl.program_id is the pipeline's step: the grid's id is
     read at the kernel's top (this once returned the wrong rows' table entries)."""

@@ -14,11 +14,11 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.codegen import generate_module
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 from plan_helpers import only_call, randn
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 @pallasite.kernel
@@ -56,8 +56,8 @@ def test_mixed_loop_types_match_torch(loop_types):
                                _expected(*ARGS), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("loop_types", [["unroll", "emit_pipeline"], ["emit_pipeline", "fori_loop"],
-                                        ["fori_loop", "unroll"]], ids="+".join)
+# every loop type once first and once second, beside another
+@pytest.mark.parametrize("loop_types", [[t, LOOP_TYPES[i - 1]] for i, t in enumerate(LOOP_TYPES)], ids="+".join)
 def test_mixed_loop_types_lower_to_mosaic(loop_types):
     check_tpu_lowering(centre_by_other, ARGS, pallas_loop_type=loop_types, **CONFIG)
 

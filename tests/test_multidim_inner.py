@@ -13,9 +13,9 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES, loop_types
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 @pallasite.kernel
@@ -171,7 +171,7 @@ def test_emit_pipeline_gets_a_two_dim_grid():
     assert "lambda j0, j1:" in code
 
 
-@pytest.mark.parametrize("loop_type", ["fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", loop_types(streams=True))
 @pytest.mark.parametrize("order", [[0, 1], [1, 0]])
 def test_whole_tiles_stream_the_input_and_the_output(loop_type, order):
     x = torch.randn(4, 16, 256)
@@ -195,7 +195,7 @@ def test_an_output_that_does_not_walk_every_dim_stays_resident():
         return out
 
     x = torch.randn(8, 16, 256)
-    for loop_type in ("fori_loop", "emit_pipeline"):
+    for loop_type in loop_types(streams=True):
         plan = row_max.bind((x,)).plan({"block_sizes": [8, 8, 128], "pallas_loop_type": loop_type})
         (loop_plan,) = plan.calls[0].inner_loops.values()
         assert [s.symbol.name for s in loop_plan.streams] == ["x"]

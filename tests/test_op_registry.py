@@ -7,7 +7,10 @@ structural — and every torch spelling rewrites to its op where it is defined.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +19,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite.codegen.kernel import STRUCTURAL_RULES
 from pallasite.codegen.remote import REMOTE_STATEMENTS
+from pallasite.codegen import reduction_loops as looped_codegen
 from pallasite.codegen.lowering import RULES
 from pallasite.ir import ops, walk_nodes
 from pallasite.ir.ops import OpKind
@@ -76,6 +80,7 @@ def test_the_registry_stays_inside_its_stage():
 
 def test_kind_payloads():
     for op in ops.OPS.values():
+        assert (op.elementwise is not None) == (op.kind is OpKind.ELEMENTWISE), op.name
         assert (op.reduction is not None) == (op.kind is OpKind.REDUCTION), op.name
         assert (op.contraction is not None) == (op.kind is OpKind.CONTRACTION), op.name
         assert (op.view is not None) == (op.kind is OpKind.VIEW), op.name
@@ -86,6 +91,49 @@ def test_kind_payloads():
         "begin": "tile_begin", "end": "tile_end", "index": "tile_index", "id": "tile_id",
         "count": "tile_count",
     }
+
+
+@pytest.mark.parametrize("payload", [ops.Elementwise, ops.Reduction])
+def test_every_op_states_every_fact(payload):
+    """A kind's facts have no defaults: every entry of that kind states each one (its
+    payload is required by `OpDef`), so no stage keeps a table of op names and no fact of a
+    new op is silently a default."""
+    for field in dataclasses.fields(payload):
+        assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING, field.name
+
+
+def test_reduction_facts_agree():
+    for op in ops.OPS.values():
+        if op.reduction is None:
+            continue
+        facts = op.reduction
+        # the index a pick returns is carried by an argmax/argmin partial; an average adds partials
+        arg_partials = (ops.Partials.ARGMAX, ops.Partials.ARGMIN)
+        assert facts.partials is None or facts.flat_index == (facts.partials in arg_partials), op.name
+        assert not facts.averages or facts.partials in (None, ops.Partials.ADD), op.name
+        assert not facts.flat_index or facts.accumulator is ops.Accumulator.SOURCE, op.name
+    chunked = {op.reduction.partials for op in ops.OPS.values() if op.reduction and op.reduction.partials}
+    # every kind of partial a reduction states has a way to be written for a chunk loop
+    assert chunked == set(ops.Partials)
+    assert set(looped_codegen._PARTIAL) | set(looped_codegen._ARG) == set(ops.Partials)
+    assert set(looped_codegen._COMBINE) == set(looped_codegen._PARTIAL)
+
+
+def test_predicates_return_bool():
+    """`Elementwise.predicate` ops are those torch answers with a bool for float operands."""
+    x = torch.empty(4, device="meta")
+    checked = set()
+    for op in ops.OPS.values():
+        function = getattr(torch, op.name, None)
+        if op.elementwise is None or function is None or op.signature.attrs:
+            continue
+        try:
+            result = function(*([x] * len(op.signature.operands)))
+        except (TypeError, RuntimeError):  # integer-only ops, required attrs
+            continue
+        assert (result.dtype == torch.bool) == op.elementwise.predicate, op.name
+        checked.add(op.name)
+    assert {name for name, op in ops.OPS.items() if op.elementwise and op.elementwise.predicate} <= checked
 
 
 @pallasite.kernel

@@ -16,9 +16,9 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES, loop_types
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 @pallasite.kernel
@@ -94,7 +94,8 @@ def rand_then_index(x, seed: int):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["fori_loop", "emit_pipeline"])
+# a loop whose steps run at run time has a body function, whose values do not outlive it
+@pytest.mark.parametrize("loop_type", loop_types(steps_at_run_time=True))
 def test_a_tile_index_first_read_in_an_inner_loop_is_read_again_after_it(loop_type):
     x = torch.empty(32, 256)
     _, result = code_and_output(rand_then_index, (x, 1), pallas_loop_type=loop_type)

@@ -14,6 +14,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.ir import cdiv
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.plan.metrics import schedule_metrics
 from pallasite.testing import schedule_report
 
@@ -21,7 +22,6 @@ from schedule_kernels import (
     causal_masked, causal_pruned, jagged_window_attention, window_attention, window_tiles,
 )
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -12,6 +12,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref, schedule_report
 
 from schedule_kernels import (
@@ -19,7 +20,6 @@ from schedule_kernels import (
     window_reference,
 )
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def _qkv(*shape, dtype=torch.float32):

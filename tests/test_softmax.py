@@ -15,9 +15,9 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.ir import walk_nodes
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 SPELLINGS = {
     "torch.softmax": (lambda v: torch.softmax(v, dim=1), False),

@@ -9,6 +9,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import code_and_output
 
 
@@ -108,7 +109,7 @@ def load_overwrite_read(x):
     return out
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
 @pytest.mark.parametrize("t", [16, 13])
 def test_read_after_write_sees_the_loaded_values(loop_type, t):
     x = torch.randn(t, 128)

@@ -13,9 +13,9 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 LENGTHS = (13, 0, 3, 21, 1)  # unaligned: tiles straddle segments; an empty and a one-row segment
 HEADS = 2
 
@@ -190,7 +190,7 @@ def test_head_forms_lower_to_mosaic():
     for name, (kernel, make, _, blocks) in FORMS.items():
         q, k, v, offsets = make()
         args = (q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16), offsets)
-        for loop_type in (("unroll", "fori_loop", "emit_pipeline") if name == "grid" else ("fori_loop",)):
+        for loop_type in (LOOP_TYPES if name == "grid" else ("fori_loop",)):
             check_tpu_lowering(kernel, args, block_sizes=[16] * len(blocks), pallas_loop_type=loop_type)
 
 

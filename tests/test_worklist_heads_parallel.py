@@ -6,18 +6,20 @@ bitwise against the per-segment grid under every loop type, on two simulated cor
 the race detector, and lowered to Mosaic."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output, schedule_report
 
 from test_worklist_parallel import run_on_two_cores
 from test_worklist_heads import (HEADS, LENGTHS, heads_grid_attention, heads_scale, heads_scale_reference, inputs,
                                  offsets_of, plan_of, softmax_reference)
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 @pallasite.kernel
@@ -95,7 +97,7 @@ def test_head_grid_items_write_their_rows_in_parallel_bitwise_the_per_segment_re
         torch.testing.assert_close(flat, reference(*args), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("loop_type, grouping", [("unroll", 2), ("fori_loop", 1), ("emit_pipeline", 2)])
+@pytest.mark.parametrize("loop_type, grouping", zip(LOOP_TYPES, itertools.cycle((2, 1))))  # every loop type
 def test_heads_and_items_split_over_two_cores_without_races(loop_type, grouping, monkeypatch):
     x = torch.randn(40, HEADS, 128)
     offsets = torch.tensor([3, 16, 16, 35], dtype=torch.int32)  # rows 0..3 and 35..40 keep their zeros

@@ -12,6 +12,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.runtime import interpret
 from pallasite.testing import code_and_output, schedule_report
 
@@ -50,7 +51,7 @@ def run_on_two_cores(kernel, args, monkeypatch, **config):
         kernel.reset()
 
 
-@pytest.mark.parametrize("loop_type, grouping", [("unroll", 1), ("fori_loop", 2), ("emit_pipeline", 1)])
+@pytest.mark.parametrize("loop_type, grouping", zip(LOOP_TYPES, itertools.cycle((1, 2))))  # every loop type
 def test_items_write_their_own_rows_in_parallel_without_races(loop_type, grouping, monkeypatch):
     q, k, v = qkv(sum(LENGTHS))
     offsets = offsets_of(LENGTHS)

@@ -12,11 +12,11 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref, schedule_report
 
 from examples.jagged_attention import jagged_attention, reference as causal_reference
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 
 
 def offsets_of(lengths) -> torch.Tensor:
@@ -41,7 +41,7 @@ LENGTHS = (13, 0, 3, 29, 1)
 
 
 # Each loop type once per dtype; groupings 1 and 2 spread over them (the suite stays quick).
-@pytest.mark.parametrize("loop_type, grouping", [("unroll", 1), ("fori_loop", 2), ("emit_pipeline", 1)])
+@pytest.mark.parametrize("loop_type, grouping", zip(LOOP_TYPES, itertools.cycle((1, 2))))
 def test_causal_jagged_flash_f32(loop_type, grouping):
     q, k, v = qkv(sum(LENGTHS), 64)
     offsets = offsets_of(LENGTHS)
@@ -52,7 +52,7 @@ def test_causal_jagged_flash_f32(loop_type, grouping):
     assert torch.equal(flat, per_segment)
 
 
-@pytest.mark.parametrize("loop_type", ["unroll", "emit_pipeline"])  # fori_loop: the bf16 baddbmm test
+@pytest.mark.parametrize("loop_type", [t for t in LOOP_TYPES if t != "fori_loop"])  # fori_loop: the bf16 baddbmm test
 def test_causal_jagged_flash_bf16_d128(loop_type):
     q, k, v = qkv(sum(LENGTHS), 128, torch.bfloat16)
     offsets = offsets_of(LENGTHS)
@@ -302,8 +302,7 @@ def causal_silu_reference(q, k, v, offsets):
     return out
 
 
-@pytest.mark.parametrize("loop_type, dtype", [("unroll", torch.float32), ("fori_loop", torch.bfloat16),
-                                              ("emit_pipeline", torch.float32)])
+@pytest.mark.parametrize("loop_type, dtype", zip(LOOP_TYPES, itertools.cycle((torch.float32, torch.bfloat16))))
 def test_causal_jagged_baddbmm(loop_type, dtype):
     block = 16 if dtype == torch.bfloat16 else 8
     q, k, v = qkv(sum(LENGTHS), 128, dtype, seed=3)

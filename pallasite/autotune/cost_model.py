@@ -54,6 +54,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import exc
 from ..config import Config
+from ..plan.loops import STRATEGIES
 from ..plan.metrics import schedule_metrics
 from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
@@ -139,7 +140,8 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
     vector = max(work.valu / (VALU_SLOTS * chip.clock_hz), work.eup / chip.clock_hz,
                  work.stores / chip.clock_hz)
     pipelined = sum(counts.loops[loop_id].tiles for loop_id, loop_plan in call.inner_loops.items()
-                    if loop_id in counts.loops and (loop_plan.streams or loop_plan.strategy != "unroll"))
+                    if loop_id in counts.loops
+                    and (loop_plan.streams or STRATEGIES[loop_plan.strategy].steps_at_run_time))
     chains = independent_chains(call)
     return {
         "memory": metrics.hbm_bytes / bandwidth,

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
+from ..ir.ops import OPS, Accumulator
 
 JNP_DTYPES = {
     torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
@@ -158,7 +159,6 @@ _UNARY_TEMPLATES = {
     "logsigmoid": "jax.nn.log_sigmoid({0})", "signbit": "jnp.signbit({0})",
     "logical_not": "jnp.logical_not({0})",
 }
-_BOOL_RESULT_UNARY = {"isnan", "isinf", "isfinite", "signbit", "logical_not"}
 # Functions Mosaic has no primitive for, written with those it has (pallasite/runtime/
 # elementwise.py, imported by a module that uses them as `elementwise`).
 ELEMENTWISE_HELPERS = frozenset({"expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
@@ -166,7 +166,7 @@ ELEMENTWISE_HELPERS = frozenset({"expm1", "sinh", "cosh", "asin", "acos", "atan"
 
 
 def _unary(call: OpCall) -> str:
-    dtype = call.compute_dtype() if call.op in _BOOL_RESULT_UNARY else call.out_dtype
+    dtype = call.compute_dtype() if OPS[call.op].elementwise.predicate else call.out_dtype
     return _UNARY_TEMPLATES[call.op].format(call.cast(0, dtype))
 
 
@@ -261,8 +261,7 @@ _BINARY_FUNCTIONS = {
 @rule(*_BINARY_OPERATORS, *_BINARY_FUNCTIONS, "rsub")
 def _binary(call: OpCall) -> str:
     op = call.op
-    logical = op.startswith("logical_")
-    dtype = call.compute_dtype() if logical else call.out_dtype
+    dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
     a, b = call.cast(0, dtype), call.cast(1, dtype)
     alpha = call.attrs.get("alpha", 1)
     if alpha != 1:
@@ -345,26 +344,27 @@ def _axis_text(dims) -> str:
 
 @rule(*_REDUCE_FUNCTIONS)
 def _reduce(call: OpCall) -> str:
-    op = call.op
+    op, reduction = call.op, OPS[call.op].reduction
     dims, keepdim = call.attrs["dim"], call.attrs["keepdim"]
     source_dtype = call.args[0].dtype
     x = call.args[0].text
-    if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
+    widened = reduction.accumulator.widens_half_floats and source_dtype in _LOW_PRECISION
+    if widened:
         x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
-    elif op in ("sum", "mean", "prod") and call.out_dtype != source_dtype:
+    elif reduction.accumulator is Accumulator.RESULT and call.out_dtype != source_dtype:
         x = call.cast(0, call.out_dtype)
     elif source_dtype in _NARROW_INTS:  # Mosaic reduces 32-bit integers only
         x = call.cast(0, torch.int32)
-    elif op in ("argmax", "argmin") and source_dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
+    elif reduction.flat_index and source_dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
         x = call.cast(0, torch.float32)
-    if op in ("argmax", "argmin") and not source_dtype.is_floating_point:
+    if reduction.flat_index and not source_dtype.is_floating_point:
         # Mosaic's argmax/argmin take float32 only (pallasite/runtime/reductions.py)
         axis = "None" if dims is None else str(dims[0])
         flat = f"integer_arg_extreme({x}, {axis}, {keepdim}, largest={op == 'argmax'})"
         if dims is None and "extents" in call.attrs:
             return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
         return flat
-    if op in ("argmax", "argmin"):
+    if reduction.flat_index:
         axis = "None" if dims is None else str(dims[0])
         if dims is None:
             flat = f"{_REDUCE_FUNCTIONS[op]}({x}.reshape(-1)).astype(jnp.int32)"
@@ -372,15 +372,13 @@ def _reduce(call: OpCall) -> str:
                 return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
             return flat
         return f"{_REDUCE_FUNCTIONS[op]}({x}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
-    if op == "mean" and "count" in call.attrs:
+    if reduction.averages and "count" in call.attrs:
         text = f"(jnp.sum({x}, axis={_axis_text(dims)}, keepdims={keepdim}) / {call.attrs['count']})"
     else:
         text = f"{_REDUCE_FUNCTIONS[op]}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
-    if op in ("all", "any"):
-        return text
     if source_dtype in _NARROW_INTS and call.out_dtype == source_dtype:  # amax/amin: back to its dtype
         return f"{text}.astype({jnp_dtype(source_dtype)})"
-    if op in ("sum", "mean", "prod", "logsumexp") and source_dtype in _LOW_PRECISION:
+    if widened:
         return f"{text}.astype({jnp_dtype(call.out_dtype)})"
     return text
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 import torch
 
 from ..ir import Load, Node, Value, walk_nodes
+from ..ir.ops import OPS, Accumulator, Partials
 from ..plan.plans import LoopedReduction
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
-_PARTIAL = {"sum": "jnp.sum", "mean": "jnp.sum", "prod": "prod_by_halves", "amax": "jnp.max", "amin": "jnp.min"}
-_COMBINE = {"sum": "{a} + {b}", "mean": "{a} + {b}", "prod": "{a} * {b}",
-            "amax": "jnp.maximum({a}, {b})", "amin": "jnp.minimum({a}, {b})"}
+# How each kind of partial (the registry's `Reduction.partials`) is reduced over a chunk and combined.
+_PARTIAL = {Partials.ADD: "jnp.sum", Partials.MULTIPLY: "prod_by_halves", Partials.MAXIMUM: "jnp.max",
+            Partials.MINIMUM: "jnp.min"}
+_COMBINE = {Partials.ADD: "{a} + {b}", Partials.MULTIPLY: "{a} * {b}",
+            Partials.MAXIMUM: "jnp.maximum({a}, {b})", Partials.MINIMUM: "jnp.minimum({a}, {b})"}
 # argmax/argmin carry (best value, its index): how a chunk's best is found and beats the carried one
-_ARG = {"argmax": ("jnp.max", "jnp.argmax", ">"), "argmin": ("jnp.min", "jnp.argmin", "<")}
+_ARG = {Partials.ARGMAX: ("jnp.max", "jnp.argmax", ">"), Partials.ARGMIN: ("jnp.min", "jnp.argmin", "<")}
 
 
 def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -> None:
@@ -21,7 +24,9 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
 
     source, out = node.args[0], node.output
     op, axis, chunk = node.op, looped.axis, looped.chunk
-    accumulates = op in ("sum", "mean", "prod")
+    reduction = OPS[op].reduction
+    partials = reduction.partials
+    accumulates = reduction.accumulator is Accumulator.RESULT
     acc_dtype = (torch.float32 if source.dtype in _LOW_PRECISION else out.dtype) if accumulates else source.dtype
     counter = k.names.fresh("chunk")
     body = k.names.fresh(f"{op}_chunks")
@@ -55,13 +60,13 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
                      f"< {looped.extent}")
             text = f"jnp.where({valid}, {text}, {_typed_fill(looped.fill, source.dtype)})"
         keepdim = node.kwargs.get("keepdim", False)
-        if op in _ARG:
+        if partials in _ARG:
             _emit_arg_partial(k, node, looped, text, counter, partial, indent + 1)
         else:
             if source.dtype != acc_dtype:
                 text = f"({text}).astype({jnp_dtype(acc_dtype)})"
-            reduced = f"{_PARTIAL[op]}({text}, axis={axis}, keepdims={keepdim})"
-            k.emit(f"return {_COMBINE[op].format(a=partial, b=reduced)}", indent + 1)
+            reduced = f"{_PARTIAL[partials]}({text}, axis={axis}, keepdims={keepdim})"
+            k.emit(f"return {_COMBINE[partials].format(a=partial, b=reduced)}", indent + 1)
     finally:
         for value_id, previous in saved.items():
             if previous is None:
@@ -70,12 +75,12 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction, indent: int) -
                 k.env[value_id] = previous
         del k.reduction_chunks[node.id]
     init = f"jnp.full({literal(tuple(out.shape))}, {_typed_fill(looped.fill, acc_dtype)}, {jnp_dtype(acc_dtype)})"
-    if op in _ARG:  # (best value, its index): the index is the result
+    if partials in _ARG:  # (best value, its index): the index is the result
         init = f"({init}, jnp.zeros({literal(tuple(out.shape))}, jnp.int32))"
     result = f"lax.fori_loop(0, {looped.trips}, {body}, {init})"
-    if op in _ARG:
+    if partials in _ARG:
         result = f"{result}[1]"
-    if op == "mean":
+    if reduction.averages:
         result = f"{result} / {looped.extent}"
     if acc_dtype != out.dtype:
         result = f"({result}).astype({jnp_dtype(out.dtype)})"
@@ -89,7 +94,8 @@ def _emit_arg_partial(k, node: Node, looped: LoopedReduction, text: str, counter
     replace the carried pair where strictly better, so the first occurrence wins as in
     torch; NaN counts as the best, as torch's argmax/argmin do."""
     source = node.args[0]
-    best_of, arg_of, better = _ARG[node.op]
+    partials = OPS[node.op].reduction.partials
+    best_of, arg_of, better = _ARG[partials]
     axis, keepdim = looped.axis, node.kwargs.get("keepdim", False)
     values = k.names.fresh("chunk_values")
     best, index = k.names.fresh("best"), k.names.fresh("best_index")
@@ -101,7 +107,7 @@ def _emit_arg_partial(k, node: Node, looped: LoopedReduction, text: str, counter
         wide = values if source.dtype == torch.float32 else f"{values}.astype(jnp.float32)"
         arg = f"{arg_of}({wide}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
     else:  # Mosaic's argmax/argmin take float32 only
-        arg = f"integer_arg_extreme({values}, {axis}, {keepdim}, largest={node.op == 'argmax'})"
+        arg = f"integer_arg_extreme({values}, {axis}, {keepdim}, largest={partials is Partials.ARGMAX})"
     k.emit(f"{chunk_index} = {counter} * {looped.chunk} + {arg}", indent)
     condition = f"{chunk_best} {better} {best}"
     if source.dtype.is_floating_point:

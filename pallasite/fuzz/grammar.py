@@ -12,13 +12,13 @@ from typing import Callable
 
 import torch
 
+from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 
-LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
 LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
 MIXED_DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
+from ..plan.loops import strategy_named
 from .cases import Case, Line, assigned_name, operand_names
 
 Proposal = Callable[[Case], Iterator[Case]]
@@ -79,8 +80,9 @@ def _shrink_block_sizes(case: Case) -> Iterator[Case]:
 
 
 def _simpler_loop_type(case: Case) -> Iterator[Case]:
-    if case.loop_type not in (None, "unroll"):
-        yield case.with_(loop_type="unroll")
+    simplest = strategy_named(None).name  # what a config without the knob runs
+    if case.loop_type not in (None, simplest):
+        yield case.with_(loop_type=simplest)
 
 
 PASSES: tuple[Proposal, ...] = (_drop_lines, _use_an_operand, _drop_inputs, _shrink_segments, _shrink_dims,

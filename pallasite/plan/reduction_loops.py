@@ -44,8 +44,8 @@ from .plans import (
 )
 from .tpu_tiling import AxisRule
 
-# Reductions a chunk loop can carry: how partials combine.
-COMBINABLE = ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin")
+# Reductions a chunk loop can carry: those whose registry entry says how partials combine.
+COMBINABLE = tuple(name for name, op in ops.OPS.items() if op.reduction is not None and op.reduction.partials is not None)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ model charges padded vregs because the hardware pays for them.
 Per node (`VectorCounter.work`):
 - elementwise and creation ops: one VALU op per vreg of the widest of their
   result and operands (a cast reads bf16 vregs and writes f32 ones); the
-  transcendental ones (`EUP_OPS`: exp, log, tanh, rsqrt, division's reciprocal,
-  ...) also push each vreg through the EUP, the one transcendental unit;
+  transcendental ones (`OpDef.transcendental`, stated by each registry entry: exp,
+  log, tanh, rsqrt, division's reciprocal, ...) also push each vreg through the
+  EUP, the one transcendental unit;
 - reductions: one combining op per vreg of the operand, plus one per result vreg;
 - contractions: the MXU flops are `schedule.node_flops`; the vector side pops
   each result vreg from the MXU result buffer (and adds an `acc=` addend).
@@ -38,19 +39,11 @@ from dataclasses import dataclass
 
 from ..ir import IfBlock, Load, Store, TileLoop, Value, cdiv
 from ..ir.ops import OPS
-from ..ir.ops.definition import OpKind
+from ..ir.ops.definition import OpKind, ViewRule
 from .tpu_tiling import LANES, SUBLANES
 from .vmem import sublane_tile
 
 VREG_FILE = 64  # vregs per TensorCore (every generation so far)
-
-# Elementwise ops whose evaluation goes through the EUP (transcendental unit).
-EUP_OPS = frozenset({
-    "exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "tanh", "sigmoid", "logsigmoid",
-    "silu", "gelu", "mish", "softplus", "elu", "erf", "erfc", "rsqrt", "sqrt", "reciprocal",
-    "div", "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
-    "asinh", "acosh", "atanh", "hypot", "addcdiv", "logsumexp",
-})
 
 
 @dataclass(frozen=True)
@@ -138,11 +131,11 @@ class VectorCounter:
         kind = definition.kind
         if kind in (OpKind.ELEMENTWISE, OpKind.CREATION):
             width = max([out, *(_value_vregs(a) for a in node.args)])
-            eup = width if node.op in EUP_OPS else 0
+            eup = width if definition.transcendental else 0
             return VectorWork(valu=width, eup=eup, stores=stored)
         if kind is OpKind.REDUCTION:
             source = _value_vregs(node.args[0]) if node.args else 0
-            eup = source if node.op in EUP_OPS else 0
+            eup = source if definition.transcendental else 0
             return VectorWork(valu=source + out, eup=eup, stores=stored)
         if kind is OpKind.CONTRACTION:
             addend = sum(_value_vregs(a) for a in node.args[2:])
@@ -153,7 +146,7 @@ class VectorCounter:
             dim = node.kwargs["dim"]
             hot = (*index.shape[:dim], source.shape[dim] * index.shape[dim], *index.shape[dim + 1:])
             return VectorWork(valu=3 * vregs(hot, index.dtype), stores=stored)
-        if kind is OpKind.VIEW and node.op == "permute":
+        if kind is OpKind.VIEW and definition.view is ViewRule.PERMUTE:
             perm = tuple(node.kwargs.get("perm", ()))
             rank = len(perm)
             if rank >= 2 and perm[-2:] != (rank - 2, rank - 1):

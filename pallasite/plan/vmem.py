@@ -87,7 +87,8 @@ def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
     """For a VMEM overflow message: the `count` largest double-buffered blocks (with why an
     axis is whole, when the plan recorded it), and what to change. Tiles that start at
     data-dependent rows keep the tensors they index resident unless the loop copies
-    their windows by DMA (`fori_loop`), and smaller blocks do not shrink those."""
+    their windows by DMA (`fori_loop`: `copies_unaligned_windows`), and smaller blocks do
+    not shrink those."""
     blocks = sorted(_block_operands(plan), key=lambda item: -item[1])
     described, seen = [], set()
     for op, size in blocks:
@@ -98,9 +99,12 @@ def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
         described.append(f"'{op.symbol.name}' 2 x {size / MIB:.1f} MiB" + (f" ({why})" if why else ""))
     unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
-    if unaligned and any(loop.strategy != "fori_loop" for loop in plan.inner_loops.values()):
+    from .loops import loop_types  # the strategy registry (loops plan streams with this module's sizes)
+
+    copying = loop_types(copies_unaligned_windows=True)
+    if unaligned and copying and any(loop.strategy not in copying for loop in plan.inner_loops.values()):
         advice = ("tiles starting at data-dependent rows keep the tensors they index resident, whatever the "
-                  "block size; pallas_loop_type='fori_loop' copies their windows by DMA instead")
+                  f"block size; pallas_loop_type={copying[0]!r} copies their windows by DMA instead")
     else:
         advice = "use smaller block sizes"
     return f"the largest: {', '.join(described)}; {advice}" if described else advice

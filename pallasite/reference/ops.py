@@ -28,43 +28,45 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import exc
-from ..ir.ops import FILL_ARGUMENT, new_tensor_size_and_fill
+from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from . import indexing, lanes, tiles
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
-_POINTWISE = frozenset({
-    # unary
-    "neg", "negative", "positive", "abs", "absolute", "exp", "exp2", "expm1", "log", "log2",
-    "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin",
-    "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh", "atanh", "arcsinh",
-    "arccosh", "arctanh", "sigmoid", "special_expit", "expit", "relu", "gelu", "silu", "erf",
-    "erfc", "erfinv", "floor", "ceil", "round", "trunc", "fix", "sign", "sgn", "reciprocal",
-    "square", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "isposinf",
-    "isneginf", "softplus", "nan_to_num", "relu6", "hardtanh", "leaky_relu", "elu", "selu",
-    "celu", "mish", "hardsigmoid", "hardswish", "logsigmoid", "signbit", "frac", "logit",
-    # binary and more
-    "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
-    "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum", "fmax", "fmin", "atan2",
-    "arctan2", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "copysign", "hypot", "xlogy",
-    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
-    "not_equal", "where", "clamp", "clip", "clamp_min", "clamp_max", "lerp", "addcmul",
-    "addcdiv", "masked_fill",
-    # operators
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-    "__rtruediv__", "__div__", "__rdiv__", "__floordiv__", "__rfloordiv__", "__mod__",
-    "__rmod__", "__pow__", "__rpow__", "__and__", "__rand__", "__or__", "__ror__", "__xor__",
-    "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__lt__", "__le__",
-    "__gt__", "__ge__", "__eq__", "__ne__", "__neg__", "__pos__", "__abs__", "__invert__",
+
+def _torch_names(ops) -> frozenset[str]:
+    """The names torch calls the registry entries `ops` by: their spellings and Python operators."""
+    names = set()
+    for op in ops:
+        names.update(spelling.name for spelling in op.spellings)
+        if op.operator is not None:
+            names.update(name for name in (op.operator.dunder, op.operator.reflected) if name)
+    return frozenset(names)
+
+
+def _of_kind(kind: OpKind) -> list:
+    return [op for op in OPS.values() if op.kind is kind]
+
+
+# Lane by lane, under the extent rule: the registry's elementwise ops but casts (`x.to(y)` takes
+# only y's dtype, so y is no operand whose extent counts), and torch functions pallasite has
+# no op for, which reference mode still runs lane by lane.
+_POINTWISE = (_torch_names(_of_kind(OpKind.ELEMENTWISE)) - _torch_names([OPS["to"]])) | frozenset({
+    "positive", "special_expit", "erfinv", "sgn", "isposinf", "isneginf", "selu", "celu", "frac", "logit",
+    "fmax", "fmin", "xlogy", "masked_fill", "__div__", "__rdiv__", "__rlshift__", "__rrshift__",
 })
 _IN_PLACE_OPERATORS = {
     "__ior__": "__or__", "__iand__": "__and__", "__ixor__": "__xor__",
     "__ilshift__": "__lshift__", "__irshift__": "__rshift__",
 }
-_ACCUMULATING = frozenset({"sum", "mean", "prod", "logsumexp", "nansum", "nanmean"})
-_REDUCTIONS = _ACCUMULATING | {"amax", "amin", "max", "min", "argmax", "argmin", "all", "any"}
-_MATMULS = frozenset({"mm", "bmm", "matmul", "__matmul__", "__rmatmul__", "addmm", "baddbmm"})
+# 16-bit floats are reduced in float32 (`Accumulator.widens_half_floats`), as the kernel does;
+# nansum and nanmean have no op, and do so too.
+_ACCUMULATING = _torch_names(op for op in _of_kind(OpKind.REDUCTION)
+                             if op.reduction.accumulator.widens_half_floats) | {"nansum", "nanmean"}
+_REDUCTIONS = _torch_names(_of_kind(OpKind.REDUCTION)) | _ACCUMULATING
+_MATMULS = _torch_names(_of_kind(OpKind.CONTRACTION))
+# Contractions adding their product to an operand (addmm's input), which comes first.
+_ADDING_MATMULS = _torch_names(op for op in _of_kind(OpKind.CONTRACTION) if op.contraction.addend is not None)
 
 
 class DeviceSemantics(TorchFunctionMode):
@@ -317,10 +319,10 @@ def _matmul(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
     """`out_dtype=` (torch's `.dtype` overloads, also their next positional argument) sets the
     result's dtype; the products accumulate in f32 either way."""
     out_dtype = kwargs.get("out_dtype")
-    positional = 3 if name in ("addmm", "baddbmm") else 2
+    positional = 3 if name in _ADDING_MATMULS else 2
     if name not in ("matmul", "__matmul__", "__rmatmul__") and len(args) > positional:
         out_dtype = args[positional]
-    if name in ("addmm", "baddbmm"):
+    if name in _ADDING_MATMULS:
         bias, a, b = args[:3]
         beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
         result, axes = product(a, b, torch.mm if name == "addmm" else torch.bmm)

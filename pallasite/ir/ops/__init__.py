@@ -13,8 +13,9 @@ from .binders import normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
-    FILL_ARGUMENT, REQUIRED, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction, Factory, OpDef, OpKind,
-    PythonOperator, Record, Reduction, Redirect, Signature, Spelling, ViewRule,
+    FILL_ARGUMENT, REQUIRED, Accumulator, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction,
+    Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, Signature, Spelling,
+    ViewRule,
 )
 
 
@@ -44,7 +45,7 @@ if set(COMPOSITES) & (set(SPELLINGS) | set(FACTORIES)):
     raise ValueError("a composite's spelling also names an op or a factory")
 
 __all__ = [
-    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "Binder",
-    "Bound", "Call", "Composite", "Contraction", "Factory", "OpDef", "OpKind", "PythonOperator", "Record",
+    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES",
+    "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
     "Reduction", "Redirect", "Signature", "Spelling", "ViewRule", "normalize_dims",
 ]

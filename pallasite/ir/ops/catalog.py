@@ -16,8 +16,8 @@ from ... import exc
 from . import binders
 from .binders import by_signature
 from .definition import (
-    BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Binder, Contraction, Factory, OpDef, OpKind,
-    PythonOperator, Reduction, Signature, Spelling, ViewRule,
+    BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Accumulator, Binder, Contraction, Elementwise, Factory, OpDef,
+    OpKind, Partials, PythonOperator, Reduction, Signature, Spelling, ViewRule,
 )
 
 
@@ -32,8 +32,8 @@ def _op(name: str, kind: OpKind, *aliases: str | Spelling, bind: Binder = by_sig
     return OpDef(name, kind, bind, _spellings(names), **fields)
 
 
-def _elementwise(name: str, *aliases: str | Spelling, **fields: Any) -> OpDef:
-    return _op(name, OpKind.ELEMENTWISE, *aliases, **fields)
+def _elementwise(name: str, facts: Elementwise, *aliases: str | Spelling, **fields: Any) -> OpDef:
+    return _op(name, OpKind.ELEMENTWISE, *aliases, elementwise=facts, **fields)
 
 
 # ---------------------------------------------------------- shape rules --
@@ -98,70 +98,78 @@ def _out_dtype(function: Callable) -> Callable:
 
 # ------------------------------------------------------------ elementwise --
 
+# Each elementwise entry states its facts (`Elementwise`), one of these:
+VPU = Elementwise(transcendental=False, predicate=False)  # arithmetic on the vector ALU
+EUP = Elementwise(transcendental=True, predicate=False)  # also through the transcendental unit
+PREDICATE = Elementwise(transcendental=False, predicate=True)  # a bool result, computed in its operands' dtype
+
 _INPLACE = {"inplace": False}
 
 UNARY_OPS = (
-    _elementwise("neg", "negative", operator=PythonOperator(operator.neg, "__neg__")),
-    _elementwise("pos", operator=PythonOperator(operator.pos, "__pos__")),
-    _elementwise("abs", "absolute", operator=PythonOperator(operator.abs, "__abs__")),
-    *(_elementwise(name) for name in (
+    _elementwise("neg", VPU, "negative", operator=PythonOperator(operator.neg, "__neg__")),
+    _elementwise("pos", VPU, operator=PythonOperator(operator.pos, "__pos__")),
+    _elementwise("abs", VPU, "absolute", operator=PythonOperator(operator.abs, "__abs__")),
+    *(_elementwise(name, EUP) for name in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
-        "tan", "tanh", "sinh", "cosh", "erf", "erfc", "floor", "ceil", "sign", "reciprocal",
-        "square", "logical_not", "isnan", "isinf", "isfinite", "logsigmoid", "signbit",
+        "tan", "tanh", "sinh", "cosh", "erf", "erfc", "reciprocal", "logsigmoid",
     )),
-    _elementwise("asin", "arcsin"), _elementwise("acos", "arccos"), _elementwise("atan", "arctan"),
-    _elementwise("asinh", "arcsinh"), _elementwise("acosh", "arccosh"),
-    _elementwise("atanh", "arctanh"), _elementwise("trunc", "fix"),
-    _elementwise("sigmoid", "expit"),
-    _elementwise("bitwise_not", operator=PythonOperator(operator.invert, "__invert__")),
-    _elementwise("round", signature=Signature(attrs={"decimals": 0})),
-    _elementwise("gelu", signature=Signature(attrs={"approximate": "none"})),
-    *(_elementwise(name, signature=Signature(attrs=_INPLACE))
-      for name in ("relu", "relu6", "silu", "mish", "hardsigmoid", "hardswish")),
-    _elementwise("leaky_relu", signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE})),
-    _elementwise("elu", signature=Signature(attrs={"alpha": 1.0, **_INPLACE})),
-    _elementwise("hardtanh", signature=Signature(attrs={"min_val": -1.0, "max_val": 1.0, **_INPLACE})),
-    _elementwise("softplus", signature=Signature(attrs={"beta": 1.0, "threshold": 20.0})),
-    _elementwise("nan_to_num", signature=Signature(attrs={"nan": 0.0, "posinf": None, "neginf": None})),
+    *(_elementwise(name, VPU) for name in ("floor", "ceil", "sign", "square")),
+    *(_elementwise(name, PREDICATE) for name in ("logical_not", "isnan", "isinf", "isfinite", "signbit")),
+    _elementwise("asin", EUP, "arcsin"), _elementwise("acos", EUP, "arccos"), _elementwise("atan", EUP, "arctan"),
+    _elementwise("asinh", EUP, "arcsinh"), _elementwise("acosh", EUP, "arccosh"),
+    _elementwise("atanh", EUP, "arctanh"), _elementwise("trunc", VPU, "fix"),
+    _elementwise("sigmoid", EUP, "expit"),
+    _elementwise("bitwise_not", VPU, operator=PythonOperator(operator.invert, "__invert__")),
+    _elementwise("round", VPU, signature=Signature(attrs={"decimals": 0})),
+    _elementwise("gelu", EUP, signature=Signature(attrs={"approximate": "none"})),
+    *(_elementwise(name, facts, signature=Signature(attrs=_INPLACE)) for name, facts in (
+        ("relu", VPU), ("relu6", VPU), ("silu", EUP), ("mish", EUP), ("hardsigmoid", VPU), ("hardswish", VPU),
+    )),
+    _elementwise("leaky_relu", VPU, signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE})),
+    _elementwise("elu", EUP, signature=Signature(attrs={"alpha": 1.0, **_INPLACE})),
+    _elementwise("hardtanh", VPU, signature=Signature(attrs={"min_val": -1.0, "max_val": 1.0, **_INPLACE})),
+    _elementwise("softplus", EUP, signature=Signature(attrs={"beta": 1.0, "threshold": 20.0})),
+    _elementwise("nan_to_num", VPU, signature=Signature(attrs={"nan": 0.0, "posinf": None, "neginf": None})),
 )
 
 _ALPHA = Signature(("input", "other"), {"alpha": 1})
 
 BINARY_OPS = (
-    _elementwise("add", signature=_ALPHA, operator=PythonOperator(operator.add, "__add__", "__radd__")),
-    _elementwise("sub", "subtract", signature=_ALPHA,
+    _elementwise("add", VPU, signature=_ALPHA, operator=PythonOperator(operator.add, "__add__", "__radd__")),
+    _elementwise("sub", VPU, "subtract", signature=_ALPHA,
                  operator=PythonOperator(operator.sub, "__sub__", "__rsub__")),
-    _elementwise("rsub", signature=_ALPHA),
-    _elementwise("mul", "multiply", signature=BINARY,
+    _elementwise("rsub", VPU, signature=_ALPHA),
+    _elementwise("mul", VPU, "multiply", signature=BINARY,
                  operator=PythonOperator(operator.mul, "__mul__", "__rmul__")),
-    _elementwise("div", "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
+    _elementwise("div", EUP, "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
                  operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__")),
-    _elementwise("floor_divide", signature=BINARY,
+    _elementwise("floor_divide", VPU, signature=BINARY,
                  operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__")),
-    _elementwise("remainder", signature=BINARY,
+    _elementwise("remainder", VPU, signature=BINARY,
                  operator=PythonOperator(operator.mod, "__mod__", "__rmod__")),
-    _elementwise("pow", signature=Signature(("input", "exponent")), meta=_pow,
+    _elementwise("pow", EUP, signature=Signature(("input", "exponent")), meta=_pow,
                  operator=PythonOperator(operator.pow, "__pow__", "__rpow__")),
-    _elementwise("maximum", signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
-    _elementwise("minimum", signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
-    _elementwise("atan2", "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2)),
-    *(_elementwise(name, signature=BINARY) for name in (
-        "fmod", "logical_and", "logical_or", "logical_xor", "copysign", "hypot",
+    _elementwise("maximum", VPU, signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
+    _elementwise("minimum", VPU, signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
+    _elementwise("atan2", EUP, "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2)),
+    *(_elementwise(name, facts, signature=BINARY) for name, facts in (
+        ("fmod", VPU), ("logical_and", PREDICATE), ("logical_or", PREDICATE), ("logical_xor", PREDICATE),
+        ("copysign", VPU), ("hypot", EUP),
     )),
-    _elementwise("bitwise_and", signature=BINARY,
+    _elementwise("bitwise_and", VPU, signature=BINARY,
                  operator=PythonOperator(operator.and_, "__and__", "__rand__")),
-    _elementwise("bitwise_or", signature=BINARY,
+    _elementwise("bitwise_or", VPU, signature=BINARY,
                  operator=PythonOperator(operator.or_, "__or__", "__ror__")),
-    _elementwise("bitwise_xor", signature=BINARY,
+    _elementwise("bitwise_xor", VPU, signature=BINARY,
                  operator=PythonOperator(operator.xor, "__xor__", "__rxor__")),
-    _elementwise("bitwise_left_shift", signature=BINARY,
+    _elementwise("bitwise_left_shift", VPU, signature=BINARY,
                  operator=PythonOperator(operator.lshift, "__lshift__")),
-    _elementwise("bitwise_right_shift", signature=BINARY,
+    _elementwise("bitwise_right_shift", VPU, signature=BINARY,
                  operator=PythonOperator(operator.rshift, "__rshift__")),
 )
 
 COMPARISON_OPS = tuple(
-    _elementwise(name, *aliases, signature=BINARY, operator=PythonOperator(function, f"__{name}__"))
+    _elementwise(name, PREDICATE, *aliases, signature=BINARY, operator=PythonOperator(function, f"__{name}__"))
     for name, function, aliases in (
         ("lt", operator.lt, ("less",)), ("le", operator.le, ("less_equal",)),
         ("gt", operator.gt, ("greater",)), ("ge", operator.ge, ("greater_equal",)),
@@ -175,42 +183,56 @@ _CAST_METHODS = {
 }
 
 OTHER_ELEMENTWISE_OPS = (
-    _elementwise("where", signature=Signature(("condition", "input", "other")), meta=torch.where),
-    _elementwise("clamp", "clip", Spelling("clamp_min", binders.one_sided_clamp("min")),
+    _elementwise("where", VPU, signature=Signature(("condition", "input", "other")), meta=torch.where),
+    _elementwise("clamp", VPU, "clip", Spelling("clamp_min", binders.one_sided_clamp("min")),
                  Spelling("clamp_max", binders.one_sided_clamp("max")),
                  signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})), meta=_clamp),
-    _elementwise("lerp", signature=Signature(("input", "end", "weight"))),
-    _elementwise("addcmul", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
-    _elementwise("addcdiv", signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
-    _elementwise("to", "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
+    _elementwise("lerp", VPU, signature=Signature(("input", "end", "weight"))),
+    _elementwise("addcmul", VPU, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
+    _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
+    _elementwise("to", VPU, "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
                  bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED})),
 )
 
 # ------------------------------------------------------------- reductions --
 
 
-def _reduction(name: str, identity: float | bool, *aliases: Spelling, tuple_dims: bool = False,
-               signature: Signature = REDUCE, averages: bool = False, flat_index: bool = False) -> OpDef:
+def _reduction(name: str, facts: Reduction, *aliases: Spelling, tuple_dims: bool = False,
+               signature: Signature = REDUCE) -> OpDef:
     return _op(name, OpKind.REDUCTION, *aliases, bind=binders.reduction(tuple_dims), signature=signature,
-               reduction=Reduction(identity, averages, flat_index))
+               reduction=facts)
 
 
 _INF = float("inf")
+_SOURCE, _RESULT, _WIDENED = Accumulator.SOURCE, Accumulator.RESULT, Accumulator.WIDENED
 
+# The reductions a chunk loop can carry (`partials`) first: reduction_loops names them in this order.
 REDUCTION_OPS = (
-    _reduction("sum", 0, tuple_dims=True),
-    _reduction("mean", 0, tuple_dims=True, averages=True),
-    _reduction("prod", 1),
-    _reduction("logsumexp", -_INF, tuple_dims=True,
-               signature=Signature(attrs={"dim": REQUIRED, "keepdim": False})),
-    _reduction("amax", -_INF, Spelling("max", binders.max_min("amax", "argmax", "maximum", torch.return_types.max)),
+    _reduction("sum", Reduction(identity=0, averages=False, flat_index=False, accumulator=_RESULT,
+                                partials=Partials.ADD, transcendental=False), tuple_dims=True),
+    _reduction("mean", Reduction(identity=0, averages=True, flat_index=False, accumulator=_RESULT,
+                                 partials=Partials.ADD, transcendental=False), tuple_dims=True),
+    _reduction("amax", Reduction(identity=-_INF, averages=False, flat_index=False, accumulator=_SOURCE,
+                                 partials=Partials.MAXIMUM, transcendental=False),
+               Spelling("max", binders.max_min("amax", "argmax", "maximum", torch.return_types.max)),
                tuple_dims=True),
-    _reduction("amin", _INF, Spelling("min", binders.max_min("amin", "argmin", "minimum", torch.return_types.min)),
+    _reduction("amin", Reduction(identity=_INF, averages=False, flat_index=False, accumulator=_SOURCE,
+                                 partials=Partials.MINIMUM, transcendental=False),
+               Spelling("min", binders.max_min("amin", "argmin", "minimum", torch.return_types.min)),
                tuple_dims=True),
-    _reduction("argmax", -_INF, flat_index=True),
-    _reduction("argmin", _INF, flat_index=True),
-    _reduction("all", True),
-    _reduction("any", False),
+    _reduction("prod", Reduction(identity=1, averages=False, flat_index=False, accumulator=_RESULT,
+                                 partials=Partials.MULTIPLY, transcendental=False)),
+    _reduction("argmax", Reduction(identity=-_INF, averages=False, flat_index=True, accumulator=_SOURCE,
+                                   partials=Partials.ARGMAX, transcendental=False)),
+    _reduction("argmin", Reduction(identity=_INF, averages=False, flat_index=True, accumulator=_SOURCE,
+                                   partials=Partials.ARGMIN, transcendental=False)),
+    _reduction("logsumexp", Reduction(identity=-_INF, averages=False, flat_index=False, accumulator=_WIDENED,
+                                      partials=None, transcendental=True),
+               tuple_dims=True, signature=Signature(attrs={"dim": REQUIRED, "keepdim": False})),
+    _reduction("all", Reduction(identity=True, averages=False, flat_index=False, accumulator=_SOURCE,
+                                partials=None, transcendental=False)),
+    _reduction("any", Reduction(identity=False, averages=False, flat_index=False, accumulator=_SOURCE,
+                                partials=None, transcendental=False)),
 )
 
 # ---------------------------------------------------------------- indexed --
@@ -300,7 +322,7 @@ CREATION_OPS = (
 # coordinates, built from tile indices by the frontend) and a seed; `stream` tells apart
 # calls that share a seed. Lane by lane in the counter, so padded where it is.
 RANDOM_OPS = (
-    _elementwise("random_uniform", spelled=False, bind=binders.unbound,
+    _elementwise("random_uniform", VPU, spelled=False, bind=binders.unbound,
                  signature=Signature(("counter", "seed"), {"stream": 0})),
 )
 

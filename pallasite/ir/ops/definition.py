@@ -4,7 +4,11 @@ An `OpDef` is the one home of everything pallasite knows about an IR op
 except its lowering (a rule per canonical name in `codegen/lowering.py`). The
 frontend binds a torch call through the spelling's binder; the mask planner
 reads `kind` and its payload (`reduction`, `contraction`, `view`, `tiles`);
-the kernel emitter reads `kind` to tell structural ops from lowered ones.
+the kernel emitter reads `kind` to tell structural ops from lowered ones. The
+per-op facts other stages read live in the payloads too, never in tables of op
+names: `Elementwise` (the cost model's EUP ops, the lowering's predicates) and
+`Reduction` (its accumulator dtype, how chunk partials combine for
+`reduction_loops`); reference mode routes torch calls by `kind`.
 """
 from __future__ import annotations
 
@@ -43,12 +47,57 @@ class ViewRule(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Elementwise:
+    """An elementwise op's facts. Every entry states each one (no defaults)."""
+
+    # evaluated through the EUP, the one transcendental unit (exp, log, tanh, division's
+    # reciprocal, ...): the cost model charges each vreg there too (plan/vector_work.py)
+    transcendental: bool
+    # a bool result computed from its operands in their promoted dtype (isnan, logical_and,
+    # comparisons), not in the result's dtype like arithmetic
+    predicate: bool
+
+
+class Accumulator(enum.Enum):
+    """The dtype a reduction computes in."""
+
+    SOURCE = "source"  # compares or picks values (amax, argmax, all): the source's own dtype
+    # adds or multiplies (sum, mean, prod): the result's dtype (`dtype=`, an integer sum's
+    # promotion), and float32 for 16-bit floats, rounded once at the end as torch does
+    RESULT = "result"
+    WIDENED = "widened"  # logsumexp: float32 for 16-bit floats, else the source's dtype
+
+    @property
+    def widens_half_floats(self) -> bool:
+        """16-bit float sources are reduced in float32 (torch's rule), the result rounded once."""
+        return self is not Accumulator.SOURCE
+
+
+class Partials(enum.Enum):
+    """How a reduction's partial results over chunks of its dim combine (`reduction_loops`)."""
+
+    ADD = "add"  # sum, mean (divided by the dim's extent at the end)
+    MULTIPLY = "multiply"  # prod
+    MAXIMUM = "maximum"  # amax
+    MINIMUM = "minimum"  # amin
+    # argmax/argmin carry (best value, its index): a chunk's best replaces the carried one
+    # where strictly larger (smaller), so the first occurrence wins as in torch
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+
+
+@dataclass(frozen=True)
 class Reduction:
-    """A reduction's padding facts."""
+    """A reduction's facts. Every entry states each one (no defaults)."""
 
     identity: float | bool  # what padded lanes become before reducing
-    averages: bool = False  # divides by the element count, which must count valid lanes only
-    flat_index: bool = False  # without dim, returns a flat index, which must count valid lanes only
+    averages: bool  # divides by the element count, which must count valid lanes only
+    # returns the position of its pick (argmax/argmin), an int32 index; without dim a flat
+    # one, which must count valid lanes only
+    flat_index: bool
+    accumulator: Accumulator
+    partials: Partials | None  # None: it cannot run as a loop over chunks (logsumexp, all, any)
+    transcendental: bool  # evaluated through the EUP (logsumexp's exp and log), as `Elementwise`
 
 
 @dataclass(frozen=True)
@@ -208,6 +257,7 @@ class OpDef:
     signature: Signature = UNARY
     meta: Callable | None = None  # the shape/dtype rule, when the called torch function does not fit
     operator: PythonOperator | None = None
+    elementwise: Elementwise | None = None  # ELEMENTWISE
     reduction: Reduction | None = None  # REDUCTION
     contraction: Contraction | None = None  # CONTRACTION
     view: ViewRule | None = None  # VIEW
@@ -217,7 +267,8 @@ class OpDef:
 
     def __post_init__(self) -> None:
         payloads = {
-            OpKind.REDUCTION: self.reduction, OpKind.CONTRACTION: self.contraction,
+            OpKind.ELEMENTWISE: self.elementwise, OpKind.REDUCTION: self.reduction,
+            OpKind.CONTRACTION: self.contraction,
             OpKind.VIEW: self.view,
         }
         for kind, payload in payloads.items():
@@ -227,6 +278,12 @@ class OpDef:
             raise ValueError(f"op {self.name!r}: only created values are sized by tiles")
         if self.tile_attribute is not None and self.kind is not OpKind.STRUCTURAL:
             raise ValueError(f"op {self.name!r}: only structural ops read tile attributes")
+
+    @property
+    def transcendental(self) -> bool:
+        """Whether its evaluation goes through the EUP (see `Elementwise.transcendental`)."""
+        payload = self.elementwise or self.reduction
+        return payload is not None and payload.transcendental
 
     def tiles_of(self, args: tuple, attrs: Mapping[str, Any]) -> tuple:
         return self.tiles(args, attrs) if self.tiles is not None else ()

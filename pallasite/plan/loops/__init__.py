@@ -2,7 +2,9 @@
 
 A strategy is a `LoopStrategy` (base.py) with its own `LoopPlan` subclass, in
 one module here, and one emitter module in `codegen/loops/`. Adding one means
-those two modules and a line in `STRATEGIES`.
+those two modules and a line in `STRATEGIES`. `STRATEGIES` is the one list of
+loop types: the config space, the fuzzer, the cost model, the VMEM advice and
+the tests' parametrization (`LOOP_TYPES`, `loop_types`) read it.
 """
 from __future__ import annotations
 
@@ -17,6 +19,17 @@ from .resident import RESIDENT, ResidentLoopPlan
 from .streamed import STREAMED_FORI, StreamedLoopPlan
 
 STRATEGIES: dict[str, LoopStrategy] = {s.name: s for s in (RESIDENT, STREAMED_FORI, PIPELINE)}
+LOOP_TYPES: tuple[str, ...] = tuple(STRATEGIES)  # every `pallas_loop_type` name, in registry order
+
+
+def loop_types(**facts) -> tuple[str, ...]:
+    """The loop types whose strategies have every given fact (`streams=True`, ...), in
+    registry order: how code that applies to some strategies only says which."""
+    unknown = set(facts) - set(LoopStrategy.FACTS) - {"copies_unaligned_windows"}
+    if unknown:
+        raise ValueError(f"not a loop strategy fact: {sorted(unknown)}")
+    return tuple(name for name, strategy in STRATEGIES.items()
+                 if all(getattr(strategy, fact) == value for fact, value in facts.items()))
 
 
 def strategy_named(name: str | None) -> LoopStrategy:
@@ -98,7 +111,7 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 
 
 __all__ = [
-    "STRATEGIES", "LoopStrategy", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
+    "LOOP_TYPES", "STRATEGIES", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
     "all_inner_loops", "attach_streams", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
     "loop_strategies", "strategy_named",
 ]

@@ -17,10 +17,22 @@ class LoopStrategy:
     per strategy, keyed by the plan class (codegen/loops/).
     """
 
+    # Facts every strategy states in its own class (no defaults here; `FACTS` lists them and
+    # tests/test_loop_strategies.py checks each strategy gives each one):
     name: str  # the `pallas_loop_type` value
-    default_order: int | None = None  # the default config tries strategies in this order
-    streams: bool = False  # moves the tensors only this loop uses tile by tile
-    windows_from_block_multiples: bool = False  # stream windows start at block multiples
+    default_order: int | None  # the default config tries strategies in this order (None: never)
+    streams: bool  # moves the tensors only this loop uses tile by tile
+    windows_from_block_multiples: bool  # stream windows start at block multiples
+    # each tile is a step of a compiled loop (`lax.fori_loop`, a pipeline), which the cost model
+    # charges a step's overhead; False: static tiles are written out as straight-line code
+    steps_at_run_time: bool
+    FACTS = ("name", "default_order", "streams", "windows_from_block_multiples", "steps_at_run_time")
+
+    @property
+    def copies_unaligned_windows(self) -> bool:
+        """Copies windows starting anywhere by DMA, so tiles at data-dependent rows need not
+        keep the tensors they index resident."""
+        return self.streams and not self.windows_from_block_multiples
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> LoopPlan:
         """`order`: the positions of `loop.dims`, outermost first (`loop_orders`)."""

@@ -27,8 +27,10 @@ class PipelineLoopPlan(LoopPlan):
 
 class Pipeline(LoopStrategy):
     name = "emit_pipeline"
+    default_order = None
     streams = True
     windows_from_block_multiples = True
+    steps_at_run_time = True
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> PipelineLoopPlan:
         prefix = unique_name("_".join(dim.name for dim in loop.dims), names)

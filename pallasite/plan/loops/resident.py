@@ -22,6 +22,9 @@ class ResidentLoopPlan(LoopPlan):
 class Resident(LoopStrategy):
     name = "unroll"
     default_order = 0
+    streams = False
+    windows_from_block_multiples = False
+    steps_at_run_time = False
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> ResidentLoopPlan:
         return ResidentLoopPlan(self.name, static_trips(loop), order=order)

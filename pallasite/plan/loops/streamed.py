@@ -29,6 +29,8 @@ class StreamedFori(LoopStrategy):
     name = "fori_loop"
     default_order = 1
     streams = True
+    windows_from_block_multiples = False
+    steps_at_run_time = True
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> StreamedLoopPlan:
         return StreamedLoopPlan(self.name, static_trips(loop), order=order)
