@@ -35,18 +35,18 @@ from .worklists import (
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
-    config = target.config
-    vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.get("vmem_limit_bytes")
+    config = target.knobs
+    vmem_capacity, vmem_limit = target.vmem_capacity_bytes, config.vmem_limit_bytes
     # `pallas_loop_type`: one strategy per inner loop (a single name: the same for all), by loop id
-    strategies = loop_strategies(ir, config.get("pallas_loop_type"))
-    mode = IndirectAccessMode(config.get("pallas_indirect_access_mode", IndirectAccessMode.AUTO.value))
+    strategies = loop_strategies(ir, config.pallas_loop_type)
+    mode = IndirectAccessMode(config.pallas_indirect_access_mode)
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     view_bases = {}  # id of a host view -> the tensor it views
     calls = []
     check_ids = itertools.count()  # range checks are numbered across the kernel's module
     # `loop_orders`: one permutation per multi-dim hl.tile loop (device or inner), by loop id
     loop_orders = {loop.id: tuple(order)
-                   for loop, order in zip(multi_dim_loops(ir), config.get("loop_orders") or ())}
+                   for loop, order in zip(multi_dim_loops(ir), config.loop_orders)}
     for step in ir.steps:
         if isinstance(step, Allocate) and step.symbol.fill is not None:
             defined.add(id(step.symbol))
@@ -91,13 +91,13 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
     accesses = {}
     output_axes: list[tuple[Operand, frozenset[int]]] = []
     uses = collect_uses(call)
-    looped = plan_reduction_loops(ir, loop.body, config.get("reduction_loops"))
+    looped = plan_reduction_loops(ir, loop.body, config.reduction_loops)
     inner_loops = plan_inner_loops(loop.body, strategies, loop_orders)
     unstreamable = (looped.unstreamable() | remote_symbols(loop.body)  # items' own rows: written by DMA
                     | {w.symbol.id for w in (worklist.write_backs if worklist else ())})
     remote_refs: dict[int, str] = {}
     streams = plan_streams(loop.body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
-                           grid_axis_of, config.get("pallas_load_buffer_count", 2))
+                           grid_axis_of, config.pallas_load_buffer_count)
     inner_loops = attach_streams(inner_loops, streams)
     data_dependent: list[DataDependentRange] = []
     padded: dict = {}
@@ -229,7 +229,7 @@ def _plan_call(ir: KernelIR, call: DeviceLoopCall, defined: set[int], vmem_capac
                         if worklist and grid[worklist.item_axis].semantics is Semantics.PARALLEL else [])),
         looped_reductions=looped.finish(accesses),
         skipped_nodes=looped.skipped,
-        pre_broadcasts=plan_pre_broadcasts(loop.body, config.get("pallas_pre_broadcast", False), masks,
+        pre_broadcasts=plan_pre_broadcasts(loop.body, config.pallas_pre_broadcast, masks,
                                            looped.skipped),
         subviews=subviews,
         block_copies=block_copies,

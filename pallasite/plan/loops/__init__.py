@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from ... import exc
+from ...config import LOOP_TYPES, check_loop_type
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
@@ -17,18 +18,13 @@ from .resident import RESIDENT, ResidentLoopPlan
 from .streamed import STREAMED_FORI, StreamedLoopPlan
 
 STRATEGIES: dict[str, LoopStrategy] = {s.name: s for s in (RESIDENT, STREAMED_FORI, PIPELINE)}
+assert tuple(STRATEGIES) == LOOP_TYPES, "one strategy per loop type the config names"
 
 
-def strategy_named(name: str | None) -> LoopStrategy:
-    """The strategy a config names (`unroll` when it names none)."""
-    if name is None:
-        return RESIDENT
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise exc.InvalidConfig(
-            f"Invalid pallas_loop_type {name!r}: expected one of "
-            f"{', '.join(repr(n) for n in STRATEGIES)}.") from None
+def strategy_named(name: str) -> LoopStrategy:
+    """The strategy a config names."""
+    check_loop_type(name)
+    return STRATEGIES[name]
 
 
 def default_strategies() -> list[LoopStrategy]:
@@ -52,10 +48,10 @@ def all_inner_loops(ir) -> list[TileLoop]:
 
 def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
-    one name (every inner loop; None: the default, `unroll`) or a list with one name per
+    one name (every inner loop) or a list with one name per
     inner loop in source order (`all_inner_loops`)."""
     loops = all_inner_loops(ir)
-    if value is None or isinstance(value, str):
+    if isinstance(value, str):
         strategy = strategy_named(value)
         return {loop.id: strategy for loop in loops}
     if not ir.device_loops:  # host code skipped every device loop: nothing to choose for
