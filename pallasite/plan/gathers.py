@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import exc
-from ..config import INDIRECT_ACCESS_MODES, IndirectAccessMode  # noqa: F401  (the knob's values)
+from ..config import IndirectAccessMode
 from ..ir import GatherIndex, Load, NewAxis
 from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
