@@ -1,7 +1,9 @@
 """`pallasite.Config`: the schedule knobs of one compiled kernel."""
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import exc
@@ -14,6 +16,37 @@ _GPU_ONLY_KEYS = frozenset({
     "range_multi_buffers", "range_flattens", "range_warp_specializes",
     "static_ranges", "num_sm_multiplier", "maxnreg",
 })
+
+
+# The config sits below the plan: it names the values of its knobs, and plan/ implements
+# each (plan/loops registers one strategy per loop type and checks it has them all).
+LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")  # `pallas_loop_type`: how an inner loop runs
+
+
+class IndirectAccessMode(str, enum.Enum):
+    """The values of the config key `pallas_indirect_access_mode` (plan/gathers.py)."""
+
+    AUTO = "auto"  # resident while the table fits the threshold, per-row DMA past it
+    RESIDENT = "resident"  # the table whole in VMEM (one-hot matmul / select-and-sum)
+    DMA = "dma"  # the table in HBM, one DMA per gathered row
+
+
+INDIRECT_ACCESS_MODES = tuple(mode.value for mode in IndirectAccessMode)
+WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
+
+# What a config without the key means: the one place a knob's default is written. The
+# plan reads `resolve(config)`; the autotuner's genes leave these values implicit.
+KNOB_DEFAULTS: Mapping[str, Any] = {
+    "pallas_loop_type": "unroll",
+    "vmem_limit_bytes": None,  # the plan sets one when the estimate needs it
+    "loop_orders": (),  # every multi-dim loop in its dims' order
+    "pallas_indirect_access_mode": IndirectAccessMode.AUTO.value,
+    "reduction_loops": None,  # every reduction over its whole dim in one block
+    "pallas_pre_broadcast": False,
+    "pallas_load_buffer_count": 2,
+    "pallas_flatten_worklist": True,
+    "pallas_worklist_grouping": 1,
+}
 
 
 class Config(Mapping[str, Any]):
@@ -98,6 +131,33 @@ class Config(Mapping[str, Any]):
         return f"Config({inner})"
 
 
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """Every schedule knob of a config with its value: the config's own, else
+    `KNOB_DEFAULTS`. Planning reads this, so no default is written where a knob is used."""
+
+    pallas_loop_type: str | list[str]
+    vmem_limit_bytes: int | None
+    loop_orders: tuple | list
+    pallas_indirect_access_mode: str
+    reduction_loops: tuple | list | None
+    pallas_pre_broadcast: bool
+    pallas_load_buffer_count: int
+    pallas_flatten_worklist: bool
+    pallas_worklist_grouping: int
+
+
+def resolve(config: Mapping[str, Any]) -> ResolvedConfig:
+    """`config`'s knobs, each given its default where the config has none."""
+    return ResolvedConfig(**{key: config.get(key, default) for key, default in KNOB_DEFAULTS.items()})
+
+
+def check_loop_type(name: str) -> None:
+    if name not in LOOP_TYPES:
+        raise exc.InvalidConfig(
+            f"Invalid pallas_loop_type {name!r}: expected one of {', '.join(repr(n) for n in LOOP_TYPES)}.")
+
+
 def _freeze(value: Any) -> Any:
     return tuple(_freeze(v) for v in value) if isinstance(value, (list, tuple)) else value
 
@@ -111,17 +171,15 @@ def _validate_key(key: str, value: Any) -> None:
                 f"block_sizes must be a list of positive ints, got {value!r}."
             )
     elif key == "pallas_loop_type":
-        from .plan.loops import strategy_named  # the strategy registry (plan imports config)
-
         if isinstance(value, (list, tuple)):  # one per inner loop, in source order
             for name in value:
                 if not isinstance(name, str):
                     raise exc.InvalidConfig(
                         f"pallas_loop_type must be a loop type or a list of them (one per inner loop), "
                         f"got {value!r}.")
-                strategy_named(name)
+                check_loop_type(name)
         elif isinstance(value, str):
-            strategy_named(value)  # raises "Invalid pallas_loop_type ..." naming the registered ones
+            check_loop_type(value)
         else:
             raise exc.InvalidConfig(
                 f"pallas_loop_type must be a loop type (every inner loop) or a list of them (one per "
@@ -135,8 +193,6 @@ def _validate_key(key: str, value: Any) -> None:
                 f"loop_orders must be a list of lists of ints (one permutation per multi-dim "
                 f"hl.tile loop), got {value!r}.")
     elif key == "pallas_indirect_access_mode":
-        from .plan.gathers import INDIRECT_ACCESS_MODES  # plan imports config
-
         if value not in INDIRECT_ACCESS_MODES:
             raise exc.InvalidConfig(
                 f"Invalid pallas_indirect_access_mode {value!r}: expected one of "
@@ -216,7 +272,7 @@ def _validate_flatten_worklist(value: Any) -> None:
 
 
 def _validate_worklist_grouping(value: Any) -> None:
-    if isinstance(value, bool) or value not in (1, 2):
+    if isinstance(value, bool) or value not in WORKLIST_GROUPINGS:
         raise exc.InvalidConfig(f"pallas_worklist_grouping must be 1 or 2 (q tiles per work item), got {value!r}.")
 
 

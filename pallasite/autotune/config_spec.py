@@ -7,15 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import exc
-from ..config import Config
+from ..config import INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config
 from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
-from ..plan.gathers import INDIRECT_ACCESS_MODES
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
 from ..language.tunables import Fragment
-from ..plan.worklists import WORKLIST_GROUPINGS
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
 # grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
@@ -215,7 +213,7 @@ class ConfigSpec:
         values = dict(config)
         sizes = values.get("block_sizes")
         if self.has_inner_loops:
-            values.setdefault("pallas_loop_type", default_strategies()[0].name)
+            values.setdefault("pallas_loop_type", KNOB_DEFAULTS["pallas_loop_type"])
         if sizes is None:
             values["block_sizes"] = [spec.default() for spec in self.block_sizes]
         elif not self.has_device_loops:
@@ -249,16 +247,22 @@ class ConfigSpec:
         VMEM and the other planning checks are applied per config by `check`)."""
         out = [Gene(("block_sizes", spec.block_id), tuple(spec.candidates()), ordered=True)
                for spec in self.block_sizes] if self.has_device_loops else []
+        implicit = KNOB_DEFAULTS  # what a config without the key means
         for i in range(self.inner_loop_count):  # one loop type per inner loop
             out.append(Gene(("pallas_loop_type", i), tuple(STRATEGIES)))
         if self.has_inner_loops:
-            out.append(Gene(("pallas_load_buffer_count",), (2, 3), ordered=True, implicit=2))
-            out.append(Gene(("pallas_pre_broadcast",), (False, True), implicit=False))
+            out.append(Gene(("pallas_load_buffer_count",), (2, 3), ordered=True,
+                            implicit=implicit["pallas_load_buffer_count"]))
+            out.append(Gene(("pallas_pre_broadcast",), (False, True),
+                            implicit=implicit["pallas_pre_broadcast"]))
         if self.has_gathers:
-            out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES), implicit="auto"))
+            out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES),
+                            implicit=implicit["pallas_indirect_access_mode"]))
         if self.has_jagged_grid:  # a grid over segments: flatten it into work items, q tiles per item
-            out.append(Gene(("pallas_flatten_worklist",), (True, False), implicit=True))
-            out.append(Gene(("pallas_worklist_grouping",), WORKLIST_GROUPINGS, ordered=True, implicit=1))
+            out.append(Gene(("pallas_flatten_worklist",), (True, False),
+                            implicit=implicit["pallas_flatten_worklist"]))
+            out.append(Gene(("pallas_worklist_grouping",), WORKLIST_GROUPINGS, ordered=True,
+                            implicit=implicit["pallas_worklist_grouping"]))
         for i, rank in enumerate(self.multi_dim_loops):
             perms = tuple(tuple(p) for p in itertools.permutations(range(rank)))
             out.append(Gene(("loop_orders", i), perms, implicit=perms[0]))
@@ -277,7 +281,7 @@ class ConfigSpec:
             key, *index = gene.path
             value = config.get(key)
             if key == "pallas_loop_type":  # one string: every loop's; none: the default
-                value = value or default_strategies()[0].name
+                value = value or KNOB_DEFAULTS["pallas_loop_type"]
                 if not isinstance(value, str):
                     value = value[index[0]] if index[0] < len(value) else None
             elif value is not None and index:

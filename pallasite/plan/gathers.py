@@ -23,12 +23,12 @@ the threshold) and copies rows by DMA past it.
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import torch
 
 from .. import exc
+from ..config import IndirectAccessMode
 from ..ir import GatherIndex, Load, NewAxis
 from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
@@ -38,16 +38,6 @@ from .vmem import resident_gather_bytes
 # is for the other blocks, their double buffers, and the one-hot operand.
 GATHER_TABLE_VMEM_FRACTION = 0.25
 
-
-class IndirectAccessMode(str, enum.Enum):
-    """The values of the config key `pallas_indirect_access_mode`."""
-
-    AUTO = "auto"  # resident while the table fits the threshold, per-row DMA past it
-    RESIDENT = "resident"  # the table whole in VMEM (one-hot matmul / select-and-sum)
-    DMA = "dma"  # the table in HBM, one DMA per gathered row
-
-
-INDIRECT_ACCESS_MODES = tuple(mode.value for mode in IndirectAccessMode)
 
 _METHODS = {
     torch.float32: GatherMethod.ONE_HOT_MATMUL,

@@ -18,12 +18,10 @@ Decided from the plan's own records, never from generated text:
 """
 from __future__ import annotations
 
-from ..config import Config
+from ..config import KNOB_DEFAULTS, Config
 from .loops import STRATEGIES
 from .plans import KernelPlan
 from .worklists import FLATTEN_OFF
-
-DEFAULT_BUFFER_COUNT = 2  # what a config without `pallas_load_buffer_count` means
 
 
 def unused_knobs(plan: KernelPlan) -> frozenset[str]:
@@ -33,7 +31,7 @@ def unused_knobs(plan: KernelPlan) -> frozenset[str]:
     if not loops:
         unused.add("pallas_loop_type")
     if not any(stream.buffers != STRATEGIES[loop_plan.strategy].stream_buffers(stream.direction,
-                                                                               DEFAULT_BUFFER_COUNT)
+                                                                               KNOB_DEFAULTS["pallas_load_buffer_count"])
                for loop_plan in loops for stream in loop_plan.streams):
         unused.add("pallas_load_buffer_count")
     if not any(call.pre_broadcasts for call in plan.calls):

@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
+from ..config import Config, ResolvedConfig, resolve
 from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
 from .index_expr import IndexExpr, prefetched
 from .access_plans import (  # noqa: F401  (re-exported: the plan's access objects)
@@ -352,6 +352,11 @@ class PlanTarget:
     @property
     def vmem_capacity_bytes(self) -> int:
         return self.tpu.vmem_capacity_bytes
+
+    @property
+    def knobs(self) -> ResolvedConfig:
+        """The config with every knob's value (its defaults filled in): what planning reads."""
+        return resolve(self.config)
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,14 @@ indices) in SMEM: neither takes VMEM.
 `default_vmem_limit(estimate, chip, capacity)` is the plan's decision on the compiler
 parameter: none while the estimate fits the chip's scoped-VMEM default
 (`SCOPED_VMEM_DEFAULT`), else the estimate plus a quarter of headroom, at most
-the capacity. `plan/build.py` rejects (`exc.VmemOverflow`, an `InvalidConfig`)
+the capacity. `vmem_limit_for` rejects (`exc.VmemOverflow`, an `InvalidConfig`)
 an estimate over the capacity, so a tuner skips the config.
 """
 from __future__ import annotations
 
 import torch
 
+from .. import exc
 from ..ir import Carried, IfBlock, Load, Node, Store, TileLoop, Value, cdiv, ops
 from ..ir.sizes import SymbolicSize
 from .plans import Access, BlockKind, GatherMethod, Memory, PallasCallPlan, ScratchKind
@@ -174,6 +175,32 @@ def _extend(carried: Carried, born: dict, last: dict, end: int) -> None:
     for value in (carried.init, carried.result):
         if value is not None and id(value) in born:
             last[id(value)] = max(last[id(value)], end)
+
+
+def vmem_limit_for(plan: PallasCallPlan, vmem: int, capacity: int, limit: int | None, chip_key: str) -> int | None:
+    """The `vmem_limit_bytes` of a call estimated at `vmem` bytes: the config's `limit`, else
+    the default. An estimate over the chip's capacity, a limit over it or a limit below the
+    estimate is `exc.VmemOverflow`, so the tuner skips the config."""
+    location = plan.call.loop.location
+    if vmem > capacity:
+        raise exc.VmemOverflow(
+            f"The VMEM working set of this config is estimated at {vmem / 2**20:.1f} MiB, over "
+            f"the chip's {capacity / 2**20:.0f} MiB VMEM; {overflow_advice(plan)}.",
+            location,
+        )
+    if limit is not None and limit > capacity:
+        raise exc.VmemOverflow(
+            f"vmem_limit_bytes={limit} ({limit / 2**20:.0f} MiB) is over the {capacity / 2**20:.0f} MiB "
+            f"of VMEM TPU {chip_key} has; lower the limit (or leave it out: the plan sets one when needed).",
+            location,
+        )
+    if limit is not None and limit < vmem:
+        raise exc.VmemOverflow(
+            f"vmem_limit_bytes={limit} is below this config's estimated VMEM working set of "
+            f"{vmem} bytes ({vmem / 2**20:.2f} MiB); raise the limit or use smaller block sizes.",
+            location,
+        )
+    return default_vmem_limit(vmem, chip_key, capacity) if limit is None else limit
 
 
 def default_vmem_limit(estimate: int, chip_key: str, capacity: int) -> int | None:

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 import torch
 
+from ..config import ResolvedConfig
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
 from ..ir import TileSlice, cdiv, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
@@ -45,7 +46,6 @@ from .plans import RangeCheck
 from .memory import SMEM_MAX_ELEMENTS
 from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_backs
 
-WORKLIST_GROUPINGS = (1, 2)  # `pallas_worklist_grouping`: q tiles per work item
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class WorklistStrategy:
 
     name = "flattened_worklist"
 
-    def decide(self, call: DeviceLoopCall, config) -> WorklistDecision:
+    def decide(self, call: DeviceLoopCall, config: ResolvedConfig) -> WorklistDecision:
         # The structure is checked first and the config flag last, so the reason says
         # whether flattening would have applied ("pallas_flatten_worklist=False" only then;
         # plan/knobs.py reads that to tell a used knob from an unused one).
@@ -148,7 +148,7 @@ class WorklistStrategy:
         rows = _indexed_rows(tile_loop.body, tile_dim)
         if rows is None:
             return WorklistDecision(None, f"no tensor is indexed by {tile_dim.name}")
-        grouping = config.get("pallas_worklist_grouping", 1)
+        grouping = config.pallas_worklist_grouping
         per_segment = cdiv(rows, grouping * tile_dim.block_size)
         # Consecutive entries of one table (`offsets[g]`, `offsets[g + 1]`) cut the rows into
         # disjoint segments: at most one partial item each. Other ranges may overlap (each
@@ -157,7 +157,7 @@ class WorklistStrategy:
         max_items = per_segment + grid.end if disjoint else per_segment * grid.end
         if max_items > SMEM_MAX_ELEMENTS:
             return WorklistDecision(None, f"{max_items} items do not fit a scalar-prefetch table")
-        if not config.get("pallas_flatten_worklist", True):
+        if not config.pallas_flatten_worklist:
             return WorklistDecision(None, FLATTEN_OFF)
         isolation = decide_isolation(loop.body, tile_dim, disjoint, tuple(heads))
         rows_per_item = grouping * tile_dim.block_size

@@ -3,7 +3,8 @@
 A strategy is a `LoopStrategy` (base.py) with its own `LoopPlan` subclass, in
 one module here, and one emitter module in `codegen/loops/`. Adding one means
 those two modules and a line in `STRATEGIES`. `STRATEGIES` is the one list of
-loop types: the config space, the fuzzer, the cost model, the VMEM advice and
+loop types (config.LOOP_TYPES, the names a config may give, is checked against it
+at import): the config space, the fuzzer, the cost model, the VMEM advice and
 the tests' parametrization (`LOOP_TYPES`, `loop_types`) read it.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ... import exc
+from ...config import LOOP_TYPES, check_loop_type
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
@@ -19,7 +21,7 @@ from .resident import RESIDENT, ResidentLoopPlan
 from .streamed import STREAMED_FORI, StreamedLoopPlan
 
 STRATEGIES: dict[str, LoopStrategy] = {s.name: s for s in (RESIDENT, STREAMED_FORI, PIPELINE)}
-LOOP_TYPES: tuple[str, ...] = tuple(STRATEGIES)  # every `pallas_loop_type` name, in registry order
+assert tuple(STRATEGIES) == LOOP_TYPES, "one strategy per loop type the config names"
 
 
 def loop_types(**facts) -> tuple[str, ...]:
@@ -32,16 +34,10 @@ def loop_types(**facts) -> tuple[str, ...]:
                  if all(getattr(strategy, fact) == value for fact, value in facts.items()))
 
 
-def strategy_named(name: str | None) -> LoopStrategy:
-    """The strategy a config names (`unroll` when it names none)."""
-    if name is None:
-        return RESIDENT
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise exc.InvalidConfig(
-            f"Invalid pallas_loop_type {name!r}: expected one of "
-            f"{', '.join(repr(n) for n in STRATEGIES)}.") from None
+def strategy_named(name: str) -> LoopStrategy:
+    """The strategy a config names."""
+    check_loop_type(name)
+    return STRATEGIES[name]
 
 
 def default_strategies() -> list[LoopStrategy]:
@@ -65,10 +61,10 @@ def all_inner_loops(ir) -> list[TileLoop]:
 
 def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
-    one name (every inner loop; None: the default, `unroll`) or a list with one name per
+    one name (every inner loop) or a list with one name per
     inner loop in source order (`all_inner_loops`)."""
     loops = all_inner_loops(ir)
-    if value is None or isinstance(value, str):
+    if isinstance(value, str):
         strategy = strategy_named(value)
         return {loop.id: strategy for loop in loops}
     if not ir.device_loops:  # host code skipped every device loop: nothing to choose for
