@@ -41,19 +41,21 @@ def _tile_id(emitter: KernelEmitter, node: Node) -> str:
 
 def _tile_end(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
-    begin = emitter.env[dim.begin_value.id]
+    begin = emitter.render(dim.begin_value)
     return f"jnp.minimum({begin} + {dim.block_size}, {emitter.render(dim.end)})"
 
 
 def _tile_index(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
-    begin = emitter.env[dim.begin_value.id]
+    begin = emitter.render(dim.begin_value)
     return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
 
 
 def _tile_count(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
-    return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+    extent = (emitter.render(dim.end) if isinstance(dim.begin, int) and dim.begin == 0
+              else f"{emitter.render(dim.end)} - {emitter.render(dim.begin)}")
+    return f"({extent} + {dim.block_size - 1}) // {dim.block_size}"
 
 
 STRUCTURAL_RULES = {

@@ -1,0 +1,33 @@
+"""What the kernel emitter and the loop emitters share without importing each other:
+the names one inner loop made, and fill constants typed for a dtype."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .lowering import literal
+
+
+@dataclass
+class LoopFrame:
+    """The generated names of one inner loop, made by its strategy's emitter."""
+
+    counters: dict[int, str]  # dim id -> the variable (or constant text) counting the dim's tiles
+    traced: bool = False  # counters are traced values (lax.fori_loop, pipeline step), not Python ints
+    step: str | None = None  # the loop's step (stream copy builders take it)
+    slot: str | None = None  # the double-buffer slot of the current step
+
+
+def typed_fill(fill, dtype: torch.dtype) -> str:
+    """A mask's fill (0, ±inf, ...) as a constant of `dtype` (an int dtype's extremes for ±inf)."""
+    if dtype == torch.bool:
+        return literal(bool(fill))
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        if fill == float("inf"):
+            return str(info.max)
+        if fill == float("-inf"):
+            return str(info.min)
+        return str(int(fill))
+    return literal(float(fill))
