@@ -397,6 +397,8 @@ def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
         return "pl.BlockSpec(memory_space=pltpu.SMEM)"
     if op.memory is Memory.HBM:
         return "pl.BlockSpec(memory_space=pl.ANY)"
+    if op.memory is not Memory.VMEM_BLOCK:
+        raise TypeError(f"no BlockSpec for an operand in {op.memory}")
     shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
     shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
     index_map = index_map_text(tuple(a.index for a in op.axes), grid_rank, prefetch_refs)
@@ -410,4 +412,6 @@ def _scratch_shape(scratch) -> str:
         return "pltpu.SemaphoreType.REGULAR((mesh_devices(),))"
     if scratch.kind is ScratchKind.SMEM:
         return f"pltpu.SMEM({literal(scratch.shape)}, jnp.int32)"
+    if scratch.kind is not ScratchKind.VMEM:
+        raise TypeError(f"no scratch shape for {scratch.kind}")
     return f"pltpu.VMEM({literal(scratch.shape)}, {jnp_dtype(scratch.dtype)})"
