@@ -31,3 +31,13 @@ def typed_fill(fill, dtype: torch.dtype) -> str:
             return str(info.min)
         return str(int(fill))
     return literal(float(fill))
+
+
+def tile_count(k, dim) -> str:
+    """How many tiles `dim` has: `cdiv(end - begin, block)` (a begin of 0 or a block of 1
+    writes no arithmetic that does nothing; constants fold when the tree is tidied)."""
+    from_zero = isinstance(dim.begin, int) and dim.begin == 0
+    extent = k.render(dim.end) if from_zero else f"{k.render(dim.end)} - {k.render(dim.begin)}"
+    if dim.block_size == 1:
+        return extent
+    return f"({extent} + {dim.block_size - 1}) // {dim.block_size}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import Node
+from .frames import tile_count
 from .subviews import subview_text
 
 if TYPE_CHECKING:
@@ -52,10 +53,7 @@ def _tile_index(emitter: KernelEmitter, node: Node) -> str:
 
 
 def _tile_count(emitter: KernelEmitter, node: Node) -> str:
-    dim = node.args[0]
-    extent = (emitter.render(dim.end) if isinstance(dim.begin, int) and dim.begin == 0
-              else f"{emitter.render(dim.end)} - {emitter.render(dim.begin)}")
-    return f"({extent} + {dim.block_size - 1}) // {dim.block_size}"
+    return tile_count(emitter, node.args[0])
 
 
 STRUCTURAL_RULES = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...ir import TileDim, TileLoop
 from ...plan import LoopPlan
+from ..frames import tile_count
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, *, static_literal: bool =
         (dim,) = dims
         total = k.names.fresh(f"{dim.name}_trips")
         checked = any(True for _ in k.plan.loop_checks(dim))
-        k.emit(f"{total} = {static[0] if static is not None else _count(k, dim)}", pure=not checked)
+        k.emit(f"{total} = {static[0] if static is not None else tile_count(k, dim)}", pure=not checked)
         k.emit_loop_checks(dim, total)
         return LoopTrips(dims, (total,), total)
     trips = []
@@ -47,7 +48,7 @@ def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, *, static_literal: bool =
             continue
         var = k.names.fresh(f"{dim.name}_trips")
         # a negative count (end < begin) must not make a positive product with another dim's
-        k.emit(f"{var} = jnp.maximum({_count(k, dim)}, 0)")
+        k.emit(f"{var} = jnp.maximum({tile_count(k, dim)}, 0)")
         k.emit_loop_checks(dim, var)
         trips.append(var)
     total = k.names.fresh("_".join(dim.name for dim in dims) + "_trips")
@@ -56,13 +57,6 @@ def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, *, static_literal: bool =
     else:
         k.emit(f"{total} = {' * '.join(trips)}")
     return LoopTrips(dims, tuple(trips), total)
-
-
-def _count(k, dim: TileDim) -> str:
-    """The dim's tile count (constants fold when the tree is tidied)."""
-    from_zero = isinstance(dim.begin, int) and dim.begin == 0
-    extent = k.render(dim.end) if from_zero else f"{k.render(dim.end)} - {k.render(dim.begin)}"
-    return f"({extent} + {dim.block_size - 1}) // {dim.block_size}"
 
 
 def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
