@@ -11,6 +11,7 @@ wait on this device's semaphore for each peer.
 from __future__ import annotations
 
 from ..ir import RemoteBarrier, RemoteCopy, RemoteCopyStep
+from .tree import Layout
 
 DEVICE_ID_TYPE = "pl.DeviceIdType.LOGICAL"  # a flat rank, row-major over every mesh axis
 RANK = "barrier_rank"  # the kernel's variable holding this device's flat rank
@@ -30,8 +31,10 @@ def emit_remote(emitter, node) -> None:
         src = _at(site.src_ref, [emitter.render(i) for i in node.src_index])
         dst = _at(site.dst_ref, [emitter.render(i) for i in node.dst_index])
         (device,) = device_checks
-        emitter.emit(f"{site.descriptor} = pltpu.make_async_remote_copy({src}, {dst}, {site.semaphores}.at[0], "
-                     f"{site.semaphores}.at[1], device_id={device}, device_id_type={DEVICE_ID_TYPE})")
+        copy = emitter.emit(f"{site.descriptor} = pltpu.make_async_remote_copy({src}, {dst}, "
+                            f"{site.semaphores}.at[0], {site.semaphores}.at[1], device_id={device}, "
+                            f"device_id_type={DEVICE_ID_TYPE})")
+        copy.layout[id(copy.node.value)] = Layout(expand=True)  # one argument per line
     elif isinstance(node, RemoteCopyStep):
         site = remote.site(node.copy.id)
         if node.op == "remote_copy_start":

@@ -338,6 +338,10 @@ def _statement_text(stmt: Stmt) -> str:
         names = ", ".join(ast.unparse(elt) for elt in node.targets[0].elts)
         target = f"({names},)" if len(node.targets[0].elts) == 1 else names
         return f"{target} = {_expression(node.value, stmt.layout, 0)}"
+    if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) > 1:
+        return f"return {', '.join(ast.unparse(elt) for elt in node.value.elts)}"
+    if isinstance(node, ast.Expr) and stmt.layout:
+        return _expression(node.value, stmt.layout, 0)
     if isinstance(node, ast.Assign) and stmt.layout:
         return f"{ast.unparse(node.targets[0])} = {_expression(node.value, stmt.layout, 0)}"
     return ast.unparse(node)
