@@ -73,7 +73,7 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
         l_i_2 = l_i_1 * alpha + jnp.sum(p, axis=2)
         # attention.py:59: acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
         acc_2 = acc_1 * alpha[:, :, None] + lax.dot_general(p.astype(jnp.bfloat16), v_blk, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)
-        return (acc_2, l_i_2, m_new)
+        return acc_2, l_i_2, m_new
     acc_1, l_i_1, m_i_1 = lax.fori_loop(0, tile_k_trips, tile_k_body, (acc, l_i, m_i))
     # attention.py:61: out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
     out_ref[...] = (acc_1 / l_i_1[:, :, None]).astype(jnp.bfloat16)
@@ -106,7 +106,7 @@ def attention(q, k, v):
         compiler_params=pltpu.CompilerParams(dimension_semantics=('parallel', 'parallel')),
         interpret=INTERPRET,
     )(q, k, v)
-    return (out, ())
+    return out, ()
 
 
 # Arguments the kernel updates in place, returned after the result.

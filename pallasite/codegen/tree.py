@@ -336,7 +336,7 @@ def _statement_text(stmt: Stmt) -> str:
     node = stmt.node
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
         names = ", ".join(ast.unparse(elt) for elt in node.targets[0].elts)
-        target = f"({names},)" if len(node.targets[0].elts) == 1 else names
+        target = {0: "()", 1: f"({names},)"}.get(len(node.targets[0].elts), names)
         return f"{target} = {_expression(node.value, stmt.layout, 0)}"
     if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) > 1:
         return f"return {', '.join(ast.unparse(elt) for elt in node.value.elts)}"
