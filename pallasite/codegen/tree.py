@@ -246,6 +246,17 @@ class _Fold(ast.NodeTransformer):
     """Integer arithmetic on constants, evaluated (`(320 - 0 + 127) // 128` is 3); in an
     index map (a lambda of grid indices: ints only), `0 + i` is `i`."""
 
+    _COMPARE = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+                ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+
+    def visit_Compare(self, node: ast.Compare):
+        """`3 > 0` is True (`pl.when(True)` runs its body, as Python's `if` would)."""
+        self.generic_visit(node)
+        compare = self._COMPARE.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if compare is None or not (_is_int(node.left) and _is_int(node.comparators[0])):
+            return node
+        return ast.Constant(compare(node.left.value, node.comparators[0].value))
+
     def visit_Call(self, node: ast.Call):
         """`keepdims=False` is the default of every reduction generated code calls."""
         self.generic_visit(node)
