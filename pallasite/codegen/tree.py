@@ -84,9 +84,6 @@ class CodeBuilder:
     def body(self) -> list:
         return self._stack[-1]
 
-    def add(self, item) -> None:
-        self.body.append(item)
-
     def emit(self, text: str, comment: str | None = None, pure: bool = False) -> Stmt:
         """One simple statement from its text."""
         (node,) = ast.parse(text).body
@@ -94,21 +91,13 @@ class CodeBuilder:
         self.body.append(stmt)
         return stmt
 
-    def assign(self, target: str, value: ast.expr, comment: str | None = None, pure: bool = False) -> Stmt:
-        node = ast.Assign(targets=[ast.parse(target, mode="eval").body], value=value, lineno=0)
-        self._store_context(node.targets[0])
-        stmt = Stmt(node, self.location, comment, pure=pure)
+    def assign(self, target: str, value: ast.expr, comment: str | None = None) -> Stmt:
+        """`target = value`, the value an expression node built by the caller."""
+        (node,) = ast.parse(f"{target} = None").body
+        node.value = value
+        stmt = Stmt(node, self.location, comment)
         self.body.append(stmt)
         return stmt
-
-    @staticmethod
-    def _store_context(target) -> None:
-        for node in ast.walk(target):
-            if isinstance(node, (ast.Name, ast.Tuple, ast.Subscript, ast.Attribute)) and node is target:
-                node.ctx = ast.Store()
-        if isinstance(target, ast.Tuple):
-            for elt in target.elts:
-                elt.ctx = ast.Store()
 
     def comment(self, text: str) -> None:
         self.body.append(Comment(text, self.location))
