@@ -30,7 +30,7 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
     tile_q_end = jnp.minimum(tile_q_begin + 128, 256)
     key_end = jnp.minimum(256, tile_q_end)
     # attention.py:48: for tile_k in hl.tile(0, key_end):
-    tile_k_trips = (key_end - 0 + 127) // 128
+    tile_k_trips = (key_end + 127) // 128
     # inner loop 'tile_k': fori_loop streaming k (in), v (in) from HBM, double-buffered
     def k_copy(step, slot):
         return pltpu.make_async_copy(k_hbm.at[pl.ds(tile_b_begin, 1), pl.ds(step * 128, 128), :], k_buf.at[slot], k_sem.at[slot])
@@ -41,7 +41,7 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
         k_copy(0, 0).start()
         v_copy(0, 0).start()
     def tile_k_body(tile_k_step, carry):
-        (acc_1, l_i_1, m_i_1,) = carry
+        acc_1, l_i_1, m_i_1 = carry
         tile_k_slot = tile_k_step % 2
         # start the next tile's copy before computing on this one
         @pl.when(tile_k_step + 1 < tile_k_trips)
@@ -64,17 +64,17 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
         # attention.py:54: qk = torch.where(visible, qk, float("-inf"))
         qk_1 = jnp.where(visible, qk, -jnp.inf)
         # attention.py:55: m_new = torch.maximum(m_i, torch.amax(qk, -1))
-        m_new = jnp.maximum(m_i_1, jnp.max(qk_1, axis=2, keepdims=False))
+        m_new = jnp.maximum(m_i_1, jnp.max(qk_1, axis=2))
         # attention.py:56: p = torch.exp(qk - m_new[:, :, None])
         p = jnp.exp(qk_1 - m_new[:, :, None])
         # attention.py:57: alpha = torch.exp(m_i - m_new)
         alpha = jnp.exp(m_i_1 - m_new)
         # attention.py:58: l_i = l_i * alpha + torch.sum(p, -1)
-        l_i_2 = (l_i_1 * alpha) + jnp.sum(p, axis=2, keepdims=False)
+        l_i_2 = l_i_1 * alpha + jnp.sum(p, axis=2)
         # attention.py:59: acc = hl.dot(p.to(v_blk.dtype), v_blk, acc=acc * alpha[:, :, None])
-        acc_2 = (acc_1 * alpha[:, :, None]) + lax.dot_general(p.astype(jnp.bfloat16), v_blk, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)
-        return (acc_2, l_i_2, m_new,)
-    (acc_1, l_i_1, m_i_1,) = lax.fori_loop(0, tile_k_trips, tile_k_body, (acc, l_i, m_i,))
+        acc_2 = acc_1 * alpha[:, :, None] + lax.dot_general(p.astype(jnp.bfloat16), v_blk, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)
+        return acc_2, l_i_2, m_new
+    acc_1, l_i_1, m_i_1 = lax.fori_loop(0, tile_k_trips, tile_k_body, (acc, l_i, m_i))
     # attention.py:61: out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
     out_ref[...] = (acc_1 / l_i_1[:, :, None]).astype(jnp.bfloat16)
 

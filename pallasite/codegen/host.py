@@ -7,6 +7,7 @@ base has changed since, and writing into a reshape-view writes its base.
 """
 from __future__ import annotations
 
+import ast
 import os
 
 import torch
@@ -19,6 +20,7 @@ from ..plan.index_expr import prefetched
 from .index_text import index_map_text, index_text
 from .lowering import Arg, OpCall, jnp_dtype, key_text, literal, lower
 from .names import NameTable
+from .tree import CodeBuilder, Layout, render
 
 
 class HostEmitter:
@@ -26,7 +28,7 @@ class HostEmitter:
         self.plan = plan
         self.ir: KernelIR = plan.ir
         self.names = names
-        self.lines: list[str] = []
+        self.code = CodeBuilder()
         self.current: dict[int, str] = {}  # symbol id -> JAX variable
         self.version: dict[int, int] = {}
         self.views: dict[int, tuple[HostOp, int]] = {}  # view symbol id -> (op, base version)
@@ -34,23 +36,27 @@ class HostEmitter:
         self.mutated_args: list[TensorSymbol] = []
         self._source = os.path.basename(self.ir.source_file)
         self._index_checks = {check.host_index: check for check in plan.host_index_checks}
-        self._commented = None  # the location quoted last
 
-    def emit(self, text: str) -> None:
-        self.lines.append("    " + text)
+    def emit(self, text: str, comment: str | None = None):
+        return self.code.emit(text, comment)
+
+    def note(self, text: str) -> None:
+        """A comment line explaining the statements after it."""
+        self.code.comment(text)
+
+    def block(self, header: str, comment: str | None = None):
+        return self.code.block(header, comment)
 
     def comment(self, location) -> None:
-        """Quote the user's line above the code it became (once for consecutive steps)."""
-        if location is not None and location != self._commented:
-            self.emit(f"# {self._source}:{location.lineno}: {location.text.strip()}")
-        self._commented = location
+        """The statements emitted next come from the user's line at `location` (quoted above them)."""
+        self.code.location = location
 
     # ------------------------------------------------------------ symbols --
 
-    def define(self, symbol, text: str | None = None) -> str:
+    def define(self, symbol, text: str | None = None, comment: str | None = None) -> str:
         name = self.names.fresh(symbol.name)
         if text is not None:
-            self.emit(f"{name} = {text}")
+            self.emit(f"{name} = {text}", comment)
         self.current[symbol.id] = name
         self.version[symbol.id] = self.version.get(symbol.id, -1) + 1
         return name
@@ -66,11 +72,6 @@ class HostEmitter:
                 self._emit_host_op(op)
         return self.current[symbol.id]
 
-    def operand_text(self, item) -> str:
-        if isinstance(item, (TensorSymbol, ScalarSymbol)):
-            return self.read(item)
-        return literal(item)
-
     # ------------------------------------------------------------- driver --
 
     def function_source(self) -> str:
@@ -84,15 +85,20 @@ class HostEmitter:
                 params.append(name)
         if ir.random_seed is not None:  # torch.rand_like's seed, drawn by the runtime per call
             params.append(self.define(ir.random_seed))
-        header = f"def {ir.name}({', '.join(params)}):"
+        with self.block(f"def {ir.name}({', '.join(params)}):") as function:
+            self._emit_steps()
+        return "\n".join(render([function], self._source))
+
+    def _emit_steps(self) -> None:
+        ir = self.ir
         self.sizes = dynamic_sizes(ir.arguments)
         if self.sizes:
-            self.emit("# static_shapes=False: sizes are read from the inputs, so one module serves every size")
+            self.note("static_shapes=False: sizes are read from the inputs, so one module serves every size")
         for size, argument, axis in self.sizes:
             symbol = next(a for a in ir.arguments if getattr(a, "name", None) == argument)
             self.emit(f"{size} = {self.current[symbol.id]}.shape[{axis}]")
         if ir.captured:
-            self.emit(f"# {', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
+            self.note(f"{', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
         calls = iter(self.plan.calls)
         for step in ir.steps:
             if isinstance(step, Allocate):
@@ -105,16 +111,17 @@ class HostEmitter:
                 self._emit_host_store(step)
             elif isinstance(step, DeviceLoopCall):
                 self._emit_call(next(calls))
+            else:
+                raise TypeError(f"the host emitter has no rule for a {type(step).__name__} step")
         result = self._result_text(ir.result)
         mutated = ", ".join(self.read(s) for s in self.mutated_args)
         self.emit(f"return {result}, ({mutated}{',' if len(self.mutated_args) == 1 else ''})")
-        return "\n".join([header, *self.lines])
 
     def _emit_allocate(self, step: Allocate) -> None:
         symbol = step.symbol
         self.comment(step.location)
         if symbol.fill is None:
-            self.emit(f"# {symbol.name}: uninitialized until a device loop writes it")
+            self.note(f"{symbol.name}: uninitialized until a device loop writes it")
             self.undefined.add(symbol.id)
             self.current[symbol.id] = symbol.name
             return
@@ -148,8 +155,8 @@ class HostEmitter:
                 name = self.read(item)
                 check = self._index_checks.get((step_id, position))
                 if check is not None:
-                    self.emit(f"if INTERPRET is not None:  # interpret mode checks {item.name}'s values")
-                    self.emit(f"    {name} = CHECKS.host_indices({check.check_id}, {name}, limit={check.limit})")
+                    with self.block("if INTERPRET is not None:", f"interpret mode checks {item.name}'s values"):
+                        self.emit(f"{name} = CHECKS.host_indices({check.check_id}, {name}, limit={check.limit})")
                 item = Arg(name, getattr(item, "shape", ()), item.dtype, item)
             out.append(item)
         return tuple(out)
@@ -187,7 +194,7 @@ class HostEmitter:
         if call.worklist is not None:
             self._emit_worklist(call, call.worklist)
         if any(axis.num_blocks == 0 for axis in call.grid):
-            self.emit("# the loop has no iterations (a zero-size dimension): no kernel runs")
+            self.note("the loop has no iterations (a zero-size dimension): no kernel runs")
             for op in call.outputs:
                 if op.symbol.id in self.undefined:
                     self.read(op.symbol)  # materialize the (empty) tensor
@@ -199,68 +206,76 @@ class HostEmitter:
             else:
                 args.append(f"jnp.reshape({self.read(op.symbol)}, (1,)).astype({jnp_dtype(op.symbol.dtype)})")
         prefetch_refs = {op.symbol: op.ref_name for op in call.scalar_prefetch}
-        rank = len(call.grid)
         grid = ", ".join(str(a.num_blocks) for a in call.grid)
         if call.host_checks:
             args[:len(call.scalar_prefetch)] = self._emit_host_checks(call, args[:len(call.scalar_prefetch)],
                                                                       prefetch_refs, grid)
         for op in call.inputs:
             args.append(self._padded(op))
-        self.emit(f"{self._outputs_target(call)} = pl.pallas_call(")
+        target = self._outputs_target(call)
+        layout: dict = {}
+        kernel = call.kernel_name
         if self.sizes:
-            bound = ", ".join(f"{size}={size}" for size, _, _ in self.sizes)
-            self.emit(f"    functools.partial({call.kernel_name}, {bound}),")
-        else:
-            self.emit(f"    {call.kernel_name},")
-        pad = "    "
+            kernel = f"functools.partial({kernel}, {', '.join(f'{size}={size}' for size, _, _ in self.sizes)})"
+        specs = self._grid_keywords(call, grid, prefetch_refs, layout)
         if call.scalar_prefetch:
             names = ", ".join(op.symbol.name for op in call.scalar_prefetch)
-            self.emit(f"    # {names}: scalar-prefetched into SMEM; index maps read them to choose blocks")
-            self.emit("    grid_spec=pltpu.PrefetchScalarGridSpec(")
-            self.emit(f"        num_scalar_prefetch={len(call.scalar_prefetch)},")
-            pad = "        "
-        self.emit(f"{pad}grid=({grid}{',' if len(call.grid) == 1 else ''}),")
-        self.emit(f"{pad}in_specs=[")
-        for op in (*call.scalar_inputs, *call.inputs):
-            self.emit(f"{pad}    {_block_spec(op, rank, prefetch_refs)},  # {op.symbol.name}")
-        self.emit(f"{pad}],")
-        self.emit(f"{pad}out_specs=[")
-        for op in call.outputs:
-            self.emit(f"{pad}    {_block_spec(op, rank, prefetch_refs)},  # {op.symbol.name}")
-        self.emit(f"{pad}],")
-        if call.scratch:
-            self.emit(f"{pad}scratch_shapes=[")
-            for scratch in call.scratch:
-                self.emit(f"{pad}    {_scratch_shape(scratch)},  # {scratch.name}")
-            self.emit(f"{pad}],")
-        if call.scalar_prefetch:
-            self.emit("    ),")
-        self.emit("    out_shape=[")
-        for op in call.outputs:
-            shape = op.call_shape
-            self.emit(f"        jax.ShapeDtypeStruct({literal(shape)}, {jnp_dtype(op.symbol.dtype)}),")
-        self.emit("    ],")
+            grid_spec = ast.Call(self.code.expr("pltpu.PrefetchScalarGridSpec"), [], [
+                ast.keyword("num_scalar_prefetch", ast.Constant(len(call.scalar_prefetch))), *specs])
+            layout[id(grid_spec)] = Layout(expand=True, above=f"{names}: scalar-prefetched into SMEM; index maps "
+                                                               "read them to choose blocks")
+            specs = [ast.keyword("grid_spec", grid_spec)]
+        out_shape = self._listed([f"jax.ShapeDtypeStruct({literal(op.call_shape)}, {jnp_dtype(op.symbol.dtype)})"
+                                  for op in call.outputs], [None] * len(call.outputs), layout)
+        keywords = [*specs, ast.keyword("out_shape", out_shape)]
         if call.aliases:
-            self.emit(f"    input_output_aliases={call.aliases!r},  # updated in place")
-        semantics = ", ".join(repr(a.semantics.value) for a in call.grid)
-        params = f"dimension_semantics=({semantics}{',' if len(call.grid) == 1 else ''})"
-        if call.vmem_limit_bytes is not None:
-            params += f", vmem_limit_bytes={call.vmem_limit_bytes}"
-        if call.remote is not None and call.remote.collective_id is not None:
-            params += f", collective_id={call.remote.collective_id}"  # the barrier semaphore's id
-        self.emit(f"    compiler_params=pltpu.CompilerParams({params}),")
-        self.emit("    interpret=INTERPRET,")
-        self.emit(f")({', '.join(args)})")
+            aliases = self.code.expr(repr(call.aliases))
+            layout[id(aliases)] = Layout(comment="updated in place")
+            keywords.append(ast.keyword("input_output_aliases", aliases))
+        keywords.append(ast.keyword("compiler_params", self.code.expr(_compiler_params(call))))
+        keywords.append(ast.keyword("interpret", self.code.expr("INTERPRET")))
+        pallas_call = ast.Call(self.code.expr("pl.pallas_call"), [self.code.expr(kernel)], keywords)
+        layout[id(pallas_call)] = Layout(expand=True)
+        value = ast.Call(pallas_call, [self.code.expr(arg) for arg in args], [])
+        self.code.assign(target, value).layout.update(layout)
         for op in call.outputs:
             text = self.current[op.symbol.id]
             if op.view_shape is not None:
                 text += f".reshape({literal(op.padded_shape or tuple(op.symbol.shape))})"
+            comment = None
             if op.padded_shape is not None:
                 window = ", ".join(f":{d}" for d in op.symbol.shape)
-                text += f"[{window}]  # drop the padding"
+                text += f"[{window}]"
+                comment = "drop the padding"
             if text != self.current[op.symbol.id]:
-                self.define(op.symbol, text)
+                self.define(op.symbol, text, comment)
             self._after_write(op.symbol)
+
+    def _grid_keywords(self, call: PallasCallPlan, grid: str, prefetch_refs: dict, layout: dict) -> list:
+        """`grid`, `in_specs`, `out_specs` and `scratch_shapes` of a pallas_call: one
+        BlockSpec or scratch shape per line, each with its tensor's name."""
+        rank = len(call.grid)
+        inputs, outputs = (*call.scalar_inputs, *call.inputs), call.outputs
+        keywords = [
+            ast.keyword("grid", self.code.expr(f"({grid}{',' if len(call.grid) == 1 else ''})")),
+            ast.keyword("in_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in inputs],
+                                                 [op.symbol.name for op in inputs], layout)),
+            ast.keyword("out_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in outputs],
+                                                  [op.symbol.name for op in outputs], layout)),
+        ]
+        if call.scratch:
+            keywords.append(ast.keyword("scratch_shapes", self._listed(
+                [_scratch_shape(scratch) for scratch in call.scratch], [s.name for s in call.scratch], layout)))
+        return keywords
+
+    def _listed(self, texts: list[str], comments: list, layout: dict) -> ast.List:
+        """A list written one element per line, each with its comment."""
+        elements = [self.code.expr(text) for text in texts]
+        for element, comment in zip(elements, comments):
+            layout[id(element)] = Layout(comment=comment)
+        listed = ast.List(elements, ast.Load())
+        layout[id(listed)] = Layout(expand=True)
+        return listed
 
     def _emit_worklist(self, call: PallasCallPlan, worklist) -> None:
         """The item tables of a flattened worklist (plan/worklists.py), built from the q
@@ -269,10 +284,10 @@ class HostEmitter:
                                                                    *prefetched(worklist.end))}
         n, rows = worklist.segments, worklist.rows_per_item
         bounds = self.names.fresh("segment_bounds")
-        self.emit(f"# worklist: {n} segments cut into items of {worklist.grouping} x {worklist.tile_dim.block_size} "
+        self.note(f"worklist: {n} segments cut into items of {worklist.grouping} x {worklist.tile_dim.block_size} "
                   f"'{worklist.tile_dim.name}' rows; the grid walks at most {worklist.max_items} items")
-        self.emit(f"{bounds} = lambda i0: ({index_text(worklist.begin, tables)}, "
-                  f"{index_text(worklist.end, tables)})  # i0: '{worklist.segment_name}', every segment at once")
+        self.emit(f"{bounds} = lambda i0: ({index_text(worklist.begin, tables)}, {index_text(worklist.end, tables)})",
+                  comment=f"i0: '{worklist.segment_name}', every segment at once")
         begin, end = self.names.fresh("segment_begin"), self.names.fresh("segment_end")
         self.emit(f"{begin}, {end} = {bounds}(jnp.arange({n}, dtype=jnp.int32))")
         names = [self.define(symbol) for symbol in worklist.tables]
@@ -280,19 +295,20 @@ class HostEmitter:
         self.emit(f"{', '.join(names)}, {count} = build_worklist({begin}, {end}, segments={n}, rows_per_item={rows}, "
                   f"max_items={worklist.max_items})")
         for check in (c for c in call.range_checks if c.worklist_ends):
-            self.emit("if INTERPRET is not None:  # interpret mode checks the segments end inside the rows")
-            self.emit(f"    {end} = CHECKS.host_indices({check.check_id}, {end}, limit={check.limit})")
-            self.emit(f"    {names[2]} = jnp.where(jnp.max({end}, initial=0) < {check.limit}, {names[2]}, 0)")
+            with self.block("if INTERPRET is not None:", "interpret mode checks the segments end inside the rows"):
+                self.emit(f"{end} = CHECKS.host_indices({check.check_id}, {end}, limit={check.limit})")
+                self.emit(f"{names[2]} = jnp.where(jnp.max({end}, initial=0) < {check.limit}, {names[2]}, 0)")
         for check in (c for c in call.range_checks if c.worklist_items):
-            self.emit("if INTERPRET is not None:  # interpret mode checks the items fit the grid")
-            self.emit(f"    {count} = CHECKS.host_indices({check.check_id}, {count}, limit={check.limit})")
-            self.emit(f"    {names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
+            with self.block("if INTERPRET is not None:", "interpret mode checks the items fit the grid"):
+                self.emit(f"{count} = CHECKS.host_indices({check.check_id}, {count}, limit={check.limit})")
+                self.emit(f"{names[2]} = jnp.where({count} <= {worklist.max_items}, {names[2]}, 0)")
         for check in (c for c in call.range_checks if c.worklist_overlaps):
             overlaps = self.names.fresh("overlapping_segments")
-            self.emit("if INTERPRET is not None:  # the items run in parallel: interpret mode checks their rows are disjoint")
-            self.emit(f"    {overlaps} = CHECKS.host_indices({check.check_id}, jnp.sum({end} < {begin}), "
-                      f"limit={check.limit})")
-            self.emit(f"    {names[2]} = jnp.where({overlaps} == 0, {names[2]}, 0)")
+            with self.block("if INTERPRET is not None:",
+                            "the items run in parallel: interpret mode checks their rows are disjoint"):
+                self.emit(f"{overlaps} = CHECKS.host_indices({check.check_id}, jnp.sum({end} < {begin}), "
+                          f"limit={check.limit})")
+                self.emit(f"{names[2]} = jnp.where({overlaps} == 0, {names[2]}, 0)")
 
     def _table_text(self, symbol) -> str:
         name = self.read(symbol)
@@ -309,11 +325,11 @@ class HostEmitter:
                 self.emit(f"{text} = {tables[len(names)]}")
             names.append(text)
         packed = f"({', '.join(names)},)"
-        self.emit("if INTERPRET is not None:  # interpret mode checks the rows the tables choose")
-        for check in call.host_checks:
-            index_map = index_map_text((check.block_index,), len(call.grid), prefetch_refs)
-            self.emit(f"    {packed} = CHECKS.block_indices({check.check_id}, ({grid},), {index_map}, "
-                      f"{', '.join(names)}, limit={check.limit})")
+        with self.block("if INTERPRET is not None:", "interpret mode checks the rows the tables choose"):
+            for check in call.host_checks:
+                index_map = index_map_text((check.block_index,), len(call.grid), prefetch_refs)
+                self.emit(f"{packed} = CHECKS.block_indices({check.check_id}, ({grid},), {index_map}, "
+                          f"{', '.join(names)}, limit={check.limit})")
         return names
 
     def _padded(self, op: Operand) -> str:
@@ -366,11 +382,23 @@ def _number_as(value, dtype: torch.dtype) -> str:
     return literal(int(value))
 
 
+def _compiler_params(call: PallasCallPlan) -> str:
+    semantics = ", ".join(repr(a.semantics.value) for a in call.grid)
+    params = f"dimension_semantics=({semantics}{',' if len(call.grid) == 1 else ''})"
+    if call.vmem_limit_bytes is not None:
+        params += f", vmem_limit_bytes={call.vmem_limit_bytes}"
+    if call.remote is not None and call.remote.collective_id is not None:
+        params += f", collective_id={call.remote.collective_id}"  # the barrier semaphore's id
+    return f"pltpu.CompilerParams({params})"
+
+
 def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
     if op.memory is Memory.SMEM:
         return "pl.BlockSpec(memory_space=pltpu.SMEM)"
     if op.memory is Memory.HBM:
         return "pl.BlockSpec(memory_space=pl.ANY)"
+    if op.memory is not Memory.VMEM_BLOCK:
+        raise TypeError(f"no BlockSpec for an operand in {op.memory}")
     shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
     shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
     index_map = index_map_text(tuple(a.index for a in op.axes), grid_rank, prefetch_refs)
@@ -384,4 +412,6 @@ def _scratch_shape(scratch) -> str:
         return "pltpu.SemaphoreType.REGULAR((mesh_devices(),))"
     if scratch.kind is ScratchKind.SMEM:
         return f"pltpu.SMEM({literal(scratch.shape)}, jnp.int32)"
+    if scratch.kind is not ScratchKind.VMEM:
+        raise TypeError(f"no scratch shape for {scratch.kind}")
     return f"pltpu.VMEM({literal(scratch.shape)}, {jnp_dtype(scratch.dtype)})"

@@ -1,13 +1,11 @@
-"""How generated statements read values: use counts (an unnamed single-use result is
-written inline in the statement that reads it) and the text helpers that keep an
-inlined expression unambiguous (`_atom`) or drop redundant parentheses (`_unwrap`)."""
+"""Which values a generated statement reads inline: use counts, and the unnamed single-use
+results written inline in the one statement that reads them (as nodes: `tree.py`)."""
 from __future__ import annotations
-
-import re
 
 from ..ir import IfBlock, Load, Node, ScalarIndex, Store, TileLoop, Value, ops
 
-def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
+
+def value_uses(body: list) -> tuple[dict[int, int], set[int]]:
     """How often each Value is read, and the unnamed single-use op results that can be
     written inline in the one statement that reads them (readable, like hand-written code)."""
     uses: dict[int, int] = {}
@@ -44,6 +42,10 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
                     read(index.index)
 
     visit(body)
+    return uses, _inlined(body, uses, consumer)
+
+
+def _inlined(body: list, uses: dict[int, int], consumer: dict[int, Node]) -> set[int]:
     inlined = set()
 
     def find(items: list) -> None:
@@ -66,67 +68,4 @@ def _value_uses(body: list) -> tuple[dict[int, int], set[int]]:
                 inlined.add(value.id)
 
     find(body)
-    return uses, inlined
-
-
-def _atom(text: str) -> str:
-    """`text` safe to embed in a larger expression (parenthesized unless it is one term)."""
-    if text.isidentifier() or re.fullmatch(r"[\w.]+", text):
-        return text
-    if text[0] in "([" and _closing(text, 0) == len(text) - 1:
-        return text
-    head = re.match(r"[\w.]+(?=[(\[])", text)
-    if head:
-        end = head.end()
-        while end < len(text) and text[end] in "([":
-            end = _closing(text, end) + 1
-            while end < len(text) and text[end] == ".":
-                more = re.match(r"\.[\w]+", text[end:])
-                if not more:
-                    break
-                end += more.end()
-        if end == len(text):
-            return text
-    return f"({text})"
-
-
-def _unwrap(text: str) -> str:
-    """An assignment's right-hand side without redundant parentheses: around the
-    whole of it, or doubled around a call's single argument (`jnp.exp((a - b))`)."""
-    while text.startswith("(") and _closing(text, 0) == len(text) - 1 and "," not in _top_level(text[1:-1]):
-        text = text[1:-1]
-    i = 0
-    while i < len(text) - 1:
-        if text[i] == "(" and text[i + 1] == "(":
-            inner_end = _closing(text, i + 1)
-            if inner_end + 1 == _closing(text, i) and "," not in _top_level(text[i + 2:inner_end]):
-                text = text[:i + 1] + text[i + 2:inner_end] + text[inner_end + 1:]
-                continue
-        i += 1
-    return text
-
-
-def _top_level(text: str) -> str:
-    """The characters of `text` outside any brackets."""
-    depth, out = 0, []
-    for char in text:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif depth == 0:
-            out.append(char)
-    return "".join(out)
-
-
-def _closing(text: str, start: int) -> int:
-    """The index of the bracket closing the one at `start` (quotes are not expected here)."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(text)
+    return inlined

@@ -27,10 +27,10 @@ def _position(lane: str, stride: int, size: int, lanes: int) -> str:
     return text if stride * size >= lanes else f"{text} % {size}"
 
 
-def merged_condition(emitter, shape: tuple, axis: int, merged: MergedPadding, indent: int) -> str:
+def merged_condition(emitter, shape: tuple, axis: int, merged: MergedPadding) -> str:
     """Emit a boolean array of `shape`: which lanes along `axis` are valid; returns its name."""
     lanes = emitter.names.fresh("lane")
-    emitter.emit(f"{lanes} = lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})", indent)
+    emitter.emit(f"{lanes} = lax.broadcasted_iota(jnp.int32, {literal(tuple(shape))}, {axis})")
     total = shape[axis]
     conditions = []
     for stride, (size, rng) in zip(_strides(merged), merged.parts):
@@ -40,16 +40,16 @@ def merged_condition(emitter, shape: tuple, axis: int, merged: MergedPadding, in
         conditions.append(f"({begin} + {_position(lanes, stride, size, total)} < {end})")
     names = "_".join(rng.dim.name for _, rng in merged.parts if rng is not None)
     name = emitter.names.fresh(f"{names}_valid")
-    emitter.emit(f"{name} = {' & '.join(conditions)}", indent)
+    emitter.emit(f"{name} = {' & '.join(conditions)}")
     return name
 
 
 def tile_bounds(emitter, rng: TileRange) -> tuple[str, str]:
     """The current tile's begin and end (its dim's end, not clamped to the block)."""
-    return emitter.env[rng.dim.begin_value.id], emitter.render(rng.dim.end)
+    return emitter.render(rng.dim.begin_value), emitter.render(rng.dim.end)
 
 
-def valid_steps(emitter, table: str, merged: MergedPadding, indent: int) -> tuple[str, callable]:
+def valid_steps(emitter, table: str, merged: MergedPadding) -> tuple[str, callable]:
     """Per-row DMA over a merged range: emit each part's count of valid positions and their
     product; return the product's name and a function from a step (0 .. product - 1, the
     valid lanes in order) to the text of its lane."""
@@ -59,10 +59,10 @@ def valid_steps(emitter, table: str, merged: MergedPadding, indent: int) -> tupl
             counts.append(str(size))
             continue
         name = emitter.names.fresh(f"{rng.dim.name}_count")
-        emitter.emit(f"{name} = {emitter.range_count(rng)}", indent)
+        emitter.emit(f"{name} = {emitter.range_count(rng)}")
         counts.append(name)
     total = emitter.names.fresh(f"{table}_lanes")
-    emitter.emit(f"{total} = {' * '.join(counts)}", indent)
+    emitter.emit(f"{total} = {' * '.join(counts)}")
     strides = _strides(merged)
 
     def lane_of(step: str) -> str:

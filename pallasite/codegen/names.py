@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import keyword
-import re
 
 
 class NameTable:
@@ -12,7 +11,7 @@ class NameTable:
         self._used: set[str] = set(reserved)
 
     def fresh(self, base: str) -> str:
-        base = re.sub(r"\W", "_", base or "v").strip("_") or "v"
+        base = "".join(char if char.isalnum() or char == "_" else "_" for char in base or "v").strip("_") or "v"
         if base[0].isdigit() or keyword.iskeyword(base):
             base = f"v_{base}"
         name = base

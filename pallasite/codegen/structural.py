@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import Node
+from .frames import tile_count
 from .subviews import subview_text
 
 if TYPE_CHECKING:
@@ -41,19 +42,18 @@ def _tile_id(emitter: KernelEmitter, node: Node) -> str:
 
 def _tile_end(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
-    begin = emitter.env[dim.begin_value.id]
+    begin = emitter.render(dim.begin_value)
     return f"jnp.minimum({begin} + {dim.block_size}, {emitter.render(dim.end)})"
 
 
 def _tile_index(emitter: KernelEmitter, node: Node) -> str:
     dim = node.args[0]
-    begin = emitter.env[dim.begin_value.id]
+    begin = emitter.render(dim.begin_value)
     return f"{begin} + lax.broadcasted_iota(jnp.int32, ({dim.block_size},), 0)"
 
 
 def _tile_count(emitter: KernelEmitter, node: Node) -> str:
-    dim = node.args[0]
-    return f"({emitter.render(dim.end)} - {emitter.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
+    return tile_count(emitter, node.args[0])
 
 
 STRUCTURAL_RULES = {

@@ -31,11 +31,11 @@ def subview_text(emitter, node) -> str:
     return text
 
 
-def emit_spill(emitter, node, indent: int) -> None:
+def emit_spill(emitter, node) -> None:
     """A computed value read at a moving offset: its current contents go to VMEM scratch first."""
     read = emitter.plan.subviews[node.id]
     if read.spill_from is not None:
-        emitter.emit(f"{read.ref_name}[...] = {emitter.render(read.spill_from)}", indent)
+        emitter.emit(f"{read.ref_name}[...] = {emitter.render(read.spill_from)}")
 
 
 class _Items:

@@ -6,7 +6,8 @@ def emit_item_write_back(k, write_back) -> None:
     """After the item's body: copy its rows [start, start + extent) of the scratch to the
     output in HBM (at the program's heads: the window `out.at[rows, h, :]`). A copy's length
     is static, so one copy of 2^b rows per set bit b of the extent, at the offset of the bits
-    above it, each waited before the item ends."""
+    above it, each waited before the item ends: a Python loop over the bits, unrolled when
+    JAX traces the kernel."""
     worklist = k.plan.worklist
     start, extent = k.render(worklist.item_start), k.render(worklist.item_extent)
     name = write_back.symbol.name
@@ -14,17 +15,17 @@ def emit_item_write_back(k, write_back) -> None:
     while axes and axes[-1] is None:  # whole trailing axes need no subscript
         axes.pop()
     heads = "".join(f", {k.render(dim.begin_value)}" if dim is not None else ", :" for dim in axes)
-    head_names = [k.render(dim.begin_value) for dim in axes if dim is not None]
+    head_names = [k.describe(dim.begin_value) for dim in axes if dim is not None]
     of_heads = f" of head {', '.join(head_names)}" if head_names else ""
-    k.emit(f"# the item's rows of '{name}' go to HBM: only [{start}, {start} + {extent}){of_heads}, so no "
-           "other program's rows are touched")
-    for bit in reversed(range(write_back.bits)):
-        size = 1 << bit
-        k.emit(f"@pl.when(({extent} & {size}) != 0)")
-        k.emit(f"def _write_back_{name}_{size}():")
-        offset = f"({extent} >> {bit + 1}) << {bit + 1}" if bit + 1 < write_back.bits else "0"
-        k.emit(f"row = {offset}  # the rows of the higher bits come first", 2)
-        k.emit(f"copy = pltpu.make_async_copy({write_back.scratch}.at[pl.ds(row, {size})], "
-               f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size}){heads}], {write_back.semaphore}.at[0])", 2)
-        k.emit("copy.start()", 2)
-        k.emit("copy.wait()", 2)
+    k.comment(f"the item's rows of '{name}' go to HBM: only [{k.describe(worklist.item_start)}, "
+              f"{k.describe(worklist.item_start)} + {k.describe(worklist.item_extent)}){of_heads}, so no "
+              "other program's rows are touched")
+    sizes = ", ".join(str(1 << bit) for bit in reversed(range(write_back.bits)))
+    size = k.names.fresh("size")  # a kernel-level name: fresh, so it shadows nothing
+    with k.block(f"for {size} in ({sizes}{',' if write_back.bits == 1 else ''}):"):
+        with k.block(f"@pl.when(({extent} & {size}) != 0)\ndef _write_back_{name}():"):
+            k.emit(f"row = {extent} // (2 * {size}) * (2 * {size})", comment="the rows of the higher bits come first")
+            k.emit(f"copy = pltpu.make_async_copy({write_back.scratch}.at[pl.ds(row, {size})], "
+                   f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size}){heads}], {write_back.semaphore}.at[0])")
+            k.emit("copy.start()")
+            k.emit("copy.wait()")

@@ -14,15 +14,15 @@ from __future__ import annotations
 from ...ir import FullSlice, NewAxis, TileLoop, TileSlice
 from ...plan import Direction
 from ...plan.loops import PipelineLoopPlan
+from ..frames import LoopFrame
+from ..tree import Layout
 from .registry import emits
 from .steps import emit_counters, emit_trips, ordered_dims
 
 
 @emits(PipelineLoopPlan)
-def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: int) -> list:
-    from ..kernel import LoopFrame
-
-    carried = k.bind_carried(loop, indent, copy=False)
+def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan) -> list:
+    carried = k.bind_carried(loop, copy=False)
     streams = loop_plan.streams
     dims = ordered_dims(loop, loop_plan)
     label = ", ".join(dim.name for dim in dims)
@@ -30,56 +30,58 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan, indent: i
     if streams:  # the plan streams only loops whose begins are (provably) block multiples
         for dim in (dim for dim in dims if dim.begin_aligned):
             firsts[dim.id] = k.names.fresh(f"{dim.name}_first_block")
-            begin = (dim.begin // dim.block_size if isinstance(dim.begin, int)
-                     else f"{k.render(dim.begin)} // {dim.block_size}")
-            k.emit(f"{firsts[dim.id]} = {begin}", indent)
-    trips = emit_trips(k, loop, loop_plan, indent, static_literal=False)
+            k.emit(f"{firsts[dim.id]} = {k.render(dim.begin)} // {dim.block_size}", pure=True)
+    trips = emit_trips(k, loop, loop_plan, static_literal=False)
     inputs = [s for s in streams if s.direction is Direction.IN]
     outputs = [s for s in streams if s.direction is Direction.OUT]
     names = ", ".join(s.symbol.name for s in streams)
     if not names:
         names = ("nothing (tensors stay resident: its begin may not be a block multiple)"
                  if not all(dim.begin_aligned for dim in dims) else "nothing (its tensors are also used outside it)")
-    k.emit(f"# inner loop '{label}': emit_pipeline over {names}; carried values in VMEM scratch", indent)
+    k.comment(f"inner loop '{label}': emit_pipeline over {names}; carried values in VMEM scratch")
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         init = k.render(item.init)
-        k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}", indent)
-    k.emit(f"{loop_plan.step_ref}[0] = 0", indent)
-    prefix = label.replace(", ", "_")
-    body_name = k.names.fresh(f"{prefix}_body")
-    k.emit(f"def {body_name}({', '.join(s.block_ref for s in (*inputs, *outputs))}):", indent)
-    step = k.names.fresh(f"{prefix}_step")
-    frame = LoopFrame({}, traced=True, step=step)
-    k.frames[loop.id] = frame
-    k.emit(f"{step} = {loop_plan.step_ref}[0]", indent + 1)
-    if len(dims) > 1:
-        k.emit(f"# the pipeline walks its grid '{dims[-1].name}' fastest; each tile's counters from the step",
-               indent + 1)
-    frame.counters.update(emit_counters(k, trips, step, indent + 1))
-    for (item, var), ref in zip(carried, loop_plan.carried_refs):
-        k.emit(f"{var} = {_read_scratch(ref, item)}", indent + 1)
-    k.pipeline_depth += 1
-    try:
-        k.emit_loop_body(loop, indent + 1)
-    finally:
-        k.pipeline_depth -= 1
-    results = k.carried_results(loop, carried, indent + 1)
-    for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
-        k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}", indent + 1)
-    k.emit(f"{loop_plan.step_ref}[0] = {step} + 1", indent + 1)
+        k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}")
+    k.emit(f"{loop_plan.step_ref}[0] = 0")
+    body_name = k.names.fresh(f"{label.replace(', ', '_')}_body")
+    _emit_pipeline_body(k, loop, loop_plan, body_name, trips, carried, (*inputs, *outputs))
     grid_ids = ("j",) if len(dims) == 1 else tuple(f"j{position}" for position in range(len(dims)))
     ids = dict(zip((dim.id for dim in dims), grid_ids))
-    k.emit(f"@pl.when({trips.total} > 0)", indent)
-    k.emit(f"def _run_{body_name}():", indent)
-    k.emit("pltpu.emit_pipeline(", indent + 1)
-    k.emit(f"{body_name},", indent + 2)
-    k.emit(f"grid=({', '.join(trips.trips)},),", indent + 2)
-    k.emit(f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}],", indent + 2)
-    k.emit(f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}],", indent + 2)
-    k.emit(f")({', '.join(s.hbm_ref for s in (*inputs, *outputs))})", indent + 1)
+    with k.block(f"@pl.when({trips.total} > 0)\ndef _run_{body_name}():"):
+        call = k.emit(f"pltpu.emit_pipeline({body_name}, grid=({', '.join(trips.trips)},), "
+               f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}], "
+               f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}])"
+               f"({', '.join(s.hbm_ref for s in (*inputs, *outputs))})")
+        call.layout[id(call.node.value.func)] = Layout(expand=True)  # one argument per line
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
-        k.emit(f"{var} = {_read_scratch(ref, item)}", indent)
+        k.emit(f"{var} = {_read_scratch(ref, item)}")
     return carried
+
+
+def _emit_pipeline_body(k, loop: TileLoop, loop_plan: PipelineLoopPlan, body_name: str, trips, carried: list,
+                        streams: tuple) -> None:
+    """The pipeline's body: its step from the SMEM counter, the tile counters, the loop
+    body, the carried values back to scratch."""
+    dims = trips.dims
+    with k.block(f"def {body_name}({', '.join(s.block_ref for s in streams)}):"):
+        step = k.names.fresh(f"{'_'.join(dim.name for dim in dims)}_step")
+        frame = LoopFrame({}, traced=True, step=step)
+        k.frames[loop.id] = frame
+        k.emit(f"{step} = {loop_plan.step_ref}[0]")
+        if len(dims) > 1:
+            k.comment(f"the pipeline walks its grid '{dims[-1].name}' fastest; each tile's counters from the step")
+        frame.counters.update(emit_counters(k, trips, step))
+        for (item, var), ref in zip(carried, loop_plan.carried_refs):
+            k.emit(f"{var} = {_read_scratch(ref, item)}")
+        k.pipeline_depth += 1
+        try:
+            k.emit_loop_body(loop)
+        finally:
+            k.pipeline_depth -= 1
+        results = k.carried_results(loop, carried)
+        for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
+            k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}")
+        k.emit(f"{loop_plan.step_ref}[0] = {step} + 1")
 
 
 def _read_scratch(ref: str, item) -> str:
@@ -95,9 +97,11 @@ def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> st
         if isinstance(item, TileSlice) and item.dim.id in ids:
             indices.append(f"{firsts[item.dim.id]} + {ids[item.dim.id]}")
         elif isinstance(item, TileSlice):  # a block-aligned grid tile (the strategy checked)
-            indices.append(f"{k.env[item.dim.begin_value.id]} // {item.dim.block_size}")
+            indices.append(f"{k.render(item.dim.begin_value)} // {item.dim.block_size}")
         elif isinstance(item, FullSlice):
             indices.append("0")
+        else:
+            raise TypeError(f"a pipeline BlockSpec has no {type(item).__name__} axis")
     shape = ", ".join(map(str, stream.window_shape))
     shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
     index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"

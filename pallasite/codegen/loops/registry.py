@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-# plan class -> emit(kernel_emitter, loop, loop_plan, indent) -> [(Carried, variable)]
+# plan class -> emit(kernel_emitter, loop, loop_plan) -> [(Carried, variable)]
 EMITTERS: dict[type, Callable] = {}
 
 

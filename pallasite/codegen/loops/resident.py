@@ -2,37 +2,36 @@
 else a `lax.fori_loop` over them."""
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from ...ir.sizes import SymbolicSize
 
 from ...ir import TileLoop
 from ...plan.loops import ResidentLoopPlan
+from ..frames import LoopFrame
 from .registry import emits
 from .streamed import emit_fori_loop
 
 
 @emits(ResidentLoopPlan)
-def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan, indent: int) -> list:
-    from ..kernel import LoopFrame
-
+def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan) -> list:
     if loop_plan.static_trips is None:
-        return emit_fori_loop(k, loop, loop_plan, indent)
-    carried = k.bind_carried(loop, indent, copy=True)
+        return emit_fori_loop(k, loop, loop_plan)
+    carried = k.bind_carried(loop, copy=True)
     steps = "x".join(str(loop_plan.static_trips[i]) for i in loop_plan.order)
     total = loop_plan.total_trips
-    k.emit(f"# inner loop '{', '.join(loop.dims[i].name for i in loop_plan.order)}': {steps} "
-           f"step{'s' if isinstance(total, SymbolicSize) or total != 1 else ''} unrolled over resident blocks",
-           indent)
+    k.comment(f"inner loop '{', '.join(loop.dims[i].name for i in loop_plan.order)}': {steps} "
+              f"step{'s' if isinstance(total, SymbolicSize) or total != 1 else ''} unrolled over resident blocks")
     counters = {}
-    inner = indent
-    for position in loop_plan.order:  # outermost first
-        dim, trips = loop.dims[position], loop_plan.static_trips[position]
-        counter = k.names.fresh(f"{dim.name}_step")
-        counters[dim.id] = counter
-        k.emit(f"for {counter} in range({trips}):", inner)
-        inner += 1
-    k.frames[loop.id] = LoopFrame(counters)
-    k.emit_loop_body(loop, inner)
-    for (item, var), result in zip(carried, k.carried_results(loop, carried, inner)):
-        if result != var:
-            k.emit(f"{var} = {result}", inner)
+    with ExitStack() as nest:
+        for position in loop_plan.order:  # outermost first
+            dim, trips = loop.dims[position], loop_plan.static_trips[position]
+            counter = k.names.fresh(f"{dim.name}_step")
+            counters[dim.id] = counter
+            nest.enter_context(k.block(f"for {counter} in range({trips}):"))
+        k.frames[loop.id] = LoopFrame(counters)
+        k.emit_loop_body(loop)
+        for (item, var), result in zip(carried, k.carried_results(loop, carried)):
+            if result != var:
+                k.emit(f"{var} = {result}")
     return carried

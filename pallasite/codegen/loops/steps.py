@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ...ir import TileDim, TileLoop
 from ...plan import LoopPlan
+from ..frames import tile_count
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ def ordered_dims(loop: TileLoop, loop_plan: LoopPlan) -> tuple[TileDim, ...]:
     return tuple(loop.dims[i] for i in loop_plan.order)
 
 
-def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, indent: int, *, static_literal: bool = True) -> LoopTrips:
+def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, *, static_literal: bool = True) -> LoopTrips:
     """Bind the loop's trip counts (checked in interpret mode where the data decides
     them). A multi-dim loop's static counts are written as numbers; a one-dim loop's
     too if `static_literal`."""
@@ -36,8 +37,9 @@ def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, indent: int, *, static_li
     if len(dims) == 1:
         (dim,) = dims
         total = k.names.fresh(f"{dim.name}_trips")
-        k.emit(f"{total} = {static[0] if static is not None else _count(k, dim)}", indent)
-        k.emit_loop_checks(dim, total, indent)
+        checked = any(True for _ in k.plan.loop_checks(dim))
+        k.emit(f"{total} = {static[0] if static is not None else tile_count(k, dim)}", pure=not checked)
+        k.emit_loop_checks(dim, total)
         return LoopTrips(dims, (total,), total)
     trips = []
     for dim in dims:
@@ -46,19 +48,15 @@ def emit_trips(k, loop: TileLoop, loop_plan: LoopPlan, indent: int, *, static_li
             continue
         var = k.names.fresh(f"{dim.name}_trips")
         # a negative count (end < begin) must not make a positive product with another dim's
-        k.emit(f"{var} = jnp.maximum({_count(k, dim)}, 0)", indent)
-        k.emit_loop_checks(dim, var, indent)
+        k.emit(f"{var} = jnp.maximum({tile_count(k, dim)}, 0)")
+        k.emit_loop_checks(dim, var)
         trips.append(var)
     total = k.names.fresh("_".join(dim.name for dim in dims) + "_trips")
     if all(dim.static_trips is not None for dim in dims):
-        k.emit(f"{total} = {loop_plan.total_trips}  # {' x '.join(trips)} tiles", indent)
+        k.emit(f"{total} = {loop_plan.total_trips}", comment=f"{' x '.join(trips)} tiles")
     else:
-        k.emit(f"{total} = {' * '.join(trips)}", indent)
+        k.emit(f"{total} = {' * '.join(trips)}")
     return LoopTrips(dims, tuple(trips), total)
-
-
-def _count(k, dim: TileDim) -> str:
-    return f"({k.render(dim.end)} - {k.render(dim.begin)} + {dim.block_size - 1}) // {dim.block_size}"
 
 
 def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
@@ -78,7 +76,7 @@ def counter_exprs(trips: LoopTrips, step: str) -> dict[int, str]:
     return exprs
 
 
-def emit_counters(k, trips: LoopTrips, step: str, indent: int) -> dict[int, str]:
+def emit_counters(k, trips: LoopTrips, step: str) -> dict[int, str]:
     """Bind each dim's tile counter from the flat `step` (a one-dim loop's is the step)."""
     if len(trips.dims) == 1:
         return {trips.dims[0].id: step}
@@ -86,5 +84,5 @@ def emit_counters(k, trips: LoopTrips, step: str, indent: int) -> dict[int, str]
     exprs = counter_exprs(trips, step)
     for dim in trips.dims:
         counters[dim.id] = k.names.fresh(f"{dim.name}_step")
-        k.emit(f"{counters[dim.id]} = {exprs[dim.id]}", indent)
+        k.emit(f"{counters[dim.id]} = {exprs[dim.id]}", pure=True)
     return counters
