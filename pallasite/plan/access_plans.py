@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from ..ir import FullSlice, ScalarIndex, TileDim
-
-if TYPE_CHECKING:
-    from .plans import Stream
 
 
 @dataclass(frozen=True)
@@ -229,7 +226,7 @@ class Access:
     ref_shape: tuple[int, ...]  # the shape of ref[ref_index]
     value_shape: tuple[int, ...]  # the shape device code sees (NewAxis included)
     store_masks: tuple[StoreMask, ...] = ()
-    write_back: Stream | None = None  # fori_loop store: start this stream's copy after it
+    write_back: Any = None  # a plans.Stream (plans.py imports this module)  # fori_loop store: start this stream's copy after it
     gather: Gather | None = None  # a load through an index vector: gather from the read window
     scatter: Scatter | None = None  # a store through an index vector: update the written window
     # per axis of the loaded value: the axis of ref[ref_index] it is (None: a NewAxis, or not

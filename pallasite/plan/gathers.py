@@ -32,6 +32,7 @@ from ..config import IndirectAccessMode
 from ..ir import GatherIndex, Load, NewAxis
 from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
+from .row_gathers import is_gather, row_dma_refusal
 from .vmem import resident_gather_bytes
 
 # A gathered table may hold at most this fraction of the VMEM budget: the rest
@@ -52,10 +53,6 @@ class TableLowering:
 
     row_dma: bool
     reason: str
-
-
-def is_gather(node) -> bool:
-    return isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
 
 
 def check_gather_dtype(node: Load) -> None:
@@ -85,8 +82,6 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
 
     Raises when the mode's lowering cannot run: a resident table over the
     threshold, or a per-row DMA the gathers' forms do not allow."""
-    from .row_gathers import row_dma_refusal
-
     gathers = [node for node in nodes if is_gather(node)]
     if not gathers or operand.memory is not Memory.VMEM_BLOCK:
         return None

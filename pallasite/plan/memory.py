@@ -25,9 +25,8 @@ from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
-from .tpu_tiling import AxisRule
+from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule
 
-SMEM_MAX_ELEMENTS = 16384
 _SMEM_DTYPES = (torch.int32, torch.float32)
 
 

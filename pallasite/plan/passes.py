@@ -11,7 +11,7 @@ from .bounds import DataDependentRange
 from .broadcasts import plan_pre_broadcasts
 from .draft import CallDraft
 from .index_expr import grid_axes
-from .loops import STRATEGIES, attach_streams, plan_inner_loops, plan_scratch
+from .loops import STRATEGIES, attach_streams, loop_types, plan_inner_loops, plan_scratch
 from .loops.streams import plan_streams
 from .masks import plan_masks
 from .memory import collect_uses
@@ -258,5 +258,5 @@ def budget_vmem(draft: CallDraft) -> CallDraft:
     kernel, plan = draft.kernel, draft.plan
     vmem = estimate_vmem_bytes(plan)
     limit = vmem_limit_for(plan, vmem, kernel.target.vmem_capacity_bytes, kernel.knobs.vmem_limit_bytes,
-                           kernel.chip_key)
+                           kernel.chip_key, loop_types(copies_unaligned_windows=True))
     return dataclasses.replace(draft, plan=dataclasses.replace(plan, vmem_bytes=vmem, vmem_limit_bytes=limit))

@@ -25,16 +25,19 @@ import torch
 from .. import exc
 from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileSlice
 from .bounds import access_text, describe
-from .memory import SMEM_MAX_ELEMENTS
+from .tpu_tiling import SMEM_MAX_ELEMENTS
 from .plans import Access, Gather, GatherMethod, LaneRange, Memory, Operand, RowCopy, Scratch, ScratchKind
 from .access_plans import StagedIndex
 from .vmem import padded_bytes
 
 
+def is_gather(node) -> bool:
+    """Whether `node` reads a table at index vectors (a `GatherIndex` item)."""
+    return isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
+
+
 def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
     """Why the accesses `nodes` of one table cannot copy rows by DMA (and where), or None."""
-    from .gathers import is_gather
-
     for node in nodes:
         if not is_gather(node):
             verb = "written" if not isinstance(node, Load) else "read without an index vector"

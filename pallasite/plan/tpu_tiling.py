@@ -11,6 +11,9 @@ import torch
 
 from ..ir.sizes import SymbolicSize, same_size
 
+# The most 32-bit elements one SMEM operand or copy holds (tables, index vectors, worklists).
+SMEM_MAX_ELEMENTS = 16384
+
 LANES = 128
 SUBLANES = 8
 

@@ -84,7 +84,7 @@ def _block_operands(plan: PallasCallPlan):
             yield op, padded_bytes(op.block_shape, op.symbol.dtype)
 
 
-def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
+def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int = 3) -> str:
     """For a VMEM overflow message: the `count` largest double-buffered blocks (with why an
     axis is whole, when the plan recorded it), and what to change. Tiles that start at
     data-dependent rows keep the tensors they index resident unless the loop copies
@@ -100,9 +100,6 @@ def overflow_advice(plan: PallasCallPlan, count: int = 3) -> str:
         described.append(f"'{op.symbol.name}' 2 x {size / MIB:.1f} MiB" + (f" ({why})" if why else ""))
     unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
-    from .loops import loop_types  # the strategy registry (loops plan streams with this module's sizes)
-
-    copying = loop_types(copies_unaligned_windows=True)
     if unaligned and copying and any(loop.strategy not in copying for loop in plan.inner_loops.values()):
         advice = ("tiles starting at data-dependent rows keep the tensors they index resident, whatever the "
                   f"block size; pallas_loop_type={copying[0]!r} copies their windows by DMA instead")
@@ -177,15 +174,17 @@ def _extend(carried: Carried, born: dict, last: dict, end: int) -> None:
             last[id(value)] = max(last[id(value)], end)
 
 
-def vmem_limit_for(plan: PallasCallPlan, vmem: int, capacity: int, limit: int | None, chip_key: str) -> int | None:
+def vmem_limit_for(plan: PallasCallPlan, vmem: int, capacity: int, limit: int | None, chip_key: str,
+                   copying: tuple[str, ...] = ()) -> int | None:
     """The `vmem_limit_bytes` of a call estimated at `vmem` bytes: the config's `limit`, else
     the default. An estimate over the chip's capacity, a limit over it or a limit below the
-    estimate is `exc.VmemOverflow`, so the tuner skips the config."""
+    estimate is `exc.VmemOverflow`, so the tuner skips the config. `copying`: the loop types
+    that copy unaligned windows by DMA (the registry's; named in the advice)."""
     location = plan.call.loop.location
     if vmem > capacity:
         raise exc.VmemOverflow(
             f"The VMEM working set of this config is estimated at {vmem / 2**20:.1f} MiB, over "
-            f"the chip's {capacity / 2**20:.0f} MiB VMEM; {overflow_advice(plan)}.",
+            f"the chip's {capacity / 2**20:.0f} MiB VMEM; {overflow_advice(plan, copying)}.",
             location,
         )
     if limit is not None and limit > capacity:

@@ -43,7 +43,7 @@ from ..ir import TileSlice, cdiv, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
 from .plans import RangeCheck
-from .memory import SMEM_MAX_ELEMENTS
+from .tpu_tiling import SMEM_MAX_ELEMENTS
 from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_backs
 
 
