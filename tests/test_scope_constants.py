@@ -188,6 +188,33 @@ def test_a_rebound_function_global_compiles_a_new_variant(monkeypatch):
     assert activated.cache_size == 2
 
 
+def _times_scale(value):  # a helper of the user's: the trace runs it, reading SCALE
+    return _plus_shift(value * SCALE)
+
+
+def _plus_shift(value):  # called by a helper: its globals are baked in too
+    return value + SHIFT if USE_RELU else value
+
+
+@pallasite.kernel
+def through_helpers(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = _times_scale(x[t])
+    return out
+
+
+def test_globals_read_by_helper_functions_are_part_of_the_variant(monkeypatch):
+    """A helper function the kernel calls runs in the trace: the constants it (and the helpers
+    it calls) reads are baked in like the kernel's own (a fresh-clone trial found them frozen)."""
+    _same_as_torch_and_ref(_fresh(through_helpers), X * 2.0 + 1)
+    monkeypatch.setitem(globals(), "SCALE", -1.0)
+    _same_as_torch_and_ref(through_helpers, X * -1.0 + 1)
+    monkeypatch.setitem(globals(), "USE_RELU", False)  # read two calls deep
+    _same_as_torch_and_ref(through_helpers, X * -1.0)
+    assert through_helpers.cache_size == 3
+
+
 @pallasite.kernel
 def divided(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)

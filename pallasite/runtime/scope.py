@@ -16,7 +16,9 @@ How a value is fingerprinted (`fingerprint`):
 - dataclass instances and `types.SimpleNamespace` by type and fields.
 - modules, functions, classes, methods (function + receiver) and enum members by
   identity; on disk by a stable name (module + qualified name + source hash,
-  `autotune.settings.callable_identity`). A helper function's own globals are not read.
+  `autotune.settings.callable_identity`). A plain Python function of the user's (a
+  helper the kernel calls) is read too: the constants it reads, and those of the helpers it
+  calls, join the fingerprint under `(helper, name)` (library functions are not read).
 - tensors inside a constant by identity, shape, dtype and (torch) version counter.
 - any other object: by its own `__eq__`/`__hash__` when its class defines both (its way of
   saying two instances are interchangeable), else by identity (rebinding the name is
@@ -32,7 +34,9 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import os
 import re
+import sysconfig
 import types
 from typing import Any, Callable
 
@@ -40,7 +44,8 @@ import jax
 import numpy
 import torch
 
-from ..frontend.source import ScopeReads
+from .. import exc
+from ..frontend.source import ScopeReads, function_ast, scope_reads
 
 _UNBOUND = object()  # a free name bound nowhere (yet)
 _TENSOR_TYPES: dict[type, bool] = {}  # type -> is a torch or JAX tensor (isinstance on jax.Array is slow)
@@ -71,7 +76,54 @@ def read_scope(fn: Callable, reads: ScopeReads, constants: bool = True) -> tuple
             if value is _UNBOUND or _is_tensor(value):
                 continue  # an unbound root fails the trace; a tensor's shape is in the key already
             key.append((chain, fingerprint_chain(value, chain[1:])))
+        _helper_constants(values.values(), key, {fn.__code__})
     return tensors, tuple(key)
+
+
+def _helper_constants(values, key: list, seen: set) -> None:
+    """The constants read by the user's helper functions among `values` (and the helpers they
+    call), appended to `key` under `(helper, name)`: the trace runs a helper's Python too, so
+    what it reads is baked in like the kernel's own reads."""
+    for helper in values:
+        reads = _user_helper_reads(helper)
+        if reads is None or helper.__code__ in seen:
+            continue
+        seen.add(helper.__code__)
+        cells = dict(zip(helper.__code__.co_freevars, helper.__closure__)) if helper.__closure__ else {}
+        found = {name: _lookup(name, cells, helper.__globals__) for name in reads.names}
+        prefix = helper.__qualname__
+        for name, value in found.items():
+            if name in reads.whole and not _is_tensor(value):
+                key.append(((prefix, name), ("unbound",) if value is _UNBOUND else fingerprint(value)))
+        for chain in reads.chains:
+            root = found[chain[0]]
+            if root is not _UNBOUND and not _is_tensor(root):
+                key.append(((prefix, *chain), fingerprint_chain(root, chain[1:])))
+        _helper_constants(found.values(), key, seen)
+
+
+_LIBRARY_DIRS = tuple({os.path.realpath(path) + os.sep for name in ("stdlib", "platstdlib", "purelib", "platlib")
+                       if (path := sysconfig.get_paths().get(name))}
+                      | {os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep})
+_HELPER_READS: dict[types.CodeType, ScopeReads | None] = {}
+
+
+def _user_helper_reads(value: Any) -> ScopeReads | None:
+    """The scope reads of a plain Python function of the user's (not a library's or
+    pallasite's own), None for anything else or a function without source."""
+    if type(value) is not types.FunctionType:
+        return None
+    code = value.__code__
+    if code not in _HELPER_READS:
+        reads = None
+        filename = os.path.realpath(code.co_filename)
+        if os.path.isfile(filename) and not filename.startswith(_LIBRARY_DIRS) and code.co_name != "<lambda>":
+            try:
+                reads = scope_reads(function_ast(value)[0])
+            except (exc.PallasiteError, SyntaxError, OSError, TypeError):
+                reads = None  # no source to read: compared by identity, as before
+        _HELPER_READS[code] = reads
+    return _HELPER_READS[code]
 
 
 def changed_names(before: tuple, after: tuple) -> list[str]:
