@@ -259,3 +259,23 @@ def test_two_index_vectors_in_one_narrowing_pair_up_so_they_are_refused_not_read
     _, out = code_and_output(head_tile_sums, (x,))
     expected = torch.stack([x[i:i + 8].sum((0, 1)) for i in range(0, 13, 8)])
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_run_of_a_device_value_bounded_by_a_tile_begin_is_a_clear_error(loop_type):
+    """`blk[ts.begin:ts.begin + 4]`: checking whether the slice is `:` once compared its traced
+    bounds with `==` and failed inside the tracer ('bool' object has no attribute 'dtype')."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[32, 4], pallas_loop_type=loop_type))
+    def runs(x, w):
+        m, d = x.size()
+        out = torch.empty_like(x)
+        for tm in hl.tile(m):
+            blk = x[tm, :]
+            for ts in hl.tile(tm.end - tm.begin):
+                run = blk[ts.begin:ts.begin + 4]
+                out[tm.begin + ts.index, :] = run * w[ts, :]
+        return out
+
+    with pytest.raises(exc.IndexingError, match="compile-time ints.*index with the tile") as info:
+        code_and_output(runs, (torch.randn(64, 256), torch.randn(32, 256)))
+    assert "run = blk[ts.begin:ts.begin + 4]" in str(info.value)

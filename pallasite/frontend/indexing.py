@@ -70,9 +70,8 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, TileProxy):
         return TileSlice(item.dim)
     if isinstance(item, slice):
-        if item == slice(None) or (
-            item.start in (None, 0) and item.stop in (None, size) and item.step in (None, 1)
-        ):
+        if whole_slice(item) or (_is_int(item.start, None, 0) and _is_int(item.stop, None, size)
+                            and _is_int(item.step, None, 1)):
             return FullSlice()
         raise exc.IndexingError(
             f"{tensor_name}[...]: the slice {_slice_text(item)} on axis {axis} is not "
@@ -119,8 +118,19 @@ def is_narrowing(key: Any) -> bool:
     """Whether a subscript of a device value selects part of it (anything but None, ':' and
     Ellipsis, which only add or keep axes: plain views)."""
     items = key if isinstance(key, tuple) else (key,)
-    return not all(item is None or item is Ellipsis or (isinstance(item, slice) and item == slice(None))
-                   for item in items)
+    return not all(item is None or item is Ellipsis or whole_slice(item) for item in items)
+
+
+def _is_int(value: Any, *allowed) -> bool:
+    """Whether `value` is one of `allowed` (None or ints), never asking a traced value `==`."""
+    return any(value is option if option is None else type(value) is int and value == option
+               for option in allowed)
+
+
+def whole_slice(item: Any) -> bool:
+    """`:` — by identity of its parts: `==` on a slice compares them with `==`, which a
+    traced bound (`ts.begin`) answers with a traced value, not a bool."""
+    return isinstance(item, slice) and item.start is None and item.stop is None and item.step is None
 
 
 def normalize_narrowing(key: Any, shape: tuple[int, ...], name: str,

@@ -18,7 +18,7 @@ from .. import exc
 from ..ir import DeviceLoopCall, Load, Node, Run, ScalarIndex, ScalarSymbol, Store, TileDim, Value, ops
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
-    normalize_narrowing, normalize_subscript,
+    normalize_narrowing, normalize_subscript, whole_slice,
 )
 from . import atomics, paired_indexing, random_values, remote
 from .host_program import HostProgram
@@ -477,7 +477,7 @@ def _value_key(key: Any) -> tuple:
     for item in items:
         if item is None or item is Ellipsis or (isinstance(item, int) and not isinstance(item, bool)):
             continue
-        if isinstance(item, slice) and item == slice(None):
+        if whole_slice(item):
             continue
         raise exc.IndexingError(
             "Narrowing a device value (slicing it with a tile, a range or a tensor) is not "
