@@ -119,3 +119,54 @@ def test_codegen_reads_no_generated_code_with_regular_expressions():
                     isinstance(node, ast.ImportFrom) and node.module == "re"
                     for node in ast.walk(ast.parse(path.read_text())))]
     assert not users, f"codegen modules importing re: {users}"
+
+
+def _defines(path: Path, symbol: str) -> bool:
+    """Whether `path` defines `symbol` (a top-level def, class or assignment; `Class.attr`
+    for a member)."""
+    scopes = [ast.parse(path.read_text())]
+    for part in symbol.split("."):
+        found = None
+        for scope in scopes:
+            for node in scope.body:
+                names = []
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign):
+                    names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names = [node.target.id]
+                if part in names:
+                    found = node
+        if found is None:
+            return False
+        scopes = [found] if isinstance(found, ast.ClassDef) else []
+    return True
+
+
+def _where_to_add() -> str:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    start = text.index("## Where to add")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_where_to_add_names_only_files_and_symbols_that_exist():
+    section = _where_to_add()
+    named = re.findall(r"`((?:pallasite|tests)/[\w/]*\.py|pallasite/[\w/]+/)(?::([\w.]+))?`", section)
+    assert len(named) > 20  # the section is read, not skipped
+    missing = []
+    for path, symbol in named:
+        file = ROOT / path
+        if not file.exists():
+            missing.append(path)
+        elif symbol and not _defines(file, symbol):
+            missing.append(f"{path}:{symbol}")
+    assert not missing, f"docs/ARCHITECTURE.md 'Where to add' names what does not exist: {missing}"
+
+
+def test_the_first_three_additions_touch_at_most_three_files():
+    section = _where_to_add()
+    for item in ("(a)", "(b)", "(c)"):
+        entry = section[section.index(f"**{item}"):].split("\n- **")[0]
+        counted = re.search(r"— (\d) files?:", entry)
+        assert counted and int(counted.group(1)) <= 3, entry
