@@ -48,3 +48,24 @@ def test_docs_generated_attention_is_current():
     expected = attention_code("fori_loop")
     assert (DOCS / "attention_fori_loop.py").read_text() == expected, (
         "docs/generated/attention_fori_loop.py is stale: run python docs/generated/regenerate.py")
+
+
+
+@pytest.mark.parametrize("loop_type", list(STRATEGIES))
+def test_every_device_line_of_the_user_is_quoted_in_the_kernel(loop_type):
+    """Each line of the kernel's device code is quoted above the code it became — also a
+    line whose code all folded away (the grid loop's `for`, whose tile attributes nothing
+    reads): the tree once dropped its quote with the dropped bindings."""
+    import inspect
+
+    from examples import matmul as example
+
+    config = pallasite.Config(block_sizes=[128, 128, 128], pallas_loop_type=loop_type)
+    code = example.matmul.bind(example.example_inputs()).to_code(config, chip=CHIP)
+    kernel = code[code.index("def matmul_kernel"):code.index("\ndef matmul(")]
+    lines, first = inspect.getsourcelines(example.matmul.fn)
+    body = lines[next(i for i, line in enumerate(lines) if "hl.tile([m, n])" in line):]
+    for offset, line in enumerate(body):
+        if line.strip() and not line.strip().startswith("return"):
+            number = first + len(lines) - len(body) + offset
+            assert f"# matmul.py:{number}: {line.strip()}" in kernel, line

@@ -164,7 +164,11 @@ def _bound_name(stmt: Stmt) -> str | None:
 
 
 def _remove(body: list, doomed: set[int]) -> None:
-    body[:] = [item for item in body if id(item) not in doomed]
+    """Drop the `doomed` statements; one that came from a user's line leaves the line's
+    quote behind (`Comment` without text), so a source line whose code all folded away
+    (a grid loop's `for`, whose tile attributes nothing reads) is still quoted."""
+    body[:] = [item if id(item) not in doomed else Comment("", item.location) for item in body
+               if id(item) not in doomed or item.location is not None]
     for item in body:
         if isinstance(item, Stmt) and item.body is not None:
             _remove(item.body, doomed)
@@ -312,7 +316,8 @@ class _Renderer:
                 self.last_line = location.lineno
                 self.out.append(f"{pad}# {self.source_file}:{location.lineno}: {location.text.strip()}")
             if isinstance(item, Comment):
-                self.out.append(f"{pad}# {item.text}")
+                if item.text:  # an empty one only quotes its source line (`_remove`)
+                    self.out.append(f"{pad}# {item.text}")
                 continue
             suffix = f"  # {item.comment}" if item.comment else ""
             if item.body is None:
@@ -326,9 +331,8 @@ class _Renderer:
             lines = ast.unparse(header).split("\n")[:-1]
             lines[-1] += suffix
             self.out.extend(pad + line for line in lines)
-            if item.body:
-                self._body(item.body, depth + 1)
-            else:
+            self._body(item.body, depth + 1)
+            if not any(isinstance(inner, Stmt) for inner in item.body):  # comments alone are no body
                 self.out.append(pad + _INDENT + "pass")
 
 
