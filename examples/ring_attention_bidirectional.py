@@ -19,6 +19,12 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+if not __package__:  # run as a script (`python examples/ring_attention_bidirectional.py`): make `examples` importable
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from examples.ring_attention import TOLERANCES, example_inputs, reference, to_jax  # noqa: F401 (re-exported)
 
 
