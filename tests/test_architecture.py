@@ -1,7 +1,7 @@
 """The architecture's rules, checked on the source (issue 21): each stage imports only the
 stages below it (no import circle), no function in `pallasite/` is over 80 lines, no
-regular expression reads generated code, and docs/ARCHITECTURE.md's "Where to add"
-section names only files and symbols that exist."""
+regular expression reads generated code, and the architecture pages (docs/ARCHITECTURE.md
+and docs/design/) name only files and symbols that exist."""
 from __future__ import annotations
 
 import ast
@@ -170,3 +170,38 @@ def test_the_first_three_additions_touch_at_most_three_files():
         entry = section[section.index(f"**{item}"):].split("\n- **")[0]
         counted = re.search(r"— (\d) files?:", entry)
         assert counted and int(counted.group(1)) <= 3, entry
+
+
+DOC_PAGES = [ROOT / "docs" / "ARCHITECTURE.md", *sorted((ROOT / "docs" / "design").glob("*.md"))]
+_SEARCHED = ("pallasite", "tests", "benchmarks", "examples", "docs")
+
+
+def _files_named(path: str) -> list[Path]:
+    """The files a page's backticked `path` may mean: relative to the repository or to one of
+    its top folders (`plan/memory.py` is pallasite/plan/memory.py), or, a bare file name
+    written inside its package's section (`memory.py`), any file of that name."""
+    found = [ROOT / path, *(ROOT / top / path for top in _SEARCHED)]
+    found = [file for file in found if file.exists()]
+    if not found and "/" not in path:
+        found = [file for top in _SEARCHED for file in (ROOT / top).rglob(path)]
+    return found
+
+
+def test_architecture_pages_name_only_files_and_symbols_that_exist():
+    missing = []
+    for page in DOC_PAGES:
+        named = re.findall(r"`([\w./-]+\.(?:py|md))(?::([\w.]+))?`", page.read_text())
+        assert named, page  # the page is read, not skipped
+        for path, symbol in named:
+            files = _files_named(path)
+            if not files:
+                missing.append(f"{page.name}: {path}")
+            elif symbol and not any(_defines(file, symbol) for file in files if file.suffix == ".py"):
+                missing.append(f"{page.name}: {path}:{symbol}")
+    assert not missing, "the architecture pages name what does not exist:\n" + "\n".join(missing)
+
+
+def test_the_design_pages_are_each_listed_on_the_map():
+    listed = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    unlisted = [page.name for page in DOC_PAGES[1:] if f"`docs/design/{page.name}`" not in listed]
+    assert not unlisted, f"docs/design pages ARCHITECTURE.md does not list: {unlisted}"

@@ -242,5 +242,5 @@ def remote_barrier(device_ids: Any) -> None:
     happens before what this device does after. Peers must name each other, barrier for
     barrier (ring neighbours do): each waits for one signal from each peer it names, so a
     peer that never names this device back leaves it waiting. The barrier may be passed
-    again every hop and every call (docs/ARCHITECTURE.md: the ring barrier protocol)."""
+    again every hop and every call (docs/design/remote-copies.md: the ring barrier protocol)."""
     _tracer("remote_barrier").remote_barrier(device_ids)

@@ -11,7 +11,7 @@ Decisions, all recorded in `RemotePlan` for codegen to consume:
 - Every grid axis is arbitrary: each device walks the grid in the same order,
   so the copies and barriers of step i pair up across devices.
 - `hl.remote_barrier(peers)` is a barrier with each peer, in two parts (the
-  ring barrier protocol; why it is safe: docs/ARCHITECTURE.md):
+  ring barrier protocol; why it is safe: docs/design/remote-copies.md):
   - entry: at the first grid step, before anything else, every device signals
     every device of the mesh once on the kernel's barrier semaphore (its
     collective id: a hash of the kernel's file and name and the loop's position,
