@@ -29,10 +29,12 @@ def gather_text(gather: Gather, window: str, window_shape: tuple[int, ...], hot:
     `hot` names the one-hot array of `one_hot_text`; `bind(hint, text)` emits a
     statement binding `text` to a fresh name and returns the name."""
     axis, rank = gather.axis, len(window_shape)
-    if gather.method is GatherMethod.SELECT_SUM:
+    if gather.method is GatherMethod.SELECT_SUM:  # in int32: Mosaic reduces 32-bit integers only
         hot_shape = "(" + ", ".join(["1"] * axis + ["-1", str(gather.rows)] + ["1"] * (rank - axis - 1)) + ",)"
-        return (f"jnp.sum(jnp.where({hot}.reshape{hot_shape}, jnp.expand_dims({window}, {axis}), 0), "
+        table = window if dtype == torch.int32 else bind(f"{window}_i32", f"{window}.astype(jnp.int32)")
+        text = (f"jnp.sum(jnp.where({hot}.reshape{hot_shape}, jnp.expand_dims({table}, {axis}), 0), "
                 f"axis={axis + 1})")
+        return text if dtype == torch.int32 else f"{text}.astype({jnp_dtype(dtype)})"
     table = window if dtype == torch.float32 else bind(f"{window}_f32", f"{window}.astype(jnp.float32)")
     hot = bind(f"{hot}_f32", f"{hot}.astype(jnp.float32)")
     # 0 * inf is NaN: non-finite entries are zeroed for the product of values and

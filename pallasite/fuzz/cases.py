@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 DTYPE_NAMES = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.int32: "torch.int32",
-               torch.bool: "torch.bool"}
+               torch.bool: "torch.bool", torch.float16: "torch.float16", torch.int8: "torch.int8",
+               torch.int16: "torch.int16"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class InputSpec:
         if self.fill.startswith("index:"):  # indices into a named dim, duplicates included
             return f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, dtype=torch.int32)"
         if self.fill == "randint":
-            return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype=torch.int32)"
+            return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         value = f"torch.randn({shape}, generator={generator})"
         if self.fill == "positive":
             value = f"{value}.abs().add(0.5)"

@@ -21,11 +21,13 @@ import torch
 from .cases import Case, InputSpec, Line
 
 _DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
+# a flat gather's table: every dtype a gather reads (the 16- and 8-bit ones widen)
+_TABLE_DTYPES = (torch.float32, torch.bfloat16, torch.int32, torch.float16, torch.int8, torch.int16)
 _VALUES = ("{x}", "({x} * 2)", "({x} + 1)")
 
 
 def _fill(dtype: torch.dtype) -> str:
-    return "randint" if dtype == torch.int32 else "randn"
+    return "randn" if dtype.is_floating_point else "randint"
 
 
 def _size(rng, small: bool = False) -> int:
@@ -98,7 +100,7 @@ def flat_gather(draw: Any, name: str) -> Case:
     knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
     loop_type, segments = None, ()
     if form == "target":
-        dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
+        dtype = rng.choice(_TABLE_DTYPES)
         # real: a 16 MiB (f32) table, past a quarter of a v7x's VMEM, with no knob
         dims = {"n": 64 if real else _size(rng), "v": 65536 if real else rng.choice((1000, 4096, 5000))}
         inputs = (InputSpec("logits", ("n", "v"), dtype, _fill(dtype)),
@@ -125,7 +127,7 @@ def flat_gather(draw: Any, name: str) -> Case:
                 Line(2, "out[tile_b, tile_m] = torch.where(nnz[:, None] > 0, sums / nnz[:, None].to(x.dtype), 0.0)")]
         loop_type, exact = draw.loop_type(), False
     else:  # computed_rows: rows of a 2-D table at a computed index
-        dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
+        dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
         step = rng.choice((1, 3, 7))
         inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),)

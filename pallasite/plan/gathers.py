@@ -40,10 +40,17 @@ from .vmem import resident_gather_bytes
 GATHER_TABLE_VMEM_FRACTION = 0.25
 
 
+# Floats are picked by the exact one-hot matmul in float32 (every 16-bit float is a
+# float32); integers by select-and-sum in int32, which narrower ones widen to first
+# (Mosaic reduces 32-bit integers only).
 _METHODS = {
     torch.float32: GatherMethod.ONE_HOT_MATMUL,
     torch.bfloat16: GatherMethod.ONE_HOT_MATMUL,
+    torch.float16: GatherMethod.ONE_HOT_MATMUL,
     torch.int32: GatherMethod.SELECT_SUM,
+    torch.int16: GatherMethod.SELECT_SUM,
+    torch.int8: GatherMethod.SELECT_SUM,
+    torch.uint8: GatherMethod.SELECT_SUM,
 }
 
 

@@ -250,7 +250,9 @@ def resident_gather_bytes(window: tuple, axis: int, lanes: int, rows: int, dtype
     picked = (*window[:axis], lanes, *window[axis + 1:])
     total = padded_bytes(window, dtype) + padded_bytes((lanes, rows), torch.bool)  # the window, the one-hot
     if method is GatherMethod.SELECT_SUM:  # where(one-hot, window) over (lanes, rows) at once
-        return total + padded_bytes((*window[:axis], lanes, rows, *window[axis + 1:]), torch.int32)
+        total += padded_bytes((*window[:axis], lanes, rows, *window[axis + 1:]), torch.int32)
+        # an 8- or 16-bit window is widened to int32 first (Mosaic reduces 32-bit integers)
+        return total if dtype == torch.int32 else total + padded_bytes(window, torch.int32)
     # one-hot matmul: the one-hot and the window in f32, which entries are finite, the two
     # masked windows (values, non-finite codes) and their two products
     total += padded_bytes((lanes, rows), torch.float32) + padded_bytes(window, torch.bool)
