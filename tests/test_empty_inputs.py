@@ -74,3 +74,29 @@ def test_streaming_loop_types_over_empty_dims(loop_type, shape):
     a, b = torch.randn(8, 0), torch.randn(0, 128)
     product = matmul.bind((a, b)).compile_config({"pallas_loop_type": loop_type})(a, b)
     torch.testing.assert_close(product, a @ b)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def gather_or_zero(table, indices, lengths):
+    """Sums of `lengths[i]` rows of `table` from `indices[i]`: with every length 0 the loop
+    runs no step and the table may be empty (fuzz finding: the one-hot over an empty
+    table's rows did not lower)."""
+    n = indices.size(0)
+    out = torch.empty([n], dtype=table.dtype, device=table.device)
+    for tile in hl.tile(n):
+        acc = hl.zeros([tile], dtype=table.dtype)
+        for tile_k in hl.tile(0, lengths[tile].amax(), block_size=1):
+            acc = acc + table[indices[tile] + tile_k.begin]
+        out[tile] = acc
+    return out
+
+
+@pytest.mark.parametrize("mode", ["auto", "resident"])  # dma refuses an empty table by name
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_a_gather_from_an_empty_table_lowers_and_reads_nothing(dtype, mode):
+    table = torch.zeros(0, dtype=dtype)
+    indices, lengths = torch.zeros(5, dtype=torch.int32), torch.zeros(5, dtype=torch.int32)
+    args, config = (table, indices, lengths), {"pallas_indirect_access_mode": mode}
+    result = pallasite.testing.code_and_output(gather_or_zero, args, **config)[1]
+    assert torch.equal(result, torch.zeros(5, dtype=dtype))
+    check_tpu_lowering(gather_or_zero, args, **config)

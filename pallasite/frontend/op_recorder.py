@@ -363,8 +363,8 @@ class OpRecorder:
                      tensor=symbol, index=index)
         self._device_body_stack[-1].append(node)
 
-    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
-        return atomics.atomic_add(self, tensor, key, value)
+    def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
+        return atomics.atomic_update(self, name, tensor, key, combine)
 
     def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
         return remote.remote_copy(self, src, src_index, device_id, dst, dst_index)

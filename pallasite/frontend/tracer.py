@@ -190,8 +190,8 @@ class Tracer:
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)
 
-    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
-        return self.recorder.atomic_add(tensor, key, value)
+    def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
+        return self.recorder.atomic_update(name, tensor, key, combine)
 
     def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
         return self.recorder.remote_copy(src, src_index, device_id, dst, dst_index)

@@ -123,7 +123,8 @@ def flat_gather(draw: Any, name: str) -> Case:
                 Line(2, "for tile_k in hl.tile(0, nnz.amax(), block_size=8):"),
                 Line(3, "live = (tile_k.index[None, :] < nnz[:, None])[:, :, None]"),
                 Line(3, "flat = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m + tile_m.index[None, None, :]"),
-                Line(3, "sums = sums + torch.where(live, hl.load(x_flat, [torch.where(live, flat, 0)]), 0.0).sum(1)"),
+                Line(3, "sums = sums + hl.load(x_flat, [flat], extra_mask=live).sum(1)" if rng.random() < 0.5 else
+                     "sums = sums + torch.where(live, hl.load(x_flat, [torch.where(live, flat, 0)]), 0.0).sum(1)"),
                 Line(2, "out[tile_b, tile_m] = torch.where(nnz[:, None] > 0, sums / nnz[:, None].to(x.dtype), 0.0)")]
         loop_type, exact = draw.loop_type(), False
     else:  # computed_rows: rows of a 2-D table at a computed index

@@ -17,10 +17,14 @@ from .tunables import BooleanFragment, EnumFragment, Fragment, IntegerFragment, 
 
 __all__ = [
     "tile", "grid", "zeros", "full", "arange", "specialize", "register_block_size",
-    "constexpr", "dot", "rand", "load", "store", "atomic_add", "Tile", "TileIterable", "static_range",
+    "constexpr", "dot", "rand", "load", "store", "atomic_add", "atomic_and", "atomic_or", "atomic_xor",
+    "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "Tile", "TileIterable", "static_range",
     "register_tunable", "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment",
     "BooleanFragment",
     "make_async_remote_copy", "remote_barrier",
+    "tile_begin", "tile_end", "tile_block_size", "tile_id", "tile_index", "subscript",
+    "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
+    "inline_triton", "triton_kernel",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -118,6 +122,63 @@ def static_range(*args: Any) -> range:
     return range(*args)
 
 
+def tile_begin(tile: Any) -> Any:
+    """`tile.begin`: the first index of the tile (Helion's function form)."""
+    return tile.begin
+
+
+def tile_end(tile: Any) -> Any:
+    """`tile.end`: one past the tile's last valid index (the range's end for the last tile)."""
+    return tile.end
+
+
+def tile_block_size(tile: Any) -> Any:
+    """`tile.block_size`: the tile's block size."""
+    return tile.block_size
+
+
+def tile_id(tile: Any) -> Any:
+    """`tile.id`: the tile's position among the loop's tiles (`begin // block_size`)."""
+    return tile.id
+
+
+def tile_index(tile: Any) -> Any:
+    """`tile.index`: the tile's indices as a vector (`begin + arange(block_size)`)."""
+    return tile.index
+
+
+def subscript(tensor: Any, index: Sequence[Any]) -> Any:
+    """`tensor[index]` for a device value (`hl.subscript(x, [None, slice(None)])`)."""
+    return tensor[tuple(index)]
+
+
+def _no_tpu_equivalent(name: str, why: str, instead: str):
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise exc.UnsupportedOperation(f"hl.{name} has no TPU equivalent: {why}. {instead}")
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = f"Not on a TPU: {why}. {instead}"
+    return refuse
+
+
+_ONE_CALL_PER_LOOP = ("Each top-level device loop of a kernel is its own pallas_call, which finishes "
+                      "before the next one starts: put the work after the barrier in a second "
+                      "`for ... in hl.tile(...)` loop.")
+_SYMMETRIC_MEMORY = ("Copy between devices with hl.make_async_remote_copy(...) and synchronize with "
+                     "hl.remote_barrier(...) in a kernel run under jax.shard_map.")
+barrier = _no_tpu_equivalent(
+    "barrier", "it synchronizes the programs of a persistent GPU grid, and a TPU runs a grid's "
+    "programs one after another on each core", _ONE_CALL_PER_LOOP)
+signal = _no_tpu_equivalent("signal", "it signals through GPU symmetric memory", _SYMMETRIC_MEMORY)
+wait = _no_tpu_equivalent("wait", "it waits on GPU symmetric memory", _SYMMETRIC_MEMORY)
+StackTensor = _no_tpu_equivalent("StackTensor", "it addresses GPU symmetric memory", _SYMMETRIC_MEMORY)
+stacktensor_like = _no_tpu_equivalent("stacktensor_like", "it allocates GPU symmetric memory", _SYMMETRIC_MEMORY)
+_NO_INLINE = "Write the computation with torch ops on tiles; pallasite lowers them to Pallas."
+inline_asm_elementwise = _no_tpu_equivalent("inline_asm_elementwise", "it inlines GPU (PTX) assembly",
+                                            _NO_INLINE)
+inline_triton = _no_tpu_equivalent("inline_triton", "it inlines Triton code", _NO_INLINE)
+triton_kernel = _no_tpu_equivalent("triton_kernel", "it calls a Triton kernel", _NO_INLINE)
+
+
 def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32) -> Any:
     """A device tensor of zeros; `shape` may hold tiles (their block size) and ints."""
     return _tracer("zeros").full(shape, 0, dtype)
@@ -179,45 +240,141 @@ def rand(shape: Sequence[Any], seed: Any, device: Any = None) -> Any:
     return _tracer("rand").rand(shape, seed)
 
 
-def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None) -> Any:
-    """`hl.load(x, [tile_m, tile_n])` is `x[tile_m, tile_n]`."""
-    if extra_mask is not None:
-        raise exc.UnsupportedOperation("hl.load(extra_mask=...) is not supported; use torch.where.")
-    return tensor[tuple(index)]
+def _is_index_vector(item: Any) -> bool:
+    """An index tensor in a subscript (not a tile, an int, a slice or a 0-d scalar)."""
+    shape = getattr(item, "shape", None)  # tiles (the tracer's and reference mode's) have none
+    return shape is not None and len(shape) > 0 and not isinstance(getattr(type(item), "block_size", None),
+                                                                     property)
+
+
+def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_policy: Any = None) -> Any:
+    """`hl.load(x, [tile_m, tile_n])` is `x[tile_m, tile_n]`.
+
+    `extra_mask` (a bool tensor shaped like the result) keeps the loaded values where it
+    is true and gives 0 elsewhere, as Helion's masked load does; an index tensor the mask
+    broadcasts to reads row 0 where the mask is false, so masked-off lanes may hold any
+    index (a jagged row past its segment). `eviction_policy` is a GPU cache hint: a TPU
+    kernel moves whole blocks, so it changes nothing."""
+    if extra_mask is None:
+        return tensor[tuple(index)]
+    mask_shape = tuple(getattr(extra_mask, "shape", ()))
+    key = tuple(torch.where(extra_mask, item, 0) if _is_index_vector(item) and _covers(item.shape, mask_shape)
+                else item for item in index)
+    return torch.where(extra_mask, tensor[key], 0)
+
+
+def _covers(shape: Sequence[int], mask_shape: Sequence[int]) -> bool:
+    """Whether a mask of `mask_shape` broadcasts to `shape` (so it masks each index)."""
+    try:
+        return tuple(torch.broadcast_shapes(tuple(shape), tuple(mask_shape))) == tuple(shape)
+    except RuntimeError:
+        return False
 
 
 def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
-    """`hl.store(x, [tile], v)` is `x[tile] = v`."""
-    if extra_mask is not None:
-        raise exc.UnsupportedOperation("hl.store(extra_mask=...) is not supported; use torch.where.")
-    tensor[tuple(index)] = value
+    """`hl.store(x, [tile], v)` is `x[tile] = v`.
+
+    `extra_mask` (a bool tensor shaped like the stored window) stores `v` where it is true
+    and keeps the old contents elsewhere. Not through an index tensor: a masked-off lane
+    would still name a row, and rewriting it with its old contents could undo another
+    lane's write."""
+    key = tuple(index)
+    if extra_mask is None:
+        tensor[key] = value
+        return
+    if any(_is_index_vector(item) for item in key):
+        raise exc.UnsupportedOperation(
+            "hl.store(x, [idx, ...], v, extra_mask=m) through an index tensor is not supported: a "
+            "masked-off lane still names a row, and writing it back could undo another lane's store. "
+            "Scatter only the lanes that write: give them their own index tensor, or write "
+            "`x[idx, ...] = v` with every lane's index valid.")
+    tensor[key] = torch.where(extra_mask, value, tensor[key])
 
 
-def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] += value`; returns the values before the add.
+def _atomic(name: str, target: Any, index: Sequence[Any], combine, sem: str) -> Any:
+    """`target[index] = combine(old)` in the program that owns `index`; returns `old`.
 
-    With tile, ':' and scalar indices each element belongs to one program (the
-    one owning the tile), so it is a read-modify-write there, planned like
-    `x[tile] += v`; `sem` is accepted for Helion compatibility and changes
-    nothing. Through an index tensor (`[idx]`) duplicates would have to add up,
-    which TPU programs cannot do atomically: that is an error saying what to
-    write instead.
+    With tile, ':' and scalar indices each element belongs to one program (the one
+    owning its tiles), so an atomic is a read-modify-write there, planned like
+    `x[tile] += v` (a target combined across programs keeps one resident block and its
+    grid axis runs in sequence); `sem` is accepted for Helion compatibility and changes
+    nothing. `combine` is torch code on the old values, recorded like the user's own
+    (reference mode runs it on the real tensors). Through an index tensor duplicates
+    would race, which TPU programs cannot do atomically: an error says what to write.
     """
     if sem not in ATOMIC_SEMANTICS:
         raise exc.UnsupportedOperation(
-            f"hl.atomic_add(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
-    return _tracer("atomic_add").atomic_add(target, tuple(index), value)
+            f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
+    return _tracer(name).atomic_update(name, target, tuple(index), combine)
 
 
-def atomic_add_index_tensor_error(name: str) -> exc.UnsupportedOperation:
-    """The error for `hl.atomic_add(name, [idx, ...], v)` with an index tensor (tracer and reference mode)."""
+def _filled_like(old: Any, value: Any) -> Any:
+    """`value` as a tensor shaped like `old` when it is a Python number."""
+    if isinstance(value, (bool, int, float)):
+        return torch.full_like(old, value)
+    return value
+
+
+def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] += value`; returns the values before the add."""
+    return _atomic("atomic_add", target, index, lambda old: old + value, sem)
+
+
+def atomic_and(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] &= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_and", target, index, lambda old: old & value, sem)
+
+
+def atomic_or(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] |= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_or", target, index, lambda old: old | value, sem)
+
+
+def atomic_xor(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] ^= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_xor", target, index, lambda old: old ^ value, sem)
+
+
+def atomic_max(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = torch.maximum(target[index], value)`; returns the values before."""
+    return _atomic("atomic_max", target, index, lambda old: torch.maximum(old, _filled_like(old, value)), sem)
+
+
+def atomic_min(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = torch.minimum(target[index], value)`; returns the values before."""
+    return _atomic("atomic_min", target, index, lambda old: torch.minimum(old, _filled_like(old, value)), sem)
+
+
+def atomic_xchg(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = value`; returns the values before."""
+    return _atomic("atomic_xchg", target, index, lambda old: _filled_like(old, value), sem)
+
+
+def atomic_cas(target: Any, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
+    """Compare and swap: `value` where `target[index] == expected`, the old value elsewhere;
+    returns the values before."""
+    return _atomic("atomic_cas", target, index,
+                   lambda old: torch.where(old == expected, _filled_like(old, value), old), sem)
+
+
+def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperation:
+    """The error for `hl.<name>(target, [idx, ...], v)` with an index tensor (tracer and
+    reference mode)."""
+    if name != "atomic_add":
+        return exc.UnsupportedOperation(
+            f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
+            "the same element would race, and a TPU has no atomic scatter. Index the target with "
+            "tiles (each element then belongs to one program), or loop over tiles of the destination "
+            f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
+            f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
+            f"identity)` over the sources' axis.")
     return exc.UnsupportedOperation(
-        f"hl.atomic_add({name}, [...], v) through an index tensor is not supported: duplicate indices "
+        f"hl.atomic_add({target}, [...], v) through an index tensor is not supported: duplicate indices "
         "would have to add up, and a TPU has no atomic scatter-add. If the indices are unique, write "
-        f"the scatter `{name}[idx, ...] = {name}[idx, ...] + v`; otherwise loop over tiles of the "
+        f"the scatter `{target}[idx, ...] = {target}[idx, ...] + v`; otherwise loop over tiles of the "
         "destination rows and add the sources that hit them with a one-hot matmul: "
         "`hit = idx[tile_i][None, :] == tile_r.index[:, None]; "
-        f"{name}[tile_r, :] += torch.where(hit, 1.0, 0.0) @ v[tile_i, :]`.")
+        f"{target}[tile_r, :] += torch.where(hit, 1.0, 0.0) @ v[tile_i, :]`.")
 
 
 def make_async_remote_copy(src: Any, src_index: Any, device_id: Any, dst: Any = None,

@@ -253,7 +253,9 @@ def plan_access(node, operand: Operand) -> Access:
         if not isinstance(item, ScalarIndex):
             result_axis[axis] = len(ref_shape)
         if isinstance(item, GatherIndex):  # every row; the gather picks them, the scatter rewrites them
-            size = operand.symbol.shape[axis]
+            # an empty axis reads its one padding row (Mosaic has no empty vectors): every
+            # index into it is out of range, so no valid lane picks it
+            size = max(operand.symbol.shape[axis], 1)
             ref_index.append(FullSlice() if block.size == size else PrefixSlice(size))
             if isinstance(node, Store):
                 scatter = plan_scatter(node, len(ref_shape), size)

@@ -260,15 +260,16 @@ class ReferenceRunner:
             return prng.draw(self.frames, list(like.shape), self._random_seed, stream, dtype or like.dtype,
                              sized_by_tiles=False, lane_axes=set(lanes.of(like)))
 
-    def atomic_add(self, tensor: Any, key: tuple, value: Any) -> torch.Tensor:
-        """`hl.atomic_add` with tile/scalar indices: `tensor[key] += value`, the old values returned."""
+    def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> torch.Tensor:
+        """An `hl.atomic_*` with tile/scalar indices: `tensor[key] = combine(old)`, the old
+        values returned."""
         if not self.in_device or lanes.is_device(tensor) or not isinstance(tensor, torch.Tensor):
-            raise exc.UnsupportedSyntax("hl.atomic_add(tensor, [index...], value) adds into a kernel "
+            raise exc.UnsupportedSyntax(f"hl.{name}(tensor, [index...], value) updates a kernel "
                                         "tensor inside a device loop.")
         if any(isinstance(item, torch.Tensor) and item.ndim > 0 for item in key):
-            raise hl.atomic_add_index_tensor_error(self.name_of(tensor))
+            raise hl.atomic_index_tensor_error(name, self.name_of(tensor))
         old = tensor[key]
-        tensor[key] = old + value
+        tensor[key] = combine(old)
         return old
 
     def remote_copy(self, *args: Any) -> Any:

@@ -1,0 +1,145 @@
+"""The rest of `helion.language` (issue 22 §2): the function forms of tile attributes,
+`hl.subscript`, masked loads and stores (`extra_mask`), and clear refusals where a TPU
+has no equivalent (`hl.barrier`, symmetric memory, inline GPU code)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64]))
+def tile_facts(x):
+    n = x.size(0)
+    out = torch.empty([n, 4], dtype=torch.int32, device=x.device)
+    for tile in hl.tile(n):
+        begin = hl.tile_begin(tile) + hl.tile_index(tile) * 0
+        out[tile, 0] = begin
+        out[tile, 1] = hl.tile_end(tile) + hl.tile_index(tile) * 0
+        out[tile, 2] = hl.tile_id(tile) * hl.tile_block_size(tile) + hl.tile_index(tile) * 0
+        out[tile, 3] = hl.tile_index(tile)
+    return out
+
+
+def test_tile_attribute_functions_are_the_attributes():
+    x = torch.zeros(150)
+    rows = torch.arange(150)
+    begins = rows // 64 * 64
+    expected = torch.stack([begins, torch.clamp(begins + 64, max=150), begins, rows], 1).to(torch.int32)
+    _, out = code_and_output(tile_facts, (x,))
+    assert torch.equal(out, expected)
+    assert torch.equal(run_ref(tile_facts, (x,)), expected)
+    check_tpu_lowering(tile_facts, (x,))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32]))
+def outer_product(a, b):
+    n = a.size(0)
+    m = b.size(0)
+    out = torch.empty([n, m], dtype=a.dtype, device=a.device)
+    for tile in hl.tile(n):
+        column = hl.subscript(a[tile], [slice(None), None])
+        out[tile, :] = column * hl.subscript(b[:], [None, slice(None)])
+    return out
+
+
+def test_subscript_is_indexing():
+    a, b = torch.randn(70), torch.randn(128)
+    _, out = code_and_output(outer_product, (a, b))
+    torch.testing.assert_close(out, a[:, None] * b[None, :])
+    torch.testing.assert_close(run_ref(outer_product, (a, b)), out)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 16]))
+def jagged_row_sums(x, offsets, max_rows: int):
+    """Sum each segment's rows, reading them with a masked load past the segment's end."""
+    segments = offsets.size(0) - 1
+    m = x.size(1)
+    x_flat = x.view(-1)
+    out = torch.zeros([segments, m], dtype=x.dtype, device=x.device)
+    for tile_b in hl.tile(segments):
+        starts = offsets[tile_b]
+        lengths = offsets[tile_b.index + 1] - starts
+        acc = hl.zeros([tile_b, m], dtype=torch.float32)
+        for tile_k in hl.tile(0, max_rows):
+            live = tile_k.index[None, :] < lengths[:, None]
+            rows = starts[:, None] + tile_k.index[None, :]  # past the segment: any row, even past x
+            flat = rows[:, :, None] * m + hl.arange(m)[None, None, :]
+            values = hl.load(x_flat, [flat], extra_mask=live[:, :, None])
+            acc = acc + values.sum(1)
+        out[tile_b, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_masked_load_reads_zero_where_the_mask_is_false(loop_type):
+    lengths = torch.tensor([3, 0, 5, 1, 7, 2, 4, 6, 1, 2])
+    offsets = torch.cat([torch.zeros(1), lengths.cumsum(0)]).to(torch.int32)
+    x = torch.randn(int(offsets[-1]), 16)
+    args, config = (x, offsets, 32), {"pallas_loop_type": loop_type}
+    expected = torch.stack([x[offsets[i]:offsets[i + 1]].sum(0) for i in range(len(lengths))])
+    _, out = code_and_output(jagged_row_sums, args, **config)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(run_ref(jagged_row_sums, args, **config), out, rtol=1e-5, atol=1e-5)
+    check_tpu_lowering(jagged_row_sums, args, **config)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64]))
+def positive_part_store(out, x):
+    for tile in hl.tile(x.size(0)):
+        values = x[tile]
+        hl.store(out, [tile], values * 2, extra_mask=values > 0)
+    return out
+
+
+def test_a_masked_store_keeps_the_old_contents_where_the_mask_is_false():
+    out, x = torch.full((150,), -7.0), torch.randn(150)
+    expected = torch.where(x > 0, x * 2, out)
+    compiled = out.clone()
+    code_and_output(positive_part_store, (compiled, x))
+    assert torch.equal(compiled, expected)
+    reference = out.clone()
+    run_ref(positive_part_store, (reference, x))
+    assert torch.equal(reference, expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64]))
+def masked_scatter(out, x, idx):
+    for tile in hl.tile(x.size(0)):
+        hl.store(out, [idx[tile]], x[tile], extra_mask=x[tile] > 0)
+    return out
+
+
+def test_a_masked_store_through_an_index_tensor_is_refused_with_the_reason():
+    args = (torch.zeros(16), torch.randn(64), torch.randint(0, 16, (64,), dtype=torch.int32))
+    for run in (lambda: code_and_output(masked_scatter, args), lambda: run_ref(masked_scatter, args)):
+        with pytest.raises(exc.UnsupportedOperation, match="masked-off lane still names a row") as info:
+            run()
+        assert "hl.store(out, [idx[tile]], x[tile], extra_mask=x[tile] > 0)" in str(info.value)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64]))
+def with_barrier(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile]
+        hl.barrier()
+    return out
+
+
+def test_barrier_says_what_a_tpu_does_instead():
+    with pytest.raises(exc.UnsupportedOperation, match="second `for ... in hl.tile") as info:
+        code_and_output(with_barrier, (torch.randn(64),))
+    assert "hl.barrier()" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
+                                  "inline_triton", "triton_kernel"])
+def test_gpu_only_language_names_exist_and_refuse_with_what_to_write(name):
+    with pytest.raises(exc.UnsupportedOperation, match="has no TPU equivalent"):
+        getattr(hl, name)()
