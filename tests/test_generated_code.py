@@ -9,8 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import pallasite
+import pallasite.language as hl
 from examples.attention import attention, example_inputs
 from pallasite.plan.loops import STRATEGIES
 
@@ -69,3 +71,30 @@ def test_every_device_line_of_the_user_is_quoted_in_the_kernel(loop_type):
         if line.strip() and not line.strip().startswith("return"):
             number = first + len(lines) - len(body) + offset
             assert f"# matmul.py:{number}: {line.strip()}" in kernel, line
+
+
+@pallasite.kernel
+def row_sums(x):
+    b, m, n = x.size()
+    out = torch.empty([b, n], dtype=torch.float32, device=x.device)
+    for g in hl.grid(b):
+        out[g, :] = x[g, :, :].sum(0)
+    return out
+
+
+def test_a_row_chosen_by_the_grid_is_squeezed_out_of_the_block():
+    """Each program writes one row of `out`. Mosaic cannot squeeze a block's
+    second-to-last dim of an [R, n] array, so the plan views `out` as [R, 1, n]; the
+    unit axis is squeezed too (its array dim is 1), so the kernel ref is just the row:
+    no `(1, n)` block that the body broadcasts its value into."""
+    x = torch.randn(3, 16, 256, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(row_sums(x), x.sum(1), atol=1e-5, rtol=1e-5)
+    (call,) = row_sums.bind((x,)).plan().calls
+    (out,) = call.outputs
+    assert out.view_shape == (3, 1, 256)
+    assert out.block_shape == (None, None, 256)
+    code = row_sums.bind((x,)).to_code(chip=CHIP)
+    assert "pl.BlockSpec((pl.Squeezed(), pl.Squeezed(), 256), lambda i0: (i0, 0, 0)),  # out" in code
+    kernel = code[code.index("def row_sums_kernel"):code.index("\ndef row_sums(")]
+    assert "out_ref[...] = jnp.sum(x, axis=0)" in kernel
+    assert "(1, 256)" not in kernel

@@ -3,9 +3,10 @@
 `out[tm.id, tn] = ...` gives each program its own row of `out`: the row axis
 gets a one-row block whose index map follows the tile, so no block is shared
 between programs and every grid axis stays `parallel` (megacore chips split
-it). Mosaic cannot squeeze one of a block's last two dims, so the plan views
-such a tensor with a unit axis after the row (`[R, n]` as `[R, 1, n]`), which
-the host reshapes back.
+it). Mosaic squeezes one of a block's last two dims only where the array's dim
+is 1, so the plan views such a tensor with a unit axis after the row (`[R, n]`
+as `[R, 1, n]`, which the host reshapes back) and squeezes both: the kernel ref
+is the row.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_tile_id_selects_an_output_row():
     call = only_call(block_column_means, (x,))
     assert [axis.semantics for axis in call.grid] == ["parallel", "parallel"]
     (out,) = call.outputs
-    assert out.block_shape == (None, 1, 256)  # one row per program, viewed as [R, 1, n]
+    assert out.block_shape == (None, None, 256)  # one row per program, viewed as [R, 1, n]
     assert out.view_shape == (4, 1, 256)
 
 

@@ -90,7 +90,9 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
         if block.kind is BlockKind.SQUEEZED and axis == rank - 2:
             # Each program owns one row: a unit axis after it makes the row a leading
             # axis of the call's view, which Mosaic can squeeze (of the padded array,
-            # for an empty tensor).
+            # for an empty tensor). The unit axis is the view's second-to-last dim and
+            # the array's dim there is 1, so it is squeezed as well (AxisBlock.squeezed):
+            # the kernel ref is the row, with no (1, n) block to broadcast into.
             axes.append(AxisBlock(BlockKind.UNIT, 1, ZERO))
             view_shape = (*array_shape[:axis + 1], 1, *array_shape[axis + 1:])
     operand = Operand(symbol, f"{symbol.name}_ref", Memory.VMEM_BLOCK, tuple(axes), padded, view_shape)
@@ -243,12 +245,10 @@ def plan_access(node, operand: Operand) -> Access:
     remaining = iter(enumerate(items))
     result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
     for block in operand.axes:
-        if block.kind is BlockKind.UNIT:  # exists only in the call's view
-            ref_index.append(FullSlice())
-            ref_shape.append(1)
+        if block.kind is BlockKind.UNIT:  # exists only in the call's view, squeezed from the ref
             continue
         axis, item = next(remaining)
-        if block.kind is BlockKind.SQUEEZED:
+        if block.squeezed:
             continue
         if not isinstance(item, ScalarIndex):
             result_axis[axis] = len(ref_shape)

@@ -28,7 +28,7 @@ class BlockKind(str, enum.Enum):
     FULL = "full"  # the whole axis
     SQUEEZED = "squeezed"  # one element chosen by the index map; the axis leaves the ref
     RESIDENT = "resident"  # from element 0, every tile's run (pl.ds at the tile's begin) and any ':'/scalar
-    UNIT = "unit"  # a size-1 axis that exists only in the operand's `view_shape`
+    UNIT = "unit"  # a size-1 axis that exists only in the operand's `view_shape`; squeezed too
 
 
 class Memory(str, enum.Enum):
@@ -69,6 +69,13 @@ class AxisBlock:
         """The symbols the index map reads (scalar prefetch)."""
         return prefetched(self.index)
 
+    @property
+    def squeezed(self) -> bool:
+        """Whether the axis leaves the kernel ref (`pl.Squeezed()` in the BlockSpec): a row
+        chosen by the index map, or the unit axis of a view (its array dim is 1, so
+        Mosaic's (8, 128) rule for a block's last two dims allows squeezing it)."""
+        return self.kind in (BlockKind.SQUEEZED, BlockKind.UNIT)
+
 
 @dataclass(frozen=True)
 class Operand:
@@ -83,13 +90,15 @@ class Operand:
     # DMA window is in bounds; an empty tensor, so no block is empty.
     padded_shape: tuple[int, ...] | None = None
     # vmem_block: the host reshapes it (after padding) to this shape for the call (and
-    # back): a unit axis after a row chosen by a scalar, since Mosaic cannot squeeze a
-    # block's last two dims.
+    # back): a unit axis after a row chosen by a scalar, since Mosaic squeezes one of a
+    # block's last two dims only where the array's dim is 1. Both axes are squeezed: the
+    # kernel ref is the row.
     view_shape: tuple[int, ...] | None = None
 
     @property
     def block_shape(self) -> tuple[int | None, ...]:
-        return tuple(None if a.kind is BlockKind.SQUEEZED else a.size for a in self.axes)
+        """The BlockSpec's block shape, None for a squeezed axis (`pl.Squeezed()`)."""
+        return tuple(None if a.squeezed else a.size for a in self.axes)
 
     @property
     def call_shape(self) -> tuple[int, ...]:
