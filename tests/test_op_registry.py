@@ -23,6 +23,7 @@ from pallasite.codegen import reduction_loops as looped_codegen
 from pallasite.codegen.lowering import RULES
 from pallasite.ir import ops, walk_nodes
 from pallasite.ir.ops import OpKind
+from pallasite.plan.index_expr import BinaryOp
 
 
 def _structural() -> set[str]:
@@ -93,7 +94,7 @@ def test_kind_payloads():
     }
 
 
-@pytest.mark.parametrize("payload", [ops.Elementwise, ops.Reduction])
+@pytest.mark.parametrize("payload", [ops.Elementwise, ops.Reduction, ops.ScalarArithmetic])
 def test_every_op_states_every_fact(payload):
     """A kind's facts have no defaults: every entry of that kind states each one (its
     payload is required by `OpDef`), so no stage keeps a table of op names and no fact of a
@@ -117,6 +118,24 @@ def test_reduction_facts_agree():
     assert chunked == set(ops.Partials)
     assert set(looped_codegen._PARTIAL) | set(looped_codegen._ARG) == set(ops.Partials)
     assert set(looped_codegen._COMBINE) == set(looped_codegen._PARTIAL)
+
+
+def test_scalar_arithmetic_agrees_with_python_and_torch():
+    """An op's `Elementwise.scalar` (every elementwise entry states it, None or not) is the
+    one home of "this op is integer arithmetic on scalars": its Python spelling, its
+    function and the torch op compute the same on ints of either sign, and the planner can
+    rebuild it in a BlockSpec index map (`BinaryOp` spells the same operators)."""
+    pairs = [(a, b) for a in (-7, -1, 0, 6, 13) for b in (-3, 1, 4)]
+    arithmetic = {name: op.scalar for name, op in ops.OPS.items() if op.scalar is not None}
+    for name, facts in arithmetic.items():
+        for a, b in pairs:
+            spelled = f"({a}) {facts.spelling} ({b})" if facts.infix else f"{facts.spelling}({a}, {b})"
+            expected = getattr(torch, name)(torch.tensor(a), torch.tensor(b)).item()
+            assert facts.function(a, b) == eval(spelled) == expected, (name, a, b)
+        assert BinaryOp(facts.spelling).value == facts.spelling
+        assert ops.scalar_arithmetic(name) is facts
+    assert {"add", "minimum"} <= set(arithmetic)
+    assert ops.scalar_arithmetic("load") is None and ops.scalar_arithmetic("div") is None
 
 
 def test_predicates_return_bool():
