@@ -21,7 +21,8 @@ import pallasite.language as hl
 from pallasite.codegen.kernel import STRUCTURAL_RULES
 from pallasite.codegen.remote import REMOTE_STATEMENTS
 from pallasite.codegen import reduction_loops as looped_codegen
-from pallasite.codegen.lowering import RULES, RUNTIME_IMPORTS, Arg, OpCall, lower, runtime_imports
+from pallasite.codegen.lowering import RULES, Arg, OpCall, lower, runtime_imports
+from pallasite.codegen.runtime_imports import RUNTIME_IMPORTS
 from pallasite.ir import ops, walk_nodes
 from pallasite.ir.ops import OpKind
 from pallasite.plan.index_expr import BinaryOp

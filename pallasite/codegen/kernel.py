@@ -15,7 +15,8 @@ from .frames import LoopFrame, typed_fill
 from .inline import value_uses
 from .lanes import merged_condition
 from .loops import emitter_for
-from .lowering import RUNTIME_IMPORTS, Arg, OpCall, jnp_dtype, literal, lower
+from .lowering import Arg, OpCall, jnp_dtype, literal, lower
+from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
 from .reduction_loops import emit_looped_reduction
 from .remote import emit_entry_rendezvous, emit_remote

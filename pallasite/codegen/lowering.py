@@ -16,6 +16,9 @@ import torch
 
 from .. import exc
 from ..ir.ops import OPS, Accumulator, Partials
+from .runtime_imports import (
+    ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RUNTIME_IMPORTS, RuntimeImport,
+)
 
 JNP_DTYPES = {
     torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
@@ -113,28 +116,6 @@ class OpCall:
     def all_cast(self, dtype: torch.dtype) -> list[str]:
         return [self.cast(i, dtype) for i in range(len(self.args))]
 
-
-@dataclass(frozen=True)
-class RuntimeImport:
-    """A function of `pallasite.runtime` that a rule's text calls: the generated module
-    imports it, with `comment` saying why, when one of the rule's ops is used."""
-
-    name: str  # what the text calls it (a module-level name of the generated code)
-    statement: str
-    comment: str
-
-
-RANDOM_UNIFORM = RuntimeImport("random_uniform", "from pallasite.runtime.prng import random_uniform",
-                               "# hl.rand / torch.rand_like: a counter-based hash (see its docstring)")
-ELEMENTWISE = RuntimeImport(
-    "elementwise", "from pallasite.runtime import elementwise",
-    "# functions Mosaic has no primitive for, written with those it has (see its docstring)")
-PROD_BY_HALVES = RuntimeImport("prod_by_halves", "from pallasite.runtime.reductions import prod_by_halves",
-                               "# x.prod(dim): Mosaic has no product reduction (see its docstring)")
-INTEGER_ARG_EXTREME = RuntimeImport(
-    "integer_arg_extreme", "from pallasite.runtime.reductions import integer_arg_extreme",
-    "# an integer argmax/argmin: Mosaic's take float32 only (see its docstring)")
-RUNTIME_IMPORTS = (RANDOM_UNIFORM, ELEMENTWISE, PROD_BY_HALVES, INTEGER_ARG_EXTREME)  # the module's order
 
 Rule = Callable[[OpCall], str]
 RULES: dict[str, Rule] = {}

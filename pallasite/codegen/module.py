@@ -9,7 +9,8 @@ from ..ir.sizes import dynamic_sizes
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
-from .lowering import RUNTIME_IMPORTS, runtime_imports
+from .lowering import runtime_imports
+from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
 
 _HEADER = '''\
