@@ -1,6 +1,7 @@
 """pallasite: Helion-style tile kernels compiled to JAX Pallas for TPUs."""
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from . import exc, language
@@ -11,6 +12,12 @@ from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_outpu
 
 __all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "testing"]
 from .version import __version__  # noqa: E402
+
+# Helion's import path of the tunable fragments (`from helion.autotuner import
+# PowerOfTwoFragment`), so such kernels port by renaming the package. It names the module
+# that defines them (`language/tunables.py`, also `hl.PowerOfTwoFragment`, ...) as `os.path`
+# names `posixpath`: no file of its own, so nothing sits beside `autotune/` (the autotuner).
+autotuner = sys.modules[f"{__name__}.autotuner"] = language.tunables
 
 
 def kernel(fn: Callable | None = None, **options: Any) -> Any:

@@ -96,3 +96,23 @@ def test_exact_gelu_and_elu_lower_and_match_torch(dtype):
     torch.testing.assert_close(gelu, torch.nn.functional.gelu(x.double()).to(dtype), **tolerance)
     torch.testing.assert_close(elu, torch.nn.functional.elu(x.double(), alpha=0.7).to(dtype), **tolerance)
     check_tpu_lowering(activations, (x,))
+
+
+@pallasite.kernel
+def named_like_the_helpers(x, idx):
+    """User variables named like the runtime functions the generated module imports."""
+    (n,) = x.size()
+    out = torch.empty([3, n], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(n):
+        elementwise, prod_by_halves = x[tile], x[tile].unsqueeze(0)
+        integer_arg_extreme = idx[tile].unsqueeze(0)
+        out[0, tile] = torch.expm1(elementwise)
+        out[1, tile] = prod_by_halves.prod(0)
+        out[2, tile] = integer_arg_extreme.argmax(0).to(x.dtype)
+    return out
+
+
+def test_user_names_do_not_shadow_the_runtime_functions_the_kernel_calls():
+    x, idx = torch.randn(256), torch.randint(-5, 5, (256,), dtype=torch.int32)
+    expected = torch.stack([torch.expm1(x), x, torch.zeros(256)])
+    torch.testing.assert_close(named_like_the_helpers(x, idx), expected)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ import pallasite.language as hl
 from pallasite.codegen.kernel import STRUCTURAL_RULES
 from pallasite.codegen.remote import REMOTE_STATEMENTS
 from pallasite.codegen import reduction_loops as looped_codegen
-from pallasite.codegen.lowering import RULES
+from pallasite.codegen.lowering import RULES, Arg, OpCall, lower, runtime_imports
+from pallasite.codegen.runtime_imports import RUNTIME_IMPORTS
 from pallasite.ir import ops, walk_nodes
 from pallasite.ir.ops import OpKind
+from pallasite.plan.index_expr import BinaryOp
 
 
 def _structural() -> set[str]:
@@ -93,7 +96,7 @@ def test_kind_payloads():
     }
 
 
-@pytest.mark.parametrize("payload", [ops.Elementwise, ops.Reduction])
+@pytest.mark.parametrize("payload", [ops.Elementwise, ops.Reduction, ops.ScalarArithmetic])
 def test_every_op_states_every_fact(payload):
     """A kind's facts have no defaults: every entry of that kind states each one (its
     payload is required by `OpDef`), so no stage keeps a table of op names and no fact of a
@@ -117,6 +120,53 @@ def test_reduction_facts_agree():
     assert chunked == set(ops.Partials)
     assert set(looped_codegen._PARTIAL) | set(looped_codegen._ARG) == set(ops.Partials)
     assert set(looped_codegen._COMBINE) == set(looped_codegen._PARTIAL)
+
+
+def test_scalar_arithmetic_agrees_with_python_and_torch():
+    """An op's `Elementwise.scalar` (every elementwise entry states it, None or not) is the
+    one home of "this op is integer arithmetic on scalars": its Python spelling, its
+    function and the torch op compute the same on ints of either sign, and the planner can
+    rebuild it in a BlockSpec index map (`BinaryOp` spells the same operators)."""
+    pairs = [(a, b) for a in (-7, -1, 0, 6, 13) for b in (-3, 1, 4)]
+    arithmetic = {name: op.scalar for name, op in ops.OPS.items() if op.scalar is not None}
+    for name, facts in arithmetic.items():
+        for a, b in pairs:
+            spelled = f"({a}) {facts.spelling} ({b})" if facts.infix else f"{facts.spelling}({a}, {b})"
+            expected = getattr(torch, name)(torch.tensor(a), torch.tensor(b)).item()
+            assert facts.function(a, b) == eval(spelled) == expected, (name, a, b)
+        assert BinaryOp(facts.spelling).value == facts.spelling
+        assert ops.scalar_arithmetic(name) is facts
+    assert {"add", "minimum"} <= set(arithmetic)
+    assert ops.scalar_arithmetic("load") is None and ops.scalar_arithmetic("div") is None
+
+
+def _lowered_texts():
+    """(op, source dtype, generated text) for every elementwise op and reduction lowered on
+    (8, 128) operands of each dtype, with its default attrs; ops whose attrs have no
+    default, or that reject the dtype, are left out."""
+    for op in ops.OPS.values():
+        if op.kind not in (OpKind.ELEMENTWISE, OpKind.REDUCTION) or ops.REQUIRED in op.signature.attrs.values():
+            continue
+        for dtype in (torch.float32, torch.int32):
+            args = [Arg(name, (8, 128), dtype, None) for name in op.signature.operands]
+            result = (8, 128) if op.kind is OpKind.ELEMENTWISE else ()
+            try:
+                yield op.name, dtype, lower(OpCall(op.name, args, dict(op.signature.attrs), result, dtype))
+            except (KeyError, TypeError, ValueError, pallasite.exc.PallasiteError):
+                continue
+
+
+def test_every_runtime_function_a_rule_calls_is_imported():
+    """A rule's text calls a `pallasite.runtime` function exactly when its registration
+    names it (`rule(..., imports=, when=)`), so the module imports what the code calls."""
+    seen = set()
+    for name, dtype, text in _lowered_texts():
+        node = SimpleNamespace(op=name, args=[SimpleNamespace(dtype=dtype)])
+        imported = {helper.name for helper in runtime_imports([node])}
+        called = {helper.name for helper in RUNTIME_IMPORTS if f"{helper.name}(" in text or f"{helper.name}." in text}
+        assert called == imported, (name, dtype, text)
+        seen |= called
+    assert seen == {helper.name for helper in RUNTIME_IMPORTS}
 
 
 def test_predicates_return_bool():

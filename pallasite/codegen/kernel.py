@@ -16,6 +16,7 @@ from .inline import value_uses
 from .lanes import merged_condition
 from .loops import emitter_for
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
+from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
 from .reduction_loops import emit_looped_reduction
 from .remote import emit_entry_rendezvous, emit_remote
@@ -24,8 +25,9 @@ from .subviews import emit_spill
 from .tree import CodeBuilder, render, tidy
 from .worklists import emit_item_write_back
 
-_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
-             "mesh_devices", "mesh_rank", *dir(builtins))
+# module-level names the kernel's code reads, which its own names must not shadow
+_RESERVED = ("jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "mesh_devices", "mesh_rank",
+             *(helper.name for helper in RUNTIME_IMPORTS), *dir(builtins))
 
 __all__ = ["KernelEmitter", "LoopFrame", "STRUCTURAL_RULES"]
 

@@ -15,7 +15,10 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir.ops import OPS, Accumulator
+from ..ir.ops import OPS, Accumulator, Partials
+from .runtime_imports import (
+    ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RUNTIME_IMPORTS, RuntimeImport,
+)
 
 JNP_DTYPES = {
     torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
@@ -116,17 +119,32 @@ class OpCall:
 
 Rule = Callable[[OpCall], str]
 RULES: dict[str, Rule] = {}
+# op -> the runtime function its rule calls, and which of its nodes call it (None: all)
+IMPORTS: dict[str, tuple[RuntimeImport, Callable[[Any], bool] | None]] = {}
 
 
-def rule(*names: str):
-    """Register `fn` as the lowering of each named op (one rule per op)."""
+def rule(*names: str, imports: RuntimeImport | None = None, when: Callable[[Any], bool] | None = None):
+    """Register `fn` as the lowering of each named op (one rule per op); `imports` is the
+    runtime function its text calls for the op's nodes `when` says (an IR node -> bool)."""
     def register(fn: Rule) -> Rule:
         for name in names:
             if name in RULES:
                 raise ValueError(f"op {name!r} has two lowering rules")
             RULES[name] = fn
+            if imports is not None:
+                IMPORTS[name] = (imports, when)
         return fn
     return register
+
+
+def runtime_imports(nodes) -> tuple[RuntimeImport, ...]:
+    """The runtime functions the lowerings of IR `nodes` call, in `RUNTIME_IMPORTS` order."""
+    used = set()
+    for node in nodes:
+        needed, when = IMPORTS.get(node.op, (None, None))
+        if needed is not None and (when is None or when(node)):
+            used.add(needed)
+    return tuple(helper for helper in RUNTIME_IMPORTS if helper in used)
 
 
 def lower(call: OpCall) -> str:
@@ -141,15 +159,12 @@ def lower(call: OpCall) -> str:
 
 _UNARY_TEMPLATES = {
     "neg": "-{0}", "pos": "{0}", "abs": "jnp.abs({0})", "exp": "jnp.exp({0})",
-    "exp2": "jnp.exp2({0})", "expm1": "elementwise.expm1({0})", "log": "jnp.log({0})",
+    "exp2": "jnp.exp2({0})", "log": "jnp.log({0})",
     "log2": "jnp.log2({0})", "log10": "jnp.log10({0})", "log1p": "jnp.log1p({0})",
     "sqrt": "jnp.sqrt({0})", "rsqrt": "lax.rsqrt({0})", "sin": "jnp.sin({0})",
     "cos": "jnp.cos({0})", "tan": "jnp.tan({0})", "tanh": "jnp.tanh({0})",
-    "sinh": "elementwise.sinh({0})", "cosh": "elementwise.cosh({0})", "asin": "elementwise.asin({0})",
-    "acos": "elementwise.acos({0})", "atan": "elementwise.atan({0})", "asinh": "elementwise.asinh({0})",
-    "acosh": "elementwise.acosh({0})", "atanh": "elementwise.atanh({0})",
     "sigmoid": "jax.nn.sigmoid({0})", "relu": "jnp.maximum({0}, 0)",
-    "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})", "erfc": "elementwise.erfc({0})",
+    "silu": "({0} * jax.nn.sigmoid({0}))", "erf": "lax.erf({0})",
     "floor": "jnp.floor({0})", "ceil": "jnp.ceil({0})", "trunc": "jnp.trunc({0})",
     "reciprocal": "(1 / {0})", "square": "({0} * {0})",
     "isnan": "jnp.isnan({0})", "isinf": "jnp.isinf({0})", "isfinite": "jnp.isfinite({0})",
@@ -161,16 +176,20 @@ _UNARY_TEMPLATES = {
 }
 # Functions Mosaic has no primitive for, written with those it has (pallasite/runtime/
 # elementwise.py, imported by a module that uses them as `elementwise`).
-ELEMENTWISE_HELPERS = frozenset({"expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-                                 "erfc", "gelu", "elu"})
+_ELEMENTWISE_TEMPLATES = {
+    name: f"elementwise.{name}({{0}})"
+    for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc")
+}
 
 
 def _unary(call: OpCall) -> str:
     dtype = call.compute_dtype() if OPS[call.op].elementwise.predicate else call.out_dtype
-    return _UNARY_TEMPLATES[call.op].format(call.cast(0, dtype))
+    template = _UNARY_TEMPLATES.get(call.op) or _ELEMENTWISE_TEMPLATES[call.op]
+    return template.format(call.cast(0, dtype))
 
 
 rule(*_UNARY_TEMPLATES)(_unary)
+rule(*_ELEMENTWISE_TEMPLATES, imports=ELEMENTWISE)(_unary)
 
 
 @rule("bitwise_not")
@@ -195,7 +214,7 @@ def _round(call: OpCall) -> str:
     return f"jnp.round({call.cast(0, call.out_dtype)}, {decimals})"
 
 
-@rule("gelu")
+@rule("gelu", imports=ELEMENTWISE)
 def _gelu(call: OpCall) -> str:
     if call.attrs.get("approximate", "none") == "tanh":
         return f"jax.nn.gelu({call.cast(0, call.out_dtype)}, approximate=True)"
@@ -216,7 +235,7 @@ def _leaky_relu(call: OpCall) -> str:
     return f"jnp.where({x} >= 0, {x}, {x} * {literal(call.attrs['negative_slope'])})"
 
 
-@rule("elu")
+@rule("elu", imports=ELEMENTWISE)
 def _elu(call: OpCall) -> str:
     x = call.cast(0, torch.float32)  # in float32, rounded once as torch does
     return _rounded(f"jnp.where({x} > 0, {x}, {literal(call.attrs['alpha'])} * elementwise.expm1({x}))",
@@ -331,9 +350,15 @@ def _to(call: OpCall) -> str:
 
 _REDUCE_FUNCTIONS = {
     "sum": "jnp.sum", "mean": "jnp.mean", "amax": "jnp.max", "amin": "jnp.min",
-    "prod": "prod_by_halves", "all": "jnp.all", "any": "jnp.any", "logsumexp": "jax.nn.logsumexp",
-    "argmax": "jnp.argmax", "argmin": "jnp.argmin",
+    "all": "jnp.all", "any": "jnp.any", "logsumexp": "jax.nn.logsumexp",
 }
+_PROD_FUNCTIONS = {"prod": "prod_by_halves"}  # Mosaic has no product reduction
+_PICK_FUNCTIONS = {"argmax": "jnp.argmax", "argmin": "jnp.argmin"}  # an integer source: integer_arg_extreme
+_REDUCTION_FUNCTIONS = {**_REDUCE_FUNCTIONS, **_PROD_FUNCTIONS, **_PICK_FUNCTIONS}
+
+
+def _integer_source(node) -> bool:
+    return not node.args[0].dtype.is_floating_point
 
 
 def _axis_text(dims) -> str:
@@ -343,8 +368,10 @@ def _axis_text(dims) -> str:
 
 
 @rule(*_REDUCE_FUNCTIONS)
+@rule(*_PROD_FUNCTIONS, imports=PROD_BY_HALVES)
+@rule(*_PICK_FUNCTIONS, imports=INTEGER_ARG_EXTREME, when=_integer_source)
 def _reduce(call: OpCall) -> str:
-    op, reduction = call.op, OPS[call.op].reduction
+    reduction, function = OPS[call.op].reduction, _REDUCTION_FUNCTIONS[call.op]
     dims, keepdim = call.attrs["dim"], call.attrs["keepdim"]
     source_dtype = call.args[0].dtype
     x = call.args[0].text
@@ -360,22 +387,22 @@ def _reduce(call: OpCall) -> str:
     if reduction.flat_index and not source_dtype.is_floating_point:
         # Mosaic's argmax/argmin take float32 only (pallasite/runtime/reductions.py)
         axis = "None" if dims is None else str(dims[0])
-        flat = f"integer_arg_extreme({x}, {axis}, {keepdim}, largest={op == 'argmax'})"
+        flat = f"integer_arg_extreme({x}, {axis}, {keepdim}, largest={reduction.partials is Partials.ARGMAX})"
         if dims is None and "extents" in call.attrs:
             return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
         return flat
     if reduction.flat_index:
         axis = "None" if dims is None else str(dims[0])
         if dims is None:
-            flat = f"{_REDUCE_FUNCTIONS[op]}({x}.reshape(-1)).astype(jnp.int32)"
+            flat = f"{function}({x}.reshape(-1)).astype(jnp.int32)"
             if "extents" in call.attrs:  # a partial tile: torch flattens only its valid elements
                 return _valid_flat_index(flat, call.args[0].shape, call.attrs["extents"])
             return flat
-        return f"{_REDUCE_FUNCTIONS[op]}({x}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
+        return f"{function}({x}, axis={axis}, keepdims={keepdim}).astype(jnp.int32)"
     if reduction.averages and "count" in call.attrs:
         text = f"(jnp.sum({x}, axis={_axis_text(dims)}, keepdims={keepdim}) / {call.attrs['count']})"
     else:
-        text = f"{_REDUCE_FUNCTIONS[op]}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
+        text = f"{function}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
     if source_dtype in _NARROW_INTS and call.out_dtype == source_dtype:  # amax/amin: back to its dtype
         return f"{text}.astype({jnp_dtype(source_dtype)})"
     if widened:
@@ -549,7 +576,7 @@ def _full(call: OpCall) -> str:
     return f"jnp.full({shape}, {call.args[0].text}, {jnp_dtype(call.out_dtype)})"
 
 
-@rule("random_uniform")
+@rule("random_uniform", imports=RANDOM_UNIFORM)
 def _random_uniform(call: OpCall) -> str:
     """`random_uniform` from `pallasite.runtime.prng`, which the module imports when used."""
     counter, seed = call.args[0].text, call.args[1].text

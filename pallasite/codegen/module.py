@@ -9,7 +9,8 @@ from ..ir.sizes import dynamic_sizes
 from ..plan import KernelPlan
 from .host import HostEmitter
 from .kernel import KernelEmitter
-from .lowering import ELEMENTWISE_HELPERS
+from .lowering import runtime_imports
+from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
 
 _HEADER = '''\
@@ -33,18 +34,7 @@ def generate_module(plan: KernelPlan) -> str:
     ir = plan.ir
     parts = [_HEADER.format(source=os.path.basename(ir.source_file), name=ir.name,
                             config=repr(plan.config), chip=plan.chip).rstrip()]
-    if any(node.op == "random_uniform" for call in plan.calls for node in walk_nodes(call.call.loop.body)):
-        parts.append("# hl.rand / torch.rand_like: a counter-based hash (see its docstring)\n"
-                     "from pallasite.runtime.prng import random_uniform")
-    if any(node.op in ELEMENTWISE_HELPERS for node in _all_nodes(plan)):
-        parts.append("# functions Mosaic has no primitive for, written with those it has (see its docstring)\n"
-                     "from pallasite.runtime import elementwise")
-    if any(node.op == "prod" for node in _all_nodes(plan)):
-        parts.append("# x.prod(dim): Mosaic has no product reduction (see its docstring)\n"
-                     "from pallasite.runtime.reductions import prod_by_halves")
-    if any(node.op in ("argmax", "argmin") and not node.args[0].dtype.is_floating_point for node in _all_nodes(plan)):
-        parts.append("# an integer argmax/argmin: Mosaic's take float32 only (see its docstring)\n"
-                     "from pallasite.runtime.reductions import integer_arg_extreme")
+    parts.extend(f"{helper.comment}\n{helper.statement}" for helper in runtime_imports(_all_nodes(plan)))
     if any(call.worklist is not None for call in plan.calls):
         parts.append("# flattened worklists: (segment, q-tile) item tables built inside the jit\n"
                      "from pallasite.runtime.worklists import build_worklist")
@@ -54,10 +44,8 @@ def generate_module(plan: KernelPlan) -> str:
     checks = plan.range_checks
     if checks:
         parts.append(_checks_table(checks))
-    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "random_uniform",
-                "prod_by_halves", "integer_arg_extreme", "build_worklist", "elementwise", "mesh_devices",
-                "mesh_rank",
-                *dir(builtins)]
+    reserved = ["jax", "jnp", "lax", "pl", "pltpu", "INTERPRET", "CHECKS", "RangeChecks", "build_worklist",
+                "mesh_devices", "mesh_rank", *(helper.name for helper in RUNTIME_IMPORTS), *dir(builtins)]
     sizes = tuple(name for name, _, _ in dynamic_sizes(ir.arguments))
     if sizes:
         parts[0] += "\nimport functools  # binds the dynamic sizes (static_shapes=False) into each kernel"

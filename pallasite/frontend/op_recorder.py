@@ -4,7 +4,12 @@ Every op goes through `apply`: look its spelling up in the op registry
 (`ir/ops`), let the spelling's binder produce the canonical form (operands,
 attrs, the result's shape/dtype from running torch on meta tensors), then
 record it in the current context — a device loop body or the host program
-(`host_program.py`).
+(`host_program.py`). The recorder owns that context (the open device bodies,
+the loop dims around them, the scalar arguments and tile attributes read so
+far) and the dispatch; what a subscript or an assignment records is
+`tensor_access.py`'s, the values `hl.full`/`hl.arange`/`hl.dot` and device
+factories make are `device_values.py`'s, both through the recorder's public
+methods (`record`, `append_node`, `device_operand`, `scalar_value`, `apply`).
 """
 from __future__ import annotations
 
@@ -15,17 +20,14 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .. import exc
-from ..ir import DeviceLoopCall, Load, Node, Run, ScalarIndex, ScalarSymbol, Store, TileDim, Value, ops
-from .indexing import (
-    check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
-    normalize_narrowing, normalize_subscript, whole_slice,
-)
-from . import atomics, paired_indexing, random_values, remote
+from ..ir import DeviceLoopCall, Node, ScalarSymbol, TileDim, Value, ops
+from . import atomics, device_values, random_values, remote, tensor_access
 from .host_program import HostProgram
+from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 from .operands import (  # check_dtype: also for runtime/kernel.py
-    check_dtype, has_proxy, reject_whole_host_tensors, shape_entry, shape_key, size_of, symbolic_result_shape,
-    to_meta, whole_host_tensor_error,
+    check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
+    whole_host_tensor_error,
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
@@ -163,7 +165,7 @@ class OpRecorder:
         if spelling in ops.FACTORIES:
             factory = ops.FACTORIES[spelling]
             if self.device is not None:
-                return self._device_factory(factory, args, kwargs)
+                return device_values.factory_value(self, factory, args, kwargs)
             return self.host.allocate(factory, args, kwargs)
         run_meta = functools.partial(self._shape_rule, display=display)
         call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
@@ -287,81 +289,10 @@ class OpRecorder:
         return DeviceTensor(self, value)
 
     def subscript(self, tensor: Any, key: Any) -> Any:
-        if isinstance(tensor, HostTensor) and self.device is None:
-            check_host_subscript(key, tensor.symbol.name)
-        if isinstance(tensor, DeviceTensor) and self.device is not None and is_narrowing(key):
-            return self._subview(tensor, key)
-        if isinstance(tensor, DeviceTensor) or self.device is None:
-            return self.apply("getitem", lambda m, k: m[shape_key(k)], (tensor, key), {}, display="indexing")
-        if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
-            return paired_indexing.paired_load(self, tensor, key)
-        symbol = tensor.symbol
-        key, tile_shape = self._flatten_index_tile(key)
-        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value)
-        shape = indexed_shape(index, symbol.shape)
-        value = self.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
-        result = DeviceTensor(self, value)
-        if tile_shape is None:
-            return result
-        # torch semantics: the index tile's dims replace the gathered axis
-        axis = gathered_axis(index)
-        return self.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
-
-    def _subview(self, block: DeviceTensor, key: Any) -> DeviceTensor:
-        """`blk[2]`, `blk[1:3]`, `blk[tile.index]`: a narrowing read of a device value, recorded
-        as a `subview` node (whether it reads a VMEM ref is decided in plan/subviews.py)."""
-        name = block.value.name or "value"
-        index = normalize_narrowing(key, tuple(block.value.shape), name, self.scalar_value)
-        shape = narrowed_shape(index, tuple(block.value.shape))
-        scalars = tuple(item.start if isinstance(item, Run) else item.index for item in index
-                        if isinstance(item, (Run, ScalarIndex))
-                        and isinstance(item.start if isinstance(item, Run) else item.index, Value))
-        value = self.record("subview", (block.value, *scalars), {"index": index}, shape, block.value.dtype,
-                            name=f"{name}_part" if block.value.name else "")
-        return DeviceTensor(self, value)
-
-    def _flatten_index_tile(self, key: Any) -> tuple[Any, tuple | None]:
-        """A gather through an N-D index tile gathers through its flat vector (`idx.reshape(-1)`);
-        the load's result is reshaped back to the tile's dims. Returns the key and the tile's shape."""
-        items = list(key) if isinstance(key, (tuple, list)) else [key]
-        tiles = [position for position, item in enumerate(items) if is_index_tile(item)]
-        if not tiles:
-            return key, None
-        tile_shape = tuple(items[tiles[0]].value.shape)
-        for position in tiles:  # several index vectors: normalize_subscript rejects them
-            flat = self.call_method(items[position], "reshape", (-1,), {})
-            flat.value.name = f"{items[position].value.name or 'index'}_flat"
-            items[position] = flat
-        return tuple(items), tile_shape
+        return tensor_access.subscript(self, tensor, key)
 
     def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
-        """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
-        if self.device is None:
-            return self.host.store(tensor, key, value)
-        if isinstance(tensor, DeviceTensor):
-            raise exc.UnsupportedSyntax(
-                "Assigning into part of a device value is not supported; build it with torch.where."
-            )
-        symbol = tensor.symbol
-        paired_indexing.refuse_paired_store(symbol.name, key)
-        index = normalize_subscript(key, symbol.shape, symbol.name, self.scalar_value, store=True)
-        target_shape = indexed_shape(index, symbol.shape)
-        operand = self.device_operand(value)
-        if isinstance(operand, Value):
-            try:
-                fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
-            except RuntimeError:
-                fits = False
-            if not fits:
-                raise exc.ShapeMismatch(
-                    f"Cannot store a value of shape {list(operand.shape)} into "
-                    f"{symbol.name}[...] of shape {list(target_shape)}."
-                )
-        elif not isinstance(operand, (int, float, bool)):
-            raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
-        node = Store("store", (operand,), {"atomic": True} if atomic else {}, [], self.location,
-                     tensor=symbol, index=index)
-        self._device_body_stack[-1].append(node)
+        tensor_access.store(self, tensor, key, value, atomic)
 
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return atomics.atomic_update(self, name, tensor, key, combine)
@@ -371,76 +302,6 @@ class OpRecorder:
 
     def remote_barrier(self, device_ids: Any) -> None:
         remote.remote_barrier(self, device_ids)
-
-    def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
-        if self.device is None:
-            raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
-        check_dtype(dtype, "hl.full")
-        entries = shape if isinstance(shape, (list, tuple)) else [shape]
-        dims = tuple(shape_entry(s) for s in entries)
-        # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
-        tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
-        operand = self.device_operand(value)
-        attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
-        return DeviceTensor(self, self.record("full", (operand,), attrs, dims, dtype))
-
-    def arange(self, args: tuple, dtype: torch.dtype) -> DeviceTensor:
-        if self.device is None:
-            raise exc.UnsupportedSyntax("hl.arange creates device values; use torch.arange in host code.")
-        if not all(isinstance(a, int) for a in args):
-            raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
-        rng = range(*args)
-        check_dtype(dtype, "hl.arange")
-        attrs = {"start": rng.start, "step": rng.step, "dtype": dtype}
-        return DeviceTensor(self, self.record("iota", (), attrs, (len(rng),), dtype))
-
-    def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> DeviceTensor:
-        if self.device is None:
-            raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
-        meta = self.run_on_meta(torch.matmul, (a, b), {}, "hl.dot")
-        if out_dtype is None:
-            if acc is not None:
-                out_dtype = acc.dtype
-            elif meta.dtype in (torch.bfloat16, torch.float16, torch.float32):
-                out_dtype = torch.float32
-            else:
-                out_dtype = torch.int32
-        if acc is not None and tuple(acc.shape) != tuple(meta.shape):
-            raise exc.ShapeMismatch(f"hl.dot: acc has shape {list(acc.shape)}, the product {list(meta.shape)}.")
-        operands = [self.device_operand(x) for x in (a, b, acc)]
-        value = self.record("dot", operands, {"out_dtype": out_dtype}, meta.shape, out_dtype)
-        return DeviceTensor(self, value)
-
-    def _device_factory(self, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
-        """`torch.zeros_like(v)` and friends of a device value, and `x.new_zeros([tile, n])` of
-        any tensor, are `hl.full`s; uninitialized is zeros."""
-        if factory.form == "new":
-            return self._new_tensor(factory, args, kwargs)
-        if factory.form == "like":
-            like = args[0]
-            if not isinstance(like, DeviceTensor):
-                raise exc.UnsupportedOperation(f"torch.{factory.name} in device code needs a device value.")
-            fill = 0 if factory.fill is None else factory.fill
-            if fill is ops.FILL_ARGUMENT:
-                fill = args[1] if len(args) > 1 else kwargs["fill_value"]
-            return self.full(tuple(like.shape), fill, kwargs.get("dtype") or like.dtype)
-        raise exc.UnsupportedOperation(
-            f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
-        )
-
-    def _new_tensor(self, factory: ops.Factory, args: tuple, kwargs: dict) -> DeviceTensor:
-        """`x.new_zeros(size)`, `x.new_full(size, fill)`: a device value shaped by tiles and
-        ints, of x's dtype unless `dtype=` says otherwise."""
-        source, rest = args[0], args[1:]
-        unknown = set(kwargs) - {"size", "fill_value", "dtype", "device"}
-        if unknown:
-            raise exc.UnsupportedOperation(
-                f"Tensor.{factory.name}() got an unsupported argument {sorted(unknown)[0]!r} in device code.")
-        size, fill = ops.new_tensor_size_and_fill(rest, kwargs, 0 if factory.fill is None else factory.fill)
-        if size is None or fill is None:
-            raise exc.UnsupportedOperation(f"Tensor.{factory.name} needs a size (and new_full a fill value).")
-        return self.full(tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,), fill,
-                         kwargs.get("dtype") or source.dtype)
 
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         if self.device is None:

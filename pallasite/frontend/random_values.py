@@ -27,6 +27,7 @@ import torch
 
 from .. import exc
 from ..ir import ScalarSymbol, TileDim
+from . import device_values
 from .proxies import DeviceTensor, HostScalar, TileProxy
 
 _FLOAT_RESULTS = (torch.float32, torch.bfloat16, torch.float16)
@@ -84,7 +85,7 @@ def _uniform(recorder: Any, entries: list, seed: Any, stream: int, dtype: torch.
         if isinstance(entry, TileProxy) and sized_by_tiles:
             coordinate, extent, view[axis] = entry.index, _extent(recorder, entry.dim), entry.dim.block_size
         elif isinstance(entry, int) and not isinstance(entry, bool):
-            coordinate, extent, view[axis] = recorder.arange((entry,), torch.int32), entry, entry
+            coordinate, extent, view[axis] = device_values.arange(recorder, (entry,), torch.int32), entry, entry
         else:
             raise exc.UnsupportedOperation(f"Shapes of device values are tiles and ints, got {entry!r}.")
         counter = _digit(counter, coordinate.reshape(view), extent)

@@ -22,7 +22,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import source
+from . import device_values, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
 from .tile_dims import TileDims
@@ -179,13 +179,13 @@ class Tracer:
         return value
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
-        return self.recorder.full(shape, value, dtype)
+        return device_values.full(self.recorder, shape, value, dtype)
 
     def arange(self, args: tuple, dtype: torch.dtype) -> DeviceTensor:
-        return self.recorder.arange(args, dtype)
+        return device_values.arange(self.recorder, args, dtype)
 
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> DeviceTensor:
-        return self.recorder.dot(a, b, acc, out_dtype)
+        return device_values.dot(self.recorder, a, b, acc, out_dtype)
 
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)

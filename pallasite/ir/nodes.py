@@ -19,6 +19,7 @@ from typing import Any, Union
 import torch
 
 from ..exc import SourceLocation
+from .ops import scalar_arithmetic
 from .sizes import SymbolicSize
 
 _ids = itertools.count()
@@ -200,10 +201,12 @@ def known_multiple(operand: Operand) -> int:
         dim = node.args[0]
         step = math.gcd(known_multiple(dim.begin), dim.block_size)
         return step if node.op == "tile_begin" else math.gcd(step, known_multiple(dim.end))
-    if node.op in ("add", "sub", "minimum", "maximum") and len(node.args) >= 2:
+    arithmetic = scalar_arithmetic(node.op)
+    symbol = arithmetic.spelling if arithmetic is not None and len(node.args) >= 2 else None
+    if symbol in ("+", "-", "min", "max"):
         right = known_multiple(node.args[1]) * abs(node.kwargs.get("alpha", 1))
         return math.gcd(known_multiple(node.args[0]), right)
-    if node.op == "mul" and len(node.args) >= 2:
+    if symbol == "*":
         return known_multiple(node.args[0]) * known_multiple(node.args[1])
     return 1
 

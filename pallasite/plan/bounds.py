@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value, walk_nodes
 from .. import exc
+from ..ir.ops import ScalarArithmetic, scalar_arithmetic
 
 Interval = tuple[int, int]  # inclusive
 
@@ -128,9 +129,14 @@ def access_text(node) -> str:
     return f"{node.tensor.name}[{', '.join(parts)}]"
 
 
-_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "floor_divide": "//", "remainder": "%"}
-_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "floor_divide": 2, "remainder": 2}
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}  # Python's, of the infix spellings ops have
 _ATOM = 3  # a name, a number, a subscript, an attribute
+
+
+def _infix(node) -> str | None:
+    """The infix operator `node` computes on int scalars (`+`, `//`), or None."""
+    arithmetic = scalar_arithmetic(node.op) if node is not None else None
+    return arithmetic.spelling if arithmetic is not None and arithmetic.infix else None
 
 
 def describe(operand) -> str:
@@ -141,8 +147,9 @@ def describe(operand) -> str:
 
 def _precedence(operand) -> int:
     node = operand.producer if isinstance(operand, Value) else None
-    if node is not None and node.op in _PRECEDENCE and not (isinstance(node, Load) and not operand.name):
-        return _PRECEDENCE[node.op]
+    symbol = _infix(node)
+    if symbol is not None and not (isinstance(node, Load) and not operand.name):
+        return _PRECEDENCE[symbol]
     return _ATOM
 
 
@@ -150,14 +157,15 @@ def _describe(operand) -> tuple[str, int]:
     """The text and its precedence (operators all associate to the left: a right operand of
     equal precedence keeps its parentheses, `a - (b - c)`)."""
     node = operand.producer if isinstance(operand, Value) else None
-    if node is not None and node.op in _SYMBOLS and _precedence(operand) != _ATOM:
-        mine = _PRECEDENCE[node.op]
+    symbol = _infix(node)
+    if symbol is not None and _precedence(operand) != _ATOM:
+        mine = _PRECEDENCE[symbol]
         left, right = (_text(arg) for arg in node.args[:2])
         if _precedence(node.args[0]) < mine:
             left = f"({left})"
         if _precedence(node.args[1]) <= mine or (isinstance(node.args[1], int) and node.args[1] < 0):
             right = f"({right})"
-        return f"{left} {_SYMBOLS[node.op]} {right}", mine
+        return f"{left} {symbol} {right}", mine
     return _text(operand), _ATOM
 
 
@@ -197,29 +205,31 @@ def scalar_interval(operand) -> Interval | None:
         if node.op == "tile_begin":
             return dim.begin, last_begin
         return min(dim.begin + dim.block_size, dim.end), dim.end
-    if node.op in ("add", "sub", "mul", "floor_divide", "remainder", "minimum", "maximum") and not isinstance(node, Load):
+    arithmetic = scalar_arithmetic(node.op)
+    if arithmetic is not None and not isinstance(node, Load):
         if node.kwargs.get("alpha", 1) != 1:
             return None
         left, right = scalar_interval(node.args[0]), scalar_interval(node.args[1])
-        if node.op == "remainder" and left is None and right is not None and right[0] == right[1] > 0:
+        if arithmetic.spelling == "%" and left is None and right is not None and right[0] == right[1] > 0:
             return 0, right[0] - 1  # floor mod by a positive constant (torch and jnp alike), whatever `left` is
         if left is None or right is None:
             return None
-        return _combine(node.op, left, right)
+        return _combine(arithmetic, left, right)
     return None
 
 
-def _combine(op: str, a: Interval, b: Interval) -> Interval | None:
-    if op == "add":
+def _combine(arithmetic: ScalarArithmetic, a: Interval, b: Interval) -> Interval | None:
+    """The interval of `x op y` for x in `a`, y in `b`, by the operator's Python spelling."""
+    op = arithmetic.spelling
+    if op == "+":
         return a[0] + b[0], a[1] + b[1]
-    if op == "sub":
+    if op == "-":
         return a[0] - b[1], a[1] - b[0]
-    if op in ("mul", "minimum", "maximum"):
-        fn = {"mul": lambda x, y: x * y, "minimum": min, "maximum": max}[op]
-        corners = [fn(x, y) for x in a for y in b]
+    if op in ("*", "min", "max"):  # monotone in each operand: the extremes are at corners
+        corners = [arithmetic.function(x, y) for x in a for y in b]
         return min(corners), max(corners)
-    if op == "floor_divide" and b[0] == b[1] and b[0] > 0:
+    if op == "//" and b[0] == b[1] and b[0] > 0:
         return a[0] // b[0], a[1] // b[0]
-    if op == "remainder" and b[0] == b[1] and b[0] > 0:
+    if op == "%" and b[0] == b[1] and b[0] > 0:
         return (a[0] % b[0], a[1] % b[0]) if a[1] - a[0] < b[0] and a[0] % b[0] <= a[1] % b[0] else (0, b[0] - 1)
     return None

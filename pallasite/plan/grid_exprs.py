@@ -10,14 +10,8 @@ tensors scalar-prefetched (`PrefetchScalarGridSpec`). The result is an
 from __future__ import annotations
 
 from ..ir import Load, ScalarIndex, TileDim, Value
+from ..ir.ops import scalar_arithmetic
 from .index_expr import BinaryOp, Const, GridIndex, IndexExpr, TableRead, binary
-
-_ARITH = {
-    "add": BinaryOp.ADD, "sub": BinaryOp.SUB, "mul": BinaryOp.MUL,
-    "floor_divide": BinaryOp.FLOORDIV, "remainder": BinaryOp.MOD,
-    "minimum": BinaryOp.MIN, "maximum": BinaryOp.MAX,
-}
-
 
 class NotAGridExpression(Exception):
     """The scalar depends on something an index map cannot see."""
@@ -40,10 +34,11 @@ def grid_expression(operand, grid_axis_of: dict[int, int]) -> IndexExpr:
         if node.op == "tile_id":
             return step
         return binary(BinaryOp.ADD, Const(dim.begin), binary(BinaryOp.MUL, step, Const(dim.block_size)))
-    if node.op in _ARITH and node.kwargs.get("alpha", 1) == 1:
+    arithmetic = scalar_arithmetic(node.op)
+    if arithmetic is not None and node.kwargs.get("alpha", 1) == 1:
         left = grid_expression(node.args[0], grid_axis_of)
         right = grid_expression(node.args[1], grid_axis_of)
-        return binary(_ARITH[node.op], left, right)
+        return binary(BinaryOp(arithmetic.spelling), left, right)
     if node.op == "scalar_arg":
         return TableRead(node.args[0])
     if isinstance(node, Load) and all(isinstance(i, ScalarIndex) for i in node.index):

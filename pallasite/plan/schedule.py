@@ -29,17 +29,10 @@ import torch
 
 from .. import exc
 from ..ir import IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv
-from ..ir.ops import OPS
+from ..ir.ops import OPS, scalar_arithmetic
 from ..ir.ops.definition import OpKind
 from .plans import PallasCallPlan
 from .vector_work import NONE as NO_VECTOR_WORK, VectorCounter, VectorWork
-
-_ARITH = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floor_divide": lambda a, b: a // b, "remainder": lambda a, b: a % b,
-    "minimum": min, "maximum": max,
-}
-
 
 @dataclass(frozen=True)
 class LoopCount:
@@ -93,9 +86,10 @@ class ScalarValues:
             return _number(table)
         if node.op in ("tile_begin", "tile_id", "tile_end", "tile_count"):
             return self._tile_attribute(node.op, node.args[0], env)
-        if node.op in _ARITH:
+        arithmetic = scalar_arithmetic(node.op)
+        if arithmetic is not None:
             left, right = (self.value(a, env) for a in node.args[:2])
-            return _ARITH[node.op](left, right * node.kwargs.get("alpha", 1))
+            return arithmetic.function(left, right * node.kwargs.get("alpha", 1))
         if node.op == "scalar_arg":
             return _number(self._table(node.args[0]))
         if node.op in ("to", "identity"):

@@ -14,8 +14,8 @@ from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
     FILL_ARGUMENT, REQUIRED, Accumulator, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction,
-    Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, Signature, Spelling,
-    ViewRule,
+    Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, ScalarArithmetic,
+    Signature, Spelling, ViewRule,
 )
 
 
@@ -44,8 +44,15 @@ COMPOSITES: dict[str, Composite] = {
 if set(COMPOSITES) & (set(SPELLINGS) | set(FACTORIES)):
     raise ValueError("a composite's spelling also names an op or a factory")
 
+
+def scalar_arithmetic(op: str) -> ScalarArithmetic | None:
+    """What node op `op` computes on int scalars (`Elementwise.scalar`); None for an op
+    that is no such arithmetic, or no registry op (a load)."""
+    definition = OPS.get(op)
+    return definition.scalar if definition is not None else None
+
 __all__ = [
-    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES",
+    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
-    "Reduction", "Redirect", "Signature", "Spelling", "ViewRule", "normalize_dims",
+    "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "normalize_dims",
 ]

@@ -17,7 +17,7 @@ from . import binders
 from .binders import by_signature
 from .definition import (
     BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Accumulator, Binder, Contraction, Elementwise, Factory, OpDef,
-    OpKind, Partials, PythonOperator, Reduction, Signature, Spelling, ViewRule,
+    OpKind, Partials, PythonOperator, Reduction, ScalarArithmetic, Signature, Spelling, ViewRule,
 )
 
 
@@ -99,9 +99,15 @@ def _out_dtype(function: Callable) -> Callable:
 # ------------------------------------------------------------ elementwise --
 
 # Each elementwise entry states its facts (`Elementwise`), one of these:
-VPU = Elementwise(transcendental=False, predicate=False)  # arithmetic on the vector ALU
-EUP = Elementwise(transcendental=True, predicate=False)  # also through the transcendental unit
-PREDICATE = Elementwise(transcendental=False, predicate=True)  # a bool result, computed in its operands' dtype
+VPU = Elementwise(transcendental=False, predicate=False, scalar=None)  # arithmetic on the vector ALU
+EUP = Elementwise(transcendental=True, predicate=False, scalar=None)  # also through the transcendental unit
+PREDICATE = Elementwise(transcendental=False, predicate=True, scalar=None)  # a bool result, computed in its operands' dtype
+
+
+def _integer(spelling: str, function: Callable) -> Elementwise:
+    """VPU arithmetic that is also integer arithmetic on scalars (`ScalarArithmetic`)."""
+    return Elementwise(transcendental=False, predicate=False, scalar=ScalarArithmetic(spelling, function))
+
 
 _INPLACE = {"inplace": False}
 
@@ -135,22 +141,23 @@ UNARY_OPS = (
 _ALPHA = Signature(("input", "other"), {"alpha": 1})
 
 BINARY_OPS = (
-    _elementwise("add", VPU, signature=_ALPHA, operator=PythonOperator(operator.add, "__add__", "__radd__")),
-    _elementwise("sub", VPU, "subtract", signature=_ALPHA,
+    _elementwise("add", _integer("+", operator.add), signature=_ALPHA,
+                 operator=PythonOperator(operator.add, "__add__", "__radd__")),
+    _elementwise("sub", _integer("-", operator.sub), "subtract", signature=_ALPHA,
                  operator=PythonOperator(operator.sub, "__sub__", "__rsub__")),
     _elementwise("rsub", VPU, signature=_ALPHA),
-    _elementwise("mul", VPU, "multiply", signature=BINARY,
+    _elementwise("mul", _integer("*", operator.mul), "multiply", signature=BINARY,
                  operator=PythonOperator(operator.mul, "__mul__", "__rmul__")),
     _elementwise("div", EUP, "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
                  operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__")),
-    _elementwise("floor_divide", VPU, signature=BINARY,
+    _elementwise("floor_divide", _integer("//", operator.floordiv), signature=BINARY,
                  operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__")),
-    _elementwise("remainder", VPU, signature=BINARY,
+    _elementwise("remainder", _integer("%", operator.mod), signature=BINARY,
                  operator=PythonOperator(operator.mod, "__mod__", "__rmod__")),
     _elementwise("pow", EUP, signature=Signature(("input", "exponent")), meta=_pow,
                  operator=PythonOperator(operator.pow, "__pow__", "__rpow__")),
-    _elementwise("maximum", VPU, signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
-    _elementwise("minimum", VPU, signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
+    _elementwise("maximum", _integer("max", max), signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
+    _elementwise("minimum", _integer("min", min), signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
     _elementwise("atan2", EUP, "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2)),
     *(_elementwise(name, facts, signature=BINARY) for name, facts in (
         ("fmod", VPU), ("logical_and", PREDICATE), ("logical_or", PREDICATE), ("logical_xor", PREDICATE),

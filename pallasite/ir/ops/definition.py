@@ -8,7 +8,9 @@ the kernel emitter reads `kind` to tell structural ops from lowered ones. The
 per-op facts other stages read live in the payloads too, never in tables of op
 names: `Elementwise` (the cost model's EUP ops, the lowering's predicates) and
 `Reduction` (its accumulator dtype, how chunk partials combine for
-`reduction_loops`); reference mode routes torch calls by `kind`.
+`reduction_loops`), `ScalarArithmetic` (what the op does to the int scalars of
+loop bounds and block indices, which the planner evaluates and prints);
+reference mode routes torch calls by `kind`.
 """
 from __future__ import annotations
 
@@ -47,6 +49,23 @@ class ViewRule(enum.Enum):
 
 
 @dataclass(frozen=True)
+class ScalarArithmetic:
+    """A binary op as integer arithmetic on Python scalars: the planner evaluates the int
+    scalars of device code with it (`plan/schedule.py`, `plan/bounds.py`, `ir/nodes.py`),
+    rebuilds them as index-map expressions (`plan/grid_exprs.py`) and prints them in
+    messages (`bounds.describe`). Its Python `spelling` and `function` agree, and agree
+    with the torch op on ints (`tests/test_op_registry.py`)."""
+
+    spelling: str  # Python's: an infix operator ("+", "//") or a builtin called on both ("min")
+    function: Callable[[Any, Any], Any]  # the same on Python numbers
+
+    @property
+    def infix(self) -> bool:
+        """Written between its operands (`a + b`), not called (`min(a, b)`)."""
+        return not self.spelling.isidentifier()
+
+
+@dataclass(frozen=True)
 class Elementwise:
     """An elementwise op's facts. Every entry states each one (no defaults)."""
 
@@ -56,6 +75,9 @@ class Elementwise:
     # a bool result computed from its operands in their promoted dtype (isnan, logical_and,
     # comparisons), not in the result's dtype like arithmetic
     predicate: bool
+    # the op on int scalars (add, floor_divide, minimum, ...); None: the planner does not
+    # compute with it when it evaluates or rebuilds a scalar
+    scalar: ScalarArithmetic | None
 
 
 class Accumulator(enum.Enum):
@@ -278,6 +300,11 @@ class OpDef:
             raise ValueError(f"op {self.name!r}: only created values are sized by tiles")
         if self.tile_attribute is not None and self.kind is not OpKind.STRUCTURAL:
             raise ValueError(f"op {self.name!r}: only structural ops read tile attributes")
+
+    @property
+    def scalar(self) -> ScalarArithmetic | None:
+        """The op as integer arithmetic on scalars (see `Elementwise.scalar`), or None."""
+        return self.elementwise.scalar if self.elementwise is not None else None
 
     @property
     def transcendental(self) -> bool:

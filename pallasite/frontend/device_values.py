@@ -1,0 +1,96 @@
+"""Device values that `hl` functions and torch factories make while tracing.
+
+`hl.full`/`hl.zeros` record a `full` node (with the tiles sizing each axis),
+`hl.arange` an `iota`, `hl.dot` a `dot` with its accumulator and out dtype,
+and device code's `torch.zeros_like(v)` / `x.new_zeros([tile, n])` are
+`hl.full`s (uninitialized is zeros). The functions take the recorder and use
+its public interface (`device`, `record`, `device_operand`, `run_on_meta`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import ops
+from .operands import check_dtype, shape_entry
+from .proxies import DeviceTensor, TileProxy
+
+
+def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
+    """`hl.full(shape, value, dtype)`: `shape`'s entries are tiles and ints."""
+    if recorder.device is None:
+        raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
+    check_dtype(dtype, "hl.full")
+    entries = shape if isinstance(shape, (list, tuple)) else [shape]
+    dims = tuple(shape_entry(s) for s in entries)
+    # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
+    tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
+    operand = recorder.device_operand(value)
+    attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
+    return DeviceTensor(recorder, recorder.record("full", (operand,), attrs, dims, dtype))
+
+
+def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
+    """`hl.arange(end)` / `hl.arange(begin, end[, step])` of compile-time ints."""
+    if recorder.device is None:
+        raise exc.UnsupportedSyntax("hl.arange creates device values; use torch.arange in host code.")
+    if not all(isinstance(a, int) for a in args):
+        raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
+    rng = range(*args)
+    check_dtype(dtype, "hl.arange")
+    attrs = {"start": rng.start, "step": rng.step, "dtype": dtype}
+    return DeviceTensor(recorder, recorder.record("iota", (), attrs, (len(rng),), dtype))
+
+
+def dot(recorder: Any, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> DeviceTensor:
+    """`hl.dot(a, b, acc, out_dtype)`: out_dtype defaults to acc's, else float32 (int32 for ints)."""
+    if recorder.device is None:
+        raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
+    meta = recorder.run_on_meta(torch.matmul, (a, b), {}, "hl.dot")
+    if out_dtype is None:
+        if acc is not None:
+            out_dtype = acc.dtype
+        elif meta.dtype in (torch.bfloat16, torch.float16, torch.float32):
+            out_dtype = torch.float32
+        else:
+            out_dtype = torch.int32
+    if acc is not None and tuple(acc.shape) != tuple(meta.shape):
+        raise exc.ShapeMismatch(f"hl.dot: acc has shape {list(acc.shape)}, the product {list(meta.shape)}.")
+    operands = [recorder.device_operand(x) for x in (a, b, acc)]
+    value = recorder.record("dot", operands, {"out_dtype": out_dtype}, meta.shape, out_dtype)
+    return DeviceTensor(recorder, value)
+
+
+def factory_value(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict) -> Any:
+    """`torch.zeros_like(v)` and friends of a device value, and `x.new_zeros([tile, n])` of
+    any tensor, are `hl.full`s; uninitialized is zeros."""
+    if factory.form == "new":
+        return _new_tensor(recorder, factory, args, kwargs)
+    if factory.form == "like":
+        like = args[0]
+        if not isinstance(like, DeviceTensor):
+            raise exc.UnsupportedOperation(f"torch.{factory.name} in device code needs a device value.")
+        fill = 0 if factory.fill is None else factory.fill
+        if fill is ops.FILL_ARGUMENT:
+            fill = args[1] if len(args) > 1 else kwargs["fill_value"]
+        return full(recorder, tuple(like.shape), fill, kwargs.get("dtype") or like.dtype)
+    raise exc.UnsupportedOperation(
+        f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
+    )
+
+
+def _new_tensor(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict) -> DeviceTensor:
+    """`x.new_zeros(size)`, `x.new_full(size, fill)`: a device value shaped by tiles and
+    ints, of x's dtype unless `dtype=` says otherwise."""
+    source, rest = args[0], args[1:]
+    unknown = set(kwargs) - {"size", "fill_value", "dtype", "device"}
+    if unknown:
+        raise exc.UnsupportedOperation(
+            f"Tensor.{factory.name}() got an unsupported argument {sorted(unknown)[0]!r} in device code.")
+    size, fill = ops.new_tensor_size_and_fill(rest, kwargs, 0 if factory.fill is None else factory.fill)
+    if size is None or fill is None:
+        raise exc.UnsupportedOperation(f"Tensor.{factory.name} needs a size (and new_full a fill value).")
+    return full(recorder, tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,), fill,
+                kwargs.get("dtype") or source.dtype)

@@ -1,0 +1,106 @@
+"""Subscripts and assignments in device code: loads, stores and subviews.
+
+`x[tile_m, tile_n]` of a kernel tensor records a `Load`, `x[...] = v` a `Store`
+(`index` normalized by `indexing.py`), a narrowing read of a device value
+(`blk[tile.index]`) a `subview` node, and any other subscript the `getitem`
+view through `OpRecorder.apply`. The functions take the recorder and use its
+public interface (`device`, `record`, `append_node`, `scalar_value`,
+`device_operand`, `apply`, `call_method`, `host`, `location`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import Load, Run, ScalarIndex, Store, Value
+from . import paired_indexing
+from .indexing import (
+    check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
+    normalize_narrowing, normalize_subscript,
+)
+from .operands import shape_key
+from .proxies import DeviceTensor, HostTensor
+
+
+def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
+    """`tensor[key]` in device or host code."""
+    if isinstance(tensor, HostTensor) and recorder.device is None:
+        check_host_subscript(key, tensor.symbol.name)
+    if isinstance(tensor, DeviceTensor) and recorder.device is not None and is_narrowing(key):
+        return _subview(recorder, tensor, key)
+    if isinstance(tensor, DeviceTensor) or recorder.device is None:
+        return recorder.apply("getitem", lambda m, k: m[shape_key(k)], (tensor, key), {}, display="indexing")
+    if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
+        return paired_indexing.paired_load(recorder, tensor, key)
+    symbol = tensor.symbol
+    key, tile_shape = _flatten_index_tile(recorder, key)
+    index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value)
+    shape = indexed_shape(index, symbol.shape)
+    value = recorder.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
+    result = DeviceTensor(recorder, value)
+    if tile_shape is None:
+        return result
+    # torch semantics: the index tile's dims replace the gathered axis
+    axis = gathered_axis(index)
+    return recorder.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
+
+
+def _subview(recorder: Any, block: DeviceTensor, key: Any) -> DeviceTensor:
+    """`blk[2]`, `blk[1:3]`, `blk[tile.index]`: a narrowing read of a device value, recorded
+    as a `subview` node (whether it reads a VMEM ref is decided in plan/subviews.py)."""
+    name = block.value.name or "value"
+    index = normalize_narrowing(key, tuple(block.value.shape), name, recorder.scalar_value)
+    shape = narrowed_shape(index, tuple(block.value.shape))
+    scalars = tuple(item.start if isinstance(item, Run) else item.index for item in index
+                    if isinstance(item, (Run, ScalarIndex))
+                    and isinstance(item.start if isinstance(item, Run) else item.index, Value))
+    value = recorder.record("subview", (block.value, *scalars), {"index": index}, shape, block.value.dtype,
+                            name=f"{name}_part" if block.value.name else "")
+    return DeviceTensor(recorder, value)
+
+
+def _flatten_index_tile(recorder: Any, key: Any) -> tuple[Any, tuple | None]:
+    """A gather through an N-D index tile gathers through its flat vector (`idx.reshape(-1)`);
+    the load's result is reshaped back to the tile's dims. Returns the key and the tile's shape."""
+    items = list(key) if isinstance(key, (tuple, list)) else [key]
+    tiles = [position for position, item in enumerate(items) if is_index_tile(item)]
+    if not tiles:
+        return key, None
+    tile_shape = tuple(items[tiles[0]].value.shape)
+    for position in tiles:  # several index vectors: normalize_subscript rejects them
+        flat = recorder.call_method(items[position], "reshape", (-1,), {})
+        flat.value.name = f"{items[position].value.name or 'index'}_flat"
+        items[position] = flat
+    return tuple(items), tile_shape
+
+
+def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
+    """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
+    if recorder.device is None:
+        return recorder.host.store(tensor, key, value)
+    if isinstance(tensor, DeviceTensor):
+        raise exc.UnsupportedSyntax(
+            "Assigning into part of a device value is not supported; build it with torch.where."
+        )
+    symbol = tensor.symbol
+    paired_indexing.refuse_paired_store(symbol.name, key)
+    index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value, store=True)
+    target_shape = indexed_shape(index, symbol.shape)
+    operand = recorder.device_operand(value)
+    if isinstance(operand, Value):
+        try:
+            fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise exc.ShapeMismatch(
+                f"Cannot store a value of shape {list(operand.shape)} into "
+                f"{symbol.name}[...] of shape {list(target_shape)}."
+            )
+    elif not isinstance(operand, (int, float, bool)):
+        raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
+    node = Store("store", (operand,), {"atomic": True} if atomic else {}, [], recorder.location,
+                 tensor=symbol, index=index)
+    recorder.append_node(node)
