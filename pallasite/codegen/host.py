@@ -99,6 +99,10 @@ class HostEmitter:
             self.emit(f"{size} = {self.current[symbol.id]}.shape[{axis}]")
         if ir.captured:
             self.note(f"{', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
+        for argument in self.plan.narrowed_arguments:
+            self.note(f"{argument.name}: the caller's {str(argument.caller_dtype).removeprefix('torch.')}, "
+                      f"narrowed to {str(argument.kernel_dtype).removeprefix('torch.')} before the call "
+                      f"({'every value checked to fit' if argument.values_read else 'only its shape is read'})")
         calls = iter(self.plan.calls)
         for step in ir.steps:
             if isinstance(step, Allocate):

@@ -23,7 +23,7 @@ from .indexing import (
 from . import atomics, paired_indexing, random_values, remote
 from .host_program import HostProgram
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
-from .operands import (  # check_dtype: also for runtime/kernel.py
+from .operands import (
     check_dtype, has_proxy, reject_whole_host_tensors, shape_entry, shape_key, size_of, symbolic_result_shape,
     to_meta, whole_host_tensor_error,
 )

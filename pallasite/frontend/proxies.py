@@ -158,6 +158,12 @@ class HostTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"HostTensor({self.symbol!r})"
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The caller's dtype: an int64 index tensor the kernel reads as int32 is still int64
+        to host code (`torch.empty_like(offsets)` would allocate int64, as in torch)."""
+        return self.symbol.caller_dtype or self.meta.dtype
+
     # Sizes come from the symbol, so a dynamic size (static_shapes=False) stays symbolic.
     @property
     def shape(self) -> tuple:

@@ -8,6 +8,7 @@ from typing import Any
 from ..config import Config, ResolvedConfig, resolve
 from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
 from .index_expr import IndexExpr, prefetched
+from .narrowed_arguments import NarrowedArgument
 from .access_plans import (  # noqa: F401  (re-exported: the plan's access objects)
     Access, BlockCopy, CarriedMask, Gather, GatherMethod, InnerTileSlice, LaneRange, Mask, MergedPadding,
     PrefixSlice, RefItem, RefOffset, ReductionChunk, RowCopy, Scatter, StoreMask, StreamSlot, SubviewRead, TileRange,
@@ -367,6 +368,9 @@ class KernelPlan:
     # Index tensors and runtime scalars subscripting host tensors (`x[idx]`, `out[i] = v`):
     # checked in interpret mode before the indexing, since JAX would clamp them.
     host_index_checks: tuple[RangeCheck, ...] = ()
+    # int64 tensor arguments read only as indices: the host narrows them to int32 with a
+    # checked range before the call (plan/narrowed_arguments.py)
+    narrowed_arguments: tuple[NarrowedArgument, ...] = ()
 
     @property
     def range_checks(self) -> tuple[RangeCheck, ...]:

@@ -17,7 +17,7 @@ from ..autotune.settings import parse_settings
 from ..codegen import generate_module
 from ..config import Config, as_config
 from ..frontend import ArgSpec, Tracer, source
-from ..frontend.op_recorder import check_dtype
+from ..frontend.operands import check_argument_dtype
 from ..ir import remote_nodes, walk_nodes
 from ..plan import KernelPlan, PlanTarget, build_plan
 from ..reference import REF_ENV, run_reference
@@ -105,7 +105,7 @@ class Kernel:
             elif isinstance(value, (torch.Tensor, jax.Array)):
                 dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
                 try:
-                    check_dtype(dtype, f"Argument '{param.name}'")
+                    check_argument_dtype(dtype, f"Argument '{param.name}'")
                 except exc.UnsupportedDtype as err:
                     raise exc.KernelArgumentError(err.message) from None
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype))
@@ -167,7 +167,7 @@ class Kernel:
         for name, value in captured.items():
             dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
             try:
-                check_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
+                check_argument_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
             except exc.UnsupportedDtype as err:
                 raise exc.KernelArgumentError(err.message) from None
             specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
@@ -333,7 +333,8 @@ class BoundKernel:
             compiled = self._compiled.get(key)
             if compiled is None:
                 plan = self.plan(config)
-                compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
+                compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks,
+                                          narrowed=plan.narrowed_arguments)
                 self._compiled[key] = compiled
             return compiled
         given = config
@@ -393,7 +394,8 @@ class BoundKernel:
 
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
         plan = plans[0]
-        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes)
+        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes,
+                                  narrowed=plan.narrowed_arguments)
         compiled.guards = guards
         self._compiled[(key, guards)] = compiled
         return compiled
