@@ -97,7 +97,7 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     """The settings, checked; unknown keys raise `exc.InvalidConfig`."""
     unknown = sorted(set(settings) - set(KEYS))
     if unknown:
-        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)}.")
+        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)} (neither pallasite's nor Helion's).")
     if effort is None:
         effort = os.environ.get(EFFORT_ENV) or "quick"
     if effort not in EFFORTS:
@@ -123,8 +123,8 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     if not isinstance(overrides, dict):
         raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: expected a dict of config keys.")
     try:
-        Config(overrides)  # each key and value checked
+        checked = Config(overrides)  # each key and value checked; GPU-only keys dropped (the kernel warns)
     except exc.InvalidConfig as err:
         raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: {err.message}") from None
     return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
-                        tolerances["autotune_baseline_rtol"], dict(overrides))
+                        tolerances["autotune_baseline_rtol"], dict(checked))

@@ -14,7 +14,7 @@ import torch
 
 from .. import exc
 from ..ir.sizes import dynamic_sizes
-from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol
+from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol, ops
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from ..plan.index_expr import prefetched
 from .index_text import index_map_text, index_text
@@ -144,6 +144,8 @@ class HostEmitter:
         attrs = dict(step.kwargs)
         if step.op == "getitem":
             attrs["key"] = self._key(step.kwargs["key"], step.id)
+        if ops.OPS[step.op].kind is ops.OpKind.CONTRACTION:
+            attrs["precision"] = self.plan.dot_precision
         call = OpCall(step.op, args, attrs, shape, first.dtype)
         self.define(first, lower(call))
         if step.view_of is not None:

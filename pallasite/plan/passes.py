@@ -249,6 +249,7 @@ def assemble_call(draft: CallDraft) -> CallDraft:
                                            looped.skipped),
         subviews=draft.subviews, block_copies=draft.block_copies,
         worklist=draft.worklist, worklist_reason=draft.worklist_reason,
+        dot_precision=draft.kernel.target.dot_precision,
     )
     return dataclasses.replace(draft, plan=plan)
 

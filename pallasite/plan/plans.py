@@ -326,6 +326,7 @@ class PallasCallPlan:
     worklist: Any = None
     worklist_reason: str = ""
     grid_order_reason: str = ""  # why the plan, not the user, ordered the grid ("" if it did not)
+    dot_precision: str = "DEFAULT"  # the lax.Precision of its matmuls (`PlanTarget.dot_precision`)
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)
@@ -349,6 +350,8 @@ class PlanTarget:
     config: Config
     chip: str
     tpu: Any
+    # the kernel's `dot_precision` setting as the lax.Precision of its matmuls (settings.py)
+    dot_precision: str = "DEFAULT"
 
     @property
     def vmem_capacity_bytes(self) -> int:
@@ -380,6 +383,11 @@ class KernelPlan:
     @property
     def config(self) -> Config:
         return self.target.config
+
+    @property
+    def dot_precision(self) -> str:
+        """The `lax.Precision` every matmul of the kernel (device and host code) runs at."""
+        return self.target.dot_precision
 
     @property
     def chip(self) -> str:
