@@ -79,7 +79,9 @@ class Config(Mapping[str, Any]):
         an inner loop's accumulator) once before the inner loop, when the lane dim is a
         multiple of 128 (a no-op otherwise).
       pallas_load_buffer_count: int >= 2; DMA buffer depth of the tensors an inner loop
-        streams (2 = double buffering, 3 = triple).
+        streams (2 = double buffering, 3 = triple), or a list of them, one per inner loop
+        in source order as for pallas_loop_type (Helion's form); None (whole or an entry):
+        the default.
       pallas_flatten_worklist: bool (default True); a grid over jagged segments with a
         data-dependent q-tile loop inside runs as a flat grid of (segment, q-tile) work
         items (plan/worklists.py); False keeps one program per segment.
@@ -150,7 +152,7 @@ class ResolvedConfig:
     pallas_indirect_access_mode: str
     reduction_loops: tuple | list | None
     pallas_pre_broadcast: bool
-    pallas_load_buffer_count: int
+    pallas_load_buffer_count: int | list | tuple | None  # per inner loop: plan/loops buffer_counts
     pallas_flatten_worklist: bool
     pallas_worklist_grouping: int
 
@@ -271,10 +273,16 @@ def _validate_pre_broadcast(value: Any) -> None:
 
 
 def _validate_load_buffer_count(value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-        raise exc.InvalidConfig(
-            f"pallas_load_buffer_count must be an int >= 2 (2 = double buffering, "
-            f"3 = triple, ...), got {value!r}.")
+    def depth(entry: Any) -> bool:
+        return isinstance(entry, int) and not isinstance(entry, bool) and entry >= 2
+
+    if value is None or depth(value):
+        return
+    if isinstance(value, (list, tuple)) and all(entry is None or depth(entry) for entry in value):
+        return  # one per inner loop, in source order (plan/loops: buffer_counts)
+    raise exc.InvalidConfig(
+        f"pallas_load_buffer_count must be an int >= 2 (2 = double buffering, 3 = triple, ...), a list "
+        f"with one such int (or None, the default) per inner loop, or None, got {value!r}.")
 
 
 def _validate_flatten_worklist(value: Any) -> None:
