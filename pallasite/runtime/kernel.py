@@ -134,7 +134,8 @@ class Kernel:
                 )
             else:
                 try:
-                    hash(value)
+                    if not isinstance(value, list):  # a list (`normalized_shape`) keys by its contents
+                        hash(value)
                 except TypeError:
                     raise exc.KernelArgumentError(
                         f"Argument '{param.name}' of type {type(value).__name__} is not a tensor, "
