@@ -53,6 +53,26 @@ def test_int64_offsets_as_loop_bounds(loop_type):
     assert offsets.dtype == torch.int64  # the caller's tensor is untouched
 
 
+@pallasite.kernel
+def jagged_row_sums_from_views(x, offsets):
+    starts, ends = offsets[:-1], offsets[1:].clone()  # host views and copies of int64 offsets
+    out = torch.zeros([starts.size(0), x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(starts.size(0)):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(starts[g], ends[g], block_size=8):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_host_views_and_copies_of_int64_offsets_still_only_index():
+    x, offsets = torch.randn(45, 128), _offsets([5, 0, 19, 21])
+    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+    _, out = code_and_output(jagged_row_sums_from_views, (x, offsets))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(jagged_row_sums_from_views, (x, offsets)), out, atol=1e-5, rtol=1e-5)
+
+
 def test_the_plan_records_which_arguments_are_narrowed():
     x, offsets = torch.randn(45, 128), _offsets([5, 0, 19, 21])
     plan = jagged_row_mean.bind((x, offsets)).plan()

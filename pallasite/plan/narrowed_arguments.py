@@ -85,7 +85,7 @@ class _Provenance:
 
     def _host_op(self, step: HostOp) -> None:
         base, *rest = step.args or (None,)
-        if step.op == "getitem" or step.view_of is not None:
+        if step.op in ops.OPS and ops.OPS[step.op].kind is ops.OpKind.VIEW:  # views, parts, copies
             self._key_read(step.kwargs.get("key", ()))  # an index tensor in a host subscript: a position
             source = self._of(base)
             if source is not None and isinstance(step.result, TensorSymbol):
