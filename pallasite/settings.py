@@ -7,7 +7,9 @@ A Helion program passes its settings unchanged, so `pallasite.kernel` knows ever
   fp32, HIGHEST, and has nothing between, so Helion's "tf32" is DEFAULT and both "tf32x3"
   and "ieee" are HIGHEST); `index_dtype` may only be int32 (TPU indices are 32-bit) or None;
   `static_shapes`, `autotune_effort`, `print_output_code`, `ref_mode`, `backend` and the
-  tuning settings of `autotune/settings.py` are the decorator's own parameters.
+  tuning settings of `autotune/settings.py` (`autotune_random_seed`, the baseline ones,
+  `autotune_config_overrides`, `autotune_progress_bar`, `autotune_log_level`,
+  `force_autotune`) are the decorator's own parameters.
 - GPU-only (`GPU_ONLY_SETTINGS`: persistent kernels' SMs, warp specialization, PTXAS
   control files, Triton's compile processes and timeout): ignored, named in the kernel's
   one `exc.IgnoredConfigKeys` warning with the GPU-only config keys.
@@ -34,9 +36,9 @@ GPU_ONLY_SETTINGS = frozenset({
 
 # Settings whose TPU meaning is not implemented, with the value that means "off".
 NOT_SUPPORTED = {
-    "fast_math": False, "autotune_log_level": None, "autotune_log": None, "autotune_rebenchmark_threshold": None,
-    "autotune_progress_bar": True, "autotune_max_generations": None, "autotune_ignore_errors": False,
-    "autotune_adaptive_timeout": True, "print_repro": False, "output_origin_lines": True, "force_autotune": False,
+    "fast_math": False, "autotune_log": None, "autotune_rebenchmark_threshold": None,
+    "autotune_max_generations": None, "autotune_ignore_errors": False,
+    "autotune_adaptive_timeout": True, "print_repro": False, "output_origin_lines": True,
     "debug_dtype_asserts": False, "ignore_warnings": None, "autotune_cache": "LocalAutotuneCache",
     "autotuner_fn": None, "autotune_benchmark_fn": None, "autotune_best_available_max_configs": None,
     "autotune_best_available_max_cache_scan": None,

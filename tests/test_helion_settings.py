@@ -134,6 +134,42 @@ def test_gpu_only_settings_are_ignored_with_the_config_keys_warning():
     torch.testing.assert_close(kernel(*ARGS), ARGS[0] + ARGS[1])
 
 
+def test_autotune_progress_bar_false_draws_no_progress(capfd):
+    kernel = _add(autotune_effort="quick", autotune_progress_bar=False)
+    kernel.bind(ARGS).autotune(ARGS)
+    printed = capfd.readouterr().err
+    assert "autotune add" not in printed  # the bar's (or the status lines') title
+    kernel = _add(autotune_effort="quick")
+    kernel.bind(ARGS).autotune(ARGS)
+    assert "autotune add" in capfd.readouterr().err
+
+
+def test_autotune_log_level_zero_prints_nothing(capfd):
+    kernel = _add(autotune_effort="quick", autotune_log_level=0)
+    torch.testing.assert_close(kernel(*ARGS), ARGS[0] + ARGS[1])  # tuned (or cached) silently
+    assert "[pallasite autotune]" not in capfd.readouterr().err
+    with pytest.raises(exc.InvalidConfig, match="autotune_log_level"):
+        _add(autotune_log_level="loud")
+
+
+def test_force_autotune_tunes_a_kernel_that_names_its_config():
+    from pallasite.autotune.tuner import wants_tuning
+
+    named = {"block_sizes": [8, 128]}
+    assert not wants_tuning(_add(autotune_effort="quick", config=named).bind(ARGS))
+    forced = _add(autotune_effort="quick", config=named, force_autotune=True)
+    assert wants_tuning(forced.bind(ARGS))
+    torch.testing.assert_close(forced(*ARGS), ARGS[0] + ARGS[1])
+
+
+@pytest.mark.parametrize("name, value", [("fast_math", True), ("autotune_max_generations", 3),
+                                         ("output_origin_lines", False)])
+def test_a_helion_setting_pallasite_does_not_implement_is_refused_unless_default(name, value):
+    with pytest.raises(exc.InvalidConfig, match=f"{name}.*no implementation in pallasite"):
+        _add(**{name: value})
+    _add(**{name: {"fast_math": False, "autotune_max_generations": None, "output_origin_lines": True}[name]})
+
+
 def test_a_setting_helion_does_not_document_is_refused():
     with pytest.raises(exc.InvalidConfig, match="autotune_colour"):
         _add(autotune_colour=1)
