@@ -8,13 +8,18 @@ from typing import Any
 
 from . import exc
 
-# Keys of Helion's GPU (Triton) backend: they name real choices there and none
-# here, so they get a targeted message instead of the generic one.
-_GPU_ONLY_KEYS = frozenset({
-    "num_warps", "num_stages", "indexing", "pid_type", "l2_groupings",
+# Keys of Helion's GPU backends (Triton, CuTe) that its `Config` documents: they name real
+# choices there and none on a TPU (warps, pipeline stages of `tl.range`, pointer vs block-
+# pointer indexing, persistent program ids, register limits, L2 swizzles, PTXAS controls).
+# Helion programs carry them so one kernel serves GPU and TPU, and Helion's TPU backend
+# ignores them: a `Config` drops them, keeping their names (`Config.ignored_keys`), and the
+# kernel warns once naming them (`exc.IgnoredConfigKeys`).
+GPU_ONLY_KEYS = frozenset({
+    "num_warps", "num_stages", "indexing", "atomic_indexing", "pid_type", "l2_groupings",
     "flatten_loops", "range_unroll_factors", "range_num_stages",
     "range_multi_buffers", "range_flattens", "range_warp_specializes",
-    "static_ranges", "num_sm_multiplier", "maxnreg",
+    "static_ranges", "num_sm_multiplier", "maxnreg", "load_eviction_policies",
+    "num_threads", "grid_fissions", "epilogue_subtile", "advanced_controls_file",
 })
 
 
@@ -74,7 +79,9 @@ class Config(Mapping[str, Any]):
         an inner loop's accumulator) once before the inner loop, when the lane dim is a
         multiple of 128 (a no-op otherwise).
       pallas_load_buffer_count: int >= 2; DMA buffer depth of the tensors an inner loop
-        streams (2 = double buffering, 3 = triple).
+        streams (2 = double buffering, 3 = triple), or a list of them, one per inner loop
+        in source order as for pallas_loop_type (Helion's form); None (whole or an entry):
+        the default.
       pallas_flatten_worklist: bool (default True); a grid over jagged segments with a
         data-dependent q-tile loop inside runs as a flat grid of (segment, q-tile) work
         items (plan/worklists.py); False keeps one program per segment.
@@ -93,6 +100,9 @@ class Config(Mapping[str, Any]):
             if "block_sizes" in values:
                 raise exc.InvalidConfig("Give block_size or block_sizes, not both.")
             values["block_sizes"] = list(size) if isinstance(size, (list, tuple)) else [size]
+        # GPU-only keys: dropped (a None is Helion's "not set", dropped unnamed)
+        self.ignored_keys = tuple(sorted(k for k, v in values.items() if k in GPU_ONLY_KEYS and v is not None))
+        values = {k: v for k, v in values.items() if k not in GPU_ONLY_KEYS}
         for key, value in values.items():
             _validate_key(key, value)
         if "block_sizes" in values:
@@ -142,7 +152,7 @@ class ResolvedConfig:
     pallas_indirect_access_mode: str
     reduction_loops: tuple | list | None
     pallas_pre_broadcast: bool
-    pallas_load_buffer_count: int
+    pallas_load_buffer_count: int | list | tuple | None  # per inner loop: plan/loops buffer_counts
     pallas_flatten_worklist: bool
     pallas_worklist_grouping: int
 
@@ -208,12 +218,6 @@ def _validate_key(key: str, value: Any) -> None:
         if not isinstance(value, (int, float, str, bool)):
             raise exc.InvalidConfig(f"Config key {key!r} (an hl.register_tunable) must have a scalar value, "
                                     f"got {value!r}.")
-    elif key in _GPU_ONLY_KEYS:
-        raise exc.InvalidConfig(
-            f"Config key {key!r} is a setting of GPU (Triton) kernels; Pallas "
-            f"TPU kernels have no such choice. Remove it. Valid keys: "
-            f"{', '.join(Config.KNOWN_KEYS)}."
-        )
     else:
         raise exc.InvalidConfig(
             f"Unknown config key {key!r}. Valid keys: {', '.join(Config.KNOWN_KEYS)}, and the names a "
@@ -229,10 +233,19 @@ _USER_TUNABLES: set[str] = set()
 
 def register_user_tunable(name: str) -> None:
     """Accept `name` as a config key (a user tunable); built-in keys keep their meaning."""
-    if name in Config.KNOWN_KEYS or name in _GPU_ONLY_KEYS or name == "block_size":
+    if name in Config.KNOWN_KEYS or name in GPU_ONLY_KEYS or name == "block_size":
         raise exc.InvalidConfig(f"hl.register_tunable({name!r}, ...): {name!r} is a built-in config key; "
                                 "choose another name.")
     _USER_TUNABLES.add(name)
+
+
+def ignored_keys_of(configs: Any) -> tuple[str, ...]:
+    """The GPU-only keys some of `configs` (Configs or dicts; None entries skipped) dropped."""
+    keys: set[str] = set()
+    for config in configs:
+        if config is not None:
+            keys.update(as_config(config).ignored_keys)
+    return tuple(sorted(keys))
 
 
 def as_config(config: Config | Mapping[str, Any] | None) -> Config:
@@ -260,10 +273,16 @@ def _validate_pre_broadcast(value: Any) -> None:
 
 
 def _validate_load_buffer_count(value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-        raise exc.InvalidConfig(
-            f"pallas_load_buffer_count must be an int >= 2 (2 = double buffering, "
-            f"3 = triple, ...), got {value!r}.")
+    def depth(entry: Any) -> bool:
+        return isinstance(entry, int) and not isinstance(entry, bool) and entry >= 2
+
+    if value is None or depth(value):
+        return
+    if isinstance(value, (list, tuple)) and all(entry is None or depth(entry) for entry in value):
+        return  # one per inner loop, in source order (plan/loops: buffer_counts)
+    raise exc.InvalidConfig(
+        f"pallas_load_buffer_count must be an int >= 2 (2 = double buffering, 3 = triple, ...), a list "
+        f"with one such int (or None, the default) per inner loop, or None, got {value!r}.")
 
 
 def _validate_flatten_worklist(value: Any) -> None:

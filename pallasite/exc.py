@@ -107,3 +107,11 @@ class TpuLoweringFailed(PallasiteError):
 
 class DataRace(PallasiteError):
     """TPU interpret mode's race detector saw two unordered accesses of one buffer."""
+
+
+class PallasiteWarning(UserWarning):
+    """Base class of pallasite's warnings."""
+
+
+class IgnoredConfigKeys(PallasiteWarning):
+    """Config keys or kernel settings of Helion's GPU backends, which a TPU kernel ignores."""

@@ -117,11 +117,11 @@ def _argument_structs(bound, shapes: list) -> list:
     structs = []
     for spec, shape in zip(bound.specs, shapes):
         if spec.kind == "tensor":
-            structs.append(jax.ShapeDtypeStruct(shape, _jax_dtype(spec.dtype)))
+            structs.append(jax.ShapeDtypeStruct(shape, _jax_dtype(spec.kernel_dtype)))
         elif spec.kind == "scalar":
             structs.append(jax.ShapeDtypeStruct((), jnp.int32 if spec.python_type is int else jnp.float32))
     for spec in bound.captured.values():  # tensors read from the enclosing scope: implicit arguments
-        structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.dtype)))
+        structs.append(jax.ShapeDtypeStruct(spec.shape, _jax_dtype(spec.kernel_dtype)))
     return structs
 
 

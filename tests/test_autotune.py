@@ -161,7 +161,7 @@ def test_helion_tuning_settings_are_accepted_and_checked():
     assert kernel.tune.random_seed == 3 and kernel.tune.baseline_fn is torch.add
     for bad in ({"autotune_random_seed": "x"}, {"autotune_accuracy_check": 1},
                 {"autotune_baseline_fn": 3}, {"autotune_baseline_atol": -1},
-                {"autotune_config_overrides": {"num_warps": 4}}, {"autotune_effort": "forever"},
+                {"autotune_config_overrides": {"num_wraps": 4}}, {"autotune_effort": "forever"},
                 {"autotune_colour": 1}):
         with pytest.raises(exc.InvalidConfig):
             _add(**bad)

@@ -11,7 +11,7 @@ import pallasite.language as hl
 from pallasite import exc
 from pallasite.ir import walk_nodes
 from pallasite.plan.loops import LOOP_TYPES, STRATEGIES, loop_types
-from pallasite.testing import check_tpu_lowering, code_and_output
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 from plan_helpers import matmul, matmul_bias_steps, only_call, randn
 
 STREAMING = loop_types(streams=True)  # the knobs of streams apply to loop types that stream
@@ -119,6 +119,45 @@ def _body(code: str) -> list[str]:
 def test_bad_load_buffer_count(value):
     with pytest.raises(exc.InvalidConfig, match="pallas_load_buffer_count must be an int >= 2"):
         pallasite.Config(pallas_load_buffer_count=value)
+
+
+@pallasite.kernel
+def two_row_sums(x, y):
+    """Two sibling inner loops, streaming x and then y."""
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n, block_size=128):
+            acc = acc + x[tile_m, tile_n].sum(1)
+        for tile_n in hl.tile(n, block_size=128):
+            acc = acc + 2.0 * y[tile_m, tile_n].sum(1)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", STREAMING)
+@pytest.mark.parametrize("buffers, depths", [([3, None], (3, 2)), ([None, 4], (2, 4)), ((3, 3), (3, 3)),
+                                             (None, (2, 2))])
+def test_load_buffer_count_per_inner_loop(loop_type, buffers, depths):
+    """Helion's form: one entry per inner loop (source order), None for the default."""
+    x, y = randn(16, 640, seed=7), randn(16, 640, seed=8)
+    config = {"block_sizes": [8], "pallas_loop_type": loop_type, "pallas_load_buffer_count": buffers}
+    _, out = code_and_output(two_row_sums, (x, y), **config)
+    torch.testing.assert_close(out, x.sum(1) + 2 * y.sum(1), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(run_ref(two_row_sums, (x, y), **config), out, rtol=1e-5, atol=1e-4)
+    plan = only_call(two_row_sums, (x, y), **config)
+    found = {s.symbol.name: s.buffers for p in plan.inner_loops.values() for s in p.streams}
+    assert found == dict(zip(("x", "y"), depths))
+
+
+def test_a_load_buffer_count_list_has_one_entry_per_inner_loop():
+    x, y = randn(16, 640, seed=7), randn(16, 640, seed=8)
+    with pytest.raises(exc.InvalidConfig, match=r"pallas_load_buffer_count has 3 entries but the kernel has 2 inner"):
+        two_row_sums.bind((x, y)).plan({"block_sizes": [8], "pallas_load_buffer_count": [2, 3, 3]})
+    for bad in ([1, 2], [2, "3"], [[2]]):
+        with pytest.raises(exc.InvalidConfig, match="pallas_load_buffer_count must be"):
+            pallasite.Config(pallas_load_buffer_count=bad)
 
 
 # ---------------------------------------------------------------- pallas_pre_broadcast
@@ -405,9 +444,9 @@ def test_knobs_are_part_of_the_compile_key():
 
 
 @pytest.mark.parametrize("key", ["num_warps", "num_stages"])
-def test_gpu_only_keys_keep_their_error(key):
-    with pytest.raises(exc.InvalidConfig, match="GPU"):
-        pallasite.Config(**{key: 4})
+def test_gpu_only_keys_are_dropped_and_named(key):
+    config = pallasite.Config(**{key: 4})  # the kernel warns about them (tests/test_helion_settings.py)
+    assert key not in config and config.ignored_keys == (key,)
 
 
 @pallasite.kernel

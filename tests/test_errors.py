@@ -268,13 +268,23 @@ def scale_to_runtime_length(x: torch.Tensor, n: int) -> torch.Tensor:
     return out
 
 
+@pallasite.kernel
+def scale_to_computed_length(x: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty([n // 2 * 2], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(out.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
 def test_runtime_scalar_used_as_shape():
+    """A scalar argument that sizes a tensor is a constant of its variant, as Helion makes it
+    (tests/test_host_inputs.py); a value computed from one still asks for hl.specialize."""
     x = torch.randn(256)
+    torch.testing.assert_close(scale_to_runtime_length(x, 256), x * 2)
     with pytest.raises(exc.UnsupportedSyntax) as info:
-        scale_to_runtime_length(x, 256)
+        scale_to_computed_length(x, 256)
     assert "hl.specialize" in info.value.message
-    assert "'n'" in info.value.message
-    assert_points_at(info.value, scale_to_runtime_length, "out = torch.empty([n]")
+    assert_points_at(info.value, scale_to_computed_length, "out = torch.empty([n // 2 * 2]")
 
 
 @pallasite.kernel
@@ -324,17 +334,25 @@ def double_it(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
-def test_64_bit_tensor_argument(dtype):
-    x = torch.arange(256, dtype=dtype)
+def test_64_bit_float_tensor_argument():
+    x = torch.arange(256, dtype=torch.float64)
     with pytest.raises(exc.KernelArgumentError) as info:
         double_it(x)
-    assert str(dtype) in info.value.message
-    narrow = "int32" if dtype == torch.int64 else "float32"
-    assert f"TPU has no 64-bit vectors; cast to {narrow}." in info.value.message
+    assert "torch.float64" in info.value.message
+    assert "TPU has no 64-bit vectors; cast to float32." in info.value.message
     assert "'x'" in info.value.message
-    # The int32/float32 casts the message asks for work.
-    narrow = x.to(torch.int32 if dtype == torch.int64 else torch.float32)
+    torch.testing.assert_close(double_it(x.to(torch.float32)), x.to(torch.float32) * 2)  # the cast it asks for
+
+
+def test_int64_data_tensor_argument():
+    """An int64 tensor is accepted where it only indexes (tests/test_int64_indices.py); as data
+    (here its copy would be an int64 output) it is refused at the line that needs 64 bits."""
+    x = torch.arange(256, dtype=torch.int64)
+    with pytest.raises(exc.UnsupportedDtype) as info:
+        double_it(x)
+    assert "TPU has no 64-bit vectors; cast to int32." in info.value.message
+    assert_points_at(info.value, double_it, "out = torch.empty_like(x)")
+    narrow = x.to(torch.int32)
     torch.testing.assert_close(double_it(narrow), narrow * 2)
 
 
@@ -416,15 +434,12 @@ def test_invalid_block_sizes_value(bad):
 
 
 @pytest.mark.parametrize("key", ["num_warps", "num_stages"])
-def test_gpu_only_config_key(key):
-    with pytest.raises(exc.InvalidConfig) as info:
-        pallasite.Config(**{key: 4})
-    assert key in info.value.message
-    assert "GPU" in info.value.message
+def test_gpu_only_config_key_is_ignored_not_an_error(key):
+    assert key not in pallasite.Config(**{key: 4})
 
 
-def test_gpu_only_key_in_decorator_config():
-    with pytest.raises(exc.InvalidConfig) as info:
+def test_gpu_only_key_in_decorator_config_warns_naming_it():
+    with pytest.warns(exc.IgnoredConfigKeys, match="num_warps"):
 
         @pallasite.kernel(config={"block_sizes": [256], "num_warps": 4})
         def warps(x: torch.Tensor) -> torch.Tensor:
@@ -433,7 +448,11 @@ def test_gpu_only_key_in_decorator_config():
                 out[tile] = x[tile]
             return out
 
-    assert "num_warps" in info.value.message
+
+def test_misspelled_config_key():
+    with pytest.raises(exc.InvalidConfig) as info:
+        pallasite.Config(num_wraps=4)
+    assert "Unknown config key 'num_wraps'" in info.value.message
 
 
 def test_wrong_number_of_block_sizes():

@@ -26,9 +26,10 @@ def quiet_by_env() -> bool:
 
 
 
-def log(message: str) -> None:
-    """One line of the autotuner's log on stderr (unless quiet)."""
-    if not quiet_by_env():
+def log(message: str, quiet: bool = False) -> None:
+    """One line of the autotuner's log on stderr (unless quiet: the environment's, or the
+    kernel's `autotune_log_level`)."""
+    if not quiet and not quiet_by_env():
         print(f"[pallasite autotune] {message}", file=sys.stderr, flush=True)
 
 

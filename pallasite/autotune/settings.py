@@ -7,10 +7,16 @@
   must match it within autotune_baseline_atol / autotune_baseline_rtol (default 1e-2 each).
   Without one, the default config's output is the baseline.
 - autotune_config_overrides: fixed values for some keys in every candidate (and the result).
+- autotune_progress_bar: draw the search's progress (default True; False: the log lines only).
+- autotune_log_level: a `logging` level; above INFO (or 0, as Helion reads it) the tuner prints
+  nothing, neither log lines nor progress (default INFO).
+- force_autotune: tune the first call even when the kernel names its config (`config=`, or
+  one entry of `configs=`); the named config still completes candidates (default False).
 """
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,7 +28,8 @@ from .search import EFFORTS
 EFFORT_ENV = "PALLASITE_AUTOTUNE_EFFORT"
 SEED_ENV = "PALLASITE_AUTOTUNE_RANDOM_SEED"
 KEYS = ("autotune_random_seed", "autotune_accuracy_check", "autotune_baseline_fn",
-        "autotune_baseline_atol", "autotune_baseline_rtol", "autotune_config_overrides")
+        "autotune_baseline_atol", "autotune_baseline_rtol", "autotune_config_overrides", "autotune_progress_bar",
+        "autotune_log_level", "force_autotune")
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,14 @@ class TuneSettings:
     baseline_atol: float = 1e-2
     baseline_rtol: float = 1e-2
     config_overrides: dict[str, Any] = field(default_factory=dict)
+    progress_bar: bool = True
+    log_level: int = logging.INFO
+    force: bool = False
+
+    @property
+    def quiet(self) -> bool:
+        """Whether the tuner prints nothing (Helion: log level 0 disables output)."""
+        return self.log_level == 0 or self.log_level > logging.INFO
 
     def describe(self) -> dict[str, Any]:
         """What changes the search's result or which config is accepted (part of the disk
@@ -97,7 +112,7 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     """The settings, checked; unknown keys raise `exc.InvalidConfig`."""
     unknown = sorted(set(settings) - set(KEYS))
     if unknown:
-        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)}.")
+        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)} (neither pallasite's nor Helion's).")
     if effort is None:
         effort = os.environ.get(EFFORT_ENV) or "quick"
     if effort not in EFFORTS:
@@ -123,8 +138,17 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     if not isinstance(overrides, dict):
         raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: expected a dict of config keys.")
     try:
-        Config(overrides)  # each key and value checked
+        checked = Config(overrides)  # each key and value checked; GPU-only keys dropped (the kernel warns)
     except exc.InvalidConfig as err:
         raise exc.InvalidConfig(f"autotune_config_overrides={overrides!r}: {err.message}") from None
+    flags = {}
+    for name in ("autotune_progress_bar", "force_autotune"):
+        flags[name] = settings.get(name, name == "autotune_progress_bar")
+        if not isinstance(flags[name], bool):
+            raise exc.InvalidConfig(f"{name}={flags[name]!r}: expected True or False.")
+    level = settings.get("autotune_log_level", logging.INFO)
+    if not isinstance(level, int) or isinstance(level, bool) or level < 0:
+        raise exc.InvalidConfig(f"autotune_log_level={level!r}: expected a logging level (an int >= 0).")
     return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
-                        tolerances["autotune_baseline_rtol"], dict(overrides))
+                        tolerances["autotune_baseline_rtol"], dict(checked), flags["autotune_progress_bar"],
+                        level, flags["force_autotune"])

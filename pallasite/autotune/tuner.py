@@ -34,8 +34,9 @@ ACCURACY_CANDIDATES = 3  # ranked configs whose output is tried before falling b
 def wants_tuning(bound) -> bool:
     """Whether the kernel's first call at this signature picks its config by tuning."""
     kernel = bound.kernel
-    return not (kernel.config is not None or bound.dynamic or kernel.tune.effort == "none"
-                or len(kernel.configs) == 1)
+    if bound.dynamic or kernel.tune.effort == "none":
+        return False
+    return kernel.tune.force or not (kernel.config is not None or len(kernel.configs) == 1)
 
 
 def is_traced(args: tuple, kwargs: dict) -> bool:
@@ -81,7 +82,8 @@ def _cached(bound, fields: dict) -> Config | None:
         warn_user(f"pallasite autotune cache: the cached config of {name} no longer plans "
                   f"({err.message}); ignoring it.")
         return None
-    log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search")
+    log(f"{name}: using the cached config {dict(config)} ({cache.cache_dir()}); no search",
+        bound.kernel.tune.quiet)
     return config
 
 
@@ -132,6 +134,8 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
     if objective is None:
         objective, rerank, label = objective_for(bound, tuple(args), dict(kwargs or {}), chip)
     effort = effort or (settings.effort if settings.effort != "none" else "quick")
+    if quiet is None and (settings.quiet or not settings.progress_bar):
+        quiet = True
     return search(bound.config_spec, objective, effort=effort, seed=settings.random_seed,
                   configs=kernel.configs or None, overrides=settings.config_overrides, rerank=rerank,
                   title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet)
@@ -187,7 +191,8 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     path = cache.store(name, fields, config, {"seconds": result.best_seconds,
                                               "candidates": len(result.trials)})
     log(f"{name}: chose {dict(config)} from {len(result.trials)} candidates in "
-        f"{result.wall_seconds:.2f}s; " + (f"cached in {path}" if path is not None else "not cached"))
+        f"{result.wall_seconds:.2f}s; " + (f"cached in {path}" if path is not None else "not cached"),
+        bound.kernel.tune.quiet)
     return config
 
 

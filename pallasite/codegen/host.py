@@ -14,7 +14,7 @@ import torch
 
 from .. import exc
 from ..ir.sizes import dynamic_sizes
-from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol
+from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol, ops
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from ..plan.index_expr import prefetched
 from .index_text import index_map_text, index_text
@@ -99,6 +99,10 @@ class HostEmitter:
             self.emit(f"{size} = {self.current[symbol.id]}.shape[{axis}]")
         if ir.captured:
             self.note(f"{', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
+        for argument in self.plan.narrowed_arguments:
+            self.note(f"{argument.name}: the caller's {str(argument.caller_dtype).removeprefix('torch.')}, "
+                      f"narrowed to {str(argument.kernel_dtype).removeprefix('torch.')} before the call "
+                      f"({'every value checked to fit' if argument.values_read else 'only its shape is read'})")
         calls = iter(self.plan.calls)
         for step in ir.steps:
             if isinstance(step, Allocate):
@@ -140,6 +144,8 @@ class HostEmitter:
         attrs = dict(step.kwargs)
         if step.op == "getitem":
             attrs["key"] = self._key(step.kwargs["key"], step.id)
+        if ops.OPS[step.op].kind is ops.OpKind.CONTRACTION:
+            attrs["precision"] = self.plan.dot_precision
         call = OpCall(step.op, args, attrs, shape, first.dtype)
         self.define(first, lower(call))
         if step.view_of is not None:

@@ -520,6 +520,10 @@ def _dot_text(call: OpCall, a: int, b: int) -> str:
     dtype = torch.promote_types(ta.dtype, tb.dtype)
     x, y = call.cast(a, dtype), call.cast(b, dtype)
     acc = "jnp.float32" if dtype.is_floating_point else "jnp.int32"
+    # the kernel's dot_precision (the plan's `dot_precision`); DEFAULT is Mosaic's own, so it is not written
+    precision = call.attrs.get("precision", "DEFAULT")
+    if precision != "DEFAULT" and dtype.is_floating_point:
+        acc = f"{acc}, precision=lax.Precision.{precision}"
     if ra == 2 and rb == 2:
         dims = "(((1,), (0,)), ((), ()))"
     elif ra == 3 and rb == 3:

@@ -62,6 +62,10 @@ class HostProgram:
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
+        base = host_operands[0] if host_operands and isinstance(host_operands[0], TensorSymbol) else None
+        if base is not None and base.caller_dtype is not None and op.kind is ops.OpKind.VIEW:
+            for symbol in results:  # a part of an int64 index tensor is int64 to host code too
+                symbol.caller_dtype = base.caller_dtype
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
         self.steps.append(HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of))
         proxies = [self._proxy(r) for r, _ in zip(results, operands)]

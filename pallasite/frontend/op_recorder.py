@@ -176,8 +176,9 @@ class OpRecorder:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
         op, bind = ops.SPELLINGS[spelling]
         bound = bind(op, call)
-        if isinstance(bound, ops.Redirect):
-            return bound.pack([self.apply(name, None, a, k, display) for name, a, k in bound.calls])
+        if isinstance(bound, ops.Redirect):  # a subscript (x.narrow, x.split) goes where subscripts go
+            return bound.pack([self.subscript(*a) if name == "getitem" else self.apply(name, None, a, k, display)
+                               for name, a, k in bound.calls])
         operands, attrs, meta_out = bound
         if self.device is not None:
             return self._device_op(op, operands, attrs, meta_out, display)

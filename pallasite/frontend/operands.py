@@ -13,6 +13,23 @@ from ..ir.sizes import keep_symbolic
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 
 
+# The dtype the kernel sees of a caller's tensor whose own dtype a TPU cannot hold: an
+# int64 tensor (torch's default integer type: offsets, labels, indices) is narrowed to
+# int32 on the host, with its range checked, when the plan finds it read only as indices,
+# offsets or loop bounds (plan/narrowed_arguments.py); otherwise the plan refuses it.
+NARROWED_ARGUMENT_DTYPES = {torch.int64: torch.int32}
+
+
+def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel argument of the caller's `dtype` has inside the kernel."""
+    return NARROWED_ARGUMENT_DTYPES.get(dtype, dtype)
+
+
+def check_argument_dtype(dtype: torch.dtype, what: str) -> None:
+    """Reject the dtypes of tensor arguments a TPU cannot hold (int64 ones are narrowed)."""
+    check_dtype(kernel_dtype(dtype), what)
+
+
 def check_dtype(dtype: torch.dtype, what: str) -> None:
     """Reject dtypes a TPU cannot hold in vectors."""
     if dtype.is_complex:

@@ -158,6 +158,12 @@ class HostTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"HostTensor({self.symbol!r})"
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The caller's dtype: an int64 index tensor the kernel reads as int32 is still int64
+        to host code (`torch.empty_like(offsets)` would allocate int64, as in torch)."""
+        return self.symbol.caller_dtype or self.meta.dtype
+
     # Sizes come from the symbol, so a dynamic size (static_shapes=False) stays symbolic.
     @property
     def shape(self) -> tuple:
@@ -218,7 +224,23 @@ class HostScalar(Traced):
             "recompiles per value)."
         )
 
-    __index__ = __int__ = __float__ = _needs_specialize
+    @property
+    def is_int_argument(self) -> bool:
+        """An int kernel argument itself (not a value host code computed from one)."""
+        return self.python_type is int and not self.symbol.name.startswith("_t")
+
+    def _as_size(self) -> int:
+        """An int argument used where an int is needed (`torch.zeros([m, width])`, `x[:, :width]`):
+        made a constant of its variant, as `hl.specialize(width)` would (Helion needs no call for
+        a scalar that only sizes tensors); a value computed from one still needs hl.specialize."""
+        from .. import language as hl
+
+        if self.is_int_argument and hl._active_tracer is not None:
+            return hl.specialize(self)
+        return self._needs_specialize()
+
+    __index__ = __int__ = _as_size
+    __float__ = _needs_specialize
 
     def __bool__(self) -> bool:
         return self._needs_specialize()

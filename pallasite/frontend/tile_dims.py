@@ -68,7 +68,10 @@ class TileDims:
 
 
 def static_bound(bound: Any, what: str, loc) -> int:
-    """A top-level loop's begin or end: known when compiling."""
+    """A top-level loop's begin or end: known when compiling (an int argument becomes a
+    constant of its variant, as when it sizes a tensor: `HostScalar.__index__`)."""
+    if isinstance(bound, HostScalar) and bound.is_int_argument:
+        bound = int(bound)
     if isinstance(bound, bool) or not isinstance(bound, int):
         if isinstance(bound, (HostScalar, DeviceTensor)):
             raise exc.UnsupportedSyntax(

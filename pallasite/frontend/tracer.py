@@ -24,6 +24,7 @@ from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
 from . import device_values, source
 from .op_recorder import OpRecorder
+from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
 from .tile_dims import TileDims
 from .traced_statements import TracedStatements
@@ -39,6 +40,11 @@ class ArgSpec:
     dtype: torch.dtype | None = None
     python_type: type | None = None
     value: Any = None  # the runtime value (scalars: used only by hl.specialize)
+
+    @property
+    def kernel_dtype(self) -> torch.dtype | None:
+        """A tensor's dtype inside the kernel: the caller's, but int64 narrowed to int32."""
+        return None if self.dtype is None else kernel_dtype(self.dtype)
 
 
 class _TraceMode(TorchFunctionMode):
@@ -124,7 +130,9 @@ class Tracer:
 
     def _argument_proxy(self, name: str, spec: ArgSpec) -> Any:
         if spec.kind == "tensor":
-            return HostTensor(self.recorder, TensorSymbol(name, spec.shape, spec.dtype, "arg"))
+            caller_dtype = spec.dtype if spec.kernel_dtype != spec.dtype else None
+            return HostTensor(self.recorder, TensorSymbol(name, spec.shape, spec.kernel_dtype, "arg",
+                                                          caller_dtype=caller_dtype))
         if spec.kind == "scalar":
             dtype = torch.int32 if spec.python_type is int else torch.float32
             return HostScalar(self.recorder, ScalarSymbol(name, dtype), spec.python_type)

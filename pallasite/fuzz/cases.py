@@ -19,7 +19,7 @@ import torch
 
 DTYPE_NAMES = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.int32: "torch.int32",
                torch.bool: "torch.bool", torch.float16: "torch.float16", torch.int8: "torch.int8",
-               torch.int16: "torch.int16"}
+               torch.int16: "torch.int16", torch.int64: "torch.int64"}
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,13 @@ class InputSpec:
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
         if self.fill == "offsets":
-            return f"torch.tensor({list(case.offsets())}, dtype=torch.int32)"
+            return f"torch.tensor({list(case.offsets())}, dtype={DTYPE_NAMES[self.dtype]})"
         shape = ", ".join(str(case.size(d)) for d in self.dims)
         shape = f"({shape},)" if len(self.dims) == 1 else f"({shape})"
         generator = f"torch.Generator().manual_seed({seed})"
         if self.fill.startswith("index:"):  # indices into a named dim, duplicates included
-            return f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, dtype=torch.int32)"
+            return (f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, "
+                    f"dtype={DTYPE_NAMES[self.dtype]})")
         if self.fill == "randint":
             return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         value = f"torch.randn({shape}, generator={generator})"
@@ -152,6 +153,17 @@ class Case:
 
     def with_(self, **changes: Any) -> Case:
         return replace(self, **changes)
+
+    def with_index_dtype(self, dtype: torch.dtype) -> Case:
+        """The case with its offsets and index tensors in `dtype` (int64: torch's default
+        integer type, which the host narrows to int32 where the kernel reads them as indices)."""
+        if dtype == torch.int32:
+            return self
+        inputs = tuple(replace(spec, dtype=dtype) if spec.fill == "offsets" or spec.fill.startswith("index:")
+                       else spec for spec in self.inputs)
+        if inputs == self.inputs:
+            return self
+        return replace(self, inputs=inputs, tags=(*self.tags, f"{DTYPE_NAMES[dtype].removeprefix('torch.')}_indices"))
 
 
 _MODULE_DIR: Path | None = None

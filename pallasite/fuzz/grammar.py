@@ -513,4 +513,7 @@ def generate(seed: int, index: int, kinds: tuple[str, ...] = tuple(KINDS),
     kind = kinds[index % len(kinds)]
     rng = random.Random(f"pallasite-fuzz:{seed}:{index}")
     case = KINDS[kind](Draw(rng, loop_types), f"fuzz_{kind}_s{seed}_c{index}")
-    return case.with_(data_seed=rng.randrange(1 << 20))
+    case = case.with_(data_seed=rng.randrange(1 << 20))
+    # offsets and index tensors as torch makes them (int64) or as int32, drawn last so the
+    # rest of a case is what the seed drew before
+    return case.with_index_dtype(rng.choice((torch.int32, torch.int64)))

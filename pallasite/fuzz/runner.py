@@ -99,11 +99,13 @@ def choose_config(case: Case, kernel: Any, args: tuple, rng: random.Random) -> C
 
 
 def _draw_knobs(spec, rng: random.Random) -> tuple:
-    """Sometimes deeper stream buffers, pre-broadcasting, and chunked whole-dim reductions
+    """Sometimes deeper stream buffers (per inner loop too), pre-broadcasting, and chunked whole-dim reductions
     (drawn after the block sizes, so a seed's block sizes do not change)."""
     knobs = []
-    if rng.random() < 0.3:
-        knobs.append(("pallas_load_buffer_count", 3))
+    if rng.random() < 0.3:  # several inner loops: sometimes one depth each (None: the default)
+        count = 3 if spec.inner_loop_count < 2 or rng.random() < 0.5 else \
+            tuple(rng.choice((None, 2, 3)) for _ in range(spec.inner_loop_count))
+        knobs.append(("pallas_load_buffer_count", count))
     if rng.random() < 0.3:
         knobs.append(("pallas_pre_broadcast", True))
     if spec.reduction_dims and rng.random() < 0.6:

@@ -62,6 +62,9 @@ class TensorSymbol:
     origin: str  # "arg" | "alloc" | "host_op"
     fill: float | int | bool | None = None
     id: int = field(default_factory=lambda: next(_ids))
+    # An argument the caller passes in another dtype than `dtype`, the kernel's: an int64
+    # index tensor the host narrows to int32 (plan/narrowed_arguments.py decides whether it may)
+    caller_dtype: torch.dtype | None = None
 
     def __repr__(self) -> str:
         return f"{self.name}{list(self.shape)}:{self.dtype}"

@@ -29,6 +29,7 @@ from .draft import CallDraft, KernelContext
 from .grid_order import plan_in_order
 from .host_indices import plan_host_index_checks
 from .memory import collect_uses
+from .narrowed_arguments import plan_narrowed_arguments
 from .passes import (
     assemble_call, budget_vmem, choose_grid_semantics, decide_worklist, number_range_checks, order_grid,
     plan_loops, plan_narrowing_reads, plan_padding, plan_remote_copies, split_scalar_prefetch,
@@ -54,12 +55,13 @@ CALL_PASSES = (
 
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
+    narrowed = plan_narrowed_arguments(ir)  # first: an int64 tensor used as data is the error to see
     kernel = KernelContext.of(ir, target)
     calls = []
     for call, defined, view_bases in _device_loop_calls(ir):
         plan_with = functools.partial(plan_call, kernel, call, defined, view_bases)
         calls.append(plan_in_order(call, kernel.loop_orders.get(call.loop.id), plan_with))
-    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids))
+    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed)
 
 
 def plan_call(kernel: KernelContext, call: DeviceLoopCall, defined: frozenset[int], view_bases: Mapping,

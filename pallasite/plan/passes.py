@@ -52,7 +52,7 @@ def plan_loops(draft: CallDraft) -> CallDraft:
     unstreamable = (looped.unstreamable() | remote_symbols(body)  # items' own rows: written by DMA
                     | {w.symbol.id for w in (draft.worklist.write_backs if draft.worklist else ())})
     streams = plan_streams(body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
-                           draft.grid_axis_of, kernel.knobs.pallas_load_buffer_count)
+                           draft.grid_axis_of, kernel.buffer_counts)
     return dataclasses.replace(draft, uses=uses, looped=looped, inner_loops=attach_streams(inner_loops, streams),
                                streams=streams)
 
@@ -249,6 +249,7 @@ def assemble_call(draft: CallDraft) -> CallDraft:
                                            looped.skipped),
         subviews=draft.subviews, block_copies=draft.block_copies,
         worklist=draft.worklist, worklist_reason=draft.worklist_reason,
+        dot_precision=draft.kernel.target.dot_precision,
     )
     return dataclasses.replace(draft, plan=plan)
 

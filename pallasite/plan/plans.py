@@ -8,6 +8,7 @@ from typing import Any
 from ..config import Config, ResolvedConfig, resolve
 from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
 from .index_expr import IndexExpr, prefetched
+from .narrowed_arguments import NarrowedArgument
 from .access_plans import (  # noqa: F401  (re-exported: the plan's access objects)
     Access, BlockCopy, CarriedMask, Gather, GatherMethod, InnerTileSlice, LaneRange, Mask, MergedPadding,
     PrefixSlice, RefItem, RefOffset, ReductionChunk, RowCopy, Scatter, StoreMask, StreamSlot, SubviewRead, TileRange,
@@ -334,6 +335,7 @@ class PallasCallPlan:
     worklist: Any = None
     worklist_reason: str = ""
     grid_order_reason: str = ""  # why the plan, not the user, ordered the grid ("" if it did not)
+    dot_precision: str = "DEFAULT"  # the lax.Precision of its matmuls (`PlanTarget.dot_precision`)
 
     def loop_checks(self, dim) -> tuple[RangeCheck, ...]:
         return tuple(c for c in self.range_checks if c.dim is dim)
@@ -357,6 +359,8 @@ class PlanTarget:
     config: Config
     chip: str
     tpu: Any
+    # the kernel's `dot_precision` setting as the lax.Precision of its matmuls (settings.py)
+    dot_precision: str = "DEFAULT"
 
     @property
     def vmem_capacity_bytes(self) -> int:
@@ -376,6 +380,9 @@ class KernelPlan:
     # Index tensors and runtime scalars subscripting host tensors (`x[idx]`, `out[i] = v`):
     # checked in interpret mode before the indexing, since JAX would clamp them.
     host_index_checks: tuple[RangeCheck, ...] = ()
+    # int64 tensor arguments read only as indices: the host narrows them to int32 with a
+    # checked range before the call (plan/narrowed_arguments.py)
+    narrowed_arguments: tuple[NarrowedArgument, ...] = ()
 
     @property
     def range_checks(self) -> tuple[RangeCheck, ...]:
@@ -385,6 +392,11 @@ class KernelPlan:
     @property
     def config(self) -> Config:
         return self.target.config
+
+    @property
+    def dot_precision(self) -> str:
+        """The `lax.Precision` every matmul of the kernel (device and host code) runs at."""
+        return self.target.dot_precision
 
     @property
     def chip(self) -> str:

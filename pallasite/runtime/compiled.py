@@ -16,7 +16,7 @@ from .. import exc
 from ..config import Config
 from ..ir import TensorSymbol
 from .code_files import _write_code, load_module
-from .convert import to_jax, tree_to_torch
+from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
 from .interpret import interpret_params, interpreter_reports
 from .scope import changed_names, read_scope
@@ -57,8 +57,10 @@ class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
     def __init__(self, bound: BoundSignature, config: Config, code: str, result_structure: Any = None,
-                 range_checks: list | None = None, sizes: dict[str, int] | None = None):
+                 range_checks: list | None = None, sizes: dict[str, int] | None = None, narrowed: tuple = ()):
+        """`narrowed`: the plan's `NarrowedArgument`s, converted before every call (`narrow_argument`)."""
         self.bound = bound
+        self.narrowed = {argument.position: argument for argument in narrowed}
         self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
         self.range_checks = {check.check_id: check for check in range_checks or ()}
         self.result_structure = result_structure  # the IR's symbols, mirroring the result
@@ -138,6 +140,8 @@ class CompiledKernel:
                     f"Argument '{self._names[i]}' is on the meta device: it has no data "
                     "to compute on. Pass a CPU tensor; kernel.bind(args).to_code() and .plan() inspect a "
                     "kernel on meta tensors without running it.")
+            if i in self.narrowed:
+                value = narrow_argument(value, self.narrowed[i])
             if spec.kind == "tensor":
                 out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
             else:

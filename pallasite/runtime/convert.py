@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from .. import exc
+
 _TORCH_OF_JAX = {
     np.dtype("float32"): torch.float32, np.dtype("int32"): torch.int32,
     np.dtype("bool"): torch.bool, np.dtype("float16"): torch.float16,
@@ -54,3 +56,24 @@ def tree_to_torch(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: tree_to_torch(v) for k, v in value.items()}
     return value
+
+
+def narrow_argument(value: Any, argument: Any) -> Any:
+    """A tensor argument the plan narrows (`plan/narrowed_arguments.py`: an int64 tensor read
+    only as indices) in its kernel dtype; when the kernel reads its values, each must fit
+    that dtype, else `exc.KernelArgumentError` names the argument and the value."""
+    if isinstance(value, jax.core.Tracer):  # inside the user's jit: no values to check
+        return value.astype(jnp.int32)
+    tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
+    if argument.values_read and tensor.numel() and tensor.device.type != "meta":
+        info = torch.iinfo(argument.kernel_dtype)
+        outside = (tensor < info.min) | (tensor > info.max)
+        if bool(outside.any()):
+            position = tuple(int(i) for i in outside.nonzero()[0])
+            raise exc.KernelArgumentError(
+                f"Argument '{argument.name}' holds {int(tensor[position])} at {list(position)}, outside "
+                f"{str(argument.kernel_dtype).removeprefix('torch.')}'s range [{info.min}, {info.max}]: the kernel "
+                f"reads this {str(argument.caller_dtype).removeprefix('torch.')} tensor as "
+                f"{str(argument.kernel_dtype).removeprefix('torch.')} (TPU has no 64-bit vectors).")
+    narrowed = tensor.to(argument.kernel_dtype)
+    return narrowed if isinstance(value, torch.Tensor) else jnp.asarray(narrowed.numpy())

@@ -15,12 +15,13 @@ from .. import language as hl
 from ..autotune import ConfigSpec
 from ..autotune.settings import parse_settings
 from ..codegen import generate_module
-from ..config import Config, as_config
+from ..config import Config, as_config, ignored_keys_of
 from ..frontend import ArgSpec, Tracer, source
-from ..frontend.op_recorder import check_dtype
+from ..frontend.operands import check_argument_dtype
 from ..ir import remote_nodes, walk_nodes
 from ..plan import KernelPlan, PlanTarget, build_plan
 from ..reference import REF_ENV, run_reference
+from ..settings import split_settings
 from .chips import chip_info, default_chip
 from .convert import torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
@@ -53,7 +54,9 @@ class Kernel:
             raise exc.InvalidConfig(f"static_shapes={static_shapes!r}: expected True or False.")
         if not isinstance(ref_mode, bool):
             raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True or False.")
-        # Helion's tuning settings (autotune/settings.py); use_default_config skips tuning.
+        # Helion's other settings (pallasite/settings.py), then its tuning settings
+        # (autotune/settings.py); use_default_config skips tuning.
+        self.settings, ignored_settings, settings = split_settings(settings)
         self.tune = parse_settings("none" if use_default_config else autotune_effort, settings)
         source.register_tunables_of(fn)  # hl.register_tunable names become config keys
         if collective_id is not None and (isinstance(collective_id, bool) or not isinstance(collective_id, int)
@@ -64,6 +67,9 @@ class Kernel:
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
+        self._ignored_keys: set[str] = set()
+        self.note_ignored_keys((*ignored_settings, *ignored_keys_of(
+            [self.config, *self.configs, settings.get("autotune_config_overrides")])))
         self.autotune_effort = self.tune.effort  # print_output_code: Helion's, prints the module
         self.print_output_code = bool(print_output_code)
         self.ref_mode = ref_mode
@@ -78,6 +84,16 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<pallasite.Kernel {self.fn.__name__}>"
+
+    def note_ignored_keys(self, keys: Any) -> None:
+        """Warn once per kernel about the GPU-only config keys and settings it ignores (a
+        later config naming new ones warns about those)."""
+        new = sorted(set(keys) - self._ignored_keys)
+        if new:
+            self._ignored_keys.update(new)
+            exc.warn_user(f"pallasite kernel '{self.fn.__name__}' ignores {', '.join(new)}: Helion settings of "
+                          "GPU kernels (warps, pipeline stages, pointer indexing, persistent programs, ...), "
+                          "which a TPU kernel has no such choice of.", exc.IgnoredConfigKeys)
 
     @property
     def declared_config(self) -> Config | None:
@@ -105,7 +121,7 @@ class Kernel:
             elif isinstance(value, (torch.Tensor, jax.Array)):
                 dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
                 try:
-                    check_dtype(dtype, f"Argument '{param.name}'")
+                    check_argument_dtype(dtype, f"Argument '{param.name}'")
                 except exc.UnsupportedDtype as err:
                     raise exc.KernelArgumentError(err.message) from None
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype))
@@ -118,7 +134,8 @@ class Kernel:
                 )
             else:
                 try:
-                    hash(value)
+                    if not isinstance(value, list):  # a list (`normalized_shape`) keys by its contents
+                        hash(value)
                 except TypeError:
                     raise exc.KernelArgumentError(
                         f"Argument '{param.name}' of type {type(value).__name__} is not a tensor, "
@@ -167,7 +184,7 @@ class Kernel:
         for name, value in captured.items():
             dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
             try:
-                check_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
+                check_argument_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
             except exc.UnsupportedDtype as err:
                 raise exc.KernelArgumentError(err.message) from None
             specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
@@ -292,6 +309,7 @@ class BoundKernel:
         """
         if config is not None:
             config = as_config(config)
+            self.kernel.note_ignored_keys(config.ignored_keys)
             if self.kernel.config is not None:  # a partial config completes the decorator's
                 config = Config({**self.kernel.config, **config})
             return self.config_spec.normalize(config)
@@ -309,7 +327,7 @@ class BoundKernel:
         config = config if resolved else self.resolve_config(config)
         chip = chip or default_chip()
         tracer = self._trace(config.block_sizes, specs, config)
-        return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip)))
+        return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip), self.kernel.settings.dot_precision))
 
     @property
     def dynamic(self) -> bool:
@@ -333,7 +351,8 @@ class BoundKernel:
             compiled = self._compiled.get(key)
             if compiled is None:
                 plan = self.plan(config)
-                compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks)
+                compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks,
+                                          narrowed=plan.narrowed_arguments)
                 self._compiled[key] = compiled
             return compiled
         given = config
@@ -393,7 +412,8 @@ class BoundKernel:
 
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
         plan = plans[0]
-        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes)
+        compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes,
+                                  narrowed=plan.narrowed_arguments)
         compiled.guards = guards
         self._compiled[(key, guards)] = compiled
         return compiled

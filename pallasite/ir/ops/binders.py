@@ -193,6 +193,48 @@ def broadcast_all(op: OpDef, call: Call) -> Redirect:
     return Redirect(tuple(("broadcast_to", (t, shape), {}) for t in tensors), tuple)
 
 
+def moved_dims(call: Call, out: Any) -> dict:
+    """x.movedim(source, destination) / moveaxis: the permutation torch applies, read off a
+    probe whose sizes name the axes (axis i has size i + 2)."""
+    rank = call.rank_of(call.args[0])
+    probe = torch.empty(tuple(range(2, rank + 2)), device="meta")
+    moved = call.run_meta(torch.movedim, (probe, *call.args[1:]), dict(call.kwargs))
+    return {"perm": tuple(size - 2 for size in moved.shape)}
+
+
+def _dim_argument(call: Call, position: int, default: int = 0) -> int:
+    dim = call.args[position] if len(call.args) > position else call.kwargs.get("dim", default)
+    return int(dim) % max(call.rank_of(call.args[0]), 1)
+
+
+def narrowed(op: OpDef, call: Call) -> Redirect:
+    """x.narrow(dim, start, length): the view x[..., start:start + length] (a subscript, so
+    device code reads it as any narrowing subscript)."""
+    dim = _dim_argument(call, 1)
+    start = call.args[2] if len(call.args) > 2 else call.kwargs["start"]
+    length = call.args[3] if len(call.args) > 3 else call.kwargs["length"]
+    call.run_meta(torch.narrow, call.args, dict(call.kwargs))  # torch's own checks of the bounds
+    start = int(start) % call.meta_of(call.args[0]).shape[dim] if int(start) < 0 else int(start)
+    key = (slice(None),) * dim + (slice(start, start + int(length)),)
+    return Redirect((("getitem", (call.args[0], key), {}),), _first)
+
+
+def pieces(op: OpDef, call: Call) -> Redirect:
+    """x.split(size_or_sections, dim) / chunk(n, dim) / unbind(dim): torch's pieces as the
+    subscripts they are (views of slices; unbind's drop the axis), in a tuple."""
+    position = 1 if call.spelling == "unbind" else 2
+    dim = _dim_argument(call, position)
+    function = call.function or getattr(torch, call.spelling)
+    sizes = [piece.shape[dim] if call.spelling != "unbind" else None
+             for piece in call.run_meta(function, call.args, dict(call.kwargs))]
+    keys, start = [], 0
+    for size in sizes:
+        item = start if size is None else slice(start, start + size)
+        keys.append((slice(None),) * dim + (item,))
+        start += 1 if size is None else size
+    return Redirect(tuple(("getitem", (call.args[0], key), {}) for key in keys), tuple)
+
+
 def no_attrs(call: Call, out: Any) -> dict:
     return {}
 

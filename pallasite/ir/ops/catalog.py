@@ -265,18 +265,25 @@ _SWAP = binders.view(binders.swap_dims)
 VIEW_OPS = (
     _view("reshape", ViewRule.RESHAPE,
           *(Spelling(name, binders.sized_view) for name in ("reshape", "view")),
-          *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze")),
+          *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze", "unflatten", "view_as",
+                                                  "reshape_as")),
           signature=Signature(attrs={"shape": REQUIRED})),
     _view("expand", ViewRule.BROADCAST, Spelling("expand", binders.sized_view),
           Spelling("broadcast_to", binders.sized_view),
-          Spelling("broadcast_tensors", binders.broadcast_all), signature=Signature(attrs={"shape": REQUIRED})),
+          Spelling("broadcast_tensors", binders.broadcast_all), Spelling("expand_as", _RESHAPE),
+          signature=Signature(attrs={"shape": REQUIRED})),
     _view("permute", ViewRule.PERMUTE,
           Spelling("permute", binders.view(binders.permute_dims)),
           Spelling("transpose", _SWAP), Spelling("swapaxes", _SWAP), Spelling("swapdims", _SWAP),
           Spelling("t", binders.view(binders.matrix_transpose)),
+          *(Spelling(name, binders.view(binders.moved_dims)) for name in ("movedim", "moveaxis")),
           signature=Signature(attrs={"perm": REQUIRED})),
     # Python's subscript of a device value (`v[:, None]`); tensors' subscripts are loads.
+    # narrow, split, chunk and unbind are the subscripts of their parts (the frontend records a
+    # redirect to "getitem" as a subscript, so device code reads them as narrowing reads)
     _view("getitem", ViewRule.SUBSCRIPT, Spelling("getitem", binders.view(binders.subscript_key)),
+          Spelling("narrow", binders.narrowed),
+          *(Spelling(name, binders.pieces) for name in ("split", "chunk", "unbind")),
           signature=Signature(attrs={"key": REQUIRED})),
     # `copy`: torch's result is a new tensor, so host code must not alias it to its operand.
     _view("identity", ViewRule.BROADCAST,

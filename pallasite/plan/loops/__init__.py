@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ... import exc
-from ...config import LOOP_TYPES, check_loop_type
+from ...config import KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
@@ -63,10 +63,27 @@ def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
     one name (every inner loop) or a list with one name per
     inner loop in source order (`all_inner_loops`)."""
-    loops = all_inner_loops(ir)
     if isinstance(value, str):
         strategy = strategy_named(value)
-        return {loop.id: strategy for loop in loops}
+        return {loop.id: strategy for loop in all_inner_loops(ir)}
+    return {loop_id: strategy_named(name) for loop_id, name in _per_inner_loop(ir, "pallas_loop_type", value).items()}
+
+
+def buffer_counts(ir, value) -> dict[int, int]:
+    """The stream depth of each inner loop, by TileLoop id, from the config's
+    `pallas_load_buffer_count`: one int (every loop), None (the default), or a list with
+    one entry per inner loop in source order, None entries taking the default."""
+    default = KNOB_DEFAULTS["pallas_load_buffer_count"]
+    if value is None or isinstance(value, int):
+        return {loop.id: default if value is None else value for loop in all_inner_loops(ir)}
+    return {loop_id: default if count is None else count
+            for loop_id, count in _per_inner_loop(ir, "pallas_load_buffer_count", value).items()}
+
+
+def _per_inner_loop(ir, key: str, value) -> dict:
+    """A config list with one entry per inner loop (`all_inner_loops`), by TileLoop id;
+    `exc.InvalidConfig` listing the loops when the count differs."""
+    loops = all_inner_loops(ir)
     if not ir.device_loops:  # host code skipped every device loop: nothing to choose for
         return {}
     if len(value) != len(loops):
@@ -74,11 +91,11 @@ def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
                           if loop.location is not None else f"{i}: (no source line)"
                           for i, loop in enumerate(loops)) or "none"
         raise exc.InvalidConfig(
-            f"pallas_loop_type has {len(value)} entries but the kernel has {len(loops)} inner loop(s) "
+            f"{key} has {len(value)} entries but the kernel has {len(loops)} inner loop(s) "
             f"(in source order, nested loops after the loop holding them: {where}); give one "
-            "loop type per inner loop, or a single string for all of them.",
+            f"entry per inner loop, or a single value for all of them.",
             loops[0].location if loops else None)
-    return {loop.id: strategy_named(name) for loop, name in zip(loops, value)}
+    return dict(zip((loop.id for loop in loops), value))
 
 
 def plan_inner_loops(body: list, strategies: dict[int, LoopStrategy],
@@ -108,6 +125,6 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 
 __all__ = [
     "LOOP_TYPES", "STRATEGIES", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
-    "all_inner_loops", "attach_streams", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
+    "all_inner_loops", "attach_streams", "buffer_counts", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
     "loop_strategies", "strategy_named",
 ]

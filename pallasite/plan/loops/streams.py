@@ -15,6 +15,8 @@ every window is in bounds.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ...ir.sizes import SymbolicSize, same_size, size_max
 
 from ...ir import GatherIndex, IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
@@ -25,9 +27,10 @@ from ..plans import Direction, LoopPlan, Memory, Operand, Stream
 
 
 def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses: list[TensorUse],
-                 grid_axis_of: dict[int, int], buffer_count: int = 2) -> dict[int, Stream]:
+                 grid_axis_of: dict[int, int], buffer_counts: Mapping[int, int]) -> dict[int, Stream]:
     """Streams by tensor symbol id, for the inner loops whose strategy streams; each
-    rotates through the strategy's depth for `buffer_count` (`pallas_load_buffer_count`)."""
+    rotates through the strategy's depth for its loop's entry of `buffer_counts`
+    (`pallas_load_buffer_count`, by TileLoop id: `plan/loops:buffer_counts`)."""
     owner: dict[int, TileLoop] = {}
     _direct_parents(body, owner)
     streams: dict[int, Stream] = {}
@@ -62,7 +65,7 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
                        if not isinstance(item, ScalarIndex))
         direction = Direction.OUT if use.stores else Direction.IN
         streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window,
-                                        strategy.stream_buffers(direction, buffer_count))
+                                        strategy.stream_buffers(direction, buffer_counts[loop.id]))
     return streams
 
 

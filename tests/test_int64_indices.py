@@ -1,0 +1,246 @@
+"""int64 index tensors, as torch makes them and Helion's jagged examples pass them (issue
+#22 §1): offsets, labels and indices read only as indices, offsets or loop bounds are
+narrowed to int32 on the host with a checked range; int64 data the kernel computes with
+is refused at the user's line. The decision is the plan's (`KernelPlan.narrowed_arguments`)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+
+def _offsets(lengths: list[int]) -> torch.Tensor:
+    """Jagged offsets as Helion's examples build them: a cumsum, int64 (torch's default)."""
+    return torch.cat([torch.zeros(1, dtype=torch.long), torch.tensor(lengths).cumsum(0)])
+
+
+# ------------------------------------------------ offsets read as loop bounds --
+
+
+@pallasite.kernel
+def jagged_row_mean(x, offsets):
+    segments = offsets.size(0) - 1
+    out = torch.empty([segments, x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(segments):
+        start = offsets[g]
+        end = offsets[g + 1]
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(start, end, block_size=8):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc / torch.clamp(end - start, min=1)  # the length, a float divisor
+    return out
+
+
+def _row_means(x, offsets):
+    bounds = offsets.tolist()
+    return torch.stack([x[a:b].sum(0) / max(b - a, 1) for a, b in zip(bounds, bounds[1:])])
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_offsets_as_loop_bounds(loop_type):
+    x = torch.randn(45, 128, generator=torch.Generator().manual_seed(0))
+    offsets = _offsets([5, 0, 19, 21])  # unaligned starts, an empty segment
+    assert offsets.dtype == torch.int64
+    _, out = code_and_output(jagged_row_mean, (x, offsets), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, _row_means(x, offsets), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(jagged_row_mean, (x, offsets), pallas_loop_type=loop_type), out,
+                               atol=1e-5, rtol=1e-5)
+    assert offsets.dtype == torch.int64  # the caller's tensor is untouched
+
+
+@pallasite.kernel
+def jagged_row_sums_from_views(x, offsets):
+    starts, ends = offsets[:-1], offsets[1:].clone()  # host views and copies of int64 offsets
+    out = torch.zeros([starts.size(0), x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(starts.size(0)):
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(starts[g], ends[g], block_size=8):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_host_views_and_copies_of_int64_offsets_still_only_index():
+    x, offsets = torch.randn(45, 128), _offsets([5, 0, 19, 21])
+    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+    _, out = code_and_output(jagged_row_sums_from_views, (x, offsets))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(jagged_row_sums_from_views, (x, offsets)), out, atol=1e-5, rtol=1e-5)
+
+
+def test_the_plan_records_which_arguments_are_narrowed():
+    x, offsets = torch.randn(45, 128), _offsets([5, 0, 19, 21])
+    plan = jagged_row_mean.bind((x, offsets)).plan()
+    assert [(a.name, a.caller_dtype, a.values_read) for a in plan.narrowed_arguments] == [
+        ("offsets", torch.int64, True)]
+
+
+def test_int32_offsets_compile_the_same_kernel_without_narrowing():
+    x = torch.randn(45, 128)
+    wide, narrow = _offsets([5, 0, 19, 21]), _offsets([5, 0, 19, 21]).to(torch.int32)
+    assert jagged_row_mean.bind((x, narrow)).plan().narrowed_arguments == ()
+    torch.testing.assert_close(jagged_row_mean(x, narrow), jagged_row_mean(x, wide))
+
+
+# ------------------------- offsets loaded per tile (Helion's jagged sum / mean) --
+
+
+@pallasite.kernel
+def jagged_sum_by_tiles(x_data, x_offsets, max_len: hl.constexpr):
+    features = x_data.size(1)
+    rows = x_offsets.size(0) - 1
+    out = torch.zeros([rows, features], dtype=x_data.dtype, device=x_data.device)
+    x_flat = x_data.view(-1)
+    for tile_b in hl.tile(rows):
+        starts = x_offsets[tile_b]
+        ends = x_offsets[tile_b.index + 1]
+        nnz = ends - starts
+        for tile_m in hl.tile(features):
+            row_sums = hl.zeros([tile_b, tile_m], dtype=x_data.dtype)
+            for tile_k in hl.tile(max_len):
+                valid = tile_k.index[None, :] < nnz[:, None]
+                row = torch.where(valid, starts[:, None] + tile_k.index[None, :], 0)
+                values = x_flat[row[:, :, None] * features + tile_m.index[None, None, :]]
+                row_sums = row_sums + torch.where(valid[:, :, None], values, 0.0).sum(dim=1)
+            out[tile_b, tile_m] = row_sums
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_offsets_loaded_per_tile_index_a_gather(loop_type):
+    offsets = _offsets([3, 0, 7, 5, 8, 1])
+    x = torch.randn(int(offsets[-1]), 8, generator=torch.Generator().manual_seed(1))
+    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+    _, out = code_and_output(jagged_sum_by_tiles, (x, offsets, 8), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(jagged_sum_by_tiles, (x, offsets, 8), pallas_loop_type=loop_type), out,
+                               atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------- labels gather a row --
+
+
+@pallasite.kernel
+def target_logits(logits, labels):
+    out = torch.empty([logits.size(0)], dtype=logits.dtype, device=logits.device)
+    for tile in hl.tile(logits.size(0)):
+        out[tile] = logits[tile.index, labels[tile]]
+    return out
+
+
+@pallasite.kernel
+def embedding_bag_sum(table, indices, offsets):
+    bags = offsets.size(0) - 1
+    out = torch.empty([bags, table.size(1)], dtype=torch.float32, device=table.device)
+    for g in hl.grid(bags):
+        acc = hl.zeros([table.size(1)], dtype=torch.float32)
+        for tile in hl.tile(offsets[g], offsets[g + 1], block_size=8):
+            acc = acc + table[indices[tile], :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_int64_labels_pick_each_rows_logit():
+    logits = torch.randn(40, 256, generator=torch.Generator().manual_seed(2))
+    labels = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3))
+    _, out = code_and_output(target_logits, (logits, labels))
+    expected = logits[torch.arange(40), labels]
+    assert torch.equal(out, expected)
+    assert torch.equal(run_ref(target_logits, (logits, labels)), expected)
+
+
+@pallasite.kernel
+def pick_pairs(table, rows, cols):
+    m, n = rows.size()
+    out = torch.empty([m, n], dtype=table.dtype, device=table.device)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = table[rows[tm, tn], cols[tm, tn]] * 2
+    return out
+
+
+def test_int64_index_pairs_gather_int32_values_that_may_be_stored():
+    generator = torch.Generator().manual_seed(5)
+    table = torch.randint(-8, 9, (6, 128), generator=generator, dtype=torch.int32)
+    rows = torch.randint(0, 6, (16, 24), generator=generator)
+    cols = torch.randint(0, 128, (16, 24), generator=generator)
+    _, out = code_and_output(pick_pairs, (table, rows, cols))
+    assert torch.equal(out, table[rows, cols] * 2)  # the gathered values are the table's, not the indices'
+    assert torch.equal(run_ref(pick_pairs, (table, rows, cols)), out)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_indices_and_offsets_of_an_embedding_bag(loop_type):
+    generator = torch.Generator().manual_seed(4)
+    table = torch.randn(50, 128, generator=generator)
+    offsets = _offsets([3, 0, 20, 9])
+    indices = torch.randint(0, 50, (32,), generator=generator)
+    expected = torch.nn.functional.embedding_bag(indices, table, offsets[:-1], mode="sum")
+    _, out = code_and_output(embedding_bag_sum, (table, indices, offsets), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(embedding_bag_sum, (table, indices, offsets), pallas_loop_type=loop_type),
+                               out, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------- range and data errors --
+
+
+def test_an_offset_past_int32_is_an_argument_error_naming_it():
+    x = torch.randn(45, 128)
+    offsets = _offsets([5, 0, 19, 21])
+    offsets[2] = 2**31 + 7
+    with pytest.raises(exc.KernelArgumentError, match=r"'offsets'.*2147483655.*int32"):
+        jagged_row_mean(x, offsets)
+
+
+@pallasite.kernel
+def shifted_labels(labels):
+    out = torch.empty(labels.size(), dtype=torch.int32, device=labels.device)
+    for tile in hl.tile(labels.size(0)):
+        out[tile] = labels[tile] + 1
+    return out
+
+
+@pallasite.kernel
+def bump_in_place(counts):
+    for tile in hl.tile(counts.size(0)):
+        counts[tile] = counts[tile] + 1
+    return counts
+
+
+@pallasite.kernel
+def lengths_in_host_code(x, offsets):
+    lengths = offsets[1:] - offsets[:-1]
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2.0
+    return out, lengths
+
+
+def test_int64_values_stored_as_data_are_refused_at_the_users_line():
+    labels = torch.arange(16)
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*int64.*stores its values") as info:
+        shifted_labels(labels)
+    assert "out[tile] = labels[tile] + 1" in str(info.value)
+    shifted_labels(labels.to(torch.int32))  # the same kernel on int32 data runs
+
+
+def test_an_int64_tensor_the_kernel_writes_is_refused_at_the_users_line():
+    with pytest.raises(exc.UnsupportedDtype, match=r"'counts'.*int64.*writes") as info:
+        bump_in_place(torch.arange(16))
+    assert "counts[tile] = counts[tile] + 1" in str(info.value)
+
+
+def test_int64_arithmetic_in_host_code_is_refused_at_the_users_line():
+    with pytest.raises(exc.UnsupportedDtype, match=r"'offsets'.*int64") as info:
+        lengths_in_host_code(torch.randn(8, 128), _offsets([3, 5]))
+    assert "lengths = offsets[1:] - offsets[:-1]" in str(info.value)
+
+
+def test_float64_stays_refused_at_the_call():
+    with pytest.raises(exc.KernelArgumentError, match="float64"):
+        jagged_row_mean(torch.randn(8, 128, dtype=torch.float64), _offsets([3, 5]))
