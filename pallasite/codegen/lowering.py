@@ -416,6 +416,14 @@ def _permute(call: OpCall) -> str:
     return f"jnp.transpose({call.args[0].text}, {literal(tuple(call.attrs['perm']))})"
 
 
+@rule("shift_lanes")
+def _shift_lanes(call: OpCall) -> str:
+    """A scan step's shift: `pltpu.roll`, the TPU's lane/sublane rotate (jnp.roll's direction)."""
+    source = call.args[0]
+    axis = call.attrs["axis"]
+    return f"pltpu.roll({source.text}, {call.attrs['shift'] % source.shape[axis]}, {axis})"
+
+
 @rule("identity")
 def _identity(call: OpCall) -> str:
     return call.args[0].text

@@ -22,7 +22,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import source
+from . import scans, source
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
 from .tile_dims import TileDims
@@ -189,6 +189,15 @@ class Tracer:
 
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)
+
+    def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
+        return scans.associative_scan(self.recorder, combine_fn, values, dim, reverse)
+
+    def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
+        return scans.cumulative(self.recorder, spelling, value, dim, reverse)
+
+    def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
+        return scans.reduce(self.recorder, combine_fn, values, dim, other, keep_dims)
 
     def atomic_add(self, tensor: Any, key: tuple, value: Any) -> DeviceTensor:
         return self.recorder.atomic_add(tensor, key, value)

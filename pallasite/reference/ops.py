@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 from .. import exc
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
-from . import indexing, lanes, tiles
+from . import indexing, lanes, scans, tiles
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -119,6 +119,10 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return _reduction(func, name, args, kwargs)
         if name in _STATISTICS:
             return _statistic(func, args, kwargs)
+        if name in ("cumsum", "cumprod"):
+            _check_operands((args, kwargs))
+            dim = args[1] if len(args) > 1 else kwargs["dim"]
+            return scans.cumulative(name, args[0], dim, dtype=kwargs.get("dtype"))
         if name in _MATMULS:
             return _matmul(func, name, args, kwargs)
         if name in _VIEWS:

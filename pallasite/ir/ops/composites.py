@@ -14,6 +14,7 @@ import torch
 from ... import exc
 from .binders import normalize_dims
 from .definition import Call, Composite, Record
+from .scans import SCAN_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -71,4 +72,5 @@ COMPOSITE_DEFINITIONS = (
     Composite("softmax", ("softmax",), _softmax(log=False)),
     Composite("log_softmax", ("log_softmax",), _softmax(log=True)),
     *STATISTIC_DEFINITIONS,
+    *SCAN_DEFINITIONS,
 )
