@@ -86,6 +86,17 @@ def test_the_statistics_kind_generates_every_statistic():
     assert {case.loop_type for case in cases if case.loop_type is not None} == set(LOOP_TYPES)
 
 
+def test_the_scans_kind_generates_every_scan():
+    cases = [generate(SEED, i, kinds=("scans",)) for i in range(150)]
+    tags = {case.tags[1] for case in cases}
+    assert {"cumsum", "cumprod", "hl_cumsum", "hl_cumprod", "pair_scan"} <= tags
+    assert any(tag.startswith("scan:") for tag in tags) and any(tag.startswith("reduce:") for tag in tags)
+    sources = [case.source() for case in cases]
+    assert any("reverse=True" in s for s in sources) and any("other=" in s for s in sources)
+    assert {case.inputs[0].dtype for case in cases} == {torch.float32, torch.bfloat16}
+    assert {case.loop_type for case in cases if case.loop_type is not None} == set(LOOP_TYPES)
+
+
 def _synthetic_case() -> Case:
     body = (
         Line(0, "m, n = x.size()"),
