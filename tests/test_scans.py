@@ -329,3 +329,12 @@ def test_a_combine_changing_the_dtype_is_an_error_naming_the_line():
 def test_scans_outside_a_kernel_say_where_they_belong():
     with pytest.raises(exc.UnsupportedSyntax, match="hl.associative_scan can only be used inside"):
         hl.associative_scan(_add, torch.zeros(4), 0)
+
+
+def test_a_scan_is_log_step_rotates_in_the_generated_code():
+    """128 lanes: 7 steps, each a rotate and a select (Mosaic has no cumsum primitive)."""
+    kernel = tile_map_kernel(lambda v: torch.cumsum(v, dim=1))
+    code, _ = code_and_output(kernel, (_input((20, 300), torch.float32),))
+    body = code[code.index("def tile_map_kernel"):code.index("\ndef tile_map(")]
+    assert body.count("pltpu.roll(") == 7 and "cumsum" not in body.replace("torch.cumsum", "")
+    assert "scan_128 = jnp.where(scan_index >= 64" in body

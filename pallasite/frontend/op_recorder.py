@@ -453,7 +453,7 @@ class OpRecorder:
 class CompositeRecord:
     """What a composite records its steps with (`ops.Record`): `record(spelling, *args,
     **kwargs)` applies a torch spelling; `internal` records an op no spelling names (a
-    scan's `shift_lanes`); `arange(n)` an int32 iota."""
+    scan's `shift_lanes`); `arange(n)` an int32 iota; `named(value, name)` names a step's result."""
 
     def __init__(self, recorder: OpRecorder, display: str):
         self.recorder = recorder
@@ -468,6 +468,12 @@ class CompositeRecord:
             raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
         value = recorder.device_operand(operand)
         return DeviceTensor(recorder, recorder.record(op, (value,), attrs, value.shape, value.dtype))
+
+    def named(self, value: Any, name: str) -> Any:
+        """`value`, which the generated code calls `name` (a composite's step has no user name)."""
+        if isinstance(value, DeviceTensor) and not value.value.name:
+            value.value.name = name
+        return value
 
     def arange(self, length: int) -> DeviceTensor:
         if self.recorder.device is None:

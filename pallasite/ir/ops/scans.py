@@ -38,7 +38,8 @@ def scan(record: Record, values: Sequence[Any], axis: int, reverse: bool, combin
     """The inclusive scan of `values` (tile values of one shape) along `axis`.
 
     `record(spelling, ...)` records a registry op; `record.internal(op, operand, **attrs)`
-    one that no torch spelling names; `record.arange(n)` an int32 iota. `combine(a, b)`
+    one that no torch spelling names; `record.arange(n)` an int32 iota; `record.named`
+    names a step in the generated code. `combine(a, b)`
     combines earlier lanes `a` with later lanes `b` (in reverse: later with earlier, so
     a reverse scan is the forward scan of the flipped axis, as in torch)."""
     values = list(values)
@@ -47,16 +48,18 @@ def scan(record: Record, values: Sequence[Any], axis: int, reverse: bool, combin
     if length <= 1:
         return values
     index = record("reshape", record.arange(length), [length if a == axis else 1 for a in range(len(shape))])
+    record.named(index, "scan_index")
     count = valid_count(record, values[0], axis) if reverse else None
     step = 1
     while step < length:
-        shifted = [record.internal("shift_lanes", v, shift=-step if reverse else step, axis=axis) for v in values]
+        shifted = [record.named(record.internal("shift_lanes", v, shift=-step if reverse else step, axis=axis),
+                                f"{'later' if reverse else 'earlier'}_by_{step}") for v in values]
         combined = combine(shifted, values)
         if reverse:
             keep = record("lt", record("add", index, step), count)
         else:
             keep = record("ge", index, step)
-        values = [record("where", keep, c, v) for c, v in zip(combined, values)]
+        values = [record.named(record("where", keep, c, v), f"scan_{step * 2}") for c, v in zip(combined, values)]
         step *= 2
     return values
 
@@ -65,7 +68,7 @@ def valid_count(record: Record, value: Any, axis: int) -> Any:
     """How many lanes of `value` along `axis` are valid (int32, keepdim): a partial tile's
     padding is masked to 0 before the sum like any reduction's operand."""
     ones = record("where", record("isnan", value), 1, 1)
-    return record("sum", ones, axis, True)
+    return record.named(record("sum", ones, axis, True), "valid_count")
 
 
 def reduce_by_scan(record: Record, values: Sequence[Any], axes: Sequence[int], keepdim: bool,
