@@ -73,6 +73,30 @@ def test_the_issue_20_index_forms_are_generated():
     assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == set(LOOP_TYPES)
 
 
+def test_the_statistics_kind_generates_every_statistic():
+    cases = [generate(SEED, i, kinds=("statistics",)) for i in range(120)]
+    sources = [case.source() for case in cases]
+    for spelling in ("torch.var(", ".var(", "torch.std(", ".std(", "torch.var_mean(", "torch.std_mean(",
+                     "torch.logsumexp(", ".sum(", "torch.mean(", "torch.amax(", ".amin("):
+        assert any(spelling in source for source in sources), spelling
+    assert any("correction=0" in s for s in sources) and any("unbiased=False" in s for s in sources)
+    assert any("dim=[1, 2]" in s or "dim=(1, 2)" in s or "[1, 2]" in s for s in sources)  # several dims
+    assert any("keepdim=True" in s for s in sources)
+    assert {case.inputs[0].dtype for case in cases} == {torch.float32, torch.bfloat16}
+    assert {case.loop_type for case in cases if case.loop_type is not None} == set(LOOP_TYPES)
+
+
+def test_the_scans_kind_generates_every_scan():
+    cases = [generate(SEED, i, kinds=("scans",)) for i in range(150)]
+    tags = {case.tags[1] for case in cases}
+    assert {"cumsum", "cumprod", "hl_cumsum", "hl_cumprod", "pair_scan"} <= tags
+    assert any(tag.startswith("scan:") for tag in tags) and any(tag.startswith("reduce:") for tag in tags)
+    sources = [case.source() for case in cases]
+    assert any("reverse=True" in s for s in sources) and any("other=" in s for s in sources)
+    assert {case.inputs[0].dtype for case in cases} == {torch.float32, torch.bfloat16}
+    assert {case.loop_type for case in cases if case.loop_type is not None} == set(LOOP_TYPES)
+
+
 def _synthetic_case() -> Case:
     body = (
         Line(0, "m, n = x.size()"),

@@ -375,7 +375,10 @@ def _reduce(call: OpCall) -> str:
     dims, keepdim = call.attrs["dim"], call.attrs["keepdim"]
     source_dtype = call.args[0].dtype
     x = call.args[0].text
-    widened = reduction.accumulator.widens_half_floats and source_dtype in _LOW_PRECISION
+    # Mosaic reduces every axis of a vector through a scalar, and has no 16-bit scalars: a
+    # 16-bit float reduced over all its axes is compared in float32 too (exact for amax/amin)
+    every_axis = dims is None or len(dims) == len(call.args[0].shape)
+    widened = source_dtype in _LOW_PRECISION and (reduction.accumulator.widens_half_floats or every_axis)
     if widened:
         x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
     elif reduction.accumulator is Accumulator.RESULT and call.out_dtype != source_dtype:
@@ -440,6 +443,14 @@ def _permute(call: OpCall) -> str:
     return f"jnp.transpose({call.args[0].text}, {literal(tuple(call.attrs['perm']))})"
 
 
+@rule("shift_lanes")
+def _shift_lanes(call: OpCall) -> str:
+    """A scan step's shift: `pltpu.roll`, the TPU's lane/sublane rotate (jnp.roll's direction)."""
+    source = call.args[0]
+    axis = call.attrs["axis"]
+    return f"pltpu.roll({source.text}, {call.attrs['shift'] % source.shape[axis]}, {axis})"
+
+
 @rule("identity")
 def _identity(call: OpCall) -> str:
     return call.args[0].text
@@ -469,7 +480,11 @@ def _key_item_text(item: Any) -> str:
 
 @rule("getitem")
 def _getitem(call: OpCall) -> str:
-    return f"{call.args[0].text}[{key_text(call.attrs['key'])}]"
+    source = call.args[0]
+    if call.out_shape == () and source.shape and source.dtype in _LOW_PRECISION:
+        # Mosaic has no 16-bit scalars: an element is read from the float32 vector, then rounded
+        return f"{source.text}.astype(jnp.float32)[{key_text(call.attrs['key'])}].astype({jnp_dtype(call.out_dtype)})"
+    return f"{source.text}[{key_text(call.attrs['key'])}]"
 
 
 # ---------------------------------------------------------------- indexed --

@@ -3,8 +3,10 @@ a read of a VMEM ref with `pl.ds` runs, or a static slice of a value. Nothing is
 re-derived here."""
 from __future__ import annotations
 
+import torch
+
 from ..plan.plans import RefOffset
-from .lowering import literal
+from .lowering import jnp_dtype, literal
 
 
 def offset_text(emitter, item: RefOffset) -> str:
@@ -23,7 +25,12 @@ def subview_text(emitter, node) -> str:
     if read.ref_name is None:
         key = ", ".join(":" if k == slice(None) else f"{k.start}:{k.stop}" if isinstance(k, slice) else str(k)
                         for k in read.static_key)
-        return f"{emitter.render(read.source)}[{key}]"
+        source = emitter.render(read.source)
+        out = node.outputs[0]
+        if out.shape == () and out.dtype in (torch.bfloat16, torch.float16):
+            # Mosaic has no 16-bit scalars: the element is read from the float32 vector, then rounded
+            return f"{source}.astype(jnp.float32)[{key}].astype({jnp_dtype(out.dtype)})"
+        return f"{source}[{key}]"
     parts = ", ".join(emitter.ref_subscript(_Items((item,))) for item in read.ref_index) or "..."
     text = f"{read.ref_name}[{parts}]"
     if tuple(read.ref_shape) != tuple(read.value_shape):

@@ -170,8 +170,7 @@ class OpRecorder:
         run_meta = functools.partial(self._shape_rule, display=display)
         call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
-            return ops.COMPOSITES[spelling].expand(
-                call, lambda name, *a, **k: self.apply(name, None, a, k, display))
+            return ops.COMPOSITES[spelling].expand(call, CompositeRecord(self, display))
         if spelling not in ops.SPELLINGS:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
         op, bind = ops.SPELLINGS[spelling]
@@ -311,6 +310,37 @@ class OpRecorder:
 
 
 # ---------------------------------------------------------------- helpers --
+
+
+class CompositeRecord:
+    """What a composite records its steps with (`ops.Record`): `record(spelling, *args,
+    **kwargs)` applies a torch spelling; `internal` records an op no spelling names (a
+    scan's `shift_lanes`); `arange(n)` an int32 iota; `named(value, name)` names a step's result."""
+
+    def __init__(self, recorder: OpRecorder, display: str):
+        self.recorder = recorder
+        self.display = display
+
+    def __call__(self, spelling: str, *args: Any, **kwargs: Any) -> Any:
+        return self.recorder.apply(spelling, None, args, kwargs, self.display)
+
+    def internal(self, op: str, operand: Any, **attrs: Any) -> DeviceTensor:
+        recorder = self.recorder
+        if recorder.device is None:
+            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
+        value = recorder.device_operand(operand)
+        return DeviceTensor(recorder, recorder.record(op, (value,), attrs, value.shape, value.dtype))
+
+    def named(self, value: Any, name: str) -> Any:
+        """`value`, which the generated code calls `name` (a composite's step has no user name)."""
+        if isinstance(value, DeviceTensor) and not value.value.name:
+            value.value.name = name
+        return value
+
+    def arange(self, length: int) -> DeviceTensor:
+        if self.recorder.device is None:
+            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
+        return self.recorder.arange((length,), torch.int32)
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:

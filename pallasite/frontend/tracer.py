@@ -22,7 +22,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import device_values, source
+from . import device_values, scans, source
 from .op_recorder import OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
@@ -197,6 +197,15 @@ class Tracer:
 
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)
+
+    def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
+        return scans.associative_scan(self.recorder, combine_fn, values, dim, reverse)
+
+    def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
+        return scans.cumulative(self.recorder, spelling, value, dim, reverse)
+
+    def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
+        return scans.reduce(self.recorder, combine_fn, values, dim, other, keep_dims)
 
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)

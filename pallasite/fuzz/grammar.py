@@ -18,6 +18,8 @@ from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
+from .scan_kinds import scans
+from .statistics_kinds import statistics
 
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
 LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
@@ -504,6 +506,8 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
     # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
     "paired_indices": paired_indices, "flat_gather": flat_gather,
+    "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp
+    "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
 }
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "tile_begin", "tile_end", "tile_block_size", "tile_id", "tile_index", "subscript",
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
+    "associative_scan", "cumsum", "cumprod", "reduce",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -401,3 +402,30 @@ def remote_barrier(device_ids: Any) -> None:
     peer that never names this device back leaves it waiting. The barrier may be passed
     again every hop and every call (docs/design/remote-copies.md: the ring barrier protocol)."""
     _tracer("remote_barrier").remote_barrier(device_ids)
+
+
+def associative_scan(combine_fn: Any, input_tensor: Any, dim: int, reverse: bool = False) -> Any:
+    """The inclusive scan of a tile value (or a tuple of them) along `dim` with an associative
+    `combine_fn(a, b)` of tile values (`a` the earlier elements; for a tuple input either
+    `fn(a_tuple, b_tuple)` or `fn(a0, a1, ..., b0, b1, ...)`). `reverse` scans from the end,
+    as torch's flip, scan, flip. A partial tile's padding never reaches the combine."""
+    return _tracer("associative_scan").associative_scan(combine_fn, input_tensor, dim, reverse)
+
+
+def cumsum(input_tensor: Any, dim: int, reverse: bool = False) -> Any:
+    """`torch.cumsum(x, dim)` of a tile value; `reverse` sums from the end."""
+    return _tracer("cumsum").cumulative("cumsum", input_tensor, dim, reverse)
+
+
+def cumprod(input_tensor: Any, dim: int, reverse: bool = False) -> Any:
+    """`torch.cumprod(x, dim)` of a tile value; `reverse` multiplies from the end."""
+    return _tracer("cumprod").cumulative("cumprod", input_tensor, dim, reverse)
+
+
+def reduce(combine_fn: Any, input_tensor: Any, dim: int | None = None, other: Any = 0,
+           keep_dims: bool = False) -> Any:
+    """Every element of a tile value (or a tuple of them) along `dim` (None: all dims)
+    combined with an associative, commutative `combine_fn(a, b)`. Only valid elements are
+    combined: a partial tile's padding never reaches it, so `other` (Helion's fill for
+    masked elements) is accepted and changes nothing."""
+    return _tracer("reduce").reduce(combine_fn, input_tensor, dim, other, keep_dims)

@@ -29,7 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 from .. import exc
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
-from . import indexing, lanes, tiles
+from ..ir.ops.statistics import STATISTIC_DEFINITIONS
+from . import indexing, lanes, scans, tiles
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -64,6 +65,7 @@ _IN_PLACE_OPERATORS = {
 _ACCUMULATING = _torch_names(op for op in _of_kind(OpKind.REDUCTION)
                              if op.reduction.accumulator.widens_half_floats) | {"nansum", "nanmean"}
 _REDUCTIONS = _torch_names(_of_kind(OpKind.REDUCTION)) | _ACCUMULATING
+_STATISTICS = frozenset(spelling for composite in STATISTIC_DEFINITIONS for spelling in composite.spellings)
 _MATMULS = _torch_names(_of_kind(OpKind.CONTRACTION))
 # Contractions adding their product to an operand (addmm's input), which comes first.
 _ADDING_MATMULS = _torch_names(op for op in _of_kind(OpKind.CONTRACTION) if op.contraction.addend is not None)
@@ -115,6 +117,12 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return _pointwise(func, args, kwargs, name)
         if name in _REDUCTIONS:
             return _reduction(func, name, args, kwargs)
+        if name in _STATISTICS:
+            return _statistic(func, args, kwargs)
+        if name in ("cumsum", "cumprod"):
+            _check_operands((args, kwargs))
+            dim = args[1] if len(args) > 1 else kwargs["dim"]
+            return scans.cumulative(name, args[0], dim, dtype=kwargs.get("dtype"))
         if name in _MATMULS:
             return _matmul(func, name, args, kwargs)
         if name in _VIEWS:
@@ -248,6 +256,31 @@ def _reduction(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
         result = result.to(source.dtype)
     else:
         result = func(*args, **kwargs)
+    return lanes.finish(result, _kept_lanes(source, dim, keepdim))
+
+
+def _statistic(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """var/std/var_mean/std_mean: 16-bit floats in float32, rounded once, as the kernel does."""
+    _check_operands((args, kwargs))
+    source = args[0]
+    positional = list(args[1:])
+    if positional and isinstance(positional[0], bool):  # var(x, unbiased)
+        positional = []
+    dim = positional[0] if positional else kwargs.get("dim")
+    keepdim = positional[2] if len(positional) > 2 else kwargs.get("keepdim", False)
+    if source.dtype in _LOW_PRECISION:
+        result = func(source.float(), *args[1:], **kwargs)
+        result = tuple(r.to(source.dtype) for r in result) if isinstance(result, tuple) else result.to(source.dtype)
+    else:
+        result = func(*args, **kwargs)
+    axes = _kept_lanes(source, dim, keepdim)
+    if isinstance(result, tuple):
+        return tuple(lanes.finish(r, axes) for r in result)
+    return lanes.finish(result, axes)
+
+
+def _kept_lanes(source: torch.Tensor, dim: Any, keepdim: bool) -> set[int]:
+    """The lane axes of a reduction's result: the source's lanes on the axes it keeps."""
     rank = source.ndim
     if dim is None:
         reduced = set(range(rank))
@@ -262,7 +295,7 @@ def _reduction(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
         if axis in lanes.of(source):
             axes.add(out_axis)
         out_axis += 1
-    return lanes.finish(result, axes)
+    return axes
 
 
 # ----------------------------------------------------------------- matmul --

@@ -18,7 +18,7 @@ from .. import exc
 from .. import language as hl
 from ..frontend import source
 from ..frontend.walker import MISSING, StatementWalker, kernel_scope, loop_names
-from . import lanes, ops, prng, tiles
+from . import lanes, ops, prng, scans, tiles
 
 
 class ReferenceRunner:
@@ -277,6 +277,18 @@ class ReferenceRunner:
 
     def remote_barrier(self, device_ids: Any) -> None:
         raise _single_device("hl.remote_barrier")
+
+    def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
+        with self.mode.paused():
+            return scans.associative_scan(combine_fn, values, dim, reverse)
+
+    def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
+        with self.mode.paused():
+            return scans.cumulative(spelling, value, dim, reverse)
+
+    def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
+        with self.mode.paused():
+            return scans.reduce(combine_fn, values, dim, keep_dims)
 
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:

@@ -286,6 +286,10 @@ VIEW_OPS = (
           *(Spelling(name, binders.pieces) for name in ("split", "chunk", "unbind")),
           signature=Signature(attrs={"key": REQUIRED})),
     # `copy`: torch's result is a new tensor, so host code must not alias it to its operand.
+    # A scan's step (ir/ops/scans.py): lane i of the result is lane i - shift of the input along
+    # `axis`, wrapping around (torch.roll of one axis); no torch spelling records it.
+    OpDef("shift_lanes", OpKind.VIEW, by_signature, (), Signature(attrs={"shift": REQUIRED, "axis": REQUIRED}),
+          meta=lambda x, shift, axis: x, view=ViewRule.SHIFT),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
           Spelling("clone", binders.view(binders.copy))),

@@ -14,6 +14,8 @@ import torch
 from ... import exc
 from .binders import normalize_dims
 from .definition import Call, Composite, Record
+from .scans import SCAN_DEFINITIONS
+from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -69,4 +71,6 @@ def _softmax(log: bool) -> Callable[[Call, Record], Any]:
 COMPOSITE_DEFINITIONS = (
     Composite("softmax", ("softmax",), _softmax(log=False)),
     Composite("log_softmax", ("log_softmax",), _softmax(log=True)),
+    *STATISTIC_DEFINITIONS,
+    *SCAN_DEFINITIONS,
 )

@@ -46,6 +46,10 @@ class ViewRule(enum.Enum):
     PERMUTE = "permute"  # axis j of the result is axis perm[j] of the source
     RESHAPE = "reshape"  # whole axes only: merging or splitting a padded axis is rejected
     SUBSCRIPT = "subscript"  # getitem: an int drops an axis, None adds one
+    # shift_lanes: lanes move along one axis, wrapping around. Only scans record it, and they
+    # select past the lanes it wraps (ir/ops/scans.py), so the result counts as padded where
+    # its source is
+    SHIFT = "shift"
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,9 @@ class Redirect:
 
 
 Binder = Callable[["OpDef", Call], "Bound | Redirect"]
-Record = Callable[..., Any]  # record(spelling, *args, **kwargs): apply one spelling, return its result
+# record(spelling, *args, **kwargs): apply one spelling, return its result; also
+# record.internal(op, operand, **attrs) for an op no spelling names, and record.arange(n)
+Record = Callable[..., Any]
 
 
 @dataclass(frozen=True)
