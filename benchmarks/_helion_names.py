@@ -157,16 +157,35 @@ def _do_bench(fn, *args, **kwargs) -> float:
     return 1.0
 
 
-def install() -> Record:
+def _exc_with_stand_in_warnings() -> types.ModuleType:
+    """`pallasite.exc`, where a missing name becomes a new Warning class (diagnosis only:
+    it lets a program that names a Helion warning in `ignore_warnings=` run on, to show
+    what stops it next)."""
+    module = types.ModuleType("helion.exc", "pallasite.exc with stand-in warnings")
+    module.__dict__.update({k: v for k, v in vars(pallasite.exc).items() if not k.startswith("__")})
+
+    def stand_in(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        cls = type(attr, (UserWarning,), {})
+        setattr(module, attr, cls)
+        return cls
+
+    module.__getattr__ = stand_in  # type: ignore[attr-defined]
+    return module
+
+
+def install(stand_in_warnings: bool = False) -> Record:
     """Map Helion's module names onto pallasite in this process's `sys.modules`."""
+    exc = _exc_with_stand_in_warnings() if stand_in_warnings else pallasite.exc
     helion = _module(
         "helion", "pallasite under Helion's names",
         kernel=pallasite.kernel, Kernel=pallasite.Kernel, Config=pallasite.Config,
-        language=pallasite.language, exc=pallasite.exc, autotuner=pallasite.autotuner,
+        language=pallasite.language, exc=exc, autotuner=pallasite.autotuner,
         cdiv=_cdiv, next_power_of_2=_next_power_of_2, __path__=[],
     )
     sys.modules["helion.language"] = pallasite.language
-    sys.modules["helion.exc"] = pallasite.exc
+    sys.modules["helion.exc"] = exc
     sys.modules["helion.autotuner"] = pallasite.autotuner
     settings = _module("helion.runtime.settings", "backend query",
                        _get_backend=lambda: "pallas", is_pallas_interpret=lambda: True)
@@ -234,6 +253,8 @@ def cuda_as_cpu():
 def classify(error: BaseException) -> tuple[str, str]:
     """(outcome, one-line detail) for an exception that ended a program."""
     first_line = (str(error).strip().splitlines() or [""])[0][:200]
+    if isinstance(error, SyntaxError):
+        return "not drivable", f"the program file does not parse: {first_line} (line {error.lineno})"
     if isinstance(error, pallasite.exc.PallasiteError):
         return "pallasite error", f"{type(error).__name__}: {first_line}"
     if isinstance(error, AssertionError) and _from_comparison(error):
