@@ -175,6 +175,34 @@ def _exc_with_stand_in_warnings() -> types.ModuleType:
     return module
 
 
+_PROGRAM_DIRS: set[str] = set()
+
+
+def _serve_do_bench_to_programs() -> None:
+    """A program's `from triton.testing import do_bench` gets a stand-in that runs the
+    function once; any other Triton import from a program finds no Triton. Nothing is
+    put in `sys.modules`, so torch's own search for Triton is not misled."""
+    import builtins
+
+    real_import = builtins.__import__
+    testing = types.ModuleType("triton.testing", "no benchmarking")
+    testing.do_bench = _do_bench
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "triton" or name.startswith("triton.")) and _from_program(globals):
+            if name == "triton.testing" and fromlist:
+                return testing
+            raise ModuleNotFoundError(f"No module named {name!r} (a TPU run has no Triton)", name=name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = import_
+
+
+def _from_program(globals_) -> bool:
+    path = (globals_ or {}).get("__file__") or ""
+    return str(Path(path).parent) in _PROGRAM_DIRS
+
+
 def install(stand_in_warnings: bool = False) -> Record:
     """Map Helion's module names onto pallasite in this process's `sys.modules`."""
     exc = _exc_with_stand_in_warnings() if stand_in_warnings else pallasite.exc
@@ -198,19 +226,14 @@ def install(stand_in_warnings: bool = False) -> Record:
         run_example=run_example, check_example=check_example, code_and_output=code_and_output,
         is_cuda=lambda: False, is_cpu=lambda: True,
     )
-    # `from triton.testing import do_bench` in a check(): time nothing, run once.
-    # torch probes for a real triton when these load: let them see none first.
-    importlib.import_module("torch._dynamo")
-    if "triton" not in sys.modules:
-        triton = _module("triton", "host helpers only", cdiv=_cdiv, next_power_of_2=_next_power_of_2,
-                         __path__=[])
-        triton.testing = _module("triton.testing", "no benchmarking", do_bench=_do_bench)
+    _serve_do_bench_to_programs()
     torch.testing.assert_close = _counted_assert_close(torch.testing.assert_close)
     return RECORD
 
 
 def load_program(path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    _PROGRAM_DIRS.add(str(path.resolve().parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
     with cuda_as_cpu():
