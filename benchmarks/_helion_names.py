@@ -203,12 +203,31 @@ def _from_program(globals_) -> bool:
     return str(Path(path).parent) in _PROGRAM_DIRS
 
 
+def _kernel_without_unknown_settings(fn=None, **options):
+    """`pallasite.kernel`, retried without the settings it reports unknown (diagnosis only)."""
+    import re
+
+    while True:
+        try:
+            return pallasite.kernel(fn, **options) if fn is not None else pallasite.kernel(**options)
+        except pallasite.exc.InvalidConfig as error:
+            found = re.match(r"Unknown kernel settings: (.*)\.", str(error))
+            if not found:
+                raise
+            unknown = [name.strip() for name in found.group(1).split(",")]
+            print(f"diagnosis: dropping kernel settings {unknown}", file=sys.stderr)
+            options = {k: v for k, v in options.items() if k not in unknown}
+
+
 def install(stand_in_warnings: bool = False) -> Record:
-    """Map Helion's module names onto pallasite in this process's `sys.modules`."""
+    """Map Helion's module names onto pallasite in this process's `sys.modules`.
+    `stand_in_warnings` (diagnosis only, not the measure): Helion warning names pallasite
+    lacks resolve to new warning classes and unknown kernel settings are dropped, to see
+    what stops a program next."""
     exc = _exc_with_stand_in_warnings() if stand_in_warnings else pallasite.exc
     helion = _module(
         "helion", "pallasite under Helion's names",
-        kernel=pallasite.kernel, Kernel=pallasite.Kernel, Config=pallasite.Config,
+        kernel=_kernel_without_unknown_settings if stand_in_warnings else pallasite.kernel, Kernel=pallasite.Kernel, Config=pallasite.Config,
         language=pallasite.language, exc=exc, autotuner=pallasite.autotuner,
         cdiv=_cdiv, next_power_of_2=_next_power_of_2, __path__=[],
     )
@@ -285,7 +304,9 @@ def classify(error: BaseException) -> tuple[str, str]:
     if isinstance(error, (ImportError, AttributeError)) and _names_helion(str(error)):
         return "other exception", f"missing Helion name: {first_line}"
     where = _innermost_frame(error)
-    return "other exception", f"{type(error).__name__}: {first_line} [{where}]"
+    inside = any("/pallasite/" in f.filename for f in traceback.extract_tb(error.__traceback__))
+    prefix = "" if inside else "outside pallasite: "
+    return "other exception", f"{prefix}{type(error).__name__}: {first_line} [{where}]"
 
 
 def _names_helion(message: str) -> bool:

@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     parser.add_argument("--jobs", type=int, default=1, help="programs run at once")
     parser.add_argument("--stand-in-warnings", action="store_true",
-                        help="diagnosis: let `helion.exc.X` warning names pallasite lacks resolve to "
-                             "new warning classes, to see what stops a program next (not the measure)")
+                        help="diagnosis, not the measure: let `helion.exc.X` warning names pallasite lacks "
+                             "resolve to new warning classes and drop kernel settings it reports "
+                             "unknown, to see what stops a program next")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
