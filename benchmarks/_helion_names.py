@@ -207,9 +207,11 @@ def _kernel_without_unknown_settings(fn=None, **options):
     """`pallasite.kernel`, retried without the settings it reports unknown (diagnosis only)."""
     import re
 
+    if fn is None:
+        return lambda f: _kernel_without_unknown_settings(f, **options)
     while True:
         try:
-            return pallasite.kernel(fn, **options) if fn is not None else pallasite.kernel(**options)
+            return pallasite.kernel(fn, **options)
         except pallasite.exc.InvalidConfig as error:
             found = re.match(r"Unknown kernel settings: (.*)\.", str(error))
             if not found:
