@@ -45,6 +45,14 @@ def _jagged_layer_norm(m) -> None:
     m.run_example(m.jagged_layer_norm_kernel, m.reference_jagged_layer_norm_pytorch, (x, offsets, 1e-6))
 
 
+def _jagged_softmax(m) -> None:
+    # The program's main() calls a reference it does not define; use the one it does.
+    lengths = torch.randint(1, 17, (8,))
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, dim=0)])
+    x = torch.randn(int(offsets[-1]), 32)
+    m.run_example(m.jagged_softmax_kernel, m.reference_jagged_softmax_pytorch, (x, offsets))
+
+
 def _grpo_loss(m) -> None:
     # The program's own test only prints differences; compare the same call with torch.
     b, length, vocab = 2, 8, 256
@@ -75,6 +83,7 @@ SMALL_RUNS: dict[str, list] = {
     "geglu": [("check_geglu_kernel", ((4, 64, 128),)), ("check_geglu_mlp", (2, 32, 64, 128))],
     "jagged_hstu_attn": [("test", (4, 64, 2, 32, torch.bfloat16, "cpu"))],
     "jagged_layer_norm": [(_jagged_layer_norm, ())],
+    "jagged_softmax": [(_jagged_softmax, ())],
     "jsd": [("check_jsd_kernel", (2, 8, 512))],
     "kl_div": [("check_kl_div_kernel", (2, 8, 512, "batchmean", False, 1e-10)),
                ("check_kl_div_kernel", (2, 8, 512, "sum", True, 1e-10))],
