@@ -95,6 +95,7 @@ SMALL_RUNS: dict[str, list] = {
     "matmul": [("check", (64, 128, 128))],
     "matmul_layernorm": [("check", (64, 128, 200))],
     "matmul_split_k": [("check", (64, 1024, 64))],
+    "moe_matmul_ogs": [("check", ())],
     "rms_norm": [("check", (64, 256))],
     "softmax": [("check", (64, 200))],
     "split_k_barrier": [("check", (16, 1024, 16))],
