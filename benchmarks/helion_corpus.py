@@ -40,9 +40,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HALF = torch.float16
 
 
+def _helion_names():
+    import _helion_names as names  # beside this file: the child's sys.path[0]
+
+    return names
+
+
 def _jagged_layer_norm(m) -> None:
     x, offsets = m.create_test_jagged_tensor(8, 64, 32, "cpu", dtype=torch.float32)
-    m.run_example(m.jagged_layer_norm_kernel, m.reference_jagged_layer_norm_pytorch, (x, offsets, 1e-6))
+    _helion_names().run_example(m.jagged_layer_norm_kernel, m.reference_jagged_layer_norm_pytorch, (x, offsets, 1e-6))
 
 
 def _jagged_softmax(m) -> None:
@@ -50,7 +56,7 @@ def _jagged_softmax(m) -> None:
     lengths = torch.randint(1, 17, (8,))
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, dim=0)])
     x = torch.randn(int(offsets[-1]), 32)
-    m.run_example(m.jagged_softmax_kernel, m.reference_jagged_softmax_pytorch, (x, offsets))
+    _helion_names().run_example(m.jagged_softmax_kernel, m.reference_jagged_softmax_pytorch, (x, offsets))
 
 
 def _grpo_loss(m) -> None:
@@ -61,7 +67,7 @@ def _grpo_loss(m) -> None:
     mask = torch.ones(b, length)
     ref_logp, old_logp, adv = torch.randn(b, length), torch.randn(b, length), torch.randn(b)
     args = (logits, old_logp, ref_logp, ids, adv, mask, 0.9, 0.2, 0.2, 0.4)
-    m.run_example(m.helion_grpo_loss, m.torch_grpo_loss, args, rtol=1e-3, atol=1e-3)
+    _helion_names().run_example(m.helion_grpo_loss, m.torch_grpo_loss, args, rtol=1e-3, atol=1e-3)
 
 
 SMALL_RUNS: dict[str, list] = {
