@@ -340,7 +340,7 @@ class CompositeRecord:
     def arange(self, length: int) -> DeviceTensor:
         if self.recorder.device is None:
             raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
-        return self.recorder.arange((length,), torch.int32)
+        return device_values.arange(self.recorder, (length,), torch.int32)
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
