@@ -7,11 +7,17 @@ names it made in a `LoopFrame`, and emits the body with
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Callable
 
 from ...plan import LoopPlan
-from . import pipeline, resident, streamed  # noqa: F401 - each registers its emitter
 from .registry import EMITTERS
+
+# Every module of this package registers its emitter when imported: a new strategy's
+# emitter is one new module here, with no line to add.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def emitter_for(loop_plan: LoopPlan) -> Callable:

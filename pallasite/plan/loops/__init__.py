@@ -2,14 +2,17 @@
 
 A strategy is a `LoopStrategy` (base.py) with its own `LoopPlan` subclass, in
 one module here, and one emitter module in `codegen/loops/`. Adding one means
-those two modules and a line in `STRATEGIES`. `STRATEGIES` is the one list of
-loop types (config.LOOP_TYPES, the names a config may give, is checked against it
-at import): the config space, the fuzzer, the cost model, the VMEM advice and
+those two modules and its name in `config.LOOP_TYPES` (the names a config may give,
+below the plan): `STRATEGIES` collects the strategy objects of this package's modules
+at import, in that order, and checks the two agree. `STRATEGIES` is the one list of
+loop types: the config space, the fuzzer, the cost model, the VMEM advice and
 the tests' parametrization (`LOOP_TYPES`, `loop_types`) read it.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 
 from ... import exc
 from ...config import KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
@@ -20,8 +23,20 @@ from .pipeline import PIPELINE, PipelineLoopPlan
 from .resident import RESIDENT, ResidentLoopPlan
 from .streamed import STREAMED_FORI, StreamedLoopPlan
 
-STRATEGIES: dict[str, LoopStrategy] = {s.name: s for s in (RESIDENT, STREAMED_FORI, PIPELINE)}
-assert tuple(STRATEGIES) == LOOP_TYPES, "one strategy per loop type the config names"
+
+
+def _collect_strategies() -> dict[str, LoopStrategy]:
+    """Every `LoopStrategy` object the modules of this package define, by name, in the
+    order of `config.LOOP_TYPES`."""
+    found = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        found.update({value.name: value for value in vars(module).values() if isinstance(value, LoopStrategy)})
+    assert set(found) == set(LOOP_TYPES), f"one strategy per loop type the config names: {sorted(found)}"
+    return {name: found[name] for name in LOOP_TYPES}
+
+
+STRATEGIES: dict[str, LoopStrategy] = _collect_strategies()
 
 
 def loop_types(**facts) -> tuple[str, ...]:
