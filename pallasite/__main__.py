@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import exc
 from .plan.loops import STRATEGIES
+from .runtime.cpu_devices import request_cpu_devices
 from .report import format_report, schedule_report
 
 
@@ -123,6 +124,8 @@ def _run(options) -> int:
     module = _import(options.module)
     if not hasattr(module, "check"):
         raise _Usage(f"{options.module} has no check()")
+    if isinstance(getattr(module, "DEVICES", None), int):  # a mesh example: that many CPU devices
+        request_cpu_devices(module.DEVICES)
     result = module.check()
     print(f"{options.module}: check() passed" + (f" ({result})" if result is not None else ""))
     return 0
