@@ -15,7 +15,34 @@ import torch
 
 from .. import exc
 from ..ir import FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, TileSlice, Value
+from ..ir.index_forms import IndexForm, RefusedForm
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
+
+# The supported-forms page's index forms beyond one item type each (each item type of
+# ir/nodes.py carries its own `FORM`): subscripts that combine items, and the subscripts
+# this module and paired_indexing.py refuse, with what to write instead.
+SUBSCRIPT_FORMS = (
+    IndexForm("paired index tensors", ("x[tile.index, labels[tile]]", "x[idx_a[:, None], idx_b[None, :]]"),
+              "torch's advanced indexing: the index tensors broadcast together and pair up element by element; "
+              "read as the first one's rows, then a torch.gather per other index (paired_indexing.py)"),
+)
+REFUSED_FORMS = (
+    RefusedForm("boolean mask", "x[mask]", "the result's size is known only from the data",
+                "`torch.where(mask, value, other)` keeps the shape; or gather with an int32 index tensor"),
+    RefusedForm("slice other than ':' of a tensor", "x[tile, 2:5]",
+                "a tensor's axis is read whole, by a tile, or at a scalar",
+                "index with a tile (`hl.tile(2, 5)`), or load the block and narrow it (`x[tile, :][:, 2:5]`)"),
+    RefusedForm("several index tensors in a store", "out[idx_a, idx_b] = v",
+                "a scatter takes one index vector",
+                "scatter into a flat view: `flat = out.view(-1)` in host code, then `flat[idx_a * n + idx_b] = v`"),
+    RefusedForm("an N-D index tile in a store", "out[idx2d[tile_m, tile_n]] = v",
+                "a scatter takes a 1-D index vector",
+                "`out[idx.reshape(-1), ...] = v.reshape(-1, ...)`"),
+    RefusedForm("float or bool scalar index", "x[f]", "only integers name positions", "cast it: `x[f.to(torch.int32)]`"),
+    RefusedForm("strided, negative or computed narrowing of a device value", "blk[::2], blk[-1], blk[idx]",
+                "a narrowing read must be one contiguous run of the loaded block",
+                "a constant, a constant slice, tile.begin or tile.index; or index the tensor itself"),
+)
 
 
 def normalize_subscript(

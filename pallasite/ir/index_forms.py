@@ -1,0 +1,40 @@
+"""What the supported-forms page says of each way to index a tensor.
+
+Each index item type of `ir/nodes.py` (`TileSlice`, `GatherIndex`, ...) carries its
+`IndexForm` as the class attribute `FORM`, and the frontend lists the forms made of several
+items (`frontend/indexing.py:SUBSCRIPT_FORMS`) and those it refuses (`RefusedForm`s,
+`frontend/indexing.py:REFUSED_FORMS`) beside the code that recognizes or refuses them.
+`pallasite/supported_forms.py` renders them; `tests/test_supported_forms.py` fails for an
+item type without its `FORM`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class IndexForm:
+    """One way to index a tensor in device code: a name, how a user writes it (each example
+    a complete subscript, in backticks on the page) and what to know about it."""
+
+    name: str
+    examples: tuple[str, ...]
+    note: str
+
+    def __post_init__(self) -> None:
+        if not (self.name and self.examples and self.note):
+            raise ValueError(f"index form {self.name!r}: a name, at least one example and a note are required")
+
+
+@dataclass(frozen=True)
+class RefusedForm:
+    """A way to index a tensor that device code refuses: why, and what to write instead."""
+
+    name: str
+    example: str
+    why: str
+    instead: str
+
+    def __post_init__(self) -> None:
+        if not (self.name and self.example and self.why and self.instead):
+            raise ValueError(f"refused form {self.name!r}: a name, an example, why and instead are required")
