@@ -118,9 +118,11 @@ def derived_notes(op: OpDef) -> list[str]:
             notes.append("16-bit floats accumulate in float32")
         if op.reduction.partials is None:
             notes.append("reduced in one piece (a reduction loop does not split its dim)")
-    if op.name in IMPORTS:  # "from pallasite.runtime import elementwise"
-        source, _, name = IMPORTS[op.name][0].statement.removeprefix("from ").partition(" import ")
-        notes.append(f"written with Mosaic's primitives (`{source}.{name}`)")
+    if op.name in IMPORTS:  # the runtime function its lowering calls, and the import's comment: why
+        helper = IMPORTS[op.name][0]
+        source, _, name = helper.statement.removeprefix("from ").partition(" import ")
+        why = helper.comment.removeprefix("# ").replace(" (see its docstring)", "")
+        notes.append(f"`{source}.{name}`: {why}")
     return notes
 
 

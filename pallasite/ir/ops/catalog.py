@@ -273,7 +273,7 @@ REDUCTION_OPS = (
                note="torch.min(x, dim) gives (values, indices); torch.min(a, b) is minimum"),
     _reduction("prod", Reduction(identity=1, averages=False, flat_index=False, accumulator=_RESULT,
                                  partials=Partials.MULTIPLY, transcendental=False),
-               dtypes=EVERY_DTYPE, note="Mosaic has no product reduction: multiplied by halves of the axis"),
+               dtypes=EVERY_DTYPE),
     _reduction("argmax", Reduction(identity=-_INF, averages=False, flat_index=True, accumulator=_SOURCE,
                                    partials=Partials.ARGMAX, transcendental=False),
                dtypes=NUMBERS, note="ties: the lowest index, as in torch; without dim, the flat index of the "
