@@ -196,9 +196,11 @@ def index_sections() -> list[str]:
              "pointing here.", ""]
     forms = [item.FORM for item in index_item_types()] + list(indexing.SUBSCRIPT_FORMS)
     lines += _table(("Form", "Examples", "Notes"), [(f.name, _code(f.examples), f.note) for f in forms])
-    lines += ["### Refused index forms", ""]
-    lines += _table(("Form", "Example", "Why", "Write instead"), [
-        (f.name, f"`{f.example}`", f.why, f.instead) for f in indexing.REFUSED_FORMS])
+    lines += ["### Refused index forms", "",
+              "In the examples, `tile` is a tile of `x`'s first axis, `blk = x[tile, :]` and `v = blk`; `x`, "
+              "`out` are float tensors, `idx`, `idx_a`, `idx_b`, `idx2d` int32 ones and `mask` a bool one.", ""]
+    lines += _table(("Form", "Examples", "Why", "Write instead"), [
+        (f.name, _code(f.examples), f.why, f.instead) for f in indexing.REFUSED_FORMS])
     return lines
 
 

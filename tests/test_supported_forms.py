@@ -4,6 +4,7 @@ dtypes are ones torch accepts, and refused forms' errors point at sections that 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 
 import pytest
@@ -14,6 +15,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc, supported_forms
 from pallasite.__main__ import main
+from pallasite.frontend import indexing
 from pallasite.ir import ops
 from pallasite.ir.ops import OpKind
 
@@ -96,6 +98,52 @@ def test_torch_accepts_every_stated_dtype():
         if refused:
             wrong[name] = refused
     assert not wrong, f"stated dtypes torch refuses (fix the entry's dtypes=): {wrong}"
+
+
+# ------------------------------------------- refused index forms refuse --
+
+_REFUSAL_KERNEL = """
+import torch
+import pallasite
+import pallasite.language as hl
+
+
+@pallasite.kernel
+def kernel(x, out, idx, idx_a, idx_b, idx2d, mask):
+    for tile in hl.tile(x.size(0)):
+        blk = x[tile, :]
+        v = blk
+        {statement}
+    return out
+"""
+
+
+def _kernel_from_source(path, statement):
+    path.write_text(_REFUSAL_KERNEL.format(statement=statement))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def _refusal_arguments():
+    ints = torch.zeros(16, dtype=torch.int32)
+    return (torch.ones(16, 128), torch.zeros(16, 128), ints, ints, ints, torch.zeros(16, 128, dtype=torch.int32),
+            torch.ones(16, dtype=torch.bool))
+
+
+def test_the_refusal_template_traces(tmp_path):
+    _kernel_from_source(tmp_path / "template.py", "out[tile, :] = blk").bind(_refusal_arguments())
+
+
+@pytest.mark.parametrize("statement", [example for form in indexing.REFUSED_FORMS for example in form.examples])
+def test_each_refused_index_form_is_refused(tmp_path, statement):
+    """The page's refused examples raise `IndexingError` when traced (bind runs the discovery
+    trace, no compile), with the names `RefusedForm` documents, pointing at the index forms."""
+    kernel = _kernel_from_source(tmp_path / "refused_form.py", statement)
+    with pytest.raises(exc.IndexingError) as info:
+        kernel.bind(_refusal_arguments())
+    assert str(info.value).endswith(_pointer("index-forms"))
 
 
 # ---------------------------------------------------- errors point here --

@@ -28,13 +28,18 @@ class IndexForm:
 
 @dataclass(frozen=True)
 class RefusedForm:
-    """A way to index a tensor that device code refuses: why, and what to write instead."""
+    """A way to index a tensor that device code refuses: why, and what to write instead.
+
+    Each example is a statement of the body of `for tile in hl.tile(x.size(0)):` after
+    `blk = x[tile, :]; v = blk`, in a kernel of `x`, `out` (2-D floats), `idx`, `idx_a`,
+    `idx_b` (1-D int32), `idx2d` (2-D int32) and `mask` (1-D bool);
+    `tests/test_supported_forms.py` checks each raises `exc.IndexingError` there."""
 
     name: str
-    example: str
+    examples: tuple[str, ...]
     why: str
     instead: str
 
     def __post_init__(self) -> None:
-        if not (self.name and self.example and self.why and self.instead):
-            raise ValueError(f"refused form {self.name!r}: a name, an example, why and instead are required")
+        if not (self.name and self.examples and self.why and self.instead):
+            raise ValueError(f"refused form {self.name!r}: a name, examples, why and instead are required")
