@@ -182,6 +182,15 @@ def op_sections() -> list[str]:
     return lines
 
 
+def tile_attribute_section() -> list[str]:
+    lines = ["## Tile attributes", "",
+             "A tile loop's variable (`for tile in hl.tile(n)`) has these attributes in device code, and "
+             "`tile.block_size` (an int: the config's block size). Indexing with the tile itself is an index "
+             "form (below).", ""]
+    return lines + _table(("Attribute", "Value"), [
+        (f"`tile.{attribute}`", op.note) for attribute, op in ops.TILE_ATTRIBUTES.items()])
+
+
 def index_item_types() -> list[type]:
     """The index item types of the IR (what `frontend/indexing.py` normalizes a subscript into,
     and a narrowing read's items), each once."""
@@ -284,6 +293,10 @@ def missing_facts() -> list[str]:
         if not isinstance(getattr(item, "FORM", None), IndexForm):
             problems.append(f"index item type {item.__name__} has no FORM: add `FORM: ClassVar[IndexForm] = "
                             f"IndexForm(name, examples, note)` to the class (pallasite/ir/nodes.py)")
+    for attribute, op in ops.TILE_ATTRIBUTES.items():
+        if not op.note:
+            problems.append(f"tile.{attribute} (op {op.name!r}) has no note: add note=\"...\" to its entry "
+                            "(pallasite/ir/ops/catalog.py)")
     for name, item in hl_entries():
         if not hl_summary(item):
             problems.append(f"hl.{name} has no docstring: its first paragraph is its row (pallasite/language)")
@@ -301,8 +314,9 @@ def render() -> str:
              "change the definitions and regenerate. -->", "",
              "What pallasite compiles in a kernel's device code, one row per form, generated from the "
              "definitions the compiler itself uses. Contents: [Dtypes](#dtypes), [Ops](#ops), "
-             "[Index forms](#index-forms), [hl](#hl), [Refused torch functions](#refused-torch-functions).", ""]
-    for section in (dtype_section, op_sections, index_sections, hl_sections, refused_torch_section):
+             "[Tile attributes](#tile-attributes), [Index forms](#index-forms), [hl](#hl), [Refused torch functions](#refused-torch-functions).", ""]
+    for section in (dtype_section, op_sections, tile_attribute_section, index_sections, hl_sections,
+                    refused_torch_section):
         lines += section()
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -415,11 +415,14 @@ def _tile_attribute(name: str, attribute: str, **fields: Any) -> OpDef:
 
 
 STRUCTURAL_OPS = (
-    _tile_attribute("tile_begin", "begin"),
-    _tile_attribute("tile_end", "end"),
-    _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],)),
-    _tile_attribute("tile_id", "id"),
-    _tile_attribute("tile_count", "count"),
+    _tile_attribute("tile_begin", "begin", note="the tile's first index (also hl.tile_begin(tile))"),
+    _tile_attribute("tile_end", "end", note="one past its last valid index: clamped to the range's end on the "
+                                            "last tile (also hl.tile_end(tile))"),
+    _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],),
+                    note="its indices as an int32 vector, begin + arange(block_size) (also hl.tile_index(tile))"),
+    _tile_attribute("tile_id", "id", note="its position among the loop's tiles, begin // block_size "
+                                          "(also hl.tile_id(tile))"),
+    _tile_attribute("tile_count", "count", note="the number of tiles of its loop"),
     # A narrowing read of a device value (`blk[tile.index]`, `blk[1:3]`): kwargs["index"] holds
     # its `NarrowItem`s, the operands the block and the scalars they use; how it reads (a
     # VMEM ref `pl.ds`, or a static slice of a value) is plan/subviews.py's decision.
