@@ -21,6 +21,14 @@ GPU_ONLY_KEYS = frozenset({
     "static_ranges", "num_sm_multiplier", "maxnreg", "load_eviction_policies",
     "num_threads", "grid_fissions", "epilogue_subtile", "advanced_controls_file",
 })
+# Families of such keys, by prefix: CuTe's Blackwell (tcgen05) pipeline stages, clusters,
+# epilogue warps and persistence (`tcgen05_ab_stages`, `tcgen05_cluster_m`, ...).
+GPU_ONLY_PREFIXES = ("tcgen05_",)
+
+
+def is_gpu_only_key(key: str) -> bool:
+    """Whether a config key names a choice of Helion's GPU backends only."""
+    return key in GPU_ONLY_KEYS or key.startswith(GPU_ONLY_PREFIXES)
 
 
 # The config sits below the plan: it names the values of its knobs, and plan/ implements
@@ -101,8 +109,8 @@ class Config(Mapping[str, Any]):
                 raise exc.InvalidConfig("Give block_size or block_sizes, not both.")
             values["block_sizes"] = list(size) if isinstance(size, (list, tuple)) else [size]
         # GPU-only keys: dropped (a None is Helion's "not set", dropped unnamed)
-        self.ignored_keys = tuple(sorted(k for k, v in values.items() if k in GPU_ONLY_KEYS and v is not None))
-        values = {k: v for k, v in values.items() if k not in GPU_ONLY_KEYS}
+        self.ignored_keys = tuple(sorted(k for k, v in values.items() if is_gpu_only_key(k) and v is not None))
+        values = {k: v for k, v in values.items() if not is_gpu_only_key(k)}
         for key, value in values.items():
             _validate_key(key, value)
         if "block_sizes" in values:
@@ -233,7 +241,7 @@ _USER_TUNABLES: set[str] = set()
 
 def register_user_tunable(name: str) -> None:
     """Accept `name` as a config key (a user tunable); built-in keys keep their meaning."""
-    if name in Config.KNOWN_KEYS or name in GPU_ONLY_KEYS or name == "block_size":
+    if name in Config.KNOWN_KEYS or is_gpu_only_key(name) or name == "block_size":
         raise exc.InvalidConfig(f"hl.register_tunable({name!r}, ...): {name!r} is a built-in config key; "
                                 "choose another name.")
     _USER_TUNABLES.add(name)

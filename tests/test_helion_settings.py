@@ -46,6 +46,17 @@ def test_a_config_drops_gpu_only_keys_and_names_them():
     assert set(config.ignored_keys) == {key for key, value in GPU_KEYS.items() if value is not None}
 
 
+def test_cute_blackwell_key_family_is_gpu_only():
+    """CuTe's tcgen05_* keys (stages, clusters, epilogue warps: a Blackwell fp8 matmul's
+    config) are a family: each is dropped and named, like the listed GPU keys."""
+    config = pallasite.Config(block_sizes=[8, 128], tcgen05_ab_stages=8, tcgen05_cluster_m=2,
+                              tcgen05_strategy="persistent")
+    assert dict(config) == {"block_sizes": [8, 128]}
+    assert config.ignored_keys == ("tcgen05_ab_stages", "tcgen05_cluster_m", "tcgen05_strategy")
+    with pytest.raises(exc.InvalidConfig, match="Unknown config key 'tcgen_ab_stages'"):
+        pallasite.Config(tcgen_ab_stages=8)  # not the family: a misspelling stays an error
+
+
 def test_gpu_only_keys_in_config_configs_and_overrides_warn_once_per_kernel():
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

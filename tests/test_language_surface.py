@@ -138,6 +138,30 @@ def test_barrier_says_what_a_tpu_does_instead():
     assert "hl.barrier()" in str(info.value)
 
 
+@pallasite.kernel
+def two_phases(x):
+    """Helion's two-phase form (squeeze-and-excitation backward): the second loop reads
+    what the first wrote, across tiles, after hl.barrier()."""
+    m, n = x.size()
+    doubled = torch.empty_like(x)
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        doubled[tile_m, tile_n] = x[tile_m, tile_n] * 2.0
+    hl.barrier()
+    for tile_m in hl.tile(m):
+        out[tile_m, :] = doubled[tile_m, :] - doubled[tile_m, :].sum(-1, keepdim=True) / n
+    return out
+
+
+def test_barrier_between_top_level_loops_is_the_order_they_already_run_in():
+    x = torch.randn(24, 300)
+    expected = 2 * x - (2 * x).sum(-1, keepdim=True) / 300
+    code, out = code_and_output(two_phases, (x,), block_sizes=[8, 128, 8])
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(run_ref(two_phases, (x,)), expected, rtol=1e-5, atol=1e-5)
+    assert code.count("pl.pallas_call(") == 2 and "barrier" not in code.split("def two_phases")[-1]
+
+
 @pytest.mark.parametrize("name", ["signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
                                   "inline_triton", "triton_kernel"])
 def test_gpu_only_language_names_exist_and_refuse_with_what_to_write(name):

@@ -189,6 +189,12 @@ class Tracer:
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
         return device_values.full(self.recorder, shape, value, dtype)
 
+    def barrier(self) -> None:
+        """`hl.barrier()`: between top-level loops nothing to record (each is its own
+        pallas_call, run in order); inside one, refused."""
+        if self.recorder.device is not None:
+            raise exc.UnsupportedOperation(hl.BARRIER_IN_DEVICE_CODE, forms_anchor=hl.REFUSED_ANCHOR)
+
     def arange(self, args: tuple, dtype: torch.dtype) -> DeviceTensor:
         return device_values.arange(self.recorder, args, dtype)
 

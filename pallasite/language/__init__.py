@@ -179,9 +179,21 @@ _ONE_CALL_PER_LOOP = ("Each top-level device loop of a kernel is its own pallas_
                       "`for ... in hl.tile(...)` loop.")
 _SYMMETRIC_MEMORY = ("Copy between devices with hl.make_async_remote_copy(...) and synchronize with "
                      "hl.remote_barrier(...) in a kernel run under jax.shard_map.")
-barrier = _no_tpu_equivalent(
-    "barrier", "it synchronizes the programs of a persistent GPU grid, and a TPU runs a grid's "
-    "programs one after another on each core", _ONE_CALL_PER_LOOP)
+BARRIER_IN_DEVICE_CODE = (
+    "hl.barrier() inside a device loop has no TPU equivalent: it synchronizes the programs of a "
+    "persistent GPU grid, and a TPU runs a grid's programs one after another on each core. "
+    + _ONE_CALL_PER_LOOP)
+
+
+def barrier() -> None:
+    """Between two top-level device loops (in host code): every program of the loop before
+    has finished, and its stores have landed, before any program of the loop after starts.
+    Each top-level loop of a pallasite kernel is its own pallas_call, run in order, so this
+    holds already and the barrier emits nothing; it is accepted so that Helion programs
+    that write it between their phases run unchanged. Inside a device loop (a GPU grid's
+    programs meeting) it is refused: a TPU has no equivalent."""
+    _tracer("barrier").barrier()
+
 signal = _no_tpu_equivalent("signal", "it signals through GPU symmetric memory", _SYMMETRIC_MEMORY)
 wait = _no_tpu_equivalent("wait", "it waits on GPU symmetric memory", _SYMMETRIC_MEMORY)
 StackTensor = _no_tpu_equivalent("StackTensor", "it addresses GPU symmetric memory", _SYMMETRIC_MEMORY)

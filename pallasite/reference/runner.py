@@ -214,6 +214,11 @@ class ReferenceRunner:
 
         return tunable_value(name, fragment, self._tunable_values)
 
+    def barrier(self) -> None:
+        """`hl.barrier()`: the loops already run one after another; refused inside one."""
+        if self.in_device:
+            raise exc.UnsupportedOperation(hl.BARRIER_IN_DEVICE_CODE, forms_anchor=hl.REFUSED_ANCHOR)
+
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> torch.Tensor:
         if not self.in_device:
             raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
