@@ -259,6 +259,10 @@ def install(stand_in_warnings: bool = False) -> Record:
 
 def load_program(path: Path) -> types.ModuleType:
     _PROGRAM_DIRS.add(str(path.resolve().parent))
+    if "examples" not in sys.modules:  # programs import each other as `examples.<name>`
+        package = types.ModuleType("examples")
+        package.__path__ = [str(path.resolve().parent)]
+        sys.modules["examples"] = package
     spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
@@ -310,10 +314,17 @@ def classify(error: BaseException) -> tuple[str, str]:
         return "wrong result", first_line
     if isinstance(error, (ImportError, AttributeError)) and _names_helion(str(error)):
         return "other exception", f"missing Helion name: {first_line}"
+    if isinstance(error, ModuleNotFoundError) and error.name and error.name.split(".")[0] not in _STANDARD:
+        return "not drivable", f"needs the module {error.name!r}, which is not part of the examples"
     where = _innermost_frame(error)
     inside = any("/pallasite/" in f.filename for f in traceback.extract_tb(error.__traceback__))
     prefix = "" if inside else "outside pallasite: "
     return "other exception", f"{prefix}{type(error).__name__}: {first_line} [{where}]"
+
+
+# Top-level modules a program may import that this harness provides or Python ships; any
+# other missing module is the program's own dependency (a task file, a tuning framework).
+_STANDARD = frozenset(sys.stdlib_module_names) | {"torch", "helion", "examples", "numpy", "jax", "pallasite"}
 
 
 def _names_helion(message: str) -> bool:

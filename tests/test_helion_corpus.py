@@ -1,6 +1,7 @@
 """benchmarks/helion_corpus.py runs a program written for Helion, unchanged, and tells
 right from wrong: two small programs of ours in Helion's spelling (one whose kernel
-matches its torch baseline, one whose baseline disagrees) and one that needs Triton."""
+matches its torch baseline, one whose baseline disagrees), one importing the first as
+`examples.right`, one that needs Triton and one that needs a module of its own."""
 from __future__ import annotations
 
 import os
@@ -36,6 +37,9 @@ def test_harness_counts_a_right_and_a_wrong_program_and_skips_triton(tmp_path):
     (tmp_path / "right.py").write_text(PROGRAM.replace("BASELINE", "lambda x, w: x * w"))
     (tmp_path / "wrong.py").write_text(PROGRAM.replace("BASELINE", "lambda x, w: x + w"))
     (tmp_path / "needs_triton.py").write_text("import triton\nimport helion\n")
+    (tmp_path / "needs_task.py").write_text("import helion\nfrom task import inputs\n")
+    # programs import each other as `examples.<name>` (Helion's gemma3 decode step does)
+    (tmp_path / "sibling.py").write_text("import helion\nfrom examples.right import main\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "helion_corpus.py"), "--helion-dir", str(tmp_path),
@@ -46,4 +50,6 @@ def test_harness_counts_a_right_and_a_wrong_program_and_skips_triton(tmp_path):
     assert rows["right"].split()[1] == "correct"
     assert "wrong result" in rows["wrong"]
     assert "not drivable" in rows["needs_triton"] and "Triton" in rows["needs_triton"]
-    assert "drivable programs: 2; correct: 1 of 2" in done.stdout
+    assert "not drivable" in rows["needs_task"] and "'task'" in rows["needs_task"]
+    assert rows["sibling"].split()[1] == "correct"
+    assert "drivable programs: 3; correct: 2 of 3" in done.stdout

@@ -167,3 +167,24 @@ def test_barrier_between_top_level_loops_is_the_order_they_already_run_in():
 def test_gpu_only_language_names_exist_and_refuse_with_what_to_write(name):
     with pytest.raises(exc.UnsupportedOperation, match="has no TPU equivalent"):
         getattr(hl, name)()
+
+
+@pallasite.kernel
+def repeated_rows(x, times: int):
+    out = torch.empty([x.size(0) * times, x.size(1)], dtype=x.dtype)
+    for r in hl.static_range(times):
+        for tile_m, tile_n in hl.tile(x.size()):
+            out[tile_m.index + r * x.size(0), tile_n] = x[tile_m, tile_n] * (r + 1)
+    return out
+
+
+def test_a_value_passed_as_hl_constexpr_is_a_constant_of_the_kernel():
+    """`kernel(x, hl.constexpr(3))` (Helion's gemma3 stack passes its layer period so): the
+    body sees the plain int (it sizes host tensors and a static_range); each value is its
+    own variant, and reference mode sees the same."""
+    x = torch.randn(16, 128)
+    expected = torch.cat([x * (r + 1) for r in range(3)])
+    torch.testing.assert_close(repeated_rows(x, hl.constexpr(3)), expected)
+    torch.testing.assert_close(run_ref(repeated_rows, (x, hl.constexpr(3))), expected)
+    torch.testing.assert_close(repeated_rows(x, hl.constexpr(2)), expected[:32])
+    assert repeated_rows.name == "repeated_rows"

@@ -239,10 +239,20 @@ def register_tunable(name: str, fragment: Fragment) -> Any:
 
 
 class constexpr:  # noqa: N801 - Helion's spelling
-    """Annotate a kernel parameter as a compile-time constant: `n: hl.constexpr`."""
+    """A compile-time constant: annotate a kernel parameter (`n: hl.constexpr`), or wrap the
+    value a call passes (`kernel(x, hl.constexpr(4))`); either way the kernel is specialized
+    to the value and its code sees the plain value."""
 
     def __init__(self, value: Any = None):
         self.value = value
+
+    def __repr__(self) -> str:
+        return f"hl.constexpr({self.value!r})"
+
+
+def constexpr_value(value: Any) -> Any:
+    """The value an argument passed as `hl.constexpr(v)` stands for (others unchanged)."""
+    return value.value if isinstance(value, constexpr) else value
 
 
 def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:

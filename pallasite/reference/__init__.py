@@ -49,6 +49,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from .. import exc
+from .. import language as hl
 from ..config import Config, as_config
 from .runner import ReferenceRunner
 
@@ -67,7 +68,7 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables)
-    result = runner.run(args, kwargs)
+    result = runner.run(tuple(map(hl.constexpr_value, args)), {k: hl.constexpr_value(v) for k, v in kwargs.items()})
     used, given = runner.block_slots_used, runner.block_sizes_given
     if given is not None and used < len(given):
         _check_block_count(kernel, args, kwargs, given, used)

@@ -85,6 +85,11 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<pallasite.Kernel {self.fn.__name__}>"
 
+    @property
+    def name(self) -> str:
+        """The kernel function's name (Helion's `Kernel.name`)."""
+        return self.fn.__name__
+
     def note_ignored_keys(self, keys: Any) -> None:
         """Warn once per kernel about the GPU-only config keys and settings it ignores (a
         later config naming new ones warns about those)."""
@@ -113,7 +118,9 @@ class Kernel:
     def _arg_specs(self, values: list[Any]) -> list[ArgSpec]:
         specs = []
         for param, value in zip(self.params, values):
-            constexpr = param.annotation is hl.constexpr or param.annotation == "hl.constexpr"
+            constexpr = (param.annotation is hl.constexpr or param.annotation == "hl.constexpr"
+                         or isinstance(value, hl.constexpr))
+            value = hl.constexpr_value(value)
             if _is_python_scalar_in_jit(value) and not constexpr:
                 # `jax.jit(kernel.jax_fn)(x, 2.0)` traces the Python scalar; it stays a scalar.
                 python_type = float if jnp.issubdtype(value.dtype, jnp.floating) else int
