@@ -476,6 +476,15 @@ def _reshape(func, args, kwargs):
     return lanes.finish(result, _reshaped_lanes(source, result))
 
 
+def _unflatten(func, args, kwargs):
+    """`x.unflatten(dim, sizes)`: the reshape that splits `dim` (a tile among the sizes
+    stands for its extent)."""
+    source = args[0]
+    dim = (args[1] if len(args) > 1 else kwargs["dim"]) % source.ndim
+    sizes = _dims((None, args[2] if len(args) > 2 else kwargs["sizes"]), {}, "sizes")
+    return _reshape(torch.Tensor.reshape, (source, [*source.shape[:dim], *sizes, *source.shape[dim + 1:]]), {})
+
+
 def _fit_to_extents(source: torch.Tensor, shape: list[int]) -> list[int] | None:
     """`shape` with its non-unit sizes replaced by the source's real extents, one for one."""
     real = [lanes.real_extent(source, axis) for axis in range(source.ndim)]
@@ -544,5 +553,6 @@ def _rand_like(args: tuple, kwargs: dict, runner: Any) -> torch.Tensor:
 _VIEWS: dict[str, Callable] = {
     "permute": _permute, "transpose": _transpose, "swapaxes": _transpose, "swapdims": _transpose,
     "t": _t, "unsqueeze": _unsqueeze, "squeeze": _squeeze, "reshape": _reshape, "view": _reshape,
+    "unflatten": _unflatten,
     "expand": _expand, "expand_as": _expand, "broadcast_to": _expand,
 }

@@ -172,6 +172,17 @@ def sized_view(op: OpDef, call: Call) -> Bound:
     return [call.args[0]], {"shape": _requested_sizes(args[1:], kwargs, tuple(out.shape))}, out
 
 
+def unflattened_view(op: OpDef, call: Call) -> Bound:
+    """x.unflatten(dim, sizes): the sizes may be tiles (their block size) or host ints."""
+    dim = call.args[1] if len(call.args) > 1 else call.kwargs.get("dim")
+    sizes = call.args[2] if len(call.args) > 2 else call.kwargs.get("sizes")
+    if dim is None or not isinstance(sizes, (list, tuple, torch.Size)):
+        raise exc.UnsupportedOperation(f"{call.display}(dim, sizes): give the dim and a list of sizes.")
+    sizes = tuple(call.size_of(size) for size in sizes)
+    out = call.run_meta(torch.unflatten, (call.args[0], dim, sizes), {})
+    return [call.args[0]], {"shape": tuple(out.shape)}, out
+
+
 def _requested_sizes(sizes: tuple, kwargs: dict, shape: tuple) -> tuple:
     """The result shape with the symbolic sizes (static_shapes=False) the call asked for,
     where torch's meta tensor knows only their values."""

@@ -317,8 +317,8 @@ _SWAP = binders.view(binders.swap_dims)
 VIEW_OPS = (
     _view("reshape", ViewRule.RESHAPE,
           *(Spelling(name, binders.sized_view) for name in ("reshape", "view")),
-          *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze", "unflatten", "view_as",
-                                                  "reshape_as")),
+          *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze", "view_as", "reshape_as")),
+          Spelling("unflatten", binders.unflattened_view),
           signature=Signature(attrs={"shape": REQUIRED}),
           note="sizes may be tiles (their block size); an axis a partial tile pads moves whole, it is not "
                "merged or split; view(dtype) is refused"),
