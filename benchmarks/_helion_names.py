@@ -61,6 +61,10 @@ _TOLERANCE = {  # (rtol, atol) floors by dtype: a kernel is held to its dtype's 
 }
 
 
+class BaselineNaN(Exception):
+    """The program's own torch baseline is NaN at the inputs its driver builds."""
+
+
 def _assert_close(got, expected, rtol: float, atol: float) -> None:
     """Compare nested results (tensors, tuples, lists, dicts) the way the examples expect."""
     if isinstance(expected, dict):
@@ -80,6 +84,9 @@ def _assert_close(got, expected, rtol: float, atol: float) -> None:
         expected = torch.as_tensor(expected)
     if not isinstance(got, torch.Tensor):
         got = torch.as_tensor(got)
+    if expected.is_floating_point() and expected.isnan().any():
+        raise BaselineNaN(f"the torch baseline itself gives NaN ({int(expected.isnan().sum())} of "
+                          f"{expected.numel()} values) at these inputs: nothing to compare with")
     floor_rtol, floor_atol = _TOLERANCE.get(expected.dtype, (0.0, 0.0))
     _ORIGINAL_ASSERT_CLOSE(
         got.detach().to(torch.float32).cpu(), expected.detach().to(torch.float32).cpu(),
@@ -308,6 +315,8 @@ def classify(error: BaseException) -> tuple[str, str]:
     first_line = (str(error).strip().splitlines() or [""])[0][:200]
     if isinstance(error, SyntaxError):
         return "not drivable", f"the program file does not parse: {first_line} (line {error.lineno})"
+    if isinstance(error, BaselineNaN):
+        return "not drivable", first_line
     if isinstance(error, pallasite.exc.PallasiteError):
         return "pallasite error", f"{type(error).__name__}: {first_line}"
     if isinstance(error, AssertionError) and _from_comparison(error):

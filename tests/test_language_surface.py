@@ -188,3 +188,25 @@ def test_a_value_passed_as_hl_constexpr_is_a_constant_of_the_kernel():
     torch.testing.assert_close(run_ref(repeated_rows, (x, hl.constexpr(3))), expected)
     torch.testing.assert_close(repeated_rows(x, hl.constexpr(2)), expected[:32])
     assert repeated_rows.name == "repeated_rows"
+
+
+@pallasite.kernel
+def chunk_sums(x, chunk: int):
+    n_chunks = x.size(0) // chunk  # uses chunk before the hl.specialize below (Helion's GDN)
+    chunk = hl.specialize(chunk)
+    out = torch.empty([n_chunks, x.size(1)], dtype=x.dtype)
+    for c in hl.grid(n_chunks):
+        for tile_n in hl.tile(x.size(1)):
+            acc = hl.zeros([tile_n], dtype=torch.float32)
+            for tile_r in hl.tile(c * chunk, c * chunk + chunk, block_size=chunk):
+                acc = acc + x[tile_r, tile_n].sum(0)
+            out[c, tile_n] = acc
+    return out
+
+
+def test_a_parameter_the_body_specializes_is_constant_from_the_first_line():
+    x = torch.randn(64, 256)
+    for chunk in (16, 32):
+        expected = x.reshape(-1, chunk, 256).sum(1)
+        torch.testing.assert_close(chunk_sums(x, chunk), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(run_ref(chunk_sums, (x, chunk)), expected, rtol=1e-5, atol=1e-5)

@@ -11,6 +11,7 @@ call on a proxy reaches `OpRecorder.torch_function` through a TorchFunctionMode.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -90,10 +91,16 @@ class Tracer:
         scope = self.walker.scope
         scope.update(self._initial_scope())
         arguments = []
+        specialized_in_body = _specialized_parameters(self.fn_ast)
         for name, spec in zip(params, self.arg_specs):
             value = self._argument_proxy(name, spec)
             scope[name] = value
             arguments.append(value.symbol if isinstance(value, (HostTensor, HostScalar)) else value)
+            if isinstance(value, HostScalar) and name in specialized_in_body and spec.value is not None:
+                # the body specializes it somewhere: its value is a constant of the variant
+                # from the first line on, so uses before the hl.specialize call (Helion's
+                # `n = seqlen // chunk` then `chunk = hl.specialize(chunk)`) see it too
+                scope[name] = self.specialize(value)
         for name, spec in self.captured.items():
             value = self._argument_proxy(name, spec)
             scope[name] = value
@@ -238,3 +245,16 @@ class Tracer:
         for item in items[1:]:
             result = self.recorder.apply(op, None, (result, item), {}, display=f"{python_fn.__name__}()")
         return result
+
+
+def _specialized_parameters(fn_ast: ast.FunctionDef) -> frozenset[str]:
+    """The parameters the kernel's body passes, by name, to `hl.specialize(...)`."""
+    params = {a.arg for a in fn_ast.args.args}
+    names = set()
+    for node in ast.walk(fn_ast):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called == "specialize" and node.args[0].id in params:
+                names.add(node.args[0].id)
+    return frozenset(names)
