@@ -15,6 +15,7 @@ from ... import exc
 from .binders import normalize_dims
 from .definition import Call, Composite, Record
 from .scans import SCAN_DEFINITIONS
+from .shapes import SHAPE_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -73,4 +74,5 @@ COMPOSITE_DEFINITIONS = (
     Composite("log_softmax", ("log_softmax",), _softmax(log=True)),
     *STATISTIC_DEFINITIONS,
     *SCAN_DEFINITIONS,
+    *SHAPE_DEFINITIONS,
 )
