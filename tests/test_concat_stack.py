@@ -179,3 +179,17 @@ def cat_mismatched(x: torch.Tensor) -> torch.Tensor:
 def test_cat_of_mismatched_shapes_is_a_shape_error():
     with pytest.raises(exc.ShapeMismatch, match="torch.cat"):
         cat_mismatched(torch.randn(16, 128))
+
+
+@pallasite.kernel
+def cat_in_host_code(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    both = torch.cat([x, y], 0)  # a new tensor in host code, not a view of x
+    out = torch.empty_like(both)
+    for tile_m in hl.tile(both.size(0), block_size=8):
+        out[tile_m, :] = both[tile_m, :] * 2
+    return out
+
+
+def test_cat_in_host_code():
+    x, y = _input((8, 128), torch.float32, 11), _input((12, 128), torch.float32, 12)
+    _check(cat_in_host_code, (x, y), torch.cat([x, y]) * 2)

@@ -8,6 +8,7 @@ returns one expression. `RULES` is keyed by the registry's canonical names
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -465,11 +466,14 @@ def aligned_concatenation(shapes: list[tuple[int, ...]], dtype: torch.dtype, dim
     if dtype == torch.bool:
         return False
     tile = _LANES if dim == rank - 1 else _SUBLANE_BYTES // dtype.itemsize
-    return all(shape[dim] % tile == 0 for shape in shapes)
+    return all(int(shape[dim]) % tile == 0 for shape in shapes)
 
 
 def _unaligned_cat(node) -> bool:
-    return not aligned_concatenation([tuple(a.shape) for a in node.args], node.outputs[0].dtype, node.kwargs["dim"])
+    """A kernel's `cat` node or a host code's `HostOp` (its operands: Values or TensorSymbols)."""
+    dtype = functools.reduce(torch.promote_types, [arg.dtype for arg in node.args])
+    return not aligned_concatenation([tuple(int(size) for size in arg.shape) for arg in node.args], dtype,
+                                     node.kwargs["dim"])
 
 
 @rule("cat", imports=RELAYOUT, when=_unaligned_cat)
