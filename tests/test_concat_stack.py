@@ -193,3 +193,24 @@ def cat_in_host_code(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def test_cat_in_host_code():
     x, y = _input((8, 128), torch.float32, 11), _input((12, 128), torch.float32, 12)
     _check(cat_in_host_code, (x, y), torch.cat([x, y]) * 2)
+
+
+def test_the_cost_model_charges_the_select_form_of_an_unaligned_cat():
+    """A concatenation by selects costs a one-hot per piece; an aligned one a copy per vreg."""
+    from types import SimpleNamespace
+
+    from pallasite.plan.tpu_tiling import aligned_concatenation
+    from pallasite.plan.vector_work import _concatenation_work
+
+    def node(widths):
+        pieces = [SimpleNamespace(shape=(8, w), dtype=torch.float32) for w in widths]
+        return SimpleNamespace(args=pieces, kwargs={"dim": 1},
+                               outputs=[SimpleNamespace(shape=(8, sum(widths)), dtype=torch.float32)])
+
+    assert aligned_concatenation([(8, 128), (8, 256)], torch.float32, 1)
+    assert not aligned_concatenation([(8, 64), (8, 64)], torch.float32, 1)
+    assert aligned_concatenation([(16, 128), (16, 128)], torch.bfloat16, 0)
+    assert not aligned_concatenation([(8, 128), (8, 128)], torch.bfloat16, 0)  # 16-row bf16 tiles
+    assert aligned_concatenation([(3, 8, 7), (5, 8, 7)], torch.bfloat16, 0)  # a leading axis
+    assert _concatenation_work(node((128, 256)), 3, 0).valu == 3
+    assert _concatenation_work(node((64, 64)), 1, 0).valu == 3 * 2 * 64  # (8, 128 x 64) one-hots

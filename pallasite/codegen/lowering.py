@@ -17,6 +17,7 @@ import torch
 
 from .. import exc
 from ..ir.ops import OPS, Accumulator, Partials
+from ..plan.tpu_tiling import aligned_concatenation
 from .runtime_imports import (
     ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RELAYOUT, RUNTIME_IMPORTS, RuntimeImport,
 )
@@ -450,23 +451,6 @@ def _shift_lanes(call: OpCall) -> str:
     source = call.args[0]
     axis = call.attrs["axis"]
     return f"pltpu.roll({source.text}, {call.attrs['shift'] % source.shape[axis]}, {axis})"
-
-
-_LANES = 128
-_SUBLANE_BYTES = 32  # a sublane tile: 8 rows of 32-bit values, 16 of 16-bit, 32 of 8-bit
-
-
-def aligned_concatenation(shapes: list[tuple[int, ...]], dtype: torch.dtype, dim: int) -> bool:
-    """Whether Mosaic's concatenate takes these pieces: along a leading axis always; along
-    the lane axis pieces of whole 128-lane tiles, along the sublane axis of whole sublane
-    tiles of the dtype (bools: never, their layout is Mosaic's own)."""
-    rank = len(shapes[0])
-    if dim < rank - 2:
-        return True
-    if dtype == torch.bool:
-        return False
-    tile = _LANES if dim == rank - 1 else _SUBLANE_BYTES // dtype.itemsize
-    return all(int(shape[dim]) % tile == 0 for shape in shapes)
 
 
 def _unaligned_cat(node) -> bool:
