@@ -165,3 +165,30 @@ def test_split_of_a_last_dim_other_than_two_is_refused():
 def test_split_and_join_are_in_hl_with_docstrings():
     for name in ("split", "join"):
         assert name in hl.__all__ and getattr(hl, name).__doc__
+
+
+@pallasite.kernel
+def rope_by_subscripts(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE written with torch only: pairs picked by subscripts and unbind, stacked back."""
+    m, d = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m, block_size=8):
+        pairs = x[tile_m, :].view(tile_m, d // 2, 2)
+        x0, x1 = pairs[..., 0], pairs[:, :, 1]
+        y0, y1 = pairs.unbind(-1)
+        c, s = cos[tile_m, :], sin[tile_m, :]
+        rotated = torch.stack([x0 * c - x1 * s, y0 * s + y1 * c], dim=-1)
+        out[tile_m, :] = rotated.flatten(1)
+    return out
+
+
+def test_rope_with_subscripts_unbind_stack_and_flatten():
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(20, 128, generator=generator)
+    angles = torch.rand(20, 64, generator=generator) * 6
+    args = (x, torch.cos(angles), torch.sin(angles))
+    _, out = code_and_output(rope_by_subscripts, args)
+    torch.testing.assert_close(out, _rope_reference(*args))
+    torch.testing.assert_close(out, run_ref(rope_by_subscripts, args))
+    ops = [node.op for node in _recorded(rope_by_subscripts, args)]
+    assert ops.count("gather") == 6 and "subview" not in ops  # four halves, two for the interleave

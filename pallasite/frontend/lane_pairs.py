@@ -15,7 +15,8 @@ records what the program means instead, on the d-lane rows themselves:
 - a reshape (or view/flatten) of `hl.join(a, b)` merging its last two axes into d lanes
   interleaves them: lane q takes lane q // 2 of `a` where q is even, of `b` where odd.
 
-Any other (..., 2) value splits by a subscript (`x[..., 0]`, `x[..., 1]`), as torch does.
+A subscript of such pairs that picks one half (`x[..., 0]`, `x[:, :, 1]`, `x.unbind(-1)`) is the
+same lane gather. Any other (..., 2) value splits by a subscript, as torch does.
 """
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ def split(record: Any, x: Any) -> tuple[DeviceTensor, DeviceTensor]:
         rows = DeviceTensor(record.recorder, source)
         return tuple(_strided_lanes(record, rows, parity) for parity in (0, 1))
     return x[..., 0], x[..., 1]
+
+
+def pair_half(record: Any, x: Any, key: Any) -> DeviceTensor | None:
+    """`x[..., 0]`, `x[:, :, 1]` (also `x.unbind(-1)`'s parts) of lane pairs a reshape made:
+    the strided lane gather hl.split records; None for any other subscript."""
+    if not isinstance(x, DeviceTensor) or not x.shape or x.shape[-1] != 2:
+        return None
+    items = key if isinstance(key, tuple) else (key,)
+    if not items or isinstance(items[-1], bool) or not isinstance(items[-1], int) or not -2 <= items[-1] <= 1:
+        return None
+    rest = items[:-1]
+    whole = all(isinstance(item, slice) and item == slice(None) for item in rest)
+    if not (rest == (Ellipsis,) or (whole and len(rest) == len(x.shape) - 1)):
+        return None
+    source = _split_source(x.value)
+    if source is None:
+        return None
+    return _strided_lanes(record, DeviceTensor(record.recorder, source), items[-1] % 2)
 
 
 def join(record: Any, a: Any, b: Any) -> DeviceTensor:
