@@ -78,8 +78,9 @@ def merged(record: Any, source: Any, shape: tuple) -> DeviceTensor | None:
     one axis, recorded as the interleave of a and b; None for any other reshape."""
     if not isinstance(source, Value) or len(source.shape) < 2:
         return None
-    pairs, lanes = tuple(source.shape[-2:])
-    if lanes != 2 or tuple(shape) != (*source.shape[:-2], 2 * pairs):
+    pairs, lanes = (int(size) for size in source.shape[-2:])
+    # sizes may be symbolic (static_shapes=False): compared by their values
+    if lanes != 2 or [int(size) for size in shape] != [*(int(size) for size in source.shape[:-2]), 2 * pairs]:
         return None
     pieces = _joined_pieces(source)
     if pieces is None:
@@ -121,8 +122,8 @@ def _split_source(value: Value) -> Value | None:
     source = node.args[0]
     if not isinstance(source, Value) or not source.shape:
         return None
-    pairs = value.shape[-2]
-    if tuple(source.shape) != (*value.shape[:-2], 2 * pairs):
+    pairs = int(value.shape[-2])
+    if [int(size) for size in source.shape] != [*(int(size) for size in value.shape[:-2]), 2 * pairs]:
         return None
     return source
 
@@ -130,7 +131,7 @@ def _split_source(value: Value) -> Value | None:
 def _strided_lanes(record: Any, rows: DeviceTensor, parity: int) -> DeviceTensor:
     """Lanes parity, parity + 2, ... of `rows` along its last axis."""
     shape = list(rows.shape)
-    pairs = shape[-1] // 2
+    pairs = int(shape[-1]) // 2
     lanes = record("add", record("mul", record.arange(pairs), 2), parity)
     index = record.named(record("broadcast_to", record("reshape", lanes, [1] * (len(shape) - 1) + [pairs]),
                                 shape[:-1] + [pairs]), "odd_lanes" if parity else "even_lanes")
