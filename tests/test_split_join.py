@@ -60,6 +60,8 @@ def test_rope_splits_and_joins_lane_pairs(d, dtype):
     # no subscript of a (m, d/2, 2) value
     ops = [node.op for node in _recorded(rope, args)]
     assert ops.count("gather") == 4 and "getitem" not in ops
+    # their indices are iotas and constants, inside the axis by construction: no range checks
+    assert not rope.bind(args).plan().range_checks
 
 
 def test_split_and_join_are_exact_on_special_values():
