@@ -41,8 +41,7 @@ def gather_lanes(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=str)
-@pytest.mark.parametrize("k", [128, 64], ids=["k128", "k64"])
+@pytest.mark.parametrize("dtype, k", [(torch.float32, 128), (torch.bfloat16, 64), (torch.int32, 64)], ids=str)
 def test_gather_along_the_lanes_of_a_tile(dtype, k):
     t, idx = _values((20, 128), dtype, 1), _indices((20, k), 128, 2)
     expected = torch.gather(t, 1, idx.long())
