@@ -154,14 +154,26 @@ def _lowered_texts():
                 yield op.name, dtype, lower(OpCall(op.name, args, dict(op.signature.attrs), result, dtype))
             except (KeyError, TypeError, ValueError, pallasite.exc.PallasiteError):
                 continue
+    for widths in ((128, 256), (128, 64)):  # torch.cat along lanes: aligned, and built by selects
+        args = [Arg(f"x{i}", (8, width), torch.float32, None) for i, width in enumerate(widths)]
+        yield "cat", torch.float32, lower(OpCall("cat", args, {"dim": 1}, (8, sum(widths)), torch.float32)), args
+
+
+def _node(name, dtype, args=None):
+    """An IR node as `runtime_imports` reads it: its op, its operands and results."""
+    if args is None:
+        return SimpleNamespace(op=name, args=[SimpleNamespace(dtype=dtype)])
+    width = sum(arg.shape[1] for arg in args)
+    return SimpleNamespace(op=name, args=[SimpleNamespace(shape=a.shape, dtype=a.dtype) for a in args],
+                           kwargs={"dim": 1}, outputs=[SimpleNamespace(shape=(8, width), dtype=dtype)])
 
 
 def test_every_runtime_function_a_rule_calls_is_imported():
     """A rule's text calls a `pallasite.runtime` function exactly when its registration
     names it (`rule(..., imports=, when=)`), so the module imports what the code calls."""
     seen = set()
-    for name, dtype, text in _lowered_texts():
-        node = SimpleNamespace(op=name, args=[SimpleNamespace(dtype=dtype)])
+    for name, dtype, text, *args in _lowered_texts():
+        node = _node(name, dtype, *args)
         imported = {helper.name for helper in runtime_imports([node])}
         called = {helper.name for helper in RUNTIME_IMPORTS if f"{helper.name}(" in text or f"{helper.name}." in text}
         assert called == imported, (name, dtype, text)

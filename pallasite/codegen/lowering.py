@@ -8,6 +8,7 @@ returns one expression. `RULES` is keyed by the registry's canonical names
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -16,8 +17,9 @@ import torch
 
 from .. import exc
 from ..ir.ops import OPS, Accumulator, Partials
+from ..plan.tpu_tiling import aligned_concatenation
 from .runtime_imports import (
-    ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RUNTIME_IMPORTS, RuntimeImport,
+    ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RELAYOUT, RUNTIME_IMPORTS, RuntimeImport,
 )
 
 JNP_DTYPES = {
@@ -449,6 +451,25 @@ def _shift_lanes(call: OpCall) -> str:
     source = call.args[0]
     axis = call.attrs["axis"]
     return f"pltpu.roll({source.text}, {call.attrs['shift'] % source.shape[axis]}, {axis})"
+
+
+def _unaligned_cat(node) -> bool:
+    """A kernel's `cat` node or a host code's `HostOp` (its operands: Values or TensorSymbols)."""
+    dtype = functools.reduce(torch.promote_types, [arg.dtype for arg in node.args])
+    return not aligned_concatenation([tuple(int(size) for size in arg.shape) for arg in node.args], dtype,
+                                     node.kwargs["dim"])
+
+
+@rule("cat", imports=RELAYOUT, when=_unaligned_cat)
+def _cat(call: OpCall) -> str:
+    """torch.cat: `jnp.concatenate` where Mosaic takes it (`aligned_concatenation`), else
+    built by selects (`pallasite/runtime/relayout.py`). Operands are first cast to the
+    result's dtype (torch promotes them)."""
+    dim = call.attrs["dim"]
+    pieces = ", ".join(call.all_cast(call.out_dtype))
+    if aligned_concatenation([a.shape for a in call.args], call.out_dtype, dim):
+        return f"jnp.concatenate([{pieces}], axis={dim})"
+    return f"relayout.concatenate(({pieces},), {dim})"
 
 
 @rule("identity")

@@ -29,4 +29,7 @@ PROD_BY_HALVES = RuntimeImport("prod_by_halves", "from pallasite.runtime.reducti
 INTEGER_ARG_EXTREME = RuntimeImport(
     "integer_arg_extreme", "from pallasite.runtime.reductions import integer_arg_extreme",
     "# an integer argmax/argmin: Mosaic's take float32 only (see its docstring)")
-RUNTIME_IMPORTS = (RANDOM_UNIFORM, ELEMENTWISE, PROD_BY_HALVES, INTEGER_ARG_EXTREME)  # the module's order
+RELAYOUT = RuntimeImport(
+    "relayout", "from pallasite.runtime import relayout",
+    "# torch.cat at offsets Mosaic's concatenate does not take, built by selects (see its docstring)")
+RUNTIME_IMPORTS = (RANDOM_UNIFORM, ELEMENTWISE, PROD_BY_HALVES, INTEGER_ARG_EXTREME, RELAYOUT)  # the module's order

@@ -124,7 +124,7 @@ class HostProgram:
 def _copies(op: ops.OpDef, attrs: dict) -> bool:
     """A VIEW op whose torch result is a new tensor: `clone`, and indexing with an index
     tensor or list (advanced indexing copies)."""
-    if attrs.get("copy"):
+    if attrs.get("copy") or op.view is ops.ViewRule.CONCATENATE:  # torch.cat makes a new tensor
         return True
     if op.view is not ops.ViewRule.SUBSCRIPT:
         return False

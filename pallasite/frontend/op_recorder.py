@@ -21,7 +21,7 @@ import torch
 
 from .. import exc
 from ..ir import DeviceLoopCall, Node, ScalarSymbol, TileDim, Value, ops
-from . import atomics, device_values, random_values, remote, tensor_access
+from . import atomics, device_values, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
@@ -247,6 +247,10 @@ class OpRecorder:
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = [self.device_operand(o) for o in operands]
+        if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
+            interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))
+            if interleaved is not None:
+                return interleaved
         if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": _value_key(attrs["key"])}
         if isinstance(meta_out, (tuple, list)):
@@ -287,6 +291,10 @@ class OpRecorder:
             value = self.record(op, (dim,), {}, shape, torch.int32, name=f"{dim.name}_{attr}")
             self._tile_attrs[key] = (value, self._device_body_stack[-1])
         return DeviceTensor(self, value)
+
+    def composite_record(self, display: str) -> CompositeRecord:
+        """What a program of several ops records its steps with (`ops.Record`)."""
+        return CompositeRecord(self, display)
 
     def subscript(self, tensor: Any, key: Any) -> Any:
         return tensor_access.subscript(self, tensor, key)

@@ -15,7 +15,7 @@ import torch
 
 from .. import exc
 from ..ir import Load, Run, ScalarIndex, Store, Value
-from . import paired_indexing
+from . import lane_pairs, paired_indexing
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
     normalize_narrowing, normalize_subscript,
@@ -28,6 +28,10 @@ def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
     """`tensor[key]` in device or host code."""
     if isinstance(tensor, HostTensor) and recorder.device is None:
         check_host_subscript(key, tensor.symbol.name)
+    if isinstance(tensor, DeviceTensor) and recorder.device is not None:
+        half = lane_pairs.pair_half(recorder.composite_record("indexing"), tensor, key)
+        if half is not None:  # one half of RoPE's lane pairs: a strided lane gather
+            return half
     if isinstance(tensor, DeviceTensor) and recorder.device is not None and is_narrowing(key):
         return _subview(recorder, tensor, key)
     if isinstance(tensor, DeviceTensor) or recorder.device is None:

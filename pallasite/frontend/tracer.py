@@ -23,8 +23,8 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import device_values, scans, source
-from .op_recorder import OpRecorder
+from . import device_values, lane_pairs, scans, source
+from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
 from .tile_dims import TileDims
@@ -216,6 +216,16 @@ class Tracer:
 
     def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
         return scans.cumulative(self.recorder, spelling, value, dim, reverse)
+
+    def split(self, value: Any) -> Any:
+        if self.recorder.device is None:
+            raise exc.UnsupportedSyntax("hl.split is for device values; use x.unbind(-1) in host code.")
+        return lane_pairs.split(CompositeRecord(self.recorder, "hl.split"), value)
+
+    def join(self, a: Any, b: Any) -> Any:
+        if self.recorder.device is None:
+            raise exc.UnsupportedSyntax("hl.join is for device values; use torch.stack([a, b], -1) in host code.")
+        return lane_pairs.join(CompositeRecord(self.recorder, "hl.join"), a, b)
 
     def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
         return scans.reduce(self.recorder, combine_fn, values, dim, other, keep_dims)

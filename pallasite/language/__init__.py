@@ -26,6 +26,7 @@ __all__ = [
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
     "associative_scan", "cumsum", "cumprod", "reduce",
+    "split", "join",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -464,3 +465,19 @@ def reduce(combine_fn: Any, input_tensor: Any, dim: int | None = None, other: An
     combined: a partial tile's padding never reaches it, so `other` (Helion's fill for
     masked elements) is accepted and changes nothing."""
     return _tracer("reduce").reduce(combine_fn, input_tensor, dim, other, keep_dims)
+
+
+def split(tensor: Any) -> tuple[Any, Any]:
+    """The two halves of a device value's last dim, which must have size 2: `(x[..., 0],
+    x[..., 1])`, each without that dim (Helion's `hl.split`). RoPE's pairs,
+    `x.reshape(m, d // 2, 2)` split into the even and odd lanes of x, are gathered from x's
+    d lanes directly (frontend/lane_pairs.py): no (m, d // 2, 2) value is built."""
+    return _tracer("split").split(tensor)
+
+
+def join(tensor0: Any, tensor1: Any) -> Any:
+    """`torch.stack([tensor0, tensor1], -1)` of two device values, broadcast to one shape
+    first: a new last dim of size 2 (Helion's `hl.join`). Reshaped so that dim merges into
+    the one before it (`hl.join(a, b).reshape(m, d)`), the result interleaves a's and b's
+    lanes (a, b, a, b, ...) without building the pairs (frontend/lane_pairs.py)."""
+    return _tracer("join").join(tensor0, tensor1)

@@ -155,6 +155,8 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         return _matmul(node, op.contraction, padded)
     if op.kind is OpKind.INDEXED:
         return [], [_indexed_padding(node, padded)]
+    if op.view is ViewRule.CONCATENATE:
+        return [], [_concatenated_padding(node, padded)]
     if op.kind is OpKind.VIEW and op.view in _VIEW_PADDING:
         return [], [_VIEW_PADDING[op.view](node, _pads(node.args[0], padded))]
     if node.op == "subview":
@@ -191,6 +193,25 @@ def _indexed_padding(node: Node, padded) -> Padded:
             "(index the tensor with ':' there), or pick a block size that divides the dim.", node.location)
     out = {axis: rng for axis, rng in source_pads.items() if axis != dim and index.shape[axis] != 1}
     out.update(_pads(index, padded))
+    return out
+
+
+def _concatenated_padding(node: Node, padded) -> Padded:
+    """torch.cat: every operand has the result's size along the other axes, so the result is
+    padded there where any operand is. Along `dim` an operand's padding would sit inside the
+    result (or past a shifted tile end), which no tile range describes: refused."""
+    dim = node.kwargs["dim"]
+    out: Padded = {}
+    for operand in node.args:
+        pads = _pads(operand, padded)
+        if dim in pads:
+            rng = pads[dim]
+            names = rng.names if isinstance(rng, MergedPadding) else rng.dim.name
+            raise exc.UnsupportedOperation(
+                f"torch.cat/stack along axis {dim}, which a partially filled tile of {names} sizes: its "
+                "padding would land inside the result. Concatenate along a whole axis (index the tensor "
+                "with ':' there), or pick a block size that divides the dim.", node.location)
+        out.update(pads)
     return out
 
 

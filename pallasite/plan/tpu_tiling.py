@@ -82,3 +82,18 @@ class AxisRule:
             f"axis {self.axis} of '{self.tensor}' ({which} dim, size {self.array_dim}) "
             f"needs a block that is {need}, or exactly {self.array_dim}"
         )
+
+
+def aligned_concatenation(shapes, dtype: torch.dtype, dim: int) -> bool:
+    """Whether Mosaic's concatenate takes pieces of `shapes` along `dim`: along a leading
+    axis always; along the lanes pieces of whole 128-lane tiles; along the sublanes pieces
+    of whole sublane tiles of the dtype (8 rows of 32-bit values, 16 of 16-bit, 32 of
+    8-bit); bools, whose layout is Mosaic's own, never along those two. The `cat` lowering
+    builds the other cases by selects (codegen/lowering.py), and the cost model charges them."""
+    rank = len(shapes[0])
+    if dim < rank - 2:
+        return True
+    if dtype == torch.bool:
+        return False
+    tile = LANES if dim == rank - 1 else SUBLANES * max(1, 4 // dtype.itemsize)
+    return all(int(shape[dim]) % tile == 0 for shape in shapes)

@@ -21,6 +21,9 @@ Per node (`VectorCounter.work`):
   contraction takes several side-deep passes, every pass but the last is
   popped, re-added and stored;
 - `permute` of the last two axes: a transpose through the XLU, a vreg each;
+- `cat`: a vreg copied each where Mosaic concatenates whole tiles, else an iota
+  compare, a select and a sum per vreg of each piece's (result x piece positions)
+  one-hot, as torch.gather;
   other views (broadcasts, subscripts, reshapes of leading axes) are folded
   into their consumers' operand reads and cost nothing here;
 - stores to a block: one vector store per vreg; loads cost nothing (three load
@@ -37,10 +40,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+
 from ..ir import IfBlock, Load, Store, TileLoop, Value, cdiv
 from ..ir.ops import OPS
 from ..ir.ops.definition import OpKind, ViewRule
-from .tpu_tiling import LANES, SUBLANES
+from .tpu_tiling import LANES, SUBLANES, aligned_concatenation
 from .vmem import sublane_tile
 
 VREG_FILE = 64  # vregs per TensorCore (every generation so far)
@@ -146,6 +151,8 @@ class VectorCounter:
             dim = node.kwargs["dim"]
             hot = (*index.shape[:dim], source.shape[dim] * index.shape[dim], *index.shape[dim + 1:])
             return VectorWork(valu=3 * vregs(hot, index.dtype), stores=stored)
+        if kind is OpKind.VIEW and definition.view is ViewRule.CONCATENATE:
+            return _concatenation_work(node, out, stored)
         if kind is OpKind.VIEW and definition.view is ViewRule.PERMUTE:
             perm = tuple(node.kwargs.get("perm", ()))
             rank = len(perm)
@@ -165,3 +172,16 @@ class VectorCounter:
         if passes <= 1 or cdiv(lhs.shape[-2], SUBLANES) <= self.accumulators:
             return 0
         return (passes - 1) * max(_value_vregs(v) for v in node.outputs)
+
+
+def _concatenation_work(node, out: int, stored: int) -> VectorWork:
+    """torch.cat: a copy of each vreg where Mosaic concatenates whole tiles; else, per piece,
+    an iota compare, a select and a sum over (result positions x piece positions) along the
+    axis (`pallasite/runtime/relayout.py`)."""
+    dim = node.kwargs["dim"]
+    dtype = node.outputs[0].dtype
+    if aligned_concatenation([tuple(arg.shape) for arg in node.args], dtype, dim):
+        return VectorWork(valu=out, stores=stored)
+    total = node.outputs[0].shape[dim]
+    hot = sum(vregs((*arg.shape[:dim], total * arg.shape[dim], *arg.shape[dim + 1:]), torch.int32) for arg in node.args)
+    return VectorWork(valu=3 * hot, stores=stored)

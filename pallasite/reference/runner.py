@@ -291,6 +291,22 @@ class ReferenceRunner:
         with self.mode.paused():
             return scans.cumulative(spelling, value, dim, reverse)
 
+    def split(self, value: Any) -> Any:
+        """hl.split: the two halves of a last dim of size 2 (the compiled kernel's meaning,
+        without its lane-gather form)."""
+        if not self.in_device or not lanes.is_device(value):
+            raise exc.UnsupportedSyntax("hl.split is for device values; use x.unbind(-1) in host code.")
+        if value.ndim == 0 or value.shape[-1] != 2:
+            raise exc.ShapeMismatch(
+                f"hl.split splits a last dim of size 2, but the value has shape {list(value.shape)}; reshape it "
+                "to (..., n // 2, 2) first, e.g. x.reshape(m, d // 2, 2).")
+        return value[..., 0], value[..., 1]
+
+    def join(self, a: Any, b: Any) -> Any:
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.join is for device values; use torch.stack([a, b], -1) in host code.")
+        return torch.stack(torch.broadcast_tensors(a, b), -1)
+
     def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
         with self.mode.paused():
             return scans.reduce(combine_fn, values, dim, keep_dims)

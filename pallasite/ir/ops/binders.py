@@ -315,3 +315,27 @@ def gather_dim(op: OpDef, call: Call) -> Bound:
             "torch.gather takes an index of the input's rank (reshape the index, e.g. idx[:, None]).")
     meta = call.run_meta(lambda x, i: torch.gather(x, dim, i.long()), (bound["input"], bound["index"]), {})
     return [bound["input"], bound["index"]], {"dim": dim % max(rank, 1)}, meta
+
+
+def concatenated(op: OpDef, call: Call) -> Bound:
+    """`torch.cat(tensors, dim=0)` (and its aliases concat/concatenate): the tensors are the
+    operands, in order; `dim` a non-negative axis. torch's own checks of the sizes and its
+    dtype promotion come from running it on meta tensors."""
+    params = ("tensors", "dim")
+    if len(call.args) > len(params):
+        raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
+    bound = dict(zip(params, call.args))
+    for key, value in call.kwargs.items():
+        if key not in params or key in bound:
+            raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
+        bound[key] = value
+    tensors, dim = bound.get("tensors"), bound.get("dim", 0)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise exc.UnsupportedOperation(f"{call.display} takes a non-empty list or tuple of tensors, got {tensors!r}.")
+    if any(not isinstance(call.meta_of(t), torch.Tensor) for t in tensors):
+        raise exc.UnsupportedOperation(f"{call.display} takes tensors only; make a number a tensor with hl.full.")
+    rank = call.rank_of(tensors[0])
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -max(rank, 1) <= dim < max(rank, 1):
+        raise exc.ShapeMismatch(f"{call.display}: dim {dim!r} is not an axis of a rank-{rank} tensor.")
+    meta = call.run_meta(lambda *pieces: torch.cat(pieces, dim), tuple(tensors), {})
+    return list(tensors), {"dim": dim % max(rank, 1)}, meta

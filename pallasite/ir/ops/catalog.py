@@ -346,6 +346,10 @@ VIEW_OPS = (
     # `axis`, wrapping around (torch.roll of one axis); no torch spelling records it.
     OpDef("shift_lanes", OpKind.VIEW, by_signature, (), Signature(attrs={"shift": REQUIRED, "axis": REQUIRED}),
           meta=lambda x, shift, axis: x, view=ViewRule.SHIFT),
+    # torch.cat(tensors, dim): its operands are the tensors (any number), `dim` non-negative.
+    # torch.stack is its composite (each tensor unsqueezed at dim, then cat; ir/ops/shapes.py)
+    OpDef("cat", OpKind.VIEW, binders.concatenated, _spellings(("cat", "concat", "concatenate")),
+          Signature(("tensors",), {"dim": 0}), view=ViewRule.CONCATENATE),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
           Spelling("clone", binders.view(binders.copy)), note="moves no data"),

@@ -15,6 +15,7 @@ from ... import exc
 from .binders import normalize_dims
 from .definition import FLOATS, Call, Composite, Record
 from .scans import SCAN_DEFINITIONS
+from .shapes import SHAPE_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -77,4 +78,5 @@ COMPOSITE_DEFINITIONS = (
                    "dtype= as in torch"),
     *STATISTIC_DEFINITIONS,
     *SCAN_DEFINITIONS,
+    *SHAPE_DEFINITIONS,
 )

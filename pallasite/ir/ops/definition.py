@@ -50,6 +50,10 @@ class ViewRule(enum.Enum):
     # select past the lanes it wraps (ir/ops/scans.py), so the result counts as padded where
     # its source is
     SHIFT = "shift"
+    # cat (and stack, its composite): the operands' axes side by side along `dim`. Padding along
+    # the other axes is kept (every operand has their size); along `dim` it would sit inside the
+    # result, so the mask planner refuses it
+    CONCATENATE = "concatenate"
 
 
 @dataclass(frozen=True)

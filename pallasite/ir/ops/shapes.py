@@ -1,0 +1,107 @@
+"""torch.stack and torch.einsum as programs of registry ops.
+
+`stack` is `cat` of its tensors each unsqueezed at `dim`, so the mask planner and the
+lowering know only `cat` (whose rule chooses a form Mosaic lowers: `cat`'s docstring in
+codegen/lowering.py). `einsum` covers the contractions `matmul`/`bmm`/`mm` do: two
+operands, one contracted letter, one free letter per operand, and at most one batch
+letter in both operands and the output. The operands are permuted to (batch, free,
+contracted) and (batch, contracted, free), multiplied by `matmul`, and the product
+permuted to the output's order; any other equation is refused, naming it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ... import exc
+from .definition import Call, Composite, Record
+
+
+def _stack(call: Call, record: Record) -> Any:
+    args, kwargs = list(call.args), dict(call.kwargs)
+    unknown = set(kwargs) - {"tensors", "dim"}
+    if unknown or len(args) > 2:
+        raise exc.UnsupportedOperation(f"{call.display} takes (tensors, dim=0), got an unsupported argument.")
+    tensors = args[0] if args else kwargs.get("tensors")
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise exc.UnsupportedOperation(f"{call.display} takes a non-empty list or tuple of tensors, got {tensors!r}.")
+    call.run_meta(lambda *pieces: torch.stack(pieces, dim), tuple(tensors), {})  # torch's checks of the shapes
+    rank = call.rank_of(tensors[0]) + 1
+    dim = dim % rank
+    return record("cat", [record("unsqueeze", t, dim) for t in tensors], dim)
+
+
+# ------------------------------------------------------------------ einsum --
+
+
+def einsum_plan(equation: str, ranks: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The permutations of (lhs, rhs, product) that make `equation` one `matmul`: lhs to
+    (batch, free, contracted), rhs to (batch, contracted, free), and the product
+    (batch, lhs free, rhs free) to the output's order. An equation of another form is an
+    `exc.UnsupportedOperation` naming it."""
+    text = equation.replace(" ", "")
+
+    def refuse(why: str) -> exc.UnsupportedOperation:
+        return exc.UnsupportedOperation(
+            f"torch.einsum({equation!r}): {why}. pallasite maps einsum onto matmul/bmm: two operands, "
+            "one contracted letter, one free letter per operand and at most one batch letter "
+            "(e.g. 'ik,kj->ij', 'bik,bkj->bij', 'ij,kj->ik'); write other contractions with "
+            "torch.matmul, permutes and sums.")
+
+    if "." in text:
+        raise refuse("'...' is not supported")
+    inputs, arrow, output = text.partition("->")
+    operands = inputs.split(",")
+    if len(operands) != 2 or len(ranks) != 2:
+        raise refuse(f"{len(ranks)} operand(s)")
+    lhs, rhs = operands
+    if not all(letters.isalpha() for letters in (lhs, rhs)) or (output and not output.isalpha()):
+        raise refuse("subscripts must be letters")
+    for letters, rank in zip((lhs, rhs), ranks):
+        if len(letters) != rank:
+            raise exc.ShapeMismatch(f"torch.einsum({equation!r}): subscripts {letters!r} for a rank-{rank} operand.")
+        if len(set(letters)) != len(letters):
+            raise refuse(f"a repeated letter in {letters!r} (a diagonal)")
+    if not arrow:  # torch's implicit output: the letters seen once, in alphabetical order
+        output = "".join(sorted(c for c in set(lhs + rhs) if (lhs + rhs).count(c) == 1))
+    if len(set(output)) != len(output) or set(output) - set(lhs + rhs):
+        raise refuse(f"output {output!r} repeats a letter or names one no operand has")
+    batch = [c for c in lhs if c in rhs and c in output]
+    contracted = [c for c in lhs if c in rhs and c not in output]
+    free_lhs = [c for c in lhs if c not in rhs]
+    free_rhs = [c for c in rhs if c not in lhs]
+    if len(contracted) != 1:
+        raise refuse(f"{len(contracted)} contracted letters")
+    if len(free_lhs) != 1 or len(free_rhs) != 1 or set(free_lhs + free_rhs) - set(output):
+        raise refuse("each operand needs exactly one free letter, kept in the output")
+    if len(batch) > 1:
+        raise refuse(f"{len(batch)} batch letters")
+    lhs_perm = tuple(lhs.index(c) for c in (*batch, *free_lhs, *contracted))
+    rhs_perm = tuple(rhs.index(c) for c in (*batch, *contracted, *free_rhs))
+    product = (*batch, *free_lhs, *free_rhs)
+    return lhs_perm, rhs_perm, tuple(product.index(c) for c in output)
+
+
+def _einsum(call: Call, record: Record) -> Any:
+    if call.kwargs or not call.args or not isinstance(call.args[0], str):
+        raise exc.UnsupportedOperation(f"{call.display} takes (equation, *operands).")
+    equation, operands = call.args[0], list(call.args[1:])
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    ranks = tuple(call.rank_of(t) for t in operands)
+    call.run_meta(lambda *ts: torch.einsum(equation, *ts), tuple(operands), {})  # torch's own checks
+    lhs_perm, rhs_perm, out_perm = einsum_plan(equation, ranks)
+    lhs, rhs = operands
+
+    def permuted(value: Any, perm: tuple[int, ...]) -> Any:
+        return value if perm == tuple(range(len(perm))) else record("permute", value, perm)
+
+    return permuted(record("matmul", permuted(lhs, lhs_perm), permuted(rhs, rhs_perm)), out_perm)
+
+
+SHAPE_DEFINITIONS = (
+    Composite("stack", ("stack",), _stack),
+    Composite("einsum", ("einsum",), _einsum),
+)
