@@ -349,7 +349,10 @@ VIEW_OPS = (
     # torch.cat(tensors, dim): its operands are the tensors (any number), `dim` non-negative.
     # torch.stack is its composite (each tensor unsqueezed at dim, then cat; ir/ops/shapes.py)
     OpDef("cat", OpKind.VIEW, binders.concatenated, _spellings(("cat", "concat", "concatenate")),
-          Signature(("tensors",), {"dim": 0}), view=ViewRule.CONCATENATE),
+          Signature(("tensors",), {"dim": 0}), view=ViewRule.CONCATENATE, dtypes=EVERY_DTYPE,
+          note="promotes as torch; pieces in whole Mosaic tiles (or along a leading axis) are "
+               "jnp.concatenate, others are placed by bit-exact selects; the dim may not hold a "
+               "partial tile's padding"),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
           Spelling("clone", binders.view(binders.copy)), note="moves no data"),

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ... import exc
-from .definition import Call, Composite, Record
+from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
 
 
 def _stack(call: Call, record: Record) -> Any:
@@ -102,6 +102,10 @@ def _einsum(call: Call, record: Record) -> Any:
 
 
 SHAPE_DEFINITIONS = (
-    Composite("stack", ("stack",), _stack),
-    Composite("einsum", ("einsum",), _einsum),
+    Composite("stack", ("stack",), _stack, dtypes=EVERY_DTYPE,
+              note="cat of the tensors unsqueezed at dim; stack(..., -1) merged back by a reshape "
+                   "(RoPE's pairs) is a lane interleave"),
+    Composite("einsum", ("einsum",), _einsum, dtypes=FLOATS,
+              note="two operands, the contractions matmul/bmm cover: one contracted letter, one free "
+                   "letter per operand, at most one batch letter; other equations are refused"),
 )
