@@ -65,7 +65,7 @@ def emit_load(k, node: Load) -> None:
     if tuple(access.ref_shape) != tuple(value.shape):
         text = f"{text}.reshape({literal(tuple(value.shape))})"
     name = k.bind(value, node.tensor.name)
-    k.emit(f"{name} = {text}", pure=True)  # dropped if only narrowing reads use the block
+    k.emit(f"{name} = {text}", comment=access.note or None, pure=True)  # dropped if only narrowing reads use it
 
 
 def _binder(k):
@@ -111,7 +111,7 @@ def emit_store(k, node: Store) -> None:
         conditions = [k.range_condition(shape, m.axis, m.range) for m in access.store_masks]
         k.comment("keep the contents past the tile's end")
         text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
-    k.emit(f"{target} = {text}")
+    k.emit(f"{target} = {text}", comment=access.note or None)
     if access.write_back is not None:
         frame = k.frames[access.write_back.loop_id]
         k.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()",

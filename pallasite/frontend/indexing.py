@@ -14,7 +14,10 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir import FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, TileSlice, Value
+from ..ir import (
+    FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, StaticSlice, TileSlice, Value,
+)
+from ..ir.sizes import SymbolicSize
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
 
@@ -70,13 +73,9 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, TileProxy):
         return TileSlice(item.dim)
     if isinstance(item, slice):
-        if whole_slice(item) or (_is_int(item.start, None, 0) and _is_int(item.stop, None, size)
-                            and _is_int(item.step, None, 1)):
+        if whole_slice(item):
             return FullSlice()
-        raise exc.IndexingError(
-            f"{tensor_name}[...]: the slice {_slice_text(item)} on axis {axis} is not "
-            "supported in device code; index with a tile, ':' or a scalar."
-        )
+        return _static_slice(item, size, axis, tensor_name)
     if isinstance(item, bool):
         raise exc.IndexingError(f"{tensor_name}[...]: boolean indices are not supported.")
     if isinstance(item, int):
@@ -112,6 +111,37 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
+    """A slice of a tensor axis in device code: a static window, its bounds read as Python
+    reads them (negative counts from the end, None is the end, out-of-range clamps)."""
+    text = _slice_text(item)
+    if not _is_int(item.step, None, 1):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} has step {item.step!r}; a slice in device "
+            "code is a contiguous window (step 1). Read the window and take every n-th element with a "
+            "reshape, or index with a tile.")
+    bounds = (item.start, item.stop)
+    if any(b is not None and (isinstance(b, bool) or not isinstance(b, int)) for b in bounds):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} needs compile-time int bounds (host ints, "
+            "sizes, hl.specialize'd scalars); a window that moves with the data is a tile: "
+            "`for t in hl.tile(begin, end)`, then index with t.")
+    if _is_int(item.start, None, 0) and (item.stop is None or item.stop is size):
+        return FullSlice()
+    if isinstance(size, SymbolicSize) or any(isinstance(b, SymbolicSize) for b in bounds):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} of a dynamic size (static_shapes=False) "
+            "has no static window; use static_shapes=True or index with a tile.")
+    start, stop, _ = slice(item.start, item.stop).indices(size)
+    if start == 0 and stop == size:
+        return FullSlice()
+    if stop <= start:
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} selects no element of axis {axis} (size {size}); device "
+            "code has no empty tiles.")
+    return StaticSlice(start, stop)
 
 
 def is_narrowing(key: Any) -> bool:
@@ -314,6 +344,8 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
             out.append(shape[axis])
         elif isinstance(item, GatherIndex):  # the index's axis replaces the tensor's
             out.append(item.value.shape[0])
+        elif isinstance(item, StaticSlice):
+            out.append(item.size)
         axis += 1
     return tuple(out)
 

@@ -117,6 +117,20 @@ class GatherIndex:
 
 
 @dataclass(frozen=True)
+class StaticSlice:
+    """`x[t, a:b]`, `out[..., :112]`: the static window [start, stop) of one axis (step 1,
+    bounds normalized as Python's slices are, non-empty, inside the axis). The axis keeps
+    the window's length; planning reads the window out of a block holding it."""
+
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
 class Run:
     """A narrowing read of a device value (`blk[1:3]`, `blk[tile_s.index]`): the contiguous
     positions [start, start + size) of one axis of the value.
@@ -129,7 +143,7 @@ class Run:
     dim: "TileDim | None" = None
 
 
-IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex]
+IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, StaticSlice]
 # a subview's items (`subview` node, kwargs["index"]): one per axis of the narrowed value
 NarrowItem = Union[FullSlice, ScalarIndex, NewAxis, Run]
 

@@ -232,6 +232,7 @@ class Access:
     # per axis of the loaded value: the axis of ref[ref_index] it is (None: a NewAxis, or not
     # one axis of the ref, as a gather's) — how a narrowing read finds its axis in the ref
     value_axes: tuple[int | None, ...] | None = None
+    note: str = ""  # what a static window reads, written above the access in the generated code
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value, walk_nodes
+from ..ir import (
+    FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, StaticSlice, Store, TileDim, TileSlice, Value, walk_nodes,
+)
 from .. import exc
 from ..ir.ops import ScalarArithmetic, scalar_arithmetic
 
@@ -124,6 +126,8 @@ def access_text(node) -> str:
             parts.append(":")
         elif isinstance(item, GatherIndex):
             parts.append(describe(item.value))
+        elif isinstance(item, StaticSlice):
+            parts.append(f"{item.start}:{item.stop}")
         else:
             parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
     return f"{node.tensor.name}[{', '.join(parts)}]"

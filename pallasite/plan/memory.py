@@ -13,7 +13,8 @@ import torch
 
 from .. import exc
 from ..ir import (
-    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, Store, TensorSymbol, TileSlice,
+    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, StaticSlice, Store, TensorSymbol,
+    TileSlice,
     Value, walk_nodes,
 )
 from .remote_copies import synthetic_accesses
@@ -124,6 +125,14 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
                          reason=f"tile '{dim.name}': {why}; the axis stays resident and each tile "
                                 "is read and written at its offset")
     reason = ""
+    windows = sorted({(i.start, i.stop) for i in items if isinstance(i, StaticSlice)})
+    if windows and not any(isinstance(i, TileSlice) for i in items):
+        # a static window is read out of the whole axis (a static sub-view of the block): a
+        # block of just the window would have to be a legal TPU block at a block-multiple start
+        spans = ", ".join(f"[{a}, {b})" for a, b in windows)
+        return AxisBlock(BlockKind.FULL, size, ZERO,
+                         reason=f"the static slice{'s' if len(windows) > 1 else ''} {spans} of it "
+                                f"{'are' if len(windows) > 1 else 'is'} read from the whole axis")
     if isinstance(first, ScalarIndex) and all(isinstance(i, ScalarIndex) for i in items):
         try:
             exprs = {grid_expression(i.index, grid_axis_of) for i in items}
@@ -184,7 +193,8 @@ def _forms(items: list) -> str:
     for item in items:
         form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
             "':'" if isinstance(item, FullSlice) else
-            "an index vector" if isinstance(item, GatherIndex) else "a scalar")
+            "an index vector" if isinstance(item, GatherIndex) else
+            f"the static slice {item.start}:{item.stop}" if isinstance(item, StaticSlice) else "a scalar")
         if form not in forms:
             forms.append(form)
     return ", ".join(forms)
@@ -241,6 +251,7 @@ def plan_access(node, operand: Operand) -> Access:
     ref_index: list = []
     ref_shape: list[int] = []
     store_masks = []
+    notes: list[str] = []
     gather = scatter = None
     remaining = iter(enumerate(items))
     result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
@@ -262,6 +273,12 @@ def plan_access(node, operand: Operand) -> Access:
             else:
                 gather = plan_gather(node, len(ref_shape), size)
             ref_shape.append(size)
+            continue
+        if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
+            ref_index.append(RefOffset((item.start,), item.size))
+            ref_shape.append(item.size)
+            notes.append(f"axis {axis} of '{operand.symbol.name}': the static window [{item.start}, {item.stop}) "
+                         f"of its {block.size}-long block")
             continue
         if block.kind is BlockKind.RESIDENT and not isinstance(item, TileSlice):
             if isinstance(item, FullSlice):  # the tensor's part of a block that may be longer
@@ -291,7 +308,7 @@ def plan_access(node, operand: Operand) -> Access:
         ref_index = []  # the whole block
     value_axes = None if gather is not None or scatter is not None else loaded_value_axes(node.index, result_axis)
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather, scatter=scatter, value_axes=value_axes)
+                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes))
 
 
 def loaded_value_axes(index, result_axis: dict[int, int]) -> tuple[int | None, ...]:
