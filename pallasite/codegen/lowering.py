@@ -451,6 +451,16 @@ def _shift_lanes(call: OpCall) -> str:
     return f"pltpu.roll({source.text}, {call.attrs['shift'] % source.shape[axis]}, {axis})"
 
 
+@rule("pad")
+def _pad(call: OpCall) -> str:
+    """F.pad, constant mode: fill lanes before and after each padded axis (Mosaic lowers
+    `lax.pad` as a concatenation with the fill)."""
+    source = call.args[0]
+    widths = tuple(tuple(pair) for pair in call.attrs["widths"])
+    fill = literal(call.attrs["value"])
+    return f"jnp.pad({source.text}, {literal(widths)}, constant_values={jnp_dtype(call.out_dtype)}({fill}))"
+
+
 @rule("identity")
 def _identity(call: OpCall) -> str:
     return call.args[0].text

@@ -290,6 +290,9 @@ VIEW_OPS = (
     # `axis`, wrapping around (torch.roll of one axis); no torch spelling records it.
     OpDef("shift_lanes", OpKind.VIEW, by_signature, (), Signature(attrs={"shift": REQUIRED, "axis": REQUIRED}),
           meta=lambda x, shift, axis: x, view=ViewRule.SHIFT),
+    # F.pad(v, pad, value=c), constant mode: widths per axis (outermost first) and the fill
+    OpDef("pad", OpKind.VIEW, binders.constant_pad, (Spelling("pad"),),
+          Signature(attrs={"widths": REQUIRED, "value": 0}), view=ViewRule.PAD),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
           Spelling("clone", binders.view(binders.copy))),

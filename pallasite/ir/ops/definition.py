@@ -50,6 +50,10 @@ class ViewRule(enum.Enum):
     # select past the lanes it wraps (ir/ops/scans.py), so the result counts as padded where
     # its source is
     SHIFT = "shift"
+    # pad (F.pad, constant mode): each axis gains fill lanes before and after its own. Lanes
+    # after a partial tile's padding would not follow its valid lanes, so padding an axis
+    # that holds a partial tile's padding is refused (plan/masks.py); other axes keep theirs
+    PAD = "pad"
 
 
 @dataclass(frozen=True)
