@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import FullSlice, Load, ScalarIndex, Store, Value
+from ..plan.access_plans import AlignedRun
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .lowering import jnp_dtype, literal
@@ -42,6 +43,14 @@ def _ref_item(k, item) -> str:
         if frame is not None and frame.traced and dim.begin_aligned:
             begin = f"pl.multiple_of({begin}, {dim.block_size})"
         return f"pl.ds({begin}, {dim.block_size})"
+    if isinstance(item, AlignedRun):
+        dim = item.dim
+        begin, block = k.render(dim.begin_value), dim.block_size
+        frame = k.frame_of(dim)
+        start = _plus(begin, item.blocks * block)
+        if frame is not None and not frame.traced:  # an unrolled step: a Python int
+            return f"pl.ds(max({start}, 0), {block})"
+        return f"pl.ds(pl.multiple_of(jnp.maximum({start}, 0), {block}), {block})"
     raise TypeError(f"no ref subscript for a {type(item).__name__}")
 
 
@@ -59,6 +68,8 @@ def emit_load(k, node: Load) -> None:
     if access.gather is not None:
         _emit_gather(k, node, access, text)
         return
+    if access.shift is not None:
+        text = _shifted_read(k, node, access, text)
     copy = k.plan.block_copies.get(node.id)
     if copy is not None:  # the loop writes the tensor: narrowing reads use this copy
         k.emit(f"{copy.scratch}[...] = {text}", comment="the loaded values, for reads after a write")
@@ -66,6 +77,33 @@ def emit_load(k, node: Load) -> None:
         text = f"{text}.reshape({literal(tuple(value.shape))})"
     name = k.bind(value, node.tensor.name)
     k.emit(f"{name} = {text}", comment=access.note or None, pure=True)  # dropped if only narrowing reads use it
+
+
+def _shifted_read(k, node: Load, access, first: str) -> str:
+    """A load at `tile + c` (the plan's `TileShift`): the aligned run holding its first lanes,
+    with the next run's first r lanes selected in and rotated by r, positions outside the
+    tensor zeroed."""
+    shift, bind = access.shift, _binder(k)
+    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
+    sign = "+" if shift.offset > 0 else "-"
+    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: aligned runs of the resident "
+              f"axis, rotated into place; positions outside [0, {shift.size}) read 0")
+    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
+    text = bind(f"{node.tensor.name}_run", first)
+    if shift.rotate:
+        later = list(access.ref_index)
+        later[axis] = AlignedRun(dim, shift.blocks + 1)
+        following = f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]"
+        text = bind(f"{node.tensor.name}_shifted",
+                    f"pltpu.roll(jnp.where({lane} < {shift.rotate}, {following}, {text}), "
+                    f"{block - shift.rotate}, {axis})")
+    position = f"{lane} + ({_plus(k.render(dim.begin_value), shift.offset)})"
+    return f"jnp.where(({position} >= 0) & ({position} < {shift.size}), {text}, 0)"
+
+
+def _plus(text: str, offset: int) -> str:
+    """`text + offset` written as a reader would (`begin - 3`, `begin`)."""
+    return text if offset == 0 else f"{text} + {offset}" if offset > 0 else f"{text} - {-offset}"
 
 
 def _binder(k):

@@ -15,7 +15,8 @@ import torch
 
 from .. import exc
 from ..ir import (
-    FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, StaticSlice, TileSlice, Value,
+    FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, ShiftedTile, StaticSlice, TileSlice,
+    Value,
 )
 from ..ir.sizes import SymbolicSize
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
@@ -91,8 +92,10 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, DeviceTensor):
         value = item.value
         producer = value.producer
-        if producer is not None and producer.op == "tile_index":
-            return TileSlice(producer.args[0])
+        shifted = tile_run(value)
+        if shifted is not None:  # tile.index, tile.index + c, tile - c
+            dim, offset = shifted
+            return TileSlice(dim) if offset == 0 else ShiftedTile(dim, offset)
         if value.shape == () and not value.dtype.is_floating_point and value.dtype != torch.bool:
             return ScalarIndex(value)
         if value.shape == ():
@@ -111,6 +114,31 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def tile_run(value: Value) -> tuple | None:
+    """(dim, c) when `value` is `tile.index + c` for a compile-time int c (built with + and -
+    of ints, `tile + c` included), else None."""
+    producer = value.producer
+    if producer is None:
+        return None
+    if producer.op == "tile_index":
+        return producer.args[0], 0
+    if producer.op not in ("add", "sub") or producer.kwargs.get("alpha", 1) != 1 or len(producer.args) != 2:
+        return None
+    left, right = producer.args
+    if producer.op == "add" and _constant_int(left) and isinstance(right, Value):
+        left, right = right, left
+    if not (isinstance(left, Value) and _constant_int(right)):
+        return None
+    inner = tile_run(left)
+    if inner is None:
+        return None
+    return inner[0], inner[1] + (right if producer.op == "add" else -right)
+
+
+def _constant_int(value: Any) -> bool:
+    return type(value) is int
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
@@ -346,6 +374,8 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
             out.append(item.value.shape[0])
         elif isinstance(item, StaticSlice):
             out.append(item.size)
+        elif isinstance(item, ShiftedTile):
+            out.append(item.dim.block_size)
         axis += 1
     return tuple(out)
 

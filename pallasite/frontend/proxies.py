@@ -291,6 +291,23 @@ class TileProxy:
     def count(self) -> Any:
         return self._tracer.tile_attribute(self.dim, "count")
 
+    def __add__(self, other: Any) -> Any:
+        """`tile + c`: the positions tile.index + c (an index that reads 0 outside the tensor)."""
+        return self.index + self._offset(other, "+")
+
+    def __radd__(self, other: Any) -> Any:
+        return self.index + self._offset(other, "+")
+
+    def __sub__(self, other: Any) -> Any:
+        return self.index - self._offset(other, "-")
+
+    def _offset(self, other: Any, symbol: str) -> int:
+        if isinstance(other, bool) or not isinstance(other, int):
+            raise exc.UnsupportedSyntax(
+                f"{self.dim.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "
+                f"arithmetic use {self.dim.name}.index (a vector of indices) or {self.dim.name}.begin.")
+        return other
+
     def __index__(self) -> int:
         raise exc.UnsupportedSyntax(
             f"Tile '{self.dim.name}' is a run of indices; use {self.dim.name}.begin or "

@@ -117,6 +117,17 @@ class GatherIndex:
 
 
 @dataclass(frozen=True)
+class ShiftedTile:
+    """`x[tile + c]`, `x[tile.index - 3]` (c a compile-time int, not 0): the positions
+    tile.begin + c + i of the axis for the tile's lanes i. A lane whose position lies outside
+    the tensor reads 0 (masked as a tile's tail is); lanes past the tile's end are its
+    padding, as for `TileSlice`."""
+
+    dim: TileDim
+    offset: int
+
+
+@dataclass(frozen=True)
 class StaticSlice:
     """`x[t, a:b]`, `out[..., :112]`: the static window [start, stop) of one axis (step 1,
     bounds normalized as Python's slices are, non-empty, inside the axis). The axis keeps
@@ -143,7 +154,7 @@ class Run:
     dim: "TileDim | None" = None
 
 
-IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, StaticSlice]
+IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, StaticSlice, ShiftedTile]
 # a subview's items (`subview` node, kwargs["index"]): one per axis of the narrowed value
 NarrowItem = Union[FullSlice, ScalarIndex, NewAxis, Run]
 

@@ -11,8 +11,8 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, Run, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
-    Value, ops, walk_nodes,
+    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, Run, ScalarIndex, ShiftedTile, Store, TileDim, TileLoop,
+    TileSlice, Value, ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
@@ -140,7 +140,7 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         for item in node.index:
             if isinstance(item, ScalarIndex):
                 continue
-            if isinstance(item, TileSlice) and needs_mask(item.dim):
+            if isinstance(item, (TileSlice, ShiftedTile)) and needs_mask(item.dim):
                 out[axis] = needs_mask(item.dim)
             if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
                 out[axis] = _pads(item.value, padded)[0]

@@ -13,8 +13,8 @@ import torch
 
 from .. import exc
 from ..ir import (
-    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, StaticSlice, Store, TensorSymbol,
-    TileSlice,
+    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, ShiftedTile, StaticSlice, Store,
+    TensorSymbol, TileSlice,
     Value, walk_nodes,
 )
 from .remote_copies import synthetic_accesses
@@ -26,6 +26,7 @@ from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
+from .access_plans import AlignedRun, TileShift
 from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule
 
 _SMEM_DTYPES = (torch.int32, torch.float32)
@@ -105,6 +106,8 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
     first = items[0]
     if any(isinstance(i, GatherIndex) for i in items):
         return _gathered_axis_block(symbol, axis, size, items)
+    if any(isinstance(i, ShiftedTile) for i in items):
+        return _shifted_axis_block(symbol, axis, size, items)
     inner = [i.dim for i in items if isinstance(i, TileSlice) and i.dim.id not in grid_axis_of]
     if len(inner) == len(items):  # only inner tiles (possibly of sibling loops) read this axis
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
@@ -155,6 +158,26 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
     return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
 
 
+def _shifted_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
+    """An axis read at `tile + c` is resident from element 0, long enough for the aligned runs
+    every shifted read takes (`TileShift`) and every tile's run: a shifted tile's lanes straddle
+    two blocks of the tensor, which no BlockSpec index map names."""
+    rule = AxisRule(symbol.name, axis, len(symbol.shape), size, symbol.dtype)
+    needed = 1
+    for item in items:
+        if isinstance(item, ShiftedTile):
+            dim, block = item.dim, item.dim.block_size
+            last_begin = dim.begin + (dim.static_trips - 1) * block
+            runs = 1 if item.offset % block == 0 else 2
+            needed = max(needed, last_begin + (item.offset // block + runs) * block, block)
+        elif isinstance(item, TileSlice):
+            needed = max(needed, _resident_length(item.dim, size, rule))
+    length = size if needed <= size else rule.round_up(needed)
+    tiles = [item for item in items if isinstance(item, (TileSlice, ShiftedTile))]
+    return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0].dim,
+                     reason=f"it is read at shifted tiles ({_forms(items)}), whose lanes straddle two blocks")
+
+
 def _gathered_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
     """An axis an index vector gathers is whole in VMEM (any row may be picked); when
     tiles index it too, it is resident, long enough for every tile's run."""
@@ -192,6 +215,7 @@ def _forms(items: list) -> str:
     forms = []
     for item in items:
         form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
+            f"{item.dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}" if isinstance(item, ShiftedTile) else
             "':'" if isinstance(item, FullSlice) else
             "an index vector" if isinstance(item, GatherIndex) else
             f"the static slice {item.start}:{item.stop}" if isinstance(item, StaticSlice) else "a scalar")
@@ -252,7 +276,7 @@ def plan_access(node, operand: Operand) -> Access:
     ref_shape: list[int] = []
     store_masks = []
     notes: list[str] = []
-    gather = scatter = None
+    gather = scatter = shift = None
     remaining = iter(enumerate(items))
     result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
     for block in operand.axes:
@@ -273,6 +297,11 @@ def plan_access(node, operand: Operand) -> Access:
             else:
                 gather = plan_gather(node, len(ref_shape), size)
             ref_shape.append(size)
+            continue
+        if isinstance(item, ShiftedTile):  # two aligned runs, lane-selected and rotated (TileShift)
+            ref_index.append(AlignedRun(item.dim, item.offset // item.dim.block_size))
+            ref_shape.append(item.dim.block_size)
+            shift = TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis])
             continue
         if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
             ref_index.append(RefOffset((item.start,), item.size))
@@ -308,7 +337,7 @@ def plan_access(node, operand: Operand) -> Access:
         ref_index = []  # the whole block
     value_axes = None if gather is not None or scatter is not None else loaded_value_axes(node.index, result_axis)
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes))
+                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes), shift=shift)
 
 
 def loaded_value_axes(index, result_axis: dict[int, int]) -> tuple[int | None, ...]:

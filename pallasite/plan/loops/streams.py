@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from ...ir.sizes import SymbolicSize, same_size, size_max
 
 from ...ir import (
-    GatherIndex, IfBlock, NewAxis, ScalarIndex, StaticSlice, TileLoop, TileSlice, Value, cdiv, walk_nodes,
+    GatherIndex, IfBlock, NewAxis, ScalarIndex, ShiftedTile, StaticSlice, TileLoop, TileSlice, Value, cdiv, walk_nodes,
 )
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
@@ -62,7 +62,7 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
             continue
         if any(isinstance(item, GatherIndex) for item in first):  # gathered: whole in VMEM
             continue
-        if any(isinstance(item, StaticSlice) for item in first):  # a static window: read from the resident axis
+        if any(isinstance(item, (StaticSlice, ShiftedTile)) for item in first):  # read from the resident axis
             continue
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
