@@ -19,6 +19,7 @@ from .gather_kinds import flat_gather, paired_indices
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
+from .shape_kinds import window_shapes
 from .statistics_kinds import statistics
 
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
@@ -508,6 +509,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "paired_indices": paired_indices, "flat_gather": flat_gather,
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp
     "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
+    "window_shapes": window_shapes,  # fuzz/shape_kinds.py: static slices, shifted tiles, F.pad
 }
 
 
