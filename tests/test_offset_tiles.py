@@ -176,3 +176,25 @@ def test_refused(kernel, error, message, in_reference):
     if in_reference:
         with pytest.raises(error, match=message):
             run_ref(kernel, (x,))
+
+
+@pallasite.kernel
+def masked_1d_shift(x):
+    """hl.load with a mask shaped like the shifted index: the index stays a shifted tile
+    (no gather), and the mask's zeros agree with the shifted read's."""
+    n, = x.shape
+    out = torch.empty_like(x)
+    for t in hl.tile(n, block_size=128):
+        idx = t.index
+        out[t] = hl.load(x, [idx - 2], extra_mask=idx >= 2) + x[t]
+    return out
+
+
+def test_masked_load_keeps_the_shifted_tile():
+    x = torch.randn(300)
+    expected = _shifted(x, -2) + x
+    code, out = code_and_output(masked_1d_shift, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(masked_1d_shift, (x,)), expected)
+    plan = masked_1d_shift.bind((x,)).plan()
+    assert not any(access.gather for access in plan.calls[0].accesses.values())

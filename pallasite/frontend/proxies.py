@@ -193,6 +193,15 @@ class DeviceTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"DeviceTensor({self.value!r})"
 
+    @property
+    def tile_shift(self) -> int | None:
+        """c when this is a tile's positions shifted by a constant (`tile.index + c`, a
+        `ShiftedTile` index), else None."""
+        from .indexing import tile_run  # indexing reads these proxies
+
+        run = tile_run(self.value)
+        return None if run is None else run[1]
+
     # A device scalar used as a Python index or int needs a compile-time value.
     def __index__(self) -> int:
         raise exc.UnsupportedSyntax(

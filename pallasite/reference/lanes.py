@@ -50,7 +50,7 @@ def finish(result: Any, axes: Iterable[int] = ()) -> Any:
     return result
 
 
-RUN_ATTRIBUTE = "_pallasite_tile_run"
+RUN_ATTRIBUTE = "tile_shift"  # the attribute the tracer's DeviceTensor has too (hl.load reads it)
 
 
 def mark_run(tensor: torch.Tensor, offset: int) -> torch.Tensor:
