@@ -1,9 +1,10 @@
 """Shifted tiles (issue 22 §2): `x[tile - 3]`, `x[tile.index + 130]`, `x[3 + tile]` read the
 positions tile.index + c; a position outside the tensor reads 0 (as a tile's tail is masked),
-so a causal convolution needs no bounds arithmetic. The axis stays resident; each read takes
-the two block-aligned runs holding its lanes, selects and rotates them (`pltpu.roll`) and
-zeroes positions outside the tensor (plan: `TileShift`). A store at a shifted tile, a shift
-that is not a compile-time int and tiles that do not start at block multiples are refused."""
+so a causal convolution needs no bounds arithmetic; a store at a shifted tile writes the
+positions inside the tensor and drops the rest. The axis stays resident; each access takes
+the two block-aligned runs holding its lanes, selects and rotates them (`pltpu.roll`)
+(plan: `TileShift`). A shift that is not a compile-time int and tiles that do not start at
+block multiples are refused."""
 from __future__ import annotations
 
 import pytest
@@ -137,11 +138,50 @@ def test_reduction_over_shifted_partial_tile(loop_type):
 
 @pallasite.kernel
 def store_shifted(x):
+    """Stores at shifted tiles, both ways (300 elements: a partial last tile); `out` starts as
+    zeros, so the positions no lane lands on must keep them."""
     n, = x.shape
-    out = torch.zeros_like(x)
+    later = torch.zeros_like(x)
+    earlier = torch.zeros_like(x)
     for t in hl.tile(n, block_size=128):
-        out[t + 1] = x[t]
+        later[t + 3] = x[t]
+        earlier[t.index - 130] = x[t] * 2
+    return later, earlier
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_stores_at_shifted_tiles_drop_positions_outside(dtype):
+    x = torch.arange(1, 301).to(dtype)
+    later, earlier = torch.zeros_like(x), torch.zeros_like(x)
+    later[3:] = x[:297]
+    earlier[:170] = x[130:] * 2
+    _, (out_later, out_earlier) = code_and_output(store_shifted, (x,))
+    torch.testing.assert_close(out_later, later)
+    torch.testing.assert_close(out_earlier, earlier)
+    ref_later, ref_earlier = run_ref(store_shifted, (x,))
+    torch.testing.assert_close(ref_later, later)
+    torch.testing.assert_close(ref_earlier, earlier)
+
+
+@pallasite.kernel
+def shift_rows_down(x):
+    """A shifted store of rows in an inner loop: out[r + 1] = x[r]."""
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tn in hl.tile(n, block_size=128):
+        for tm in hl.tile(m, block_size=8):
+            out[tm + 1, tn] = x[tm, tn]
     return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_shifted_row_store_in_inner_loop(loop_type):
+    x = torch.randn(20, 256)
+    expected = torch.zeros_like(x)
+    expected[1:] = x[:-1]
+    _, out = code_and_output(shift_rows_down, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(shift_rows_down, (x,), pallas_loop_type=loop_type), expected)
 
 
 @pallasite.kernel
@@ -163,7 +203,6 @@ def unaligned_begin(x):
 
 
 @pytest.mark.parametrize("kernel, error, message, in_reference", [
-    (store_shifted, exc.UnsupportedOperation, "store at a shifted tile", True),
     (float_shift, exc.UnsupportedSyntax, "compile-time int", True),
     # reference mode reads any tile as a slice: only the compiled read needs aligned runs
     (unaligned_begin, exc.UnsupportedOperation, "not a multiple of the block size", False),

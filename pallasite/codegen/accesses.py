@@ -101,6 +101,31 @@ def _shifted_read(k, node: Load, access, first: str) -> str:
     return f"jnp.where(({position} >= 0) & ({position} < {shift.size}), {text}, 0)"
 
 
+def _shifted_write(k, node: Store, access, value: str, first: str) -> None:
+    """A store at `tile + c` (the plan's `TileShift`): the value rotated by r into the aligned
+    runs its lanes land in; each run keeps its contents where no valid lane lands (before the
+    value's lanes, past the tile's end, outside the tensor)."""
+    shift, bind = access.shift, _binder(k)
+    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
+    sign = "+" if shift.offset > 0 else "-"
+    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: the value rotated into the "
+              f"aligned runs of the resident axis; positions outside [0, {shift.size}) are not written")
+    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
+    rotated = bind("rotated", f"pltpu.roll({value}, {shift.rotate}, {axis})" if shift.rotate else value)
+    limit = min(shift.size, dim.end + shift.offset)  # past the tile's end or the tensor: no valid lane
+    begin = k.render(dim.begin_value)
+    runs = [(first, shift.blocks, f"{lane} >= {shift.rotate}" if shift.rotate else None)]
+    if shift.rotate:
+        later = list(access.ref_index)
+        later[axis] = AlignedRun(dim, shift.blocks + 1)
+        runs.append((f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]", shift.blocks + 1,
+                     f"{lane} < {shift.rotate}"))
+    for target, blocks, held in runs:
+        position = f"{lane} + ({_plus(begin, blocks * block)})"
+        condition = " & ".join(filter(None, (held and f"({held})", f"({position} >= 0)", f"({position} < {limit})")))
+        k.emit(f"{target} = jnp.where({condition}, {rotated}, {target})")
+
+
 def _plus(text: str, offset: int) -> str:
     """`text + offset` written as a reader would (`begin - 3`, `begin`)."""
     return text if offset == 0 else f"{text} + {offset}" if offset > 0 else f"{text} - {-offset}"
@@ -143,6 +168,9 @@ def emit_store(k, node: Store) -> None:
         shape = tuple(access.scatter.index.shape[0] if axis == access.scatter.axis else size
                       for axis, size in enumerate(shape))
     text = _stored_value(k, operand, shape, node.tensor.dtype)
+    if access.shift is not None:
+        _shifted_write(k, node, access, text, target)
+        return
     if access.scatter is not None:
         text, shape = _scatter_window(k, access, text, shape, target, node.tensor.dtype), tuple(access.ref_shape)
     if access.store_masks:

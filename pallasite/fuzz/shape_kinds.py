@@ -1,6 +1,6 @@
 """The `window_shapes` kind: static slices of a tensor axis (read and written, bounds as
 Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]`,
-`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor) and
+`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too) and
 `F.pad` of a whole-axis load, in the device loop or in an inner loop under each loop type.
 Outputs start as zeros, so the positions a window does not write are compared too."""
 from __future__ import annotations
@@ -54,7 +54,10 @@ def window_shapes(draw: Any, name: str) -> Case:
         index = rng.choice((f"tn {sign} {shift}", f"tn.index {sign} {shift}"))
         body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
         body += head
-        body.append(Line(depth, f"out[tm, tn] = x[tm, {index}] + x[tm, tn]"))
+        if rng.random() < 0.3:  # a store at the shifted tile: positions outside are dropped
+            body.append(Line(depth, f"out[tm, {index}] = x[tm, tn] * 2"))
+        else:
+            body.append(Line(depth, f"out[tm, tn] = x[tm, {index}] + x[tm, tn]"))
         tag = f"shift:{sign}"
     else:
         before, after = rng.choice((0, 1, 3)), rng.choice((0, 2, 128))

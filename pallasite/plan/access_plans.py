@@ -69,12 +69,14 @@ RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot,
 
 @dataclass(frozen=True)
 class TileShift:
-    """A load at `tile + offset` (`ShiftedTile`) from a resident axis (ref axis `axis` of the
-    read window; the tensor's axis holds `size` positions). With offset = q * block + r
+    """A load or store at `tile + offset` (`ShiftedTile`) on a resident axis (ref axis `axis`
+    of the window; the tensor's axis holds `size` positions). With offset = q * block + r
     (0 <= r < block) the lanes lie in the aligned runs q and q + 1 blocks past the tile's
-    begin (`AlignedRun`): both are read, lane-selected (`r` lanes from the later one) and
-    rotated by r with `pltpu.roll` (aligned reads and a static rotate, which every TPU
-    lowers), and lanes whose position lies outside [0, size) become 0."""
+    begin (`AlignedRun`). A load reads both, selects `r` lanes of the later one and rotates by
+    r with `pltpu.roll` (aligned reads and a static rotate, which every TPU lowers); lanes whose
+    position lies outside [0, size) become 0. A store rotates the value the other way and
+    rewrites each run where its lanes hold the tile's valid lanes inside [0, size): a lane
+    shifted out of the tensor is dropped."""
 
     axis: int
     dim: TileDim

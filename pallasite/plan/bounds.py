@@ -78,16 +78,10 @@ def check_access_bounds(node) -> list[DataDependentRange]:
 
 
 def _check_shifted(node, item: ShiftedTile) -> None:
-    """A shifted tile (`x[tile - 3]`) is read from aligned runs of a resident axis: its loop
-    needs static bounds and block-aligned tiles. Stores through it are refused: a lane shifted
-    out of the tensor would have to be dropped and the rest rotated into two blocks."""
+    """A shifted tile (`x[tile - 3]`) reads or writes aligned runs of a resident axis: its loop
+    needs static bounds and block-aligned tiles."""
     dim = item.dim
     text = f"{access_text(node)}: {dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}"
-    if isinstance(node, Store):
-        raise exc.UnsupportedOperation(
-            f"{text} is a store at a shifted tile, which is not supported; shift the value instead "
-            f"and store at the tile itself (read `v = y[{dim.name} - c]` style inputs, write `out[{dim.name}]`).",
-            node.location)
     if not (isinstance(dim.begin, int) and isinstance(dim.end, int)) or isinstance(dim.end, bool):
         raise exc.UnsupportedOperation(
             f"{text}: a shifted tile needs a loop with compile-time bounds (this one is "

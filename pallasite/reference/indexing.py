@@ -80,7 +80,12 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
                 f"A host tensor is stored whole into {name_of(tensor)}[...] inside a device loop; "
                 "index it with tiles.")
         value = _fit(value, target, lambda: name_of(tensor))
-    if gather_key:
+    if gather_key and lanes.is_run(index):  # a tile's shifted positions: those outside are dropped
+        inside = ((index >= 0) & (index < view.shape[axis])).nonzero().reshape(-1)
+        if isinstance(value, torch.Tensor):
+            value = torch.broadcast_to(value, target).index_select(axis, inside).to(view.dtype)
+        view[(slice(None),) * axis + (index[inside],)] = value
+    elif gather_key:
         _scatter(view, axis, index, value, target)
     else:
         view[...] = value
@@ -178,10 +183,6 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
                     f"`{name_of(tensor)}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
                     "index tiles of any rank).")
             size = tensor.shape[axis]
-            if store and lanes.run_offset(item):  # as the compiler refuses it (plan/bounds.py)
-                raise exc.UnsupportedOperation(
-                    f"{name_of(tensor)}[...] = ...: a store at a shifted tile is not supported; shift the "
-                    "value instead and store at the tile itself.")
             bad = item[(item < 0) | (item >= size)] if not lanes.is_run(item) else item[:0]
             if bad.numel():
                 raise exc.ShapeMismatch(
