@@ -237,3 +237,38 @@ def test_masked_load_keeps_the_shifted_tile():
     torch.testing.assert_close(run_ref(masked_1d_shift, (x,)), expected)
     plan = masked_1d_shift.bind((x,)).plan()
     assert not any(access.gather for access in plan.calls[0].accesses.values())
+
+
+@pallasite.kernel
+def narrowed_shift(x):
+    """A narrowing read of a shifted load slices the computed value (it is no view of the ref)."""
+    m, n = x.shape
+    out = torch.empty([m, 2], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(m, block_size=8):
+        row = x[tm - 1, :]
+        out[tm, :] = row[:, 3:5]
+    return out
+
+
+def test_narrowing_a_shifted_load():
+    x = torch.randn(16, 128)
+    expected = _shifted(x, -1)[:, 3:5]
+    _, out = code_and_output(narrowed_shift, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(narrowed_shift, (x,)), expected)
+
+
+@pallasite.kernel
+def two_shifts(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[tm, tn] = x[tm - 1, tn + 1]
+    return out
+
+
+def test_two_shifted_tiles_in_one_subscript_pair_as_torch_index_tensors():
+    """`tile - 1` is `tile.index - 1`, an index tensor: two of them pair element by element as
+    in torch, and shapes [8] and [128] do not broadcast (a clear error, not a block)."""
+    with pytest.raises(exc.IndexingError, match="do not broadcast"):
+        code_and_output(two_shifts, (torch.randn(16, 256),))

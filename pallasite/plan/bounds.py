@@ -45,6 +45,11 @@ def check_access_bounds(node) -> list[DataDependentRange]:
     tensor = node.tensor
     axis = 0
     pending = []
+    if sum(isinstance(item, ShiftedTile) for item in node.index) > 1:
+        raise exc.UnsupportedOperation(
+            f"{access_text(node)}: a subscript may shift one tile; read the block at the other tiles "
+            "unshifted and shift one axis per access (or shift the value with F.pad and a static slice).",
+            node.location)
     for item in node.index:
         if isinstance(item, NewAxis):
             continue

@@ -335,7 +335,10 @@ def plan_access(node, operand: Operand) -> Access:
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block
-    value_axes = None if gather is not None or scatter is not None else loaded_value_axes(node.index, result_axis)
+    # a gathered, scattered or shifted value is computed, not a view of the ref: narrowing
+    # reads of it slice the value (plan/subviews.py)
+    value_axes = (None if gather is not None or scatter is not None or shift is not None
+                  else loaded_value_axes(node.index, result_axis))
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
                   gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes), shift=shift)
 
