@@ -19,6 +19,7 @@ from ..ir import (
     Value,
 )
 from ..ir.sizes import SymbolicSize
+from .tile_runs import tile_run
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
 
@@ -114,31 +115,6 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
-
-
-def tile_run(value: Value) -> tuple | None:
-    """(dim, c) when `value` is `tile.index + c` for a compile-time int c (built with + and -
-    of ints, `tile + c` included), else None."""
-    producer = value.producer
-    if producer is None:
-        return None
-    if producer.op == "tile_index":
-        return producer.args[0], 0
-    if producer.op not in ("add", "sub") or producer.kwargs.get("alpha", 1) != 1 or len(producer.args) != 2:
-        return None
-    left, right = producer.args
-    if producer.op == "add" and _constant_int(left) and isinstance(right, Value):
-        left, right = right, left
-    if not (isinstance(left, Value) and _constant_int(right)):
-        return None
-    inner = tile_run(left)
-    if inner is None:
-        return None
-    return inner[0], inner[1] + (right if producer.op == "add" else -right)
-
-
-def _constant_int(value: Any) -> bool:
-    return type(value) is int
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:

@@ -14,6 +14,7 @@ import torch
 
 from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
+from .tile_runs import tile_run
 
 
 class Traced:
@@ -197,8 +198,6 @@ class DeviceTensor(_TensorLike):
     def tile_shift(self) -> int | None:
         """c when this is a tile's positions shifted by a constant (`tile.index + c`, a
         `ShiftedTile` index), else None."""
-        from .indexing import tile_run  # indexing reads these proxies
-
         run = tile_run(self.value)
         return None if run is None else run[1]
 
