@@ -171,16 +171,16 @@ def copy_middle_columns(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     out = torch.empty([m, 2], dtype=x.dtype, device=x.device)
     for tile_m in hl.tile(m):
-        out[tile_m, :] = x[tile_m, 1:3]
+        out[tile_m, :] = x[tile_m, 1:5:2]
     return out
 
 
-def test_slice_in_device_code():
+def test_strided_slice_in_device_code():
     x = torch.randn(16, 128)
     with pytest.raises(exc.IndexingError) as info:
         copy_middle_columns(x)
-    assert "1:3" in info.value.message
-    assert_points_at(info.value, copy_middle_columns, "x[tile_m, 1:3]")
+    assert "1:5:2" in info.value.message and "step 2" in info.value.message
+    assert_points_at(info.value, copy_middle_columns, "x[tile_m, 1:5:2]")
 
 
 @pallasite.kernel

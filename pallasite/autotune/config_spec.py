@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .. import exc
 from ..config import INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config
 from ..ir.sizes import SymbolicSize
-from ..ir import GatherIndex, KernelIR, Load, NewAxis, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
+from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
@@ -147,7 +147,7 @@ class ConfigSpec:
                 items = [i for i in node.index if not isinstance(i, NewAxis)]
                 tensor = node.tensor
                 for axis, item in enumerate(items):
-                    if isinstance(item, TileSlice) and item.dim.block_id is not None:
+                    if isinstance(item, (TileSlice, ShiftedTile)) and item.dim.block_id is not None:
                         rules[item.dim.block_id].append(
                             AxisRule(tensor.name, axis, len(tensor.shape), tensor.shape[axis], tensor.dtype)
                         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import FullSlice, Load, ScalarIndex, Store, Value
+from ..plan.access_plans import AlignedRun
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .lowering import jnp_dtype, literal
@@ -42,6 +43,14 @@ def _ref_item(k, item) -> str:
         if frame is not None and frame.traced and dim.begin_aligned:
             begin = f"pl.multiple_of({begin}, {dim.block_size})"
         return f"pl.ds({begin}, {dim.block_size})"
+    if isinstance(item, AlignedRun):
+        dim = item.dim
+        begin, block = k.render(dim.begin_value), dim.block_size
+        frame = k.frame_of(dim)
+        start = _plus(begin, item.blocks * block)
+        if frame is not None and not frame.traced:  # an unrolled step: a Python int
+            return f"pl.ds(max({start}, 0), {block})"
+        return f"pl.ds(pl.multiple_of(jnp.maximum({start}, 0), {block}), {block})"
     raise TypeError(f"no ref subscript for a {type(item).__name__}")
 
 
@@ -59,13 +68,67 @@ def emit_load(k, node: Load) -> None:
     if access.gather is not None:
         _emit_gather(k, node, access, text)
         return
+    if access.shift is not None:
+        text = _shifted_read(k, node, access, text)
     copy = k.plan.block_copies.get(node.id)
     if copy is not None:  # the loop writes the tensor: narrowing reads use this copy
         k.emit(f"{copy.scratch}[...] = {text}", comment="the loaded values, for reads after a write")
     if tuple(access.ref_shape) != tuple(value.shape):
         text = f"{text}.reshape({literal(tuple(value.shape))})"
     name = k.bind(value, node.tensor.name)
-    k.emit(f"{name} = {text}", pure=True)  # dropped if only narrowing reads use the block
+    k.emit(f"{name} = {text}", comment=access.note or None, pure=True)  # dropped if only narrowing reads use it
+
+
+def _shifted_read(k, node: Load, access, first: str) -> str:
+    """A load at `tile + c` (the plan's `TileShift`): the aligned run holding its first lanes,
+    with the next run's first r lanes selected in and rotated by r, positions outside the
+    tensor zeroed."""
+    shift, bind = access.shift, _binder(k)
+    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
+    sign = "+" if shift.offset > 0 else "-"
+    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: aligned runs of the resident "
+              f"axis, rotated into place; positions outside [0, {shift.size}) read 0")
+    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
+    text = bind(f"{node.tensor.name}_run", first)
+    if shift.rotate:
+        later = list(access.ref_index)
+        later[axis] = AlignedRun(dim, shift.blocks + 1)
+        following = f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]"
+        text = bind(f"{node.tensor.name}_shifted",
+                    f"pltpu.roll(jnp.where({lane} < {shift.rotate}, {following}, {text}), "
+                    f"{block - shift.rotate}, {axis})")
+    position = f"{lane} + ({_plus(k.render(dim.begin_value), shift.offset)})"
+    return f"jnp.where(({position} >= 0) & ({position} < {shift.size}), {text}, 0)"
+
+
+def _shifted_write(k, node: Store, access, value: str, first: str) -> None:
+    """A store at `tile + c` (the plan's `TileShift`): the value rotated by r into the aligned
+    runs its lanes land in; each run keeps its contents where no valid lane lands (before the
+    value's lanes, past the tile's end, outside the tensor)."""
+    shift, bind = access.shift, _binder(k)
+    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
+    sign = "+" if shift.offset > 0 else "-"
+    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: the value rotated into the "
+              f"aligned runs of the resident axis; positions outside [0, {shift.size}) are not written")
+    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
+    rotated = bind("rotated", f"pltpu.roll({value}, {shift.rotate}, {axis})" if shift.rotate else value)
+    limit = min(shift.size, dim.end + shift.offset)  # past the tile's end or the tensor: no valid lane
+    begin = k.render(dim.begin_value)
+    runs = [(first, shift.blocks, f"{lane} >= {shift.rotate}" if shift.rotate else None)]
+    if shift.rotate:
+        later = list(access.ref_index)
+        later[axis] = AlignedRun(dim, shift.blocks + 1)
+        runs.append((f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]", shift.blocks + 1,
+                     f"{lane} < {shift.rotate}"))
+    for target, blocks, held in runs:
+        position = f"{lane} + ({_plus(begin, blocks * block)})"
+        condition = " & ".join(filter(None, (held and f"({held})", f"({position} >= 0)", f"({position} < {limit})")))
+        k.emit(f"{target} = jnp.where({condition}, {rotated}, {target})")
+
+
+def _plus(text: str, offset: int) -> str:
+    """`text + offset` written as a reader would (`begin - 3`, `begin`)."""
+    return text if offset == 0 else f"{text} + {offset}" if offset > 0 else f"{text} - {-offset}"
 
 
 def _binder(k):
@@ -105,13 +168,16 @@ def emit_store(k, node: Store) -> None:
         shape = tuple(access.scatter.index.shape[0] if axis == access.scatter.axis else size
                       for axis, size in enumerate(shape))
     text = _stored_value(k, operand, shape, node.tensor.dtype)
+    if access.shift is not None:
+        _shifted_write(k, node, access, text, target)
+        return
     if access.scatter is not None:
         text, shape = _scatter_window(k, access, text, shape, target, node.tensor.dtype), tuple(access.ref_shape)
     if access.store_masks:
         conditions = [k.range_condition(shape, m.axis, m.range) for m in access.store_masks]
         k.comment("keep the contents past the tile's end")
         text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
-    k.emit(f"{target} = {text}")
+    k.emit(f"{target} = {text}", comment=access.note or None)
     if access.write_back is not None:
         frame = k.frames[access.write_back.loop_id]
         k.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()",

@@ -471,6 +471,15 @@ def _cat(call: OpCall) -> str:
         return f"jnp.concatenate([{pieces}], axis={dim})"
     return f"relayout.concatenate(({pieces},), {dim})"
 
+@rule("pad")
+def _pad(call: OpCall) -> str:
+    """F.pad, constant mode: fill lanes before and after each padded axis (Mosaic lowers
+    `lax.pad` as a concatenation with the fill)."""
+    source = call.args[0]
+    widths = tuple(tuple(pair) for pair in call.attrs["widths"])
+    fill = literal(call.attrs["value"])
+    return f"jnp.pad({source.text}, {literal(widths)}, constant_values={jnp_dtype(call.out_dtype)}({fill}))"
+
 
 @rule("identity")
 def _identity(call: OpCall) -> str:

@@ -14,7 +14,12 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir import FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, TileSlice, Value
+from ..ir import (
+    FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, ShiftedTile, StaticSlice, TileSlice,
+    Value,
+)
+from ..ir.sizes import SymbolicSize
+from .tile_runs import tile_run
 from ..ir.index_forms import IndexForm, RefusedForm
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
 
@@ -29,9 +34,9 @@ SUBSCRIPT_FORMS = (
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
     RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",
                 "`torch.where(mask[tile][:, None], x[tile, :], 0)` keeps the shape; or gather with an int32 index tensor"),
-    RefusedForm("slice other than ':' of a tensor", ("x[tile, 2:5]",),
-                "a tensor's axis is read whole, by a tile, or at a scalar",
-                "load the block and narrow it: `x[tile, :][:, 2:5]`; or a tile loop over the range"),
+    RefusedForm("a slice with a step", ("x[tile, ::2]",),
+                "a tensor's axis is read whole, by a tile, at a scalar or in a static window of step 1",
+                "load the window and pick lanes from it: `x[tile, :]` then a gather, or hl.split of pairs"),
     RefusedForm("several index tensors in a store", ("out[idx_a[tile], idx_b[tile]] = v[:, 0]",),
                 "a scatter takes one index vector",
                 "scatter into a flat view: `flat = out.view(-1)` in host code, then "
@@ -100,13 +105,9 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, TileProxy):
         return TileSlice(item.dim)
     if isinstance(item, slice):
-        if whole_slice(item) or (_is_int(item.start, None, 0) and _is_int(item.stop, None, size)
-                            and _is_int(item.step, None, 1)):
+        if whole_slice(item):
             return FullSlice()
-        raise exc.IndexingError(
-            f"{tensor_name}[...]: the slice {_slice_text(item)} on axis {axis} is not "
-            "supported in device code; index with a tile, ':' or a scalar."
-        )
+        return _static_slice(item, size, axis, tensor_name)
     if isinstance(item, bool):
         raise exc.IndexingError(f"{tensor_name}[...]: boolean indices are not supported.")
     if isinstance(item, int):
@@ -122,8 +123,10 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, DeviceTensor):
         value = item.value
         producer = value.producer
-        if producer is not None and producer.op == "tile_index":
-            return TileSlice(producer.args[0])
+        shifted = tile_run(value)
+        if shifted is not None:  # tile.index, tile.index + c, tile - c
+            dim, offset = shifted
+            return TileSlice(dim) if offset == 0 else ShiftedTile(dim, offset)
         if value.shape == () and not value.dtype.is_floating_point and value.dtype != torch.bool:
             return ScalarIndex(value)
         if value.shape == ():
@@ -142,6 +145,37 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
+    """A slice of a tensor axis in device code: a static window, its bounds read as Python
+    reads them (negative counts from the end, None is the end, out-of-range clamps)."""
+    text = _slice_text(item)
+    if not _is_int(item.step, None, 1):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} has step {item.step!r}; a slice in device "
+            "code is a contiguous window (step 1). Read the window and take every n-th element with a "
+            "reshape, or index with a tile.")
+    bounds = (item.start, item.stop)
+    if any(b is not None and (isinstance(b, bool) or not isinstance(b, int)) for b in bounds):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} needs compile-time int bounds (host ints, "
+            "sizes, hl.specialize'd scalars); a window that moves with the data is a tile: "
+            "`for t in hl.tile(begin, end)`, then index with t.")
+    if _is_int(item.start, None, 0) and (item.stop is None or item.stop is size):
+        return FullSlice()
+    if isinstance(size, SymbolicSize) or any(isinstance(b, SymbolicSize) for b in bounds):
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} on axis {axis} of a dynamic size (static_shapes=False) "
+            "has no static window; use static_shapes=True or index with a tile.")
+    start, stop, _ = slice(item.start, item.stop).indices(size)
+    if start == 0 and stop == size:
+        return FullSlice()
+    if stop <= start:
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: the slice {text} selects no element of axis {axis} (size {size}); device "
+            "code has no empty tiles.")
+    return StaticSlice(start, stop)
 
 
 def is_narrowing(key: Any) -> bool:
@@ -344,6 +378,10 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
             out.append(shape[axis])
         elif isinstance(item, GatherIndex):  # the index's axis replaces the tensor's
             out.append(item.value.shape[0])
+        elif isinstance(item, StaticSlice):
+            out.append(item.size)
+        elif isinstance(item, ShiftedTile):
+            out.append(item.dim.block_size)
         axis += 1
     return tuple(out)
 

@@ -14,6 +14,7 @@ import torch
 
 from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
+from .tile_runs import tile_run
 
 
 class Traced:
@@ -193,6 +194,13 @@ class DeviceTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"DeviceTensor({self.value!r})"
 
+    @property
+    def tile_shift(self) -> int | None:
+        """c when this is a tile's positions shifted by a constant (`tile.index + c`, a
+        `ShiftedTile` index), else None."""
+        run = tile_run(self.value)
+        return None if run is None else run[1]
+
     # A device scalar used as a Python index or int needs a compile-time value.
     def __index__(self) -> int:
         raise exc.UnsupportedSyntax(
@@ -290,6 +298,23 @@ class TileProxy:
     @property
     def count(self) -> Any:
         return self._tracer.tile_attribute(self.dim, "count")
+
+    def __add__(self, other: Any) -> Any:
+        """`tile + c`: the positions tile.index + c (an index that reads 0 outside the tensor)."""
+        return self.index + self._offset(other, "+")
+
+    def __radd__(self, other: Any) -> Any:
+        return self.index + self._offset(other, "+")
+
+    def __sub__(self, other: Any) -> Any:
+        return self.index - self._offset(other, "-")
+
+    def _offset(self, other: Any, symbol: str) -> int:
+        if isinstance(other, bool) or not isinstance(other, int):
+            raise exc.UnsupportedSyntax(
+                f"{self.dim.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "
+                f"arithmetic use {self.dim.name}.index (a vector of indices) or {self.dim.name}.begin.")
+        return other
 
     def __index__(self) -> int:
         raise exc.UnsupportedSyntax(

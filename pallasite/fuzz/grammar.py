@@ -20,6 +20,7 @@ from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
+from .window_kinds import window_shapes
 from .statistics_kinds import statistics
 
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
@@ -510,6 +511,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp
     "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
     "shape_ops": shape_ops,  # fuzz/shape_kinds.py: torch.cat/stack, hl.split/join, tile gather, einsum
+    "window_shapes": window_shapes,  # fuzz/window_kinds.py: static slices, shifted tiles, F.pad
 }
 
 

@@ -139,6 +139,42 @@ class GatherIndex:
 
 
 @dataclass(frozen=True)
+class ShiftedTile:
+    """`x[tile + c]`, `x[tile.index - 3]` (c a compile-time int, not 0): the positions
+    tile.begin + c + i of the axis for the tile's lanes i. A lane whose position lies outside
+    the tensor reads 0 (masked as a tile's tail is); lanes past the tile's end are its
+    padding, as for `TileSlice`."""
+
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v"),
+        "the tile's positions moved by a compile-time int; a position outside the tensor reads 0 on a load "
+        "and is not written on a store (as a tile's tail is masked); the axis stays resident and each "
+        "access reads the two block-aligned runs holding its lanes, rotated by pltpu.roll")
+
+    dim: TileDim
+    offset: int
+
+
+@dataclass(frozen=True)
+class StaticSlice:
+    """`x[t, a:b]`, `out[..., :112]`: the static window [start, stop) of one axis (step 1,
+    bounds normalized as Python's slices are, non-empty, inside the axis). The axis keeps
+    the window's length; planning reads the window out of a block holding it."""
+
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "static slice", ("x[tile, :half]", "x[tile, half:]", "out[..., :112] = v", "x[tile, a:b]"),
+        "a window of one axis with int (or hl.specialize'd) bounds, step 1, bounds as Python reads them; "
+        "a static sub-view of the whole-axis block; static shapes only")
+
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
 class Run:
     """A narrowing read of a device value (`blk[1:3]`, `blk[tile_s.index]`): the contiguous
     positions [start, start + size) of one axis of the value.
@@ -157,7 +193,7 @@ class Run:
         "slice, tile.begin or tile.index")
 
 
-IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex]
+IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, StaticSlice, ShiftedTile]
 # a subview's items (`subview` node, kwargs["index"]): one per axis of the narrowed value
 NarrowItem = Union[FullSlice, ScalarIndex, NewAxis, Run]
 

@@ -290,12 +290,14 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
     `extra_mask` (a bool tensor shaped like the result) keeps the loaded values where it
     is true and gives 0 elsewhere, as Helion's masked load does; an index tensor the mask
     broadcasts to reads row 0 where the mask is false, so masked-off lanes may hold any
-    index (a jagged row past its segment). `eviction_policy` is a GPU cache hint: a TPU
+    index (a jagged row past its segment) — but a shifted tile (`tile.index - 3`) stays
+    one, since it reads 0 outside the tensor anyway. `eviction_policy` is a GPU cache hint: a TPU
     kernel moves whole blocks, so it changes nothing."""
     if extra_mask is None:
         return tensor[tuple(index)]
     mask_shape = tuple(getattr(extra_mask, "shape", ()))
     key = tuple(torch.where(extra_mask, item, 0) if _is_index_vector(item) and _covers(item.shape, mask_shape)
+                and getattr(item, "tile_shift", None) is None  # `tile.index - 3` reads 0 outside by itself
                 else item for item in index)
     return torch.where(extra_mask, tensor[key], 0)
 

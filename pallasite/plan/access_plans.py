@@ -53,7 +53,43 @@ class RefOffset:
     size: int | None
 
 
-RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk, RefOffset]
+@dataclass(frozen=True)
+class AlignedRun:
+    """A ref subscript item of a shifted tile's read (`TileShift`): the block-long run at
+    `dim`'s begin + `blocks` * block size, at 0 if that is negative (a run wholly before the
+    tensor, whose lanes the read masks), `pl.ds(pl.multiple_of(start, block), block)`."""
+
+    dim: TileDim
+    blocks: int
+
+
+RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk, RefOffset,
+                AlignedRun]
+
+
+@dataclass(frozen=True)
+class TileShift:
+    """A load or store at `tile + offset` (`ShiftedTile`) on a resident axis (ref axis `axis`
+    of the window; the tensor's axis holds `size` positions). With offset = q * block + r
+    (0 <= r < block) the lanes lie in the aligned runs q and q + 1 blocks past the tile's
+    begin (`AlignedRun`). A load reads both, selects `r` lanes of the later one and rotates by
+    r with `pltpu.roll` (aligned reads and a static rotate, which every TPU lowers); lanes whose
+    position lies outside [0, size) become 0. A store rotates the value the other way and
+    rewrites each run where its lanes hold the tile's valid lanes inside [0, size): a lane
+    shifted out of the tensor is dropped."""
+
+    axis: int
+    dim: TileDim
+    offset: int
+    size: int
+
+    @property
+    def blocks(self) -> int:
+        return self.offset // self.dim.block_size
+
+    @property
+    def rotate(self) -> int:
+        return self.offset % self.dim.block_size
 
 
 @dataclass(frozen=True)
@@ -232,6 +268,8 @@ class Access:
     # per axis of the loaded value: the axis of ref[ref_index] it is (None: a NewAxis, or not
     # one axis of the ref, as a gather's) — how a narrowing read finds its axis in the ref
     value_axes: tuple[int | None, ...] | None = None
+    note: str = ""  # what a static window reads, written above the access in the generated code
+    shift: TileShift | None = None  # a load at `tile + c`: the ref item at `shift.axis` is an AlignedRun
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, Store, TileDim, TileSlice, Value, walk_nodes
+from ..ir import (
+    FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, ShiftedTile, StaticSlice, Store, TileDim, TileSlice, Value,
+    walk_nodes,
+)
 from .. import exc
 from ..ir.ops import ScalarArithmetic, scalar_arithmetic
 
@@ -42,6 +45,11 @@ def check_access_bounds(node) -> list[DataDependentRange]:
     tensor = node.tensor
     axis = 0
     pending = []
+    if sum(isinstance(item, ShiftedTile) for item in node.index) > 1:
+        raise exc.UnsupportedOperation(
+            f"{access_text(node)}: a subscript may shift one tile; read the block at the other tiles "
+            "unshifted and shift one axis per access (or shift the value with F.pad and a static slice).",
+            node.location)
     for item in node.index:
         if isinstance(item, NewAxis):
             continue
@@ -54,6 +62,8 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             elif not _proven_inside(dim, size):
                 message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
+        elif isinstance(item, ShiftedTile):
+            _check_shifted(node, item)  # positions outside the tensor read 0: no range to check
         elif isinstance(item, GatherIndex):
             what = "scattered" if isinstance(node, Store) else "gathered"
             message = _message(node, f"an index in {describe(item.value)} is {{lo}}", tensor.name, axis, size,
@@ -70,6 +80,22 @@ def check_access_bounds(node) -> list[DataDependentRange]:
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
     return pending
+
+
+def _check_shifted(node, item: ShiftedTile) -> None:
+    """A shifted tile (`x[tile - 3]`) reads or writes aligned runs of a resident axis: its loop
+    needs static bounds and block-aligned tiles."""
+    dim = item.dim
+    text = f"{access_text(node)}: {dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}"
+    if not (isinstance(dim.begin, int) and isinstance(dim.end, int)) or isinstance(dim.end, bool):
+        raise exc.UnsupportedOperation(
+            f"{text}: a shifted tile needs a loop with compile-time bounds (this one is "
+            f"hl.tile({describe(dim.begin)}, {describe(dim.end)})); index with {dim.name}.index + c through "
+            "a gather, or shift the loop's range.", node.location)
+    if not dim.begin_aligned:
+        raise exc.UnsupportedOperation(
+            f"{text}: a shifted tile is read from block-aligned runs, but tiles of '{dim.name}' start at "
+            f"{dim.begin}, not a multiple of the block size {dim.block_size}.", node.location)
 
 
 def indexed_bounds(body: list) -> list[DataDependentRange]:
@@ -127,6 +153,10 @@ def access_text(node) -> str:
             parts.append(":")
         elif isinstance(item, GatherIndex):
             parts.append(describe(item.value))
+        elif isinstance(item, StaticSlice):
+            parts.append(f"{item.start}:{item.stop}")
+        elif isinstance(item, ShiftedTile):
+            parts.append(f"{item.dim.name}.index {'+' if item.offset > 0 else '-'} {abs(item.offset)}")
         else:
             parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
     return f"{node.tensor.name}[{', '.join(parts)}]"

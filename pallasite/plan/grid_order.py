@@ -25,7 +25,7 @@ import dataclasses
 from typing import Callable
 
 from .. import exc
-from ..ir import DeviceLoopCall, Load, ScalarIndex, TileDim, TileSlice, Value
+from ..ir import DeviceLoopCall, Load, ScalarIndex, ShiftedTile, TileDim, TileSlice, Value
 from .index_expr import Binary, BinaryOp, Const, GridIndex
 from .plans import Memory, Operand, PallasCallPlan
 
@@ -89,7 +89,7 @@ def _varies_along(store, dim: TileDim) -> bool:
 
 
 def _item_depends(item, dim: TileDim, seen: set[int]) -> bool:
-    if isinstance(item, TileSlice):
+    if isinstance(item, (TileSlice, ShiftedTile)):
         return item.dim is dim or _depends(item.dim.begin, dim, seen) or _depends(item.dim.end, dim, seen)
     if isinstance(item, ScalarIndex):
         return _depends(item.index, dim, seen)

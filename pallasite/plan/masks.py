@@ -11,8 +11,8 @@ identity. This pass tracks padded axes through the body and records one
 from __future__ import annotations
 
 from ..ir import (
-    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, Run, ScalarIndex, Store, TileDim, TileLoop, TileSlice,
-    Value, ops, walk_nodes,
+    FullSlice, GatherIndex, IfBlock, Load, NewAxis, Node, Run, ScalarIndex, ShiftedTile, Store, TileDim, TileLoop,
+    TileSlice, Value, ops, walk_nodes,
 )
 from ..ir.ops import Contraction, OpKind, Reduction, ViewRule
 from .. import exc
@@ -140,7 +140,7 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         for item in node.index:
             if isinstance(item, ScalarIndex):
                 continue
-            if isinstance(item, TileSlice) and needs_mask(item.dim):
+            if isinstance(item, (TileSlice, ShiftedTile)) and needs_mask(item.dim):
                 out[axis] = needs_mask(item.dim)
             if isinstance(item, GatherIndex) and 0 in _pads(item.value, padded):
                 out[axis] = _pads(item.value, padded)[0]
@@ -429,8 +429,25 @@ def _subview_padding(node: Node, pads: Padded, needs_mask) -> Padded:
     return out
 
 
+def _pad(node: Node, pads: Padded) -> Padded:
+    """F.pad keeps the padding of the axes it does not widen. Fill lanes added to an axis that
+    holds a partial tile's padding would follow that padding, not the tile's valid lanes (torch
+    puts them right after the real elements), so that is refused."""
+    for axis, (before, after) in enumerate(node.kwargs["widths"]):
+        if (before or after) and axis in pads:
+            rng = pads[axis]
+            which = rng.names if isinstance(rng, MergedPadding) else f"'{rng.dim.name}'"
+            raise exc.UnsupportedOperation(
+                f"F.pad along axis {axis}, which tile {which} may fill only partly (its last tile is "
+                "partial): the fill would land after the tile's padding, not after its elements. Pad "
+                "an axis read whole (':' or a static slice), or pick a block size that divides the "
+                "dim.", node.location)
+    return dict(pads)
+
+
 # Views that move padded axes; BROADCAST views (expand, identity) pad like elementwise ops.
-_VIEW_PADDING = {ViewRule.PERMUTE: _permute, ViewRule.RESHAPE: _reshape, ViewRule.SUBSCRIPT: _getitem}
+_VIEW_PADDING = {ViewRule.PERMUTE: _permute, ViewRule.RESHAPE: _reshape, ViewRule.SUBSCRIPT: _getitem,
+                 ViewRule.PAD: _pad}
 
 
 def _prod(values) -> int:

@@ -13,7 +13,8 @@ import torch
 
 from .. import exc
 from ..ir import (
-    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, Store, TensorSymbol, TileSlice,
+    DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, ShiftedTile, StaticSlice, Store,
+    TensorSymbol, TileSlice,
     Value, walk_nodes,
 )
 from .remote_copies import synthetic_accesses
@@ -25,6 +26,7 @@ from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
+from .access_plans import AlignedRun, TileShift
 from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule
 
 _SMEM_DTYPES = (torch.int32, torch.float32)
@@ -104,6 +106,8 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
     first = items[0]
     if any(isinstance(i, GatherIndex) for i in items):
         return _gathered_axis_block(symbol, axis, size, items)
+    if any(isinstance(i, ShiftedTile) for i in items):
+        return _shifted_axis_block(symbol, axis, size, items)
     inner = [i.dim for i in items if isinstance(i, TileSlice) and i.dim.id not in grid_axis_of]
     if len(inner) == len(items):  # only inner tiles (possibly of sibling loops) read this axis
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
@@ -124,6 +128,14 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
                          reason=f"tile '{dim.name}': {why}; the axis stays resident and each tile "
                                 "is read and written at its offset")
     reason = ""
+    windows = sorted({(i.start, i.stop) for i in items if isinstance(i, StaticSlice)})
+    if windows and not any(isinstance(i, TileSlice) for i in items):
+        # a static window is read out of the whole axis (a static sub-view of the block): a
+        # block of just the window would have to be a legal TPU block at a block-multiple start
+        spans = ", ".join(f"[{a}, {b})" for a, b in windows)
+        return AxisBlock(BlockKind.FULL, size, ZERO,
+                         reason=f"the static slice{'s' if len(windows) > 1 else ''} {spans} of it "
+                                f"{'are' if len(windows) > 1 else 'is'} read from the whole axis")
     if isinstance(first, ScalarIndex) and all(isinstance(i, ScalarIndex) for i in items):
         try:
             exprs = {grid_expression(i.index, grid_axis_of) for i in items}
@@ -144,6 +156,26 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0],
                          reason=f"it is indexed several ways ({_forms(items)}) in one loop")
     return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
+
+
+def _shifted_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
+    """An axis read at `tile + c` is resident from element 0, long enough for the aligned runs
+    every shifted read takes (`TileShift`) and every tile's run: a shifted tile's lanes straddle
+    two blocks of the tensor, which no BlockSpec index map names."""
+    rule = AxisRule(symbol.name, axis, len(symbol.shape), size, symbol.dtype)
+    needed = 1
+    for item in items:
+        if isinstance(item, ShiftedTile):
+            dim, block = item.dim, item.dim.block_size
+            last_begin = dim.begin + (dim.static_trips - 1) * block
+            runs = 1 if item.offset % block == 0 else 2
+            needed = max(needed, last_begin + (item.offset // block + runs) * block, block)
+        elif isinstance(item, TileSlice):
+            needed = max(needed, _resident_length(item.dim, size, rule))
+    length = size if needed <= size else rule.round_up(needed)
+    tiles = [item for item in items if isinstance(item, (TileSlice, ShiftedTile))]
+    return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0].dim,
+                     reason=f"it is read at shifted tiles ({_forms(items)}), whose lanes straddle two blocks")
 
 
 def _gathered_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
@@ -183,8 +215,10 @@ def _forms(items: list) -> str:
     forms = []
     for item in items:
         form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
+            f"{item.dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}" if isinstance(item, ShiftedTile) else
             "':'" if isinstance(item, FullSlice) else
-            "an index vector" if isinstance(item, GatherIndex) else "a scalar")
+            "an index vector" if isinstance(item, GatherIndex) else
+            f"the static slice {item.start}:{item.stop}" if isinstance(item, StaticSlice) else "a scalar")
         if form not in forms:
             forms.append(form)
     return ", ".join(forms)
@@ -241,7 +275,8 @@ def plan_access(node, operand: Operand) -> Access:
     ref_index: list = []
     ref_shape: list[int] = []
     store_masks = []
-    gather = scatter = None
+    notes: list[str] = []
+    gather = scatter = shift = None
     remaining = iter(enumerate(items))
     result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
     for block in operand.axes:
@@ -262,6 +297,17 @@ def plan_access(node, operand: Operand) -> Access:
             else:
                 gather = plan_gather(node, len(ref_shape), size)
             ref_shape.append(size)
+            continue
+        if isinstance(item, ShiftedTile):  # two aligned runs, lane-selected and rotated (TileShift)
+            ref_index.append(AlignedRun(item.dim, item.offset // item.dim.block_size))
+            ref_shape.append(item.dim.block_size)
+            shift = TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis])
+            continue
+        if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
+            ref_index.append(RefOffset((item.start,), item.size))
+            ref_shape.append(item.size)
+            notes.append(f"axis {axis} of '{operand.symbol.name}': the static window [{item.start}, {item.stop}) "
+                         f"of its {block.size}-long block")
             continue
         if block.kind is BlockKind.RESIDENT and not isinstance(item, TileSlice):
             if isinstance(item, FullSlice):  # the tensor's part of a block that may be longer
@@ -289,9 +335,12 @@ def plan_access(node, operand: Operand) -> Access:
     value_shape = node.outputs[0].shape if isinstance(node, Load) else ref_shape
     if all(isinstance(i, FullSlice) for i in ref_index):
         ref_index = []  # the whole block
-    value_axes = None if gather is not None or scatter is not None else loaded_value_axes(node.index, result_axis)
+    # a gathered, scattered or shifted value is computed, not a view of the ref: narrowing
+    # reads of it slice the value (plan/subviews.py)
+    value_axes = (None if gather is not None or scatter is not None or shift is not None
+                  else loaded_value_axes(node.index, result_axis))
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather, scatter=scatter, value_axes=value_axes)
+                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes), shift=shift)
 
 
 def loaded_value_axes(index, result_axis: dict[int, int]) -> tuple[int | None, ...]:

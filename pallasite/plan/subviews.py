@@ -393,6 +393,8 @@ def _offset_terms(item, node) -> tuple:
         return ()
     if isinstance(item, InnerTileSlice):
         return (item.dim.begin_value,)
+    if isinstance(item, RefOffset) and item.size is not None:  # a static window (`x[t, a:b]`)
+        return item.terms
     if isinstance(item, ReductionChunk):
         raise exc.UnsupportedOperation(
             "A narrowing read of a block that a looped reduction reads in chunks is not supported; set "

@@ -40,7 +40,14 @@ def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
     view = tensor[tuple(subscript.basic)]
     if subscript.gather:
         ((axis, index),) = subscript.gather
-        result = view[(slice(None),) * axis + (index,)]
+        if lanes.is_run(index):  # a tile's shifted positions: 0 outside the tensor
+            size = view.shape[axis]
+            inside = (index >= 0) & (index < size)
+            result = view[(slice(None),) * axis + (index.clamp(0, max(size - 1, 0)),)]
+            keep = inside.reshape((-1,) + (1,) * (result.ndim - axis - 1))
+            result = torch.where(keep, result, torch.zeros((), dtype=result.dtype))
+        else:
+            result = view[(slice(None),) * axis + (index,)]
     else:
         result = view.clone()
     return lanes.finish(result, subscript.lanes)
@@ -73,7 +80,12 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
                 f"A host tensor is stored whole into {name_of(tensor)}[...] inside a device loop; "
                 "index it with tiles.")
         value = _fit(value, target, lambda: name_of(tensor))
-    if gather_key:
+    if gather_key and lanes.is_run(index):  # a tile's shifted positions: those outside are dropped
+        inside = ((index >= 0) & (index < view.shape[axis])).nonzero().reshape(-1)
+        if isinstance(value, torch.Tensor):
+            value = torch.broadcast_to(value, target).index_select(axis, inside).to(view.dtype)
+        view[(slice(None),) * axis + (index[inside],)] = value
+    elif gather_key:
         _scatter(view, axis, index, value, target)
     else:
         view[...] = value
@@ -171,7 +183,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
                     f"`{name_of(tensor)}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
                     "index tiles of any rank).")
             size = tensor.shape[axis]
-            bad = item[(item < 0) | (item >= size)]
+            bad = item[(item < 0) | (item >= size)] if not lanes.is_run(item) else item[:0]
             if bad.numel():
                 raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: an index in the index vector is {int(bad[0])} but axis "

@@ -48,3 +48,22 @@ def finish(result: Any, axes: Iterable[int] = ()) -> Any:
         items = tuple(finish(r, axes) for r in result)
         return items if type(result) is tuple else type(result)(items)
     return result
+
+
+RUN_ATTRIBUTE = "tile_shift"  # the attribute the tracer's DeviceTensor has too (hl.load reads it)
+
+
+def mark_run(tensor: torch.Tensor, offset: int) -> torch.Tensor:
+    """Record `tensor` as a tile's positions shifted by the constant `offset` (`tile.index + c`):
+    an index that reads 0 outside the tensor, as the compiled kernel's shifted tile does."""
+    setattr(tensor, RUN_ATTRIBUTE, offset)
+    return tensor
+
+
+def run_offset(value: Any) -> int | None:
+    """The shift of a tile's positions (0: `tile.index` itself), or None for any other value."""
+    return getattr(value, RUN_ATTRIBUTE, None) if isinstance(value, torch.Tensor) else None
+
+
+def is_run(value: Any) -> bool:
+    return run_offset(value) is not None

@@ -237,7 +237,22 @@ def _pointwise(func: Callable, args: tuple, kwargs: dict, name: str) -> Any:
             args[key] = tensor
         else:
             kwargs[key] = tensor
-    return lanes.finish(func(*args, **kwargs), axes)
+    result = lanes.finish(func(*args, **kwargs), axes)
+    offset = _shifted_run(name, args, kwargs)
+    if offset is not None:  # `tile.index + c` stays a tile's shifted positions
+        lanes.mark_run(result, offset)
+    return result
+
+
+def _shifted_run(name: str, args: list, kwargs: dict) -> int | None:
+    """The new shift when the call adds an int to (or subtracts one from) a tile's positions."""
+    if name not in ("add", "sub", "__add__", "__radd__", "__sub__") or kwargs.get("alpha", 1) != 1 or len(args) != 2:
+        return None
+    runs = [lanes.run_offset(a) for a in args if lanes.is_run(a)]
+    ints = [a for a in args if type(a) is int]
+    if len(runs) != 1 or len(ints) != 1 or (name in ("sub", "__sub__") and not lanes.is_run(args[0])):
+        return None
+    return runs[0] + (-ints[0] if name in ("sub", "__sub__") else ints[0])
 
 
 # ------------------------------------------------------------- reductions --

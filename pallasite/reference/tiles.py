@@ -78,8 +78,25 @@ class RefTile(hl.Tile):
         """`torch.arange(begin, end)` as int32 (device indices are 32-bit)."""
         if self._index is None:
             index = torch.arange(self.begin, self.end, dtype=torch.int32)
-            self._index = lanes.mark(index, {0} if self.single_lane else ())
+            self._index = lanes.mark_run(lanes.mark(index, {0} if self.single_lane else ()), 0)
         return self._index
+
+    def __add__(self, other: Any) -> torch.Tensor:
+        """`tile + c`: the positions tile.index + c (reading 0 outside the tensor)."""
+        return self.index + self._offset(other, "+")
+
+    def __radd__(self, other: Any) -> torch.Tensor:
+        return self.index + self._offset(other, "+")
+
+    def __sub__(self, other: Any) -> torch.Tensor:
+        return self.index - self._offset(other, "-")
+
+    def _offset(self, other: Any, symbol: str) -> int:
+        if isinstance(other, bool) or not isinstance(other, int):
+            raise exc.UnsupportedSyntax(
+                f"{self.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "
+                f"arithmetic use {self.name}.index (a vector of indices) or {self.name}.begin.")
+        return other
 
     def __index__(self) -> int:
         # A tile as a size in device code (`v.view(tile, -1)`, as the compiler takes its block

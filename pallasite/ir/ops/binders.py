@@ -291,6 +291,48 @@ def unbound(op: OpDef, call: Call) -> Bound:
     raise exc.UnsupportedOperation(f"{call.display} is not supported by pallasite.")
 
 
+def constant_pad(op: OpDef, call: Call) -> Bound:
+    """`F.pad(x, pad, mode="constant", value=0)`: attrs `widths`, one (before, after) per axis
+    of x, outermost first (torch's `pad` lists the last axis first), and `value` (None: 0).
+    Static, non-negative widths only: a negative width crops, which a slice says plainly."""
+    params = ("input", "pad", "mode", "value")
+    if len(call.args) > len(params):
+        raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
+    bound = dict(zip(params, call.args))
+    for key, value in call.kwargs.items():
+        if key not in params or key in bound:
+            raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
+        bound[key] = value
+    if "pad" not in bound:
+        raise exc.UnsupportedOperation(f"{call.display}() is missing argument 'pad'.")
+    mode = bound.get("mode", "constant")
+    if mode != "constant":
+        raise exc.UnsupportedOperation(
+            f"{call.display}(mode={mode!r}) is not supported: only mode='constant' (a fill value) is; "
+            "build reflected or replicated borders from static slices and torch.cat.")
+    pad = bound["pad"]
+    if not isinstance(pad, (tuple, list)) or any(isinstance(w, bool) or not isinstance(w, int) for w in pad):
+        raise exc.UnsupportedOperation(
+            f"{call.display}: the pad widths must be compile-time ints (a tuple of them), got {pad!r}.")
+    rank = call.rank_of(bound["input"])
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise exc.ShapeMismatch(
+            f"{call.display}: pad {tuple(pad)} must hold (before, after) pairs for at most {rank} axes.")
+    if any(w < 0 for w in pad):
+        raise exc.UnsupportedOperation(
+            f"{call.display}: the negative width in pad {tuple(pad)} crops; slice the value instead "
+            "(`v[..., a:b]`) and pad with non-negative widths.")
+    value = bound.get("value")
+    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise exc.UnsupportedOperation(f"{call.display}: the fill value must be a Python number, got {value!r}.")
+    widths = [(0, 0)] * rank
+    for k in range(len(pad) // 2):
+        widths[rank - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    out = call.run_meta(torch.nn.functional.pad, (bound["input"], tuple(pad)),
+                        {"value": value} if value is not None else {})
+    return [bound["input"]], {"widths": tuple(widths), "value": 0 if value is None else value}, out
+
+
 def gather_dim(op: OpDef, call: Call) -> Bound:
     """`torch.gather(input, dim, index)` / `input.gather(dim, index)`: operands (input, index),
     attr `dim` as a non-negative axis. `sparse_grad` changes nothing in a forward kernel."""

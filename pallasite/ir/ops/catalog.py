@@ -353,6 +353,11 @@ VIEW_OPS = (
           note="promotes as torch; pieces in whole Mosaic tiles (or along a leading axis) are "
                "jnp.concatenate, others are placed by bit-exact selects; the dim may not hold a "
                "partial tile's padding"),
+    # F.pad(v, pad, value=c), constant mode: widths per axis (outermost first) and the fill
+    OpDef("pad", OpKind.VIEW, binders.constant_pad, (Spelling("pad"),),
+          Signature(attrs={"widths": REQUIRED, "value": 0}), view=ViewRule.PAD, dtypes=EVERY_DTYPE,
+          note="constant mode, static non-negative widths (jnp.pad); refused along an axis that holds a "
+               "partial tile's padding"),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
           Spelling("clone", binders.view(binders.copy)), note="moves no data"),

@@ -54,6 +54,10 @@ class ViewRule(enum.Enum):
     # the other axes is kept (every operand has their size); along `dim` it would sit inside the
     # result, so the mask planner refuses it
     CONCATENATE = "concatenate"
+    # pad (F.pad, constant mode): each axis gains fill lanes before and after its own. Lanes
+    # after a partial tile's padding would not follow its valid lanes, so padding an axis
+    # that holds a partial tile's padding is refused (plan/masks.py); other axes keep theirs
+    PAD = "pad"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from collections.abc import Mapping
 
 from ...ir.sizes import SymbolicSize, same_size, size_max
 
-from ...ir import GatherIndex, IfBlock, NewAxis, ScalarIndex, TileLoop, TileSlice, Value, cdiv, walk_nodes
+from ...ir import (
+    GatherIndex, IfBlock, NewAxis, ScalarIndex, ShiftedTile, StaticSlice, TileLoop, TileSlice, Value, cdiv, walk_nodes,
+)
 from ..grid_exprs import NotAGridExpression, grid_expression
 from ..index_expr import grid_axes
 from ..memory import TensorUse
@@ -59,6 +61,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
         if 0 in use.symbol.shape or _computed_inside(first, loop):
             continue
         if any(isinstance(item, GatherIndex) for item in first):  # gathered: whole in VMEM
+            continue
+        if any(isinstance(item, (StaticSlice, ShiftedTile)) for item in first):  # read from the resident axis
             continue
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)

@@ -1,0 +1,77 @@
+"""The `window_shapes` kind: static slices of a tensor axis (read and written, bounds as
+Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]`,
+`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too) and
+`F.pad` of a whole-axis load, in the device loop or in an inner loop under each loop type.
+Outputs start as zeros, so the positions a window does not write are compared too."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .cases import Case, InputSpec, Line
+from .expressions import dtype_name
+
+
+def _window(rng, n: int) -> tuple[str, int]:
+    """A slice of an axis of size n as the user writes it, and its length."""
+    start = rng.randrange(0, n)
+    stop = rng.randrange(start + 1, n + 1)
+    forms = [(f"{start}:{stop}", stop - start), (f"{start}:", n - start), (f":{stop}", stop)]
+    if start > 0:
+        forms.append((f"-{n - start}:", n - start))
+    if stop < n:
+        forms.append((f"{start}:-{n - stop}", stop - start))
+    past = stop + rng.choice((0, 50))
+    forms.append((f"{start}:{past}", min(past, n) - start))  # a stop past the end clamps
+    return rng.choice(forms)
+
+
+def window_shapes(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
+    form = rng.choice(("slice", "shift", "pad"))
+    dims = {"m": rng.choice((3, 8, 13, 16, 37)), "n": rng.choice((5, 64, 128, 129, 200, 300))}
+    inner = rng.random() < 0.4
+    loop_type = draw.loop_type() if inner else None
+    body = [Line(0, "m, n = x.size()")]
+    head = ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(n):")] if inner else
+            [Line(0, "for tm, tn in hl.tile([m, n]):")])
+    depth = 2 if inner else 1
+    if form == "slice":
+        n = dims["n"]
+        read, length = _window(rng, n)
+        start = rng.randrange(0, n - length + 1)
+        written = f"{start}:{start + length}"
+        body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
+        body.append(Line(0, "for tm in hl.tile(m):"))
+        body.append(Line(1, f"out[tm, {written}] = x[tm, {read}] * 2"))
+        loop_type = None
+        tag = "slice"
+    elif form == "shift":
+        shift = rng.choice((1, 2, 3, 5, 127, 128, 130, 257))
+        sign = rng.choice(("+", "-"))
+        index = rng.choice((f"tn {sign} {shift}", f"tn.index {sign} {shift}"))
+        body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
+        body += head
+        if rng.random() < 0.3:  # a store at the shifted tile: positions outside are dropped
+            body.append(Line(depth, f"out[tm, {index}] = x[tm, tn] * 2"))
+        else:
+            body.append(Line(depth, f"out[tm, tn] = x[tm, {index}] + x[tm, tn]"))
+        tag = f"shift:{sign}"
+    else:
+        before, after = rng.choice((0, 1, 3)), rng.choice((0, 2, 128))
+        fill = rng.choice(("", ", value=1.0", ", value=-2.0"))
+        body.append(Line(0, f"out = torch.zeros([m, n + {before + after}], dtype={dtype_name(dtype)}, "
+                            "device=x.device)"))
+        if inner:
+            body += [Line(0, "for tm in hl.tile(m):"), Line(1, "for tk in hl.tile(1):")]
+            body.append(Line(2, f"out[tm, :] = torch.nn.functional.pad(x[tm, :], ({before}, {after}){fill})"))
+        else:
+            body.append(Line(0, "for tm in hl.tile(m):"))
+            body.append(Line(1, f"out[tm, :] = torch.nn.functional.pad(x[tm, :], ({before}, {after}){fill})"))
+            loop_type = None
+        tag = "pad"
+    body.append(Line(0, "return out"))
+    return Case("window_shapes", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+                loop_type=loop_type, exact=dtype == torch.int32, tags=("window_shapes", tag, dtype_name(dtype)))

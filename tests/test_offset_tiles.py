@@ -1,0 +1,274 @@
+"""Shifted tiles (issue 22 §2): `x[tile - 3]`, `x[tile.index + 130]`, `x[3 + tile]` read the
+positions tile.index + c; a position outside the tensor reads 0 (as a tile's tail is masked),
+so a causal convolution needs no bounds arithmetic; a store at a shifted tile writes the
+positions inside the tensor and drops the rest. The axis stays resident; each access takes
+the two block-aligned runs holding its lanes, selects and rotates them (`pltpu.roll`)
+(plan: `TileShift`). A shift that is not a compile-time int and tiles that do not start at
+block multiples are refused."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.ir import ShiftedTile
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.plan.plans import BlockKind
+from pallasite.testing import code_and_output, run_ref
+
+
+def _shifted(x: torch.Tensor, c: int, dim: int = 0) -> torch.Tensor:
+    """x at positions i + c along `dim`, 0 outside."""
+    n = x.shape[dim]
+    index = torch.arange(n) + c
+    inside = (index >= 0) & (index < n)
+    out = x.index_select(dim, index.clamp(0, n - 1))
+    shape = [1] * x.ndim
+    shape[dim] = n
+    return torch.where(inside.reshape(shape), out, torch.zeros((), dtype=x.dtype))
+
+
+@pallasite.kernel
+def three_shifts(x):
+    """Negative, positive past a whole block, and a constant first (n = 300: a partial last tile)."""
+    n, = x.shape
+    out = torch.empty_like(x)
+    for t in hl.tile(n, block_size=128):
+        out[t] = x[t - 3] + 10 * x[t.index + 130] + 100 * x[3 + t] + 1000 * x[t + 256]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_shifts_both_ways(dtype):
+    x = torch.arange(1, 301).to(dtype)
+    expected = _shifted(x, -3) + 10 * _shifted(x, 130) + 100 * _shifted(x, 3) + 1000 * _shifted(x, 256)
+    code, out = code_and_output(three_shifts, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(three_shifts, (x,)), expected)
+    assert "pltpu.roll" in code and "read 0" in code
+    (node,) = [n for call in three_shifts.bind((x,)).plan().calls for n in _loads(call)
+               if n.index[0] == ShiftedTile(n.index[0].dim, -3)]
+    assert node.index[0].offset == -3
+
+
+def _loads(call):
+    from pallasite.ir import Load, walk_nodes
+
+    return [node for node in walk_nodes(call.call.loop.body) if isinstance(node, Load)]
+
+
+@pallasite.kernel
+def causal_depthwise_conv(x, weight, bias):
+    """A causal depthwise conv1d in Helion's form: taps read at `seq - shift` under an extra
+    mask (the shifted read already gives 0 before the start)."""
+    batch, channels, seqlen = x.shape
+    width = hl.specialize(weight.size(1))
+    out = torch.empty_like(x)
+    for tb, td, ts in hl.tile([batch, channels, seqlen], block_size=[1, 8, 128]):
+        seq = ts.index
+        total = hl.zeros([td, ts], dtype=torch.float32) + bias[td][:, None]
+        for tap in range(width):
+            back = width - 1 - tap
+            values = hl.load(x, [tb.begin, td, seq - back], extra_mask=((seq < seqlen) & (seq >= back))[None, :])
+            total = total + values * weight[td, tap][:, None]
+        out[tb, td, ts] = total[None, :, :].to(out.dtype)
+    return out
+
+
+def test_causal_conv1d_form():
+    x, weight, bias = torch.randn(2, 16, 300), torch.randn(16, 4), torch.randn(16)
+    expected = F.conv1d(F.pad(x, (3, 0)), weight.unsqueeze(1), bias=bias, groups=16)
+    _, out = code_and_output(causal_depthwise_conv, (x, weight, bias))
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run_ref(causal_depthwise_conv, (x, weight, bias)), expected, atol=1e-4, rtol=1e-4)
+    plan = causal_depthwise_conv.bind((x, weight, bias)).plan()
+    (x_operand,) = [op for op in plan.calls[0].inputs if op.symbol.name == "x"]
+    assert x_operand.axes[-1].kind is BlockKind.RESIDENT and "shifted" in x_operand.axes[-1].reason
+
+
+@pallasite.kernel
+def row_stencil(x):
+    """Shifted rows (the sublane axis) in an inner loop: out = x[r - 1] - 2 x[r] + x[r + 1]."""
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tn in hl.tile(n, block_size=128):
+        for tm in hl.tile(m, block_size=8):
+            out[tm, tn] = x[tm - 1, tn] - 2 * x[tm, tn] + x[tm + 1, tn]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_shifted_rows_in_inner_loop(loop_type):
+    x = torch.randn(20, 256)  # 20 rows: a partial last row tile
+    expected = _shifted(x, -1) - 2 * x + _shifted(x, 1)
+    _, out = code_and_output(row_stencil, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(row_stencil, (x,), pallas_loop_type=loop_type), expected)
+
+
+@pallasite.kernel
+def shifted_sum(x):
+    """A reduction over a shifted partial tile sees only its valid lanes (the tile's padding is
+    masked as a tile's), and positions past the tensor add 0."""
+    m, n = x.shape
+    out = torch.zeros([m], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(m, block_size=8):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n, block_size=128):
+            acc = acc + x[tm, tn + 5].sum(1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_reduction_over_shifted_partial_tile(loop_type):
+    x = torch.randn(16, 200)
+    expected = x[:, 5:].sum(1)
+    _, out = code_and_output(shifted_sum, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run_ref(shifted_sum, (x,), pallas_loop_type=loop_type), expected,
+                               atol=1e-4, rtol=1e-4)
+
+
+# ------------------------------------------------------------------ refusals --
+
+
+@pallasite.kernel
+def store_shifted(x):
+    """Stores at shifted tiles, both ways (300 elements: a partial last tile); `out` starts as
+    zeros, so the positions no lane lands on must keep them."""
+    n, = x.shape
+    later = torch.zeros_like(x)
+    earlier = torch.zeros_like(x)
+    for t in hl.tile(n, block_size=128):
+        later[t + 3] = x[t]
+        earlier[t.index - 130] = x[t] * 2
+    return later, earlier
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_stores_at_shifted_tiles_drop_positions_outside(dtype):
+    x = torch.arange(1, 301).to(dtype)
+    later, earlier = torch.zeros_like(x), torch.zeros_like(x)
+    later[3:] = x[:297]
+    earlier[:170] = x[130:] * 2
+    _, (out_later, out_earlier) = code_and_output(store_shifted, (x,))
+    torch.testing.assert_close(out_later, later)
+    torch.testing.assert_close(out_earlier, earlier)
+    ref_later, ref_earlier = run_ref(store_shifted, (x,))
+    torch.testing.assert_close(ref_later, later)
+    torch.testing.assert_close(ref_earlier, earlier)
+
+
+@pallasite.kernel
+def shift_rows_down(x):
+    """A shifted store of rows in an inner loop: out[r + 1] = x[r]."""
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tn in hl.tile(n, block_size=128):
+        for tm in hl.tile(m, block_size=8):
+            out[tm + 1, tn] = x[tm, tn]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_shifted_row_store_in_inner_loop(loop_type):
+    x = torch.randn(20, 256)
+    expected = torch.zeros_like(x)
+    expected[1:] = x[:-1]
+    _, out = code_and_output(shift_rows_down, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(shift_rows_down, (x,), pallas_loop_type=loop_type), expected)
+
+
+@pallasite.kernel
+def float_shift(x):
+    n, = x.shape
+    out = torch.empty_like(x)
+    for t in hl.tile(n, block_size=128):
+        out[t] = x[t + 1.5]
+    return out
+
+
+@pallasite.kernel
+def unaligned_begin(x):
+    n, = x.shape
+    out = torch.zeros_like(x)
+    for t in hl.tile(3, n, block_size=128):
+        out[t] = x[t - 1]
+    return out
+
+
+@pytest.mark.parametrize("kernel, error, message, in_reference", [
+    (float_shift, exc.UnsupportedSyntax, "compile-time int", True),
+    # reference mode reads any tile as a slice: only the compiled read needs aligned runs
+    (unaligned_begin, exc.UnsupportedOperation, "not a multiple of the block size", False),
+])
+def test_refused(kernel, error, message, in_reference):
+    x = torch.randn(256)
+    with pytest.raises(error, match=message) as info:
+        code_and_output(kernel, (x,))
+    assert "test_offset_tiles.py" in str(info.value)
+    if in_reference:
+        with pytest.raises(error, match=message):
+            run_ref(kernel, (x,))
+
+
+@pallasite.kernel
+def masked_1d_shift(x):
+    """hl.load with a mask shaped like the shifted index: the index stays a shifted tile
+    (no gather), and the mask's zeros agree with the shifted read's."""
+    n, = x.shape
+    out = torch.empty_like(x)
+    for t in hl.tile(n, block_size=128):
+        idx = t.index
+        out[t] = hl.load(x, [idx - 2], extra_mask=idx >= 2) + x[t]
+    return out
+
+
+def test_masked_load_keeps_the_shifted_tile():
+    x = torch.randn(300)
+    expected = _shifted(x, -2) + x
+    code, out = code_and_output(masked_1d_shift, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(masked_1d_shift, (x,)), expected)
+    plan = masked_1d_shift.bind((x,)).plan()
+    assert not any(access.gather for access in plan.calls[0].accesses.values())
+
+
+@pallasite.kernel
+def narrowed_shift(x):
+    """A narrowing read of a shifted load slices the computed value (it is no view of the ref)."""
+    m, n = x.shape
+    out = torch.empty([m, 2], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(m, block_size=8):
+        row = x[tm - 1, :]
+        out[tm, :] = row[:, 3:5]
+    return out
+
+
+def test_narrowing_a_shifted_load():
+    x = torch.randn(16, 128)
+    expected = _shifted(x, -1)[:, 3:5]
+    _, out = code_and_output(narrowed_shift, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(narrowed_shift, (x,)), expected)
+
+
+@pallasite.kernel
+def two_shifts(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[tm, tn] = x[tm - 1, tn + 1]
+    return out
+
+
+def test_two_shifted_tiles_in_one_subscript_pair_as_torch_index_tensors():
+    """`tile - 1` is `tile.index - 1`, an index tensor: two of them pair element by element as
+    in torch, and shapes [8] and [128] do not broadcast (a clear error, not a block)."""
+    with pytest.raises(exc.IndexingError, match="do not broadcast"):
+        code_and_output(two_shifts, (torch.randn(16, 256),))
