@@ -258,10 +258,55 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
     kernel moves whole blocks, so it changes nothing."""
     if extra_mask is None:
         return tensor[tuple(index)]
-    mask_shape = tuple(getattr(extra_mask, "shape", ()))
-    key = tuple(torch.where(extra_mask, item, 0) if _is_index_vector(item) and _covers(item.shape, mask_shape)
-                else item for item in index)
+    key = tuple(index)
+    masks = _index_masks(key, extra_mask)
+    key = tuple(item if mask is None else torch.where(mask, item, 0) for item, mask in zip(key, masks))
     return torch.where(extra_mask, tensor[key], 0)
+
+
+def _index_masks(key: tuple, extra_mask: Any) -> list[Any]:
+    """Per item of `key`, the part of `extra_mask` that masks it (None: the item is not an
+    index vector, or the mask does not decide its lanes alone).
+
+    An index vector gives the result the axes of its own shape, where the subscript puts
+    them (Helion's positional indexing: `x[tile_b.begin, tile_d, seq_idx - 3]` is shaped
+    [tile_d, seq]); a mask that is 1 on every other axis of the result
+    (`(seq_idx >= 3)[None, :]`) is a mask of the index's lanes, so a masked-off lane reads
+    row 0 instead of an out-of-range index. Several index vectors pair as torch does: a mask
+    that broadcasts to one of them masks it."""
+    mask_shape = tuple(getattr(extra_mask, "shape", ()))
+    vectors = [item for item in key if _is_index_vector(item)]
+    if len(vectors) != 1 or any(item is Ellipsis for item in key):
+        return [extra_mask if _is_index_vector(item) and _covers(item.shape, mask_shape) else None
+                for item in key]
+    result_rank = sum(_result_axes(item) for item in key)
+    if len(mask_shape) > result_rank:
+        return [None] * len(key)
+    full_mask_shape = (1,) * (result_rank - len(mask_shape)) + mask_shape
+    masks, axis = [], 0
+    for item in key:
+        width = _result_axes(item)
+        if _is_index_vector(item):
+            own = full_mask_shape[axis:axis + width]
+            others = full_mask_shape[:axis] + full_mask_shape[axis + width:]
+            fits = all(size == 1 for size in others) and _covers(item.shape, own)
+            masks.append(extra_mask.reshape(own) if fits else None)
+        else:
+            masks.append(None)
+        axis += width
+    return masks
+
+
+def _result_axes(item: Any) -> int:
+    """How many axes of a subscript's result one item of its key gives."""
+    if item is None or isinstance(item, slice):
+        return 1
+    if isinstance(item, (bool, int)):
+        return 0
+    shape = getattr(item, "shape", None)
+    if shape is None:  # a tile
+        return 1
+    return len(shape)
 
 
 def _covers(shape: Sequence[int], mask_shape: Sequence[int]) -> bool:
