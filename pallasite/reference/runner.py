@@ -276,13 +276,15 @@ class ReferenceRunner:
         """A scatter of only the lanes where `lane_mask` holds: the others are dropped from the
         index and the value, and the rest is an ordinary scatter (the last lane wins)."""
         (position,) = [p for p, item in enumerate(key) if isinstance(item, torch.Tensor) and item.ndim > 0]
-        window = tensor[key]
+        keep = lane_mask.nonzero().reshape(-1)
+        kept = key[:position] + (key[position][keep],) + key[position + 1:]
         axis = sum(0 if isinstance(item, (bool, int)) or (isinstance(item, torch.Tensor) and item.ndim == 0)
                    else item.ndim if isinstance(item, torch.Tensor) else 1 for item in key[:position])
-        keep = lane_mask.nonzero().reshape(-1)
-        value = torch.broadcast_to(value, window.shape).index_select(axis, keep) \
-            if isinstance(value, torch.Tensor) else value
-        tensor[key[:position] + (key[position][keep],) + key[position + 1:]] = value
+        if isinstance(value, torch.Tensor):
+            window = list(tensor[kept].shape)  # the kept lanes' window: masked-off indices are never read
+            window[axis] = key[position].shape[0]
+            value = torch.broadcast_to(value, window).index_select(axis, keep)
+        tensor[kept] = value
 
     def remote_copy(self, *args: Any) -> Any:
         raise _single_device("hl.make_async_remote_copy")
