@@ -25,7 +25,7 @@ __all__ = [
     "tile_begin", "tile_end", "tile_block_size", "tile_id", "tile_index", "subscript",
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
-    "associative_scan", "cumsum", "cumprod", "reduce",
+    "associative_scan", "cumsum", "cumprod", "reduce", "jagged_tile", "vtile",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -103,6 +103,28 @@ def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
     spec = tile(begin_or_end, end_or_none, block_size=1)
     spec.kind = "grid"
     return spec
+
+
+def jagged_tile(lengths: Any, block_size: Any = None) -> TileIterable:
+    """Helion's ragged inner loop: `for tile_k in hl.jagged_tile(lengths)` under a tile
+    `tile_b` of rows, `lengths` a vector over `tile_b` (each row's own end). It means
+    `for tile_k in hl.tile(0, lengths.amax())` with every lane past its row's length
+    (`tile_k.index[None, :] >= lengths[:, None]`) masked out of loads, stores and
+    reductions, as a partial tile's padding is.
+
+    Not yet supported: pallasite's masks are per axis (a partial tile's padding), and a
+    jagged lane is padding depending on its row, another axis. The error names the loop
+    written with explicit masks, which pallasite runs (tests/test_jagged_tile.py)."""
+    raise exc.UnsupportedOperation(
+        "hl.jagged_tile(lengths) is not supported yet: its implicit mask depends on two axes (the "
+        "row and the jagged position), and pallasite masks one axis at a time. Write the loop "
+        "with explicit masks: `for tile_k in hl.tile(0, lengths.amax()):` then "
+        "`live = tile_k.index[None, :] < lengths[:, None]`, `hl.load(x, [idx], extra_mask=live...)`, "
+        "`torch.where(live..., v, identity)` before a reduction over the jagged axis, and "
+        "`hl.store(out, [idx], v, extra_mask=live...)`.")
+
+
+vtile = jagged_tile
 
 
 class Tile:
