@@ -81,3 +81,30 @@ def test_a_scalar_increment_counts_duplicates_and_returns_the_old_rows():
     reference = (torch.zeros(3, dtype=torch.int32), torch.zeros(10, dtype=torch.int32))
     run_ref(count_and_return_old, (*reference, segment))
     assert reference[0].tolist() == [2, 4, 4] and reference[1].tolist() == before.tolist()
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16, 128]))
+def weighted_run_ends(ids, x, segments: int):
+    """Sorted int64 segment ids, as torch makes them: the last row of each run counts twice.
+    The next row's id is read through a masked load whose last lane would be past the end."""
+    n, f = x.shape
+    out = torch.zeros((segments, f), dtype=x.dtype, device=x.device)
+    for tile_e, tile_f in hl.tile([n, f]):
+        here = ids[tile_e]
+        after = hl.load(ids, [tile_e.index + 1], extra_mask=tile_e.index < n - 1)
+        weight = torch.where((here != after) | (tile_e.index == n - 1), 2.0, 1.0)
+        hl.atomic_add(out, [here, tile_f], x[tile_e, tile_f] * weight[:, None])
+    return out
+
+
+def test_sorted_int64_segments_on_a_2d_grid():
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 12, (70,), generator=generator).sort()[0]  # int64
+    x = torch.randn(70, 256, generator=generator)
+    last = torch.ones(70)
+    last[:-1] = torch.where(ids[:-1] != ids[1:], 2.0, 1.0)
+    last[-1] = 2.0
+    expected = torch.zeros(12, 256).index_add_(0, ids, x * last[:, None])
+    _, result = code_and_output(weighted_run_ends, (ids, x, 12))
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(weighted_run_ends, (ids, x, 12)), expected, atol=1e-5, rtol=1e-5)
