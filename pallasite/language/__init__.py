@@ -296,7 +296,9 @@ def _index_masks(key: tuple, extra_mask: Any) -> list[Any]:
     (`(seq_idx >= 3)[None, :]`) is a mask of the index's lanes, so a masked-off lane reads
     row 0 instead of an out-of-range index. Several index vectors pair as torch does: a mask
     that broadcasts to one of them masks it."""
-    mask_shape = tuple(getattr(extra_mask, "shape", ()))
+    if not hasattr(extra_mask, "reshape"):  # a Python bool masks no lane of its own
+        return [None] * len(key)
+    mask_shape = tuple(extra_mask.shape)
     vectors = [item for item in key if _is_index_vector(item)]
     if len(vectors) != 1 or any(item is Ellipsis for item in key):
         return [extra_mask if _is_index_vector(item) and _covers(item.shape, mask_shape) else None
