@@ -82,3 +82,22 @@ def test_a_mask_that_keeps_part_of_a_lane_is_refused_with_the_reason():
         with pytest.raises(exc.UnsupportedOperation, match="needs a mask of the index's lanes") as info:
             run()
         assert "extra_mask=x[tile, :] > 0" in str(info.value)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 8]))
+def transpose_through_a_flat_index(out, x):
+    m, n = x.shape
+    out_flat = out.view(-1)
+    for tile_m, tile_n in hl.tile([m, n]):
+        flat = tile_n.index[None, :] * m + tile_m.index[:, None]
+        hl.store(out_flat, [flat], x[tile_m, tile_n] * 3)
+    return out
+
+
+def test_a_2d_index_that_is_the_whole_subscript_scatters_through_its_flat_vector():
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(4))
+    _, result = code_and_output(transpose_through_a_flat_index, (torch.zeros(8, 16), x))
+    torch.testing.assert_close(result, (x * 3).t())
+    reference = torch.zeros(8, 16)
+    run_ref(transpose_through_a_flat_index, (reference, x))
+    torch.testing.assert_close(reference, (x * 3).t())
