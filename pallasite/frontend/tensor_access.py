@@ -76,11 +76,10 @@ def _flatten_index_tile(recorder: Any, key: Any) -> tuple[Any, tuple | None]:
     return tuple(items), tile_shape
 
 
-def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False, lane_mask: Any = None,
-          combine: str | None = None) -> None:
+def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False, lane_mask: Any = None) -> None:
     """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"]).
     Through an index vector, `lane_mask` (a bool vector over its lanes) keeps the lanes that
-    write, and `combine="add"` adds the lanes' values to their rows (see `ir.Store`)."""
+    write (`ir.Store.args[1]`)."""
     if recorder.device is None:
         return recorder.host.store(tensor, key, value)
     if isinstance(tensor, DeviceTensor):
@@ -106,20 +105,16 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
         raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
     kwargs = {"atomic": True} if atomic else {}
     args: tuple = (operand,)
-    if lane_mask is not None or combine is not None:
+    if lane_mask is not None:
         gathers = [item for item in index if isinstance(item, GatherIndex)]
         if not gathers:
-            raise exc.UnsupportedOperation(
-                f"A lane mask or a combining store of {symbol.name} needs an index vector in the subscript.")
+            raise exc.UnsupportedOperation(f"A lane mask of a store into {symbol.name} needs an index vector.")
         lanes = gathers[0].value.shape[0]
-        if lane_mask is not None:
-            mask = recorder.device_operand(lane_mask)
-            if not isinstance(mask, Value) or mask.dtype != torch.bool or tuple(mask.shape) != (lanes,):
-                raise exc.ShapeMismatch(
-                    f"The mask of a store through an index vector into {symbol.name} must be a bool vector "
-                    f"of its {lanes} lanes.")
-            args = (operand, mask)
-        if combine is not None:
-            kwargs["combine"] = combine
+        mask = recorder.device_operand(lane_mask)
+        if not isinstance(mask, Value) or mask.dtype != torch.bool or tuple(mask.shape) != (lanes,):
+            raise exc.ShapeMismatch(
+                f"The mask of a store through an index vector into {symbol.name} must be a bool vector "
+                f"of its {lanes} lanes.")
+        args = (operand, mask)
     node = Store("store", args, kwargs, [], recorder.location, tensor=symbol, index=index)
     recorder.append_node(node)

@@ -248,10 +248,7 @@ class Store(Node):
     """Write `value` (args[0]) into `tensor[index]`.
 
     Through an index vector (a scatter), args[1], when present, is a 1-D bool Value over
-    the index's lanes: lanes where it is false write nothing (`hl.store(..., extra_mask=m)`).
-    `kwargs["combine"] == "add"`: the lanes' values are added to the rows they name,
-    duplicates included (`hl.atomic_add` through an index vector), instead of the last
-    lane's value replacing the row."""
+    the index's lanes: lanes where it is false write nothing (`hl.store(..., extra_mask=m)`)."""
 
     tensor: TensorSymbol | None = None
     index: tuple[IndexItem, ...] = ()
