@@ -73,6 +73,17 @@ def test_the_issue_20_index_forms_are_generated():
     assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == set(LOOP_TYPES)
 
 
+def test_the_issue_22_scatter_and_masked_load_forms_are_generated():
+    cases = [generate(SEED, i, kinds=("scatter", "flat_gather")) for i in range(120)]
+    forms = {case.tags[1] for case in cases}
+    # a scatter under a mask of its lanes, atomics through an index vector, causal_conv1d's taps
+    assert {"masked_rows", "atomic_rows", "atomic_inner", "shifted"} <= forms
+    sources = [case.source() for case in cases]
+    assert any("hl.atomic_add(out, [dest[t], " in s for s in sources)
+    assert any("hl.atomic_max(out, [dest[t], " in s for s in sources)
+    assert {case.loop_type for case in cases if case.tags[1] == "atomic_inner"} == set(LOOP_TYPES)
+
+
 def test_the_statistics_kind_generates_every_statistic():
     cases = [generate(SEED, i, kinds=("statistics",)) for i in range(120)]
     sources = [case.source() for case in cases]

@@ -115,12 +115,18 @@ def masked_scatter(out, x, idx):
     return out
 
 
-def test_a_masked_store_through_an_index_tensor_is_refused_with_the_reason():
-    args = (torch.zeros(16), torch.randn(64), torch.randint(0, 16, (64,), dtype=torch.int32))
-    for run in (lambda: code_and_output(masked_scatter, args), lambda: run_ref(masked_scatter, args)):
-        with pytest.raises(exc.UnsupportedOperation, match="masked-off lane still names a row") as info:
-            run()
-        assert "hl.store(out, [idx[tile]], x[tile], extra_mask=x[tile] > 0)" in str(info.value)
+def test_a_masked_store_through_an_index_tensor_writes_only_the_kept_lanes():
+    generator = torch.Generator().manual_seed(0)
+    x, idx = torch.randn(64, generator=generator), torch.randint(0, 16, (64,), generator=generator, dtype=torch.int32)
+    expected = torch.zeros(16)
+    for lane in range(64):  # the last kept lane naming a row wins
+        if x[lane] > 0:
+            expected[idx[lane]] = x[lane]
+    _, compiled = code_and_output(masked_scatter, (torch.zeros(16), x, idx))
+    assert torch.equal(compiled, expected)
+    reference = torch.zeros(16)
+    run_ref(masked_scatter, (reference, x, idx))
+    assert torch.equal(reference, expected)
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[64]))

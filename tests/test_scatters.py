@@ -4,7 +4,8 @@ The scattered axis of the output stays whole in VMEM; each scatter rewrites
 that window, every row taking the value of the last lane that names it (lanes
 in increasing order, programs in grid order), other rows keeping their
 contents. `hl.atomic_add` with tile indices is a read-modify-write in the
-owning program; through an index tensor it is an error saying what to write.
+owning program; through an index tensor, lanes naming one row all add up
+(tests/test_atomic_scatter.py).
 """
 from __future__ import annotations
 
@@ -334,14 +335,14 @@ def atomic_add_bad_sem(out, x):
     return out
 
 
-def test_atomic_add_through_an_index_tensor_is_rejected_with_what_to_write():
-    args = (torch.zeros(16), _values(40), _indices(40, 16))
-    for run in (lambda: code_and_output(atomic_add_through_index, args), lambda: run_ref(atomic_add_through_index, args)):
-        with pytest.raises(exc.UnsupportedOperation) as info:
-            run()
-        message = str(info.value)
-        assert "through an index tensor is not supported" in message and "one-hot matmul" in message
-        assert "hl.atomic_add(out, [dest[tile]], x[tile])" in message and "test_scatters.py" in message
+def test_atomic_add_through_an_index_tensor_adds_every_duplicate():
+    x, dest = _values(40), _indices(40, 16)  # 40 lanes into 16 rows: duplicates in every tile
+    expected = torch.zeros(16).index_add_(0, dest.long(), x)
+    _, result = code_and_output(atomic_add_through_index, (torch.zeros(16), x, dest))
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    reference = torch.zeros(16)
+    run_ref(atomic_add_through_index, (reference, x, dest))
+    torch.testing.assert_close(reference, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_a_scatter_with_two_index_vectors_is_rejected_with_what_to_write():

@@ -159,7 +159,7 @@ def emit_store(k, node: Store) -> None:
     access = k.plan.accesses[node.id]
     k.emit_index_checks(node)
     target = f"{access.ref_name}[{ref_subscript(k, access)}]"
-    (operand,) = node.args
+    operand = node.args[0]  # args[1]: a scatter's lane mask (the plan's Scatter.lane_mask)
     if isinstance(operand, Value) and 0 in operand.shape:
         k.comment("an empty slice: nothing to store")
         return
@@ -205,6 +205,9 @@ def _scatter_window(k, access, values: str, lane_shape, window: str, dtype) -> s
     scatter = access.scatter
     valid = None if scatter.valid_lanes is None else k.range_condition(
         scatter.index.shape, 0, scatter.valid_lanes)
+    if scatter.lane_mask is not None:  # hl.store(..., extra_mask=): masked-off lanes write nothing
+        mask = k.render(scatter.lane_mask)
+        valid = mask if valid is None else f"({valid}) & ({mask})"
     bind = _binder(k)
     if not values.isidentifier():  # a name, or an expression (placeholders are no identifiers)
         values = bind("scattered", values)

@@ -270,7 +270,8 @@ class KernelEmitter:
         """Interpret mode checks a named scalar read from data where it is computed, before
         any access (or stream copy) uses it; the checked value keeps the name."""
         for check in self.plan.range_checks:
-            if check.value is value and check.check_id not in self._checks_done:
+            # a masked scatter's index is checked at its store, where its lane mask exists
+            if check.value is value and check.check_id not in self._checks_done and check.lane_mask is None:
                 self._checks_done.add(check.check_id)
                 name = self.render(value)
                 call = self._check_call(check, name)
@@ -300,6 +301,8 @@ class KernelEmitter:
             return f"CHECKS.index({check.check_id}, {text}, limit={check.limit})"
         conditions = [self.range_condition(check.value.shape, axis, rng) for axis, rng in
                       (((0, check.valid_lanes),) if check.valid_lanes is not None else check.valid_axes)]
+        if check.lane_mask is not None:
+            conditions.append(self.render(check.lane_mask))
         valid = f", {' & '.join(conditions)}" if conditions else ""
         return f"CHECKS.indices({check.check_id}, {text}{valid}, limit={check.limit})"
 

@@ -299,8 +299,8 @@ class OpRecorder:
     def subscript(self, tensor: Any, key: Any) -> Any:
         return tensor_access.subscript(self, tensor, key)
 
-    def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
-        tensor_access.store(self, tensor, key, value, atomic)
+    def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False, lane_mask: Any = None) -> None:
+        tensor_access.store(self, tensor, key, value, atomic, lane_mask)
 
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return atomics.atomic_update(self, name, tensor, key, combine)

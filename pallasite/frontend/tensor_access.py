@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .. import exc
-from ..ir import Load, Run, ScalarIndex, Store, Value
+from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
 from . import lane_pairs, paired_indexing
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
@@ -80,8 +80,10 @@ def _flatten_index_tile(recorder: Any, key: Any) -> tuple[Any, tuple | None]:
     return tuple(items), tile_shape
 
 
-def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False) -> None:
-    """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"])."""
+def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False, lane_mask: Any = None) -> None:
+    """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"]).
+    Through an index vector, `lane_mask` (a bool vector over its lanes) keeps the lanes that
+    write (`ir.Store.args[1]`)."""
     if recorder.device is None:
         return recorder.host.store(tensor, key, value)
     if isinstance(tensor, DeviceTensor):
@@ -105,6 +107,18 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
             )
     elif not isinstance(operand, (int, float, bool)):
         raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
-    node = Store("store", (operand,), {"atomic": True} if atomic else {}, [], recorder.location,
-                 tensor=symbol, index=index)
+    kwargs = {"atomic": True} if atomic else {}
+    args: tuple = (operand,)
+    if lane_mask is not None:
+        gathers = [item for item in index if isinstance(item, GatherIndex)]
+        if not gathers:
+            raise exc.UnsupportedOperation(f"A lane mask of a store into {symbol.name} needs an index vector.")
+        lanes = gathers[0].value.shape[0]
+        mask = recorder.device_operand(lane_mask)
+        if not isinstance(mask, Value) or mask.dtype != torch.bool or tuple(mask.shape) != (lanes,):
+            raise exc.ShapeMismatch(
+                f"The mask of a store through an index vector into {symbol.name} must be a bool vector "
+                f"of its {lanes} lanes.")
+        args = (operand, mask)
+    node = Store("store", args, kwargs, [], recorder.location, tensor=symbol, index=index)
     recorder.append_node(node)

@@ -58,8 +58,12 @@ _HINTS = {
     "bernoulli": " Compare uniform numbers instead: hl.rand(shape, seed) < p.",
     "dropout": (" Write it with uniform numbers: torch.where(hl.rand([tile_m, tile_n], seed=...) >= p, "
                 "x / (1 - p), 0)."),
-    "item": (" A tensor's values are known only when the kernel runs: read a 0-d tensor argument's "
-             "value inside the device loop, with t[()] or t.item() there."),
+    "item": (" In host code a tensor's values are not known when the kernel is compiled (the host "
+             "code is compiled with it, and one compiled variant serves every value of a tensor): use "
+             "a size where the value is one (`x_data.size(0)`, not `offsets[-1].item()`), pass the "
+             "number as an int argument (`hl.specialize` it if it sizes a tensor), or read the value "
+             "inside the device loop, with t[()] or t.item() there (a runtime scalar: a loop bound "
+             "`hl.tile(0, lengths.amax())` is one)."),
 }
 
 

@@ -233,6 +233,10 @@ class Tracer:
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)
 
+    def masked_scatter(self, tensor: Any, key: tuple, value: Any, lane_mask: Any) -> None:
+        """`tensor[key] = value` through an index vector, only the lanes where `lane_mask` holds."""
+        self.recorder.store(tensor, key, value, lane_mask=lane_mask)
+
     def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
         return self.recorder.remote_copy(src, src_index, device_id, dst, dst_index)
 

@@ -95,7 +95,7 @@ def paired_indices(draw: Any, name: str) -> Case:
 
 def flat_gather(draw: Any, name: str) -> Case:
     rng = draw.rng
-    form = rng.choice(("target", "target", "jagged_mean", "computed_rows"))
+    form = rng.choice(("target", "target", "jagged_mean", "computed_rows", "shifted"))
     real = form == "target" and rng.random() < 0.25  # a table past a chip's threshold, no knob
     knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
     loop_type, segments = None, ()
@@ -127,6 +127,15 @@ def flat_gather(draw: Any, name: str) -> Case:
                      "sums = sums + torch.where(live, hl.load(x_flat, [torch.where(live, flat, 0)]), 0.0).sum(1)"),
                 Line(2, "out[tile_b, tile_m] = torch.where(nnz[:, None] > 0, sums / nnz[:, None].to(x.dtype), 0.0)")]
         loop_type, exact = draw.loop_type(), False
+    elif form == "shifted":  # causal_conv1d's taps: a masked-off lane's index is negative
+        dtype = rng.choice(_TABLE_DTYPES[:3])
+        dims = {"r": rng.choice((1, 8, 13)), "s": rng.choice((128, 200, 256))}
+        shift = rng.choice((1, 3, 7))
+        inputs = (InputSpec("x", ("r", "s"), dtype, _fill(dtype)),)
+        body = [Line(0, "r, s = x.size()"), Line(0, "out = torch.empty_like(x)"),
+                Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
+                Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
+        knobs, exact = (), True
     else:  # computed_rows: rows of a 2-D table at a computed index
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
@@ -138,4 +147,4 @@ def flat_gather(draw: Any, name: str) -> Case:
         exact = True
     body.append(Line(0, "return out"))
     return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
-                knobs=knobs, exact=exact, tags=("flat_gather", form, "real_table" if real else "budget_knob"))
+                knobs=knobs, exact=exact, tags=("flat_gather", form, "real_table" if real else "budget_knob" if knobs else "small_table"))

@@ -461,12 +461,14 @@ def tile_rows(draw: Draw, name: str) -> Case:
 
 def scatter(draw: Draw, name: str) -> Case:
     """A store through an index vector (rows or columns chosen by data, duplicates
-    included: the last writer wins) into a tensor updated in place, or `hl.atomic_add`
-    on tiles."""
+    included: the last writer wins) into a tensor updated in place, one under a mask of its
+    lanes, `hl.atomic_add` on tiles, or `hl.atomic_add`/`atomic_max` through an index
+    vector (duplicates combine), also in an inner loop."""
     rng = draw.rng
     dtype = draw.dtype()
     value = rng.choice(("{x}", "({x} * 2)", "({x} + 1)"))
-    form = rng.choice(("rows", "rows_tiled", "columns", "inner", "atomic"))
+    form = rng.choice(("rows", "rows_tiled", "columns", "inner", "atomic", "masked_rows", "atomic_rows",
+                       "atomic_inner"))
     fill = _fill(dtype)
     dims = {"n": draw.size(0.4), "d": rng.choice((1, 16, 128, 200)), "r": draw.size(0.2)}
     index = InputSpec("dest", ("n",), torch.int32, "index:r")
@@ -492,6 +494,23 @@ def scatter(draw: Draw, name: str) -> Case:
         body += _lines(1, "for t in hl.tile(n):")
         body.append(Line(2, f"out[g, dest[g, t], :] = {value.format(x='x[g, t, :]')}"))
         loop_type = draw.loop_type()
+    elif form == "masked_rows":  # lanes whose first value is positive write; the others name no row
+        inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
+        body = _lines(0, "n = x.size(0)", "for t in hl.tile(n):")
+        body.append(Line(1, "keep = x[t, 0] > 0"))
+        body.append(Line(1, f"hl.store(out, [torch.where(keep, dest[t], -1), slice(None)], {value.format(x='x[t, :]')}, "
+                            "extra_mask=keep[:, None])"))
+    elif form in ("atomic_rows", "atomic_inner"):
+        atomic = rng.choice(("atomic_add", "atomic_max")) if dtype != torch.bfloat16 else "atomic_max"
+        inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
+        if form == "atomic_rows":
+            body = _lines(0, "n = x.size(0)", "for t in hl.tile(n):")
+            body.append(Line(1, f"hl.{atomic}(out, [dest[t], slice(None)], {value.format(x='x[t, :]')})"))
+        else:
+            body = _lines(0, "n, d = x.size()", "for td in hl.tile(d):")
+            body += _lines(1, "for t in hl.tile(n):")
+            body.append(Line(2, f"hl.{atomic}(out, [dest[t], td], {value.format(x='x[t, td]')})"))
+            loop_type = draw.loop_type()
     else:
         inputs = (InputSpec("out", ("n", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill))
         body = _lines(0, "n, d = x.size()", "for tn, td in hl.tile([n, d]):")

@@ -309,7 +309,10 @@ class Load(Node):
 
 @dataclass(eq=False)
 class Store(Node):
-    """Write `value` (args[0]) into `tensor[index]`."""
+    """Write `value` (args[0]) into `tensor[index]`.
+
+    Through an index vector (a scatter), args[1], when present, is a 1-D bool Value over
+    the index's lanes: lanes where it is false write nothing (`hl.store(..., extra_mask=m)`)."""
 
     tensor: TensorSymbol | None = None
     index: tuple[IndexItem, ...] = ()

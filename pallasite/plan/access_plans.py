@@ -247,6 +247,7 @@ class Scatter:
     rows: int
     method: GatherMethod
     valid_lanes: LaneRange | None = None
+    lane_mask: Any = None  # ir.Value, 1-D bool: the lanes `hl.store(..., extra_mask=)` keeps
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,8 @@ def _range_checks(ranges, check_ids, operands, gather_lanes, padded) -> tuple[Ra
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
                                          value=rng.value, node_id=rng.node.id,
                                          valid_lanes=None if indexed else gather_lanes.get(rng.node.id),
+                                         lane_mask=rng.node.args[1] if isinstance(rng.node, Store)
+                                         and len(rng.node.args) > 1 else None,
                                          valid_axes=tuple(sorted(padded.get(rng.value.id, {}).items()))
                                          if indexed else ()))
         elif rng.dim.id not in tightest or rng.limit < tightest[rng.dim.id].limit:

@@ -279,6 +279,7 @@ class RangeCheck:
     block_index: IndexExpr | None = None
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
+    lane_mask: Any = None  # ir.Value: a masked scatter's kept lanes (the others hold no index)
     # a torch.gather's N-D index: per padded axis, the range of positions that hold indices
     valid_axes: tuple = ()
     worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound

@@ -51,7 +51,8 @@ def plan_scatter(node: Store, axis: int, rows: int) -> Scatter:
         raise exc.UnsupportedOperation(
             f"Scattering into '{node.tensor.name}' ({node.tensor.dtype}) is not supported; "
             f"scatters write {supported} tensors. Convert it on the host.", node.location)
-    return Scatter(item.value, axis, rows, method)
+    lane_mask = node.args[1] if len(node.args) > 1 else None
+    return Scatter(item.value, axis, rows, method, lane_mask=lane_mask)
 
 
 def widened_for_scatter(symbol, blocks: list[AxisBlock], grid_axis_of: dict[int, int],

@@ -277,6 +277,20 @@ class ReferenceRunner:
         tensor[key] = combine(old)
         return old
 
+    def masked_scatter(self, tensor: Any, key: tuple, value: Any, lane_mask: Any) -> None:
+        """A scatter of only the lanes where `lane_mask` holds: the others are dropped from the
+        index and the value, and the rest is an ordinary scatter (the last lane wins)."""
+        (position,) = [p for p, item in enumerate(key) if isinstance(item, torch.Tensor) and item.ndim > 0]
+        keep = lane_mask.nonzero().reshape(-1)
+        kept = key[:position] + (key[position][keep],) + key[position + 1:]
+        axis = sum(0 if isinstance(item, (bool, int)) or (isinstance(item, torch.Tensor) and item.ndim == 0)
+                   else item.ndim if isinstance(item, torch.Tensor) else 1 for item in key[:position])
+        if isinstance(value, torch.Tensor):
+            window = list(tensor[kept].shape)  # the kept lanes' window: masked-off indices are never read
+            window[axis] = key[position].shape[0]
+            value = torch.broadcast_to(value, window).index_select(axis, keep)
+        tensor[kept] = value
+
     def remote_copy(self, *args: Any) -> Any:
         raise _single_device("hl.make_async_remote_copy")
 

@@ -1,0 +1,110 @@
+"""`hl.atomic_add/max/min` through an index tensor (issue 22: Helion's segment_reduction
+adds rows into their segment ids): every lane reaches its row, duplicates within a tile
+included, and programs never race (the scattered window is resident and the grid axes
+that do not choose it run in order). The atomic returns the rows before the tile's update.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.plan.plans import Semantics
+from pallasite.testing import code_and_output, run_ref
+
+from plan_helpers import only_call
+
+
+def _segments(n, count, seed=1):
+    return torch.randint(0, count, (n,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16]))
+def segment_sum(out, x, segment):
+    for tile in hl.tile(x.size(0)):
+        hl.atomic_add(out, [segment[tile], slice(None)], x[tile, :])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_rows_add_into_their_segments_with_duplicates_in_every_tile(dtype):
+    x = torch.randint(-100, 100, (40, 128), generator=torch.Generator().manual_seed(0)).to(dtype)
+    segment = _segments(40, 6)  # 40 rows into 6 segments, a partial last tile
+    expected = torch.zeros(6, 128, dtype=dtype).index_add_(0, segment.long(), x)
+    _, result = code_and_output(segment_sum, (torch.zeros(6, 128, dtype=dtype), x, segment))
+    torch.testing.assert_close(result, expected)
+    reference = torch.zeros(6, 128, dtype=dtype)
+    run_ref(segment_sum, (reference, x, segment))
+    torch.testing.assert_close(reference, expected)
+    call = only_call(segment_sum, (torch.zeros(6, 128, dtype=dtype), x, segment))
+    assert [axis.semantics for axis in call.grid] == [Semantics.ARBITRARY]
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 16]))
+def segment_max_in_an_inner_loop(out, x, segment):
+    for tile_c in hl.tile(x.size(1)):
+        for tile in hl.tile(x.size(0)):
+            hl.atomic_max(out, [segment[tile], tile_c], x[tile, tile_c])
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_atomic_max_into_segments_under_every_loop_type(loop_type):
+    x = torch.randn(40, 16, generator=torch.Generator().manual_seed(2))
+    segment = _segments(40, 5)
+    start = torch.full((5, 16), -1.0)
+    expected = start.clone().scatter_reduce_(0, segment.long()[:, None].expand(40, 16), x, reduce="amax")
+    _, result = code_and_output(segment_max_in_an_inner_loop, (start.clone(), x, segment),
+                                pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, expected)
+    reference = start.clone()
+    run_ref(segment_max_in_an_inner_loop, (reference, x, segment), pallas_loop_type=loop_type)
+    torch.testing.assert_close(reference, expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def count_and_return_old(counts, before, segment):
+    for tile in hl.tile(segment.size(0)):
+        before[tile] = hl.atomic_add(counts, [segment[tile]], 1)
+    return counts, before
+
+
+def test_a_scalar_increment_counts_duplicates_and_returns_the_old_rows():
+    segment = torch.tensor([0, 2, 2, 2, 1, 0, 2, 1, 1, 1], dtype=torch.int32)  # tiles of 8 and 2
+    counts, before = code_and_output(count_and_return_old, (torch.zeros(3, dtype=torch.int32),
+                                                            torch.zeros(10, dtype=torch.int32), segment))[1]
+    assert counts.tolist() == [2, 4, 4]
+    # each tile's lanes see the counts before that tile: the first tile saw zeros
+    assert before.tolist() == [0] * 8 + [2, 2]
+    reference = (torch.zeros(3, dtype=torch.int32), torch.zeros(10, dtype=torch.int32))
+    run_ref(count_and_return_old, (*reference, segment))
+    assert reference[0].tolist() == [2, 4, 4] and reference[1].tolist() == before.tolist()
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[16, 128]))
+def weighted_run_ends(ids, x, segments: int):
+    """Sorted int64 segment ids, as torch makes them: the last row of each run counts twice.
+    The next row's id is read through a masked load whose last lane would be past the end."""
+    n, f = x.shape
+    out = torch.zeros((segments, f), dtype=x.dtype, device=x.device)
+    for tile_e, tile_f in hl.tile([n, f]):
+        here = ids[tile_e]
+        after = hl.load(ids, [tile_e.index + 1], extra_mask=tile_e.index < n - 1)
+        weight = torch.where((here != after) | (tile_e.index == n - 1), 2.0, 1.0)
+        hl.atomic_add(out, [here, tile_f], x[tile_e, tile_f] * weight[:, None])
+    return out
+
+
+def test_sorted_int64_segments_on_a_2d_grid():
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 12, (70,), generator=generator).sort()[0]  # int64
+    x = torch.randn(70, 256, generator=generator)
+    last = torch.ones(70)
+    last[:-1] = torch.where(ids[:-1] != ids[1:], 2.0, 1.0)
+    last[-1] = 2.0
+    expected = torch.zeros(12, 256).index_add_(0, ids, x * last[:, None])
+    _, result = code_and_output(weighted_run_ends, (ids, x, 12))
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(weighted_run_ends, (ids, x, 12)), expected, atol=1e-5, rtol=1e-5)
