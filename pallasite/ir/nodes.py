@@ -328,6 +328,17 @@ def walk_nodes(body: list[Node | TileLoop | IfBlock]):
             yield item
 
 
+def walk_loops(body: list[Node | TileLoop | IfBlock]):
+    """Every tile loop of a body, outer loops first, those under a device `if` included."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield item
+            yield from walk_loops(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_loops(item.then_body)
+            yield from walk_loops(item.else_body)
+
+
 # ------------------------------------------------------------ host program --
 
 
