@@ -48,6 +48,12 @@ def normalize_subscript(
         if item is None:
             out.append(NewAxis())
             continue
+        if isinstance(item, TileProxy) and broadcasts_tile(item.dim.begin, item.dim.end, shape[axis]):
+            if store:
+                raise broadcast_store_error(tensor_name, item.dim.name, axis)
+            out += [ScalarIndex(0), NewAxis()]  # torch's broadcasting: index 0, a size-1 axis kept
+            axis += 1
+            continue
         out.append(_normalize_item(item, shape[axis], axis, tensor_name, scalar_value))
         axis += 1
     while axis < len(shape):
@@ -112,6 +118,28 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
+    """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
+    it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
+    as Helion does): index 0 at every position, the axis kept with size 1. A loop that
+    stays within [0, 1) tiles the axis itself. Only a static 1 broadcasts: with
+    static_shapes=False, sizes of 1 are their own bucket (runtime/dynamic.py), never a
+    symbolic size, so a dim of 1 never shares a variant with a wider one. Reference mode
+    asks the same question of its tiles (reference/indexing.py)."""
+    if type(size) is not int or size != 1:
+        return False
+    return not (type(loop_begin) is int and loop_begin == 0 and type(loop_end) is int and loop_end <= 1)
+
+
+def broadcast_store_error(tensor_name: str, tile_name: str, axis: int) -> exc.IndexingError:
+    return exc.IndexingError(
+        f"{tensor_name}[...] = ...: tile '{tile_name}' indexes axis {axis} of size 1, which a read "
+        "broadcasts (every position reads index 0, as torch broadcasts a size-1 dim) but a store "
+        f"cannot: each position of the tile would write the one element. Store at index 0 "
+        f"({tensor_name}[0, ...] or a tile of a loop over that axis), or allocate the axis at "
+        "the tile loop's size.")
 
 
 def is_narrowing(key: Any) -> bool:

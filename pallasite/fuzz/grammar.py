@@ -106,6 +106,12 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
         none_axes = ", ".join(["None"] * (rank - 1))
         body.append(Line(indent, f"a{len(leaves)} = {tiles[-1]}.index[{none_axes}, :]"))
         leaves.append(Value(f"a{len(leaves)}", torch.int32))
+    if rank >= 2 and draw.chance(0.2):  # a size-1 axis read by its tile: broadcast, as torch does
+        dtype = draw.dtype()
+        ones = rng.randrange(rank)
+        inputs.append(InputSpec("s", tuple(1 if i == ones else a for i, a in enumerate(axes)), dtype, _fill(dtype)))
+        body.append(Line(indent, f"a{len(leaves)} = s[{index}]"))
+        leaves.append(Value(f"a{len(leaves)}", dtype, leaf=True))
     chain = ChainBuilder(rng, indent, leaves)
     result = chain.chain(rng.randint(1, 5), float_only=in_place)
     body += chain.lines
