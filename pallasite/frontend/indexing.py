@@ -120,6 +120,26 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     )
 
 
+def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
+    """`x[t, s : s + n]` with `s` a device scalar and `n` a compile-time int (Helion's int4
+    GEMM reads `A[tile_m, 2 * tile_k.begin : 2 * tile_k.begin + 2 * block]`): the window's
+    start and length, read as the index vector `s + hl.arange(n)`; None for any other item."""
+    if not (isinstance(item, slice) and isinstance(item.start, DeviceTensor)
+            and isinstance(item.stop, DeviceTensor) and _is_int(item.step, None, 1)):
+        return None
+    start, producer = item.start.value, item.stop.value.producer
+    if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
+        return None
+    left, right = producer.args[:2]
+    length = right if left is start else left if right is start else None
+    if type(length) is not int:
+        return None
+    if length <= 0:
+        raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
+                                "empty windows.")
+    return item.start, length
+
+
 def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
     """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
     it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
