@@ -120,48 +120,6 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     )
 
 
-def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
-    """`x[t, s : s + n]` with `s` a device scalar and `n` a compile-time int (Helion's int4
-    GEMM reads `A[tile_m, 2 * tile_k.begin : 2 * tile_k.begin + 2 * block]`): the window's
-    start and length, read as the index vector `s + hl.arange(n)`; None for any other item."""
-    if not (isinstance(item, slice) and isinstance(item.start, DeviceTensor)
-            and isinstance(item.stop, DeviceTensor) and _is_int(item.step, None, 1)):
-        return None
-    start, producer = item.start.value, item.stop.value.producer
-    if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
-        return None
-    left, right = producer.args[:2]
-    length = right if left is start else left if right is start else None
-    if type(length) is not int:
-        return None
-    if length <= 0:
-        raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
-                                "empty windows.")
-    return item.start, length
-
-
-def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
-    """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
-    it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
-    as Helion does): index 0 at every position, the axis kept with size 1. A loop that
-    stays within [0, 1) tiles the axis itself. Only a static 1 broadcasts: with
-    static_shapes=False, sizes of 1 are their own bucket (runtime/dynamic.py), never a
-    symbolic size, so a dim of 1 never shares a variant with a wider one. Reference mode
-    asks the same question of its tiles (reference/indexing.py)."""
-    if type(size) is not int or size != 1:
-        return False
-    return not (type(loop_begin) is int and loop_begin == 0 and type(loop_end) is int and loop_end <= 1)
-
-
-def broadcast_store_error(tensor_name: str, tile_name: str, axis: int) -> exc.IndexingError:
-    return exc.IndexingError(
-        f"{tensor_name}[...] = ...: tile '{tile_name}' indexes axis {axis} of size 1, which a read "
-        "broadcasts (every position reads index 0, as torch broadcasts a size-1 dim) but a store "
-        f"cannot: each position of the tile would write the one element. Store at index 0 "
-        f"({tensor_name}[0, ...] or a tile of a loop over that axis), or allocate the axis at "
-        "the tile loop's size.")
-
-
 def is_narrowing(key: Any) -> bool:
     """Whether a subscript of a device value selects part of it (anything but None, ':' and
     Ellipsis, which only add or keep axes: plain views)."""
@@ -401,3 +359,45 @@ def _flatten_list(item: Any):
             yield from _flatten_list(entry)
         else:
             yield entry
+
+
+def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
+    """`x[t, s : s + n]` with `s` a device scalar and `n` a compile-time int (Helion's int4
+    GEMM reads `A[tile_m, 2 * tile_k.begin : 2 * tile_k.begin + 2 * block]`): the window's
+    start and length, read as the index vector `s + hl.arange(n)`; None for any other item."""
+    if not (isinstance(item, slice) and isinstance(item.start, DeviceTensor)
+            and isinstance(item.stop, DeviceTensor) and _is_int(item.step, None, 1)):
+        return None
+    start, producer = item.start.value, item.stop.value.producer
+    if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
+        return None
+    left, right = producer.args[:2]
+    length = right if left is start else left if right is start else None
+    if type(length) is not int:
+        return None
+    if length <= 0:
+        raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
+                                "empty windows.")
+    return item.start, length
+
+
+def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
+    """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
+    it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
+    as Helion does): index 0 at every position, the axis kept with size 1. A loop that
+    stays within [0, 1) tiles the axis itself. Only a static 1 broadcasts: with
+    static_shapes=False, sizes of 1 are their own bucket (runtime/dynamic.py), never a
+    symbolic size, so a dim of 1 never shares a variant with a wider one. Reference mode
+    asks the same question of its tiles (reference/indexing.py)."""
+    if type(size) is not int or size != 1:
+        return False
+    return not (type(loop_begin) is int and loop_begin == 0 and type(loop_end) is int and loop_end <= 1)
+
+
+def broadcast_store_error(tensor_name: str, tile_name: str, axis: int) -> exc.IndexingError:
+    return exc.IndexingError(
+        f"{tensor_name}[...] = ...: tile '{tile_name}' indexes axis {axis} of size 1, which a read "
+        "broadcasts (every position reads index 0, as torch broadcasts a size-1 dim) but a store "
+        f"cannot: each position of the tile would write the one element. Store at index 0 "
+        f"({tensor_name}[0, ...] or a tile of a loop over that axis), or allocate the axis at "
+        "the tile loop's size.")
