@@ -16,6 +16,7 @@ from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registr
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
+from .guarded_kinds import guarded_loops
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
@@ -514,6 +515,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "paired_indices": paired_indices, "flat_gather": flat_gather,
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp
     "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
+    "guarded_loops": guarded_loops,  # fuzz/guarded_kinds.py: a device if around tile loops
 }
 
 
