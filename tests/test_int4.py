@@ -80,3 +80,26 @@ def test_window_of_computed_start_feeds_the_unpacked_product(loop_type):
     _, result = code_and_output(int4_matmul_split, (a, packed), **config)
     torch.testing.assert_close(result, expected, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(run_ref(int4_matmul_split, (a, packed), **config), expected, atol=1e-3, rtol=1e-3)
+
+
+@pallasite.kernel
+def doubled_windows(a: torch.Tensor) -> torch.Tensor:
+    """Reads and writes through windows of computed start (a scatter through the window's
+    index vector)."""
+    m, k = a.shape
+    out = torch.zeros_like(a)
+    block_k = hl.register_block_size(k // 2)
+    for tm in hl.tile(m):
+        for tk in hl.tile(k // 2, block_size=block_k):
+            start = tk.begin * 2
+            out[tm, start:start + block_k * 2] = a[tm, start:start + block_k * 2] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_store_through_a_window_of_computed_start(loop_type):
+    a = torch.randn(16, 256, generator=torch.Generator().manual_seed(3))
+    config = dict(block_sizes=[64, 8], pallas_loop_type=loop_type)
+    _, result = code_and_output(doubled_windows, (a,), **config)
+    torch.testing.assert_close(result, a * 2.0)
+    torch.testing.assert_close(run_ref(doubled_windows, (a,), **config), a * 2.0)
