@@ -62,7 +62,7 @@ def int4_matmul_split(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         for tk in hl.tile(k // 2, block_size=block_k):
             start = tk.begin * 2
             window = a[tm, start:start + block_k * 2]
-            pairs = window.reshape(tm.block_size, block_k, 2)
+            pairs = window.reshape(tm.block_size, tk.block_size, 2)
             packed = b[tk, tn]
             low = ((packed << 4) >> 4).to(torch.float32)
             high = (packed >> 4).to(torch.float32)
@@ -103,3 +103,33 @@ def test_store_through_a_window_of_computed_start(loop_type):
     _, result = code_and_output(doubled_windows, (a,), **config)
     torch.testing.assert_close(result, a * 2.0)
     torch.testing.assert_close(run_ref(doubled_windows, (a,), **config), a * 2.0)
+
+
+@pallasite.kernel
+def windowed_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Both factors read through windows of the tile scaled by 2; the contracted axis is
+    padded past twice the tile's valid rows when the last tile is partial."""
+    m, k = a.shape
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32)
+    block_k = hl.register_block_size(k // 2)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k // 2, block_size=block_k):
+            start = tk.begin * 2
+            acc = acc + a[tm, start:start + block_k * 2] @ b[start:start + block_k * 2, tn]
+        out[tm, tn] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_windows_of_a_partial_tile_are_padded_like_it(loop_type):
+    gen = torch.Generator().manual_seed(4)
+    a, b = torch.randn(16, 200, generator=gen), torch.randn(200, 128, generator=gen)  # 100 = 64 + 36
+    values, packed = _packed(200, 128, seed=5)
+    config = dict(block_sizes=[64, 8, 128], pallas_loop_type=loop_type)
+    for kernel, args, expected in ((windowed_matmul, (a, b), a @ b),
+                                   (int4_matmul_split, (a, packed), a @ values.to(torch.float32))):
+        _, result = code_and_output(kernel, args, **config)
+        torch.testing.assert_close(result, expected, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(run_ref(kernel, args, **config), expected, atol=1e-3, rtol=1e-3)

@@ -381,6 +381,22 @@ def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
     return item.start, length
 
 
+def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:
+    """A window `tile.begin * c : tile.begin * c + tile.block_size * c` (int4's activations)
+    is the tile scaled by c: (its TileDim, c), else None. Its lanes past c times the tile's
+    valid positions are padding, as the tile's are."""
+    producer = start.value.producer
+    if producer is None or producer.op != "mul":
+        return None
+    left, right = producer.args[:2]
+    begin, factor = (left, right) if type(right) is int else (right, left)
+    if type(factor) is not int or factor <= 0 or not isinstance(begin, Value) or begin.producer is None \
+            or begin.producer.op != "tile_begin":
+        return None
+    dim = begin.producer.args[0]
+    return (dim, factor) if not dim.is_grid and length == dim.block_size * factor else None
+
+
 def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
     """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
     it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,

@@ -18,10 +18,10 @@ from ..ir import Load, Run, ScalarIndex, Store, Value
 from . import device_values, paired_indexing
 from .indexing import (
     check_host_subscript, computed_window, gathered_axis, indexed_shape, is_index_tile, is_narrowing,
-    narrowed_shape, normalize_narrowing, normalize_subscript,
+    narrowed_shape, normalize_narrowing, normalize_subscript, scaled_tile,
 )
 from .operands import shape_key
-from .proxies import DeviceTensor, HostTensor
+from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
 def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
@@ -70,10 +70,17 @@ def _windows_as_index_vectors(recorder: Any, key: Any) -> Any:
     if not any(windows):
         return key
     for position, window in enumerate(windows):
-        if window is not None:
-            start, length = window
+        if window is None:
+            continue
+        start, length = window
+        scaled = scaled_tile(start, length)
+        if scaled is None:
             items[position] = start + device_values.arange(recorder, (length,), torch.int32)
-            items[position].value.name = f"{start.value.name or 'start'}_window"
+        else:  # lane i * c + j is tile position i's j-th: padded where the tile is
+            dim, factor = scaled
+            index = TileProxy(recorder, dim).index[:, None] * factor
+            items[position] = (index + device_values.arange(recorder, (factor,), torch.int32)[None, :]).reshape(-1)
+        items[position].value.name = f"{start.value.name or 'start'}_window"
     return tuple(items)
 
 

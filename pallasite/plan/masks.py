@@ -222,10 +222,12 @@ def _matmul(node: Node, contraction: Contraction, padded) -> tuple[list[Mask], l
     ra, rb = len(a.shape), len(b.shape)
     masks = []
     lhs_axis, rhs_axis = contraction.contracted_axes(ra, rb)
+    # zeros on the contracted axis wherever it is padding: any set of valid lanes will do, so a
+    # merged axis (`b.reshape(tk * 2, n)`, an int4 GEMM's interleaved nibbles) is masked too
     if lhs_axis in pa:
-        masks.append(Mask(contraction.lhs, lhs_axis, _single(pa[lhs_axis], node, "contract"), 0))
+        masks.append(Mask(contraction.lhs, lhs_axis, pa[lhs_axis], 0))
     if rhs_axis is not None and rhs_axis in pb:
-        masks.append(Mask(contraction.rhs, rhs_axis, _single(pb[rhs_axis], node, "contract"), 0))
+        masks.append(Mask(contraction.rhs, rhs_axis, pb[rhs_axis], 0))
     rank = len(node.outputs[0].shape)
     out = {}
     if ra >= 2 and ra - 2 in pa:
