@@ -30,8 +30,10 @@ import os
 import sys
 import time
 
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from pallasite.runtime.cpu_devices import request_cpu_devices  # noqa: E402 - before JAX starts
+
+request_cpu_devices(8)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -93,6 +93,6 @@ def check() -> float:
 
 
 if __name__ == "__main__":
-    import os
-    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={DEVICES}")
+    from pallasite.runtime.cpu_devices import request_cpu_devices
+    request_cpu_devices(DEVICES)
     print(f"ring_all_gather: max abs error {check():.2e}")

@@ -134,6 +134,6 @@ def check(cases=CASES) -> float:
 
 
 if __name__ == "__main__":
-    import os
-    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={DEVICES}")
+    from pallasite.runtime.cpu_devices import request_cpu_devices
+    request_cpu_devices(DEVICES)
     print(f"ring_attention_bidirectional: max abs error {check():.2e}")

@@ -27,6 +27,7 @@ if not __package__:  # run as a script: make `examples` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pallasite.testing  # noqa: E402
+from pallasite.runtime.cpu_devices import cpu_mesh_flags  # noqa: E402
 
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
@@ -39,8 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def check_on_devices(name: str, devices: int) -> float:
     """`examples.<name>.check()` in a Python started with `devices` CPU devices."""
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
-               f"--xla_force_host_platform_device_count={devices}",
+    env = dict(os.environ, XLA_FLAGS=cpu_mesh_flags(devices, os.environ.get("XLA_FLAGS", "")),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-c", f"import examples.{name} as m; print(repr(m.check()))"],
                           cwd=ROOT, env=env, capture_output=True, text=True)

@@ -9,6 +9,9 @@
       print the generated module (default: the config a call runs)
   run MODULE
       run the module's check()
+  forms [--write | --check] [--out PATH]
+      the supported-forms page (docs/supported-forms.md), generated from the op registry, the
+      index forms and `hl`: print it, write it, or check the written one is current
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from . import exc
 from .plan.loops import STRATEGIES
+from .runtime.cpu_devices import request_cpu_devices
 from .report import format_report, schedule_report
 
 
@@ -45,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     code.add_argument("--config", help='a config as JSON, e.g. \'{"block_sizes": [64, 128]}\'')
     run = commands.add_parser("run", help="run an example module's check()")
     run.add_argument("module", help="MODULE, e.g. examples.matmul")
+    forms = commands.add_parser("forms", help="print, write or check the supported-forms page")
+    action = forms.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="write the page (default: print it)")
+    action.add_argument("--check", action="store_true", help="exit 1 if the written page is not current")
+    forms.add_argument("--out", help="the page's path (default: docs/supported-forms.md of this checkout)")
     return parser
 
 
@@ -123,14 +132,33 @@ def _run(options) -> int:
     module = _import(options.module)
     if not hasattr(module, "check"):
         raise _Usage(f"{options.module} has no check()")
+    if isinstance(getattr(module, "DEVICES", None), int):  # a mesh example: that many CPU devices
+        request_cpu_devices(module.DEVICES)
     result = module.check()
     print(f"{options.module}: check() passed" + (f" ({result})" if result is not None else ""))
     return 0
 
 
+def _forms(options) -> int:
+    from . import supported_forms
+
+    path = Path(options.out) if options.out else supported_forms.PAGE_PATH
+    if options.write:
+        print(f"wrote {supported_forms.write(path)}")
+        return 0
+    if options.check:
+        if path.exists() and path.read_text() == supported_forms.render():
+            return 0
+        print(f"{path} is not current: run `{supported_forms.REGENERATE}`", file=sys.stderr)
+        return 1
+    print(supported_forms.render(), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     options = _parser().parse_args(argv)
-    command = {"report": _report, "autotune": _autotune, "code": _code, "run": _run}[options.command]
+    command = {"report": _report, "autotune": _autotune, "code": _code, "run": _run,
+               "forms": _forms}[options.command]
     try:
         return command(options)
     except _Usage as err:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+from pallasite.runtime.cpu_devices import request_cpu_devices
+
+request_cpu_devices(8)
 os.environ["PALLASITE_INTERPRET_DETECT_RACES"] = "1"
 
 import numpy as np  # noqa: E402

@@ -260,3 +260,67 @@ def test_a_first_call_under_jax_jit_runs_the_cached_config(tmp_path, monkeypatch
     out = jax.jit(under_jit.jax_fn)(jnp.asarray(X.numpy()))
     torch.testing.assert_close(torch.from_numpy(jax.device_get(out).copy()), X * 3.0)
     assert list(bound.resolve_config().block_sizes) == other
+
+
+def test_a_script_and_its_import_share_one_cache_name(tmp_path):
+    """`python mykernels.py` (module `__main__`) and `pallasite run mykernels` (module
+    `mykernels`) name the kernel by its file, so they share tuned configs (issue 23)."""
+    import importlib.util
+
+    from pallasite.autotune.tuner import kernel_identity
+
+    path = tmp_path / "mykernels.py"
+    path.write_text(MODULE)
+    names = []
+    for module_name in ("__main__", "mykernels"):
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.scale.fn.__module__ == module_name
+        names.append(kernel_identity(module.scale.fn))
+    assert names[0] == names[1] == f"{os.path.realpath(path)}:scale"
+    other = tmp_path / "elsewhere.py"
+    other.write_text(MODULE)
+    spec = importlib.util.spec_from_file_location("mykernels", other)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert kernel_identity(module.scale.fn) != names[0]  # another file: another kernel
+
+
+class _Stream:
+    """stderr as a test sees it: a terminal or not."""
+
+    def __init__(self, terminal: bool):
+        self.terminal, self.text = terminal, []
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+    def write(self, text: str) -> int:
+        self.text.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_progress_in_a_log_is_one_line_per_search(terminal, monkeypatch):
+    """Not on a terminal (a log file, CI), a search prints one line, when it ends, however
+    long it runs; on a terminal the bar (tqdm) or a status line per second redraws."""
+    from pallasite.autotune import progress
+
+    stream = _Stream(terminal)
+    monkeypatch.setattr(progress.sys, "stderr", stream)
+    monkeypatch.delenv(progress.QUIET_ENV, raising=False)
+    clock = iter(range(0, 1000, 2))  # every advance looks 2 s after the last
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: float(next(clock)))
+    with progress.Progress("search", total=5) as bar:
+        for _ in range(5):
+            bar.advance(1e-3)
+    text = "".join(stream.text)
+    if terminal:
+        assert "search" in text and (text.count("\n") >= 2 or "\r" in text)  # redrawn
+    else:
+        lines = [line for line in text.splitlines() if line]
+        assert len(lines) == 1 and "search: 5/5 candidates" in lines[0], text

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from pallasite.testing import check_tpu_lowering
+from pallasite.runtime.cpu_devices import cpu_mesh_flags
 
 EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
@@ -61,8 +62,7 @@ print("MESH EXAMPLE OK")
 @pytest.mark.parametrize("name", MESH_EXAMPLES)
 def test_mesh_example_matches_reference_and_lowers(name):
     module = importlib.import_module(f"examples.{name}")
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
-               f"--xla_force_host_platform_device_count={module.DEVICES}",
+    env = dict(os.environ, XLA_FLAGS=cpu_mesh_flags(module.DEVICES, os.environ.get("XLA_FLAGS", "")),
                PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-c", _MESH_CHECK.format(name=name, cases=CASES.get(name, ""), seeds=MESH_SEEDS)],
                           cwd=ROOT, env=env,

@@ -358,3 +358,28 @@ def test_causal_ring_attention_skips_future_blocks():
     assert all(f"lax.cond(condition{name[7:]}, {name}, " in causal for name, _ in branches)
     plain = ring_attention.bind((*shard_inputs()[:-1], False)).to_code()
     assert "lax.cond(" not in plain and plain.count("lax.dot_general") == 2 * 4
+
+
+def test_cpu_mesh_flags_ask_for_devices_and_outlast_load():
+    """A mesh run's XLA flags: the device count asked for (replacing any other), the user's
+    other flags kept, and collective timeouts that a late device on a busy machine cannot
+    reach (XLA's default, 40 s, killed the 2x2 ring benchmark under load)."""
+    from pallasite.runtime.cpu_devices import COLLECTIVE_TERMINATE_SECONDS, cpu_mesh_flags
+
+    flags = cpu_mesh_flags(4, "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=8 "
+                              "--xla_cpu_collective_call_warn_stuck_timeout_seconds=5").split()
+    assert flags.count("--xla_force_host_platform_device_count=4") == 1
+    assert not any(flag.endswith("count=8") for flag in flags)
+    assert "--xla_backend_optimization_level=0" in flags
+    assert "--xla_cpu_collective_call_warn_stuck_timeout_seconds=5" in flags  # the user's value stays
+    assert f"--xla_cpu_collective_call_terminate_timeout_seconds={COLLECTIVE_TERMINATE_SECONDS}" in flags
+
+
+def test_too_few_cpu_devices_once_jax_started_is_a_clear_error():
+    import jax
+
+    from pallasite.runtime.cpu_devices import request_cpu_devices
+
+    jax.devices()  # this process's backend has started, with the suite's device count
+    with pytest.raises(RuntimeError, match="before JAX starts"):
+        request_cpu_devices(jax.device_count() + 1)

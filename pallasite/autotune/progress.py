@@ -1,7 +1,8 @@
 """The search's progress on stderr: candidates tried, best estimate so far, ETA.
 
-Drawn with `tqdm` when it is installed; without it, one status line per second
-(and a last one at the end). `PALLASITE_AUTOTUNE_QUIET=1` silences it, and the
+On a terminal, drawn with `tqdm` (or, without it, one status line per second and a
+last one at the end); elsewhere (a log file, a pipe, CI) one line per search, when it
+ends: a log should not fill with redrawn bars. `PALLASITE_AUTOTUNE_QUIET=1` silences it, and the
 autotuner's one-line log messages (`log`).
 """
 from __future__ import annotations
@@ -39,6 +40,13 @@ def _seconds(value: float) -> str:
     return f"{value * 1e6:.2f} us" if value < 1e-3 else f"{value * 1e3:.3f} ms"
 
 
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream: not a terminal
+        return False
+
+
 class Progress:
     """`with Progress(title, total) as p: ... p.advance(best_seconds)`."""
 
@@ -50,9 +58,10 @@ class Progress:
         self._start = time.perf_counter()
         self._last_line = 0.0
         self._bar = None
+        self._terminal = _is_terminal(sys.stderr)
 
     def __enter__(self) -> Progress:
-        if not self.quiet and _tqdm is not None:
+        if not self.quiet and self._terminal and _tqdm is not None:
             self._bar = _tqdm(total=self.total, desc=self.title, unit="config", file=sys.stderr,
                               leave=True, dynamic_ncols=True)
         return self
@@ -67,7 +76,7 @@ class Progress:
                 self._bar.total = self.done
             self._bar.set_postfix_str(f"best {_seconds(best)} ({self.label})", refresh=False)
             self._bar.update(1)
-        elif time.perf_counter() - self._last_line >= 1.0:
+        elif self._terminal and time.perf_counter() - self._last_line >= 1.0:
             self._line()
 
     def _line(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import os
 from typing import Any, Callable
 
 import jax
@@ -141,6 +142,17 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
                   title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet)
 
 
+def kernel_identity(fn: Callable) -> str:
+    """The kernel's name in the cache: its source file and qualified name. Not its module
+    name, which is `__main__` when the file runs as a script: `python mykernels.py` and
+    `pallasite run mykernels` share their tuned configs."""
+    try:
+        where = os.path.realpath(inspect.getsourcefile(fn) or "")
+    except TypeError:  # a builtin or a C function: no file
+        where = ""
+    return f"{where or fn.__module__}:{fn.__qualname__}"
+
+
 def cache_fields(bound) -> dict[str, Any]:
     from ..version import __version__
     from ..runtime.chips import default_chip, on_tpu
@@ -155,7 +167,7 @@ def cache_fields(bound) -> dict[str, Any]:
               s.value if s.kind == "const" else None) for s in bound.specs]
     captured = [(name, s.shape, str(s.dtype)) for name, s in bound.captured.items()]
     chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
-    return {"kernel": f"{kernel.fn.__module__}.{kernel.fn.__qualname__}",
+    return {"kernel": kernel_identity(kernel.fn),
             "source": hashlib.sha256(text.encode()).hexdigest(), "signature": repr((specs, captured)),
             # kernels a factory builds share source and name: their closure values tell them apart
             "closure": callable_identity(kernel.fn),

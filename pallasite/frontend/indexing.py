@@ -15,7 +15,37 @@ import torch
 
 from .. import exc
 from ..ir import FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, TileSlice, Value
+from ..ir.index_forms import IndexForm, RefusedForm
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
+
+# The supported-forms page's index forms beyond one item type each (each item type of
+# ir/nodes.py carries its own `FORM`): subscripts that combine items, and the subscripts
+# this module and paired_indexing.py refuse, with what to write instead.
+SUBSCRIPT_FORMS = (
+    IndexForm("paired index tensors", ("x[tile.index, labels[tile]]", "x[idx_a[:, None], idx_b[None, :]]"),
+              "torch's advanced indexing: the index tensors broadcast together and pair up element by element; "
+              "read as the first one's rows, then a torch.gather per other index (paired_indexing.py)"),
+)
+REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
+    RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",
+                "`torch.where(mask[tile][:, None], x[tile, :], 0)` keeps the shape; or gather with an int32 index tensor"),
+    RefusedForm("slice other than ':' of a tensor", ("x[tile, 2:5]",),
+                "a tensor's axis is read whole, by a tile, or at a scalar",
+                "load the block and narrow it: `x[tile, :][:, 2:5]`; or a tile loop over the range"),
+    RefusedForm("several index tensors in a store", ("out[idx_a[tile], idx_b[tile]] = v[:, 0]",),
+                "a scatter takes one index vector",
+                "scatter into a flat view: `flat = out.view(-1)` in host code, then "
+                "`flat[idx_a[tile] * n + idx_b[tile]] = v[:, 0]`"),
+    RefusedForm("an N-D index tile in a store", ("out[idx2d[tile, :]] = v",),
+                "a scatter takes a 1-D index vector", "scatter the flat vector: `out[i.reshape(-1), ...] = "
+                "v.reshape(-1, ...)`"),
+    RefusedForm("float or bool scalar index", ("x[x[0, 0]]",), "only integers name positions",
+                "cast it: `x[s.to(torch.int32)]`"),
+    RefusedForm("strided, negative or computed narrowing of a device value", ("blk[::2]", "blk[-1]", "blk[idx[tile]]"),
+                "a narrowing read must be one contiguous run of the loaded block",
+                "a constant, a constant slice, tile.begin or tile.index; or index the tensor itself "
+                "(`x[idx[tile], :]` gathers)"),
+)
 
 
 def normalize_subscript(

@@ -63,6 +63,12 @@ _HINTS = {
 }
 
 
+def refused_hints() -> dict[str, str]:
+    """The torch functions refused in device code with a hint, by name (the supported-forms
+    page). torch.rand_like works on device values (`random_values.py`): its hint is host code's."""
+    return {name: hint for name, hint in _HINTS.items() if name != "rand_like"}
+
+
 def unsupported_hint(name: str) -> str:
     """What to write instead of an unsupported torch function, when pallasite knows (or '')."""
     return _HINTS.get(name, "")

@@ -14,11 +14,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 import torch
 
 from ..exc import SourceLocation
+from .index_forms import IndexForm
 from .ops import scalar_arithmetic
 from .sizes import SymbolicSize
 
@@ -87,11 +88,19 @@ class TileSlice:
     """`x[tile]` / `x[tile.index]`: the run [tile.begin, tile.begin + block)."""
 
     dim: TileDim
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "tile", ("x[tile]", "x[tile_m, tile_n]", "x[tile.index]", "out[tile] = v", "x[tile] += v"),
+        "the tile's block (a BlockSpec block, or a DMA'd or pipelined block in an inner loop); a partial last "
+        "tile is masked on load and never written past the tensor's end")
 
 
 @dataclass(frozen=True)
 class FullSlice:
     """`x[:]`: the whole dimension."""
+
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "full slice", ("x[tile, :]", "x[:, tile]", "x[..., tile]", "x[tile]  # x is 2-D: x[tile, :]"),
+        "the whole axis, resident in VMEM; axes the subscript does not name are whole too")
 
 
 @dataclass(frozen=True)
@@ -99,11 +108,18 @@ class ScalarIndex:
     """`x[3]`, `x[g]`, `x[tile.begin + 5]`: one position; the axis disappears."""
 
     index: Operand  # int or a scalar Value
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "scalar", ("x[3]", "x[-1]", "x[g, tile]", "x[tile_m.begin + 5]", "x[b, h, tile, :]  # b = bh // heads",
+                   "x[offsets[g]]"),
+        "one position, the axis disappears; a runtime scalar (a grid index, a kernel argument, a value read "
+        "from a tensor) picks the block through scalar prefetch; an int counts from the end when negative")
 
 
 @dataclass(frozen=True)
 class NewAxis:
     """`x[None]`: a new unit axis."""
+
+    FORM: ClassVar[IndexForm] = IndexForm("new axis", ("x[None, tile]", "x[tile, None]"), "a unit axis, as in torch")
 
 
 @dataclass(frozen=True)
@@ -114,6 +130,12 @@ class GatherIndex:
     in place; each position of `value` picks one element along it."""
 
     value: Value
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "index vector (gather, scatter)",
+        ("table[idx[tile], :]", "x[tile.index + off]", "table[idx2d[tile_m, tile_n]]", "out[idx[tile], :] = v"),
+        "an int32 device value (int64 arguments used only as indices are narrowed on the host); its values are "
+        "range-checked in interpret mode; a load gathers rows (index tiles of any rank), a store scatters "
+        "(the indices must be unique: duplicates race)")
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,12 @@ class Run:
     start: Operand  # int or a scalar Value
     size: int
     dim: "TileDim | None" = None
+    FORM: ClassVar[IndexForm] = IndexForm(
+        "narrowing read of a device value",
+        ("blk[1:3]", "blk[tile_s.index]", "blk[tile_s.begin]", "blk[i]  # i of hl.static_range"),
+        "a part of a block already loaded (`blk = x[tile, :]`), read in an inner loop: a `pl.ds` read of "
+        "its VMEM ref, or a static slice of the value (plan/subviews.py decides); a constant, a constant "
+        "slice, tile.begin or tile.index")
 
 
 IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex]

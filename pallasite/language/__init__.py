@@ -153,12 +153,25 @@ def subscript(tensor: Any, index: Sequence[Any]) -> Any:
     return tensor[tuple(index)]
 
 
+REFUSED_ANCHOR = "refused-hl-names"  # the supported-forms page's section listing them
+
+
 def _no_tpu_equivalent(name: str, why: str, instead: str):
+    """A Helion name a TPU has no equivalent of: calling it raises, saying `why` and what to
+    write `instead`; both are also the function's attributes, which the supported-forms page
+    lists (`is_refused`)."""
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise exc.UnsupportedOperation(f"hl.{name} has no TPU equivalent: {why}. {instead}")
+        raise exc.UnsupportedOperation(f"hl.{name} has no TPU equivalent: {why}. {instead}",
+                                       forms_anchor=REFUSED_ANCHOR)
     refuse.__name__ = refuse.__qualname__ = name
     refuse.__doc__ = f"Not on a TPU: {why}. {instead}"
+    refuse.why, refuse.instead = why, instead
     return refuse
+
+
+def is_refused(item: Any) -> bool:
+    """Whether an `hl` name is one a TPU has no equivalent of (`_no_tpu_equivalent`)."""
+    return hasattr(item, "why") and hasattr(item, "instead")
 
 
 _ONE_CALL_PER_LOOP = ("Each top-level device loop of a kernel is its own pallas_call, which finishes "

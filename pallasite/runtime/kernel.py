@@ -268,6 +268,11 @@ class BoundKernel:
         # The discovery trace learns which block sizes exist; a declared config's sizes make
         # it trace the kernel as it will run (shapes written for that block size).
         declared = kernel.declared_config
+        # The plans of this signature's own specs by (config, chip, dot precision): a config
+        # is traced and planned once (checked as the default, then compiled; `to_code`). A
+        # trace is never reused: planning rewrites parts of its IR (a flattened worklist's
+        # q loop), so each plan gets a fresh one.
+        self._plans: dict[tuple, KernelPlan] = {}
         discovery = self._trace(None if declared is None else declared.block_sizes, config=declared)
         self.specialized = set(discovery.specialized)
         # remote copies or barriers: the kernel runs on every device of a mesh (jax_fn under shard_map)
@@ -326,8 +331,14 @@ class BoundKernel:
         already completed and checked, at `specs`' sizes)."""
         config = config if resolved else self.resolve_config(config)
         chip = chip or default_chip()
+        key = (config.key(), chip, self.kernel.settings.dot_precision)
+        if specs is None and key in self._plans:
+            return self._plans[key]
         tracer = self._trace(config.block_sizes, specs, config)
-        return build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip), self.kernel.settings.dot_precision))
+        plan = build_plan(tracer.ir, PlanTarget(config, chip, chip_info(chip), self.kernel.settings.dot_precision))
+        if specs is None:
+            self._plans[key] = plan
+        return plan
 
     @property
     def dynamic(self) -> bool:

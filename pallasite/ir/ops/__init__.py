@@ -13,7 +13,7 @@ from .binders import normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
-    FILL_ARGUMENT, REQUIRED, Accumulator, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction,
+    BITS, BOOL, EVERY_DTYPE, FLOATS, INTEGERS, NUMBERS, FILL_ARGUMENT, REQUIRED, Accumulator, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction,
     Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, ScalarArithmetic,
     Signature, Spelling, ViewRule,
 )
@@ -52,6 +52,7 @@ def scalar_arithmetic(op: str) -> ScalarArithmetic | None:
     return definition.scalar if definition is not None else None
 
 __all__ = [
+    "BITS", "BOOL", "EVERY_DTYPE", "FLOATS", "INTEGERS", "NUMBERS",
     "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
     "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "normalize_dims",

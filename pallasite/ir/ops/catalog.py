@@ -16,7 +16,7 @@ from ... import exc
 from . import binders
 from .binders import by_signature
 from .definition import (
-    BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Accumulator, Binder, Contraction, Elementwise, Factory, OpDef,
+    BITS, EVERY_DTYPE, FLOATS, INTEGERS, NUMBERS, BINARY, FILL_ARGUMENT, REDUCE, REQUIRED, UNARY, Accumulator, Binder, Contraction, Elementwise, Factory, OpDef,
     OpKind, Partials, PythonOperator, Reduction, ScalarArithmetic, Signature, Spelling, ViewRule,
 )
 
@@ -111,72 +111,106 @@ def _integer(spelling: str, function: Callable) -> Elementwise:
 
 _INPLACE = {"inplace": False}
 
+_FLOAT_RESULT = "integers and bool compute in float32 (torch's promotion)"
+_NO_INPLACE = "inplace=True is refused: assign the result"
+
 UNARY_OPS = (
-    _elementwise("neg", VPU, "negative", operator=PythonOperator(operator.neg, "__neg__")),
-    _elementwise("pos", VPU, operator=PythonOperator(operator.pos, "__pos__")),
-    _elementwise("abs", VPU, "absolute", operator=PythonOperator(operator.abs, "__abs__")),
-    *(_elementwise(name, EUP) for name in (
+    _elementwise("neg", VPU, "negative", operator=PythonOperator(operator.neg, "__neg__"), dtypes=NUMBERS),
+    _elementwise("pos", VPU, operator=PythonOperator(operator.pos, "__pos__"), dtypes=NUMBERS),
+    _elementwise("abs", VPU, "absolute", operator=PythonOperator(operator.abs, "__abs__"), dtypes=NUMBERS),
+    *(_elementwise(name, EUP, dtypes=EVERY_DTYPE, note=_FLOAT_RESULT) for name in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
-        "tan", "tanh", "sinh", "cosh", "erf", "erfc", "reciprocal", "logsigmoid",
+        "tan", "tanh", "sinh", "cosh", "erf", "erfc",
     )),
-    *(_elementwise(name, VPU) for name in ("floor", "ceil", "sign", "square")),
-    *(_elementwise(name, PREDICATE) for name in ("logical_not", "isnan", "isinf", "isfinite", "signbit")),
-    _elementwise("asin", EUP, "arcsin"), _elementwise("acos", EUP, "arccos"), _elementwise("atan", EUP, "arctan"),
-    _elementwise("asinh", EUP, "arcsinh"), _elementwise("acosh", EUP, "arccosh"),
-    _elementwise("atanh", EUP, "arctanh"), _elementwise("trunc", VPU, "fix"),
-    _elementwise("sigmoid", EUP, "expit"),
-    _elementwise("bitwise_not", VPU, operator=PythonOperator(operator.invert, "__invert__")),
-    _elementwise("round", VPU, signature=Signature(attrs={"decimals": 0})),
-    _elementwise("gelu", EUP, signature=Signature(attrs={"approximate": "none"})),
-    *(_elementwise(name, facts, signature=Signature(attrs=_INPLACE)) for name, facts in (
-        ("relu", VPU), ("relu6", VPU), ("silu", EUP), ("mish", EUP), ("hardsigmoid", VPU), ("hardswish", VPU),
+    _elementwise("reciprocal", EUP, dtypes=EVERY_DTYPE, note=f"1 / x; {_FLOAT_RESULT}"),
+    _elementwise("logsigmoid", EUP, dtypes=FLOATS),
+    *(_elementwise(name, VPU, dtypes=NUMBERS, note="identity on integers") for name in ("floor", "ceil")),
+    _elementwise("sign", VPU, dtypes=EVERY_DTYPE, note="sign(NaN) is 0, as in torch"),
+    _elementwise("square", VPU, dtypes=EVERY_DTYPE),
+    *(_elementwise(name, PREDICATE, dtypes=EVERY_DTYPE) for name in (
+        "logical_not", "isnan", "isinf", "isfinite", "signbit")),
+    _elementwise("asin", EUP, "arcsin", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("acos", EUP, "arccos", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("atan", EUP, "arctan", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("asinh", EUP, "arcsinh", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("acosh", EUP, "arccosh", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("atanh", EUP, "arctanh", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("trunc", VPU, "fix", dtypes=NUMBERS, note="rounds toward 0; identity on integers"),
+    _elementwise("sigmoid", EUP, "expit", dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("bitwise_not", VPU, operator=PythonOperator(operator.invert, "__invert__"), dtypes=BITS,
+                 note="`~mask` of a bool is logical not"),
+    _elementwise("round", VPU, signature=Signature(attrs={"decimals": 0}), dtypes=FLOATS,
+                 note="halves round to even, as in torch; decimals= supported"),
+    _elementwise("gelu", EUP, signature=Signature(attrs={"approximate": "none"}), dtypes=FLOATS,
+                 note="approximate='none' (the erf form, in float32) or 'tanh'"),
+    *(_elementwise(name, facts, signature=Signature(attrs=_INPLACE), dtypes=dtypes, note=_NO_INPLACE)
+      for name, facts, dtypes in (
+          ("relu", VPU, NUMBERS), ("relu6", VPU, NUMBERS), ("silu", EUP, FLOATS), ("mish", EUP, FLOATS),
+          ("hardsigmoid", VPU, FLOATS), ("hardswish", VPU, FLOATS),
     )),
-    _elementwise("leaky_relu", VPU, signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE})),
-    _elementwise("elu", EUP, signature=Signature(attrs={"alpha": 1.0, **_INPLACE})),
-    _elementwise("hardtanh", VPU, signature=Signature(attrs={"min_val": -1.0, "max_val": 1.0, **_INPLACE})),
-    _elementwise("softplus", EUP, signature=Signature(attrs={"beta": 1.0, "threshold": 20.0})),
-    _elementwise("nan_to_num", VPU, signature=Signature(attrs={"nan": 0.0, "posinf": None, "neginf": None})),
+    _elementwise("leaky_relu", VPU, signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE}), dtypes=FLOATS,
+                 note=f"negative_slope=; {_NO_INPLACE}"),
+    _elementwise("elu", EUP, signature=Signature(attrs={"alpha": 1.0, **_INPLACE}), dtypes=FLOATS,
+                 note=f"alpha= (in float32, rounded once); {_NO_INPLACE}"),
+    _elementwise("hardtanh", VPU, signature=Signature(attrs={"min_val": -1.0, "max_val": 1.0, **_INPLACE}),
+                 dtypes=FLOATS | {torch.int32, torch.int16, torch.int8}, note=f"min_val=, max_val=; {_NO_INPLACE}"),
+    _elementwise("softplus", EUP, signature=Signature(attrs={"beta": 1.0, "threshold": 20.0}), dtypes=FLOATS,
+                 note="beta=, threshold= as in torch (linear above the threshold)"),
+    _elementwise("nan_to_num", VPU, signature=Signature(attrs={"nan": 0.0, "posinf": None, "neginf": None}),
+                 dtypes=EVERY_DTYPE, note="nan=, posinf=, neginf= (default: the dtype's finite extremes)"),
 )
 
 _ALPHA = Signature(("input", "other"), {"alpha": 1})
 
 BINARY_OPS = (
     _elementwise("add", _integer("+", operator.add), signature=_ALPHA,
-                 operator=PythonOperator(operator.add, "__add__", "__radd__")),
+                 operator=PythonOperator(operator.add, "__add__", "__radd__"), dtypes=EVERY_DTYPE,
+                 note="alpha= supported; operands promote as in torch"),
     _elementwise("sub", _integer("-", operator.sub), "subtract", signature=_ALPHA,
-                 operator=PythonOperator(operator.sub, "__sub__", "__rsub__")),
-    _elementwise("rsub", VPU, signature=_ALPHA),
+                 operator=PythonOperator(operator.sub, "__sub__", "__rsub__"), dtypes=NUMBERS,
+                 note="alpha= supported"),
+    _elementwise("rsub", VPU, signature=_ALPHA, dtypes=NUMBERS, note="other - input"),
     _elementwise("mul", _integer("*", operator.mul), "multiply", signature=BINARY,
-                 operator=PythonOperator(operator.mul, "__mul__", "__rmul__")),
+                 operator=PythonOperator(operator.mul, "__mul__", "__rmul__"), dtypes=EVERY_DTYPE),
     _elementwise("div", EUP, "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
-                 operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__")),
+                 operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__"), dtypes=EVERY_DTYPE,
+                 note="integers divide to float32 (true division); rounding_mode='floor' or 'trunc' as in torch"),
     _elementwise("floor_divide", _integer("//", operator.floordiv), signature=BINARY,
-                 operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__")),
+                 operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__"), dtypes=NUMBERS,
+                 note="rounds toward -inf, as torch and Python do (not C's truncation)"),
     _elementwise("remainder", _integer("%", operator.mod), signature=BINARY,
-                 operator=PythonOperator(operator.mod, "__mod__", "__rmod__")),
+                 operator=PythonOperator(operator.mod, "__mod__", "__rmod__"), dtypes=NUMBERS,
+                 note="the result has the divisor's sign (Python's %)"),
     _elementwise("pow", EUP, signature=Signature(("input", "exponent")), meta=_pow,
-                 operator=PythonOperator(operator.pow, "__pow__", "__rpow__")),
-    _elementwise("maximum", _integer("max", max), signature=BINARY, meta=_with_scalar_tensors(torch.maximum)),
-    _elementwise("minimum", _integer("min", min), signature=BINARY, meta=_with_scalar_tensors(torch.minimum)),
-    _elementwise("atan2", EUP, "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2)),
-    *(_elementwise(name, facts, signature=BINARY) for name, facts in (
-        ("fmod", VPU), ("logical_and", PREDICATE), ("logical_or", PREDICATE), ("logical_xor", PREDICATE),
-        ("copysign", VPU), ("hypot", EUP),
-    )),
+                 operator=PythonOperator(operator.pow, "__pow__", "__rpow__"), dtypes=NUMBERS,
+                 note="tensor or Python-number exponent; `2 ** x` too"),
+    _elementwise("maximum", _integer("max", max), signature=BINARY, meta=_with_scalar_tensors(torch.maximum),
+                 dtypes=EVERY_DTYPE, note="NaN propagates, as in torch; builtin max(a, b) of scalars too"),
+    _elementwise("minimum", _integer("min", min), signature=BINARY, meta=_with_scalar_tensors(torch.minimum),
+                 dtypes=EVERY_DTYPE, note="NaN propagates, as in torch; builtin min(a, b) of scalars too"),
+    _elementwise("atan2", EUP, "arctan2", signature=BINARY, meta=_with_scalar_tensors(torch.atan2),
+                 dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("fmod", VPU, signature=BINARY, dtypes=NUMBERS, note="the result has the dividend's sign (C's fmod)"),
+    *(_elementwise(name, PREDICATE, signature=BINARY, dtypes=EVERY_DTYPE, note="nonzero is true")
+      for name in ("logical_and", "logical_or", "logical_xor")),
+    _elementwise("copysign", VPU, signature=BINARY, dtypes=EVERY_DTYPE, note=_FLOAT_RESULT),
+    _elementwise("hypot", EUP, signature=BINARY, dtypes=FLOATS),
     _elementwise("bitwise_and", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.and_, "__and__", "__rand__")),
+                 operator=PythonOperator(operator.and_, "__and__", "__rand__"), dtypes=BITS),
     _elementwise("bitwise_or", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.or_, "__or__", "__ror__")),
+                 operator=PythonOperator(operator.or_, "__or__", "__ror__"), dtypes=BITS),
     _elementwise("bitwise_xor", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.xor, "__xor__", "__rxor__")),
+                 operator=PythonOperator(operator.xor, "__xor__", "__rxor__"), dtypes=BITS),
     _elementwise("bitwise_left_shift", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.lshift, "__lshift__")),
+                 operator=PythonOperator(operator.lshift, "__lshift__"), dtypes=INTEGERS),
     _elementwise("bitwise_right_shift", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.rshift, "__rshift__")),
+                 operator=PythonOperator(operator.rshift, "__rshift__"), dtypes=INTEGERS,
+                 note="arithmetic shift of signed integers, as in torch"),
 )
 
 COMPARISON_OPS = tuple(
-    _elementwise(name, PREDICATE, *aliases, signature=BINARY, operator=PythonOperator(function, f"__{name}__"))
+    _elementwise(name, PREDICATE, *aliases, signature=BINARY, operator=PythonOperator(function, f"__{name}__"),
+                 dtypes=EVERY_DTYPE, note="compared in the operands' promoted dtype; NaN compares unequal")
     for name, function, aliases in (
         ("lt", operator.lt, ("less",)), ("le", operator.le, ("less_equal",)),
         ("gt", operator.gt, ("greater",)), ("ge", operator.ge, ("greater_equal",)),
@@ -190,24 +224,30 @@ _CAST_METHODS = {
 }
 
 OTHER_ELEMENTWISE_OPS = (
-    _elementwise("where", VPU, signature=Signature(("condition", "input", "other")), meta=torch.where),
+    _elementwise("where", VPU, signature=Signature(("condition", "input", "other")), meta=torch.where,
+                 dtypes=EVERY_DTYPE, note="a bool condition; the two values (tensors or numbers) promote as in torch"),
     _elementwise("clamp", VPU, "clip", Spelling("clamp_min", binders.one_sided_clamp("min")),
                  Spelling("clamp_max", binders.one_sided_clamp("max")),
-                 signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})), meta=_clamp),
-    _elementwise("lerp", VPU, signature=Signature(("input", "end", "weight"))),
-    _elementwise("addcmul", VPU, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
-    _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1})),
+                 signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})), meta=_clamp,
+                 dtypes=NUMBERS, note="min=/max= numbers or tensors; clamp_min/clamp_max are one-sided"),
+    _elementwise("lerp", VPU, signature=Signature(("input", "end", "weight")), dtypes=FLOATS,
+                 note="torch's two-sided formula: exact at weight 0 and 1"),
+    _elementwise("addcmul", VPU, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=NUMBERS,
+                 note="value= supported"),
+    _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=FLOATS,
+                 note="value= supported"),
     _elementwise("to", VPU, "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
-                 bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED})),
+                 bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED}), dtypes=EVERY_DTYPE,
+                 note="also .float(), .half(), .int(), ...; float to integer rounds toward 0; float64 is refused"),
 )
 
 # ------------------------------------------------------------- reductions --
 
 
 def _reduction(name: str, facts: Reduction, *aliases: Spelling, tuple_dims: bool = False,
-               signature: Signature = REDUCE) -> OpDef:
+               signature: Signature = REDUCE, **fields: Any) -> OpDef:
     return _op(name, OpKind.REDUCTION, *aliases, bind=binders.reduction(tuple_dims), signature=signature,
-               reduction=facts)
+               reduction=facts, **fields)
 
 
 _INF = float("inf")
@@ -216,30 +256,40 @@ _SOURCE, _RESULT, _WIDENED = Accumulator.SOURCE, Accumulator.RESULT, Accumulator
 # The reductions a chunk loop can carry (`partials`) first: reduction_loops names them in this order.
 REDUCTION_OPS = (
     _reduction("sum", Reduction(identity=0, averages=False, flat_index=False, accumulator=_RESULT,
-                                partials=Partials.ADD, transcendental=False), tuple_dims=True),
+                                partials=Partials.ADD, transcendental=False), tuple_dims=True,
+               dtypes=EVERY_DTYPE, note="dim= an int or a list, keepdim=, dtype=; an integer sum is int32 (torch: int64)"),
     _reduction("mean", Reduction(identity=0, averages=True, flat_index=False, accumulator=_RESULT,
-                                 partials=Partials.ADD, transcendental=False), tuple_dims=True),
+                                 partials=Partials.ADD, transcendental=False), tuple_dims=True,
+               dtypes=FLOATS, note="dim= an int or a list; divides by the count of valid elements (a partial tile's padding is not counted)"),
     _reduction("amax", Reduction(identity=-_INF, averages=False, flat_index=False, accumulator=_SOURCE,
                                  partials=Partials.MAXIMUM, transcendental=False),
                Spelling("max", binders.max_min("amax", "argmax", "maximum", torch.return_types.max)),
-               tuple_dims=True),
+               tuple_dims=True, dtypes=EVERY_DTYPE,
+               note="dim= an int or a list; torch.max(x, dim) gives (values, indices); torch.max(a, b) is maximum"),
     _reduction("amin", Reduction(identity=_INF, averages=False, flat_index=False, accumulator=_SOURCE,
                                  partials=Partials.MINIMUM, transcendental=False),
                Spelling("min", binders.max_min("amin", "argmin", "minimum", torch.return_types.min)),
-               tuple_dims=True),
+               tuple_dims=True, dtypes=EVERY_DTYPE,
+               note="dim= an int or a list; torch.min(x, dim) gives (values, indices); torch.min(a, b) is minimum"),
     _reduction("prod", Reduction(identity=1, averages=False, flat_index=False, accumulator=_RESULT,
-                                 partials=Partials.MULTIPLY, transcendental=False)),
+                                 partials=Partials.MULTIPLY, transcendental=False),
+               dtypes=EVERY_DTYPE),
     _reduction("argmax", Reduction(identity=-_INF, averages=False, flat_index=True, accumulator=_SOURCE,
-                                   partials=Partials.ARGMAX, transcendental=False)),
+                                   partials=Partials.ARGMAX, transcendental=False),
+               dtypes=NUMBERS, note="ties: the lowest index, as in torch; without dim, the flat index of the "
+                                    "valid elements; int32 result"),
     _reduction("argmin", Reduction(identity=_INF, averages=False, flat_index=True, accumulator=_SOURCE,
-                                   partials=Partials.ARGMIN, transcendental=False)),
+                                   partials=Partials.ARGMIN, transcendental=False),
+               dtypes=NUMBERS, note="ties: the lowest index, as in torch; without dim, the flat index of the "
+                                    "valid elements; int32 result"),
     _reduction("logsumexp", Reduction(identity=-_INF, averages=False, flat_index=False, accumulator=_WIDENED,
                                       partials=None, transcendental=True),
-               tuple_dims=True, signature=Signature(attrs={"dim": REQUIRED, "keepdim": False})),
+               tuple_dims=True, signature=Signature(attrs={"dim": REQUIRED, "keepdim": False}),
+               dtypes=EVERY_DTYPE, note=f"dim= required (an int or a list); max-shifted; {_FLOAT_RESULT}"),
     _reduction("all", Reduction(identity=True, averages=False, flat_index=False, accumulator=_SOURCE,
-                                partials=None, transcendental=False)),
+                                partials=None, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
     _reduction("any", Reduction(identity=False, averages=False, flat_index=False, accumulator=_SOURCE,
-                                partials=None, transcendental=False)),
+                                partials=None, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
 )
 
 # ---------------------------------------------------------------- indexed --
@@ -249,14 +299,16 @@ REDUCTION_OPS = (
 # (`x[t.index, labels[t]]`: the rows of the first, then one position per lane of the others).
 INDEXED_OPS = (
     _op("gather", OpKind.INDEXED, bind=binders.gather_dim,
-        signature=Signature(("input", "index"), {"dim": REQUIRED})),
+        signature=Signature(("input", "index"), {"dim": REQUIRED}), dtypes=EVERY_DTYPE,
+        note="torch.gather(x, dim, index) of a device value, index int32; the gathered axis must hold no "
+             "partial tile's padding; index values are range-checked in interpret mode; exact bit for bit"),
 )
 
 # ------------------------------------------------------------------ views --
 
 
-def _view(name: str, rule: ViewRule, *spellings: Spelling, signature: Signature = UNARY) -> OpDef:
-    return OpDef(name, OpKind.VIEW, binders.unbound, spellings, signature, view=rule)
+def _view(name: str, rule: ViewRule, *spellings: Spelling, signature: Signature = UNARY, note: str = "") -> OpDef:
+    return OpDef(name, OpKind.VIEW, binders.unbound, spellings, signature, view=rule, dtypes=EVERY_DTYPE, note=note)
 
 
 _RESHAPE = binders.view(binders.result_shape)
@@ -267,11 +319,13 @@ VIEW_OPS = (
           *(Spelling(name, binders.sized_view) for name in ("reshape", "view")),
           *(Spelling(name, _RESHAPE) for name in ("flatten", "squeeze", "unsqueeze", "unflatten", "view_as",
                                                   "reshape_as")),
-          signature=Signature(attrs={"shape": REQUIRED})),
+          signature=Signature(attrs={"shape": REQUIRED}),
+          note="sizes may be tiles (their block size); an axis a partial tile pads moves whole, it is not "
+               "merged or split; view(dtype) is refused"),
     _view("expand", ViewRule.BROADCAST, Spelling("expand", binders.sized_view),
           Spelling("broadcast_to", binders.sized_view),
           Spelling("broadcast_tensors", binders.broadcast_all), Spelling("expand_as", _RESHAPE),
-          signature=Signature(attrs={"shape": REQUIRED})),
+          signature=Signature(attrs={"shape": REQUIRED}), note="sizes may be tiles (their block size)"),
     _view("permute", ViewRule.PERMUTE,
           Spelling("permute", binders.view(binders.permute_dims)),
           Spelling("transpose", _SWAP), Spelling("swapaxes", _SWAP), Spelling("swapdims", _SWAP),
@@ -284,7 +338,9 @@ VIEW_OPS = (
     _view("getitem", ViewRule.SUBSCRIPT, Spelling("getitem", binders.view(binders.subscript_key)),
           Spelling("narrow", binders.narrowed),
           *(Spelling(name, binders.pieces) for name in ("split", "chunk", "unbind")),
-          signature=Signature(attrs={"key": REQUIRED})),
+          signature=Signature(attrs={"key": REQUIRED}),
+          note="`v[:, None]`, ':' and narrowing reads of a device value (`blk[i]`, `blk[1:3]`, "
+               "`blk[tile.index]`; see the index forms); narrow/split/chunk/unbind are such reads"),
     # `copy`: torch's result is a new tensor, so host code must not alias it to its operand.
     # A scan's step (ir/ops/scans.py): lane i of the result is lane i - shift of the input along
     # `axis`, wrapping around (torch.roll of one axis); no torch spelling records it.
@@ -292,7 +348,7 @@ VIEW_OPS = (
           meta=lambda x, shift, axis: x, view=ViewRule.SHIFT),
     _view("identity", ViewRule.BROADCAST,
           *(Spelling(name, binders.view(binders.no_attrs)) for name in ("contiguous", "detach")),
-          Spelling("clone", binders.view(binders.copy))),
+          Spelling("clone", binders.view(binders.copy)), note="moves no data"),
 )
 
 # ----------------------------------------------------------- contractions --
@@ -308,15 +364,23 @@ _ADD_PRODUCT = Contraction(lhs=1, rhs=2, addend=0)
 # `out_dtype` first: torch's `.dtype` overloads take it as the next positional argument.
 _SCALED = {"out_dtype": None, "beta": 1, "alpha": 1}
 
+_PRODUCT = "on the MXU, accumulated in float32; 16-bit results rounded once"
+_OUT_DTYPE = "out_dtype= as in torch (the factors' dtype, or float32 for 16-bit factors)"
+
 CONTRACTION_OPS = (
-    _contraction("mm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.mm)),
-    _contraction("bmm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.bmm)),
+    _contraction("mm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.mm),
+                 dtypes=FLOATS, note=f"{_PRODUCT}; {_OUT_DTYPE}"),
+    _contraction("bmm", Signature(("input", "mat2"), {"out_dtype": None}), _MATMUL, meta=_out_dtype(torch.bmm),
+                 dtypes=FLOATS, note=f"{_PRODUCT}; {_OUT_DTYPE}"),
     _contraction("matmul", BINARY, _MATMUL,
-                 operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__")),
+                 operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__"), dtypes=FLOATS,
+                 note=f"{_PRODUCT}; 2-D, batched 3-D, and matrix @ vector"),
     _contraction("addmm", Signature(("input", "mat1", "mat2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(torch.addmm))),
+                 meta=_out_dtype(_accumulate(torch.addmm)), dtypes=FLOATS,
+                 note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     _contraction("baddbmm", Signature(("input", "batch1", "batch2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(torch.baddbmm))),
+                 meta=_out_dtype(_accumulate(torch.baddbmm)), dtypes=FLOATS,
+                 note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     # hl.dot(a, b, acc, out_dtype). Its acc's padding is not inherited by the result (the
     # planner has never done so; acc is product-shaped), hence no `addend`.
     _contraction("dot", Signature(("a", "b", "acc"), {"out_dtype": None}), _MATMUL,
@@ -351,11 +415,14 @@ def _tile_attribute(name: str, attribute: str, **fields: Any) -> OpDef:
 
 
 STRUCTURAL_OPS = (
-    _tile_attribute("tile_begin", "begin"),
-    _tile_attribute("tile_end", "end"),
-    _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],)),
-    _tile_attribute("tile_id", "id"),
-    _tile_attribute("tile_count", "count"),
+    _tile_attribute("tile_begin", "begin", note="the tile's first index (also hl.tile_begin(tile))"),
+    _tile_attribute("tile_end", "end", note="one past its last valid index: clamped to the range's end on the "
+                                            "last tile (also hl.tile_end(tile))"),
+    _tile_attribute("tile_index", "index", tiles=lambda args, attrs: (args[0],),
+                    note="its indices as an int32 vector, begin + arange(block_size) (also hl.tile_index(tile))"),
+    _tile_attribute("tile_id", "id", note="its position among the loop's tiles, begin // block_size "
+                                          "(also hl.tile_id(tile))"),
+    _tile_attribute("tile_count", "count", note="the number of tiles of its loop"),
     # A narrowing read of a device value (`blk[tile.index]`, `blk[1:3]`): kwargs["index"] holds
     # its `NarrowItem`s, the operands the block and the scalars they use; how it reads (a
     # VMEM ref `pl.ds`, or a static slice of a value) is plan/subviews.py's decision.

@@ -13,7 +13,7 @@ import torch
 
 from ... import exc
 from .binders import normalize_dims
-from .definition import Call, Composite, Record
+from .definition import FLOATS, Call, Composite, Record
 from .scans import SCAN_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
@@ -69,8 +69,12 @@ def _softmax(log: bool) -> Callable[[Call, Record], Any]:
 
 
 COMPOSITE_DEFINITIONS = (
-    Composite("softmax", ("softmax",), _softmax(log=False)),
-    Composite("log_softmax", ("log_softmax",), _softmax(log=True)),
+    Composite("softmax", ("softmax",), _softmax(log=False), dtypes=FLOATS,
+              note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
+                   "dtype= as in torch"),
+    Composite("log_softmax", ("log_softmax",), _softmax(log=True), dtypes=FLOATS,
+              note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
+                   "dtype= as in torch"),
     *STATISTIC_DEFINITIONS,
     *SCAN_DEFINITIONS,
 )

@@ -145,6 +145,17 @@ class Contraction:
         return lhs_rank - 1, (rhs_rank - 2 if rhs_rank >= 2 else None)
 
 
+# ----------------------------------------------------------------- dtypes --
+# The dtypes a TPU vector holds (no 64-bit, no complex: `frontend/operands.py:check_dtype`),
+# in groups an entry's `dtypes` is written with and the supported-forms page names.
+FLOATS = frozenset({torch.float32, torch.bfloat16, torch.float16})
+INTEGERS = frozenset({torch.int32, torch.int16, torch.int8, torch.uint8})
+BOOL = frozenset({torch.bool})
+NUMBERS = FLOATS | INTEGERS
+BITS = INTEGERS | BOOL  # bitwise ops
+EVERY_DTYPE = FLOATS | INTEGERS | BOOL
+
+
 REQUIRED = object()  # an attr without a default
 
 
@@ -254,6 +265,9 @@ class Composite:
     name: str
     spellings: tuple[str, ...]
     expand: Callable[[Call, Record], Any]  # the steps, each through `record`; returns the result
+    # What the supported-forms page says of it, as `OpDef.dtypes` / `OpDef.note`
+    dtypes: frozenset[torch.dtype] | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -292,6 +306,14 @@ class OpDef:
     # CREATION / STRUCTURAL: the tile dim sizing each result axis (args, attrs) -> dims or None
     tiles: Callable[[tuple, Mapping[str, Any]], tuple] | None = None
     tile_attribute: str | None = None  # STRUCTURAL: the `tile.<attribute>` this op reads
+    # What the supported-forms page (docs/supported-forms.md, `python -m pallasite forms`)
+    # says of an op a user spells: the input dtypes it accepts on a TPU (torch's rule, within
+    # EVERY_DTYPE; tests/test_supported_forms.py checks torch accepts each) and a short note
+    # where its behaviour needs one (ties, rounding, NaN, how a TPU computes it). Every op
+    # with a torch spelling or Python operator states `dtypes`; None only for ops no user
+    # spells (`hl`'s own and structural ones, documented with `hl`).
+    dtypes: frozenset[torch.dtype] | None = None
+    note: str = ""
 
     def __post_init__(self) -> None:
         payloads = {

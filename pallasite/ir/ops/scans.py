@@ -28,7 +28,7 @@ import torch
 
 from ... import exc
 from .binders import normalize_dims
-from .definition import Call, Composite, Record
+from .definition import EVERY_DTYPE, Call, Composite, Record
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 Combine = Callable[[list, list], list]  # (earlier lanes, later lanes) -> combined, one value per scanned value
@@ -138,7 +138,10 @@ def _cumulative_arguments(call: Call) -> tuple[Any, int, torch.dtype | None]:
     return x, dim, call.kwargs.get("dtype")
 
 
+_NOTE = ("one dim; a log-step scan of lane rotates (Mosaic has no scan primitive); 16-bit floats "
+         "accumulate in float32; integers give int32 (torch: int64)")
+
 SCAN_DEFINITIONS = (
-    Composite("cumsum", ("cumsum",), _cumulative("cumsum")),
-    Composite("cumprod", ("cumprod",), _cumulative("cumprod")),
+    Composite("cumsum", ("cumsum",), _cumulative("cumsum"), dtypes=EVERY_DTYPE, note=_NOTE),
+    Composite("cumprod", ("cumprod",), _cumulative("cumprod"), dtypes=EVERY_DTYPE, note=_NOTE),
 )

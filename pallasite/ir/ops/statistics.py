@@ -19,7 +19,7 @@ import torch
 
 from ... import exc
 from .binders import normalize_dims
-from .definition import Call, Composite, Record
+from .definition import FLOATS, Call, Composite, Record
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 _KEYWORDS = {"input", "dim", "correction", "unbiased", "keepdim"}
@@ -84,9 +84,14 @@ def _statistic(root: bool, with_mean: bool) -> Callable[[Call, Record], Any]:
     return expand
 
 
+_NOTE = ("correction= (or unbiased=), dim= an int or a list, keepdim=; two passes (mean, then squared "
+         "deviations): no cancellation; 16-bit inputs compute in float32")
+
 STATISTIC_DEFINITIONS = (
-    Composite("var", ("var",), _statistic(root=False, with_mean=False)),
-    Composite("std", ("std",), _statistic(root=True, with_mean=False)),
-    Composite("var_mean", ("var_mean",), _statistic(root=False, with_mean=True)),
-    Composite("std_mean", ("std_mean",), _statistic(root=True, with_mean=True)),
+    Composite("var", ("var",), _statistic(root=False, with_mean=False), dtypes=FLOATS, note=_NOTE),
+    Composite("std", ("std",), _statistic(root=True, with_mean=False), dtypes=FLOATS, note=_NOTE),
+    Composite("var_mean", ("var_mean",), _statistic(root=False, with_mean=True), dtypes=FLOATS,
+              note=f"(var, mean); {_NOTE}"),
+    Composite("std_mean", ("std_mean",), _statistic(root=True, with_mean=True), dtypes=FLOATS,
+              note=f"(std, mean); {_NOTE}"),
 )
