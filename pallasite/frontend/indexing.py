@@ -25,6 +25,14 @@ SUBSCRIPT_FORMS = (
     IndexForm("paired index tensors", ("x[tile.index, labels[tile]]", "x[idx_a[:, None], idx_b[None, :]]"),
               "torch's advanced indexing: the index tensors broadcast together and pair up element by element; "
               "read as the first one's rows, then a torch.gather per other index (paired_indexing.py)"),
+    IndexForm("a tile on a size-1 axis", ("bias[tile, :]",),
+              "with bias.size(0) == 1 (static), read as torch broadcasts a size-1 dim: index 0 at every "
+              "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); a store "
+              "through it is refused (broadcasts_tile)"),
+    IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
+              "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
+              "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
+              "size times c is padded where the tile is (computed_window)"),
 )
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
     RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",
