@@ -15,12 +15,14 @@ import torch
 
 from .. import exc
 from ..ir import Load, Run, ScalarIndex, Store, Value
-from . import device_values, paired_indexing
+from . import paired_indexing
 from .indexing import (
-    check_host_subscript, computed_window, gathered_axis, indexed_shape, is_index_tile, is_narrowing,
-    narrowed_shape, normalize_narrowing, normalize_subscript, scaled_tile,
+    check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
+    normalize_narrowing, normalize_subscript,
 )
 from .operands import shape_key
+from . import device_values
+from .indexing import computed_window, scaled_tile
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 

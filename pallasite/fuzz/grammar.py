@@ -511,11 +511,11 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
     "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter, "narrowing": narrowing,
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
+    "guarded_loops": guarded_loops,  # fuzz/guarded_kinds.py: a device if around tile loops
     # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
     "paired_indices": paired_indices, "flat_gather": flat_gather,
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp
     "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
-    "guarded_loops": guarded_loops,  # fuzz/guarded_kinds.py: a device if around tile loops
 }
 
 
