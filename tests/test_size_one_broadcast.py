@@ -74,10 +74,11 @@ def row_scaled_sums(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
-def test_broadcast_inside_an_inner_loop(loop_type):
+@pytest.mark.parametrize("scale_shape", [(1, 384), (32, 1)])  # broadcast along the outer or the inner tile
+def test_broadcast_inside_an_inner_loop(loop_type, scale_shape):
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(32, 384, generator=gen)
-    scale = torch.randn(1, 384, generator=gen)
+    scale = torch.randn(*scale_shape, generator=gen)
     config = dict(block_sizes=[8, 128], pallas_loop_type=loop_type)
     expected = (x * scale).sum(-1)
     _, result = code_and_output(row_scaled_sums, (x, scale), **config)
