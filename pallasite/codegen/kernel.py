@@ -394,7 +394,7 @@ class KernelEmitter:
         fill = typed_fill(mask.fill, operand.dtype)
         label = self.env[operand.id].id if self.is_name(operand) else operand.name
         name = self.names.fresh(f"{label or node.op}_masked")
-        self.comment(f"mask the padded tail of '{mask.dim.name}' with {fill} before {node.op}")
+        self.comment(f"mask the padded tail of {mask.names} with {fill} before {node.op}")
         condition = self.range_condition(shape, mask.axis, mask.range)
         self.emit(f"{name} = jnp.where({condition}, {text}, {fill})")
         return name

@@ -6,7 +6,8 @@ element, a reduction, a tile attribute compared with a loaded value, and
 `and`/`or`/`not` of those) is traced into an `IfBlock`: both branches are
 traced once, and each name the code after the `if` reads is merged from the
 two branches (or from one branch and its value before the `if`), as an inner
-loop's carried values are.
+loop's carried values are. A branch may hold tile/grid loops (Helion's grouped GEMM:
+`if rows != 0: for tile in hl.tile(...)`): inner loops of the branch's body.
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ class DeviceIfs:
     def __init__(self, walker: StatementWalker, recorder: OpRecorder):
         self.walker = walker
         self.recorder = recorder
-        self.enclosing: list[exc.SourceLocation] = []  # the device ifs being traced, outermost first
 
     def condition(self, expr: ast.expr, stmt: ast.stmt) -> Any:
         """An `if`'s condition: a host value, or a traced one where any part is traced.
@@ -94,15 +94,11 @@ class DeviceIfs:
         before = {name: scope.get(name, MISSING) for name in assigned}
         block = IfBlock(condition, [], [], loc)
         ends = []
-        self.enclosing.append(loc)
-        try:
-            for statements, body in ((stmt.body, block.then_body), (stmt.orelse, block.else_body)):
-                with self.recorder.branch(body):
-                    self.walker.run_device_block(statements)
-                ends.append({name: scope.get(name, MISSING) for name in assigned})
-                restore(scope, before)
-        finally:
-            self.enclosing.pop()
+        for statements, body in ((stmt.body, block.then_body), (stmt.orelse, block.else_body)):
+            with self.recorder.branch(body):  # a tile loop in a branch is an inner loop of its body
+                self.walker.run_device_block(statements)
+            ends.append({name: scope.get(name, MISSING) for name in assigned})
+            restore(scope, before)
         self.walker.enter(stmt)
         then_values, else_values = ends
         merged = {}

@@ -30,6 +30,14 @@ SUBSCRIPT_FORMS = (
     IndexForm("paired index tensors", ("x[tile.index, labels[tile]]", "x[idx_a[:, None], idx_b[None, :]]"),
               "torch's advanced indexing: the index tensors broadcast together and pair up element by element; "
               "read as the first one's rows, then a torch.gather per other index (paired_indexing.py)"),
+    IndexForm("a tile on a size-1 axis", ("bias[tile, :]",),
+              "with bias.size(0) == 1 (static), read as torch broadcasts a size-1 dim: index 0 at every "
+              "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); a store "
+              "through it is refused (broadcasts_tile)"),
+    IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
+              "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
+              "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
+              "size times c is padded where the tile is (computed_window)"),
 )
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
     RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",
@@ -82,6 +90,12 @@ def normalize_subscript(
             continue
         if item is None:
             out.append(NewAxis())
+            continue
+        if isinstance(item, TileProxy) and broadcasts_tile(item.dim.begin, item.dim.end, shape[axis]):
+            if store:
+                raise broadcast_store_error(tensor_name, item.dim.name, axis)
+            out += [ScalarIndex(0), NewAxis()]  # torch's broadcasting: index 0, a size-1 axis kept
+            axis += 1
             continue
         out.append(_normalize_item(item, shape[axis], axis, tensor_name, scalar_value))
         axis += 1
@@ -421,3 +435,61 @@ def _flatten_list(item: Any):
             yield from _flatten_list(entry)
         else:
             yield entry
+
+
+def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
+    """`x[t, s : s + n]` with `s` a device scalar and `n` a compile-time int (Helion's int4
+    GEMM reads `A[tile_m, 2 * tile_k.begin : 2 * tile_k.begin + 2 * block]`): the window's
+    start and length, read as the index vector `s + hl.arange(n)`; None for any other item."""
+    if not (isinstance(item, slice) and isinstance(item.start, DeviceTensor)
+            and isinstance(item.stop, DeviceTensor) and _is_int(item.step, None, 1)):
+        return None
+    start, producer = item.start.value, item.stop.value.producer
+    if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
+        return None
+    left, right = producer.args[:2]
+    length = right if left is start else left if right is start else None
+    if type(length) is not int:
+        return None
+    if length <= 0:
+        raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
+                                "empty windows.")
+    return item.start, length
+
+
+def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:
+    """A window `tile.begin * c : tile.begin * c + tile.block_size * c` (int4's activations)
+    is the tile scaled by c: (its TileDim, c), else None. Its lanes past c times the tile's
+    valid positions are padding, as the tile's are."""
+    producer = start.value.producer
+    if producer is None or producer.op != "mul":
+        return None
+    left, right = producer.args[:2]
+    begin, factor = (left, right) if type(right) is int else (right, left)
+    if type(factor) is not int or factor <= 0 or not isinstance(begin, Value) or begin.producer is None \
+            or begin.producer.op != "tile_begin":
+        return None
+    dim = begin.producer.args[0]
+    return (dim, factor) if not dim.is_grid and length == dim.block_size * factor else None
+
+
+def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
+    """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
+    it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
+    as Helion does): index 0 at every position, the axis kept with size 1. A loop that
+    stays within [0, 1) tiles the axis itself. Only a static 1 broadcasts: with
+    static_shapes=False, sizes of 1 are their own bucket (runtime/dynamic.py), never a
+    symbolic size, so a dim of 1 never shares a variant with a wider one. Reference mode
+    asks the same question of its tiles (reference/indexing.py)."""
+    if type(size) is not int or size != 1:
+        return False
+    return not (type(loop_begin) is int and loop_begin == 0 and type(loop_end) is int and loop_end <= 1)
+
+
+def broadcast_store_error(tensor_name: str, tile_name: str, axis: int) -> exc.IndexingError:
+    return exc.IndexingError(
+        f"{tensor_name}[...] = ...: tile '{tile_name}' indexes axis {axis} of size 1, which a read "
+        "broadcasts (every position reads index 0, as torch broadcasts a size-1 dim) but a store "
+        f"cannot: each position of the tile would write the one element. Store at index 0 "
+        f"({tensor_name}[0, ...] or a tile of a loop over that axis), or allocate the axis at "
+        "the tile loop's size.")

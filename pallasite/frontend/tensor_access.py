@@ -21,7 +21,9 @@ from .indexing import (
     normalize_narrowing, normalize_subscript,
 )
 from .operands import shape_key
-from .proxies import DeviceTensor, HostTensor
+from . import device_values
+from .indexing import computed_window, scaled_tile
+from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
 def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
@@ -39,6 +41,7 @@ def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
     if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
         return paired_indexing.paired_load(recorder, tensor, key)
     symbol = tensor.symbol
+    key = _windows_as_index_vectors(recorder, key)
     key, tile_shape = _flatten_index_tile(recorder, key)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value)
     shape = indexed_shape(index, symbol.shape)
@@ -63,6 +66,28 @@ def _subview(recorder: Any, block: DeviceTensor, key: Any) -> DeviceTensor:
     value = recorder.record("subview", (block.value, *scalars), {"index": index}, shape, block.value.dtype,
                             name=f"{name}_part" if block.value.name else "")
     return DeviceTensor(recorder, value)
+
+
+def _windows_as_index_vectors(recorder: Any, key: Any) -> Any:
+    """A slice of computed start and static length (`computed_window`) reads the index
+    vector `start + hl.arange(length)`: a gather, planned as any other."""
+    items = list(key) if isinstance(key, (tuple, list)) else [key]
+    windows = [computed_window(item) for item in items]
+    if not any(windows):
+        return key
+    for position, window in enumerate(windows):
+        if window is None:
+            continue
+        start, length = window
+        scaled = scaled_tile(start, length)
+        if scaled is None:
+            items[position] = start + device_values.arange(recorder, (length,), torch.int32)
+        else:  # lane i * c + j is tile position i's j-th: padded where the tile is
+            dim, factor = scaled
+            index = TileProxy(recorder, dim).index[:, None] * factor
+            items[position] = (index + device_values.arange(recorder, (factor,), torch.int32)[None, :]).reshape(-1)
+        items[position].value.name = f"{start.value.name or 'start'}_window"
+    return tuple(items)
 
 
 def _flatten_index_tile(recorder: Any, key: Any) -> tuple[Any, tuple | None]:
@@ -92,6 +117,7 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
         )
     symbol = tensor.symbol
     paired_indexing.refuse_paired_store(symbol.name, key)
+    key = _windows_as_index_vectors(recorder, key)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value, store=True)
     target_shape = indexed_shape(index, symbol.shape)
     operand = recorder.device_operand(value)

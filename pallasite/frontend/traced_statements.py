@@ -87,11 +87,6 @@ class TracedStatements:
         """A tile/grid loop inside a device loop: traced once, with loop-carried variables
         (each device value it reassigns that existed before it)."""
         loc = self.walker.location_of(stmt)
-        if self.ifs.enclosing:
-            outer = self.ifs.enclosing[-1]
-            raise exc.UnsupportedSyntax(
-                f"A tile/grid loop inside an if on a device value ({outer.lineno}: "
-                f"{outer.text.strip()!r}) is not supported; put the if inside the loop.", loc)
         dims = self.dims.loop_dims(stmt, spec, inner_bound(self.recorder), loc)
         carried = self._carry(assigned)
         loop = TileLoop(dims, [], loc, carried)

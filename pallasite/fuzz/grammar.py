@@ -16,6 +16,7 @@ from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registr
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
+from .guarded_kinds import guarded_loops
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
@@ -108,6 +109,12 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
         none_axes = ", ".join(["None"] * (rank - 1))
         body.append(Line(indent, f"a{len(leaves)} = {tiles[-1]}.index[{none_axes}, :]"))
         leaves.append(Value(f"a{len(leaves)}", torch.int32))
+    if rank >= 2 and draw.chance(0.2):  # a size-1 axis read by its tile: broadcast, as torch does
+        dtype = draw.dtype()
+        ones = rng.randrange(rank)
+        inputs.append(InputSpec("s", tuple(1 if i == ones else a for i, a in enumerate(axes)), dtype, _fill(dtype)))
+        body.append(Line(indent, f"a{len(leaves)} = s[{index}]"))
+        leaves.append(Value(f"a{len(leaves)}", dtype, leaf=True))
     chain = ChainBuilder(rng, indent, leaves)
     result = chain.chain(rng.randint(1, 5), float_only=in_place)
     body += chain.lines
@@ -525,6 +532,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
     "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter, "narrowing": narrowing,
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
+    "guarded_loops": guarded_loops,  # fuzz/guarded_kinds.py: a device if around tile loops
     # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
     "paired_indices": paired_indices, "flat_gather": flat_gather,
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp

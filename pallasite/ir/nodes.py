@@ -368,12 +368,13 @@ class IfBlock:
     `condition` is a bool scalar Value; `outputs` the names the branches
     define for the code after the if (a `lax.cond`'s results). A body with
     no outputs only stores (a `pl.when`). Planning walks both bodies, like a
-    loop body; bodies hold nodes and nested IfBlocks, never loops.
+    loop body; bodies hold nodes, nested IfBlocks and inner tile loops (Helion's
+    `if rows != 0: for tile in hl.tile(...)`), which `walk_loops` finds.
     """
 
     condition: Value
-    then_body: list[Node | IfBlock]
-    else_body: list[Node | IfBlock]
+    then_body: list[Node | TileLoop | IfBlock]
+    else_body: list[Node | TileLoop | IfBlock]
     location: SourceLocation | None
     outputs: list[Merged] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
@@ -393,6 +394,17 @@ def walk_nodes(body: list[Node | TileLoop | IfBlock]):
             yield from walk_nodes(item.else_body)
         else:
             yield item
+
+
+def walk_loops(body: list[Node | TileLoop | IfBlock]):
+    """Every tile loop of a body, outer loops first, those under a device `if` included."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield item
+            yield from walk_loops(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_loops(item.then_body)
+            yield from walk_loops(item.else_body)
 
 
 # ------------------------------------------------------------ host program --

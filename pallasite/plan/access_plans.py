@@ -279,12 +279,17 @@ class Mask:
 
     operand: int  # which operand of the node
     axis: int
-    range: TileRange
+    range: TileRange | MergedPadding  # merged: only on a contraction's contracted axis
     fill: object  # float | int | bool: the identity of the consuming op
 
     @property
     def dim(self) -> TileDim:
         return self.range.dim
+
+    @property
+    def names(self) -> str:
+        """The tile dims whose padding the mask hides, as a message names them."""
+        return self.range.names if isinstance(self.range, MergedPadding) else f"'{self.range.dim.name}'"
 
 
 @dataclass(frozen=True)

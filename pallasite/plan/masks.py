@@ -184,6 +184,12 @@ def _indexed_padding(node: Node, padded) -> Padded:
     source, index = node.args
     dim = node.kwargs["dim"]
     source_pads = _pads(source, padded)
+    pair = _lane_pair_padding(source_pads.get(dim), index, dim)
+    if pair is not None:  # lanes 2i + parity of pairs a reshape merged: lane i is pair i
+        out = {axis: rng for axis, rng in source_pads.items() if axis != dim and index.shape[axis] != 1}
+        out.update(_pads(index, padded))
+        out[dim] = pair
+        return out
     if dim in source_pads:
         rng = source_pads[dim]
         names = rng.names if isinstance(rng, MergedPadding) else rng.dim.name
@@ -194,6 +200,30 @@ def _indexed_padding(node: Node, padded) -> Padded:
     out = {axis: rng for axis, rng in source_pads.items() if axis != dim and index.shape[axis] != 1}
     out.update(_pads(index, padded))
     return out
+
+
+def _lane_pair_padding(rng, index: Value, dim: int):
+    """The padding of a gather of one half of lane pairs (`hl.split`, `x[..., 0]` of a
+    `reshape(..., n, 2)`: index `2 * iota(n) + parity` along `dim`) from an axis merged of a
+    padded (n) axis and the pair axis (2): result lane i is valid where pair i is, so the
+    result takes the pairs' range. None for any other gather or padding."""
+    if not (isinstance(rng, MergedPadding) and len(rng.parts) == 2 and rng.parts[1] == (2, None)):
+        return None
+    count, pairs = rng.parts[0]
+    if pairs is None or int(index.shape[dim]) != count:
+        return None
+    node = index.producer
+    while getattr(node, "op", None) in ("expand", "reshape"):
+        node = node.args[0].producer
+    if getattr(node, "op", None) != "add" or node.args[1] not in (0, 1):
+        return None
+    scaled = getattr(node.args[0], "producer", None)
+    if getattr(scaled, "op", None) != "mul" or scaled.args[1] != 2:
+        return None
+    iota = getattr(scaled.args[0], "producer", None)
+    if getattr(iota, "op", None) != "iota" or (iota.kwargs.get("start"), iota.kwargs.get("step")) != (0, 1):
+        return None
+    return pairs if int(scaled.args[0].shape[0]) == count else None
 
 
 def _concatenated_padding(node: Node, padded) -> Padded:
@@ -243,10 +273,12 @@ def _matmul(node: Node, contraction: Contraction, padded) -> tuple[list[Mask], l
     ra, rb = len(a.shape), len(b.shape)
     masks = []
     lhs_axis, rhs_axis = contraction.contracted_axes(ra, rb)
+    # zeros on the contracted axis wherever it is padding: any set of valid lanes will do, so a
+    # merged axis (`b.reshape(tk * 2, n)`, an int4 GEMM's interleaved nibbles) is masked too
     if lhs_axis in pa:
-        masks.append(Mask(contraction.lhs, lhs_axis, _single(pa[lhs_axis], node, "contract"), 0))
+        masks.append(Mask(contraction.lhs, lhs_axis, pa[lhs_axis], 0))
     if rhs_axis is not None and rhs_axis in pb:
-        masks.append(Mask(contraction.rhs, rhs_axis, _single(pb[rhs_axis], node, "contract"), 0))
+        masks.append(Mask(contraction.rhs, rhs_axis, pb[rhs_axis], 0))
     rank = len(node.outputs[0].shape)
     out = {}
     if ra >= 2 and ra - 2 in pa:

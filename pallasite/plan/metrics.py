@@ -200,6 +200,9 @@ def static_loop_counts(call: PallasCallPlan) -> dict[int, LoopCount | None]:
                 tiles = None if runs is None or trips is None else runs * math.prod(trips)
                 counts[item.id] = None if tiles is None else LoopCount(runs, tiles, runs if tiles else 0)
                 walk(item.body, tiles)
+            elif isinstance(item, IfBlock):  # whether a branch runs depends on data
+                for branch in item.bodies:
+                    walk(branch, None)
 
     walk(call.call.loop.body, programs)
     return counts

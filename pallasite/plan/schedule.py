@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from .. import exc
-from ..ir import IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv
+from ..ir import IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv, walk_loops
 from ..ir.ops import OPS, scalar_arithmetic
 from ..ir.ops.definition import OpKind
 from .plans import PallasCallPlan
@@ -204,9 +204,17 @@ class _Tally:
     def walk(self, body: list, env: dict, values: ScalarValues, times: int) -> None:
         """Count `body` run `times` times with the tiles of `env` (identical runs)."""
         self._add_work(body, times)
+        self._loops(body, env, values, times)
+
+    def _loops(self, body: list, env: dict, values: ScalarValues, times: int) -> None:
+        """The loops of `body`; those under a device `if` in both branches (an upper bound,
+        as the branches' own work is: `_add_work` counted it with the body's)."""
         for item in body:
             if isinstance(item, TileLoop):
                 self._loop(item, env, values, times)
+            elif isinstance(item, IfBlock):
+                for branch in item.bodies:
+                    self._loops(branch, env, values, times)
 
     def _loop(self, loop: TileLoop, env: dict, values: ScalarValues, times: int) -> None:
         bounds = [(values.value(d.begin, env), values.value(d.end, env)) for d in loop.dims]
@@ -216,7 +224,7 @@ class _Tally:
         counts[0] += times
         counts[1] += times * tiles
         counts[2] += times if tiles else 0
-        if not any(isinstance(item, TileLoop) for item in loop.body):
+        if next(walk_loops(loop.body), None) is None:
             self.inner_tiles += times * tiles
             self._add_work(loop.body, times * tiles)
             return

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from ..ir import FullSlice, IfBlock, Load, Node, ScalarIndex, Store, TileDim, TileLoop, TileSlice, TensorSymbol, Value
-from ..ir import walk_nodes
+from ..ir import walk_loops, walk_nodes
 
 # per axis of an output after its rows: the head grid dim whose index selects it, or None (whole)
 HeadAxes = tuple["TileDim | None", ...]
@@ -125,17 +125,6 @@ def _q_loop_nodes(body: list, tile_dim) -> set[int]:
         if tile_dim in entry.dims:
             return {id(node) for node in walk_nodes(entry.body)}
     return set()
-
-
-def walk_loops(body: list):
-    """Every tile loop in `body`, nested ones too."""
-    for entry in body:
-        if isinstance(entry, TileLoop):
-            yield entry
-            yield from walk_loops(entry.body)
-        elif isinstance(entry, IfBlock):
-            yield from walk_loops(entry.then_body)
-            yield from walk_loops(entry.else_body)
 
 
 def _rows_of_tile(node: Store, tile_dim, heads: tuple[TileDim, ...]) -> HeadAxes | None:

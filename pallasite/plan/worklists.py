@@ -39,12 +39,12 @@ import torch
 
 from ..config import ResolvedConfig
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
-from ..ir import TileSlice, cdiv, walk_nodes
+from ..ir import TileSlice, cdiv, walk_loops, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
 from .plans import RangeCheck
 from .tpu_tiling import SMEM_MAX_ELEMENTS
-from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, walk_loops, write_backs
+from .worklist_isolation import Isolation, ItemWriteBack, decide_isolation, scratch_offset, write_backs
 
 
 

@@ -165,6 +165,13 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             if axis in source_lanes:
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1
+        elif isinstance(item, RefTile) and _broadcasts(item, tensor, axis):
+            if store:
+                raise exc.IndexingError(
+                    f"{name_of(tensor)}[...] = ...: tile '{item.name}' indexes axis {axis} of size 1, which "
+                    "a read broadcasts but a store cannot.")
+            subscript.basic.append(slice(0, 1))  # torch's broadcasting: index 0, the size-1 axis kept
+            axis, out_axis = axis + 1, out_axis + 1
         elif isinstance(item, RefTile):  # of a device value too: a narrowing read (`blk[tile_s]`)
             if item.begin < 0 or item.end > tensor.shape[axis]:
                 raise exc.ShapeMismatch(
@@ -199,6 +206,14 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
     if len(subscript.gather) > 1:
         subscript.native = tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
     return subscript
+
+
+def _broadcasts(tile: RefTile, tensor: torch.Tensor, axis: int) -> bool:
+    """A tile indexing a size-1 axis of a tensor reads it broadcast (index 0 everywhere),
+    unless its loop's range, given by host ints, lies within [0, 1): then it tiles the axis."""
+    if lanes.is_device(tensor) or tensor.shape[axis] != 1:
+        return False
+    return tile.static_range is None or not (tile.static_range[0] == 0 and tile.static_range[1] <= 1)
 
 
 def _scalar(item: Any, name_of: NameOf, tensor: torch.Tensor) -> Any:

@@ -157,12 +157,15 @@ class ReferenceRunner:
         """Each iteration of an `hl.tile`/`hl.grid` loop: its loop variable and its frames
         (each dim's tile or index, with the loop's end)."""
         with self.walker.user_code(), self.mode.paused():
+            static = [not isinstance(b, torch.Tensor) and not isinstance(e, torch.Tensor)
+                      for b, e in zip(spec.begins, spec.ends)]
             begins = [tiles.as_bound(b, "begin") for b in spec.begins]
             ends = [tiles.as_bound(e, "end") for e in spec.ends]
             blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
                       for i, block in enumerate(spec.block_sizes)]
         names = loop_names(stmt.target, len(ends), spec.kind)
-        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device)
+        items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device,
+                              static)
         return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
     def _order(self, stmt: ast.For, spec: hl.TileIterable):

@@ -59,6 +59,9 @@ class RefTile(hl.Tile):
         self.count = count
         self.name = name
         self._index: torch.Tensor | None = None
+        # the loop's range when host ints give it (None when read from data): a loop within
+        # [0, 1) tiles a size-1 axis, any other broadcasts it (reference/indexing.py)
+        self.static_range: tuple[int, int] | None = None
 
     @property
     def extent(self) -> int:
@@ -148,19 +151,23 @@ def dim_tiles(name: str, begin: int, end: int, block: int, in_device: Callable[[
 
 
 def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blocks: list[int],
-            multi: bool, order=None, in_device: Callable[[], bool] = lambda: False) -> Iterator[Any]:
+            multi: bool, order=None, in_device: Callable[[], bool] = lambda: False,
+            static: list[bool] | None = None) -> Iterator[Any]:
     """The loop variable of each iteration, the last dimension fastest (as the Pallas grid runs),
     or in the grid order `order` (a config's `loop_orders` entry: grid axis a walks dim order[a]).
 
     `hl.tile` yields `RefTile`s, `hl.grid` plain ints; a loop over a list of
-    dimensions yields a tuple.
+    dimensions yields a tuple. `static`: per dim, whether host ints give its range.
     """
     per_dim = []
-    for name, begin, end, block in zip(names, begins, ends, blocks):
+    for dim, (name, begin, end, block) in enumerate(zip(names, begins, ends, blocks)):
         if kind == "grid":
             per_dim.append(list(range(begin, end)))
         else:
             per_dim.append(dim_tiles(name, begin, end, block, in_device))
+            if static is not None and static[dim]:
+                for tile in per_dim[-1]:
+                    tile.static_range = (begin, end)
     order = list(order) if order is not None else list(range(len(per_dim)))
     for permuted in itertools.product(*(per_dim[dim] for dim in order)):
         items = [None] * len(order)

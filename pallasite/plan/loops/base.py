@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ...ir import Load, NewAxis, ScalarIndex, TileLoop
+from ...ir import Load, NewAxis, ScalarIndex, TileLoop, walk_loops
 from ..plans import Access, LoopPlan, Scratch, Stream
 
 
@@ -62,11 +62,8 @@ def static_trips(loop: TileLoop) -> tuple[int, ...] | None:
 
 
 def inner_loops(body: list) -> Iterator[TileLoop]:
-    """Every inner loop of a body, outer loops first."""
-    for item in body:
-        if isinstance(item, TileLoop):
-            yield item
-            yield from inner_loops(item.body)
+    """Every inner loop of a body, outer loops first (those under a device `if` too)."""
+    return walk_loops(body)
 
 
 def value_shape(node, stream: Stream) -> tuple[int, ...]:

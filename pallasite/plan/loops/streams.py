@@ -94,12 +94,14 @@ def _computed_inside(index: tuple, loop: TileLoop) -> bool:
 def _direct_parents(body: list, owner: dict, loop: TileLoop | None = None) -> None:
     """The loop each node sits directly in. Nodes under a device `if` have none: a window
     copied in or written back every step would be wrong for an access that may not run
-    (an output window written back whole), so such tensors stay resident."""
+    (an output window written back whole), so such tensors stay resident. A loop inside
+    the `if` runs whole or not at all: its own nodes are its own."""
     for item in body:
         if isinstance(item, TileLoop):
             _direct_parents(item.body, owner, item)
         elif isinstance(item, IfBlock):
-            continue
+            for branch in item.bodies:
+                _direct_parents(branch, owner, None)
         elif loop is not None:
             owner[item.id] = loop
 

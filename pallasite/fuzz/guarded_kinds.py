@@ -1,0 +1,62 @@
+"""The `guarded_loops` kind: a device `if` that encloses tile loops (Helion's grouped GEMM
+and MoE: `if rows != 0: for tile in hl.tile(...)`).
+
+A grid over jagged segments reads each segment's bounds, tests them (or a value read
+from a per-segment flag, or both), and only then walks the segment's rows with an inner
+tile loop: rows copied and scaled (stores skipped when the if is false), or an
+accumulator defined before the if and carried through the loop, with or without an
+`else` that changes it, stored after the if. The loop's bound may be read inside the
+if. Empty segments make the false branch run; each inner loop type is drawn.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .cases import Case, InputSpec, Line
+
+_CONDITIONS = ("rows != 0", "rows > 0", "end > start", "flags[g] != 0", "rows != 0 and flags[g] > 0")
+
+
+def guarded_loops(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    dtype = draw.dtype((torch.float32, torch.float32, torch.int32))
+    count = rng.randint(1, 6)
+    segments = tuple(rng.choice((0, 0, 1, 5, 8, 13, 16, 37)) for _ in range(count))
+    dims = {"d": rng.choice((1, 8, 128, 200)), "G": count}
+    block = rng.choice(("", "", ", block_size=8", ", block_size=16"))
+    condition = rng.choice(_CONDITIONS)
+    inputs = [InputSpec("x", ("T", "d"), dtype, "randint" if dtype == torch.int32 else "randn"),
+              InputSpec("offsets", (), torch.int32, "offsets"),
+              InputSpec("flags", ("G",), torch.int32, "randint")]
+    body = [Line(0, "segments = offsets.size(0) - 1"), Line(0, "d = x.size(1)")]
+    form = rng.choice(("copy", "accumulate", "accumulate_else"))
+    bound_inside = rng.random() < 0.4  # the loop's end read from the tensor inside the if
+    acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
+    if form == "copy":
+        body.append(Line(0, "out = torch.zeros_like(x)"))
+    else:
+        body.append(Line(0, f"out = torch.zeros([segments, d], dtype={acc_dtype}, device=x.device)"))
+    body.append(Line(0, "for g in hl.grid(segments):"))
+    body += [Line(1, "start = offsets[g]"), Line(1, "end = offsets[g + 1]"), Line(1, "rows = end - start")]
+    if form != "copy":
+        body.append(Line(1, f"acc = hl.full([d], {rng.choice((0, 1, -2))}, dtype={acc_dtype})"))
+    body.append(Line(1, f"if {condition}:"))
+    end = "end"
+    if bound_inside:
+        body.append(Line(2, "last = offsets[g + 1]"))
+        end = "last"
+    body.append(Line(2, f"for t in hl.tile(start, {end}{block}):"))
+    if form == "copy":
+        body.append(Line(3, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] - t.id"))))
+    else:
+        body.append(Line(3, rng.choice(("acc = acc + x[t, :].sum(0)", "acc = torch.maximum(acc, x[t, :].amax(0))"))))
+        if form == "accumulate_else":
+            body.append(Line(1, "else:"))
+            body.append(Line(2, rng.choice(("acc = acc - 1", "acc = acc * 2 + g"))))
+        body.append(Line(1, "out[g, :] = acc"))
+    body.append(Line(0, "return out"))
+    return Case("guarded_loops", name, tuple(inputs), tuple(body), dims, segments=segments,
+                loop_type=draw.loop_type(), exact=dtype == torch.int32, tags=(form, condition))
+

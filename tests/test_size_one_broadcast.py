@@ -1,0 +1,119 @@
+"""A tile indexing a size-1 tensor axis reads it as torch broadcasts a size-1 dim
+(`bias[tile_m, tile_n]` with `bias.size(0) == 1`, as Helion does): index 0 at every
+position, the axis kept with size 1."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] + bias[tm, tn]
+    return out
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 256), (48, 1), (1, 1)])
+def test_a_size_one_axis_broadcasts_like_torch(bias_shape):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(48, 256, generator=gen)
+    bias = torch.randn(*bias_shape, generator=gen)
+    config = dict(block_sizes=[16, 128])
+    code, result = code_and_output(add_bias, (x, bias), **config)
+    torch.testing.assert_close(result, x + bias)
+    torch.testing.assert_close(run_ref(add_bias, (x, bias), **config), x + bias)
+
+
+def test_a_broadcast_axis_and_a_full_one_are_different_variants():
+    x = torch.randn(48, 256)
+    add_bias(x, torch.randn(1, 256))
+    before = add_bias.cache_size
+    full = torch.randn(48, 256)
+    torch.testing.assert_close(add_bias(x, full), x + full)
+    assert add_bias.cache_size == before + 1
+
+
+@pallasite.kernel(static_shapes=False)
+def add_bias_dynamic(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] + bias[tm, tn]
+    return out
+
+
+def test_dynamic_shapes_keep_a_size_one_axis_apart():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 256, generator=gen)
+    for rows in (1, 40, 1):  # size 1 is its own bucket, so a dim of 1 never reads a full-size variant
+        bias = torch.randn(rows, 256, generator=gen)
+        torch.testing.assert_close(add_bias_dynamic(x, bias), x + bias)
+    assert add_bias_dynamic.cache_size == 2
+
+
+@pallasite.kernel
+def row_scaled_sums(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """scale is [1, k]: its row broadcasts over every row tile, inside the inner loop."""
+    m, k = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = acc + (x[tm, tk] * scale[tm, tk]).sum(-1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("scale_shape", [(1, 384), (32, 1)])  # broadcast along the outer or the inner tile
+def test_broadcast_inside_an_inner_loop(loop_type, scale_shape):
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(32, 384, generator=gen)
+    scale = torch.randn(*scale_shape, generator=gen)
+    config = dict(block_sizes=[8, 128], pallas_loop_type=loop_type)
+    expected = (x * scale).sum(-1)
+    _, result = code_and_output(row_scaled_sums, (x, scale), **config)
+    torch.testing.assert_close(result, expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run_ref(row_scaled_sums, (x, scale), **config), expected, atol=1e-4, rtol=1e-4)
+
+
+@pallasite.kernel
+def batch_of_one(x: torch.Tensor) -> torch.Tensor:
+    """A loop over the size-1 axis itself tiles it (a store through it is fine)."""
+    out = torch.empty_like(x)
+    for tb, tn in hl.tile([x.size(0), x.size(1)]):
+        out[tb, tn] = x[tb, tn] * 2.0
+    return out
+
+
+def test_a_loop_over_the_size_one_axis_still_tiles_it():
+    x = torch.randn(1, 256)
+    _, result = code_and_output(batch_of_one, (x,), block_sizes=[1, 128])
+    torch.testing.assert_close(result, x * 2.0)
+
+
+@pallasite.kernel
+def store_through_broadcast(x: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    for tm, tn in hl.tile([m, n]):
+        row[tm, tn] = x[tm, tn]
+    return row
+
+
+def test_a_store_through_a_broadcast_axis_is_an_error():
+    x, row = torch.randn(32, 128), torch.zeros(1, 128)
+    for run in (lambda: code_and_output(store_through_broadcast, (x, row), block_sizes=[8, 128]),
+                lambda: run_ref(store_through_broadcast, (x, row), block_sizes=[8, 128])):
+        with pytest.raises(exc.IndexingError) as info:
+            run()
+        assert "size 1" in info.value.message and "tm" in info.value.message
+        assert "row[tm, tn] = x[tm, tn]" in str(info.value)
