@@ -169,7 +169,14 @@ def _testing_stand_ins() -> dict:
         skipIfXPU=_decorator(lambda reason=None, *_: (lambda obj: obj)),
         skipIfTileIR=_decorator(lambda reason=None, *_: (lambda obj: obj)),
         is_pallas_interpret=lambda: True,
+        assert_ref_eager_mode=_asserts_internals("assert_ref_eager_mode (Helion's ref-mode machinery)"),
     )
+
+
+def _asserts_internals(what: str):
+    def helper(*args, **kwargs):
+        raise ReadsInternals(what)
+    return helper
 
 
 class _InternalModule(types.ModuleType):
@@ -198,6 +205,12 @@ class _Internal:
 
     def __mro_entries__(self, bases):
         raise ReadsInternals(f"subclasses {self._name}")
+
+    def __iter__(self):
+        raise ReadsInternals(f"iterates {self._name}")
+
+    def __getitem__(self, key):
+        raise ReadsInternals(f"indexes {self._name}")
 
 
 class _InternalFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -244,6 +257,8 @@ def _reads_internals(error: BaseException) -> str | None:
     text = str(error)
     if isinstance(error, ImportError) and "No module named 'helion." in text:
         return "imports " + text.split("'")[1]
+    if type(error).__name__ == "MissingName" and ("._" in text.split(" ")[0]):
+        return "uses the private " + text.split(" ")[0]
     if isinstance(error, AttributeError) and any(name in text for name in _HELION_ONLY_ATTRIBUTES):
         return "uses a Helion-only attribute (" + text.splitlines()[0][:80] + ")"
     return None
@@ -251,7 +266,8 @@ def _reads_internals(error: BaseException) -> str | None:
 
 # Attributes of Helion's kernel objects and generated modules that say nothing of results.
 _HELION_ONLY_ATTRIBUTES = ("to_triton_code", "config_spec", "_bound_kernels", "__globals__",
-                           "host_function", "'env'", "_helion_")
+                           "host_function", "'env'", "_helion_",
+                           "'BlockSizeSpec'")
 
 
 class _Result(unittest.TestResult):
