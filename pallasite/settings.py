@@ -10,7 +10,7 @@ A Helion program passes its settings unchanged, so `pallasite.kernel` knows ever
   `exc.TensorOperationInWrapper`; `exc.ignoring` applies them while the kernel works);
   `static_shapes`, `autotune_effort`, `print_output_code`, `ref_mode`, `backend` and the
   tuning settings of `autotune/settings.py` (`autotune_random_seed`, the baseline ones,
-  `autotune_config_overrides`, `autotune_progress_bar`, `autotune_log_level`,
+  `autotune_config_overrides`, `autotune_seed_configs`, `autotune_progress_bar`, `autotune_log_level`,
   `force_autotune`) are the decorator's own parameters.
 - GPU-only (`GPU_ONLY_SETTINGS`: persistent kernels' SMs, warp specialization, PTXAS
   control files, Triton's compile processes and timeout): ignored, named in the kernel's

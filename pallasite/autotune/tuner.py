@@ -138,7 +138,7 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
         quiet = True
     return search(bound.config_spec, objective, effort=effort, seed=settings.random_seed,
                   configs=kernel.configs or None, overrides=settings.config_overrides, rerank=rerank,
-                  title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet)
+                  title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet, seeds=settings.seed_configs)
 
 
 def cache_fields(bound) -> dict[str, Any]:
@@ -185,6 +185,9 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     for i, given, reason in result.rejected_configs:
         warn_user(f"pallasite autotune: configs[{i}] {dict(given)} is invalid for {name} ({reason}); "
                   "it is skipped.")
+    for i, given, reason in result.rejected_seeds:
+        warn_user(f"pallasite autotune: autotune_seed_configs[{i}] {dict(given)} is invalid for {name} "
+                  f"({reason}); the search started without it.")
     config, matched = _accurate(bound, result, args, kwargs)
     if not matched:  # the default runs for this process, but it is no tuned config to keep
         return config

@@ -154,6 +154,11 @@ class Tracer:
 
     # ---------------------------------------- hl functions (the active tracer) --
 
+    @property
+    def in_device(self) -> bool:
+        """Whether the statement running is inside a device loop (not host code)."""
+        return self.recorder.device is not None
+
     def specialize(self, value: Any) -> Any:
         if isinstance(value, HostScalar):
             self.specialized.add(value.symbol.name)

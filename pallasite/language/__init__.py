@@ -166,9 +166,18 @@ _ONE_CALL_PER_LOOP = ("Each top-level device loop of a kernel is its own pallas_
                       "`for ... in hl.tile(...)` loop.")
 _SYMMETRIC_MEMORY = ("Copy between devices with hl.make_async_remote_copy(...) and synchronize with "
                      "hl.remote_barrier(...) in a kernel run under jax.shard_map.")
-barrier = _no_tpu_equivalent(
-    "barrier", "it synchronizes the programs of a persistent GPU grid, and a TPU runs a grid's "
-    "programs one after another on each core", _ONE_CALL_PER_LOOP)
+_barrier_in_a_loop = _no_tpu_equivalent(
+    "barrier", "inside a device loop it would synchronize the programs of a persistent GPU grid, and a "
+    "TPU runs a grid's programs one after another on each core", _ONE_CALL_PER_LOOP)
+
+
+def barrier() -> None:
+    """`hl.barrier()` between two top-level device loops: every program of the first loop
+    finishes before the second starts. Each top-level loop is its own `pallas_call`, and
+    one call finishes before the next begins, so here the order already holds and the
+    barrier is nothing more. Inside a device loop a TPU has no equivalent (an error)."""
+    if _tracer("barrier").in_device:
+        _barrier_in_a_loop()
 signal = _no_tpu_equivalent("signal", "it signals through GPU symmetric memory", _SYMMETRIC_MEMORY)
 wait = _no_tpu_equivalent("wait", "it waits on GPU symmetric memory", _SYMMETRIC_MEMORY)
 StackTensor = _no_tpu_equivalent("StackTensor", "it addresses GPU symmetric memory", _SYMMETRIC_MEMORY)
@@ -180,17 +189,23 @@ inline_triton = _no_tpu_equivalent("inline_triton", "it inlines Triton code", _N
 triton_kernel = _no_tpu_equivalent("triton_kernel", "it calls a Triton kernel", _NO_INLINE)
 
 
-def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32) -> Any:
+# `device=` of the creation functions: Helion programs pass their tensors' device (`x.device`)
+# so one kernel serves every backend. A device value lives where the kernel runs (the TPU's
+# VMEM, or interpret mode's simulation of it), so the argument is accepted and has nothing to
+# choose.
+
+
+def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A device tensor of zeros; `shape` may hold tiles (their block size) and ints."""
     return _tracer("zeros").full(shape, 0, dtype)
 
 
-def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32) -> Any:
+def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A device tensor filled with `value`."""
     return _tracer("full").full(shape, value, dtype)
 
 
-def arange(*args: Any, dtype: torch.dtype = torch.int32) -> Any:
+def arange(*args: Any, dtype: torch.dtype = torch.int32, device: Any = None) -> Any:
     """`hl.arange(end)` / `hl.arange(begin, end[, step])` as a device vector."""
     return _tracer("arange").arange(args, dtype)
 

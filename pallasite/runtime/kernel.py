@@ -87,7 +87,7 @@ class Kernel:
         self._noted_host_lines: set[Any] = set()
         with exc.ignoring(self.settings.ignore_warnings):
             self.note_ignored_keys((*ignored_settings, *ignored_keys_of(
-                [self.config, *self.configs, settings.get("autotune_config_overrides")])))
+                [self.config, *self.configs, settings.get("autotune_config_overrides"), *self.tune.seed_configs])))
         self.autotune_effort = self.tune.effort  # print_output_code: Helion's, prints the module
         self.print_output_code = bool(print_output_code)
         self.ref_mode = ref_mode
