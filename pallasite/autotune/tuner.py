@@ -152,7 +152,7 @@ def cache_fields(bound) -> dict[str, Any]:
     except (OSError, TypeError):
         text = kernel.fn.__code__.co_code.hex()
     specs = [(s.kind, s.shape, str(s.dtype), getattr(s.python_type, "__name__", None),
-              s.value if s.kind == "const" else None) for s in bound.specs]
+              _stable_const(s.value) if s.kind == "const" else None) for s in bound.specs]
     captured = [(name, s.shape, str(s.dtype)) for name, s in bound.captured.items()]
     chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
     return {"kernel": f"{kernel.fn.__module__}.{kernel.fn.__qualname__}",
@@ -163,6 +163,12 @@ def cache_fields(bound) -> dict[str, Any]:
             "constants": stable_text(bound.constants),
             "chip": chip, "pallasite": __version__, "jax": jax.__version__,
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
+
+
+def _stable_const(value: Any) -> Any:
+    """A constant argument as the cache key writes it: a function (an epilogue) by its
+    module, name and source (`callable_identity`), not by its address."""
+    return callable_identity(value) if inspect.isfunction(value) else value
 
 
 def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:

@@ -22,7 +22,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import device_values, scans, source
+from . import closures, device_values, scans, source
 from .op_recorder import OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
@@ -89,13 +89,18 @@ class Tracer:
             )
         scope = self.walker.scope
         scope.update(self._initial_scope())
+        captured = {name: self._argument_proxy(name, spec) for name, spec in self.captured.items()}
         arguments = []
         for name, spec in zip(params, self.arg_specs):
             value = self._argument_proxy(name, spec)
+            if closures.is_plain_function(value):  # an epilogue: its tensors are captured inputs
+                value = closures.rebound(value, {
+                    variable: captured[closures.captured_name(name, variable)]
+                    for variable in closures.closure_tensors(value)
+                    if closures.captured_name(name, variable) in captured})
             scope[name] = value
             arguments.append(value.symbol if isinstance(value, (HostTensor, HostScalar)) else value)
-        for name, spec in self.captured.items():
-            value = self._argument_proxy(name, spec)
+        for name, value in captured.items():
             scope[name] = value
             params.append(name)
             arguments.append(value.symbol)

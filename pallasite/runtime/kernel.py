@@ -28,7 +28,8 @@ from .convert import torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params
-from .scope import fingerprint, read_scope
+from .scope import argument_fingerprint, read_scope
+from ..frontend.closures import argument_closure_tensors
 from .compiled import CompiledKernel, _needs_shard_map
 from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
 
@@ -188,16 +189,18 @@ class Kernel:
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
-                key.append(("const", fingerprint(spec.value)))
+                key.append(("const", argument_fingerprint(spec.value)))
         key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
         key.append(("constants", constants))
         return tuple(key)
 
     # ----------------------------------------------------- captured tensors --
 
-    def captured_tensors(self) -> dict[str, Any]:
+    def captured_tensors(self, args: tuple | None = None, kwargs: dict | None = None) -> dict[str, Any]:
         """The tensors the kernel reads by name from its enclosing scope (module globals,
-        closure variables) without taking them as parameters, as those names are bound now.
+        closure variables) without taking them as parameters, as those names are bound now;
+        with a call's `args`, also those its function arguments close over (an epilogue's
+        `bias`, as `epilogue__bias`: `frontend/closures.py`).
 
         They are implicit arguments: every call reads each name again, so a rebound
         global is seen by the next call, and its shape and dtype are part of the
@@ -205,7 +208,15 @@ class Kernel:
         (`self.weight`, `CONFIG["w"]`, inside a helper function) is not captured;
         using it is an `exc.UnsupportedOperation` that says to pass it.
         """
-        return read_scope(self.fn, self.scope_reads(), constants=False)[0]
+        tensors = read_scope(self.fn, self.scope_reads(), constants=False)[0]
+        if args is not None:
+            tensors.update(self.argument_closure_tensors(self.bind_arguments(tuple(args), kwargs or {})))
+        return tensors
+
+    def argument_closure_tensors(self, values: list[Any]) -> dict[str, Any]:
+        """The tensors the function arguments among a call's `values` close over (implicit
+        inputs, by `frontend/closures.py:captured_name`)."""
+        return argument_closure_tensors([p.name for p in self.params], values)
 
     def scope_reads(self) -> source.ScopeReads:
         """The free names the kernel reads and how (the source is parsed once)."""
@@ -236,6 +247,9 @@ class Kernel:
         values = self.bind_arguments(args, kwargs)
         specs = self._arg_specs(values)
         tensors, constants = scope
+        # An epilogue's tensors join this call's captured tensors (`scope[0]`, read for this
+        # call only), so the run that follows passes them too.
+        tensors.update(self.argument_closure_tensors(values))
         captured = self._captured_specs(tensors)
         key = self._key(specs, captured, constants)
         bound = self._bound.get(key)
