@@ -241,4 +241,8 @@ class Tracer:
         result = items[0]
         for item in items[1:]:
             result = self.recorder.apply(op, None, (result, item), {}, display=f"{python_fn.__name__}()")
+        if isinstance(result, HostScalar) and all(
+                (isinstance(i, int) and not isinstance(i, bool)) or (isinstance(i, HostScalar) and i.is_int_argument)
+                for i in items):  # it may size things: HostScalar._as_size
+            result.static_value = lambda: python_fn(int(i) for i in items)
         return result

@@ -26,6 +26,7 @@ __all__ = [
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
     "associative_scan", "cumsum", "cumprod", "reduce",
+    "register_reduction_dim", "randint", "dot_scaled",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -222,6 +223,20 @@ def register_block_size(*args: Any) -> Any:
     return _tracer("register_block_size").register_block_size(args)
 
 
+def register_reduction_dim(size: Any) -> Any:
+    """Declare a dimension each program holds whole, to reduce over it (Helion's
+    `hl.register_reduction_dim(n)`): returns its extent, a compile-time int usable in shapes
+    (`hl.zeros([tile_m, n])`) and host arithmetic. The whole dimension is one block (a full
+    array dim is always a legal TPU block); the `reduction_loops` config knob may still
+    chunk a reduction over it."""
+    if _active_tracer is None:
+        raise exc.UnsupportedSyntax(
+            "hl.register_reduction_dim can only be used inside a function decorated with @pallasite.kernel.")
+    if isinstance(size, bool) or isinstance(size, float) or getattr(size, "shape", None):
+        raise exc.UnsupportedOperation(f"hl.register_reduction_dim takes a size (an int), got {size!r}.")
+    return specialize(size)
+
+
 def register_tunable(name: str, fragment: Fragment) -> Any:
     """Declare a user tunable (e.g. `hl.register_tunable("split_k", hl.PowerOfTwoFragment(1, 8))`):
     it joins the kernel's config space, and returns the config's value (a host value)."""
@@ -254,6 +269,36 @@ def rand(shape: Sequence[Any], seed: Any, device: Any = None) -> Any:
     reproduces it), and its numbers depend on the block sizes.
     """
     return _tracer("rand").rand(shape, seed)
+
+
+_RANDINT_SPAN = 2**24  # float32 holds every integer up to here: wider spans would skip values
+
+
+def randint(shape: Sequence[Any], low: int, high: int, seed: Any, device: Any = None) -> Any:
+    """Uniform int32 numbers in [low, high) of `shape`, from `seed`: `hl.rand`'s numbers
+    scaled to the range, so an element's number depends only on the seed and its
+    coordinates, as there. `high - low` may be at most 2**24 (float32 holds every integer
+    up to it)."""
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise exc.UnsupportedOperation(f"hl.randint({name}={bound!r}): the range's bounds are ints known "
+                                           "when compiling.")
+    if not 0 < high - low <= _RANDINT_SPAN:
+        raise exc.UnsupportedOperation(
+            f"hl.randint(low={low}, high={high}): expected low < high and high - low <= 2**24 (the numbers "
+            "are drawn in float32, which holds every integer only up to 2**24).")
+    span = high - low
+    scaled = torch.floor(rand(shape, seed) * float(span))
+    return torch.clamp(scaled, max=float(span - 1)).to(torch.int32) + low
+
+
+def dot_scaled(*args: Any, **kwargs: Any) -> Any:
+    """Not on a TPU: `hl.dot_scaled` multiplies microscaling (MX) operands, low-precision
+    blocks each with a shared power-of-two scale, which the MXU has no instruction for."""
+    raise exc.UnsupportedOperation(
+        "hl.dot_scaled has no TPU equivalent: it multiplies microscaling (MX: e2m1/e4m3 blocks with shared "
+        "e8m0 scales) operands, and the TPU's MXU has no block-scaled matmul. Dequantize each operand tile "
+        "(`a.to(torch.bfloat16) * a_scale`) and use hl.dot(a, b, acc=acc).")
 
 
 def _is_index_vector(item: Any) -> bool:
