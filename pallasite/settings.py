@@ -10,7 +10,8 @@ A Helion program passes its settings unchanged, so `pallasite.kernel` knows ever
   `exc.TensorOperationInWrapper`; `exc.ignoring` applies them while the kernel works);
   `static_shapes`, `autotune_effort`, `print_output_code`, `ref_mode`, `backend` and the
   tuning settings of `autotune/settings.py` (`autotune_random_seed`, the baseline ones,
-  `autotune_config_overrides`, `autotune_seed_configs`, `autotune_progress_bar`, `autotune_log_level`,
+  `autotune_config_overrides`, `autotune_seed_configs`, `autotune_rebenchmark_threshold`,
+  `autotuner_fn`, `autotune_cache` ("LocalAutotuneCache", the on-disk cache), `autotune_progress_bar`, `autotune_log_level`,
   `force_autotune`) are the decorator's own parameters.
 - GPU-only (`GPU_ONLY_SETTINGS`: persistent kernels' SMs, warp specialization, PTXAS
   control files, Triton's compile processes and timeout): ignored, named in the kernel's
@@ -38,11 +39,11 @@ GPU_ONLY_SETTINGS = frozenset({
 
 # Settings whose TPU meaning is not implemented, with the value that means "off".
 NOT_SUPPORTED = {
-    "fast_math": False, "autotune_log": None, "autotune_rebenchmark_threshold": None,
+    "fast_math": False, "autotune_log": None,
     "autotune_max_generations": None, "autotune_ignore_errors": False,
     "autotune_adaptive_timeout": True, "print_repro": False, "output_origin_lines": True,
     "debug_dtype_asserts": False, "autotune_cache": "LocalAutotuneCache",
-    "autotuner_fn": None, "autotune_benchmark_fn": None, "autotune_best_available_max_configs": None,
+    "autotune_benchmark_fn": None, "autotune_best_available_max_configs": None,
     "autotune_best_available_max_cache_scan": None,
 }
 

@@ -40,6 +40,7 @@ FULL_BUDGET = 160  # objective evaluations of a full search (before the re-rank)
 FULL_POPULATION = 16
 FULL_PATIENCE = 3  # generations without improvement before stopping
 RERANK_TOP = 3
+RERANK_MOST = 8  # finalists re-ranked at most, however many a rebenchmark threshold admits
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,12 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
            seed: int = 0, configs: Sequence[Config] | None = None, overrides: dict | None = None,
            rerank: Callable[[list[Config]], list[float]] | None = None,
            title: str = "autotune", quiet: bool | None = None,
-           seeds: Sequence[Config] = ()) -> SearchResult:
+           seeds: Sequence[Config] = (), rerank_threshold: float | None = None) -> SearchResult:
     """Search `space` for the config with the least `objective`. `rerank(configs)`, if
-    given, re-scores the top candidates of a full search (lists of the same length);
-    `seeds`: configs to start from beside the default (module docstring)."""
+    given, re-scores the top candidates of a full search (lists of the same length): the
+    best three, or with `rerank_threshold` (`autotune_rebenchmark_threshold`) every one
+    within that factor of the best (at most `RERANK_MOST`); `seeds`: configs to start from
+    beside the default (module docstring)."""
     if effort not in EFFORTS:
         raise exc.InvalidConfig(f"autotune_effort={effort!r}: expected one of {EFFORTS}.")
     start = time.perf_counter()
@@ -177,7 +180,7 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
                         evaluate(config)
             elif effort == "full":
                 _genetic(space, evaluate, starts, rng)
-        finalists = evaluate.best(RERANK_TOP)
+        finalists = _finalists(evaluate, rerank_threshold)
         if effort == "full" and rerank is not None and len(finalists) > 1:
             scores = rerank([t.config for t in finalists])
             finalists = [t for _, t in sorted(zip(scores, finalists), key=lambda p: p[0])]
@@ -190,6 +193,15 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
     best = finalists[0]
     return SearchResult(best.config, best.seconds, default, evaluate.trials, time.perf_counter() - start,
                         rejected, rejected_seeds)
+
+
+def _finalists(evaluate: _Evaluator, threshold: float | None) -> list[Trial]:
+    """The candidates a re-rank re-scores: the best `RERANK_TOP`, or those within
+    `threshold` times the best time (the best always, at most `RERANK_MOST`)."""
+    if threshold is None:
+        return evaluate.best(RERANK_TOP)
+    ranked = evaluate.best(RERANK_MOST)
+    return [t for t in ranked if t is ranked[0] or t.seconds <= ranked[0].seconds * threshold]
 
 
 def _start(space: ConfigSpec, config: Config, overrides: dict) -> Config | None:
