@@ -167,3 +167,41 @@ def test_randint_refuses_an_empty_too_wide_or_float_range(low, high):
 def test_dot_scaled_says_why_a_tpu_has_none_and_what_to_write():
     with pytest.raises(exc.UnsupportedOperation, match="MXU has no block-scaled matmul.*hl.dot"):
         hl.dot_scaled(None, None, "e4m3", None, None, "e4m3")
+
+
+# ----------------------------------------------------------- hl.device_print --
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def printed_rows(x):
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        rows = x[tile_m, tile_n]
+        hl.device_print("tile", tile_m.begin, tile_n.begin, 7)  # int32 scalars: one line
+        hl.device_print("row sums", rows.sum(-1), 0.5)  # a vector, then a float: a line each
+        out[tile_m, tile_n] = rows * 2.0
+    return out
+
+
+def test_device_print_prints_each_program_in_interpret_mode(capfd):
+    x = torch.ones(16, 128)
+    code, out = code_and_output(printed_rows, (x,))
+    torch.testing.assert_close(out, x * 2.0)
+    assert "pl.debug_print('tile {} {} {}'" in code
+    printed = capfd.readouterr().out
+    assert "tile 0 0 7" in printed and "tile 8 0 7" in printed
+    assert printed.count("row sums") == 4 and "128." in printed and "0.5" in printed
+    torch.testing.assert_close(run_ref(printed_rows, (x,)), x * 2.0)
+    assert "row sums" in capfd.readouterr().out
+    check_tpu_lowering(printed_rows, (x,))
+
+
+def test_device_print_outside_a_device_loop_says_where_it_belongs():
+    @pallasite.kernel
+    def host_print(x):
+        hl.device_print("x", 1)
+        return x
+
+    with pytest.raises(exc.UnsupportedSyntax, match="inside a device loop"):
+        host_print(torch.ones(8, 128))

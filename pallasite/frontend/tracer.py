@@ -208,6 +208,9 @@ class Tracer:
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)
 
+    def device_print(self, prefix: str, values: tuple) -> None:
+        device_values.device_print(self.recorder, prefix, values)
+
     def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
         return scans.associative_scan(self.recorder, combine_fn, values, dim, reverse)
 

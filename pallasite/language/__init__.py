@@ -26,7 +26,7 @@ __all__ = [
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
     "associative_scan", "cumsum", "cumprod", "reduce",
-    "register_reduction_dim", "randint", "dot_scaled",
+    "register_reduction_dim", "randint", "dot_scaled", "device_print",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -299,6 +299,17 @@ def dot_scaled(*args: Any, **kwargs: Any) -> Any:
         "hl.dot_scaled has no TPU equivalent: it multiplies microscaling (MX: e2m1/e4m3 blocks with shared "
         "e8m0 scales) operands, and the TPU's MXU has no block-scaled matmul. Dequantize each operand tile "
         "(`a.to(torch.bfloat16) * a_scale`) and use hl.dot(a, b, acc=acc).")
+
+
+def device_print(prefix: str, *values: Any) -> None:
+    """Print `prefix` and device values from inside a device loop, each program as it runs
+    (`pl.debug_print`: TPU interpret mode prints on the host; on a TPU it goes to the
+    runtime's log). int32 scalars print together on one line; any other value (a vector,
+    a float) prints on its own line after the prefix, as Mosaic logs one vector at a time.
+    Constants print as device scalars."""
+    if not isinstance(prefix, str):
+        raise exc.UnsupportedOperation(f"hl.device_print's first argument is its text, got {prefix!r}.")
+    _tracer("device_print").device_print(prefix, values)
 
 
 def _is_index_vector(item: Any) -> bool:
