@@ -2,22 +2,30 @@
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any, Callable
 
 from . import exc, language
 from .config import Config
 from .runtime import BoundKernel, CompiledKernel, Kernel
 from .runtime.checks import range_checked
+from .autotune import searches as _searches
 from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_output without another import
 
 __all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "testing"]
 from .version import __version__  # noqa: E402
 
-# Helion's import path of the tunable fragments (`from helion.autotuner import
-# PowerOfTwoFragment`), so such kernels port by renaming the package. It names the module
-# that defines them (`language/tunables.py`, also `hl.PowerOfTwoFragment`, ...) as `os.path`
-# names `posixpath`: no file of its own, so nothing sits beside `autotune/` (the autotuner).
-autotuner = sys.modules[f"{__name__}.autotuner"] = language.tunables
+# Helion's import path `helion.autotuner`, so such kernels port by renaming the package: the
+# tunable fragments (`from helion.autotuner import PowerOfTwoFragment`, defined in
+# `language/tunables.py`, also `hl.PowerOfTwoFragment`) and the tuners of the `autotuner_fn=`
+# setting (`autotune/searches.py`: `LocalAutotuneCache`, `search_algorithms`). A namespace
+# with no file of its own, so nothing sits beside `autotune/` (the autotuner).
+autotuner = sys.modules[f"{__name__}.autotuner"] = types.ModuleType(
+    f"{__name__}.autotuner", "Helion's `helion.autotuner` names: tunable fragments and tuners.")
+autotuner.__dict__.update({name: getattr(language.tunables, name) for name in (
+    "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment", "BooleanFragment")})
+autotuner.__dict__.update({name: getattr(_searches, name) for name in (
+    "LocalAutotuneCache", "NeighbourhoodSearch", "GeneticSearch", "search_algorithms")})
 
 
 def kernel(fn: Callable | None = None, **options: Any) -> Any:

@@ -7,18 +7,43 @@ user's call site (`warn_user`).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+# The warning classes the running kernel's `ignore_warnings=[...]` setting silences.
+_IGNORED: contextvars.ContextVar[tuple[type[Warning], ...]] = contextvars.ContextVar(
+    "pallasite_ignored_warnings", default=())
+
+
+@contextlib.contextmanager
+def ignoring(categories: tuple[type[Warning], ...]) -> Iterator[None]:
+    """Within the block, `warn_user` drops warnings of `categories` (and their subclasses):
+    a kernel's `ignore_warnings=[...]`, applied while that kernel binds, compiles, tunes and
+    runs. A context variable, so it holds for this thread (and task) only."""
+    if not categories:
+        yield
+        return
+    token = _IGNORED.set(_IGNORED.get() + tuple(categories))
+    try:
+        yield
+    finally:
+        _IGNORED.reset(token)
+
+
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     """`warnings.warn` attributed to the first frame outside pallasite and JAX (the user's
-    call site, also under `jax.jit` tracing), not to library internals."""
+    call site, also under `jax.jit` tracing), not to library internals; nothing when the
+    running kernel ignores `category` (`ignoring`)."""
+    if issubclass(category, _IGNORED.get()):
+        return
     libraries = [_PACKAGE_DIR + os.sep]
     jax = sys.modules.get("jax")
     if jax is not None and getattr(jax, "__file__", None):
@@ -141,3 +166,10 @@ class PallasiteWarning(UserWarning):
 
 class IgnoredConfigKeys(PallasiteWarning):
     """Config keys or kernel settings of Helion's GPU backends, which a TPU kernel ignores."""
+
+
+class TensorOperationInWrapper(PallasiteWarning):
+    """Host code (outside the `hl.tile`/`hl.grid` loops) computes on whole tensors: each such
+    op runs as its own XLA op beside the kernel's `pallas_call`s, not fused into them (an
+    extra pass over HBM). Helion's name; said once per kernel and source line, silenced by
+    `@pallasite.kernel(ignore_warnings=[pallasite.exc.TensorOperationInWrapper])`."""

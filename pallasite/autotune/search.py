@@ -14,6 +14,11 @@ aborts the search.
   the top few are then re-ranked by `rerank` (on a TPU: a paired re-measurement).
 - `configs=[...]`: exactly those configs (the invalid ones listed in
   `SearchResult.rejected_configs`; if all are invalid, one `InvalidConfig` lists each).
+- `seeds` (`autotune_seed_configs`): configs the search starts from beside the default:
+  each is scored first, "quick" also tries its neighbourhood, "full" puts it (and its
+  neighbours) in the initial population, so the generations breed from it when it is
+  good. A seed that does not plan is listed in `SearchResult.rejected_seeds` and the
+  search goes on. Effort "none" and `configs=[...]` (an exact list) take no seeds.
 The order of candidates depends only on the space and `seed`, so a fixed seed gives
 the same search (and, with a deterministic objective, the same winner).
 """
@@ -35,6 +40,7 @@ FULL_BUDGET = 160  # objective evaluations of a full search (before the re-rank)
 FULL_POPULATION = 16
 FULL_PATIENCE = 3  # generations without improvement before stopping
 RERANK_TOP = 3
+RERANK_MOST = 8  # finalists re-ranked at most, however many a rebenchmark threshold admits
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class SearchResult:
     wall_seconds: float = 0.0
     # `configs=[...]` entries rejected (position, the config as given, why); the rest ran
     rejected_configs: list[tuple[int, Config, str]] = field(default_factory=list)
+    # `autotune_seed_configs` entries rejected (position, the config as given, why)
+    rejected_seeds: list[tuple[int, Config, str]] = field(default_factory=list)
 
     def ranked(self) -> list[Trial]:
         """Distinct legal trials, fastest first."""
@@ -132,9 +140,13 @@ class _Evaluator:
 def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: str = "quick",
            seed: int = 0, configs: Sequence[Config] | None = None, overrides: dict | None = None,
            rerank: Callable[[list[Config]], list[float]] | None = None,
-           title: str = "autotune", quiet: bool | None = None) -> SearchResult:
+           title: str = "autotune", quiet: bool | None = None,
+           seeds: Sequence[Config] = (), rerank_threshold: float | None = None) -> SearchResult:
     """Search `space` for the config with the least `objective`. `rerank(configs)`, if
-    given, re-scores the top candidates of a full search (lists of the same length)."""
+    given, re-scores the top candidates of a full search (lists of the same length): the
+    best three, or with `rerank_threshold` (`autotune_rebenchmark_threshold`) every one
+    within that factor of the best (at most `RERANK_MOST`); `seeds`: configs to start from
+    beside the default (module docstring)."""
     if effort not in EFFORTS:
         raise exc.InvalidConfig(f"autotune_effort={effort!r}: expected one of {EFFORTS}.")
     start = time.perf_counter()
@@ -145,22 +157,30 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
     except exc.PallasiteError:
         pass  # the default with these overrides does not plan: it is recorded as rejected
     rng = random.Random(seed)
-    total = _planned(space, effort, configs, default)
+    seeds = [] if configs or effort == "none" else list(seeds)
+    starts = [default, *(_start(space, config, overrides) for config in seeds)]
+    total = _planned(space, effort, configs, starts)
     with Progress(title, total, quiet=quiet) as progress:
         evaluate = _Evaluator(space, objective, overrides, progress)
-        rejected = []
+        rejected, rejected_seeds = [], []
         if configs:
             for i, config in enumerate(configs):
                 if not math.isfinite(evaluate(config)):
                     rejected.append((i, config, evaluate.reason(config)))
         else:
             evaluate(default)
+            for i, config in enumerate(seeds):
+                if not math.isfinite(evaluate(config)):
+                    rejected_seeds.append((i, config, evaluate.reason(config)))
+            starts = [default] + [point for point, config in zip(starts[1:], seeds)
+                                  if point is not None and math.isfinite(evaluate(config))]
             if effort == "quick":
-                for config in space.neighbours(default):
-                    evaluate(config)
+                for point in starts:
+                    for config in space.neighbours(point):
+                        evaluate(config)
             elif effort == "full":
-                _genetic(space, evaluate, default, rng)
-        finalists = evaluate.best(RERANK_TOP)
+                _genetic(space, evaluate, starts, rng)
+        finalists = _finalists(evaluate, rerank_threshold)
         if effort == "full" and rerank is not None and len(finalists) > 1:
             scores = rerank([t.config for t in finalists])
             finalists = [t for _, t in sorted(zip(scores, finalists), key=lambda p: p[0])]
@@ -172,23 +192,45 @@ def search(space: ConfigSpec, objective: Callable[[Config], float], *, effort: s
         raise exc.InvalidConfig(f"Every candidate config was rejected: {reasons}")
     best = finalists[0]
     return SearchResult(best.config, best.seconds, default, evaluate.trials, time.perf_counter() - start,
-                        rejected)
+                        rejected, rejected_seeds)
 
 
-def _planned(space: ConfigSpec, effort: str, configs, default: Config) -> int:
+def _finalists(evaluate: _Evaluator, threshold: float | None) -> list[Trial]:
+    """The candidates a re-rank re-scores: the best `RERANK_TOP`, or those within
+    `threshold` times the best time (the best always, at most `RERANK_MOST`)."""
+    if threshold is None:
+        return evaluate.best(RERANK_TOP)
+    ranked = evaluate.best(RERANK_MOST)
+    return [t for t in ranked if t is ranked[0] or t.seconds <= ranked[0].seconds * threshold]
+
+
+def _start(space: ConfigSpec, config: Config, overrides: dict) -> Config | None:
+    """A seed as a point of the space to step from (None when it does not normalize)."""
+    try:
+        return space.normalize(Config({**config, **overrides}))
+    except exc.InvalidConfig:
+        return None
+
+
+def _planned(space: ConfigSpec, effort: str, configs, starts: list[Config | None]) -> int:
     if configs:
         return len(configs)
     if effort == "none":
         return 1
     if effort == "quick":
-        return 1 + len(space.neighbours(default))
+        return sum(1 + (len(space.neighbours(start)) if start is not None else 0) for start in starts)
     return FULL_BUDGET
 
 
-def _genetic(space: ConfigSpec, evaluate: _Evaluator, default: Config, rng: random.Random) -> None:
-    """Population-based search: neighbours and samples, then mutated and crossed children."""
-    for config in space.neighbours(default):
-        evaluate(config)
+def _genetic(space: ConfigSpec, evaluate: _Evaluator, starts: list[Config], rng: random.Random) -> None:
+    """Population-based search from `starts` (the default and the seeds that plan): their
+    neighbours and samples, then mutated and crossed children of the best."""
+    default = starts[0]
+    for start in starts:
+        for config in space.neighbours(start):
+            if len(evaluate.trials) >= FULL_BUDGET:
+                return
+            evaluate(config)
     for _ in range(4 * FULL_POPULATION):  # bounded: in a tiny space samples keep repeating
         if len(evaluate.trials) >= FULL_POPULATION:
             break

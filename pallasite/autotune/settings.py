@@ -7,9 +7,17 @@
   must match it within autotune_baseline_atol / autotune_baseline_rtol (default 1e-2 each).
   Without one, the default config's output is the baseline.
 - autotune_config_overrides: fixed values for some keys in every candidate (and the result).
+- autotune_seed_configs: a config, or a list of configs, the search starts from beside the
+  default (`search.py`: scored first, their neighbourhoods searched); partial configs are
+  completed with defaults, and one that does not plan is skipped with a warning.
 - autotune_progress_bar: draw the search's progress (default True; False: the log lines only).
 - autotune_log_level: a `logging` level; above INFO (or 0, as Helion reads it) the tuner prints
   nothing, neither log lines nor progress (default INFO).
+- autotune_rebenchmark_threshold: a factor >= 1; the finalists a full search re-measures on a
+  TPU are every config within that factor of the best time (default: the best three).
+- autotuner_fn: `fn(bound_kernel, args) -> tuner` whose `tuner.autotune()` returns the config
+  a first call runs instead of the built-in search (Helion's hook: `autotune/searches.py`,
+  e.g. `LocalAutotuneCache(NeighbourhoodSearch(bound_kernel, args))`).
 - force_autotune: tune the first call even when the kernel names its config (`config=`, or
   one entry of `configs=`); the named config still completes candidates (default False).
 """
@@ -22,14 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import exc
-from ..config import Config
+from ..config import Config, as_config
 from .search import EFFORTS
 
 EFFORT_ENV = "PALLASITE_AUTOTUNE_EFFORT"
 SEED_ENV = "PALLASITE_AUTOTUNE_RANDOM_SEED"
 KEYS = ("autotune_random_seed", "autotune_accuracy_check", "autotune_baseline_fn",
         "autotune_baseline_atol", "autotune_baseline_rtol", "autotune_config_overrides", "autotune_progress_bar",
-        "autotune_log_level", "force_autotune")
+        "autotune_log_level", "force_autotune", "autotune_seed_configs", "autotune_rebenchmark_threshold",
+        "autotuner_fn")
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,9 @@ class TuneSettings:
     progress_bar: bool = True
     log_level: int = logging.INFO
     force: bool = False
+    seed_configs: tuple[Config, ...] = ()
+    rebenchmark_threshold: float | None = None
+    autotuner_fn: Callable | None = None
 
     @property
     def quiet(self) -> bool:
@@ -56,6 +68,9 @@ class TuneSettings:
         check off is not reused under another."""
         return {"effort": self.effort, "seed": self.random_seed,
                 "overrides": repr(sorted(self.config_overrides.items())),
+                "seed_configs": repr([c.key() for c in self.seed_configs]),
+                "rebenchmark_threshold": self.rebenchmark_threshold,
+                "autotuner_fn": callable_identity(self.autotuner_fn) if self.autotuner_fn is not None else None,
                 "accuracy_check": self.accuracy_check,
                 "baseline": callable_identity(self.baseline_fn) if self.baseline_fn is not None else None,
                 "baseline_tolerance": (self.baseline_atol, self.baseline_rtol)}
@@ -151,4 +166,32 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
         raise exc.InvalidConfig(f"autotune_log_level={level!r}: expected a logging level (an int >= 0).")
     return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
                         tolerances["autotune_baseline_rtol"], dict(checked), flags["autotune_progress_bar"],
-                        level, flags["force_autotune"])
+                        level, flags["force_autotune"], _seed_configs(settings.get("autotune_seed_configs")),
+                        _threshold(settings.get("autotune_rebenchmark_threshold")), _tuner(settings.get("autotuner_fn")))
+
+
+def _threshold(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
+        raise exc.InvalidConfig(f"autotune_rebenchmark_threshold={value!r}: expected a factor >= 1 (e.g. 1.05: "
+                                "re-measure every config within 5% of the best).")
+    return float(value)
+
+
+def _tuner(value: Any) -> Callable | None:
+    if value is not None and not callable(value):
+        raise exc.InvalidConfig(f"autotuner_fn={value!r}: expected a callable (bound_kernel, args) -> tuner, "
+                                "whose autotune() returns a config.")
+    return value
+
+
+def _seed_configs(value: Any) -> tuple[Config, ...]:
+    """`autotune_seed_configs`: None, a config (a `Config` or a dict) or a list of them."""
+    if value is None:
+        return ()
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    try:
+        return tuple(as_config(item) for item in items)  # each key and value checked
+    except exc.InvalidConfig as err:
+        raise exc.InvalidConfig(f"autotune_seed_configs={value!r}: {err.message}") from None

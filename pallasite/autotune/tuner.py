@@ -21,7 +21,7 @@ import jax
 import torch
 
 from .. import exc
-from ..config import Config
+from ..config import Config, as_config
 from . import cache
 from .cost_model import estimate
 from ..exc import warn_user
@@ -139,7 +139,8 @@ def autotune(bound, args: tuple, kwargs: dict | None = None, *, effort: str | No
         quiet = True
     return search(bound.config_spec, objective, effort=effort, seed=settings.random_seed,
                   configs=kernel.configs or None, overrides=settings.config_overrides, rerank=rerank,
-                  title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet)
+                  title=f"autotune {kernel.fn.__name__} ({label})", quiet=quiet, seeds=settings.seed_configs,
+                  rerank_threshold=settings.rebenchmark_threshold)
 
 
 def kernel_identity(fn: Callable) -> str:
@@ -164,7 +165,7 @@ def cache_fields(bound) -> dict[str, Any]:
     except (OSError, TypeError):
         text = kernel.fn.__code__.co_code.hex()
     specs = [(s.kind, s.shape, str(s.dtype), getattr(s.python_type, "__name__", None),
-              s.value if s.kind == "const" else None) for s in bound.specs]
+              _stable_const(s.value) if s.kind == "const" else None) for s in bound.specs]
     captured = [(name, s.shape, str(s.dtype)) for name, s in bound.captured.items()]
     chip = jax.devices()[0].device_kind if on_tpu() else f"model:{default_chip()}"
     return {"kernel": kernel_identity(kernel.fn),
@@ -177,16 +178,34 @@ def cache_fields(bound) -> dict[str, Any]:
             "configs": repr([c.key() for c in kernel.configs]), **kernel.tune.describe()}
 
 
+def _stable_const(value: Any) -> Any:
+    """A constant argument as the cache key writes it: a function (an epilogue) by its
+    module, name and source (`callable_identity`), not by its address."""
+    return callable_identity(value) if inspect.isfunction(value) else value
+
+
 def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
-    """The config a first call runs: cached, else searched and checked (then cached);
-    None (the default config) if the search itself fails, with a warning."""
-    name = bound.kernel.fn.__name__
+    """The config a first call runs: the kernel's `autotuner_fn(bound, args).autotune()` when
+    it names one (`autotune/searches.py`), else cached, else searched and checked (then
+    cached); None (the default config) if the search itself fails, with a warning."""
+    tuner_fn = bound.kernel.tune.autotuner_fn
+    if tuner_fn is not None:
+        chosen = tuner_fn(bound, tuple(args)).autotune()
+        return None if chosen is None else bound.config_spec.check(as_config(chosen))
     fields = cache_fields(bound)
     cached = _cached(bound, fields)
     if cached is not None:
         return cached
+    return searched_config(bound, args, kwargs, fields)
+
+
+def searched_config(bound, args: tuple, kwargs: dict, fields: dict | None = None,
+                    effort: str | None = None) -> Config | None:
+    """The search's config for these arguments, checked for accuracy (`_accurate`) and,
+    with `fields` (its cache key), cached; None (the default) if the search fails."""
+    name = bound.kernel.fn.__name__
     try:
-        result = autotune(bound, args, kwargs)
+        result = autotune(bound, args, kwargs, effort=effort)
     except Exception as err:  # noqa: BLE001 - a failed search must not fail a call the default serves
         if bound.kernel.configs and isinstance(err, exc.InvalidConfig):
             raise  # every config in configs=[...] is invalid (one error lists each): nothing to run
@@ -197,8 +216,11 @@ def tuned_config(bound, args: tuple, kwargs: dict) -> Config | None:
     for i, given, reason in result.rejected_configs:
         warn_user(f"pallasite autotune: configs[{i}] {dict(given)} is invalid for {name} ({reason}); "
                   "it is skipped.")
+    for i, given, reason in result.rejected_seeds:
+        warn_user(f"pallasite autotune: autotune_seed_configs[{i}] {dict(given)} is invalid for {name} "
+                  f"({reason}); the search started without it.")
     config, matched = _accurate(bound, result, args, kwargs)
-    if not matched:  # the default runs for this process, but it is no tuned config to keep
+    if not matched or fields is None:  # a mismatch is no tuned config to keep
         return config
     path = cache.store(name, fields, config, {"seconds": result.best_seconds,
                                               "candidates": len(result.trials)})

@@ -20,7 +20,7 @@ from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
 from .reduction_loops import emit_looped_reduction
 from .remote import emit_entry_rendezvous, emit_remote
-from .structural import STRUCTURAL_RULES
+from .structural import STATEMENT_RULES, STRUCTURAL_RULES
 from .subviews import emit_spill
 from .tree import CodeBuilder, render, tidy
 from .worklists import emit_item_write_back
@@ -341,6 +341,10 @@ class KernelEmitter:
 
     def _emit_op(self, node: Node) -> None:
         op = ops.OPS[node.op]
+        if node.op in STATEMENT_RULES:  # a statement with no value
+            for statement in STATEMENT_RULES[node.op](self, node):
+                self.emit(statement)
+            return
         if op.kind is ops.OpKind.STRUCTURAL:
             if node.op == "subview":
                 emit_spill(self, node)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..ir import Node
 from .frames import tile_count
 from .subviews import subview_text
@@ -55,8 +57,29 @@ def _tile_count(emitter: KernelEmitter, node: Node) -> str:
     return tile_count(emitter, node.args[0])
 
 
+def device_print_statements(emitter: KernelEmitter, node: Node) -> list[str]:
+    """`hl.device_print(prefix, *values)` as `pl.debug_print` calls, in the forms Mosaic logs:
+    int32 scalars together in one call (`$0`-style placeholders), any other value alone and
+    as a vector of at least two dims (a scalar as [[v]])."""
+    prefix, values = node.kwargs["prefix"], node.args
+    if all(tuple(v.shape) == () and v.dtype == torch.int32 for v in values):
+        text = " ".join([prefix, *["{}"] * len(values)]) if values else prefix
+        return [f"pl.debug_print({text!r}{''.join(', ' + emitter.render(v) for v in values)})"]
+    statements = []
+    for value in values:
+        shape = (1,) * max(0, 2 - len(value.shape)) + tuple(value.shape)
+        rendered = emitter.render(value)
+        if tuple(shape) != tuple(value.shape):
+            rendered = f"jnp.reshape({rendered}, {tuple(shape)!r})"
+        statements.append(f"pl.debug_print({(prefix + ' {}')!r}, {rendered})")
+    return statements
+
+
 STRUCTURAL_RULES = {
     "subview": subview_text,
     "scalar_arg": _scalar_arg, "tile_begin": _tile_begin, "tile_id": _tile_id, "tile_end": _tile_end,
     "tile_index": _tile_index, "tile_count": _tile_count,
 }
+
+# STRUCTURAL ops that are statements with no value (besides remote copies, codegen/remote.py)
+STATEMENT_RULES = {"device_print": device_print_statements}

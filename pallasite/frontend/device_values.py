@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .. import exc
-from ..ir import ops
+from ..ir import Node, Value, ops
 from .operands import check_dtype, shape_entry
 from .proxies import DeviceTensor, TileProxy
 
@@ -94,3 +94,22 @@ def _new_tensor(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict) 
         raise exc.UnsupportedOperation(f"Tensor.{factory.name} needs a size (and new_full a fill value).")
     return full(recorder, tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,), fill,
                 kwargs.get("dtype") or source.dtype)
+
+
+def device_print(recorder: Any, prefix: str, values: tuple) -> None:
+    """`hl.device_print(prefix, *values)`: a `device_print` node (no result) of device values;
+    a constant becomes a device scalar (int32 or float32), a tile attribute is already one."""
+    if recorder.device is None:
+        raise exc.UnsupportedSyntax("hl.device_print prints device values; call it inside a device loop "
+                                    "(host code may print with print()).")
+    operands = []
+    for value in values:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            dtype = torch.int32 if isinstance(value, int) else torch.float32
+            value = full(recorder, [], value, dtype)
+        operand = recorder.device_operand(value)
+        if not isinstance(operand, Value):
+            raise exc.UnsupportedOperation(f"hl.device_print prints device values and numbers, got {value!r}.",
+                                           recorder.location)
+        operands.append(operand)
+    recorder.append_node(Node("device_print", tuple(operands), {"prefix": prefix}, [], recorder.location))

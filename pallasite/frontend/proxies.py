@@ -8,7 +8,7 @@ to the active `Tracer`, which records IR.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -211,6 +211,10 @@ class DeviceTensor(_TensorLike):
 class HostScalar(Traced):
     """A runtime int/float kernel argument: its value is not known while compiling."""
 
+    # `min(256, n)` of ints and int arguments (the tracer's builtin min/max): how to compute the
+    # value when compiling, making those arguments constants of the variant (None: unknown)
+    static_value: Callable[[], int] | None = None
+
     def __init__(self, tracer: Any, symbol: Any, python_type: type):
         self._tracer = tracer
         self.symbol = symbol
@@ -240,11 +244,15 @@ class HostScalar(Traced):
     def _as_size(self) -> int:
         """An int argument used where an int is needed (`torch.zeros([m, width])`, `x[:, :width]`):
         made a constant of its variant, as `hl.specialize(width)` would (Helion needs no call for
-        a scalar that only sizes tensors); a value computed from one still needs hl.specialize."""
+        a scalar that only sizes tensors), and so is a builtin `min`/`max` of ints and int
+        arguments (`hl.register_block_size(min(256, block_m))`, flex attention); another value
+        computed from one still needs hl.specialize."""
         from .. import language as hl
 
         if self.is_int_argument and hl._active_tracer is not None:
             return hl.specialize(self)
+        if self.static_value is not None and hl._active_tracer is not None:
+            return self.static_value()
         return self._needs_specialize()
 
     __index__ = __int__ = _as_size

@@ -23,7 +23,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import device_values, lane_pairs, scans, source
+from . import closures, device_values, lane_pairs, scans, source
 from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
@@ -90,10 +90,16 @@ class Tracer:
             )
         scope = self.walker.scope
         scope.update(self._initial_scope())
+        captured = {name: self._argument_proxy(name, spec) for name, spec in self.captured.items()}
         arguments = []
         specialized_in_body = _specialized_parameters(self.fn_ast)
         for name, spec in zip(params, self.arg_specs):
             value = self._argument_proxy(name, spec)
+            if closures.is_plain_function(value):  # an epilogue: its tensors are captured inputs
+                value = closures.rebound(value, {
+                    variable: captured[closures.captured_name(name, variable)]
+                    for variable in closures.closure_tensors(value)
+                    if closures.captured_name(name, variable) in captured})
             scope[name] = value
             arguments.append(value.symbol if isinstance(value, (HostTensor, HostScalar)) else value)
             if isinstance(value, HostScalar) and name in specialized_in_body and spec.value is not None:
@@ -101,8 +107,7 @@ class Tracer:
                 # from the first line on, so uses before the hl.specialize call (Helion's
                 # `n = seqlen // chunk` then `chunk = hl.specialize(chunk)`) see it too
                 scope[name] = self.specialize(value)
-        for name, spec in self.captured.items():
-            value = self._argument_proxy(name, spec)
+        for name, value in captured.items():
             scope[name] = value
             params.append(name)
             arguments.append(value.symbol)
@@ -161,6 +166,11 @@ class Tracer:
 
     # ---------------------------------------- hl functions (the active tracer) --
 
+    @property
+    def in_device(self) -> bool:
+        """Whether the statement running is inside a device loop (not host code)."""
+        return self.recorder.device is not None
+
     def specialize(self, value: Any) -> Any:
         if isinstance(value, HostScalar):
             self.specialized.add(value.symbol.name)
@@ -211,6 +221,9 @@ class Tracer:
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         return self.recorder.rand(shape, seed)
 
+    def device_print(self, prefix: str, values: tuple) -> None:
+        device_values.device_print(self.recorder, prefix, values)
+
     def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
         return scans.associative_scan(self.recorder, combine_fn, values, dim, reverse)
 
@@ -258,6 +271,10 @@ class Tracer:
         result = items[0]
         for item in items[1:]:
             result = self.recorder.apply(op, None, (result, item), {}, display=f"{python_fn.__name__}()")
+        if isinstance(result, HostScalar) and all(
+                (isinstance(i, int) and not isinstance(i, bool)) or (isinstance(i, HostScalar) and i.is_int_argument)
+                for i in items):  # it may size things: HostScalar._as_size
+            result.static_value = lambda: python_fn(int(i) for i in items)
         return result
 
 

@@ -486,3 +486,17 @@ class KernelIR:
     random_seed: ScalarSymbol | None = None
     # The kernel's `collective_id=` setting (remote barriers); None: derived from the kernel
     collective_id: int | None = None
+
+    def host_computations(self) -> list[HostOp | HostStore]:
+        """The host steps that compute on whole tensors (not allocations, not views, not
+        scalar arithmetic): each runs as its own XLA op of the host function, outside every
+        Pallas kernel (what `exc.TensorOperationInWrapper` tells the user)."""
+        found: list[HostOp | HostStore] = []
+        for step in self.steps:
+            if isinstance(step, HostStore):
+                found.append(step)
+            elif isinstance(step, HostOp) and step.view_of is None:
+                results = step.result if isinstance(step.result, tuple) else (step.result,)
+                if any(isinstance(r, TensorSymbol) for r in results):
+                    found.append(step)
+        return found

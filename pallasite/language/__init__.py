@@ -27,6 +27,7 @@ __all__ = [
     "inline_triton", "triton_kernel",
     "associative_scan", "cumsum", "cumprod", "reduce", "jagged_tile", "vtile",
     "split", "join",
+    "register_reduction_dim", "randint", "dot_scaled", "device_print",
 ]
 
 ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -228,17 +229,23 @@ inline_triton = _no_tpu_equivalent("inline_triton", "it inlines Triton code", _N
 triton_kernel = _no_tpu_equivalent("triton_kernel", "it calls a Triton kernel", _NO_INLINE)
 
 
-def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32) -> Any:
+# `device=` of the creation functions: Helion programs pass their tensors' device (`x.device`)
+# so one kernel serves every backend. A device value lives where the kernel runs (the TPU's
+# VMEM, or interpret mode's simulation of it), so the argument is accepted and has nothing to
+# choose.
+
+
+def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A device tensor of zeros; `shape` may hold tiles (their block size) and ints."""
     return _tracer("zeros").full(shape, 0, dtype)
 
 
-def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32) -> Any:
+def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A device tensor filled with `value`."""
     return _tracer("full").full(shape, value, dtype)
 
 
-def arange(*args: Any, dtype: torch.dtype = torch.int32) -> Any:
+def arange(*args: Any, dtype: torch.dtype = torch.int32, device: Any = None) -> Any:
     """`hl.arange(end)` / `hl.arange(begin, end[, step])` as a device vector."""
     return _tracer("arange").arange(args, dtype)
 
@@ -253,6 +260,20 @@ def specialize(value: Any) -> Any:
 def register_block_size(*args: Any) -> Any:
     """Declare a tunable block size for a dimension of the given extent (`min`, `max`)."""
     return _tracer("register_block_size").register_block_size(args)
+
+
+def register_reduction_dim(size: Any) -> Any:
+    """Declare a dimension each program holds whole, to reduce over it (Helion's
+    `hl.register_reduction_dim(n)`): returns its extent, a compile-time int usable in shapes
+    (`hl.zeros([tile_m, n])`) and host arithmetic. The whole dimension is one block (a full
+    array dim is always a legal TPU block); the `reduction_loops` config knob may still
+    chunk a reduction over it."""
+    if _active_tracer is None:
+        raise exc.UnsupportedSyntax(
+            "hl.register_reduction_dim can only be used inside a function decorated with @pallasite.kernel.")
+    if isinstance(size, bool) or isinstance(size, float) or getattr(size, "shape", None):
+        raise exc.UnsupportedOperation(f"hl.register_reduction_dim takes a size (an int), got {size!r}.")
+    return specialize(size)
 
 
 def register_tunable(name: str, fragment: Fragment) -> Any:
@@ -297,6 +318,47 @@ def rand(shape: Sequence[Any], seed: Any, device: Any = None) -> Any:
     reproduces it), and its numbers depend on the block sizes.
     """
     return _tracer("rand").rand(shape, seed)
+
+
+_RANDINT_SPAN = 2**24  # float32 holds every integer up to here: wider spans would skip values
+
+
+def randint(shape: Sequence[Any], low: int, high: int, seed: Any, device: Any = None) -> Any:
+    """Uniform int32 numbers in [low, high) of `shape`, from `seed`: `hl.rand`'s numbers
+    scaled to the range, so an element's number depends only on the seed and its
+    coordinates, as there. `high - low` may be at most 2**24 (float32 holds every integer
+    up to it)."""
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, bool) or not isinstance(bound, int):
+            raise exc.UnsupportedOperation(f"hl.randint({name}={bound!r}): the range's bounds are ints known "
+                                           "when compiling.")
+    if not 0 < high - low <= _RANDINT_SPAN:
+        raise exc.UnsupportedOperation(
+            f"hl.randint(low={low}, high={high}): expected low < high and high - low <= 2**24 (the numbers "
+            "are drawn in float32, which holds every integer only up to 2**24).")
+    span = high - low
+    scaled = torch.floor(rand(shape, seed) * float(span))
+    return torch.clamp(scaled, max=float(span - 1)).to(torch.int32) + low
+
+
+def dot_scaled(*args: Any, **kwargs: Any) -> Any:
+    """Not on a TPU: `hl.dot_scaled` multiplies microscaling (MX) operands, low-precision
+    blocks each with a shared power-of-two scale, which the MXU has no instruction for."""
+    raise exc.UnsupportedOperation(
+        "hl.dot_scaled has no TPU equivalent: it multiplies microscaling (MX: e2m1/e4m3 blocks with shared "
+        "e8m0 scales) operands, and the TPU's MXU has no block-scaled matmul. Dequantize each operand tile "
+        "(`a.to(torch.bfloat16) * a_scale`) and use hl.dot(a, b, acc=acc).")
+
+
+def device_print(prefix: str, *values: Any) -> None:
+    """Print `prefix` and device values from inside a device loop, each program as it runs
+    (`pl.debug_print`: TPU interpret mode prints on the host; on a TPU it goes to the
+    runtime's log). int32 scalars print together on one line; any other value (a vector,
+    a float) prints on its own line after the prefix, as Mosaic logs one vector at a time.
+    Constants print as device scalars."""
+    if not isinstance(prefix, str):
+        raise exc.UnsupportedOperation(f"hl.device_print's first argument is its text, got {prefix!r}.")
+    _tracer("device_print").device_print(prefix, values)
 
 
 def _is_index_vector(item: Any) -> bool:

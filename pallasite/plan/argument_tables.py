@@ -21,7 +21,7 @@ def plan_tables(kernel, bound, plan, args, kwargs) -> dict:
 def argument_tables(kernel, bound, symbols: list, args, kwargs) -> dict:
     """Each argument symbol (parameters, then captured tensors) to its value."""
     values = kernel.bind_arguments(tuple(args), dict(kwargs))
-    captured = kernel.captured_tensors()
+    captured = kernel.captured_tensors(args, kwargs)
     values += [captured[name] for name in bound.captured]
     return {symbol: value for symbol, value in zip(symbols, values)
             if isinstance(symbol, (TensorSymbol, ScalarSymbol))}

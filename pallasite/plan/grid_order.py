@@ -25,7 +25,7 @@ import dataclasses
 from typing import Callable
 
 from .. import exc
-from ..ir import DeviceLoopCall, Load, ScalarIndex, ShiftedTile, TileDim, TileSlice, Value
+from ..ir import DeviceLoopCall, GatherIndex, Load, ScalarIndex, ShiftedTile, TileDim, TileSlice, Value
 from .index_expr import Binary, BinaryOp, Const, GridIndex
 from .plans import Memory, Operand, PallasCallPlan
 
@@ -93,6 +93,8 @@ def _item_depends(item, dim: TileDim, seen: set[int]) -> bool:
         return item.dim is dim or _depends(item.dim.begin, dim, seen) or _depends(item.dim.end, dim, seen)
     if isinstance(item, ScalarIndex):
         return _depends(item.index, dim, seen)
+    if isinstance(item, GatherIndex):  # a scatter's rows (`c * chunk + tile_m.index`) move with its tiles
+        return _depends(item.value, dim, seen)
     return False
 
 

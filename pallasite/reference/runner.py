@@ -256,6 +256,15 @@ class ReferenceRunner:
         with self.mode.paused():
             return prng.draw(self.frames, entries, prng.seed_of(seed), 0, torch.float32)
 
+    def device_print(self, prefix: str, values: tuple) -> None:
+        """`hl.device_print`: the values as they are, after the prefix (a tile's padded lanes
+        are not the kernel's, so its printed tile may hold fewer rows than the compiled one)."""
+        if not self.in_device:
+            raise exc.UnsupportedSyntax("hl.device_print prints device values; call it inside a device loop "
+                                        "(host code may print with print()).")
+        with self.mode.paused():
+            print(prefix, *values)
+
     def rand_like(self, like: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
         """`torch.rand_like(v)`: each call site its own stream, the run's seed from torch's
         default generator (as the compiled kernel's caller draws it)."""

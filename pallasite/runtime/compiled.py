@@ -104,7 +104,7 @@ class CompiledKernel:
                 "or compile_config(config, bound.sizes_of(args)).")
         values = self.bound.kernel.bind_arguments(args, kwargs)
         if captured is None:
-            captured = self._scope_unchanged()
+            captured = {**self._scope_unchanged(), **self.bound.kernel.argument_closure_tensors(values)}
         if not self.bound.captured:
             return values
         for name, spec in self.bound.captured.items():

@@ -2,6 +2,7 @@
 (one generated module, jitted) is in runtime/compiled.py."""
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from typing import Any, Callable
@@ -27,13 +28,29 @@ from .convert import torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_specs
 from .interpret import interpret_params
-from .scope import fingerprint, read_scope
+from .scope import argument_fingerprint, read_scope
+from ..frontend.closures import argument_closure_tensors
 from .compiled import CompiledKernel, _needs_shard_map
 from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
 
 DEBUG_ENV = "PALLASITE_DEBUG"
 
 _CONFIGS_AT_SIZES = 1024  # sizes whose resolved config a dynamic BoundKernel remembers
+
+
+def _with_ignored_warnings(method: Callable) -> Callable:
+    """`method` of a `Kernel` or `BoundKernel` run with its kernel's `ignore_warnings=[...]`
+    applied (`exc.ignoring`): what binding, compiling, tuning and running say is filtered."""
+
+    @functools.wraps(method)
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        ignored = (self if isinstance(self, Kernel) else self.kernel).settings.ignore_warnings
+        if not ignored:
+            return method(self, *args, **kwargs)
+        with exc.ignoring(ignored):
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class Kernel:
@@ -68,8 +85,10 @@ class Kernel:
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
         self._ignored_keys: set[str] = set()
-        self.note_ignored_keys((*ignored_settings, *ignored_keys_of(
-            [self.config, *self.configs, settings.get("autotune_config_overrides")])))
+        self._noted_host_lines: set[Any] = set()
+        with exc.ignoring(self.settings.ignore_warnings):
+            self.note_ignored_keys((*ignored_settings, *ignored_keys_of(
+                [self.config, *self.configs, settings.get("autotune_config_overrides"), *self.tune.seed_configs])))
         self.autotune_effort = self.tune.effort  # print_output_code: Helion's, prints the module
         self.print_output_code = bool(print_output_code)
         self.ref_mode = ref_mode
@@ -99,6 +118,22 @@ class Kernel:
             exc.warn_user(f"pallasite kernel '{self.fn.__name__}' ignores {', '.join(new)}: Helion settings of "
                           "GPU kernels (warps, pipeline stages, pointer indexing, persistent programs, ...), "
                           "which a TPU kernel has no such choice of.", exc.IgnoredConfigKeys)
+
+    def note_host_computations(self, ir: Any) -> None:
+        """Say once per kernel and source line where host code computes on whole tensors
+        (`KernelIR.host_computations`): that work is not fused into the kernel
+        (`exc.TensorOperationInWrapper`, which `ignore_warnings=[...]` silences)."""
+        lines = [step.location for step in ir.host_computations()
+                 if step.location is not None and step.location not in self._noted_host_lines]
+        lines = list(dict.fromkeys(lines))
+        if lines:
+            self._noted_host_lines.update(lines)
+            where = "; ".join(str(line) for line in lines)
+            exc.warn_user(f"pallasite kernel '{self.fn.__name__}': host code (outside the hl.tile/hl.grid loops) "
+                          f"computes on whole tensors at {where}: each such op runs as its own XLA op beside "
+                          "the kernel's pallas_call, not fused into it. Move the work into a device loop, or "
+                          "silence this with ignore_warnings=[pallasite.exc.TensorOperationInWrapper].",
+                          exc.TensorOperationInWrapper)
 
     @property
     def declared_config(self) -> Config | None:
@@ -161,16 +196,18 @@ class Kernel:
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
-                key.append(("const", fingerprint(spec.value)))
+                key.append(("const", argument_fingerprint(spec.value)))
         key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
         key.append(("constants", constants))
         return tuple(key)
 
     # ----------------------------------------------------- captured tensors --
 
-    def captured_tensors(self) -> dict[str, Any]:
+    def captured_tensors(self, args: tuple | None = None, kwargs: dict | None = None) -> dict[str, Any]:
         """The tensors the kernel reads by name from its enclosing scope (module globals,
-        closure variables) without taking them as parameters, as those names are bound now.
+        closure variables) without taking them as parameters, as those names are bound now;
+        with a call's `args`, also those its function arguments close over (an epilogue's
+        `bias`, as `epilogue__bias`: `frontend/closures.py`).
 
         They are implicit arguments: every call reads each name again, so a rebound
         global is seen by the next call, and its shape and dtype are part of the
@@ -178,7 +215,15 @@ class Kernel:
         (`self.weight`, `CONFIG["w"]`, inside a helper function) is not captured;
         using it is an `exc.UnsupportedOperation` that says to pass it.
         """
-        return read_scope(self.fn, self.scope_reads(), constants=False)[0]
+        tensors = read_scope(self.fn, self.scope_reads(), constants=False)[0]
+        if args is not None:
+            tensors.update(self.argument_closure_tensors(self.bind_arguments(tuple(args), kwargs or {})))
+        return tensors
+
+    def argument_closure_tensors(self, values: list[Any]) -> dict[str, Any]:
+        """The tensors the function arguments among a call's `values` close over (implicit
+        inputs, by `frontend/closures.py:captured_name`)."""
+        return argument_closure_tensors([p.name for p in self.params], values)
 
     def scope_reads(self) -> source.ScopeReads:
         """The free names the kernel reads and how (the source is parsed once)."""
@@ -197,6 +242,7 @@ class Kernel:
             specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
         return specs
 
+    @_with_ignored_warnings
     def bind(self, args: tuple, kwargs: dict | None = None) -> BoundKernel:
         """The kernel specialized to these arguments' shapes, dtypes and constants, those of
         the tensors it captures (see `captured_tensors`) and the values of the other globals
@@ -208,6 +254,9 @@ class Kernel:
         values = self.bind_arguments(args, kwargs)
         specs = self._arg_specs(values)
         tensors, constants = scope
+        # An epilogue's tensors join this call's captured tensors (`scope[0]`, read for this
+        # call only), so the run that follows passes them too.
+        tensors.update(self.argument_closure_tensors(values))
         captured = self._captured_specs(tensors)
         key = self._key(specs, captured, constants)
         bound = self._bound.get(key)
@@ -224,6 +273,7 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _for_user(self._call, args, kwargs)
 
+    @_with_ignored_warnings
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ref_mode or os.environ.get(REF_ENV, "0") not in ("", "0"):
             return run_reference(self, args, kwargs)
@@ -254,7 +304,9 @@ class Kernel:
 
         def run(*args: Any, **kwargs: Any) -> Any:
             scope = read_scope(self.fn, self.scope_reads())
-            return self._bind(args, kwargs, scope)._default_compiled(args, kwargs).run_jax(args, kwargs, scope[0])
+            with exc.ignoring(self.settings.ignore_warnings):
+                bound = self._bind(args, kwargs, scope)
+                return bound._default_compiled(args, kwargs).run_jax(args, kwargs, scope[0])
 
         def call(*args: Any, **kwargs: Any) -> Any:
             return _for_user(run, args, kwargs)
@@ -282,6 +334,7 @@ class BoundKernel:
         self._plans: dict[tuple, KernelPlan] = {}
         discovery = self._trace(None if declared is None else declared.block_sizes, config=declared)
         self.specialized = set(discovery.specialized)
+        kernel.note_host_computations(discovery.ir)
         # remote copies or barriers: the kernel runs on every device of a mesh (jax_fn under shard_map)
         self.remote = any(remote_nodes(walk_nodes(call.loop.body)) for call in discovery.ir.device_loops)
         self.config_spec = ConfigSpec(discovery.ir, validate=self.plan, tunables=discovery.tunables)
@@ -332,6 +385,7 @@ class BoundKernel:
             self._resolved = self.config_spec.normalize(chosen)
         return self._resolved
 
+    @_with_ignored_warnings
     def plan(self, config: Config | dict | None = None, chip: str | None = None,
              specs: list[ArgSpec] | None = None, resolved: bool = False) -> KernelPlan:
         """The schedule decisions for `config` (the resolved config if None; `resolved`:
@@ -352,6 +406,7 @@ class BoundKernel:
         """Whether some size is symbolic (static_shapes=False with a dimension of 2 or more)."""
         return bool(size_env(self.specs, self.specs))
 
+    @_with_ignored_warnings
     def to_code(self, config: Config | dict | None = None, chip: str | None = None,
                 sizes: dict[str, int] | None = None) -> str:
         """The generated Pallas module for `config` (with none: the module a plain call runs);
@@ -359,6 +414,7 @@ class BoundKernel:
         specs = specs_at(self.specs, sizes) if sizes else None
         return generate_module(self.plan(config, chip, specs=specs))
 
+    @_with_ignored_warnings
     def compile_config(self, config: Config | dict | None = None,
                        sizes: dict[str, int] | None = None) -> CompiledKernel:
         """The compiled variant for `config`; with dynamic shapes, the one serving `sizes`
@@ -458,14 +514,17 @@ class BoundKernel:
             self._default = self.compile_config()
         return self._default
 
+    @_with_ignored_warnings
     def autotune(self, args: tuple, kwargs: dict | None = None, **options: Any):
         """Search this signature's configs for `args` (see `autotune.tuner.autotune`); returns
         the `SearchResult` without changing the config calls run."""
         return autotune(self, tuple(args), kwargs, **options)
 
+    @_with_ignored_warnings
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._default_compiled(args, kwargs)(*args, **kwargs)
 
+    @_with_ignored_warnings
     def run_jax(self, *args: Any, **kwargs: Any) -> Any:
         return self._default_compiled(args, kwargs).run_jax(args, kwargs)
 

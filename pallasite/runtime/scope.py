@@ -45,6 +45,7 @@ import numpy
 import torch
 
 from .. import exc
+from ..frontend.closures import free_values, is_plain_function
 from ..frontend.source import ScopeReads, function_ast, scope_reads
 
 _UNBOUND = object()  # a free name bound nowhere (yet)
@@ -291,6 +292,24 @@ def fingerprint(value: Any, active: frozenset[int] = frozenset()) -> Any:
             return ("object", _Same(value))
         return ("value", _ByValue(value))
     return ("object", _Same(value))
+
+
+def argument_fingerprint(value: Any) -> Any:
+    """A non-tensor, non-scalar kernel argument in the variant key: its `fingerprint`, but a
+    plain function (an epilogue) by `callable_fingerprint`, so a new lambda of the same
+    code reading the same values is the same variant."""
+    return callable_fingerprint(value) if is_plain_function(value) else fingerprint(value)
+
+
+def callable_fingerprint(fn: types.FunctionType) -> tuple:
+    """A function argument as the trace reads it: its code, its defaults and the values it
+    reads by name (`frontend/closures.py:free_values`). Its tensors count only by name: they
+    are captured inputs (`epilogue__bias`), whose shapes and dtypes the key holds, and
+    whose data is passed at each call, so another tensor of the same shape reuses the
+    variant and is read, never stale data."""
+    reads = tuple((name, ("tensor",) if _is_tensor(value) else fingerprint(value))
+                  for name, value in free_values(fn).items())
+    return ("function", fn.__code__, fingerprint(fn.__defaults__), fingerprint(fn.__kwdefaults__), reads)
 
 
 def _method(value: Any, active: frozenset[int]) -> tuple:

@@ -450,6 +450,9 @@ STRUCTURAL_OPS = (
     _op("remote_copy_wait", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
         signature=Signature((), {"kind": "both"})),
     _op("remote_barrier", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound, signature=Signature(())),
+    # hl.device_print(prefix, *values): `pl.debug_print` of its values; produces no value.
+    _op("device_print", OpKind.STRUCTURAL, spelled=False, bind=binders.unbound,
+        signature=Signature((), {"prefix": ""})),
 )
 
 DEFINITIONS = (
