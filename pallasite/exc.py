@@ -110,8 +110,9 @@ class UnsupportedSyntax(PallasiteError):
     """Python syntax that device code cannot express."""
 
 
-class UnsupportedOperation(PallasiteError):
-    """A torch op or method with no lowering in device code."""
+class UnsupportedOperation(PallasiteError, NotImplementedError):
+    """A torch op or method with no lowering in device code (a `NotImplementedError` too,
+    which code written for Helion catches)."""
 
     forms_anchor = "ops"
 
@@ -126,8 +127,8 @@ class IndexingError(PallasiteError):
     forms_anchor = "index-forms"
 
 
-class UnsupportedDtype(PallasiteError):
-    """A dtype the TPU cannot hold in vectors (64-bit, complex)."""
+class UnsupportedDtype(PallasiteError, TypeError):
+    """A dtype the TPU cannot hold in vectors (64-bit, complex); a `TypeError` too."""
 
     forms_anchor = "dtypes"
 

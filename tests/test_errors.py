@@ -639,3 +639,20 @@ def test_range_messages_keep_the_parentheses_of_the_index():
     assert info.value.location.lineno == line_of(scaled_row, "out[g, :] = x[")
     with pytest.raises(exc.ShapeMismatch, match=r"g \* 2 // 2 - \(1 - g\) covers \[-1, 5\]"):
         scaled_constant_row(torch.randn(4, 128))
+
+
+def test_refusals_are_the_builtin_exceptions_python_code_catches():
+    """Code written for Helion catches NotImplementedError for an op the backend lacks and
+    TypeError for a dtype it cannot hold; pallasite's refusals are those too."""
+    @pallasite.kernel
+    def sorts(x):
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile, :] = torch.sort(x[tile, :], dim=-1).values
+        return out
+
+    with pytest.raises(NotImplementedError, match="sort"):
+        sorts(torch.randn(8, 128))
+    with pytest.raises(TypeError, match="float64"):
+        sorts(torch.randn(8, 128, dtype=torch.float64))
+    assert issubclass(exc.KernelArgumentError, TypeError) and issubclass(exc.InvalidConfig, ValueError)
