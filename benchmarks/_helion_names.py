@@ -61,8 +61,9 @@ _TOLERANCE = {  # (rtol, atol) floors by dtype: a kernel is held to its dtype's 
 }
 
 
-class BaselineNaN(Exception):
-    """The program's own torch baseline is NaN at the inputs its driver builds."""
+class BaselineUnavailable(Exception):
+    """The program's own torch baseline gives NaN at the inputs its driver builds, or fails
+    on the CPU: the kernel ran, but there is nothing to compare it with."""
 
 
 def _assert_close(got, expected, rtol: float, atol: float) -> None:
@@ -85,7 +86,7 @@ def _assert_close(got, expected, rtol: float, atol: float) -> None:
     if not isinstance(got, torch.Tensor):
         got = torch.as_tensor(got)
     if expected.is_floating_point() and expected.isnan().any():
-        raise BaselineNaN(f"the torch baseline itself gives NaN ({int(expected.isnan().sum())} of "
+        raise BaselineUnavailable(f"the torch baseline itself gives NaN ({int(expected.isnan().sum())} of "
                           f"{expected.numel()} values) at these inputs: nothing to compare with")
     floor_rtol, floor_atol = _TOLERANCE.get(expected.dtype, (0.0, 0.0))
     _ORIGINAL_ASSERT_CLOSE(
@@ -108,7 +109,13 @@ def run_example(kernel_fn, baseline_fn, args, kernel_name: str = "helion", basel
     for name, fn in others.items():
         print(f"running {name}", file=sys.stderr)
         results[name] = fn(*args)
-    expected = first(*args)
+    try:
+        expected = first(*args)
+    except pallasite.exc.PallasiteError:
+        raise  # a baseline that calls a pallasite kernel: its error is ours
+    except Exception as error:  # noqa: BLE001 - the program's own torch code, on a CPU
+        raise BaselineUnavailable(f"its torch baseline fails on the CPU ({type(error).__name__}: "
+                          f"{(str(error).splitlines() or [''])[0][:120]}): nothing to compare with") from error
     for name, got in results.items():
         print(f"checking {name} against {first_name}", file=sys.stderr)
         _assert_close(got, expected, rtol, atol)
@@ -315,7 +322,7 @@ def classify(error: BaseException) -> tuple[str, str]:
     first_line = (str(error).strip().splitlines() or [""])[0][:200]
     if isinstance(error, SyntaxError):
         return "not drivable", f"the program file does not parse: {first_line} (line {error.lineno})"
-    if isinstance(error, BaselineNaN):
+    if isinstance(error, BaselineUnavailable):
         return "not drivable", first_line
     if isinstance(error, pallasite.exc.PallasiteError):
         return "pallasite error", f"{type(error).__name__}: {first_line}"

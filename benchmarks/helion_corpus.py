@@ -67,6 +67,16 @@ def _layer_norm(m) -> None:
     _helion_names().run_example(m.layer_norm_fwd, baseline, (x, w, b), rtol=1e-2, atol=1e-2)
 
 
+def _causal_conv1d(m) -> None:
+    # The program's reference runs F.conv1d on float16 input with a float32 bias, which
+    # CPU torch refuses; compare the kernel with the same reference run in float32.
+    for width in (4, 8):
+        x, weight = torch.randn(1, 64, 256, dtype=HALF), torch.randn(64, width, dtype=HALF)
+        bias = torch.randn(64)
+        reference = lambda x, w, b: m.ref_causal_conv1d(x.float(), w.float(), b)  # noqa: E731
+        _helion_names().run_example(m.causal_conv1d, reference, (x, weight, bias), atol=1e-2)
+
+
 def _grpo_loss(m) -> None:
     # The program's own test only prints differences; compare the same call with torch.
     b, length, vocab = 2, 8, 256
@@ -86,6 +96,7 @@ SMALL_RUNS: dict[str, list] = {
     "bf16xint16_gemm": [("check", (64, 128, 128))],
     "bmm": [("check", (2, 64, 128, 128))],
     "broadcast_matmul": [("check", (2, 64, 128, 128))],
+    "causal_conv1d": [(_causal_conv1d, ())],
     "exp": [("check", (1000,))],
     "flex_attention": [("test", (1, 2, 128, 64, torch.float32, None, "cpu"))],
     "fp8_attention": [("check", (1, 2, 128, 64))],
