@@ -7,12 +7,13 @@ from typing import Any, Callable
 
 from . import exc, language
 from .config import Config
-from .runtime import BoundKernel, CompiledKernel, Kernel
+from .runtime import BoundKernel, CompiledKernel, Kernel, release_compiled_code
 from .runtime.checks import range_checked
 from .autotune import searches as _searches
 from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_output without another import
 
-__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "testing"]
+__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "release_compiled_code",
+           "testing"]
 from .version import __version__  # noqa: E402
 
 # Helion's import path `helion.autotuner`, so such kernels port by renaming the package: the

@@ -27,3 +27,16 @@ from tpu_lowering import (  # noqa: E402,F401 - pytest finds the hooks in this m
 )
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After a test module's last test, free the programs its kernels compiled: a worker
+    keeping every program of the suite reaches Linux's cap on memory mappings
+    (vm.max_map_count) and is killed (`pallasite.release_compiled_code`)."""
+    if nextitem is None or nextitem.module is not item.module:
+        import gc
+
+        import pallasite
+
+        pallasite.release_compiled_code()
+        gc.collect()

@@ -1,4 +1,4 @@
 """Compile cache, launcher, torch<->JAX, interpret mode."""
-from .kernel import BoundKernel, CompiledKernel, Kernel
+from .kernel import BoundKernel, CompiledKernel, Kernel, release_compiled_code
 
-__all__ = ["BoundKernel", "CompiledKernel", "Kernel"]
+__all__ = ["BoundKernel", "CompiledKernel", "Kernel", "release_compiled_code"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import weakref
 from typing import Any, Callable
 
 import jax
@@ -51,6 +52,25 @@ def _with_ignored_warnings(method: Callable) -> Callable:
             return method(self, *args, **kwargs)
 
     return run
+
+
+# Every Kernel alive, so `release_compiled_code` can reach the ones a module keeps.
+_LIVE_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+
+
+def release_compiled_code() -> None:
+    """Forget the compiled variants of every live kernel and JAX's own caches, so their
+    executables can be freed.
+
+    A compiled XLA CPU program (an interpret-mode kernel) holds ~40 memory mappings of
+    its own until it is freed, and Linux caps a process at `vm.max_map_count` (65530 by
+    default): a process that compiles a few thousand kernel variants and keeps them all
+    (module-level kernels called with many shapes, a test suite) is killed when it
+    reaches the cap. The next call of a kernel traces and compiles again.
+    """
+    for kernel in list(_LIVE_KERNELS):
+        kernel.reset()
+    jax.clear_caches()
 
 
 class Kernel:
@@ -100,6 +120,7 @@ class Kernel:
         self._scope_reads: source.ScopeReads | None = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+        _LIVE_KERNELS.add(self)
 
     def __repr__(self) -> str:
         return f"<pallasite.Kernel {self.fn.__name__}>"
