@@ -157,8 +157,17 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
                 "index tiles of any rank).")
         return GatherIndex(value)
     raise exc.IndexingError(
-        f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
+        f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}.{_tuple_hint(item)}"
     )
+
+
+def _tuple_hint(item: Any) -> str:
+    """Why a tuple of tiles is not an index: `hl.tile([n])` yields a 1-tuple of tiles."""
+    if isinstance(item, tuple) and item and all(isinstance(part, TileProxy) for part in item):
+        return (f" `hl.tile([...])` of a list yields a tuple of {len(item)} tile(s), one per size; unpack it "
+                f"(`for {'(t,)' if len(item) == 1 else 'ta, tb'} in hl.tile([...])`) or write hl.tile(n) "
+                "for one tile. torch would read a tuple inside a subscript as an index list (another axis).")
+    return ""
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
