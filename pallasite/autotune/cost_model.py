@@ -7,23 +7,30 @@ program's inner-loop tiles, the MXU flops and the vector work (vregs,
 with the chip's figures (`runtime/chips.py`: JAX's `tpu_info` per TensorCore,
 plus the documented figures JAX lacks):
 
-    memory      = HBM bytes / HBM bandwidth
+    memory      = HBM bytes / (HBM bandwidth * cores)
+                  + share * steps * DMA_LATENCY_CYCLES / clock
     mxu         = (flops + (F32_MXU_PASSES - 1) * f32 flops) / bf16 peak
     vector      = max(VALU ops / (VALU_SLOTS * clock), EUP pushes / clock,
                       VMEM vector stores / clock)
-    compute     = max(mxu, vector) + min(mxu, vector) / chains
-    overhead    = (grid steps launched + pipelined inner steps) * STEP_OVERHEAD_S
-                  + drains * DRAIN_SIDES * MXU side / clock
-    exposed_dma = bytes no pipeline hides (each streamed-loop run's first
-                  input windows, the grid's first input and last output
+    compute     = share * (max(mxu, vector) + min(mxu, vector) / chains)
+    overhead    = share * max(steps * STEP_OVERHEAD_S,
+                              drains * DRAIN_SIDES * MXU side / clock)
+    exposed_dma = share * bytes no pipeline hides (each streamed-loop run's
+                  first input windows, the grid's first input and last output
                   blocks, per-row DMA gathers waited in their own step)
                   / HBM bandwidth
-    seconds     = share * (max(memory, compute) + overhead + exposed_dma)
+    seconds     = max(memory, compute + overhead) + exposed_dma
 
-summed over the calls. Why these terms:
-- memory vs compute: Pallas overlaps the next block's DMA with this block's
-  compute (BlockSpec grids and streamed loops alike), so the slower of the two
-  bounds the steady state;
+summed over the calls (steps: grid steps launched + pipelined inner steps).
+Why these terms:
+- two paths run side by side: the DMA engines move the bytes (`memory`) while
+  the core computes and pays its per-step costs, so the slower bounds the call.
+  On the DMA path every step also waits for its copy's latency beyond the
+  bytes: a copy is issued one step ahead, so a short step waits for it
+  (~480 cycles issue to completion, measured on v4; `DMA_LATENCY_CYCLES`);
+- HBM bandwidth is the chip's: JAX's figure is per TensorCore, and the cores
+  of a megacore chip share one HBM that one core alone can nearly fill
+  (measured on v4: ~970 GB/s for one core, ~500 GB/s each for two);
 - `chains` (`independent_chains`): the batch extent of the step's
   contractions. One chain is serial (attention's softmax waits for q @ k^T,
   p @ v for the softmax), so the MXU and the vector unit take turns; n
@@ -32,14 +39,23 @@ summed over the calls. Why these terms:
 - the vector unit issues `VALU_SLOTS` ALU ops, one EUP push and one vector
   store per bundle (plan/vector_work.py counts them, in vregs);
 - every pipeline step (grid program, emit_pipeline / fori_loop step) pays a
-  fixed ~0.35 us of DMA issue, semaphore waits and loop bookkeeping, and each
-  contraction or reduction executed ("drain") waits for its result before its
-  user starts: a systolic pass loads weights, fills and drains the array
-  (3 x side cycles); a lane reduction is charged the same;
+  fixed ~0.35 us of semaphore waits and loop bookkeeping, and each contraction
+  or reduction executed ("drain") waits for its result before its user starts
+  (`DRAIN_SIDES` x side cycles; a lane reduction is charged the same). The two
+  overlap, the larger counting: a step of the JAX matmul guide's 128^3 blocks
+  costs ~0.35 us on v5e in all, not a step plus a drain;
 - `share` (`core_share`): the largest fraction of the call's work (programs
   plus their innermost tiles) one TensorCore gets when a megacore chip (v4,
   v5p) splits the first parallel grid axis in contiguous halves; 1 on v5e,
   v6e and v7x (whose two TensorCores are separate JAX devices).
+
+The constants are calibrated on published TPU timings
+(`benchmarks/cost_model_calibration.py`, its data and sources in
+`benchmarks/calibration_points.py`): DRAIN_SIDES and DMA_LATENCY_CYCLES are
+the best of a grid on half of the points (the other half held out);
+STEP_OVERHEAD_S is Pallas' documented per-step figure, which those points
+do not constrain; VALU_SLOTS and F32_MXU_PASSES no point constrains (no f32
+or VALU-bound timing is published).
 
 It is a model (`CostEstimate.label`), meant to rank configs of one kernel, not
 to predict absolute times: no cache, bank-conflict, code-size or
@@ -64,8 +80,9 @@ from ..runtime.chips import default_chip, ChipFigures, chip_figures
 
 STEP_OVERHEAD_S = 0.35e-6  # per grid program / pipelined inner step
 VALU_SLOTS = 4  # vector ALU ops per bundle
-DRAIN_SIDES = 3  # a drain (contraction, reduction) waits 3 * MXU side cycles: load, fill, drain
+DRAIN_SIDES = 4.5  # a drain (contraction, reduction) waits 4.5 * MXU side cycles before its user starts
 F32_MXU_PASSES = 3  # bf16 passes per float32 product
+DMA_LATENCY_CYCLES = 480  # a copy's issue-to-completion latency beyond its bytes (measured on v4)
 TERMS = ("memory", "compute", "overhead", "exposed_dma")
 
 
@@ -108,13 +125,18 @@ def estimate_plan(plan: KernelPlan, tables: Mapping[Any, Any],
     seconds = 0.0
     for position, call in enumerate(plan.calls):
         call_counts = counts[position] if counts is not None else count_call(call, tables, mxu_figures(plan.chip))
-        call_terms = call_cost(call, call_counts, schedule_metrics_of(plan, call, tables, call_counts), figures)
         share = core_share(call, call_counts, figures.cores)
+        call_terms = call_cost(call, call_counts, schedule_metrics_of(plan, call, tables, call_counts), figures,
+                               share)
         for key in TERMS:
-            terms[key] += share * call_terms[key]
-        seconds += share * (max(call_terms["memory"], call_terms["compute"])
-                            + call_terms["overhead"] + call_terms["exposed_dma"])
+            terms[key] += call_terms[key]
+        seconds += call_seconds(call_terms)
     return CostEstimate(seconds, terms, _chip_name(figures.name))
+
+
+def call_seconds(terms: Mapping[str, float]) -> float:
+    """One call's time from its terms: the DMA path and the core's path run side by side."""
+    return max(terms["memory"], terms["compute"] + terms["overhead"]) + terms["exposed_dma"]
 
 
 def mxu_figures(chip: str) -> tuple[int, int]:
@@ -128,8 +150,10 @@ def schedule_metrics_of(plan, call: PallasCallPlan, tables, counts: CallCounts):
     return schedule_metrics(dataclasses.replace(plan, calls=(call,)), tables, [counts])
 
 
-def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigures) -> dict[str, float]:
-    """The four terms of one pallas_call on one core (before the megacore share)."""
+def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigures,
+              share: float = 1.0) -> dict[str, float]:
+    """The four terms of one pallas_call, for the core that gets `share` of its work
+    (`core_share`): the call's time is max(memory, compute + overhead) + exposed_dma."""
     if metrics.hbm_bytes is None:
         raise exc.UnsupportedOperation(
             "The cost model needs the call's HBM traffic, which depends on values it could not "
@@ -142,13 +166,17 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
     pipelined = sum(counts.loops[loop_id].tiles for loop_id, loop_plan in call.inner_loops.items()
                     if loop_id in counts.loops
                     and (loop_plan.streams or STRATEGIES[loop_plan.strategy].steps_at_run_time))
+    steps = counts.grid_steps + pipelined
     chains = independent_chains(call)
     return {
-        "memory": metrics.hbm_bytes / bandwidth,
-        "compute": max(mxu, vector) + min(mxu, vector) / chains,
-        "overhead": ((counts.grid_steps + pipelined) * STEP_OVERHEAD_S
-                     + counts.drains * DRAIN_SIDES * chip.mxu_side / chip.clock_hz),
-        "exposed_dma": (exposed_bytes(call, counts) + (metrics.row_gather_bytes or 0)) / bandwidth,
+        # the DMA path: every byte at the chip's HBM bandwidth (the cores of a megacore chip
+        # share it, and one core alone can use it), plus each step's copy latency
+        "memory": metrics.hbm_bytes / (bandwidth * chip.cores)
+                  + share * steps * DMA_LATENCY_CYCLES / chip.clock_hz,
+        "compute": share * (max(mxu, vector) + min(mxu, vector) / chains),
+        "overhead": share * max(steps * STEP_OVERHEAD_S,
+                                counts.drains * DRAIN_SIDES * chip.mxu_side / chip.clock_hz),
+        "exposed_dma": share * (exposed_bytes(call, counts) + (metrics.row_gather_bytes or 0)) / bandwidth,
     }
 
 
