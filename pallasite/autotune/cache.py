@@ -32,9 +32,13 @@ except ImportError:  # pragma: no cover - depends on the environment
     _FileLock = None
 
 
+def cache_root() -> Path:
+    """$PALLASITE_CACHE_DIR, else ~/.cache/pallasite: tuned configs and JAX's compiled programs."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "pallasite"))
+
+
 def cache_dir() -> Path:
-    root = os.environ.get(CACHE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "pallasite")
-    return Path(root) / "autotune"
+    return cache_root() / "autotune"
 
 
 def forced() -> bool:

@@ -19,6 +19,7 @@ from .code_files import _write_code, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
 from .interpret import interpret_params, interpreter_reports
+from .jax_cache import use_persistent_cache
 from .scope import changed_names, read_scope
 
 
@@ -72,6 +73,8 @@ class CompiledKernel:
                   file=sys.stderr)
             print(code, file=sys.stderr)
         params = interpret_params()
+        if params is None:  # Mosaic on a TPU: a second process loads the compiled kernel
+            use_persistent_cache()
         if bound.remote and params is not None:
             # Remote copies move their data when started (as a TPU's DMA engine may): with
             # "on_wait", an 8-device ring all-gather here lost a forwarded slot now and then.
