@@ -29,11 +29,25 @@ from tpu_lowering import (  # noqa: E402,F401 - pytest finds the hooks in this m
 pytest_plugins = ["pytester"]
 
 
+# A worker frees its compiled programs once it holds this many memory mappings (Linux
+# kills a process past vm.max_map_count, 65530 by default; each XLA CPU program holds ~40).
+_MAPPINGS_BEFORE_RELEASE = 40000
+
+
+def _mappings() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return maps.read().count(b"\n")
+    except OSError:  # not Linux: no such cap to stay under
+        return 0
+
+
 def pytest_runtest_teardown(item, nextitem):
-    """After a test module's last test, free the programs its kernels compiled: a worker
-    keeping every program of the suite reaches Linux's cap on memory mappings
-    (vm.max_map_count) and is killed (`pallasite.release_compiled_code`)."""
-    if nextitem is None or nextitem.module is not item.module:
+    """After a test module's last test, if this worker's compiled programs come near Linux's
+    cap on memory mappings (vm.max_map_count), free them (`pallasite.release_compiled_code`):
+    a worker keeping every program of the suite is killed. Only then, since a full garbage
+    collection of a worker's heap costs ~0.5 s and the next module may reuse a kernel."""
+    if (nextitem is None or nextitem.module is not item.module) and _mappings() > _MAPPINGS_BEFORE_RELEASE:
         import gc
 
         import pallasite

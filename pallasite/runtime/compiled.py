@@ -58,9 +58,12 @@ class CompiledKernel:
     """A generated module loaded and jitted: callable on torch tensors or JAX arrays."""
 
     def __init__(self, bound: BoundSignature, config: Config, code: str, result_structure: Any = None,
-                 range_checks: list | None = None, sizes: dict[str, int] | None = None, narrowed: tuple = ()):
-        """`narrowed`: the plan's `NarrowedArgument`s, converted before every call (`narrow_argument`)."""
+                 range_checks: list | None = None, sizes: dict[str, int] | None = None, narrowed: tuple = (),
+                 chip: str | None = None):
+        """`narrowed`: the plan's `NarrowedArgument`s, converted before every call (`narrow_argument`);
+        `chip`: the TPU generation `code` was planned for, when one plan made it (static shapes)."""
         self.bound = bound
+        self.chip = chip
         self.narrowed = {argument.position: argument for argument in narrowed}
         self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
         self.range_checks = {check.check_id: check for check in range_checks or ()}

@@ -447,7 +447,7 @@ class BoundKernel:
             if compiled is None:
                 plan = self.plan(config)
                 compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks,
-                                          narrowed=plan.narrowed_arguments)
+                                          narrowed=plan.narrowed_arguments, chip=plan.chip)
                 self._compiled[key] = compiled
             return compiled
         given = config
