@@ -29,6 +29,7 @@ from pallasite.runtime.interpret import interpreter_reports  # noqa: E402
 install()  # before any kernel is traced: the interpreter's callbacks are bound then
 
 SEEDS = (0, 1, 2)
+CASE_TIMEOUT_S = 240  # one case's budget (~30 s idle, ~3 min on a machine loaded 5x)
 
 
 def _race_free(fn, *args):
@@ -495,9 +496,15 @@ if __name__ == "__main__":
 
     compiled: list = []  # as in the suite (tests/tpu_lowering.py): every variant a case compiles lowers
     COMPILE_OBSERVERS.append(compiled.append)
+    import faulthandler
+
     for case in sys.argv[1:]:  # each argument is one case: "name arg ..."
         name, *case_args = case.split()
+        # A case that hangs (a deadlock no interleaving reports) prints every thread's stack
+        # and ends the process, so the test fails naming where each device waits.
+        faulthandler.dump_traceback_later(CASE_TIMEOUT_S, exit=True)
         globals()[name](*case_args)
+        faulthandler.cancel_dump_traceback_later()
         for variant in compiled:
             check_compiled_lowering(variant)
         compiled.clear()
