@@ -117,3 +117,39 @@ def test_a_store_through_a_broadcast_axis_is_an_error():
             run()
         assert "size 1" in info.value.message and "tm" in info.value.message
         assert "row[tm, tn] = x[tm, tn]" in str(info.value)
+
+
+@pallasite.kernel
+def per_head_limit(x: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
+    """Helion's flex attention reads its block mask so: limits may hold one head for all."""
+    b, h, n = x.shape
+    out = torch.empty_like(x)
+    for tb, th, tn in hl.tile([b, h, n], block_size=[1, 1, 128]):
+        limit = limits[tb.begin, th.begin]
+        out[tb, th, tn] = torch.where(tn.index[None, None, :] < limit, x[tb, th, tn], 0.0)
+    return out
+
+
+@pytest.mark.parametrize("heads_in_limits", [1, 4])
+def test_a_tile_begin_on_a_size_one_axis_reads_index_0(heads_in_limits):
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 4, 256, generator=gen)
+    limits = torch.randint(0, 256, (2, heads_in_limits), generator=gen, dtype=torch.int32)
+    expected = torch.where(torch.arange(256)[None, None, :] < limits.expand(2, 4)[:, :, None], x, 0.0)
+    torch.testing.assert_close(per_head_limit(x, limits), expected)
+    torch.testing.assert_close(run_ref(per_head_limit, (x, limits)), expected)
+
+
+@pallasite.kernel
+def store_at_tile_begin(x: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+    for tm in hl.tile(x.size(0), block_size=8):
+        first[tm.begin] = x[tm.begin]
+    return first
+
+
+def test_a_store_at_a_tile_begin_on_a_size_one_axis_is_an_error():
+    x = torch.randn(32)
+    with pytest.raises(exc.IndexingError, match="size 1"):
+        store_at_tile_begin(x, torch.zeros(1))
+    with pytest.raises(exc.IndexingError, match="size 1"):
+        run_ref(store_at_tile_begin, (x, torch.zeros(1)))

@@ -30,10 +30,11 @@ SUBSCRIPT_FORMS = (
     IndexForm("paired index tensors", ("x[tile.index, labels[tile]]", "x[idx_a[:, None], idx_b[None, :]]"),
               "torch's advanced indexing: the index tensors broadcast together and pair up element by element; "
               "read as the first one's rows, then a torch.gather per other index (paired_indexing.py)"),
-    IndexForm("a tile on a size-1 axis", ("bias[tile, :]",),
+    IndexForm("a tile on a size-1 axis", ("bias[tile, :]", "mask[tile.begin, :]"),
               "with bias.size(0) == 1 (static), read as torch broadcasts a size-1 dim: index 0 at every "
-              "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); a store "
-              "through it is refused (broadcasts_tile)"),
+              "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); the "
+              "tile's begin reads index 0 likewise, the axis dropped as a scalar index drops it; a store "
+              "through either is refused (broadcasts_tile)"),
     IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
               "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
               "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
@@ -95,6 +96,13 @@ def normalize_subscript(
             if store:
                 raise broadcast_store_error(tensor_name, item.dim.name, axis)
             out += [ScalarIndex(0), NewAxis()]  # torch's broadcasting: index 0, a size-1 axis kept
+            axis += 1
+            continue
+        begun = _begin_of_tile(item)
+        if begun is not None and broadcasts_tile(begun.begin, begun.end, shape[axis]):
+            if store:
+                raise broadcast_store_error(tensor_name, f"{begun.name}.begin", axis)
+            out.append(ScalarIndex(0))  # a scalar index: the axis goes, read at its one index
             axis += 1
             continue
         out.append(_normalize_item(item, shape[axis], axis, tensor_name, scalar_value))
@@ -480,6 +488,18 @@ def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:
         return None
     dim = begin.producer.args[0]
     return (dim, factor) if not dim.is_grid and length == dim.block_size * factor else None
+
+
+def _begin_of_tile(item: Any) -> Any:
+    """The tile dim whose `tile.begin` `item` is (not hl.grid's index), else None: on a size-1
+    axis it broadcasts as the tile itself does (Helion's flex attention reads a block mask of
+    one head for every head so)."""
+    if not isinstance(item, DeviceTensor) or item.value.producer is None:
+        return None
+    producer = item.value.producer
+    if producer.op != "tile_begin" or producer.args[0].is_grid:
+        return None
+    return producer.args[0]
 
 
 def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:

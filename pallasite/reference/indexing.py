@@ -18,7 +18,7 @@ import torch
 
 from .. import exc
 from . import lanes
-from .tiles import RefTile
+from .tiles import RefTile, TileBegin
 
 NameOf = Callable[[torch.Tensor], str]
 
@@ -151,6 +151,13 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
         elif item is None:
             subscript.basic.append(None)
             out_axis += 1
+        elif isinstance(item, TileBegin) and _broadcasts(item.tile, tensor, axis):
+            if store:
+                raise exc.IndexingError(
+                    f"{name_of(tensor)}[...] = ...: tile '{item.tile.name}.begin' indexes axis {axis} of size "
+                    "1, which a read broadcasts but a store cannot.")
+            subscript.basic.append(0)  # read at the axis's one index, as the compiled kernel does
+            axis += 1
         elif isinstance(item, int):
             size = tensor.shape[axis]
             if not (0 if read_from_data else -size) <= item < size:

@@ -40,6 +40,19 @@ class BlockSize(int):
         return other * int(self)
 
 
+class TileBegin(int):
+    """`tile.begin` in reference mode: an int that knows its tile, so a subscript of a size-1
+    axis reads index 0 as the compiled kernel does (reference/indexing.py); arithmetic on it
+    gives plain ints."""
+
+    tile: "RefTile"
+
+    def __new__(cls, value: int, tile: "RefTile"):
+        begin = super().__new__(cls, value)
+        begin.tile = tile
+        return begin
+
+
 class RefTile(hl.Tile):
     """One tile of an `hl.tile` loop: the indices [begin, end) of one dimension.
 
@@ -52,7 +65,7 @@ class RefTile(hl.Tile):
                  in_device: Callable[[], bool] = lambda: False):
         """`in_device()`: whether the runner is in device code (where a tile as a size is its extent)."""
         self._in_device = in_device
-        self.begin = begin
+        self.begin = TileBegin(begin, self)
         self.end = end
         self._block_size = block_size
         self.id = tile_id
