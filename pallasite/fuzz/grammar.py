@@ -113,7 +113,11 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
         dtype = draw.dtype()
         ones = rng.randrange(rank)
         inputs.append(InputSpec("s", tuple(1 if i == ones else a for i, a in enumerate(axes)), dtype, _fill(dtype)))
-        body.append(Line(indent, f"a{len(leaves)} = s[{index}]"))
+        if draw.chance(0.4):  # or by the tile's begin: index 0 too, the axis dropped (put back)
+            items = ", ".join(f"{t}.begin" if i == ones else t for i, t in enumerate(tiles))
+            body.append(Line(indent, f"a{len(leaves)} = s[{items}].unsqueeze({ones})"))
+        else:
+            body.append(Line(indent, f"a{len(leaves)} = s[{index}]"))
         leaves.append(Value(f"a{len(leaves)}", dtype, leaf=True))
     chain = ChainBuilder(rng, indent, leaves)
     result = chain.chain(rng.randint(1, 5), float_only=in_place)
