@@ -150,10 +150,21 @@ class StatementWalker:
                 self.execute(stmt)
         return False
 
-    def run_device_block(self, stmts: list[ast.stmt]) -> None:
-        """Run statements inside a device loop."""
-        for stmt in stmts:
+    def run_device_block(self, stmts: list[ast.stmt], loop_body: bool = False) -> None:
+        """Run statements inside a device loop (`loop_body`: the tile loop's own body, where
+        `if <condition>: continue` skips the rest of the iteration)."""
+        for position, stmt in enumerate(stmts):
             self.enter(stmt)
+            if _is_continue_guard(stmt) or isinstance(stmt, ast.Continue):
+                if not loop_body:
+                    raise exc.UnsupportedSyntax(
+                        "continue is supported as `if <condition>: continue` (or a bare continue) directly "
+                        "in a tile loop's body, where it skips the rest of the iteration; here it is inside "
+                        "another statement. Put the condition in an if around the statements it skips.",
+                        self.location)
+                if isinstance(stmt, ast.If):
+                    self._unless(stmt, stmts[position + 1:])
+                return
             if isinstance(stmt, ast.For):
                 iterable = self.evaluate(stmt.iter, stmt)
                 if isinstance(iterable, hl.TileIterable):
@@ -173,6 +184,17 @@ class StatementWalker:
             else:
                 raise exc.UnsupportedSyntax(
                     f"{type(stmt).__name__} statements are not supported in device code.", self.location)
+
+    def _unless(self, guard: ast.If, rest: list[ast.stmt]) -> None:
+        """`if <test>: continue` followed by `rest`: `rest` runs when the test is false, as the
+        else branch of an if with nothing in its then branch (a device test is traced into
+        an IfBlock; a host one picks while tracing)."""
+        test = self.semantics.if_condition(guard)
+        if self.semantics.is_device_condition(test):
+            skip = ast.copy_location(ast.If(test=guard.test, body=[], orelse=list(rest)), guard)
+            self.semantics.device_if(skip, test)
+        elif not self.branch(guard, test):
+            self.run_device_block(rest, loop_body=True)
 
     def python_loop(self, stmt: ast.For, iterable: Any, run_block: Callable) -> bool:
         """A `for` over a Python iterable around device code: unrolled. True once a `return` ran."""
@@ -211,7 +233,7 @@ class StatementWalker:
     def _body_runner(self, stmt: ast.For) -> Callable[[Any], None]:
         def run_body(loop_variable: Any) -> None:
             self.assign(stmt.target, loop_variable, stmt)
-            self.run_device_block(stmt.body)
+            self.run_device_block(stmt.body, loop_body=True)
 
         return run_body
 
@@ -261,3 +283,9 @@ def loop_names(target: ast.expr, count: int, kind: str) -> list[str]:
         return [e.id for e in target.elts]
     base = target.id if isinstance(target, ast.Name) else kind
     return [base] if count == 1 else [f"{base}_{i}" for i in range(count)]
+
+
+def _is_continue_guard(stmt: ast.stmt) -> bool:
+    """`if <test>: continue` with no else."""
+    return (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
+            and isinstance(stmt.body[0], ast.Continue))
