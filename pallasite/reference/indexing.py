@@ -151,13 +151,10 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
         elif item is None:
             subscript.basic.append(None)
             out_axis += 1
-        elif isinstance(item, TileBegin) and _broadcasts(item.tile, tensor, axis):
-            if store:
-                raise exc.IndexingError(
-                    f"{name_of(tensor)}[...] = ...: tile '{item.tile.name}.begin' indexes axis {axis} of size "
-                    "1, which a read broadcasts but a store cannot.")
-            subscript.basic.append(0)  # read at the axis's one index, as the compiled kernel does
-            axis += 1
+        elif (kept := _broadcast_read(item, tensor, axis, store, name_of)) is not None:
+            # torch's broadcasting: index 0; a tile keeps the size-1 axis, its begin drops it
+            subscript.basic.append(slice(0, 1) if kept else 0)
+            axis, out_axis = axis + 1, out_axis + int(kept)
         elif isinstance(item, int):
             size = tensor.shape[axis]
             if not (0 if read_from_data else -size) <= item < size:
@@ -171,13 +168,6 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             subscript.basic.append(item)
             if axis in source_lanes:
                 subscript.lanes.add(out_axis)
-            axis, out_axis = axis + 1, out_axis + 1
-        elif isinstance(item, RefTile) and _broadcasts(item, tensor, axis):
-            if store:
-                raise exc.IndexingError(
-                    f"{name_of(tensor)}[...] = ...: tile '{item.name}' indexes axis {axis} of size 1, which "
-                    "a read broadcasts but a store cannot.")
-            subscript.basic.append(slice(0, 1))  # torch's broadcasting: index 0, the size-1 axis kept
             axis, out_axis = axis + 1, out_axis + 1
         elif isinstance(item, RefTile):  # of a device value too: a narrowing read (`blk[tile_s]`)
             if item.begin < 0 or item.end > tensor.shape[axis]:
@@ -213,6 +203,20 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
     if len(subscript.gather) > 1:
         subscript.native = tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
     return subscript
+
+
+def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, name_of: NameOf) -> bool | None:
+    """Whether `item` reads a size-1 axis broadcast: True for a tile (the axis kept), False
+    for a tile's begin (dropped), None when it does not; a store through it raises."""
+    tile = item if isinstance(item, RefTile) else item.tile if isinstance(item, TileBegin) else None
+    if tile is None or not _broadcasts(tile, tensor, axis):
+        return None
+    if store:
+        what = tile.name if tile is item else f"{tile.name}.begin"
+        raise exc.IndexingError(
+            f"{name_of(tensor)}[...] = ...: tile '{what}' indexes axis {axis} of size 1, which a read "
+            "broadcasts but a store cannot.")
+    return tile is item
 
 
 def _broadcasts(tile: RefTile, tensor: torch.Tensor, axis: int) -> bool:
