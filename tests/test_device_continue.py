@@ -104,3 +104,30 @@ def continue_inside_a_branch(x: torch.Tensor) -> torch.Tensor:
 def test_a_continue_nested_in_a_branch_is_refused_with_what_works():
     with pytest.raises(exc.UnsupportedSyntax, match=r"if <condition>: continue"):
         continue_inside_a_branch(torch.randn(16, 128))
+
+
+@pallasite.kernel
+def split_k_sums(x: torch.Tensor) -> torch.Tensor:
+    """Each program sums its own third of the columns, skipping the others' blocks with a
+    chained comparison (Helion's blockwise fp8 GEMM splits K so)."""
+    m, n = x.shape
+    out = torch.zeros([3, m], dtype=torch.float32)
+    for ts in hl.grid(3):
+        lo = ts * (n // 3)
+        hi = lo + n // 3
+        acc = hl.zeros([m], dtype=torch.float32)
+        for tn in hl.tile(n, block_size=128):
+            if not (lo <= tn.begin < hi):
+                continue
+            acc = acc + x[:, tn].sum(-1)
+        out[ts, :] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_chained_comparison_guards_a_continue(loop_type):
+    x = torch.randn(8, 3 * 256)
+    expected = x.reshape(8, 3, 256).sum(-1).T.contiguous()
+    code, result = code_and_output(split_k_sums, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(split_k_sums, (x,), pallas_loop_type=loop_type), expected)

@@ -12,6 +12,7 @@ loop's carried values are. A branch may hold tile/grid loops (Helion's grouped G
 from __future__ import annotations
 
 import ast
+import operator
 from typing import Any
 
 import torch
@@ -21,6 +22,10 @@ from ..ir import IfBlock, Merged, Value
 from .op_recorder import OpRecorder
 from .proxies import DeviceTensor, HostScalar, Traced
 from .walker import MISSING, StatementWalker, assigned_names, restore
+
+
+_COMPARISONS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+                ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
 
 class DeviceIfs:
@@ -42,13 +47,22 @@ class DeviceIfs:
                 with self.walker.user_code():
                     return torch.logical_not(self._as_bool(operand, stmt))
             return not operand
+        if isinstance(expr, ast.Compare) and len(expr.ops) > 1 \
+                and all(type(op) in _COMPARISONS for op in expr.ops):  # a <= b < c: (a <= b) and (b < c)
+            operands = [self.walker.evaluate(e, stmt) for e in (expr.left, *expr.comparators)]
+            with self.walker.user_code():
+                pairs = [_COMPARISONS[type(op)](a, b) for op, a, b in zip(expr.ops, operands, operands[1:])]
+            return self._combine(pairs, True, stmt)
         if not isinstance(expr, ast.BoolOp):
             return self.walker.evaluate(expr, stmt)
-        is_and = isinstance(expr.op, ast.And)
+        return self._combine((self.condition(e, stmt) for e in expr.values), isinstance(expr.op, ast.And), stmt)
+
+    def _combine(self, operands, is_and: bool, stmt: ast.stmt) -> Any:
+        """`and` (or `or`) of operands: host ones keep Python's short-circuit, traced ones are
+        combined with torch.logical_and (logical_or)."""
         traced: list = []
         last: Any = None
-        for operand_expr in expr.values:
-            operand = self.condition(operand_expr, stmt)
+        for operand in operands:
             if isinstance(operand, Traced):
                 traced.append(self._as_bool(operand, stmt))
                 continue
