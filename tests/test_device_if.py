@@ -313,3 +313,45 @@ def test_if_beside_a_streamed_tensor_and_on_runtime_scalars(loop_type):
     x_operand = next(op for op in plan.calls[0].inputs if op.symbol.name == "x")
     assert (x_operand.memory is Memory.HBM) == STRATEGIES[loop_type].streams
     check_tpu_lowering(flagged_row_sums, (x, flags, 1.0), **config)
+
+
+@pallasite.kernel
+def double_at_edges(x: torch.Tensor, first: int) -> torch.Tensor:
+    """`and`/`or` of device scalars in a plain assignment (Helion's blockwise fp8 GEMM:
+    `boundary = (...) or last or (tile_k.end >= k)`), host operands short-circuiting."""
+    m, n = x.shape
+    out = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m, block_size=8):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n, block_size=128):
+            acc = acc + x[tm, tn].sum(-1)
+            edge = (tn.end >= n) or (tn.begin == first) or False
+            inner = (tn.begin > 0) and not edge and True
+            if edge:
+                acc = acc * 2
+            if inner:
+                acc = acc + 1
+        out[tm] = acc
+    return out
+
+
+def double_at_edges_torch(x, first):
+    acc = torch.zeros(x.shape[0])
+    n = x.shape[1]
+    for b in range(0, n, 128):
+        acc = acc + x[:, b:b + 128].sum(-1)
+        edge = b + 128 >= n or b == first
+        if edge:
+            acc = acc * 2
+        if b > 0 and not edge:
+            acc = acc + 1
+    return acc
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_and_or_of_device_scalars_in_an_assignment(loop_type):
+    x = torch.randn(16, 640)
+    expected = double_at_edges_torch(x, 256)
+    _, result = code_and_output(double_at_edges, (x, 256), pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(double_at_edges, (x, 256), pallas_loop_type=loop_type), expected)

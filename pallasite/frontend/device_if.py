@@ -42,22 +42,25 @@ class DeviceIfs:
         value cannot answer while tracing; here a traced operand is combined with
         `torch.logical_and/or/not` and host operands keep Python's short-circuit."""
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-            operand = self.condition(expr.operand, stmt)
-            if isinstance(operand, Traced):
-                with self.walker.user_code():
-                    return torch.logical_not(self._as_bool(operand, stmt))
-            return not operand
+            return self.negate(self.condition(expr.operand, stmt), stmt)
         if isinstance(expr, ast.Compare) and len(expr.ops) > 1 \
                 and all(type(op) in _COMPARISONS for op in expr.ops):  # a <= b < c: (a <= b) and (b < c)
             operands = [self.walker.evaluate(e, stmt) for e in (expr.left, *expr.comparators)]
             with self.walker.user_code():
                 pairs = [_COMPARISONS[type(op)](a, b) for op, a, b in zip(expr.ops, operands, operands[1:])]
-            return self._combine(pairs, True, stmt)
+            return self.combine(pairs, True, stmt)
         if not isinstance(expr, ast.BoolOp):
             return self.walker.evaluate(expr, stmt)
-        return self._combine((self.condition(e, stmt) for e in expr.values), isinstance(expr.op, ast.And), stmt)
+        return self.combine((self.condition(e, stmt) for e in expr.values), isinstance(expr.op, ast.And), stmt)
 
-    def _combine(self, operands, is_and: bool, stmt: ast.stmt) -> Any:
+    def negate(self, operand: Any, stmt: ast.stmt) -> Any:
+        """`not operand`: torch.logical_not of a traced one."""
+        if isinstance(operand, Traced):
+            with self.walker.user_code():
+                return torch.logical_not(self._as_bool(operand, stmt))
+        return not operand
+
+    def combine(self, operands, is_and: bool, stmt: ast.stmt) -> Any:
         """`and` (or `or`) of operands: host ones keep Python's short-circuit, traced ones are
         combined with torch.logical_and (logical_or)."""
         traced: list = []

@@ -64,6 +64,14 @@ class TracedStatements:
     def is_device_condition(self, test: Any) -> bool:
         return isinstance(test, Traced)
 
+    def bool_op(self, is_and: bool | None, thunks: list) -> Any:
+        """`a and b` / `a or b` / `not a` (`is_and` None) in device code: traced operands
+        combine with torch.logical_and/or/not (a traced value has no truth value while
+        tracing); host ones keep Python's meaning."""
+        if is_and is None:
+            return self.ifs.negate(thunks[0](), self.walker.statement)
+        return self.ifs.combine((thunk() for thunk in thunks), is_and, self.walker.statement)
+
     def device_if(self, stmt: ast.If, test: Any) -> None:
         self.ifs.trace(stmt, test)
 

@@ -11,6 +11,7 @@ walker (they go to the semantics' proxies or torch function mode).
 from __future__ import annotations
 
 import ast
+import copy
 import contextlib
 from typing import Any, Callable, Iterator, Protocol
 
@@ -94,7 +95,7 @@ class StatementWalker:
         self.enter(stmt)
         code = self._code.get(id(stmt))
         if code is None:
-            code = self._code[id(stmt)] = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
+            code = self._code[id(stmt)] = self._compile(ast.Module(body=[stmt], type_ignores=[]), "exec")
         with self.user_code():
             exec(code, self.scope)
         self.semantics.statement_executed(stmt)
@@ -104,9 +105,20 @@ class StatementWalker:
         self.enter(stmt)
         code = self._code.get(id(expr))
         if code is None:
-            code = self._code[id(expr)] = compile(ast.Expression(body=expr), self.filename, "eval")
+            code = self._code[id(expr)] = self._compile(ast.Expression(body=expr), "eval")
         with self.user_code():
             return eval(code, self.scope)
+
+    def _compile(self, tree: ast.mod, mode: str) -> Any:
+        """Python code of `tree`; where the semantics give `and`/`or` a meaning of their own
+        (`bool_op`: a traced operand has no truth value while tracing), each `a or b` calls it
+        with its operands as thunks, so host operands still short-circuit."""
+        bool_op = getattr(self.semantics, "bool_op", None)
+        if bool_op is not None and any(isinstance(node, ast.BoolOp) or isinstance(node, ast.UnaryOp)
+                                       and isinstance(node.op, ast.Not) for node in ast.walk(tree)):
+            self.scope[BOOL_OP_NAME] = bool_op
+            tree = ast.fix_missing_locations(_BoolOpsAsCalls().visit(copy.deepcopy(tree)))
+        return compile(tree, self.filename, mode)
 
     @contextlib.contextmanager
     def user_code(self) -> Iterator[None]:
@@ -289,3 +301,28 @@ def _is_continue_guard(stmt: ast.stmt) -> bool:
     """`if <test>: continue` with no else."""
     return (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
             and isinstance(stmt.body[0], ast.Continue))
+
+
+BOOL_OP_NAME = "__pallasite_bool_op__"
+
+
+class _BoolOpsAsCalls(ast.NodeTransformer):
+    """`a and b` -> `__pallasite_bool_op__(True, [lambda: a, lambda: b])` (`or`: False;
+    `not a`: None, [lambda: a])."""
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        return ast.copy_location(_bool_op_call(None, [node.operand]), node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        self.generic_visit(node)
+        return ast.copy_location(_bool_op_call(isinstance(node.op, ast.And), node.values), node)
+
+
+def _bool_op_call(is_and: bool | None, operands: list[ast.expr]) -> ast.Call:
+    no_arguments = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+    thunks = [ast.Lambda(args=no_arguments, body=operand) for operand in operands]
+    return ast.Call(func=ast.Name(BOOL_OP_NAME, ast.Load()),
+                    args=[ast.Constant(is_and), ast.List(thunks, ast.Load())], keywords=[])
