@@ -14,6 +14,7 @@ from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
 from ..language.tunables import Fragment
+from . import growth
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
 # grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
@@ -176,6 +177,16 @@ class ConfigSpec:
         return WORKLIST_GROUPINGS if self.has_jagged_grid else ()
 
     def default_config(self) -> Config:
+        """The heuristic default (`heuristic_default`), then, for a kernel the cost model
+        can count from its shapes alone, grown to larger blocks while the model says they
+        pay (`autotune/growth.py`)."""
+        start = self.heuristic_default()
+        if self._validate is None or not self.has_device_loops or any(s.dynamic for s in self.block_sizes):
+            return start
+        strategies = [s.name for s in default_strategies()] if self.has_inner_loops else []
+        return growth.grow(start, self.block_sizes, strategies, self._validate)
+
+    def heuristic_default(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
         fit VMEM, else streamed ones (fori_loop), else smaller blocks. Any config-dependent
         rejection (`InvalidConfig`: VMEM, a narrowing read past a block, ...) moves on to the
