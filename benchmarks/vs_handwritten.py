@@ -104,10 +104,13 @@ def _splash_gqa_handwritten(causal: bool) -> Handwritten:
         "BlockSizes.get_default: block_q=128, block_kv=128, block_kv_compute=128)",
         "per batch, grid (Hq, S/128, S/128), K/V BlockSpec head index h // 4, kv axis 'arbitrary'"
         + ("; causal blocks skipped by the mask info's data_next table" if causal else ""),
-        {"block_sizes": [128, 128], "pallas_loop_type": "fori_loop"},
-        ("the kv axis is an inner loop; its K/V windows are copied by fori_loop's double-buffered "
-         "DMA (emit_pipeline streams no window whose index holds a scalar, here the KV head)",
-         "each program's first K/V window is exposed (the grid pipeline would prefetch it)"),
+        {"block_sizes": [128, 128], "pallas_loop_type": "emit_pipeline"},
+        ("the kv axis is an inner emit_pipeline loop of each (q head, q block) program (its K/V "
+         "BlockSpecs index the KV head h // 4 as splash's do), not a third grid axis: each q "
+         "block's pipeline starts cold (first K/V windows exposed)",)
+        + (("causal: pallasite's key loop ends at the diagonal (pruned); splash's skipped blocks "
+            "still take a grid step (its shrunk grid is as wide as the widest row: the whole row "
+            "under a causal mask), without compute or copy",) if causal else ()),
     )
 
 
