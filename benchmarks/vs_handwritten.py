@@ -33,7 +33,6 @@ from typing import Callable
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-os.environ.setdefault("PALLASITE_AUTOTUNE_QUIET", "1")
 
 import pallasite  # noqa: E402
 from benchmarks.handwritten_kernels import attention, gqa_attention, matmul_bf16, rms_norm  # noqa: E402
@@ -245,6 +244,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated substrings of case names")
     parser.add_argument("--effort", default="full", choices=("quick", "full"))
     options = parser.parse_args(argv)
+    os.environ.setdefault("PALLASITE_AUTOTUNE_QUIET", "1")
     chips = [c for c in options.chips.split(",") if c]
     wanted = [w for w in options.only.split(",") if w]
     print("Hand-written Pallas TPU schedules vs pallasite's default and tuned configs.")
