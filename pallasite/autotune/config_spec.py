@@ -13,6 +13,7 @@ from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileL
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
+from ..runtime.chips import default_chip
 from ..language.tunables import Fragment
 from . import growth
 
@@ -116,6 +117,7 @@ class ConfigSpec:
         `tunables`: the kernel's `hl.register_tunable` fragments by name."""
         self._validate = validate
         self._last_plan: tuple | None = None  # (canonical config key, plan): `planned`
+        self._grown: dict[str, Config] = {}  # the grown default per chip (it counts every move)
         self.tunables: dict[str, Fragment] = dict(tunables or {})
         # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
         # then nothing is tiled and a config's block sizes, written for the others, do not apply.
@@ -183,8 +185,11 @@ class ConfigSpec:
         start = self.heuristic_default()
         if self._validate is None or not self.has_device_loops or any(s.dynamic for s in self.block_sizes):
             return start
-        strategies = [s.name for s in default_strategies()] if self.has_inner_loops else []
-        return growth.grow(start, self.block_sizes, strategies, self._validate)
+        chip = default_chip()  # what the plans (and so the growth) are for
+        if chip not in self._grown:
+            strategies = [s.name for s in default_strategies()] if self.has_inner_loops else []
+            self._grown[chip] = growth.grow(start, self.block_sizes, strategies, self._validate)
+        return self._grown[chip]
 
     def heuristic_default(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
