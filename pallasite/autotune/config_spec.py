@@ -13,7 +13,9 @@ from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileL
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
 from ..plan.tpu_tiling import AxisRule
+from ..runtime.chips import default_chip
 from ..language.tunables import Fragment
+from . import growth
 
 # Preferred block size by the strongest rule on a dim: big lane blocks keep the
 # grid short; sublane blocks stay moderate so 2-D blocks fit VMEM comfortably.
@@ -115,6 +117,7 @@ class ConfigSpec:
         `tunables`: the kernel's `hl.register_tunable` fragments by name."""
         self._validate = validate
         self._last_plan: tuple | None = None  # (canonical config key, plan): `planned`
+        self._grown: dict[str, Config] = {}  # the grown default per chip (it counts every move)
         self.tunables: dict[str, Fragment] = dict(tunables or {})
         # Host code may skip every device loop for some arguments (`if m == 0: return ...`):
         # then nothing is tiled and a config's block sizes, written for the others, do not apply.
@@ -176,6 +179,19 @@ class ConfigSpec:
         return WORKLIST_GROUPINGS if self.has_jagged_grid else ()
 
     def default_config(self) -> Config:
+        """The heuristic default (`heuristic_default`), then, for a kernel the cost model
+        can count from its shapes alone, grown to larger blocks while the model says they
+        pay (`autotune/growth.py`)."""
+        start = self.heuristic_default()
+        if self._validate is None or not self.has_device_loops or any(s.dynamic for s in self.block_sizes):
+            return start
+        chip = default_chip()  # what the plans (and so the growth) are for
+        if chip not in self._grown:
+            strategies = [s.name for s in default_strategies()] if self.has_inner_loops else []
+            self._grown[chip] = growth.grow(start, self.block_sizes, strategies, self._validate)
+        return self._grown[chip]
+
+    def heuristic_default(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
         fit VMEM, else streamed ones (fori_loop), else smaller blocks. Any config-dependent
         rejection (`InvalidConfig`: VMEM, a narrowing read past a block, ...) moves on to the

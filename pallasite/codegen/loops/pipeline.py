@@ -11,7 +11,7 @@ last grid axis fastest.
 """
 from __future__ import annotations
 
-from ...ir import FullSlice, NewAxis, TileLoop, TileSlice
+from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
 from ...plan import Direction
 from ...plan.loops import PipelineLoopPlan
 from ..frames import LoopFrame
@@ -89,11 +89,18 @@ def _read_scratch(ref: str, item) -> str:
 
 
 def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> str:
-    """`ids`: the pipeline's grid index of each loop dim, by dim id."""
-    indices = []
+    """`ids`: the pipeline's grid index of each loop dim, by dim id. A scalar index is a
+    squeezed axis whose block index is the scalar (computed before the pipeline)."""
+    indices, blocks = [], []
+    window = iter(stream.window_shape)
     for item in stream.index:
         if isinstance(item, NewAxis):
             continue
+        if isinstance(item, ScalarIndex):
+            indices.append(k.render(item.index))
+            blocks.append("pl.Squeezed()")
+            continue
+        blocks.append(str(next(window)))
         if isinstance(item, TileSlice) and item.dim.id in ids:
             indices.append(f"{firsts[item.dim.id]} + {ids[item.dim.id]}")
         elif isinstance(item, TileSlice):  # a block-aligned grid tile (the strategy checked)
@@ -102,8 +109,7 @@ def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> st
             indices.append("0")
         else:
             raise TypeError(f"a pipeline BlockSpec has no {type(item).__name__} axis")
-    shape = ", ".join(map(str, stream.window_shape))
-    shape = f"({shape},)" if len(stream.window_shape) == 1 else f"({shape})"
+    shape = f"({blocks[0]},)" if len(blocks) == 1 else f"({', '.join(blocks)})"
     index = f"({', '.join(indices)},)" if len(indices) == 1 else f"({', '.join(indices)})"
     spec = f"pl.BlockSpec({shape}, lambda {', '.join(ids.values())}: {index}"
     if stream.buffers != 2:  # `pallas_load_buffer_count`: the pipeline's buffer depth

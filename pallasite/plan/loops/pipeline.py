@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir import ScalarIndex, TileLoop, TileSlice
+from ...ir import TileLoop, TileSlice
 from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream
 from .base import LoopStrategy, static_trips, unique_name, value_shape, window_value_axes
 from .streams import tensor_axes
@@ -41,10 +41,10 @@ class Pipeline(LoopStrategy):
 
     def accepts_stream(self, index: tuple, loop_dims: set[int], grid_axis_of: dict[int, int]) -> bool:
         """Index maps count in blocks: the loop's tiles and every other tile must start at
-        block multiples (the others being grid tiles)."""
+        block multiples (the others being grid tiles). A scalar index is a squeezed axis,
+        whose block index is the element index (`plan_streams` checked it is known before
+        the loop starts: the index maps close over it)."""
         for item in tensor_axes(index):
-            if isinstance(item, ScalarIndex):
-                return False
             if isinstance(item, TileSlice) and not item.dim.begin_aligned:
                 return False
             if isinstance(item, TileSlice) and item.dim.id not in loop_dims and item.dim.id not in grid_axis_of:
