@@ -131,3 +131,37 @@ def test_a_chained_comparison_guards_a_continue(loop_type):
     code, result = code_and_output(split_k_sums, (x,), pallas_loop_type=loop_type)
     torch.testing.assert_close(result, expected)
     torch.testing.assert_close(run_ref(split_k_sums, (x,), pallas_loop_type=loop_type), expected)
+
+
+@pallasite.kernel
+def scaled_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for g in hl.grid(x.size(0)):
+        f = flags[g].item()  # a device scalar, as torch's item() gives the one element
+        total = x[g, :].sum().item()
+        out[g, :] = x[g, :] * f + total
+    return out
+
+
+def test_item_of_a_one_element_device_value_is_a_device_scalar():
+    x = torch.randint(-4, 5, (8, 128), generator=torch.Generator().manual_seed(6)).float()
+    flags = torch.arange(8, dtype=torch.float32)
+    expected = x * flags[:, None] + x.sum(1, keepdim=True)
+    torch.testing.assert_close(scaled_by_flag(x, flags), expected)
+    torch.testing.assert_close(run_ref(scaled_by_flag, (x, flags)), expected)
+
+
+@pallasite.kernel
+def stop_early(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tm in hl.tile(x.size(0), block_size=8):
+        for tn in hl.tile(x.size(1), block_size=128):
+            if tn.begin > 128:
+                break
+            out[tm, tn] = x[tm, tn]
+    return out
+
+
+def test_break_is_refused_saying_what_to_write():
+    with pytest.raises(exc.UnsupportedSyntax, match="if <condition>: continue"):
+        stop_early(torch.randn(16, 512))

@@ -8,6 +8,8 @@ to the active `Tracer`, which records IR.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 import torch
@@ -193,6 +195,15 @@ class DeviceTensor(_TensorLike):
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.value!r})"
+
+    def item(self) -> "DeviceTensor":
+        """`t.item()` in device code: the one element as a device scalar (it has no Python
+        value while tracing; it computes, indexes and bounds loops as one)."""
+        if math.prod(self.value.shape) != 1:
+            raise exc.UnsupportedOperation(
+                f"item() of a device value of shape {list(self.value.shape)}: only a one-element value "
+                "has an item (as in torch).")
+        return self if self.value.shape == () else self._tracer.call_method(self, "reshape", ([],), {})
 
     @property
     def tile_shift(self) -> int | None:

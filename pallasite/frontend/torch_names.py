@@ -62,15 +62,16 @@ _HINTS = {
              "code is compiled with it, and one compiled variant serves every value of a tensor): use "
              "a size where the value is one (`x_data.size(0)`, not `offsets[-1].item()`), pass the "
              "number as an int argument (`hl.specialize` it if it sizes a tensor), or read the value "
-             "inside the device loop, with t[()] or t.item() there (a runtime scalar: a loop bound "
+             "inside the device loop, with t[()] or t.item() there (a device scalar: a loop bound "
              "`hl.tile(0, lengths.amax())` is one)."),
 }
 
 
 def refused_hints() -> dict[str, str]:
     """The torch functions refused in device code with a hint, by name (the supported-forms
-    page). torch.rand_like works on device values (`random_values.py`): its hint is host code's."""
-    return {name: hint for name, hint in _HINTS.items() if name != "rand_like"}
+    page). torch.rand_like works on device values (`random_values.py`) and so does t.item()
+    (`proxies.DeviceTensor.item`): their hints are host code's."""
+    return {name: hint for name, hint in _HINTS.items() if name not in ("rand_like", "item")}
 
 
 def unsupported_hint(name: str) -> str:

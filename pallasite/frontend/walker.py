@@ -192,7 +192,16 @@ class StatementWalker:
             elif isinstance(stmt, _SIMPLE_DEVICE_STATEMENTS):
                 self.execute(stmt)
             elif isinstance(stmt, ast.Return):
-                raise exc.UnsupportedSyntax("return inside a device loop is not supported.", self.location)
+                raise exc.UnsupportedSyntax(
+                    "return inside a device loop is not supported: a kernel returns once, after its loops. "
+                    "Store the result into an output tensor in the loop and return that tensor after it.",
+                    self.location)
+            elif isinstance(stmt, ast.Break):
+                raise exc.UnsupportedSyntax(
+                    "break is not supported in device code: a tile loop's trip count is fixed when it starts. "
+                    "Skip the remaining iterations instead (`if <condition>: continue` directly in the loop's "
+                    "body), or bound the loop where it should stop (hl.tile(begin, end) with a computed end).",
+                    self.location)
             else:
                 raise exc.UnsupportedSyntax(
                     f"{type(stmt).__name__} statements are not supported in device code.", self.location)
