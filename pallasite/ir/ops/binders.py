@@ -291,11 +291,8 @@ def unbound(op: OpDef, call: Call) -> Bound:
     raise exc.UnsupportedOperation(f"{call.display} is not supported by pallasite.")
 
 
-def constant_pad(op: OpDef, call: Call) -> Bound:
-    """`F.pad(x, pad, mode="constant", value=0)`: attrs `widths`, one (before, after) per axis
-    of x, outermost first (torch's `pad` lists the last axis first), and `value` (None: 0).
-    Static, non-negative widths only: a negative width crops, which a slice says plainly."""
-    params = ("input", "pad", "mode", "value")
+def _bind_params(call: Call, params: tuple[str, ...]) -> dict[str, Any]:
+    """The call's arguments by parameter name, as Python binds them (positional, then keywords)."""
     if len(call.args) > len(params):
         raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
     bound = dict(zip(params, call.args))
@@ -303,6 +300,15 @@ def constant_pad(op: OpDef, call: Call) -> Bound:
         if key not in params or key in bound:
             raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
         bound[key] = value
+    return bound
+
+
+def constant_pad(op: OpDef, call: Call) -> Bound:
+    """`F.pad(x, pad, mode="constant", value=0)`: attrs `widths`, one (before, after) per axis
+    of x, outermost first (torch's `pad` lists the last axis first), and `value` (None: 0).
+    Static, non-negative widths only: a negative width crops, which a slice says plainly."""
+    params = ("input", "pad", "mode", "value")
+    bound = _bind_params(call, params)
     if "pad" not in bound:
         raise exc.UnsupportedOperation(f"{call.display}() is missing argument 'pad'.")
     mode = bound.get("mode", "constant")
@@ -337,13 +343,7 @@ def gather_dim(op: OpDef, call: Call) -> Bound:
     """`torch.gather(input, dim, index)` / `input.gather(dim, index)`: operands (input, index),
     attr `dim` as a non-negative axis. `sparse_grad` changes nothing in a forward kernel."""
     params = ("input", "dim", "index", "sparse_grad")
-    if len(call.args) > len(params):
-        raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
-    bound = dict(zip(params, call.args))
-    for key, value in call.kwargs.items():
-        if key not in params or key in bound:
-            raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
-        bound[key] = value
+    bound = _bind_params(call, params)
     missing = [name for name in params[:3] if name not in bound]
     if missing:
         raise exc.UnsupportedOperation(f"{call.display}() is missing argument {missing[0]!r}.")
@@ -364,13 +364,7 @@ def concatenated(op: OpDef, call: Call) -> Bound:
     operands, in order; `dim` a non-negative axis. torch's own checks of the sizes and its
     dtype promotion come from running it on meta tensors."""
     params = ("tensors", "dim")
-    if len(call.args) > len(params):
-        raise exc.UnsupportedOperation(f"Too many arguments to {call.display}: {len(call.args)}.")
-    bound = dict(zip(params, call.args))
-    for key, value in call.kwargs.items():
-        if key not in params or key in bound:
-            raise exc.UnsupportedOperation(f"{call.display}() got an unexpected or repeated argument {key!r}.")
-        bound[key] = value
+    bound = _bind_params(call, params)
     tensors, dim = bound.get("tensors"), bound.get("dim", 0)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise exc.UnsupportedOperation(f"{call.display} takes a non-empty list or tuple of tensors, got {tensors!r}.")
