@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from ... import exc
-from .definition import Bound, Call, OpDef, Redirect
+from .definition import Bound, Call, OpDef, OpKind, Redirect
 from ..sizes import keep_symbolic
 
 
@@ -21,7 +21,59 @@ def by_signature(op: OpDef, call: Call) -> Bound:
     else from the function the user called."""
     operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
     shape_rule = op.meta or call.function or getattr(torch, op.name)
+    if op.kind is OpKind.ELEMENTWISE:
+        shape_rule = on_probes(shape_rule)
     return operands, attrs, call.run_meta(shape_rule, call.args, dict(call.kwargs))
+
+
+def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | None = None) -> Callable:
+    """An elementwise op's shape rule that does not run torch's function on meta tensors
+    (a reduction's too, given `shape_of`: the result's shape from the meta arguments).
+
+    On meta tensors, torch runs an elementwise op through its Python reference, whose
+    first call in a process imports torch._dynamo: ~0.9 s, most of a kernel's first call.
+    The rule instead runs `function` on one-element CPU tensors of the operands' dtypes and
+    ranks (so torch's own type promotion decides the dtype, 0-d operands still counting as
+    scalars), and gives the result the operands' broadcast shape, as a meta tensor. If the
+    probe fails (a dtype the CPU lacks a kernel for, shapes that do not broadcast), the op
+    runs on the meta tensors as before, and torch's error there is the one reported."""
+
+    def rule(*args: Any, **kwargs: Any) -> Any:
+        try:
+            if shape_of is None:
+                shape = _broadcast([a.shape for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)])
+            else:
+                shape = shape_of(*args, **kwargs)
+            out = function(*_probes(args), **{k: _probes(v) for k, v in kwargs.items()})
+        except Exception:  # noqa: BLE001 - torch's own message comes from the meta run below
+            return function(*args, **kwargs)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,) * len(shape):
+            return function(*args, **kwargs)  # not elementwise after all: no shortcut
+        return torch.empty(shape, dtype=out.dtype, device="meta")
+
+    return rule
+
+
+def _broadcast(shapes: list[torch.Size]) -> tuple[int, ...]:
+    """torch's broadcast of `shapes` (torch.broadcast_shapes imports sympy, ~0.3 s)."""
+    rank = max((len(shape) for shape in shapes), default=0)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    result = []
+    for sizes in zip(*padded):
+        wide = {size for size in sizes if size != 1}
+        if len(wide) > 1:
+            raise ValueError(f"sizes {sorted(wide)} do not broadcast")
+        result.append(wide.pop() if wide else 1)
+    return tuple(result)
+
+
+def _probes(item: Any) -> Any:
+    """Meta tensors in `item` as one-element CPU tensors of their dtype and rank."""
+    if isinstance(item, torch.Tensor):
+        return torch.ones((1,) * item.ndim, dtype=item.dtype)
+    if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
+        return type(item)(_probes(i) for i in item)
+    return item
 
 
 def one_sided_clamp(side: str) -> Callable:
@@ -64,7 +116,16 @@ def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound:
             meta_kwargs["dim"] = attrs["dim"][0]
         else:
             raise exc.UnsupportedOperation(f"{call.display} reduces over one dim at a time.")
-    return operands, attrs, call.run_meta(getattr(torch, op.name), (operands[0],), meta_kwargs)
+    rule = on_probes(getattr(torch, op.name), shape_of=_reduced_shape)
+    return operands, attrs, call.run_meta(rule, (operands[0],), meta_kwargs)
+
+
+def _reduced_shape(x: torch.Tensor, dim: int | tuple[int, ...] | None = None, keepdim: bool = False) -> tuple:
+    """The shape of a reduction of `x` over `dim` (normalized; None: every dim)."""
+    dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+    if dim is None:
+        keepdim = False
+    return tuple(1 if axis in dims else size for axis, size in enumerate(x.shape) if keepdim or axis not in dims)
 
 
 def normalize_dims(dim: Any, rank: int) -> tuple[int, ...] | None:

@@ -39,19 +39,25 @@ def _elementwise(name: str, facts: Elementwise, *aliases: str | Spelling, **fiel
 # ---------------------------------------------------------- shape rules --
 
 
-def _scalar_meta(value: Any) -> Any:
+def _scalar_tensor(value: Any, device: torch.device) -> Any:
     if isinstance(value, bool):
-        return torch.empty((), dtype=torch.bool, device="meta")
+        return torch.empty((), dtype=torch.bool, device=device)
     if isinstance(value, int):
-        return torch.empty((), dtype=torch.int32, device="meta")
+        return torch.empty((), dtype=torch.int32, device=device)
     if isinstance(value, float):
-        return torch.empty((), dtype=torch.float32, device="meta")
+        return torch.empty((), dtype=torch.float32, device=device)
     return value
 
 
 def _with_scalar_tensors(function: Callable) -> Callable:
-    """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors."""
-    return lambda a, b: function(_scalar_meta(a), _scalar_meta(b))
+    """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors
+    (on the other operand's device: the rule also runs on CPU probes, `binders.on_probes`)."""
+
+    def meta(a, b):
+        device = next((t.device for t in (a, b) if isinstance(t, torch.Tensor)), torch.device("meta"))
+        return function(_scalar_tensor(a, device), _scalar_tensor(b, device))
+
+    return meta
 
 
 def _clamp(x, min=None, max=None):  # noqa: A002 - torch's parameter names
@@ -72,6 +78,23 @@ def _accumulate(function: Callable) -> Callable:
         return function(acc, a, b, **kwargs)
 
     return accumulate
+
+
+def _plus_product(product: Callable) -> Callable:
+    """torch.addmm / torch.baddbmm's shape rule from torch.mm / torch.bmm's: the product's
+    shape and dtype, after torch's checks of the factors and that `input` broadcasts to the
+    product. (torch's own addmm on meta tensors runs a decomposition whose first call
+    imports torch._dynamo, ~0.9 s of a kernel's first call.)"""
+
+    def meta(input, a, b, beta=1, alpha=1):  # noqa: A002 - torch's parameter names
+        out = product(a, b)
+        input.expand(out.shape)
+        if input.dtype != out.dtype:
+            raise RuntimeError(f"expected the input and the factors to have one dtype, got {input.dtype} "
+                               f"and {out.dtype}")
+        return out
+
+    return meta
 
 
 _HALF_FLOATS = (torch.bfloat16, torch.float16)
@@ -388,10 +411,10 @@ CONTRACTION_OPS = (
                  operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__"), dtypes=FLOATS,
                  note=f"{_PRODUCT}; 2-D, batched 3-D, and matrix @ vector"),
     _contraction("addmm", Signature(("input", "mat1", "mat2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(torch.addmm)), dtypes=FLOATS,
+                 meta=_out_dtype(_accumulate(_plus_product(torch.mm))), dtypes=FLOATS,
                  note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     _contraction("baddbmm", Signature(("input", "batch1", "batch2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(torch.baddbmm)), dtypes=FLOATS,
+                 meta=_out_dtype(_accumulate(_plus_product(torch.bmm))), dtypes=FLOATS,
                  note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     # hl.dot(a, b, acc, out_dtype). Its acc's padding is not inherited by the result (the
     # planner has never done so; acc is product-shaped), hence no `addend`.

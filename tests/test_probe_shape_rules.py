@@ -1,0 +1,130 @@
+"""Elementwise and reduction shape rules run on one-element CPU probes, not on meta tensors
+(`ir/ops/binders.on_probes`): torch runs an elementwise op on meta tensors through a Python
+reference whose first call imports torch._dynamo (~0.9 s of a kernel's first call). The
+probe must give exactly what torch's eager op gives on whole CPU tensors (dtype and shape),
+for every registered op and dtype mix, and a kernel's first call must not import
+torch._dynamo at all. (Where the meta reference disagrees with eager torch, eager wins:
+`bool_tensor ** True` is bool in eager torch, int64 on meta.)"""
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from pallasite.ir.ops import binders
+from pallasite.ir.ops.catalog import DEFINITIONS
+from pallasite.ir.ops.definition import OpKind
+
+F = torch.nn.functional
+
+REPO = Path(__file__).resolve().parent.parent
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int8, torch.bool)
+
+
+def _operand_kinds(dtype: torch.dtype):
+    """A tensor of `dtype` as a [2, 3] operand, a 0-d one, and Python numbers."""
+    yield torch.empty((2, 3), dtype=dtype, device="meta")
+    yield torch.empty((3,), dtype=dtype, device="meta")
+    yield torch.empty((), dtype=dtype, device="meta")
+
+
+SCALARS = (2, 0.5, True)
+
+
+def _eager_result(function, args, kwargs=None):
+    """`function` on whole CPU tensors of the meta arguments' shapes and dtypes (None if
+    torch refuses: the probe then runs the meta path too, nothing to compare)."""
+    def whole(item):
+        return torch.ones(item.shape, dtype=item.dtype) if isinstance(item, torch.Tensor) else item
+
+    try:
+        out = function(*map(whole, args), **(kwargs or {}))
+    except Exception:  # noqa: BLE001
+        return None
+    return out if isinstance(out, torch.Tensor) else None
+
+
+def _torch_function(op):
+    """What a user calls for `op` (its shape rule's default); None for pallasite's own ops."""
+    if op.meta is not None:
+        return op.meta
+    for namespace in (torch, F):
+        if hasattr(namespace, op.name):
+            return getattr(namespace, op.name)
+    return op.operator.function if op.operator is not None else None
+
+
+ELEMENTWISE = [op for op in DEFINITIONS
+               if op.kind is OpKind.ELEMENTWISE and op.name != "to" and _torch_function(op) is not None]
+
+
+@pytest.mark.parametrize("op", ELEMENTWISE, ids=lambda op: op.name)
+def test_the_probe_gives_the_meta_dtype_and_shape_of_every_elementwise_op(op):
+    function = _torch_function(op)
+    arity = len(op.signature.operands)
+    rule = binders.on_probes(function)
+    compared = 0
+    for dtype_a, dtype_b in itertools.product(DTYPES, repeat=2):
+        firsts = list(_operand_kinds(dtype_a))
+        others = [*_operand_kinds(dtype_b), *SCALARS]
+        for first, other in itertools.product(firsts, others):
+            args = (first, other, other)[:max(arity, 1)]
+            expected = _eager_result(function, args)
+            if expected is None:
+                continue
+            got = rule(*args)
+            assert (got.dtype, tuple(got.shape), got.device.type) == (expected.dtype, tuple(expected.shape), "meta"), \
+                (op.name, args)
+            compared += 1
+    assert compared > 0, f"no dtype mix of {op.name} ran"
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "argmax", "prod"])
+def test_the_probe_gives_the_meta_result_of_reductions(name):
+    function = getattr(torch, name)
+    rule = binders.on_probes(function, shape_of=binders._reduced_shape)
+    x = torch.empty((4, 5, 6), dtype=torch.float32, device="meta")
+    for dtype, kwargs in itertools.product((torch.float32, torch.bfloat16, torch.int32, torch.bool),
+                                           ({}, {"dim": 1}, {"dim": 2, "keepdim": True}, {"dim": (0, 2)})):
+        if name == "argmax" and isinstance(kwargs.get("dim"), tuple):
+            continue
+        x = x.to(dtype)
+        expected = _eager_result(function, (x,), kwargs)
+        if expected is None:
+            continue
+        got = rule(x, **kwargs)
+        assert (got.dtype, tuple(got.shape)) == (expected.dtype, tuple(expected.shape)), (name, dtype, kwargs)
+
+
+def test_a_broadcast_error_is_torchs_message_from_the_meta_run():
+    rule = binders.on_probes(torch.add)
+    with pytest.raises(RuntimeError, match="broadcast") as probed:
+        rule(torch.empty((2, 3), device="meta"), torch.empty((4,), device="meta"))
+    with pytest.raises(RuntimeError) as on_meta:
+        torch.add(torch.empty((2, 3), device="meta"), torch.empty((4,), device="meta"))
+    assert str(probed.value) == str(on_meta.value)
+
+
+def test_a_kernels_first_call_does_not_import_torch_dynamo(tmp_path):
+    """Every example kernel's first call, in one fresh process: torch._dynamo stays out."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        import importlib, pallasite
+        from examples.run_all import EXAMPLES
+        for name in ("add", "softmax", "layer_norm", "matmul", "attention", "sliding_window_attention",
+                     "argmax", "geglu", "gdn", "jagged_attention"):
+            module = importlib.import_module("examples." + name)
+            getattr(module, name)(*module.example_inputs())
+            assert "torch._dynamo" not in sys.modules, name + " imported torch._dynamo"
+        print("ok")
+    """)
+    env = {**__import__("os").environ, "PALLASITE_CODE_DIR": str(tmp_path / "code"),
+           "PALLASITE_CACHE_DIR": str(tmp_path / "cache"), "PALLASITE_AUTOTUNE_EFFORT": "none"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
