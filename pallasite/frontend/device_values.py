@@ -48,7 +48,7 @@ def dot(recorder: Any, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) 
     """`hl.dot(a, b, acc, out_dtype)`: out_dtype defaults to acc's, else float32 (int32 for ints)."""
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
-    meta = recorder.run_on_meta(torch.matmul, (a, b), {}, "hl.dot")
+    meta = recorder.run_on_meta(ops.matmul_rule, (a, b), {}, "hl.dot")
     if out_dtype is None:
         if acc is not None:
             out_dtype = acc.dtype

@@ -21,6 +21,7 @@ import torch
 
 from .. import exc
 from ..ir import Value
+from ..ir.sizes import broadcast_shape
 from .proxies import DeviceTensor, HostScalar, TileProxy
 
 
@@ -52,8 +53,8 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
     positions = index_tensors(items)
     shapes = [tuple(items[p].value.shape) for p in positions]
     try:
-        common = tuple(torch.broadcast_shapes(*shapes))
-    except RuntimeError:
+        common = broadcast_shape(*shapes)
+    except ValueError:
         raise exc.IndexingError(
             f"{name}[...]: its index tensors have shapes {', '.join(str(list(s)) for s in shapes)}, which do not "
             "broadcast together; torch pairs index tensors element by element after broadcasting them, so "

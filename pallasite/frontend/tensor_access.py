@@ -15,6 +15,7 @@ import torch
 
 from .. import exc
 from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
+from ..ir.sizes import broadcast_shape
 from . import lane_pairs, paired_indexing
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
@@ -123,8 +124,8 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
     operand = recorder.device_operand(value)
     if isinstance(operand, Value):
         try:
-            fits = torch.broadcast_shapes(operand.shape, target_shape) == tuple(target_shape)
-        except RuntimeError:
+            fits = broadcast_shape(operand.shape, target_shape) == tuple(target_shape)
+        except ValueError:
             fits = False
         if not fits:
             raise exc.ShapeMismatch(

@@ -42,6 +42,20 @@ class SizeOp:
     right: Any
 
 
+def broadcast_shape(*shapes: tuple) -> tuple:
+    """torch's broadcast of `shapes`; ValueError if they do not broadcast. (torch's own
+    broadcast_shapes imports sympy on its first call, ~0.3 s of a kernel's first call.)"""
+    rank = max((len(shape) for shape in shapes), default=0)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    result = []
+    for axis, sizes in enumerate(zip(*padded)):
+        wide = [size for size in sizes if not (isinstance(size, int) and size == 1)]
+        if any(size != wide[0] for size in wide):
+            raise ValueError(f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast (axis {axis})")
+        result.append(wide[0] if wide else 1)
+    return tuple(result)
+
+
 def render(expr: Any) -> str:
     if isinstance(expr, SizeVar):
         return expr.name

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import torch
 
 from .. import exc
+from ..ir.sizes import broadcast_shape
 from .tunables import BooleanFragment, EnumFragment, Fragment, IntegerFragment, PowerOfTwoFragment
 
 __all__ = [
@@ -437,8 +438,8 @@ def _result_axes(item: Any) -> int:
 def _covers(shape: Sequence[int], mask_shape: Sequence[int]) -> bool:
     """Whether a mask of `mask_shape` broadcasts to `shape` (so it masks each index)."""
     try:
-        return tuple(torch.broadcast_shapes(tuple(shape), tuple(mask_shape))) == tuple(shape)
-    except RuntimeError:
+        return broadcast_shape(tuple(shape), tuple(mask_shape)) == tuple(shape)
+    except ValueError:
         return False
 
 

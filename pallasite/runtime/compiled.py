@@ -18,7 +18,7 @@ from ..ir import TensorSymbol
 from .code_files import _write_code, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
-from .interpret import interpret_params, interpreter_reports
+from .interpret import compiler_options, interpret_params, interpreter_reports
 from .jax_cache import use_persistent_cache
 from .scope import changed_names, read_scope
 
@@ -87,7 +87,7 @@ class CompiledKernel:
         if getattr(self.module, "CHECKS", None) is not None:  # pallasite.range_checked() quotes the lines
             self.module.CHECKS.locations = {i: check.location for i, check in self.range_checks.items()}
         self.mutated_args = self.module.MUTATED_ARGS
-        self._jitted = jax.jit(self.host_fn)
+        self._jitted = jax.jit(self.host_fn, compiler_options=compiler_options() or None)
         # The host function's parameters: the kernel's, then the captured tensors.
         self._names = [p.name for p in bound.kernel.params] + list(bound.captured)
         specs = [*bound.specs, *bound.captured.values()]

@@ -17,6 +17,13 @@ from .chips import default_chip, on_tpu, register_cpu_chip
 RACES_ENV = "PALLASITE_INTERPRET_DETECT_RACES"
 CORES_ENV = "PALLASITE_INTERPRET_CORES"  # simulated TensorCores: `parallel` grid axes split across them
 SEED_ENV = "PALLASITE_INTERPRET_SEED"  # the order interpret mode visits `parallel` grid points in
+FAST_COMPILE_ENV = "PALLASITE_INTERPRET_FAST_COMPILE"  # 0: XLA optimizes interpret programs as usual
+
+# An interpret-mode program is a loop of small XLA CPU ops and host callbacks: compiled
+# without LLVM's optimizations and XLA's fusion emitters it compiles in ~2/3 of the time
+# (0.3-0.5 s less on a first call of the examples) and runs as fast (measured on the
+# examples' warm calls: within 4%).
+_FAST_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
 def _flag(name: str, default: str = "0") -> bool:
@@ -41,6 +48,14 @@ def interpret_params():
         num_cores_or_threads=int(os.environ.get(CORES_ENV, "1")),
         random_seed=None if seed is None else int(seed),
     )
+
+
+def compiler_options() -> dict:
+    """XLA options for compiling a kernel's program: none on a TPU; in interpret mode, a
+    fast compile unless PALLASITE_INTERPRET_FAST_COMPILE=0."""
+    if on_tpu() or not _flag(FAST_COMPILE_ENV, "1"):
+        return {}
+    return dict(_FAST_CPU_COMPILE)
 
 
 class _Tee(io.TextIOBase):

@@ -6,6 +6,7 @@ rewritten to the IR's form.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -13,7 +14,7 @@ import torch
 
 from ... import exc
 from .definition import Bound, Call, OpDef, OpKind, Redirect
-from ..sizes import keep_symbolic
+from ..sizes import broadcast_shape, keep_symbolic
 
 
 def by_signature(op: OpDef, call: Call) -> Bound:
@@ -23,6 +24,8 @@ def by_signature(op: OpDef, call: Call) -> Bound:
     shape_rule = op.meta or call.function or getattr(torch, op.name)
     if op.kind is OpKind.ELEMENTWISE:
         shape_rule = on_probes(shape_rule)
+    elif op.kind is OpKind.CONTRACTION:
+        shape_rule = on_probes(shape_rule, shape_of=functools.partial(product_shape, _FACTOR_RANK.get(op.name)))
     return operands, attrs, call.run_meta(shape_rule, call.args, dict(call.kwargs))
 
 
@@ -41,7 +44,7 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
     def rule(*args: Any, **kwargs: Any) -> Any:
         try:
             if shape_of is None:
-                shape = _broadcast([a.shape for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)])
+                shape = broadcast_shape(*[a.shape for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)])
             else:
                 shape = shape_of(*args, **kwargs)
             out = function(*_probes(args), **{k: _probes(v) for k, v in kwargs.items()})
@@ -54,17 +57,33 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
     return rule
 
 
-def _broadcast(shapes: list[torch.Size]) -> tuple[int, ...]:
-    """torch's broadcast of `shapes` (torch.broadcast_shapes imports sympy, ~0.3 s)."""
-    rank = max((len(shape) for shape in shapes), default=0)
-    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
-    result = []
-    for sizes in zip(*padded):
-        wide = {size for size in sizes if size != 1}
-        if len(wide) > 1:
-            raise ValueError(f"sizes {sorted(wide)} do not broadcast")
-        result.append(wide.pop() if wide else 1)
-    return tuple(result)
+# The factors' rank where torch's function takes no other (torch.matmul takes 1-D to N-D).
+_FACTOR_RANK = {"mm": 2, "addmm": 2, "bmm": 3, "baddbmm": 3}
+
+
+def product_shape(rank: int | None, *args: Any, **kwargs: Any) -> tuple:
+    """torch.matmul's result shape for the last two tensors of `args` (the factors, of
+    `rank` and one batch if it is given; an addend before them must broadcast to the
+    product); ValueError if torch would refuse. (torch's meta rules for the matmul family
+    import sympy, ~0.3 s of a first call.)"""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    a, b = (t.shape for t in tensors[-2:])
+    if not a or not b or rank is not None and (len(a), len(b), a[:-2]) != (rank, rank, b[:-2]):
+        raise ValueError("factors of another rank or batch than torch's function takes")
+    rows, a_inner = ((), a[0]) if len(a) == 1 else ((a[-2],), a[-1])
+    b_inner, cols = (b[0], ()) if len(b) == 1 else (b[-2], (b[-1],))
+    if a_inner != b_inner:
+        raise ValueError("the contracted sizes differ")
+    batch = broadcast_shape(a[:-2], b[:-2])
+    product = (*batch, *rows, *cols)
+    if len(tensors) > 2 and broadcast_shape(tensors[0].shape, product) != product:
+        raise ValueError("the addend does not broadcast to the product")
+    return product
+
+
+def matmul_rule(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.matmul's shape rule on meta tensors, run on probes (hl.dot's)."""
+    return on_probes(torch.matmul, shape_of=functools.partial(product_shape, None))(a, b)
 
 
 def _probes(item: Any) -> Any:

@@ -1,12 +1,17 @@
-"""Elementwise and reduction shape rules run on one-element CPU probes, not on meta tensors
-(`ir/ops/binders.on_probes`): torch runs an elementwise op on meta tensors through a Python
-reference whose first call imports torch._dynamo (~0.9 s of a kernel's first call). The
-probe must give exactly what torch's eager op gives on whole CPU tensors (dtype and shape),
-for every registered op and dtype mix, and a kernel's first call must not import
-torch._dynamo at all. (Where the meta reference disagrees with eager torch, eager wins:
-`bool_tensor ** True` is bool in eager torch, int64 on meta.)"""
+"""A kernel's first call pays only for its kernel.
+
+Elementwise, reduction and matmul-family shape rules run on one-element CPU probes, not on
+meta tensors (`ir/ops/binders.on_probes`): torch runs an elementwise op on meta tensors
+through a Python reference whose first call imports torch._dynamo (~0.9 s of a kernel's
+first call), and its meta rules of the others import sympy (~0.3 s). The probe must give
+exactly what torch's eager op gives on whole CPU tensors (dtype and shape), for every
+registered op and dtype mix, and a kernel's first call must import neither.
+(Where the meta reference disagrees with eager torch, eager wins: `bool_tensor ** True` is
+bool in eager torch, int64 on meta.) Interpret-mode programs compile without LLVM's
+optimizations (`runtime/interpret.compiler_options`)."""
 from __future__ import annotations
 
+import functools
 import itertools
 import subprocess
 import sys
@@ -122,9 +127,40 @@ def test_a_kernels_first_call_does_not_import_torch_dynamo(tmp_path):
             module = importlib.import_module("examples." + name)
             getattr(module, name)(*module.example_inputs())
             assert "torch._dynamo" not in sys.modules, name + " imported torch._dynamo"
+            assert "sympy" not in sys.modules, name + " imported sympy"
         print("ok")
     """)
     env = {**__import__("os").environ, "PALLASITE_CODE_DIR": str(tmp_path / "code"),
            "PALLASITE_CACHE_DIR": str(tmp_path / "cache"), "PALLASITE_AUTOTUNE_EFFORT": "none"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["matmul", "mm", "bmm", "addmm", "baddbmm"])
+def test_the_probe_gives_the_eager_result_of_the_matmul_family(name):
+    op = next(op for op in DEFINITIONS if op.name == name)
+    rule = binders.on_probes(_torch_function(op), shape_of=functools.partial(binders.product_shape,
+                                                                             binders._FACTOR_RANK.get(name)))
+    shapes = [(5,), (4, 5), (5, 3), (2, 4, 5), (2, 5, 3), (1, 5, 3), (3, 2, 4, 5), (3,), (4, 3)]
+    compared = 0
+    for dtype in (torch.float32, torch.bfloat16):
+        metas = [torch.empty(shape, dtype=dtype, device="meta") for shape in shapes]
+        arity = 3 if name.startswith(("add", "badd")) else 2
+        for args in itertools.product(metas, repeat=arity):
+            expected = _eager_result(_torch_function(op), args)
+            if expected is None:
+                with pytest.raises(Exception):  # noqa: B017 - torch's own error, from the meta run
+                    rule(*args)
+                continue
+            got = rule(*args)
+            assert (got.dtype, tuple(got.shape)) == (expected.dtype, tuple(expected.shape)), (name, args)
+            compared += 1
+    assert compared > 0
+
+
+def test_interpret_programs_compile_without_llvm_optimizations_unless_asked(monkeypatch):
+    from pallasite.runtime import interpret
+
+    assert interpret.compiler_options() == {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+    monkeypatch.setenv(interpret.FAST_COMPILE_ENV, "0")
+    assert interpret.compiler_options() == {}
