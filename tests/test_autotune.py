@@ -365,6 +365,19 @@ def test_dynamic_shapes_say_once_that_they_are_not_tuned(settings, runs):
         quiet(x, w)
 
 
+def test_dynamic_shapes_with_the_default_effort_say_nothing(monkeypatch):
+    """A user who never asked for tuning (no autotune_effort=, no environment variable)
+    is not told that a kernel with static_shapes=False is not tuned."""
+    import warnings as _warnings
+
+    monkeypatch.delenv("PALLASITE_AUTOTUNE_EFFORT", raising=False)
+    kernel = pallasite.kernel(_scale_rows, static_shapes=False)
+    x, w = torch.randn(64, 128), torch.randn(128)
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        torch.testing.assert_close(kernel(x, w), x * w[None, :])
+
+
 def test_configs_that_are_all_invalid_raise_one_error_listing_each():
     kernel = _add(autotune_effort="quick",
                   configs=[pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[8, 128, 4])])

@@ -56,6 +56,8 @@ class TuneSettings:
     seed_configs: tuple[Config, ...] = ()
     rebenchmark_threshold: float | None = None
     autotuner_fn: Callable | None = None
+    # the effort was asked for (autotune_effort= or PALLASITE_AUTOTUNE_EFFORT), not the default
+    effort_asked: bool = False
 
     @property
     def quiet(self) -> bool:
@@ -128,6 +130,7 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     unknown = sorted(set(settings) - set(KEYS))
     if unknown:
         raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)} (neither pallasite's nor Helion's).")
+    asked = effort is not None or bool(os.environ.get(EFFORT_ENV))
     if effort is None:
         effort = os.environ.get(EFFORT_ENV) or "quick"
     if effort not in EFFORTS:
@@ -167,7 +170,8 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     return TuneSettings(effort, seed, check, baseline, tolerances["autotune_baseline_atol"],
                         tolerances["autotune_baseline_rtol"], dict(checked), flags["autotune_progress_bar"],
                         level, flags["force_autotune"], _seed_configs(settings.get("autotune_seed_configs")),
-                        _threshold(settings.get("autotune_rebenchmark_threshold")), _tuner(settings.get("autotuner_fn")))
+                        _threshold(settings.get("autotune_rebenchmark_threshold")), _tuner(settings.get("autotuner_fn")),
+                        asked)
 
 
 def _threshold(value: Any) -> float | None:

@@ -91,11 +91,12 @@ def _cached(bound, fields: dict) -> Config | None:
 def note_untuned(bound) -> None:
     """With dynamic shapes (`static_shapes=False`) nothing is tuned: one config serves
     every size of a bucket, and a config tuned at one size need not plan, or be fast, at
-    another. When the kernel asked for tuning (an effort other than "none", or several
-    `configs`), say so once per kernel, naming the config that runs."""
+    another. When the kernel asked for tuning (an effort other than "none" given by
+    `autotune_effort=` or PALLASITE_AUTOTUNE_EFFORT, or several `configs`), say so once per
+    kernel, naming the config that runs; the default effort asks for nothing."""
     kernel = bound.kernel
-    if (kernel.config is not None or (kernel.tune.effort == "none" and len(kernel.configs) < 2)
-            or not _first_note(kernel, "dynamic")):
+    asked = kernel.tune.effort != "none" and kernel.tune.effort_asked or len(kernel.configs) > 1
+    if kernel.config is not None or not asked or not _first_note(kernel, "dynamic"):
         return
     asked = (f"configs=[...] ({len(kernel.configs)} configs)" if len(kernel.configs) > 1
              else f'autotune_effort="{kernel.tune.effort}"')
