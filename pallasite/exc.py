@@ -110,6 +110,12 @@ class UnsupportedSyntax(PallasiteError):
     """Python syntax that device code cannot express."""
 
 
+class IncorrectTileUsage(UnsupportedSyntax):
+    """A tile loop's argument that contradicts its meaning (`hl.tile(max_extent=...)`: not a
+    static int, on a loop over several dims, disagreeing with another loop of its block size,
+    or below the loop's static extent). Helion's name for it."""
+
+
 class UnsupportedOperation(PallasiteError, NotImplementedError):
     """A torch op or method with no lowering in device code (a `NotImplementedError` too,
     which code written for Helion catches)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ir import FullSlice, Load, ScalarIndex, Store, Value
+from ..ir import FullSlice, Load, ScalarIndex, ShiftedTile, Store, Value
 from ..plan.access_plans import AlignedRun
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
@@ -85,8 +85,7 @@ def _shifted_read(k, node: Load, access, first: str) -> str:
     tensor zeroed."""
     shift, bind = access.shift, _binder(k)
     dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
-    sign = "+" if shift.offset > 0 else "-"
-    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: aligned runs of the resident "
+    k.comment(f"{node.tensor.name} at {ShiftedTile(dim, shift.offset).text()}: aligned runs of the resident "
               f"axis, rotated into place; positions outside [0, {shift.size}) read 0")
     lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
     text = bind(f"{node.tensor.name}_run", first)
@@ -107,8 +106,7 @@ def _shifted_write(k, node: Store, access, value: str, first: str) -> None:
     value's lanes, past the tile's end, outside the tensor)."""
     shift, bind = access.shift, _binder(k)
     dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
-    sign = "+" if shift.offset > 0 else "-"
-    k.comment(f"{node.tensor.name} at {dim.name}.index {sign} {abs(shift.offset)}: the value rotated into the "
+    k.comment(f"{node.tensor.name} at {ShiftedTile(dim, shift.offset).text()}: the value rotated into the "
               f"aligned runs of the resident axis; positions outside [0, {shift.size}) are not written")
     lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
     rotated = bind("rotated", f"pltpu.roll({value}, {shift.rotate}, {axis})" if shift.rotate else value)

@@ -68,10 +68,14 @@ def normalize_subscript(
     tensor_name: str,
     scalar_value: Callable[[Any], Value],
     store: bool = False,
+    zero_past_end: bool = False,
 ) -> tuple[IndexItem, ...]:
     """Normalize `tensor[key]`; `scalar_value` turns a host scalar into a device Value.
 
-    `store`: the subscript is the target of an assignment (an index vector there scatters)."""
+    `store`: the subscript is the target of an assignment (an index vector there scatters).
+    `zero_past_end`: a masked load's (`hl.load(..., extra_mask=...)`): a tile whose static
+    range runs past the tensor's end is a `ShiftedTile` by 0, which reads 0 there, not a
+    bounds error."""
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -105,7 +109,10 @@ def normalize_subscript(
             out.append(ScalarIndex(0))  # a scalar index: the axis goes, read at its one index
             axis += 1
             continue
-        out.append(_normalize_item(item, shape[axis], axis, tensor_name, scalar_value))
+        normalized = _normalize_item(item, shape[axis], axis, tensor_name, scalar_value)
+        if zero_past_end and isinstance(normalized, TileSlice) and _past_end(normalized.dim, shape[axis]):
+            normalized = ShiftedTile(normalized.dim, 0)
+        out.append(normalized)
         axis += 1
     while axis < len(shape):
         out.append(FullSlice())
@@ -121,6 +128,12 @@ def normalize_subscript(
             f"{tensor_name}[...]: a subscript may hold only one index vector (a gather along one "
             f"axis); this one has {len(gathers)}. Gather one axis at a time.")
     return tuple(out)
+
+
+def _past_end(dim: Any, size: Any) -> bool:
+    """Whether a tile loop with static bounds runs past an axis of static `size`."""
+    static = all(isinstance(v, int) and not isinstance(v, bool) for v in (dim.begin, dim.end, size))
+    return static and 0 <= dim.begin < dim.end and dim.end > size
 
 
 def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:

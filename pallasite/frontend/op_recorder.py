@@ -296,8 +296,8 @@ class OpRecorder:
         """What a program of several ops records its steps with (`ops.Record`)."""
         return CompositeRecord(self, display)
 
-    def subscript(self, tensor: Any, key: Any) -> Any:
-        return tensor_access.subscript(self, tensor, key)
+    def subscript(self, tensor: Any, key: Any, zero_past_end: bool = False) -> Any:
+        return tensor_access.subscript(self, tensor, key, zero_past_end)
 
     def store(self, tensor: Any, key: Any, value: Any, atomic: bool = False, lane_mask: Any = None) -> None:
         tensor_access.store(self, tensor, key, value, atomic, lane_mask)

@@ -27,8 +27,9 @@ from .indexing import computed_window, scaled_tile
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
-def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
-    """`tensor[key]` in device or host code."""
+def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False) -> Any:
+    """`tensor[key]` in device or host code (`zero_past_end`: a masked load's, where a tile
+    past the tensor's end reads 0, `indexing.normalize_subscript`)."""
     if isinstance(tensor, HostTensor) and recorder.device is None:
         check_host_subscript(key, tensor.symbol.name)
     if isinstance(tensor, DeviceTensor) and recorder.device is not None:
@@ -44,7 +45,8 @@ def subscript(recorder: Any, tensor: Any, key: Any) -> Any:
     symbol = tensor.symbol
     key = _windows_as_index_vectors(recorder, key)
     key, tile_shape = _flatten_index_tile(recorder, key)
-    index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value)
+    index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value,
+                                zero_past_end=zero_past_end)
     shape = indexed_shape(index, symbol.shape)
     value = recorder.record("load", (), {}, shape, symbol.dtype, node_type=Load, tensor=symbol, index=index)
     result = DeviceTensor(recorder, value)

@@ -25,14 +25,44 @@ class TileDims:
         """`choose_block_size(slot, extent)`: the config's block size for a slot."""
         self.choose_block_size = choose_block_size
         self.block_dims: list[TileDim | None] = []
+        self._max_extents: dict[int, int] = {}  # registered block size's slot -> its loops' max_extent
 
     def loop_dims(self, stmt: ast.For, spec: hl.TileIterable, bound: Callable, loc) -> list[TileDim]:
         """The TileDims of a loop; `bound(value, "begin"|"end", loc)` checks/converts each bound."""
         names = loop_names(stmt.target, len(spec.ends), spec.kind)
-        return [
+        dims = [
             self._tile_dim(name, bound(begin, "begin", loc), bound(end, "end", loc), block, spec.kind, loc)
             for name, begin, end, block in zip(names, spec.begins, spec.ends, spec.block_sizes)
         ]
+        if spec.max_extent is not None:
+            self._check_max_extent(dims[0], spec.max_extent, loc)
+        return dims
+
+    def _check_max_extent(self, dim: TileDim, max_extent: Any, loc) -> None:
+        """`hl.tile(..., max_extent=n)`: n a compile-time int (a size, symbolic with dynamic
+        shapes, counts), at least the loop's static extent, the same for every loop of one
+        registered block size."""
+        if isinstance(max_extent, HostScalar) and max_extent.is_int_argument:
+            max_extent = int(max_extent)
+        static = isinstance(max_extent, (int, SymbolicSize)) and not isinstance(max_extent, bool)
+        if not static:
+            raise exc.IncorrectTileUsage(
+                f"hl.tile(max_extent=...) must be a statically known integer (a size or an int), got "
+                f"{type(max_extent).__name__}; a bound read from a tensor is known only when the kernel runs.",
+                loc)
+        if isinstance(max_extent, int) and max_extent < 1:
+            raise exc.IncorrectTileUsage(f"hl.tile(max_extent={max_extent}) must be at least 1.", loc)
+        extent = dim.static_extent
+        if isinstance(max_extent, int) and extent is not None and extent > max_extent:
+            raise exc.IncorrectTileUsage(
+                f"hl.tile(..., max_extent={max_extent}): the loop over '{dim.name}' runs {extent} "
+                f"positions ([{dim.begin}, {dim.end})), more than its max_extent.", loc)
+        if dim.block_id is not None:
+            seen = self._max_extents.setdefault(dim.block_id, max_extent)
+            if seen is not max_extent and seen != max_extent:
+                raise exc.IncorrectTileUsage(
+                    f"Conflicting hl.tile(max_extent=...) values {seen} and {max_extent} for loops sharing "
+                    "one block size: every loop of a registered block size takes the same bound.", loc)
 
     def register_block_size(self, args: tuple) -> BlockSize:
         if not args or len(args) > 2:

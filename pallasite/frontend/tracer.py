@@ -246,6 +246,10 @@ class Tracer:
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)
 
+    def masked_read(self, tensor: Any, key: tuple) -> Any:
+        """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0."""
+        return self.recorder.subscript(tensor, key, zero_past_end=True)
+
     def masked_scatter(self, tensor: Any, key: tuple, value: Any, lane_mask: Any) -> None:
         """`tensor[key] = value` through an index vector, only the lanes where `lane_mask` holds."""
         self.recorder.store(tensor, key, value, lane_mask=lane_mask)

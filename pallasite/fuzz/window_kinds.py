@@ -1,7 +1,9 @@
 """The `window_shapes` kind: static slices of a tensor axis (read and written, bounds as
 Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]`,
-`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too) and
-`F.pad` of a whole-axis load, in the device loop or in an inner loop under each loop type.
+`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too),
+`F.pad` of a whole-axis load, and Helion's concatenation (masked loads whose tile runs past
+the first tensor's end, `hl.load(x, [tm, tn], extra_mask=...)`), in the device loop or in
+an inner loop under each loop type.
 Outputs start as zeros, so the positions a window does not write are compared too."""
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def _window(rng, n: int) -> tuple[str, int]:
 def window_shapes(draw: Any, name: str) -> Case:
     rng = draw.rng
     dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
-    form = rng.choice(("slice", "shift", "pad"))
+    form = rng.choice(("slice", "shift", "pad", "concat"))
     dims = {"m": rng.choice((3, 8, 13, 16, 37)), "n": rng.choice((5, 64, 128, 129, 200, 300))}
     inner = rng.random() < 0.4
     loop_type = draw.loop_type() if inner else None
@@ -38,7 +40,18 @@ def window_shapes(draw: Any, name: str) -> Case:
     head = ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(n):")] if inner else
             [Line(0, "for tm, tn in hl.tile([m, n]):")])
     depth = 2 if inner else 1
-    if form == "slice":
+    inputs = (InputSpec("x", ("m", "n"), dtype),)
+    if form == "concat":  # out = torch.cat([x, y], 1): x read past its end under a mask
+        dims["k"] = rng.choice((3, 60, 128, 200))
+        inputs += (InputSpec("y", ("m", "k"), dtype),)
+        body.append(Line(0, f"out = torch.zeros([m, n + y.size(1)], dtype={dtype_name(dtype)}, device=x.device)"))
+        body += ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(n + y.size(1)):")] if inner else
+                 [Line(0, "for tm, tn in hl.tile([m, n + y.size(1)]):")])
+        body.append(Line(depth, "left = hl.load(x, [tm, tn], extra_mask=(tn.index < n)[None, :])"))
+        body.append(Line(depth, "right = hl.load(y, [tm, tn.index - n], extra_mask=(tn.index >= n)[None, :])"))
+        body.append(Line(depth, "out[tm, tn] = left + right * 2"))
+        tag = "concat"
+    elif form == "slice":
         n = dims["n"]
         read, length = _window(rng, n)
         start = rng.randrange(0, n - length + 1)
@@ -73,5 +86,5 @@ def window_shapes(draw: Any, name: str) -> Case:
             loop_type = None
         tag = "pad"
     body.append(Line(0, "return out"))
-    return Case("window_shapes", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
+    return Case("window_shapes", name, inputs, tuple(body), dims,
                 loop_type=loop_type, exact=dtype == torch.int32, tags=("window_shapes", tag, dtype_name(dtype)))

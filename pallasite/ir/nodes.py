@@ -143,16 +143,25 @@ class ShiftedTile:
     """`x[tile + c]`, `x[tile.index - 3]` (c a compile-time int, not 0): the positions
     tile.begin + c + i of the axis for the tile's lanes i. A lane whose position lies outside
     the tensor reads 0 (masked as a tile's tail is); lanes past the tile's end are its
-    padding, as for `TileSlice`."""
+    padding, as for `TileSlice`. c is 0 for a masked load's tile that runs past the tensor's
+    end (`hl.load(x, [t], extra_mask=...)`, `indexing.normalize_subscript`)."""
 
     FORM: ClassVar[IndexForm] = IndexForm(
-        "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v"),
+        "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v",
+                         "hl.load(x, [tm, tn], extra_mask=tn.index < x.size(1))"),
         "the tile's positions moved by a compile-time int; a position outside the tensor reads 0 on a load "
         "and is not written on a store (as a tile's tail is masked); the axis stays resident and each "
-        "access reads the two block-aligned runs holding its lanes, rotated by pltpu.roll")
+        "access reads the two block-aligned runs holding its lanes, rotated by pltpu.roll. A masked load's "
+        "tile that runs past the tensor's end (Helion's concatenation) is a shift by 0: it reads 0 there")
 
     dim: TileDim
     offset: int
+
+    def text(self) -> str:
+        """`t.index + 3` as the user wrote it; `t.index` for a masked load's (offset 0)."""
+        if self.offset == 0:
+            return f"{self.dim.name}.index"
+        return f"{self.dim.name}.index {'+' if self.offset > 0 else '-'} {abs(self.offset)}"
 
 
 @dataclass(frozen=True)

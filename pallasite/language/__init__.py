@@ -63,6 +63,7 @@ class TileIterable:
     ends: list[Any]
     block_sizes: list[Any]  # per dim: int, None (tunable) or a registered block size
     multi: bool  # called with a list of dims: the loop variable is a tuple
+    max_extent: Any = None  # hl.tile(..., max_extent=n): a bound on a 1-D loop's extent
 
     def __iter__(self):
         raise exc.UnsupportedSyntax(
@@ -77,8 +78,15 @@ def _as_list(value: Any) -> tuple[list[Any], bool]:
     return [value], False
 
 
-def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> TileIterable:
-    """Iterate over tiles of one or more dimensions: `hl.tile(n)`, `hl.tile(b, e)`, `hl.tile([m, n])`."""
+def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None,
+         max_extent: Any = None) -> TileIterable:
+    """Iterate over tiles of one or more dimensions: `hl.tile(n)`, `hl.tile(b, e)`, `hl.tile([m, n])`.
+
+    `max_extent` (Helion's): a compile-time int bounding a one-dimensional loop's extent
+    (`end - begin`), for ranges only known at run time. pallasite plans such loops without
+    it; it checks the promise where the range is known when compiling
+    (`exc.IncorrectTileUsage` if the loop runs longer) and that every loop of one
+    registered block size gives the same bound."""
     if end_or_none is None:
         ends, multi = _as_list(begin_or_end)
         begins = [0] * len(ends)
@@ -98,7 +106,11 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
             )
     else:
         sizes = [block_size] * len(ends)
-    return TileIterable("tile", begins, ends, sizes, multi)
+    if max_extent is not None and len(ends) != 1:
+        raise exc.IncorrectTileUsage(
+            f"hl.tile(max_extent=...) bounds one-dimensional tile loops; this loop has {len(ends)} dims. "
+            "Give each dim its own hl.tile loop.")
+    return TileIterable("tile", begins, ends, sizes, multi, max_extent)
 
 
 def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
@@ -376,8 +388,11 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
     is true and gives 0 elsewhere, as Helion's masked load does; an index tensor the mask
     broadcasts to reads row 0 where the mask is false, so masked-off lanes may hold any
     index (a jagged row past its segment) — but a shifted tile (`tile.index - 3`) stays
-    one, since it reads 0 outside the tensor anyway. `eviction_policy` is a GPU cache hint: a TPU
-    kernel moves whole blocks, so it changes nothing."""
+    one, since it reads 0 outside the tensor anyway. A tile whose loop runs past the
+    tensor's end (`hl.load(x, [t0, t1], extra_mask=t1.index < x.size(1))` over a wider
+    output: Helion's concatenation) reads 0 there too, where a plain `x[t0, t1]` is a
+    bounds error. `eviction_policy` is a GPU cache hint: a TPU kernel moves whole blocks,
+    so it changes nothing."""
     if extra_mask is None:
         return tensor[tuple(index)]
     key = tuple(index)
@@ -385,7 +400,7 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
     # a shifted tile (`tile.index - 3`) reads 0 outside the tensor by itself: its lanes stay
     key = tuple(item if mask is None or getattr(item, "tile_shift", None) is not None
                 else torch.where(mask, item, 0) for item, mask in zip(key, masks))
-    return torch.where(extra_mask, tensor[key], 0)
+    return torch.where(extra_mask, _tracer("load").masked_read(tensor, key), 0)
 
 
 def _index_masks(key: tuple, extra_mask: Any) -> list[Any]:

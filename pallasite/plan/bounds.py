@@ -86,7 +86,7 @@ def _check_shifted(node, item: ShiftedTile) -> None:
     """A shifted tile (`x[tile - 3]`) reads or writes aligned runs of a resident axis: its loop
     needs static bounds and block-aligned tiles."""
     dim = item.dim
-    text = f"{access_text(node)}: {dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}"
+    text = f"{access_text(node)}: {item.text()}"
     if not (isinstance(dim.begin, int) and isinstance(dim.end, int)) or isinstance(dim.end, bool):
         raise exc.UnsupportedOperation(
             f"{text}: a shifted tile needs a loop with compile-time bounds (this one is "
@@ -156,7 +156,7 @@ def access_text(node) -> str:
         elif isinstance(item, StaticSlice):
             parts.append(f"{item.start}:{item.stop}")
         elif isinstance(item, ShiftedTile):
-            parts.append(f"{item.dim.name}.index {'+' if item.offset > 0 else '-'} {abs(item.offset)}")
+            parts.append(item.text())
         else:
             parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
     return f"{node.tensor.name}[{', '.join(parts)}]"

@@ -215,7 +215,7 @@ def _forms(items: list) -> str:
     forms = []
     for item in items:
         form = f"tile '{item.dim.name}'" if isinstance(item, TileSlice) else (
-            f"{item.dim.name} {'+' if item.offset > 0 else '-'} {abs(item.offset)}" if isinstance(item, ShiftedTile) else
+            item.text() if isinstance(item, ShiftedTile) else
             "':'" if isinstance(item, FullSlice) else
             "an index vector" if isinstance(item, GatherIndex) else
             f"the static slice {item.start}:{item.stop}" if isinstance(item, StaticSlice) else "a scalar")

@@ -289,6 +289,24 @@ class ReferenceRunner:
         tensor[key] = combine(old)
         return old
 
+    def masked_read(self, tensor: Any, key: tuple) -> torch.Tensor:
+        """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0
+        there, as the compiled kernel's shifted tile does (the tensor zero-extended to the tile's end)."""
+        if not isinstance(tensor, torch.Tensor) or lanes.is_device(tensor) or Ellipsis in key:
+            return tensor[key]
+        axis = 0
+        for item in key:
+            if item is None:
+                continue
+            size = tensor.shape[axis]
+            if isinstance(item, tiles.RefTile) and size > 1 and 0 <= item.begin < item.end and item.end > size:
+                shape = list(tensor.shape)
+                shape[axis] = item.end - size
+                with self.mode.paused():
+                    tensor = torch.cat([tensor, tensor.new_zeros(shape)], axis)
+            axis += 1
+        return tensor[key]
+
     def masked_scatter(self, tensor: Any, key: tuple, value: Any, lane_mask: Any) -> None:
         """A scatter of only the lanes where `lane_mask` holds: the others are dropped from the
         index and the value, and the rest is an ordinary scatter (the last lane wins)."""
