@@ -249,6 +249,7 @@ def install(stand_in_warnings: bool = False) -> Record:
     helion = _module(
         "helion", "pallasite under Helion's names",
         kernel=_kernel_without_unknown_settings if stand_in_warnings else pallasite.kernel, Kernel=pallasite.Kernel, Config=pallasite.Config,
+        RefMode=pallasite.RefMode,
         language=pallasite.language, exc=exc, autotuner=pallasite.autotuner,
         cdiv=_cdiv, next_power_of_2=_next_power_of_2, __path__=[],
     )

@@ -110,6 +110,7 @@ SMALL_RUNS: dict[str, list] = {
     "fp8_gemm": [("check", (64, 128, 128))],
     "fused_linear_jsd": [("check", (32, 64, 256))],
     "gdn_fwd_h": [("test", (1, 2, 128, 64, 32, 64))],
+    "grid_fission_matmul": [("check", (256, 128, 256))],
     "grpo_loss": [(_grpo_loss, ())],
     "int4_gemm": [("check", (64, 256, 128))],
     "geglu": [("check_geglu_kernel", ((4, 64, 128),)), ("check_geglu_mlp", (2, 32, 64, 128))],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -169,14 +170,23 @@ def _testing_stand_ins() -> dict:
         skipIfXPU=_decorator(lambda reason=None, *_: (lambda obj: obj)),
         skipIfTileIR=_decorator(lambda reason=None, *_: (lambda obj: obj)),
         is_pallas_interpret=lambda: True,
-        assert_ref_eager_mode=_asserts_internals("assert_ref_eager_mode (Helion's ref-mode machinery)"),
+        assert_ref_eager_mode=_assert_ref_eager_mode,
     )
 
 
-def _asserts_internals(what: str):
-    def helper(*args, **kwargs):
-        raise ReadsInternals(what)
-    return helper
+@contextlib.contextmanager
+def _assert_ref_eager_mode():
+    """Helion's check that a block ran its kernels in reference mode: here, that nothing
+    in it compiled a kernel (`pallasite.runtime.compiled.COMPILE_OBSERVERS`)."""
+    from pallasite.runtime import compiled
+
+    compiles: list = []
+    compiled.COMPILE_OBSERVERS.append(compiles.append)
+    try:
+        yield
+    finally:
+        compiled.COMPILE_OBSERVERS.remove(compiles.append)
+    assert not compiles, f"{len(compiles)} kernel variant(s) compiled inside assert_ref_eager_mode()"
 
 
 class _InternalModule(types.ModuleType):

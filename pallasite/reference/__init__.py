@@ -46,6 +46,7 @@ language's:
 """
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable, Mapping
 
 from .. import exc
@@ -54,6 +55,14 @@ from ..config import Config, as_config
 from .runner import ReferenceRunner
 
 REF_ENV = "PALLASITE_REF"
+
+
+class RefMode(enum.Enum):
+    """Helion's `ref_mode=` values: `EAGER` runs every call in reference mode (as
+    `ref_mode=True` does), `OFF` compiles (as `ref_mode=False`)."""
+
+    OFF = "off"
+    EAGER = "eager"
 
 
 def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = None,
@@ -108,4 +117,4 @@ def _check_block_count(kernel: Any, args: tuple, kwargs: dict, given: list[int],
             f"block_sizes has {len(given)} entries but the kernel has {count} tunable block sizes.")
 
 
-__all__ = ["REF_ENV", "ReferenceRunner", "run_reference"]
+__all__ = ["REF_ENV", "RefMode", "ReferenceRunner", "run_reference"]

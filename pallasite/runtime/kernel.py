@@ -22,7 +22,7 @@ from ..frontend import ArgSpec, Tracer, source
 from ..frontend.operands import check_argument_dtype
 from ..ir import remote_nodes, walk_nodes
 from ..plan import KernelPlan, PlanTarget, build_plan
-from ..reference import REF_ENV, run_reference
+from ..reference import REF_ENV, RefMode, run_reference
 from ..settings import split_settings
 from .chips import chip_info, default_chip
 from .convert import torch_dtype_of
@@ -79,18 +79,21 @@ class Kernel:
     def __init__(self, fn: Callable, *, config: Any = None, configs: Any = None,
                  static_shapes: bool = True, autotune_effort: str | None = None,
                  backend: str = "pallas", use_default_config: bool = False,
-                 print_output_code: bool = False, ref_mode: bool = False, collective_id: int | None = None,
+                 print_output_code: bool = False, ref_mode: bool | RefMode = False, collective_id: int | None = None,
                  **settings: Any):
-        """`ref_mode=True` runs every call eagerly in PyTorch instead of compiling (see
-        `pallasite.reference`); so does the `PALLASITE_REF=1` environment variable.
+        """`ref_mode=True` (or Helion's `RefMode.EAGER`) runs every call eagerly in PyTorch
+        instead of compiling (see `pallasite.reference`); so does the `PALLASITE_REF=1`
+        environment variable.
         `collective_id` fixes the barrier semaphore id of a kernel using `hl.remote_barrier`
         (default: derived from the kernel's file and name; device loop i uses id + i)."""
         if backend != "pallas":
             raise exc.InvalidConfig(f"backend={backend!r}: pallasite has one backend, 'pallas'.")
         if not isinstance(static_shapes, bool):
             raise exc.InvalidConfig(f"static_shapes={static_shapes!r}: expected True or False.")
+        if isinstance(ref_mode, RefMode):
+            ref_mode = ref_mode is RefMode.EAGER
         if not isinstance(ref_mode, bool):
-            raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True or False.")
+            raise exc.InvalidConfig(f"ref_mode={ref_mode!r}: expected True, False or a pallasite.RefMode.")
         # Helion's other settings (pallasite/settings.py), then its tuning settings
         # (autotune/settings.py); use_default_config skips tuning.
         self.settings, ignored_settings, settings = split_settings(settings)
