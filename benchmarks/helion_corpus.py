@@ -66,6 +66,22 @@ def _moe_matmul_ogs(m) -> None:
     _helion_names().run_example(m.moe_matmul_ogs, m.moe_pytorch, (a, w, experts), atol=1e-2, rtol=1e-2)
 
 
+def _jagged_dense_add(m) -> None:
+    # main() builds 256 rows of up to 5000 values: over a million gathered elements.
+    x_data, x_offsets = m.random_jagged_2d(16, 300, device="cpu")
+    _helion_names().run_example(m.jagged_dense_add_2d, m.jagged_dense_add_2d_reference,
+                                (x_data, x_offsets, torch.randn(16, 300)))
+
+
+def _jagged_hstu_attn_2(m) -> None:
+    # main() builds 16 sequences of up to 512 tokens and 32 heads of 128.
+    lengths = torch.randint(32, 65, (4,), dtype=torch.int32)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int32), torch.cumsum(lengths, 0).to(torch.int32)])
+    q, k, v = (torch.randn(int(offsets[-1]), 2, 64) * 0.1 for _ in range(3))
+    _helion_names().run_example(m.jagged_hstu_attention, m.reference_jagged_hstu_attention,
+                                (64, 1.0 / 64**2, 1.0 / 64, q, k, v, offsets), atol=1e-2, rtol=1e-2)
+
+
 def _layer_norm(m) -> None:
     # The stored program's main() passes eps to a kernel that takes three arguments (and
     # fixes eps = 1e-5 inside); drive the kernel as it is written.
@@ -115,6 +131,8 @@ SMALL_RUNS: dict[str, list] = {
     "int4_gemm": [("check", (64, 256, 128))],
     "geglu": [("check_geglu_kernel", ((4, 64, 128),)), ("check_geglu_mlp", (2, 32, 64, 128))],
     "jagged_hstu_attn": [("test", (4, 64, 2, 32, torch.bfloat16, "cpu"))],
+    "jagged_dense_add": [(_jagged_dense_add, ())],
+    "jagged_hstu_attn_2": [(_jagged_hstu_attn_2, ())],
     "jagged_layer_norm": [(_jagged_layer_norm, ())],
     "jagged_softmax": [(_jagged_softmax, ())],
     "jsd": [("check_jsd_kernel", (2, 8, 512))],
