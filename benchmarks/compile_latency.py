@@ -273,8 +273,10 @@ def vs_helion_table(names: list[str], helion_python: str, pairs: int, exclude_la
         print(f"{name:<26} | {'-' if mine is None else f'{mine:.2f}':>13} | "
               f"{'-' if theirs is None else f'{theirs:.2f}':>10} | {ratio:>5} | {status}", flush=True)
     if ratios:
+        median = statistics.median(ratios)
         print(f"median pallasite / Helion first call over the {len(ratios)} examples both ran correctly: "
-              f"{statistics.median(ratios):.2f} (issue 23 §3 asks <= 0.6)")
+              f"{median:.2f}: issue 23 §3's goal (<= 0.6) {'holds' if median <= 0.6 else 'is missed'} "
+              "in this run (single runs are noisy under load: compare several)")
     else:
         print("no example ran correctly on both sides: no ratio")
 

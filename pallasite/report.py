@@ -20,6 +20,8 @@ from .plan.metrics import schedule_metrics
 from .plan.schedule import count_call
 from .autotune.cost_model import estimate_plan, mxu_figures
 from .plan.argument_tables import plan_tables
+from .ir.sizes import SymbolicSize, evaluate
+from .runtime.dynamic import specs_at
 
 # The report's keys, in table order, with what each counts.
 FIELDS = {
@@ -47,8 +49,23 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
     (the TPU generation planned and modelled: `chip`, else `PALLASITE_TPU_CHIP`, else
     the attached TPU's, else v7x)."""
     bound = kernel.bind(tuple(args), dict(kwargs or {}))
-    config = bound.resolve_config(Config(**config_kwargs) if config_kwargs else None)
-    plan = bound.plan(config, chip=chip)
+    given = Config(**config_kwargs) if config_kwargs else None
+    if bound.dynamic:
+        # static_shapes=False: one bound kernel serves a bucket of sizes; report the plan
+        # at these arguments' sizes, with the config a call at them runs (compile_config
+        # decides it, and generates the variant's code; nothing runs)
+        sizes = bound.sizes_of(tuple(args), dict(kwargs or {}))
+        config = bound.compile_config(given, sizes).config
+        plan = bound.plan(config, chip=chip, specs=specs_at(bound.specs, sizes), resolved=True)
+    else:
+        sizes = {}
+        config = bound.resolve_config(given)
+        plan = bound.plan(config, chip=chip)
+
+    def number(value: Any) -> Any:
+        """A count of the plan at these arguments: a dynamic plan's are `SymbolicSize`s,
+        whose formula is evaluated at these sizes (their int is the bucket's representative)."""
+        return evaluate(value.expr, sizes) if isinstance(value, SymbolicSize) else value
     tables = plan_tables(kernel, bound, plan, args, kwargs or {})
     counts = [count_call(call, tables, mxu_figures(plan.chip)) for call in plan.calls]
     metrics = schedule_metrics(plan, tables, counts)
@@ -59,12 +76,12 @@ def schedule_report(kernel, args: Sequence[Any], kwargs: Mapping[str, Any] | Non
         "grid_steps": sum(c.grid_steps for c in counts),
         "inner_tiles": sum(c.inner_tiles for c in counts),
         "max_program_tiles": max((c.max_program_tiles for c in counts), default=0),
-        "hbm_bytes": metrics.hbm_bytes,
-        "min_hbm_bytes": metrics.min_hbm_bytes,
-        "host_pad_bytes": metrics.host_padding_bytes,
+        "hbm_bytes": number(metrics.hbm_bytes),
+        "min_hbm_bytes": number(metrics.min_hbm_bytes),
+        "host_pad_bytes": number(metrics.host_padding_bytes),
         "exposed_dma_waits": metrics.exposed_dma_waits,
         "flops": sum(c.flops for c in counts),
-        "vmem_bytes": max((call.vmem_bytes for call in plan.calls), default=0),
+        "vmem_bytes": max((number(call.vmem_bytes) for call in plan.calls), default=0),
         "vmem_limit_bytes": max((call.vmem_limit_bytes for call in plan.calls
                                  if call.vmem_limit_bytes is not None), default=None),
         "modelled_seconds": None if modelled is None else modelled.seconds,

@@ -209,3 +209,27 @@ def test_a_bound_host_code_computes_is_a_clear_error():
     offsets = torch.tensor([0, 5, 16], dtype=torch.int32)
     with pytest.raises(exc.UnsupportedOperation, match="host code computes"):
         schedule_report(host_offsets_sum, (x, offsets))
+
+
+@pallasite.kernel(static_shapes=False)
+def _dynamic_scale_add(x, y, alpha: float):
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile(x.size()):
+        out[tm, tn] = x[tm, tn] * alpha + y[tm, tn]
+    return out
+
+
+def test_a_dynamic_shape_kernel_is_reported_at_each_calls_sizes():
+    """static_shapes=False: one bound kernel serves a bucket of sizes; the report plans at
+    the arguments' sizes (a trial user got the first call's grid for every later size, and
+    byte counts as size formulas)."""
+    seen = []
+    for m, n in [(513, 7), (4096, 4096), (100, 300)]:
+        x = torch.empty(m, n, device="meta")
+        report = schedule_report(_dynamic_scale_add, (x, x, 0.5))
+        block_m, block_n = report["config"]["block_sizes"]
+        assert report["grid_programs"] == cdiv(m, block_m) * cdiv(n, block_n)
+        assert type(report["hbm_bytes"]) is int and report["hbm_bytes"] == 3 * 4 * m * n
+        assert type(report["min_hbm_bytes"]) is int and report["min_hbm_bytes"] == 3 * 4 * m * n
+        seen.append(report["modelled_seconds"])
+    assert seen[1] > seen[0] and seen[1] > seen[2]

@@ -597,7 +597,8 @@ def _filled_like(old: Any, value: Any) -> Any:
 
 def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
     """`target[index] += value`; returns the values before the add. Through an index tensor
-    (`hl.atomic_add(out, [segment[tile], :], v)`), lanes naming the same row all add up."""
+    (`hl.atomic_add(out, [segment[tile], slice(None)], v)`: `:` is not Python outside a
+    subscript), lanes naming the same row all add up."""
     if _through_index_tensor(index):
         return _atomic_scatter("atomic_add", target, index, value, sem)
     return _atomic("atomic_add", target, index, lambda old: old + value, sem)
