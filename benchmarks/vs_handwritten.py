@@ -195,6 +195,7 @@ class Row:
     hbm_ratio: float | None = None
     vmem_mib: float | None = None
     error: str | None = None
+    largest: str = ""  # the model's largest term and its share of the time ("overhead 92%")
 
 
 def measure(kernel, args: tuple, label: str, config: dict | None, chip: str) -> Row:
@@ -204,8 +205,11 @@ def measure(kernel, args: tuple, label: str, config: dict | None, chip: str) -> 
         report = schedule_report(kernel, args, chip=chip, **config)
     except pallasite.exc.PallasiteError as err:
         return Row(label, config, error=f"{type(err).__name__}: {str(err).splitlines()[0]}")
+    terms = report["modelled_breakdown"] or {}
+    name = max(terms, key=terms.get, default="")
+    largest = f"{name} {terms[name] / report['modelled_seconds']:.0%}" if name else ""
     return Row(label, report["config"], report["modelled_seconds"],
-               report["hbm_bytes"] / report["min_hbm_bytes"], report["vmem_bytes"] / 2 ** 20)
+               report["hbm_bytes"] / report["min_hbm_bytes"], report["vmem_bytes"] / 2 ** 20, largest=largest)
 
 
 def run_case(case: Case, chip: str, effort: str) -> tuple[list[Row], float]:
@@ -251,7 +255,10 @@ def main(argv=None) -> int:
     print(f"Times are the TPU cost model's (pallasite.autotune.cost_model), modelled, not measured; "
           f"tuned = the autotuner's {options.effort} search (seed 0) ranked by that model.")
     print("HBM x: HBM bytes moved over the minimum (inputs read once, outputs written once); VMEM: the "
-          "plan's estimate.")
+          "plan's estimate; largest: the model's largest term and its share of the time.")
+    print("Caveat: where 'overhead' (the per-step drains of MXU and reduction results, fitted on v5e "
+          "matmuls with blocks of 512 and more) dominates, e.g. attention with 128-wide blocks, the time "
+          "is outside the calibrated range: cost_model_calibration.py has no such point.")
     worst: list[str] = []
     for case in cases():
         if wanted and not any(w in case.name for w in wanted):
@@ -265,7 +272,8 @@ def main(argv=None) -> int:
             print(f"     not expressed: {difference}")
         for note in case.notes:
             print(f"   note: {note}")
-        header = f"   {'chip':<4} {'config':<12} {'model us':>11} {'vs tuned':>8} {'HBM x':>6} {'VMEM MiB':>8}  config"
+        header = (f"   {'chip':<4} {'config':<12} {'model us':>11} {'vs tuned':>8} {'HBM x':>6} {'VMEM MiB':>8} "
+                  f"{'largest':>14}  config")
         print(header)
         print("   " + "-" * (len(header) - 3))
         for chip in chips:
@@ -273,12 +281,12 @@ def main(argv=None) -> int:
             tuned = rows[2].seconds
             for row in rows:
                 if row.error is not None:
-                    print(f"   {chip:<4} {row.label:<12} {'-':>11} {'-':>8} {'-':>6} {'-':>8}  "
+                    print(f"   {chip:<4} {row.label:<12} {'-':>11} {'-':>8} {'-':>6} {'-':>8} {'-':>14}  "
                           f"{_config_text(row.config)} ({row.error})")
                     continue
                 ratio = row.seconds / tuned if tuned else float("nan")
                 print(f"   {chip:<4} {row.label:<12} {row.seconds * 1e6:11.1f} {ratio:8.2f} {row.hbm_ratio:6.2f} "
-                      f"{row.vmem_mib:8.1f}  {_config_text(row.config)}")
+                      f"{row.vmem_mib:8.1f} {row.largest:>14}  {_config_text(row.config)}")
             print(f"   {chip:<4} (search: {wall:.1f} s)")
             hand_row, default_row = rows[0], rows[1]
             if hand_row.seconds is not None and tuned is not None and tuned > hand_row.seconds * (1 + 1e-9):

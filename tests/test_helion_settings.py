@@ -184,3 +184,23 @@ def test_a_helion_setting_pallasite_does_not_implement_is_refused_unless_default
 def test_a_setting_helion_does_not_document_is_refused():
     with pytest.raises(exc.InvalidConfig, match="autotune_colour"):
         _add(autotune_colour=1)
+
+
+def _double_rows(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * 2
+    return out
+
+
+@pytest.mark.parametrize("mode, compiles", [(pallasite.RefMode.EAGER, False), (pallasite.RefMode.OFF, True)])
+def test_helions_ref_mode_enum_is_the_same_switch(mode, compiles, monkeypatch):
+    """Helion spells it `ref_mode=helion.RefMode.EAGER`: every call eager, nothing compiled."""
+    from pallasite.runtime import compiled
+
+    seen = []
+    monkeypatch.setattr(compiled, "COMPILE_OBSERVERS", [*compiled.COMPILE_OBSERVERS, seen.append])
+    kernel = pallasite.kernel(_double_rows, config=pallasite.Config(block_sizes=[8]), ref_mode=mode)
+    x = torch.randn(20, 128)
+    torch.testing.assert_close(kernel(x), x * 2)
+    assert bool(seen) == compiles

@@ -101,19 +101,6 @@ def test_ref_mode_option_routes_calls_to_reference_mode(no_compiler):
     torch.testing.assert_close(kernel(x), x * 2)
 
 
-@pytest.mark.parametrize("mode, compiles", [(pallasite.RefMode.EAGER, False), (pallasite.RefMode.OFF, True)])
-def test_helions_ref_mode_enum_is_the_same_switch(mode, compiles, monkeypatch):
-    """Helion spells it `ref_mode=helion.RefMode.EAGER`: every call eager, nothing compiled."""
-    from pallasite.runtime import compiled
-
-    seen = []
-    monkeypatch.setattr(compiled, "COMPILE_OBSERVERS", [*compiled.COMPILE_OBSERVERS, seen.append])
-    kernel = pallasite.kernel(double_rows.fn, config=pallasite.Config(block_sizes=[8]), ref_mode=mode)
-    x = randn(20, 128)
-    torch.testing.assert_close(kernel(x), x * 2)
-    assert bool(seen) == compiles
-
-
 def test_ref_mode_option_is_validated():
     with pytest.raises(exc.InvalidConfig, match="ref_mode"):
         pallasite.kernel(double_rows.fn, ref_mode="yes")
