@@ -97,7 +97,7 @@ def test_head_grid_items_write_their_rows_in_parallel_bitwise_the_per_segment_re
         torch.testing.assert_close(flat, reference(*args), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("loop_type, grouping", zip(LOOP_TYPES, itertools.cycle((2, 1))))  # every loop type
+@pytest.mark.parametrize("loop_type, grouping", list(zip(LOOP_TYPES, itertools.cycle((2, 1)))))  # every loop type
 def test_heads_and_items_split_over_two_cores_without_races(loop_type, grouping, monkeypatch):
     x = torch.randn(40, HEADS, 128)
     offsets = torch.tensor([3, 16, 16, 35], dtype=torch.int32)  # rows 0..3 and 35..40 keep their zeros
