@@ -80,23 +80,6 @@ def _accumulate(function: Callable) -> Callable:
     return accumulate
 
 
-def _plus_product(product: Callable) -> Callable:
-    """torch.addmm / torch.baddbmm's shape rule from torch.mm / torch.bmm's: the product's
-    shape and dtype, after torch's checks of the factors and that `input` broadcasts to the
-    product. (torch's own addmm on meta tensors runs a decomposition whose first call
-    imports torch._dynamo, ~0.9 s of a kernel's first call.)"""
-
-    def meta(input, a, b, beta=1, alpha=1):  # noqa: A002 - torch's parameter names
-        out = product(a, b)
-        input.expand(out.shape)
-        if input.dtype != out.dtype:
-            raise RuntimeError(f"expected the input and the factors to have one dtype, got {input.dtype} "
-                               f"and {out.dtype}")
-        return out
-
-    return meta
-
-
 _HALF_FLOATS = (torch.bfloat16, torch.float16)
 
 
@@ -411,10 +394,10 @@ CONTRACTION_OPS = (
                  operator=PythonOperator(operator.matmul, "__matmul__", "__rmatmul__"), dtypes=FLOATS,
                  note=f"{_PRODUCT}; 2-D, batched 3-D, and matrix @ vector"),
     _contraction("addmm", Signature(("input", "mat1", "mat2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(_plus_product(torch.mm))), dtypes=FLOATS,
+                 meta=_out_dtype(_accumulate(torch.addmm)), dtypes=FLOATS,
                  note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     _contraction("baddbmm", Signature(("input", "batch1", "batch2"), _SCALED), _ADD_PRODUCT,
-                 meta=_out_dtype(_accumulate(_plus_product(torch.bmm))), dtypes=FLOATS,
+                 meta=_out_dtype(_accumulate(torch.baddbmm)), dtypes=FLOATS,
                  note=f"{_PRODUCT}; beta=, alpha=; 16-bit factors with a float32 input accumulate into it"),
     # hl.dot(a, b, acc, out_dtype). Its acc's padding is not inherited by the result (the
     # planner has never done so; acc is product-shaped), hence no `addend`.
