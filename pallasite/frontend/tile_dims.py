@@ -59,7 +59,7 @@ class TileDims:
                 f"positions ([{dim.begin}, {dim.end})), more than its max_extent.", loc)
         if dim.block_id is not None:
             seen = self._max_extents.setdefault(dim.block_id, max_extent)
-            if seen is not max_extent and seen != max_extent:
+            if seen != max_extent:
                 raise exc.IncorrectTileUsage(
                     f"Conflicting hl.tile(max_extent=...) values {seen} and {max_extent} for loops sharing "
                     "one block size: every loop of a registered block size takes the same bound.", loc)
