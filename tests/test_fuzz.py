@@ -66,10 +66,12 @@ def test_the_issue_20_index_forms_are_generated():
     assert {"diagonal", "target", "rows_cols", "row_then_tile", "separated", "broadcast", "index_tiles",
             "inner"} <= forms
     # gathers through computed flat indices, tables past the VMEM budget (the config's or a chip's)
-    assert {"jagged_mean", "computed_rows"} <= forms
+    assert {"jagged_mean", "computed_rows", "row_windows"} <= forms
     flat = [case for case in cases if case.kind == "flat_gather"]
     assert any("real_table" in case.tags for case in flat) and any("budget_knob" in case.tags for case in flat)
     assert all(dict(case.knobs).get("vmem_limit_bytes") for case in flat if "budget_knob" in case.tags)
+    # a tile's window of each gathered row, copied by DMA whatever the table's size
+    assert any("dma_mode" in case.tags for case in flat if case.tags[1] == "row_windows")
     assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == set(LOOP_TYPES)
 
 

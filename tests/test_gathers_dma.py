@@ -257,9 +257,79 @@ def test_a_large_table_gathered_along_a_middle_dim_says_why_dma_does_not_apply()
         gather_middle_axis.bind(args).plan({"vmem_limit_bytes": 512 * 1024})
 
 
-def test_a_partial_row_cannot_be_copied_by_dma():
-    with pytest.raises(exc.UnsupportedOperation, match="part of each row"):
-        gather_and_tile.bind((_table(50, 256), _indices(100, 50))).plan(DMA)
+# ------------------------------------------------ a tile's window of each row --
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_a_tile_window_of_each_row_by_dma(dtype):
+    """`values[indices[tm], tn]`: each copy reads tn's block of its row, not the whole row."""
+    args = (_table(50, 256, dtype=dtype), _indices(100, 50))  # 100: a partial index tile
+    _, out = code_and_output(gather_and_tile, args, **DMA)
+    assert torch.equal(out, args[0][args[1].long()])
+    assert torch.equal(out, run_ref(gather_and_tile, args))
+    call, (gather,) = _gathers(gather_and_tile, args, **DMA)
+    assert gather.method is GatherMethod.ROW_DMA
+    (access,) = [a for a in call.accesses.values() if a.gather is gather]
+    assert tuple(access.ref_shape) == (64, 128)  # 64 rows of one 128-wide block
+    code = check_tpu_lowering(gather_and_tile, args, **DMA)
+    assert all("pl.ds(row, 1), pl.ds(" in text for text in code.values())
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32, 128]))
+def scaled_windows(table, indices):
+    m, d = indices.size(0), table.size(2)
+    out = torch.empty([m, 3, d], dtype=torch.float32, device=table.device)
+    for tile_m in hl.tile(m):
+        idx = indices[tile_m]
+        for tile_d in hl.tile(d):
+            out[tile_m, :, tile_d] = table[idx, :, tile_d].to(torch.float32) * 2
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_row_windows_of_a_3d_table_in_an_inner_loop(loop_type):
+    """The window at the inner loop's tile, after a whole middle dim, under every loop type."""
+    args = (_table(40, 3, 384, dtype=torch.bfloat16), _indices(70, 40))
+    config = {"pallas_loop_type": loop_type, **DMA}
+    _, out = code_and_output(scaled_windows, args, **config)
+    expected = args[0].float()[args[1].long()] * 2
+    assert torch.equal(out, expected)
+    assert torch.equal(run_ref(scaled_windows, args, **config), expected)
+    check_tpu_lowering(scaled_windows, args, **config)
+
+
+def test_a_large_table_read_at_tile_windows_is_gathered_by_dma_automatically():
+    """Helion's gather budget test: a 32 MiB table, over the resident threshold, whose rows
+    are read one 256-wide block at a time."""
+    args = (_table(8192, 1024), _indices(256, 8192))
+    call, (gather,) = _gathers(gather_and_tile, args, block_sizes=[128, 256])
+    assert gather.method is GatherMethod.ROW_DMA and "too large to keep in VMEM" in gather.reason
+    _, out = code_and_output(gather_and_tile, args, block_sizes=[128, 256])
+    assert torch.equal(out, args[0][args[1].long()])
+
+
+def test_a_window_whose_last_block_is_partial_is_not_copied_by_dma():
+    with pytest.raises(exc.UnsupportedOperation, match="tile 'tile_n', whose last block is partial"):
+        gather_and_tile.bind((_table(50, 200), _indices(100, 50))).plan(DMA)
+    args = (_table(50, 200), _indices(100, 50))
+    _, out = code_and_output(gather_and_tile, args)  # auto: small, resident
+    assert torch.equal(out, args[0][args[1].long()])
+
+
+@pytest.mark.parametrize("seed", [1, 5, 9])
+def test_row_windows_are_race_free_on_two_cores(seed, monkeypatch):
+    from pallasite.runtime import interpret
+
+    monkeypatch.setenv(interpret.CORES_ENV, "2")
+    monkeypatch.setenv(interpret.SEED_ENV, str(seed))
+    args = (_table(50, 512), _indices(200, 50))
+    gather_and_tile.reset()
+    try:
+        compiled = gather_and_tile.bind(args).compile_config(DMA)
+        assert compiled.module.INTERPRET.detect_races
+        out = compiled(*args)
+    finally:
+        gather_and_tile.reset()
+    assert torch.equal(out, args[0][args[1].long()])
 
 
 def test_reference_mode_agrees_with_the_dma_lowering():

@@ -69,9 +69,20 @@ def _emit_copy_builder(emitter, gather, copy, table: str) -> tuple[str, str]:
     with emitter.block(f"def {builder}({lane}):"):
         emitter.comment("clamped: an index outside the table never copies past it (interpret mode reports it)")
         emitter.emit(f"{row} = jnp.clip({copy.index_ref}[{position}], 0, {gather.rows - 1})")
-        emitter.emit(f"return pltpu.make_async_copy({copy.table_ref}.at[pl.ds({row}, 1)], "
+        source = ", ".join([f"pl.ds({row}, 1)", *_window_text(emitter, copy.window)])
+        emitter.emit(f"return pltpu.make_async_copy({copy.table_ref}.at[{source}], "
                      f"{copy.buffer}.at[pl.ds({lane}, 1)], {copy.semaphore}.at[0])")
     return builder, lane
+
+
+def _window_text(emitter, window: tuple) -> list[str]:
+    """The source slices of a row copy after its row: a tile's block (its blocks divide the
+    dim: the plan refuses partial ones) or, for the trailing whole dims, nothing."""
+    texts = [f"pl.ds({emitter.render(item.dim.begin_value)}, {item.dim.block_size})"
+             if isinstance(item, TileSlice) else ":" for item in window]
+    while texts and texts[-1] == ":":
+        texts.pop()
+    return texts
 
 
 def _index_position(emitter, item, lane: str, stride: int | None, lanes: int) -> str:

@@ -8,7 +8,9 @@ each loop type).
 
 `flat_gather`: gathers through index vectors computed on the device from tables past the
 VMEM budget: a flat view read at `t.index * v + labels[t]`, Helion's jagged mean (a 3-D
-computed flat index inside a data-dependent inner loop), computed rows of a 2-D table.
+computed flat index inside a data-dependent inner loop), computed rows of a 2-D table,
+and a tile's window of each gathered row (`table[indices[tb], te]`, a row copy per index
+of te's block), on the grid or in an inner loop.
 Most cases move the budget with `vmem_limit_bytes` (a quarter of it is the threshold for a
 resident table with its one-hot), some use a table really past a chip's threshold.
 """
@@ -95,7 +97,7 @@ def paired_indices(draw: Any, name: str) -> Case:
 
 def flat_gather(draw: Any, name: str) -> Case:
     rng = draw.rng
-    form = rng.choice(("target", "target", "jagged_mean", "computed_rows", "shifted"))
+    form = rng.choice(("target", "target", "jagged_mean", "computed_rows", "shifted", "row_windows"))
     real = form == "target" and rng.random() < 0.25  # a table past a chip's threshold, no knob
     knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
     loop_type, segments = None, ()
@@ -136,6 +138,24 @@ def flat_gather(draw: Any, name: str) -> Case:
                 Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
                 Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
         knobs, exact = (), True
+    elif form == "row_windows":  # each index's row read at a tile of the other dim
+        dtype = rng.choice(_TABLE_DTYPES)
+        dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((128, 256, 384))}
+        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+                  InputSpec("indices", ("n",), torch.int32, "index:r"))
+        body = [Line(0, "n, d = indices.size(0), table.size(1)"),
+                Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)")]
+        read = rng.choice(_VALUES).format(x="table[idx, te]")
+        if rng.random() < 0.5:  # the window's tile on the grid
+            body += [Line(0, "for tb, te in hl.tile([n, d], block_size=[None, 128]):"),
+                     Line(1, "idx = indices[tb]"), Line(1, f"out[tb, te] = {read}")]
+        else:
+            body += [Line(0, "for tb in hl.tile(n):"), Line(1, "idx = indices[tb]"),
+                     Line(1, "for te in hl.tile(d, block_size=128):"), Line(2, f"out[tb, te] = {read}")]
+            loop_type = draw.loop_type()
+        if rng.random() < 0.5:  # the row copies whatever the table's size (else the budget decides)
+            knobs = (("pallas_indirect_access_mode", "dma"),)
+        exact = True
     else:  # computed_rows: rows of a 2-D table at a computed index
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
@@ -147,4 +167,13 @@ def flat_gather(draw: Any, name: str) -> Case:
         exact = True
     body.append(Line(0, "return out"))
     return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
-                knobs=knobs, exact=exact, tags=("flat_gather", form, "real_table" if real else "budget_knob" if knobs else "small_table"))
+                knobs=knobs, exact=exact, tags=("flat_gather", form, _table_tag(real, knobs)))
+
+
+def _table_tag(real: bool, knobs: tuple) -> str:
+    """How a flat_gather case's table meets the row copies: past a chip's threshold, past
+    the config's budget (`vmem_limit_bytes`), forced ("dma" mode), or small (resident)."""
+    if real:
+        return "real_table"
+    keys = dict(knobs)
+    return "budget_knob" if "vmem_limit_bytes" in keys else "dma_mode" if keys else "small_table"

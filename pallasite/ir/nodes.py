@@ -134,8 +134,9 @@ class GatherIndex:
         "index vector (gather, scatter)",
         ("table[idx[tile], :]", "x[tile.index + off]", "table[idx2d[tile_m, tile_n]]", "out[idx[tile], :] = v"),
         "an int32 device value (int64 arguments used only as indices are narrowed on the host); its values are "
-        "range-checked in interpret mode; a load gathers rows (index tiles of any rank), a store scatters "
-        "(the indices must be unique: duplicates race)")
+        "range-checked in interpret mode; a load gathers rows (index tiles of any rank): from a table past the "
+        "VMEM threshold by one DMA per index, of the whole row or of a tile's block of it (`table[idx[tb], te]`, "
+        "te's blocks dividing the dim); a store scatters (the indices must be unique: duplicates race)")
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,8 @@ class RowCopy:
     `index_ref[index_items]` with the tile's item read at `begin + i` (several tiles: row-major
     over their block sizes, the flat vector of an index tile) (an SMEM
     copy of the tensor the index vector was loaded from); its row of `table_ref`
-    (pl.ANY) goes to row i of `buffer` (VMEM scratch), all on `semaphore`. Only the
+    (pl.ANY), or its `window` (the block of each tile indexing the other dims), goes to
+    row i of `buffer` (VMEM scratch), all on `semaphore`. Only the
     lanes in `lanes` (None: all) are copied and waited for; the rest are padding (an index
     tile's flat vector: the lanes outside the rectangle of its tiles' ranges)."""
 
@@ -201,6 +202,7 @@ class RowCopy:
     buffer: str
     semaphore: str
     staged: StagedIndex | None = None  # an index vector computed on the device: staged in SMEM
+    window: tuple = ()  # per table dim after the first: FullSlice (whole) or TileSlice (its block)
 
 
 @dataclass(frozen=True)

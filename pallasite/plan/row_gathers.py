@@ -13,8 +13,11 @@ A row is clamped into the table before its copy, so an index out of range
 never reads past the table (interpret mode reports it as `exc.ShapeMismatch`
 through the gather's index check, as for resident gathers).
 
-Only whole rows of the first dim are copied: `table[idx]`, `table[idx, :]`,
-`table[idx, :, :]`. Other forms keep the resident lowering (plan/gathers.py).
+Rows of the first dim are copied, whole (`table[idx]`, `table[idx, :]`) or
+their window at tiles of the other dims (`table[idx[tb], te]`: each copy reads
+the te block of its row). A tile whose last block is partial keeps the
+resident lowering (a DMA's size is static and must not run past the table),
+as do gathers along other dims (plan/gathers.py).
 """
 from __future__ import annotations
 
@@ -52,9 +55,16 @@ def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
                     "dim only, so a gather along a middle or last dim keeps the resident lowering (move "
                     f"the gathered dim first on the host, e.g. table.movedim({axis}, 0).contiguous())",
                     node.location)
-        if not all(isinstance(item, FullSlice) for item in items[1:]):
-            return (f"{access_text(node)} reads part of each row; per-row DMA copies whole rows (index "
-                    "the other dims with ':' and narrow the result)", node.location)
+        for item in items[1:]:
+            if isinstance(item, TileSlice) and item.dim.has_partial_tail:
+                return (f"{access_text(node)} reads each row at tile '{item.dim.name}', whose last block "
+                        "is partial; a row copy's size is static, so per-row DMA copies a tile's window "
+                        "only where its blocks divide the dim (choose such a block size, or index the "
+                        "dim with ':' and narrow the result)", node.location)
+            if not isinstance(item, (FullSlice, TileSlice)):
+                return (f"{access_text(node)} reads part of each row other than at a tile; per-row DMA "
+                        "copies whole rows or a tile's window of them (index the other dims with ':' or "
+                        "a tile, and narrow the result)", node.location)
         refusal = _index_source_refusal(items[0].value)
         if refusal is not None:
             return refusal, node.location
@@ -103,7 +113,9 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
     `index_operands` collects the SMEM copies of index tensors (one per tensor)."""
     (item,) = [i for i in node.index if isinstance(i, GatherIndex)]
     symbol = table.symbol
-    buffer_shape = (item.value.shape[0], *symbol.shape[1:])
+    window = tuple(i for i in node.index if not isinstance(i, NewAxis))[1:]  # FullSlice or TileSlice
+    buffer_shape = (item.value.shape[0], *(i.dim.block_size if isinstance(i, TileSlice) else size
+                                           for i, size in zip(window, symbol.shape[1:])))
     size = padded_bytes(buffer_shape, symbol.dtype)
     if size > threshold:
         raise exc.VmemOverflow(
@@ -120,7 +132,8 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
         index_operand = index_operands.setdefault(
             index_tensor.id, Operand(index_tensor, f"{index_tensor.name}_smem", Memory.SMEM))
         index_items = tuple(i for i in source.index if not isinstance(i, NewAxis))
-        row_copy = RowCopy(table.ref_name, index_operand.ref_name, index_items, lanes, buffer, semaphore)
+        row_copy = RowCopy(table.ref_name, index_operand.ref_name, index_items, lanes, buffer, semaphore,
+                           window=window)
     else:  # computed on the device: staged through VMEM into SMEM
         count = (item.value.shape[0],)
         name = item.value.name or "index"
@@ -129,7 +142,7 @@ def plan_row_gather(node: Load, table: Operand, reason: str, index_operands: dic
         scratch += [Scratch(staged.vmem, ScratchKind.VMEM, count, torch.int32),
                     Scratch(staged.smem, ScratchKind.SMEM, count, None),
                     Scratch(staged.semaphore, ScratchKind.DMA_SEMAPHORES, (1,), None)]
-        row_copy = RowCopy(table.ref_name, staged.smem, (), lanes, buffer, semaphore, staged)
+        row_copy = RowCopy(table.ref_name, staged.smem, (), lanes, buffer, semaphore, staged, window)
     gather = Gather(item.value, 0, symbol.shape[0], GatherMethod.ROW_DMA, reason, row_copy)
     access = Access(table.ref_name, (), buffer_shape, tuple(node.output.shape), gather=gather)
     return access, tuple(scratch)
