@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import re
 import sys
 
 import pytest
@@ -57,6 +58,13 @@ def test_the_three_issue_13_shapes_are_generated():
     # A tile's id (or begin // block) as an output row.
     assert any("out[tm.id, tn]" in s or "out[tn.id, tm]" in s for s in sources)
     assert any("out[tm.begin // " in s for s in _sources(SEED, 90))
+
+
+def test_a_one_tuple_of_tiles_is_used_as_an_index():
+    """Helion's `for t in hl.tile([n])`: t is a 1-tuple of tiles inside subscripts."""
+    cases = [generate(SEED, i, kinds=("pointwise", "in_place")) for i in range(120)]
+    spelled = [case for case in cases if any(re.search(r"hl\.tile\(\[\w\]\)", line.text) for line in case.body)]
+    assert spelled and any(case.loop_type for case in spelled)
 
 
 def test_the_issue_20_index_forms_are_generated():

@@ -35,6 +35,9 @@ SUBSCRIPT_FORMS = (
               "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); the "
               "tile's begin reads index 0 likewise, the axis dropped as a scalar index drops it; a store "
               "through either is refused (broadcasts_tile)"),
+    IndexForm("a tuple of tiles", ("out[tiles, :]", "x[tiles]"),
+              "`hl.tile([n])` yields a 1-tuple of tiles (`for tiles in hl.tile([n])`); inside a subscript a "
+              "tuple of tiles stands for its tiles, one axis each, as in Helion (torch gives it no meaning)"),
     IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
               "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
               "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
@@ -178,17 +181,8 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
                 "index tiles of any rank).")
         return GatherIndex(value)
     raise exc.IndexingError(
-        f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}.{_tuple_hint(item)}"
+        f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
-
-
-def _tuple_hint(item: Any) -> str:
-    """Why a tuple of tiles is not an index: `hl.tile([n])` yields a 1-tuple of tiles."""
-    if isinstance(item, tuple) and item and all(isinstance(part, TileProxy) for part in item):
-        return (f" `hl.tile([...])` of a list yields a tuple of {len(item)} tile(s), one per size; unpack it "
-                f"(`for {'(t,)' if len(item) == 1 else 'ta, tb'} in hl.tile([...])`) or write hl.tile(n) "
-                "for one tile. torch would read a tuple inside a subscript as an index list (another axis).")
-    return ""
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:

@@ -15,6 +15,7 @@ import torch
 
 from .. import exc
 from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
+from ..ir.index_forms import splice_tile_tuples
 from ..ir.sizes import broadcast_shape
 from . import lane_pairs, paired_indexing
 from .indexing import (
@@ -30,6 +31,7 @@ from .proxies import DeviceTensor, HostTensor, TileProxy
 def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False) -> Any:
     """`tensor[key]` in device or host code (`zero_past_end`: a masked load's, where a tile
     past the tensor's end reads 0, `indexing.normalize_subscript`)."""
+    key = splice_tile_tuples(key, _is_tile)
     if isinstance(tensor, HostTensor) and recorder.device is None:
         check_host_subscript(key, tensor.symbol.name)
     if isinstance(tensor, DeviceTensor) and recorder.device is not None:
@@ -55,6 +57,10 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
     # torch semantics: the index tile's dims replace the gathered axis
     axis = gathered_axis(index)
     return recorder.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
+
+
+def _is_tile(item: Any) -> bool:
+    return isinstance(item, TileProxy)
 
 
 def _subview(recorder: Any, block: DeviceTensor, key: Any) -> DeviceTensor:
@@ -112,6 +118,7 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
     """`tensor[key] = value`; `atomic`: the store of an `hl.atomic_add` (kwargs["atomic"]).
     Through an index vector, `lane_mask` (a bool vector over its lanes) keeps the lanes that
     write (`ir.Store.args[1]`)."""
+    key = splice_tile_tuples(key, _is_tile)
     if recorder.device is None:
         return recorder.host.store(tensor, key, value)
     if isinstance(tensor, DeviceTensor):

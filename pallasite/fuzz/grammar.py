@@ -137,7 +137,19 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
         body.insert(1, Line(0, f"out = torch.empty([{shape}], dtype={dtype_name(out_dtype)}, device=x0.device)"))
         body.append(Line(indent, f"out[{index}] = {result.name}.to({dtype_name(out_dtype)})"))
         body.append(Line(0, "return out"))
+    if draw.chance(0.3):  # drawn last: the case's other choices stay as a seed made them
+        body = _as_tile_tuple(body, tiles[-1], axes[-1])
     return inputs, body, dims, exact, loop_type
+
+
+def _as_tile_tuple(body: list[Line], tile: str, axis: str) -> list[Line]:
+    """Helion's spelling `for t in hl.tile([n])`: `t` is a 1-tuple of tiles, indexing as its
+    tile inside subscripts (kept as it is where the tile's attributes are read)."""
+    header = f"for {tile} in hl.tile({axis}):"
+    if any(f"{tile}." in line.text for line in body) or not any(line.text == header for line in body):
+        return body
+    return [Line(line.indent, f"for {tile} in hl.tile([{axis}]):", line.droppable) if line.text == header else line
+            for line in body]
 
 
 def pointwise(draw: Draw, name: str) -> Case:

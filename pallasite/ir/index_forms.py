@@ -10,6 +10,7 @@ item type without its `FORM`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,25 @@ class RefusedForm:
     def __post_init__(self) -> None:
         if not (self.name and self.examples and self.why and self.instead):
             raise ValueError(f"refused form {self.name!r}: a name, examples, why and instead are required")
+
+
+def splice_tile_tuples(key: Any, is_tile: Callable[[Any], bool]) -> Any:
+    """A subscript key with each tuple of tiles in it replaced by its tiles.
+
+    `hl.tile([n])` yields a 1-tuple of tiles and Helion programs index with it as it
+    stands (`for tile in hl.tile([n]): out[tile, :] = ...`): the tuple stands for its
+    tiles, one axis each. torch gives a tuple inside a subscript no meaning for slices
+    (a tile reads as one), so nothing else is meant. The tracer and reference mode both
+    splice with this, by their own tile type (`is_tile`)."""
+    if not isinstance(key, (tuple, list)):  # hl.load/hl.store take their index as a list
+        return key
+    if not any(_tile_tuple(item, is_tile) for item in key):
+        return key
+    items: list = []
+    for item in key:
+        items += list(item) if _tile_tuple(item, is_tile) else [item]
+    return type(key)(items)
+
+
+def _tile_tuple(item: Any, is_tile: Callable[[Any], bool]) -> bool:
+    return isinstance(item, tuple) and bool(item) and all(is_tile(part) for part in item)

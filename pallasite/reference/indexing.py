@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
+from ..ir.index_forms import splice_tile_tuples
 from . import lanes
 from .tiles import RefTile, TileBegin
 
@@ -128,6 +129,7 @@ def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> tor
 
 
 def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False) -> _Subscript:
+    key = splice_tile_tuples(key, lambda item: isinstance(item, RefTile))
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     from_data = [isinstance(item, torch.Tensor) and item.ndim == 0 for item in items]
     items = [_scalar(item, name_of, tensor) for item in items]
