@@ -159,6 +159,21 @@ def test_element_count_mismatch_names_both_counts():
         bad.bind((torch.zeros(2, 8, 128), torch.zeros(2, 16, 128), torch.zeros(1, dtype=torch.int32)))
 
 
+def test_a_bool_tensor_cannot_be_copied_remotely():
+    """Mosaic lowers no DMA of a bool ref (interpret mode would run it)."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+    def flags(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+        for _ in hl.grid(1):
+            copy = hl.make_async_remote_copy(a, 0, rank[0], a, 1)
+            copy.start()
+            copy.wait()
+        return a
+
+    with pytest.raises(exc.UnsupportedDtype, match="no bool ref by DMA") as info:
+        flags.bind((torch.zeros(2, 8, 128, dtype=torch.bool), torch.zeros(1, dtype=torch.int32)))
+    assert "copy = hl.make_async_remote_copy" in str(info.value)
+
+
 def test_copy_never_waited_is_an_error():
     @pallasite.kernel(config=pallasite.Config(block_sizes=[]))
     def unwaited(a: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:

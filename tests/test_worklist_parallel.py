@@ -14,7 +14,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite.plan.loops import LOOP_TYPES
 from pallasite.runtime import interpret
-from pallasite.testing import code_and_output, schedule_report
+from pallasite.testing import check_tpu_lowering, code_and_output, schedule_report
 
 from examples.jagged_attention import jagged_attention, reference
 
@@ -110,6 +110,27 @@ def test_an_output_read_in_the_loop_keeps_the_ordered_scheme_and_says_why(monkey
     assert worklist.store_isolation.endswith(worklist.isolation.reason)
     out = run_on_two_cores(jagged_accumulate, (x, offsets, base.clone()), monkeypatch, block_sizes=[8])
     torch.testing.assert_close(out, base + 2 * x)
+
+
+@pallasite.kernel
+def jagged_positive(x, offsets):
+    """A bool output of the item loop: Mosaic copies no bool ref by DMA."""
+    out = torch.zeros(x.size(), dtype=torch.bool, device=x.device)
+    for seq in hl.grid(offsets.size(0) - 1):
+        for tile in hl.tile(offsets[seq], offsets[seq + 1]):
+            out[tile, :] = x[tile, :] > 0
+    return out
+
+
+def test_a_bool_output_keeps_the_ordered_scheme_and_lowers(monkeypatch):
+    x = torch.randn(sum(LENGTHS), 128)
+    offsets = offsets_of(LENGTHS)
+    call = plan_of(jagged_positive, (x, offsets), block_sizes=[8])
+    assert call.worklist.write_backs == ()
+    assert call.worklist.isolation.reason == "'out' is bool, which Mosaic copies by no DMA"
+    out = run_on_two_cores(jagged_positive, (x, offsets), monkeypatch, block_sizes=[8])
+    assert torch.equal(out, x > 0)
+    check_tpu_lowering(jagged_positive, (x, offsets), block_sizes=[8])
 
 
 def test_schedule_report_counts_the_items_write_backs():

@@ -85,6 +85,10 @@ def remote_copy(recorder: Any, src: Any, src_index: Any, device_id: Any, dst: An
             f"{dst_symbol.name}[{len(dst_items)} indices] {dst_count} {dst_symbol.dtype} elements "
             f"{list(dst_symbol.shape[len(dst_items):])}; a remote copy moves one contiguous region, so they "
             "must agree in dtype and element count.", recorder.location)
+    if src_symbol.dtype == torch.bool:
+        raise exc.UnsupportedDtype(
+            f"hl.make_async_remote_copy of the bool tensor {src_symbol.name}: Mosaic copies no bool ref by DMA. "
+            "Copy an int8 (or int32) tensor and compare with 0 after the copy.", recorder.location)
     peer = _device(recorder, device_id, "device_id")
     sites = recorder.next_remote_site()
     node = RemoteCopy("remote_copy", (peer, *src_items, *dst_items), {}, [], recorder.location,

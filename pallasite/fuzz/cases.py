@@ -38,7 +38,7 @@ class InputSpec:
     name: str
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
-    fill: str = "randn"  # "randn" | "randint" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
+    fill: str = "randn"  # "randn" | "randint" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
 
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
@@ -52,6 +52,8 @@ class InputSpec:
                     f"dtype={DTYPE_NAMES[self.dtype]})")
         if self.fill == "randint":
             return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
+        if self.fill == "bool":  # about half True
+            return f"torch.randn({shape}, generator={generator}) > 0"
         value = f"torch.randn({shape}, generator={generator})"
         if self.fill == "positive":
             value = f"{value}.abs().add(0.5)"

@@ -87,6 +87,8 @@ def decide_isolation(body: list, tile_dim, disjoint: bool, heads: tuple[TileDim,
             return Isolation(reason=f"'{symbol.name}' has a symbolic shape (static_shapes=False)")
         if 0 in tuple(symbol.shape):
             return Isolation(reason=f"'{symbol.name}' is empty (nothing to copy)")
+        if symbol.dtype == torch.bool:
+            return Isolation(reason=f"'{symbol.name}' is bool, which Mosaic copies by no DMA")
         if key in loaded:
             return Isolation(reason=f"'{symbol.name}' is read in the loop (items would see each other's rows)")
         found: set[HeadAxes] = set()

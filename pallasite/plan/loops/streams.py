@@ -5,6 +5,8 @@ access of it in the whole device loop sits directly in L's body (not under
 a device `if`), all with one
 index form that walks one of L's tile dims and whose scalar indices are known
 before L starts (its copies are built there), it has no empty dim, and it is
+not bool (Mosaic's DMA refuses bool refs; JAX passes a BlockSpec's bools as
+int32 itself), and it is
 only read (an input stream) or only written (an output stream, whose partial
 last tile must not end inside the tensor: windows are written back whole; and
 which walks every dim of a multi-dim loop, so no two steps write back one
@@ -16,6 +18,8 @@ every window is in bounds.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import torch
 
 from ...ir.sizes import SymbolicSize, same_size, size_max
 
@@ -59,6 +63,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
         if use.stores and not loop_dims <= {i.dim.id for i in first if isinstance(i, TileSlice)}:
             continue  # each step writes its window back: no two steps may share one
         if 0 in use.symbol.shape or _computed_inside(first, loop):
+            continue
+        if use.symbol.dtype == torch.bool:  # Mosaic copies no bool ref by DMA: resident (a BlockSpec block)
             continue
         if any(isinstance(item, GatherIndex) for item in first):  # gathered: whole in VMEM
             continue
