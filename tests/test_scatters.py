@@ -51,7 +51,7 @@ def scatter_rows(out, x, dest):
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32])
 def test_rows_of_a_2d_destination_with_duplicates(dtype):
     out = _values(64, 128, dtype=dtype, seed=3)
     x = _values(70, 128, dtype=dtype)  # two whole tiles of 32 and a partial one
@@ -202,10 +202,11 @@ def scatter_in_inner_loop(out, x, dest):
     return out
 
 
-@pytest.mark.parametrize("loop_type", LOOP_TYPES)
-def test_a_scatter_in_an_inner_loop(loop_type):
-    out = _values(3, 40, 128, seed=7)
-    x = _values(3, 70, 128)
+@pytest.mark.parametrize("loop_type, dtype", [*((t, torch.float32) for t in LOOP_TYPES),
+                                              *((t, torch.float16) for t in LOOP_TYPES)])
+def test_a_scatter_in_an_inner_loop(loop_type, dtype):
+    out = _values(3, 40, 128, dtype=dtype, seed=7)
+    x = _values(3, 70, 128, dtype=dtype)
     dest = _indices(3 * 70, 40).reshape(3, 70)
     expected = out.clone()
     for g in range(3):
@@ -220,6 +221,8 @@ def test_a_scatter_in_an_inner_loop(loop_type):
     (scatter_rows, (_values(64, 128, dtype=torch.bfloat16), _values(70, 128, dtype=torch.bfloat16),
                     _indices(70, 64))),
     (scatter_rows, (_values(64, 128, dtype=torch.int32), _values(70, 128, dtype=torch.int32), _indices(70, 64))),
+    (scatter_rows, (_values(64, 128, dtype=torch.float16), _values(70, 128, dtype=torch.float16),
+                    _indices(70, 64))),
     (scatter_1d, (_values(200), _values(300), _indices(300, 200))),
     (scatter_computed_index, (torch.zeros(200, 128), _values(100, 128))),
     (scatter_rows_tile_columns, (_values(24, 320), _values(40, 320), _indices(40, 24))),

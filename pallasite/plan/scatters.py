@@ -34,6 +34,7 @@ SCATTER_WINDOW_VMEM_FRACTION = 0.25
 _METHODS = {
     torch.float32: GatherMethod.ONE_HOT_MATMUL,
     torch.bfloat16: GatherMethod.ONE_HOT_MATMUL,
+    torch.float16: GatherMethod.ONE_HOT_MATMUL,  # picked in float32, which holds every float16
     torch.int32: GatherMethod.SELECT_SUM,
 }
 
