@@ -1,7 +1,8 @@
 """Composites: torch functions the frontend records as a few registry ops.
 
 softmax and log_softmax are the numerically stable programs every kernel
-writes by hand (subtract the row's max, exponentiate, normalize). Recorded
+writes by hand (subtract the row's max, exponentiate, normalize); masked_fill
+is a torch.where in its input's dtype. Recorded
 step by step, a reduced axis that a partial tile pads is masked by the mask
 planner like any reduction, and each step has its lowering already.
 """
@@ -13,7 +14,7 @@ import torch
 
 from ... import exc
 from .binders import normalize_dims
-from .definition import FLOATS, Call, Composite, Record
+from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
 from .scans import SCAN_DEFINITIONS
 from .shapes import SHAPE_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
@@ -69,7 +70,28 @@ def _softmax(log: bool) -> Callable[[Call, Record], Any]:
     return expand
 
 
+def _masked_fill(call: Call, record: Record) -> Any:
+    """x.masked_fill(mask, value): torch.where(mask, value, x) in x's dtype (a float value
+    filled into an int tensor truncates, as masked_fill's own cast does)."""
+    args, kwargs = list(call.args), dict(call.kwargs)
+    names = ("input", "mask", "value")
+    given = dict(zip(names, args))
+    unknown = set(kwargs) - set(names)
+    if unknown or len(args) > 3:
+        raise exc.UnsupportedOperation(f"{call.display} takes (input, mask, value), got an unsupported argument.")
+    given.update(kwargs)
+    x, mask, value = (given.get(name) for name in names)
+    meta = call.run_meta(lambda t, m, v: t.masked_fill(m, v), (x, mask, value), {})  # torch's own checks
+    filled = record("where", mask, value, x)
+    meta_filled = call.meta_of(filled)
+    if isinstance(meta_filled, torch.Tensor) and meta_filled.dtype != meta.dtype:
+        filled = record("to", filled, meta.dtype)
+    return filled
+
+
 COMPOSITE_DEFINITIONS = (
+    Composite("masked_fill", ("masked_fill",), _masked_fill, dtypes=EVERY_DTYPE,
+              note="torch.where(mask, value, x) in x's dtype; the mask broadcasts to x"),
     Composite("softmax", ("softmax",), _softmax(log=False), dtypes=FLOATS,
               note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
                    "dtype= as in torch"),
