@@ -67,6 +67,15 @@ def test_a_one_tuple_of_tiles_is_used_as_an_index():
     assert spelled and any(case.loop_type for case in spelled)
 
 
+def test_bool_mask_arguments_reach_inner_loops():
+    """A bool argument read by an inner loop (Mosaic copies no bool ref by DMA: it stays
+    resident), through masked_fill."""
+    cases = [generate(SEED, i, kinds=("pointwise", "in_place")) for i in range(120)]
+    masked = [case for case in cases if any(spec.dtype == torch.bool for spec in case.inputs)]
+    assert any(case.loop_type for case in masked)
+    assert all(".masked_fill(~keep[" in case.source() for case in masked)
+
+
 def test_the_issue_20_index_forms_are_generated():
     cases = [generate(SEED, i, kinds=("paired_indices", "flat_gather")) for i in range(120)]
     forms = {case.tags[1] for case in cases}
@@ -92,6 +101,7 @@ def test_the_issue_22_scatter_and_masked_load_forms_are_generated():
     assert any("hl.atomic_add(out, [dest[t], " in s for s in sources)
     assert any("hl.atomic_max(out, [dest[t], " in s for s in sources)
     assert {case.loop_type for case in cases if case.tags[1] == "atomic_inner"} == set(LOOP_TYPES)
+    assert any(case.inputs[0].dtype == torch.float16 for case in cases if case.kind == "scatter")
 
 
 def test_the_statistics_kind_generates_every_statistic():

@@ -124,6 +124,14 @@ class HostEmitter:
     def _emit_allocate(self, step: Allocate) -> None:
         symbol = step.symbol
         self.comment(step.location)
+        if step.ramp is not None:  # torch.arange: start + i * step in int32 (whole numbers: exact), cast
+            start, stride = step.ramp
+            (length,) = symbol.shape
+            ramp = f"jnp.arange({literal(length)}, dtype=jnp.int32)"
+            ramp = ramp if stride == 1 else f"{ramp} * {literal(stride)}"
+            ramp = ramp if start == 0 else f"{ramp} + {literal(start)}"
+            self.define(symbol, ramp if symbol.dtype == torch.int32 else f"({ramp}).astype({jnp_dtype(symbol.dtype)})")
+            return
         if symbol.fill is None:
             self.note(f"{symbol.name}: uninitialized until a device loop writes it")
             self.undefined.add(symbol.id)

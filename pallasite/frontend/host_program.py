@@ -90,6 +90,50 @@ class HostProgram:
             return HostScalar(self.recorder, symbol, int if not symbol.dtype.is_floating_point else float)
         return HostTensor(self.recorder, symbol)
 
+    def arange(self, args: tuple, kwargs: dict) -> HostTensor:
+        """`torch.arange(...)` in host code of compile-time numbers (shapes, constants,
+        specialized scalars): an `Allocate` of the ramp, built at each call like any
+        allocation (so a device loop may read it as it reads an argument)."""
+        names = ("start", "end", "step")
+        given = dict(zip(("end",) if len(args) == 1 else names, args))
+        given.update((name, kwargs[name]) for name in names if name in kwargs)
+        start, end, step = given.get("start", 0), given.get("end"), given.get("step", 1)
+        for value in (start, end, step):
+            if isinstance(value, (HostScalar, HostTensor, DeviceTensor)):
+                raise exc.UnsupportedOperation(
+                    "torch.arange in host code takes compile-time numbers (sizes, constants); this bound is a "
+                    "runtime value. hl.specialize it, or build the ramp in device code with hl.arange.")
+        if end is None:
+            raise exc.UnsupportedOperation("torch.arange() needs an end.")
+        numbers = (start, end, step)
+        floats = any(isinstance(v, float) for v in numbers)
+        if any(isinstance(v, float) and not v.is_integer() for v in (start, step)):
+            raise exc.UnsupportedOperation(
+                "torch.arange in host code with a fractional start or step: its values are built from an int32 "
+                "ramp, exact only for whole numbers. Scale a whole ramp instead: "
+                "`torch.arange(n, dtype=torch.int32) * step + start` in device code, with the rounding you mean.")
+        start, step = (int(v) if isinstance(v, float) else v for v in (start, step))
+        dtype = kwargs.get("dtype") or (torch.get_default_dtype() if floats else torch.int64)
+        if dtype == torch.int64:
+            raise exc.UnsupportedDtype(
+                "torch.arange in host code gives int64 here, which a TPU kernel cannot hold in vectors; "
+                "pass dtype=torch.int32.")
+        check_dtype(dtype, "torch.arange(...)")
+        if isinstance(end, SymbolicSize) or isinstance(start, SymbolicSize) or isinstance(step, SymbolicSize):
+            if start != 0 or step != 1 or not isinstance(end, SymbolicSize):
+                raise exc.UnsupportedOperation(
+                    "torch.arange of a dynamic size (static_shapes=False) is supported as torch.arange(n) only.")
+            length = end
+        else:
+            length = len(torch.arange(start, end, step, dtype=torch.float64 if floats else torch.int64))
+            if length and not -2**31 <= min(start, start + (length - 1) * step) <= max(start, start + (length - 1) * step) < 2**31:
+                raise exc.UnsupportedOperation(
+                    f"torch.arange({start}, {end}, {step}) in host code has values past int32, the widest integer "
+                    "a TPU kernel holds.")
+        symbol = TensorSymbol(self._temp_name(), (length,), dtype, "alloc")
+        self.steps.append(Allocate(symbol, self.recorder.location, ramp=(start, step)))
+        return HostTensor(self.recorder, symbol)
+
     def allocate(self, factory: ops.Factory, args: tuple, kwargs: dict) -> HostTensor:
         """`torch.empty(...)`, `torch.zeros_like(x)`, ... in host code: an `Allocate`."""
         name = factory.name

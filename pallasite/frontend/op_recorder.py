@@ -135,6 +135,8 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
+        if func is torch.arange and self.device is None and not (self._in_meta or internal):
+            return self.host.arange(args, kwargs)  # a ramp of compile-time numbers: an allocation
         if self._in_meta or internal or not has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
         self._reject_real_tensors(args, kwargs)

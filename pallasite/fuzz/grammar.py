@@ -8,6 +8,7 @@ kernel's `config_spec` (`choose_config`); sizes written in the source
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Callable
 
 import torch
@@ -137,6 +138,11 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
         body.insert(1, Line(0, f"out = torch.empty([{shape}], dtype={dtype_name(out_dtype)}, device=x0.device)"))
         body.append(Line(indent, f"out[{index}] = {result.name}.to({dtype_name(out_dtype)})"))
         body.append(Line(0, "return out"))
+    if draw.chance(0.25):  # a bool mask argument (streamed by an inner loop), through masked_fill
+        inputs.append(InputSpec("keep", (axes[-1],), torch.bool, "bool"))
+        lead = "None, " * (rank - 1)
+        at = next(i for i, line in enumerate(body) if line.text.startswith((f"out[{index}] =", f"x0[{index}] +=")))
+        body.insert(at, Line(indent, f"{result.name} = {result.name}.masked_fill(~keep[{tiles[-1]}][{lead}:], 0)"))
     if draw.chance(0.3):  # drawn last: the case's other choices stay as a seed made them
         body = _as_tile_tuple(body, tiles[-1], axes[-1])
     return inputs, body, dims, exact, loop_type
@@ -539,6 +545,8 @@ def scatter(draw: Draw, name: str) -> Case:
         body = _lines(0, "n, d = x.size()", "for tn, td in hl.tile([n, d]):")
         body.append(Line(1, f"hl.atomic_add(out, [tn, td], {value.format(x='x[tn, td]')})"))
     body.append(Line(0, "return out"))
+    if dtype == torch.float32 and draw.chance(0.3):  # float16 (picked in float32); drawn last, as the seed was
+        inputs = tuple(replace(spec, dtype=torch.float16) if spec.dtype == torch.float32 else spec for spec in inputs)
     return Case("scatter", name, inputs, tuple(body), dims, loop_type=loop_type, exact=dtype == torch.int32,
                 tags=("scatter", form))
 

@@ -458,10 +458,17 @@ class HostStore:
 
 @dataclass(eq=False)
 class Allocate:
-    """`torch.empty/zeros/full/...` in host code."""
+    """`torch.empty/zeros/full/...` in host code, or `torch.arange` (`ramp`: its start and
+    step, element i holding start + i * step; the symbol's fill is then None)."""
 
     symbol: TensorSymbol
     location: SourceLocation | None
+    ramp: tuple[int | float, int | float] | None = None
+
+    @property
+    def defines_values(self) -> bool:
+        """Whether the tensor holds data before any device loop writes it."""
+        return self.symbol.fill is not None or self.ramp is not None
 
 
 @dataclass(eq=False)

@@ -80,7 +80,7 @@ def _device_loop_calls(ir: KernelIR) -> Iterator[tuple[DeviceLoopCall, frozenset
     defined = {id(s) for s in ir.arguments if hasattr(s, "shape")}
     view_bases = {}  # id of a host view -> the tensor it views
     for step in ir.steps:
-        if isinstance(step, Allocate) and step.symbol.fill is not None:
+        if isinstance(step, Allocate) and step.defines_values:
             defined.add(id(step.symbol))
         elif isinstance(step, HostOp):
             results = step.result if isinstance(step.result, tuple) else (step.result,)
