@@ -92,6 +92,13 @@ def test_the_issue_20_index_forms_are_generated():
     assert {case.loop_type for case in cases if case.tags[1] in ("inner", "jagged_mean")} == set(LOOP_TYPES)
 
 
+def test_the_window_shapes_kind_reads_a_half_through_a_shifted_window():
+    cases = [generate(SEED, i, kinds=("window_shapes",)) for i in range(120)]
+    halves = [case for case in cases if case.tags[1] == "half_window"]
+    assert halves and any(case.loop_type for case in halves)
+    assert all("x[tm, start:start + tn.block_size]" in case.source() for case in halves)
+
+
 def test_the_issue_22_scatter_and_masked_load_forms_are_generated():
     cases = [generate(SEED, i, kinds=("scatter", "flat_gather")) for i in range(120)]
     forms = {case.tags[1] for case in cases}

@@ -41,7 +41,9 @@ SUBSCRIPT_FORMS = (
     IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
               "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
               "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
-              "size times c is padded where the tile is (computed_window)"),
+              "size times c is padded where the tile is (computed_window); a tile's begin plus a constant for "
+              "its block size, inside the axis, is the shifted tile (shifted_window: `W[tk, tn.begin + n:"
+              "tn.begin + n + tn.block_size]`)"),
 )
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
     RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",
@@ -495,6 +497,33 @@ def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:
         return None
     dim = begin.producer.args[0]
     return (dim, factor) if not dim.is_grid and length == dim.block_size * factor else None
+
+
+def shifted_window(start: DeviceTensor, length: int, size: Any) -> tuple[Any, int] | None:
+    """A window `tile.begin + c : tile.begin + c + tile.block_size` (Helion's fused SwiGLU
+    reads the up-projection half `W[tile_k, tile_n.begin + N : ... + tile_n.block_size]`)
+    of an axis of `size` positions is the tile shifted by the static int c: (its TileDim,
+    c), else None. Its lanes past the tile's valid positions are padding, as the tile's are
+    (a gather of start + hl.arange(length) would read past them). Only where every valid
+    lane lies inside the axis (static loop bounds): there the slice means what torch's
+    does; a start below 0 wraps in Python and a stop past the end clamps, which a shifted
+    tile (0 outside the tensor) does not mean, so those stay gathers (range-checked)."""
+    value, offset = start.value, 0
+    while value.producer is not None and value.producer.op in ("add", "sub") \
+            and value.producer.kwargs.get("alpha", 1) == 1:  # tile.begin - 3 + 8: constants fold
+        left, right = value.producer.args[:2]
+        if type(right) is int and isinstance(left, Value):
+            value, offset = left, offset + (right if value.producer.op == "add" else -right)
+        elif type(left) is int and isinstance(right, Value) and value.producer.op == "add":
+            value, offset = right, offset + left
+        else:
+            return None
+    if value.producer is None or value.producer.op != "tile_begin":
+        return None
+    dim = value.producer.args[0]
+    if dim.is_grid or length != dim.block_size or not all(type(v) is int for v in (dim.begin, dim.end, size)):
+        return None
+    return (dim, offset) if dim.begin + offset >= 0 and dim.end + offset <= size else None
 
 
 def _begin_of_tile(item: Any) -> Any:

@@ -24,7 +24,7 @@ from .indexing import (
 )
 from .operands import shape_key
 from . import device_values
-from .indexing import computed_window, scaled_tile
+from .indexing import computed_window, scaled_tile, shifted_window
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
@@ -45,7 +45,7 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
     if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
         return paired_indexing.paired_load(recorder, tensor, key)
     symbol = tensor.symbol
-    key = _windows_as_index_vectors(recorder, key)
+    key = _windows_as_index_vectors(recorder, key, symbol.shape)
     key, tile_shape = _flatten_index_tile(recorder, key)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value,
                                 zero_past_end=zero_past_end)
@@ -77,19 +77,26 @@ def _subview(recorder: Any, block: DeviceTensor, key: Any) -> DeviceTensor:
     return DeviceTensor(recorder, value)
 
 
-def _windows_as_index_vectors(recorder: Any, key: Any) -> Any:
+def _windows_as_index_vectors(recorder: Any, key: Any, shape: tuple) -> Any:
     """A slice of computed start and static length (`computed_window`) reads the index
-    vector `start + hl.arange(length)`: a gather, planned as any other."""
+    vector `start + hl.arange(length)`: a gather, planned as any other; a tile's window
+    shifted by a constant (inside the axis of `shape` it indexes) is that shifted tile."""
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     windows = [computed_window(item) for item in items]
     if not any(windows):
         return key
+    axes = _item_axes(items, len(shape))
     for position, window in enumerate(windows):
         if window is None:
             continue
         start, length = window
         scaled = scaled_tile(start, length)
-        if scaled is None:
+        axis = axes[position]
+        shifted = shifted_window(start, length, shape[axis]) if axis is not None else None
+        if shifted is not None:  # the tile's lanes c positions on: a shifted tile, padded where the tile is
+            dim, offset = shifted
+            items[position] = TileProxy(recorder, dim).index + offset
+        elif scaled is None:
             items[position] = start + device_values.arange(recorder, (length,), torch.int32)
         else:  # lane i * c + j is tile position i's j-th: padded where the tile is
             dim, factor = scaled
@@ -97,6 +104,18 @@ def _windows_as_index_vectors(recorder: Any, key: Any) -> Any:
             items[position] = (index + device_values.arange(recorder, (factor,), torch.int32)[None, :]).reshape(-1)
         items[position].value.name = f"{start.value.name or 'start'}_window"
     return tuple(items)
+
+
+def _item_axes(items: list, rank: int) -> list[int | None]:
+    """The tensor axis each item of a subscript indexes (None: a new axis, an Ellipsis, or
+    any item after an Ellipsis, whose axis depends on the items this function does not read)."""
+    axes, axis = [], 0
+    for item in items:
+        if item is Ellipsis:
+            return axes + [None] * (len(items) - len(axes))
+        axes.append(None if item is None else axis)
+        axis += item is not None
+    return axes
 
 
 def _flatten_index_tile(recorder: Any, key: Any) -> tuple[Any, tuple | None]:
@@ -127,7 +146,7 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
         )
     symbol = tensor.symbol
     paired_indexing.refuse_paired_store(symbol.name, key)
-    key = _windows_as_index_vectors(recorder, key)
+    key = _windows_as_index_vectors(recorder, key, symbol.shape)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value, store=True)
     target_shape = indexed_shape(index, symbol.shape)
     operand = recorder.device_operand(value)

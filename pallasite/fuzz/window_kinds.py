@@ -1,6 +1,7 @@
 """The `window_shapes` kind: static slices of a tensor axis (read and written, bounds as
 Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]`,
-`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too),
+`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too; the
+window `x[tm, tn.begin + h : tn.begin + h + tn.block_size]` of a second half),
 `F.pad` of a whole-axis load, and Helion's concatenation (masked loads whose tile runs past
 the first tensor's end, `hl.load(x, [tm, tn], extra_mask=...)`), in the device loop or in
 an inner loop under each loop type.
@@ -72,6 +73,17 @@ def window_shapes(draw: Any, name: str) -> Case:
         else:
             body.append(Line(depth, f"out[tm, tn] = x[tm, {index}] + x[tm, tn]"))
         tag = f"shift:{sign}"
+        if rng.random() < 0.3:  # drawn last: Helion's fused SwiGLU reads a half as a shifted tile's window
+            h = dims["n"]
+            dims["w"] = 2 * h
+            inputs = (InputSpec("x", ("m", "w"), dtype),)
+            body = [Line(0, "m, w = x.size()"), Line(0, "h = w // 2"),
+                    Line(0, f"out = torch.zeros([m, h], dtype={dtype_name(dtype)}, device=x.device)")]
+            body += ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(h):")] if inner else
+                     [Line(0, "for tm, tn in hl.tile([m, h]):")])
+            body += [Line(depth, "start = tn.begin + h"),
+                     Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, start:start + tn.block_size]")]
+            tag = "half_window"
     else:
         before, after = rng.choice((0, 1, 3)), rng.choice((0, 2, 128))
         fill = rng.choice(("", ", value=1.0", ", value=-2.0"))
