@@ -125,6 +125,7 @@ SMALL_RUNS: dict[str, list] = {
     "fp8_attention": [("check", (1, 2, 128, 64))],
     "fp8_gemm": [("check", (64, 128, 128))],
     "fused_linear_jsd": [("check", (32, 64, 256))],
+    "fused_swiglu_gemm": [("check_fused_swiglu", (64, 256, 384))],  # its check_fused_mlp passes 3-D x to a 2-D kernel
     "gdn_fwd_h": [("test", (1, 2, 128, 64, 32, 64))],
     "grid_fission_matmul": [("check", (256, 128, 256))],
     "grpo_loss": [(_grpo_loss, ())],
