@@ -184,23 +184,6 @@ def test_strided_slice_in_device_code():
 
 
 @pallasite.kernel
-def compare_with_a_list_tile(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    out = torch.empty((x.size(0), y.size(0)), dtype=torch.float32)
-    for tile in hl.tile([x.size(0)]):
-        out[tile, :] = (x[tile][:, None] < y[None, :]).to(torch.float32)
-    return out
-
-
-def test_a_tuple_of_tiles_inside_a_subscript_says_to_unpack_it():
-    """hl.tile([n]) yields 1-tuples (as Helion's does); `out[tile, :]` then nests a tuple, which
-    torch reads as an index list: refused, saying how to get the tile."""
-    with pytest.raises(exc.IndexingError) as info:
-        compare_with_a_list_tile(torch.randn(64), torch.randn(128))
-    assert "for (t,) in hl.tile([...])" in info.value.message
-    assert_points_at(info.value, compare_with_a_list_tile, "out[tile, :] = (x[tile][:, None]")
-
-
-@pallasite.kernel
 def add_whole_tensor(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in hl.tile(x.size(0)):

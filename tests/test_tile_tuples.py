@@ -71,3 +71,18 @@ def test_a_tuple_of_two_tiles_as_the_whole_key():
     _, out = code_and_output(pairs_of_tiles, (x,))
     torch.testing.assert_close(out, x + 1)
     torch.testing.assert_close(run_ref(pairs_of_tiles, (x,)), x + 1)
+
+
+@pallasite.kernel
+def tile_and_int_tuple(x):
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[(tile, 0), :] = x[tile, :]
+    return out
+
+
+def test_a_tuple_mixing_a_tile_and_an_int_is_refused_at_its_line():
+    """Only a tuple of tiles is spliced: torch reads (tile, 0) as an index list."""
+    with pytest.raises(pallasite.exc.IndexingError, match="unsupported index") as info:
+        tile_and_int_tuple(torch.randn(16, 128))
+    assert "out[(tile, 0), :] = x[tile, :]" in str(info.value)
