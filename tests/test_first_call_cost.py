@@ -116,7 +116,8 @@ def test_a_broadcast_error_is_torchs_message_from_the_meta_run():
 
 
 def test_a_kernels_first_call_does_not_import_torch_dynamo(tmp_path):
-    """Every example kernel's first call, in one fresh process: torch._dynamo stays out."""
+    """Every example kernel's first call, in one fresh process: torch._dynamo, sympy and
+    JAX's Mosaic GPU interpreter stay out (runtime/interpret.without_gpu_interpreter)."""
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
@@ -128,6 +129,10 @@ def test_a_kernels_first_call_does_not_import_torch_dynamo(tmp_path):
             getattr(module, name)(*module.example_inputs())
             assert "torch._dynamo" not in sys.modules, name + " imported torch._dynamo"
             assert "sympy" not in sys.modules, name + " imported sympy"
+            # JAX's interpret lowering asks for its GPU interpreter only to check the params' type
+            assert "jax.experimental.mosaic.gpu" not in sys.modules, name + " imported Mosaic GPU"
+            # and the block ends with the call: no None is left in sys.modules for the name
+            assert sys.modules.get("jax._src.pallas.mosaic_gpu.interpret.interpret_pallas_call", 0) is not None
         print("ok")
     """)
     env = {**__import__("os").environ, "PALLASITE_CODE_DIR": str(tmp_path / "code"),
@@ -164,3 +169,24 @@ def test_interpret_programs_compile_without_llvm_optimizations_unless_asked(monk
     assert interpret.compiler_options() == {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
     monkeypatch.setenv(interpret.FAST_COMPILE_ENV, "0")
     assert interpret.compiler_options() == {}
+
+
+def test_the_gpu_interpreter_is_blocked_only_inside_the_block(monkeypatch):
+    from pallasite.runtime import interpret
+
+    name = interpret._GPU_INTERPRETER
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    with interpret.without_gpu_interpreter():
+        assert sys.modules[name] is None
+        with pytest.raises(ImportError):
+            __import__(name)
+    assert name not in sys.modules
+    monkeypatch.setenv(interpret.FAST_COMPILE_ENV, "0")  # off with the fast compile
+    with interpret.without_gpu_interpreter():
+        assert name not in sys.modules
+    marker = object()
+    monkeypatch.setitem(sys.modules, name, marker)  # a process that imported it keeps it
+    monkeypatch.delenv(interpret.FAST_COMPILE_ENV)
+    with interpret.without_gpu_interpreter():
+        assert sys.modules[name] is marker
+    assert sys.modules[name] is marker

@@ -18,7 +18,7 @@ from ..ir import TensorSymbol
 from .code_files import _write_code, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
-from .interpret import compiler_options, interpret_params, interpreter_reports
+from .interpret import compiler_options, interpret_params, interpreter_reports, without_gpu_interpreter
 from .jax_cache import use_persistent_cache
 from .scope import changed_names, read_scope
 
@@ -198,6 +198,7 @@ class CompiledKernel:
         if self.module.INTERPRET is None:
             return fn(*args)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(without_gpu_interpreter())
             found = stack.enter_context(checks.collect()) if checks is not None else []
             reports = stack.enter_context(interpreter_reports())
             try:

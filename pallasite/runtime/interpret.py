@@ -58,6 +58,32 @@ def compiler_options() -> dict:
     return dict(_FAST_CPU_COMPILE)
 
 
+# JAX's pallas_call lowering, in interpret mode, imports its Mosaic GPU interpreter only to
+# ask whether the interpret params are GPU ones (`isinstance(..., InterpretGPUParams)`),
+# inside `try: ... except ImportError: pass`. pallasite's are TPU ones; the import pulls
+# in Mosaic GPU's modules: ~0.2 s of a process's first call.
+_GPU_INTERPRETER = "jax._src.pallas.mosaic_gpu.interpret.interpret_pallas_call"
+
+
+@contextlib.contextmanager
+def without_gpu_interpreter() -> Iterator[None]:
+    """While a kernel runs (and, on its first call, lowers) in interpret mode, JAX's GPU
+    interpreter cannot be imported: its name maps to None in `sys.modules`, which makes the
+    import raise ImportError, which JAX's lowering passes over. A process that already
+    imported it is left as it is, and the name is removed again afterwards, so code
+    outside the block imports it as usual. PALLASITE_INTERPRET_FAST_COMPILE=0 turns this
+    off with the fast XLA compile."""
+    if _GPU_INTERPRETER in sys.modules or not _flag(FAST_COMPILE_ENV, "1"):
+        yield
+        return
+    sys.modules[_GPU_INTERPRETER] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get(_GPU_INTERPRETER, 0) is None:
+            del sys.modules[_GPU_INTERPRETER]
+
+
 class _Tee(io.TextIOBase):
     """Forwards writes to `stream` and keeps those of the race detector."""
 
