@@ -260,9 +260,9 @@ class HostScalar(Traced):
         computed from one still needs hl.specialize."""
         from .. import language as hl
 
-        if self.is_int_argument and hl._active_tracer is not None:
+        if self.is_int_argument and hl.active_tracer() is not None:
             return hl.specialize(self)
-        if self.static_value is not None and hl._active_tracer is not None:
+        if self.static_value is not None and hl.active_tracer() is not None:
             return self.static_value()
         return self._needs_specialize()
 

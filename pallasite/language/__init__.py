@@ -13,7 +13,12 @@ from typing import Any, Sequence
 import torch
 
 from .. import exc
-from ..ir.sizes import broadcast_shape
+from .atomics import (
+    ATOMIC_SEMANTICS, atomic_add, atomic_and, atomic_cas, atomic_index_tensor_error, atomic_max, atomic_min,
+    atomic_or, atomic_xchg, atomic_xor,
+)
+from .memory_ops import load, store
+from .tracing import _tracer, active_tracer, set_active_tracer
 from .tunables import BooleanFragment, EnumFragment, Fragment, IntegerFragment, PowerOfTwoFragment
 
 __all__ = [
@@ -30,25 +35,6 @@ __all__ = [
     "split", "join",
     "register_reduction_dim", "randint", "dot_scaled", "device_print",
 ]
-
-ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
-
-_active_tracer = None
-
-
-def _tracer(what: str):
-    if _active_tracer is None:
-        raise exc.UnsupportedSyntax(
-            f"hl.{what} can only be used inside a function decorated with @pallasite.kernel."
-        )
-    return _active_tracer
-
-
-def set_active_tracer(tracer) -> Any:
-    """Install `tracer` for the duration of a trace (or a reference run); returns the previous one."""
-    global _active_tracer
-    previous, _active_tracer = _active_tracer, tracer
-    return previous
 
 
 @dataclass
@@ -265,9 +251,10 @@ def arange(*args: Any, dtype: torch.dtype = torch.int32, device: Any = None) -> 
 
 def specialize(value: Any) -> Any:
     """Make a size or scalar argument a compile-time constant (the kernel recompiles per value)."""
-    if _active_tracer is None:
+    tracer = active_tracer()
+    if tracer is None:
         return value
-    return _active_tracer.specialize(value)
+    return tracer.specialize(value)
 
 
 def register_block_size(*args: Any) -> Any:
@@ -281,7 +268,7 @@ def register_reduction_dim(size: Any) -> Any:
     (`hl.zeros([tile_m, n])`) and host arithmetic. The whole dimension is one block (a full
     array dim is always a legal TPU block); the `reduction_loops` config knob may still
     chunk a reduction over it."""
-    if _active_tracer is None:
+    if active_tracer() is None:
         raise exc.UnsupportedSyntax(
             "hl.register_reduction_dim can only be used inside a function decorated with @pallasite.kernel.")
     if isinstance(size, bool) or isinstance(size, float) or getattr(size, "shape", None):
@@ -372,297 +359,6 @@ def device_print(prefix: str, *values: Any) -> None:
     if not isinstance(prefix, str):
         raise exc.UnsupportedOperation(f"hl.device_print's first argument is its text, got {prefix!r}.")
     _tracer("device_print").device_print(prefix, values)
-
-
-def _is_index_vector(item: Any) -> bool:
-    """An index tensor in a subscript (not a tile, an int, a slice or a 0-d scalar)."""
-    shape = getattr(item, "shape", None)  # tiles (the tracer's and reference mode's) have none
-    return shape is not None and len(shape) > 0 and not isinstance(getattr(type(item), "block_size", None),
-                                                                     property)
-
-
-def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_policy: Any = None) -> Any:
-    """`hl.load(x, [tile_m, tile_n])` is `x[tile_m, tile_n]`.
-
-    `extra_mask` (a bool tensor shaped like the result) keeps the loaded values where it
-    is true and gives 0 elsewhere, as Helion's masked load does; an index tensor the mask
-    broadcasts to reads row 0 where the mask is false, so masked-off lanes may hold any
-    index (a jagged row past its segment) — but a shifted tile (`tile.index - 3`) stays
-    one, since it reads 0 outside the tensor anyway. A tile whose loop runs past the
-    tensor's end (`hl.load(x, [t0, t1], extra_mask=t1.index < x.size(1))` over a wider
-    output: Helion's concatenation) reads 0 there too, where a plain `x[t0, t1]` is a
-    bounds error. `eviction_policy` is a GPU cache hint: a TPU kernel moves whole blocks,
-    so it changes nothing."""
-    if extra_mask is None:
-        return tensor[tuple(index)]
-    key = tuple(index)
-    masks = _index_masks(key, extra_mask)
-    # a shifted tile (`tile.index - 3`) reads 0 outside the tensor by itself: its lanes stay
-    key = tuple(item if mask is None or getattr(item, "tile_shift", None) is not None
-                else torch.where(mask, item, 0) for item, mask in zip(key, masks))
-    return torch.where(extra_mask, _tracer("load").masked_read(tensor, key), 0)
-
-
-def _index_masks(key: tuple, extra_mask: Any) -> list[Any]:
-    """Per item of `key`, the part of `extra_mask` that masks it (None: the item is not an
-    index vector, or the mask does not decide its lanes alone).
-
-    An index vector gives the result the axes of its own shape, where the subscript puts
-    them (Helion's positional indexing: `x[tile_b.begin, tile_d, seq_idx - 3]` is shaped
-    [tile_d, seq]); a mask that is 1 on every other axis of the result
-    (`(seq_idx >= 3)[None, :]`) is a mask of the index's lanes, so a masked-off lane reads
-    row 0 instead of an out-of-range index. Several index vectors pair as torch does: a mask
-    that broadcasts to one of them masks it."""
-    if not hasattr(extra_mask, "reshape"):  # a Python bool masks no lane of its own
-        return [None] * len(key)
-    mask_shape = tuple(extra_mask.shape)
-    vectors = [item for item in key if _is_index_vector(item)]
-    if len(vectors) != 1 or any(item is Ellipsis for item in key):
-        return [extra_mask if _is_index_vector(item) and _covers(item.shape, mask_shape) else None
-                for item in key]
-    result_rank = sum(_result_axes(item) for item in key)
-    if len(mask_shape) > result_rank:
-        return [None] * len(key)
-    full_mask_shape = (1,) * (result_rank - len(mask_shape)) + mask_shape
-    masks, axis = [], 0
-    for item in key:
-        width = _result_axes(item)
-        if _is_index_vector(item):
-            own = full_mask_shape[axis:axis + width]
-            others = full_mask_shape[:axis] + full_mask_shape[axis + width:]
-            fits = all(size == 1 for size in others) and _covers(item.shape, own)
-            masks.append(extra_mask.reshape(own) if fits else None)
-        else:
-            masks.append(None)
-        axis += width
-    return masks
-
-
-def _result_axes(item: Any) -> int:
-    """How many axes of a subscript's result one item of its key gives."""
-    if item is None or isinstance(item, slice):
-        return 1
-    if isinstance(item, (bool, int)):
-        return 0
-    shape = getattr(item, "shape", None)
-    if shape is None:  # a tile
-        return 1
-    return len(shape)
-
-
-def _covers(shape: Sequence[int], mask_shape: Sequence[int]) -> bool:
-    """Whether a mask of `mask_shape` broadcasts to `shape` (so it masks each index)."""
-    try:
-        return broadcast_shape(tuple(shape), tuple(mask_shape)) == tuple(shape)
-    except ValueError:
-        return False
-
-
-def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
-    """`hl.store(x, [tile], v)` is `x[tile] = v`.
-
-    `extra_mask` (a bool tensor shaped like the stored window) stores `v` where it is true
-    and keeps the old contents elsewhere. Through an index tensor (a scatter) the mask
-    must decide the index's lanes alone (1 on the window's other axes, as `_index_masks`
-    says): a masked-off lane writes nothing, so its index may be anything (a jagged row
-    past its segment's end). A mask that varies along the other axes too is refused: the
-    lane would still name a row, and rewriting part of it with its old contents could undo
-    another lane's write. An N-D index tensor that is the whole subscript
-    (`hl.store(out_flat, [flat_indices], v)`) scatters through its flat vector."""
-    key = tuple(index)
-    vectors = [item for item in key if _is_index_vector(item)]
-    if not vectors:
-        if extra_mask is None:
-            tensor[key] = value
-        else:
-            tensor[key] = torch.where(extra_mask, value, tensor[key])
-        return
-    lane_mask = None
-    if extra_mask is not None:
-        (lane_mask,) = [mask for item, mask in zip(key, _index_masks(key, extra_mask)) if _is_index_vector(item)] \
-            if len(vectors) == 1 else [None]
-        if lane_mask is None:
-            raise exc.UnsupportedOperation(
-                "hl.store(x, [..., idx, ...], v, extra_mask=m) through an index tensor needs a mask of the "
-                "index's lanes: 1 on every other axis of the stored window (e.g. `m[:, None]` for "
-                "`x[idx, :]`). A lane the mask keeps only in part would still name a row, and writing back "
-                "its old contents could undo another lane's store.")
-        lane_mask = lane_mask.expand(vectors[0].shape)
-    key, value, lane_mask = _flat_scatter(key, value, lane_mask)
-    if lane_mask is None:
-        tensor[key] = value
-    else:
-        _tracer("store").masked_scatter(tensor, key, value, lane_mask)
-
-
-def _flat_scatter(key: tuple, value: Any, lane_mask: Any) -> tuple[tuple, Any, Any]:
-    """A scatter through an N-D index tensor that is the whole subscript, as one through its
-    flat vector (its value broadcast to the index's shape, then flattened like it)."""
-    if len(key) != 1 or not _is_index_vector(key[0]) or len(key[0].shape) == 1:
-        return key, value, lane_mask
-    (index,) = key
-    if isinstance(value, torch.Tensor) or hasattr(value, "shape"):
-        value = value.expand(index.shape).reshape(-1)
-    return (index.reshape(-1),), value, None if lane_mask is None else lane_mask.reshape(-1)
-
-
-def _atomic(name: str, target: Any, index: Sequence[Any], combine, sem: str) -> Any:
-    """`target[index] = combine(old)` in the program that owns `index`; returns `old`.
-
-    With tile, ':' and scalar indices each element belongs to one program (the one
-    owning its tiles), so an atomic is a read-modify-write there, planned like
-    `x[tile] += v` (a target combined across programs keeps one resident block and its
-    grid axis runs in sequence); `sem` is accepted for Helion compatibility and changes
-    nothing. `combine` is torch code on the old values, recorded like the user's own
-    (reference mode runs it on the real tensors). Through an index tensor duplicates
-    would race, which TPU programs cannot do atomically: an error says what to write.
-    """
-    if sem not in ATOMIC_SEMANTICS:
-        raise exc.UnsupportedOperation(
-            f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
-    return _tracer(name).atomic_update(name, target, tuple(index), combine)
-
-
-def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, sem: str) -> Any:
-    """`hl.atomic_add/max/min(target, [..., idx, ...], v)` through one index vector: every
-    lane's value reaches its row, duplicates within the tile included; returns the rows'
-    values before the update (each lane sees the tile's old row, as if the tile's lanes
-    went first).
-
-    Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
-    total is the combination of the values of every lane j it hits (a one-hot matmul for a
-    float sum, a select-and-reduce otherwise). Lanes naming one row then all hold the same
-    new row, `combine(old, total)`, so the ordinary scatter (the last lane's value wins,
-    `plan/scatters.py`) writes it whatever lane wins; its window is resident and the grid
-    axes that do not choose it run in order (`arbitrary`), so programs never race.
-    A partial tile's padding lanes are masked out of the combination like any padding."""
-    if sem not in ATOMIC_SEMANTICS:
-        raise exc.UnsupportedOperation(
-            f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
-    key, value, _ = _flat_scatter(tuple(index), value, None)
-    (position,) = [p for p, item in enumerate(key) if _is_index_vector(item)]
-    idx = key[position]
-    if len(idx.shape) != 1:
-        raise exc.UnsupportedOperation(
-            f"hl.{name} through a {len(idx.shape)}-D index tensor: flatten it (and the values) with "
-            "`.reshape(-1)`, or make it the whole subscript of a flat view of the target.")
-    old = target[key]
-    axis = sum(_result_axes(item) for item in key[:position])
-    rank, lanes = len(old.shape), idx.shape[0]
-    values = _filled_like(old, value).expand(old.shape).to(old.dtype)
-    order = [axis] + [a for a in range(rank) if a != axis]
-    moved = values.permute(order) if axis else values
-    hit = idx[:, None] == idx[None, :]
-    if name == "atomic_add" and old.dtype.is_floating_point:
-        flat = moved.reshape(lanes, -1).to(torch.float32)
-        total = (torch.where(hit, 1.0, 0.0) @ flat).reshape(moved.shape).to(old.dtype)
-    else:
-        spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
-        if name == "atomic_add":
-            total = torch.where(spread, moved[None], 0).sum(1)
-        else:
-            fill = _lowest(old.dtype) if name == "atomic_max" else _highest(old.dtype)
-            chosen = torch.where(spread, moved[None], fill)
-            total = chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
-    if axis:
-        total = total.permute([order.index(a) for a in range(rank)])
-    if name == "atomic_add":
-        new = old + total
-    elif name == "atomic_max":
-        new = torch.maximum(old, total)
-    else:
-        new = torch.minimum(old, total)
-    target[key] = new
-    return old
-
-
-def _lowest(dtype: torch.dtype) -> Any:
-    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
-
-
-def _highest(dtype: torch.dtype) -> Any:
-    return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
-
-
-def _through_index_tensor(index: Sequence[Any]) -> bool:
-    return sum(1 for item in index if _is_index_vector(item)) == 1
-
-
-def _filled_like(old: Any, value: Any) -> Any:
-    """`value` as a tensor shaped like `old` when it is a Python number."""
-    if isinstance(value, (bool, int, float)):
-        return torch.full_like(old, value)
-    return value
-
-
-def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] += value`; returns the values before the add. Through an index tensor
-    (`hl.atomic_add(out, [segment[tile], slice(None)], v)`: `:` is not Python outside a
-    subscript), lanes naming the same row all add up."""
-    if _through_index_tensor(index):
-        return _atomic_scatter("atomic_add", target, index, value, sem)
-    return _atomic("atomic_add", target, index, lambda old: old + value, sem)
-
-
-def atomic_and(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] &= value` (integers and bools); returns the values before."""
-    return _atomic("atomic_and", target, index, lambda old: old & value, sem)
-
-
-def atomic_or(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] |= value` (integers and bools); returns the values before."""
-    return _atomic("atomic_or", target, index, lambda old: old | value, sem)
-
-
-def atomic_xor(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] ^= value` (integers and bools); returns the values before."""
-    return _atomic("atomic_xor", target, index, lambda old: old ^ value, sem)
-
-
-def atomic_max(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] = torch.maximum(target[index], value)`; returns the values before.
-    Through an index tensor, the largest of the lanes naming a row reaches it."""
-    if _through_index_tensor(index):
-        return _atomic_scatter("atomic_max", target, index, value, sem)
-    return _atomic("atomic_max", target, index, lambda old: torch.maximum(old, _filled_like(old, value)), sem)
-
-
-def atomic_min(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] = torch.minimum(target[index], value)`; returns the values before.
-    Through an index tensor, the smallest of the lanes naming a row reaches it."""
-    if _through_index_tensor(index):
-        return _atomic_scatter("atomic_min", target, index, value, sem)
-    return _atomic("atomic_min", target, index, lambda old: torch.minimum(old, _filled_like(old, value)), sem)
-
-
-def atomic_xchg(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] = value`; returns the values before."""
-    return _atomic("atomic_xchg", target, index, lambda old: _filled_like(old, value), sem)
-
-
-def atomic_cas(target: Any, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
-    """Compare and swap: `value` where `target[index] == expected`, the old value elsewhere;
-    returns the values before."""
-    return _atomic("atomic_cas", target, index,
-                   lambda old: torch.where(old == expected, _filled_like(old, value), old), sem)
-
-
-def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperation:
-    """The error for `hl.<name>(target, [idx, ...], v)` with an index tensor that
-    `_atomic_scatter` does not take (tracer and reference mode)."""
-    if name in ("atomic_add", "atomic_max", "atomic_min"):
-        return exc.UnsupportedOperation(
-            f"hl.{name}({target}, [...], v) through several index tensors is not supported: it takes "
-            f"one index tensor. Index a flat view of {target} with one combined index "
-            "(`flat = t.view(-1)` in host code, then `[idx_a * size_b + idx_b]`).")
-    return exc.UnsupportedOperation(
-        f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
-        "the same element would have to be combined in an order, and a TPU has no atomic scatter "
-        "(hl.atomic_add, atomic_max and atomic_min do take one index tensor). Index the target with "
-        "tiles (each element then belongs to one program), or loop over tiles of the destination "
-        f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
-        f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
-        f"identity)` over the sources' axis.")
 
 
 def make_async_remote_copy(src: Any, src_index: Any, device_id: Any, dst: Any = None,

@@ -1,0 +1,172 @@
+"""The atomics (`hl.atomic_add`, ..., `hl.atomic_cas`): read-modify-writes in the program
+that owns the element, and the sort-free combination through one index tensor."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from .. import exc
+from .memory_ops import _flat_scatter, _is_index_vector, _result_axes
+from .tracing import _tracer
+
+ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+
+
+def _atomic(name: str, target: Any, index: Sequence[Any], combine, sem: str) -> Any:
+    """`target[index] = combine(old)` in the program that owns `index`; returns `old`.
+
+    With tile, ':' and scalar indices each element belongs to one program (the one
+    owning its tiles), so an atomic is a read-modify-write there, planned like
+    `x[tile] += v` (a target combined across programs keeps one resident block and its
+    grid axis runs in sequence); `sem` is accepted for Helion compatibility and changes
+    nothing. `combine` is torch code on the old values, recorded like the user's own
+    (reference mode runs it on the real tensors). Through an index tensor duplicates
+    would race, which TPU programs cannot do atomically: an error says what to write.
+    """
+    if sem not in ATOMIC_SEMANTICS:
+        raise exc.UnsupportedOperation(
+            f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
+    return _tracer(name).atomic_update(name, target, tuple(index), combine)
+
+
+def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, sem: str) -> Any:
+    """`hl.atomic_add/max/min(target, [..., idx, ...], v)` through one index vector: every
+    lane's value reaches its row, duplicates within the tile included; returns the rows'
+    values before the update (each lane sees the tile's old row, as if the tile's lanes
+    went first).
+
+    Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
+    total is the combination of the values of every lane j it hits (a one-hot matmul for a
+    float sum, a select-and-reduce otherwise). Lanes naming one row then all hold the same
+    new row, `combine(old, total)`, so the ordinary scatter (the last lane's value wins,
+    `plan/scatters.py`) writes it whatever lane wins; its window is resident and the grid
+    axes that do not choose it run in order (`arbitrary`), so programs never race.
+    A partial tile's padding lanes are masked out of the combination like any padding."""
+    if sem not in ATOMIC_SEMANTICS:
+        raise exc.UnsupportedOperation(
+            f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
+    key, value, _ = _flat_scatter(tuple(index), value, None)
+    (position,) = [p for p, item in enumerate(key) if _is_index_vector(item)]
+    idx = key[position]
+    if len(idx.shape) != 1:
+        raise exc.UnsupportedOperation(
+            f"hl.{name} through a {len(idx.shape)}-D index tensor: flatten it (and the values) with "
+            "`.reshape(-1)`, or make it the whole subscript of a flat view of the target.")
+    old = target[key]
+    axis = sum(_result_axes(item) for item in key[:position])
+    rank, lanes = len(old.shape), idx.shape[0]
+    values = _filled_like(old, value).expand(old.shape).to(old.dtype)
+    order = [axis] + [a for a in range(rank) if a != axis]
+    moved = values.permute(order) if axis else values
+    hit = idx[:, None] == idx[None, :]
+    if name == "atomic_add" and old.dtype.is_floating_point:
+        flat = moved.reshape(lanes, -1).to(torch.float32)
+        total = (torch.where(hit, 1.0, 0.0) @ flat).reshape(moved.shape).to(old.dtype)
+    else:
+        spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
+        if name == "atomic_add":
+            total = torch.where(spread, moved[None], 0).sum(1)
+        else:
+            fill = _lowest(old.dtype) if name == "atomic_max" else _highest(old.dtype)
+            chosen = torch.where(spread, moved[None], fill)
+            total = chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
+    if axis:
+        total = total.permute([order.index(a) for a in range(rank)])
+    if name == "atomic_add":
+        new = old + total
+    elif name == "atomic_max":
+        new = torch.maximum(old, total)
+    else:
+        new = torch.minimum(old, total)
+    target[key] = new
+    return old
+
+
+def _lowest(dtype: torch.dtype) -> Any:
+    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def _highest(dtype: torch.dtype) -> Any:
+    return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+
+
+def _through_index_tensor(index: Sequence[Any]) -> bool:
+    return sum(1 for item in index if _is_index_vector(item)) == 1
+
+
+def _filled_like(old: Any, value: Any) -> Any:
+    """`value` as a tensor shaped like `old` when it is a Python number."""
+    if isinstance(value, (bool, int, float)):
+        return torch.full_like(old, value)
+    return value
+
+
+def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] += value`; returns the values before the add. Through an index tensor
+    (`hl.atomic_add(out, [segment[tile], slice(None)], v)`: `:` is not Python outside a
+    subscript), lanes naming the same row all add up."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_add", target, index, value, sem)
+    return _atomic("atomic_add", target, index, lambda old: old + value, sem)
+
+
+def atomic_and(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] &= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_and", target, index, lambda old: old & value, sem)
+
+
+def atomic_or(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] |= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_or", target, index, lambda old: old | value, sem)
+
+
+def atomic_xor(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] ^= value` (integers and bools); returns the values before."""
+    return _atomic("atomic_xor", target, index, lambda old: old ^ value, sem)
+
+
+def atomic_max(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = torch.maximum(target[index], value)`; returns the values before.
+    Through an index tensor, the largest of the lanes naming a row reaches it."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_max", target, index, value, sem)
+    return _atomic("atomic_max", target, index, lambda old: torch.maximum(old, _filled_like(old, value)), sem)
+
+
+def atomic_min(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = torch.minimum(target[index], value)`; returns the values before.
+    Through an index tensor, the smallest of the lanes naming a row reaches it."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_min", target, index, value, sem)
+    return _atomic("atomic_min", target, index, lambda old: torch.minimum(old, _filled_like(old, value)), sem)
+
+
+def atomic_xchg(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """`target[index] = value`; returns the values before."""
+    return _atomic("atomic_xchg", target, index, lambda old: _filled_like(old, value), sem)
+
+
+def atomic_cas(target: Any, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
+    """Compare and swap: `value` where `target[index] == expected`, the old value elsewhere;
+    returns the values before."""
+    return _atomic("atomic_cas", target, index,
+                   lambda old: torch.where(old == expected, _filled_like(old, value), old), sem)
+
+
+def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperation:
+    """The error for `hl.<name>(target, [idx, ...], v)` with an index tensor that
+    `_atomic_scatter` does not take (tracer and reference mode)."""
+    if name in ("atomic_add", "atomic_max", "atomic_min"):
+        return exc.UnsupportedOperation(
+            f"hl.{name}({target}, [...], v) through several index tensors is not supported: it takes "
+            f"one index tensor. Index a flat view of {target} with one combined index "
+            "(`flat = t.view(-1)` in host code, then `[idx_a * size_b + idx_b]`).")
+    return exc.UnsupportedOperation(
+        f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
+        "the same element would have to be combined in an order, and a TPU has no atomic scatter "
+        "(hl.atomic_add, atomic_max and atomic_min do take one index tensor). Index the target with "
+        "tiles (each element then belongs to one program), or loop over tiles of the destination "
+        f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
+        f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
+        f"identity)` over the sources' axis.")
