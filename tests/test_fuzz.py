@@ -83,7 +83,7 @@ def test_the_issue_20_index_forms_are_generated():
     assert {"diagonal", "target", "rows_cols", "row_then_tile", "separated", "broadcast", "index_tiles",
             "inner"} <= forms
     # gathers through computed flat indices, tables past the VMEM budget (the config's or a chip's)
-    assert {"jagged_mean", "computed_rows", "row_windows"} <= forms
+    assert {"jagged_mean", "computed_rows", "row_windows", "jagged_tile"} <= forms
     flat = [case for case in cases if case.kind == "flat_gather"]
     assert any("real_table" in case.tags for case in flat) and any("budget_knob" in case.tags for case in flat)
     assert all(dict(case.knobs).get("vmem_limit_bytes") for case in flat if "budget_knob" in case.tags)

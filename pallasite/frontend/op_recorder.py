@@ -84,6 +84,10 @@ class OpRecorder:
         """The body being recorded into."""
         return self._device_body_stack[-1]
 
+    def open_bodies(self) -> list[list]:
+        """The device loop's body and each open inner body in it, outermost first."""
+        return list(self._device_body_stack)
+
     def is_open(self, body: list) -> bool:
         """Whether `body` is the current body or one it is nested in."""
         return any(open_body is body for open_body in self._device_body_stack)

@@ -38,12 +38,13 @@ def location(filename: str, node: ast.AST) -> exc.SourceLocation:
 
 
 def looks_like_device_loop(stmt: ast.stmt) -> bool:
-    """A `for` whose iterable is a call named `tile` or `grid` (hl.tile, hl.grid)."""
+    """A `for` whose iterable is a call named `tile`, `grid`, `jagged_tile` or `vtile` (hl.tile,
+    hl.grid, hl.jagged_tile; a jagged loop at the top is then refused as one)."""
     if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call):
         return False
     func = stmt.iter.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    return name in ("tile", "grid")
+    return name in ("tile", "grid", "jagged_tile", "vtile")
 
 
 def contains_device_loop(stmt: ast.stmt) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .. import exc
+from .. import language as hl
 from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
 from ..ir.index_forms import splice_tile_tuples
 from ..ir.sizes import broadcast_shape
@@ -32,6 +33,8 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
     """`tensor[key]` in device or host code (`zero_past_end`: a masked load's, where a tile
     past the tensor's end reads 0, `indexing.normalize_subscript`)."""
     key = splice_tile_tuples(key, _is_tile)
+    if isinstance(tensor, HostTensor) and _in_jagged_loops(recorder):
+        return hl.load(tensor, key if isinstance(key, tuple) else (key,))  # it applies the loops' implicit mask
     if isinstance(tensor, HostTensor) and recorder.device is None:
         check_host_subscript(key, tensor.symbol.name)
     if isinstance(tensor, DeviceTensor) and recorder.device is not None:
@@ -57,6 +60,14 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
     # torch semantics: the index tile's dims replace the gathered axis
     axis = gathered_axis(index)
     return recorder.call_method(result, "reshape", (shape[:axis] + tile_shape + shape[axis + 1:],), {})
+
+
+def _in_jagged_loops(recorder: Any) -> bool:
+    """Whether a subscript of a kernel tensor now is inside hl.jagged_tile loops (and not
+    already the one an hl.load/hl.store applying their mask makes)."""
+    tracer = hl.active_tracer()
+    return recorder.device is not None and getattr(getattr(tracer, "statements", None), "jagged", None) is not None \
+        and tracer.statements.jagged.active
 
 
 def _is_tile(item: Any) -> bool:
@@ -140,6 +151,8 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
     key = splice_tile_tuples(key, _is_tile)
     if recorder.device is None:
         return recorder.host.store(tensor, key, value)
+    if isinstance(tensor, HostTensor) and not atomic and lane_mask is None and _in_jagged_loops(recorder):
+        return hl.store(tensor, key if isinstance(key, tuple) else (key,), value)  # it applies the loops' mask
     if isinstance(tensor, DeviceTensor):
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where."

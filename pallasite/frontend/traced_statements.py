@@ -4,6 +4,7 @@ carried values, and `if`s on device values, recorded as IR (`TileLoop`, `Carried
 from __future__ import annotations
 
 import ast
+import contextlib
 from typing import Any, Callable
 
 import torch
@@ -12,6 +13,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import Carried, DeviceLoopCall, TileDim, TileLoop, Value
 from .device_if import DeviceIfs
+from .jagged import JaggedLoops
 from .op_recorder import OpRecorder
 from .proxies import DeviceTensor, HostTensor, TileProxy, Traced
 from .tile_dims import TileDims, inner_bound, static_bound
@@ -27,9 +29,11 @@ class TracedStatements:
         self.dims = dims
         self.ifs = DeviceIfs(walker, recorder)
         self.device_loops: list[DeviceLoopCall] = []
+        self.jagged = JaggedLoops(recorder)  # the hl.jagged_tile loops around the statement
 
     def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
         self.recorder.location = location  # every node recorded from now on carries it
+        self.jagged.enter_statement(stmt)
 
     def statement_executed(self, stmt: ast.stmt) -> None:
         """Give values the user's variable names, so generated code reads like the source."""
@@ -80,6 +84,10 @@ class TracedStatements:
     def device_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None]) -> None:
         """A top-level loop: one `DeviceLoopCall` of the host program."""
         loc = self.walker.location_of(stmt)
+        if spec.jagged is not None:
+            raise exc.UnsupportedOperation(
+                "hl.jagged_tile is an inner loop: its lengths are a vector over the enclosing loop's tile of rows "
+                "(for tile_b in hl.tile(rows): ... for tile_k in hl.jagged_tile(lengths)).", loc)
         dims = self.dims.loop_dims(stmt, spec, static_bound, loc)
         call = DeviceLoopCall(TileLoop(dims, [], loc), len(self.device_loops), [])
         self.recorder.enter_device(call)
@@ -100,7 +108,9 @@ class TracedStatements:
         loop = TileLoop(dims, [], loc, carried)
         self.recorder.push_body(loop.body, dims)
         try:
-            run_body(self._loop_variable(spec, dims))
+            variable = self._loop_variable(spec, dims)
+            with self.jagged.loop(dims[0], spec.jagged) if spec.jagged is not None else contextlib.nullcontext():
+                run_body(variable)
         finally:
             self.recorder.pop_body()
         self.walker.enter(stmt)

@@ -128,6 +128,7 @@ class Tracer:
             result=result,
             block_dims=self.dims.block_dims,
             device_loops=self.statements.device_loops,
+            jagged_sites=self.statements.jagged.sites,
             captured=tuple(self.captured),
             random_seed=self.recorder.random_seed,
         )
@@ -245,6 +246,14 @@ class Tracer:
 
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)
+
+    def jagged_mask(self, tensor: Any, key: tuple) -> Any:
+        """The implicit mask of the hl.jagged_tile loops around `tensor[key]`, or None."""
+        return self.statements.jagged.mask(key, len(tensor.shape))
+
+    def jagged_access(self):
+        """An access applying its jagged mask: the subscript inside it is not masked again."""
+        return self.statements.jagged.access()
 
     def masked_read(self, tensor: Any, key: tuple) -> Any:
         """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0."""

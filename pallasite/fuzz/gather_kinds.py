@@ -8,7 +8,8 @@ each loop type).
 
 `flat_gather`: gathers through index vectors computed on the device from tables past the
 VMEM budget: a flat view read at `t.index * v + labels[t]`, Helion's jagged mean (a 3-D
-computed flat index inside a data-dependent inner loop), computed rows of a 2-D table,
+computed flat index inside a data-dependent inner loop, masked explicitly or by
+`hl.jagged_tile`'s implicit mask), computed rows of a 2-D table,
 and a tile's window of each gathered row (`table[indices[tb], te]`, a row copy per index
 of te's block), on the grid or in an inner loop.
 Most cases move the budget with `vmem_limit_bytes` (a quarter of it is the threshold for a
@@ -129,6 +130,11 @@ def flat_gather(draw: Any, name: str) -> Case:
                      "sums = sums + torch.where(live, hl.load(x_flat, [torch.where(live, flat, 0)]), 0.0).sum(1)"),
                 Line(2, "out[tile_b, tile_m] = torch.where(nnz[:, None] > 0, sums / nnz[:, None].to(x.dtype), 0.0)")]
         loop_type, exact = draw.loop_type(), False
+        if rng.random() < 0.4:  # drawn last: hl.jagged_tile's implicit mask instead of the explicit one
+            body = [Line(2, "for tile_k in hl.jagged_tile(nnz, block_size=8):") if "hl.tile(0, nnz.amax()" in line.text
+                    else Line(3, "sums = sums + hl.load(x_flat, [flat]).sum(1)") if line.text.startswith("sums = sums")
+                    else line for line in body if not line.text.startswith("live = ")]
+            form = "jagged_tile"
     elif form == "shifted":  # causal_conv1d's taps: a masked-off lane's index is negative
         dtype = rng.choice(_TABLE_DTYPES[:3])
         dims = {"r": rng.choice((1, 8, 13)), "s": rng.choice((128, 200, 256))}

@@ -483,6 +483,18 @@ class DeviceLoopCall:
 HostStep = Union[HostOp, HostStore, Allocate, DeviceLoopCall]
 
 
+@dataclass(frozen=True)
+class JaggedMask:
+    """How an access inside `hl.jagged_tile` loops is masked (frontend/jagged.py decides;
+    reference mode reads the decision back by the access's site): for each enclosing
+    jagged loop it depends on, (the loop's position among the enclosing jagged loops,
+    outermost first; the result axis its row tile indexes, or None when the lengths hold
+    one row; the result axis its jagged tile indexes), in a result of rank `rank`."""
+
+    rank: int
+    parts: tuple[tuple[int, int | None, int], ...]
+
+
 @dataclass(eq=False)
 class KernelIR:
     """Everything tracing learned about one kernel at one signature and config."""
@@ -503,6 +515,8 @@ class KernelIR:
     random_seed: ScalarSymbol | None = None
     # The kernel's `collective_id=` setting (remote barriers); None: derived from the kernel
     collective_id: int | None = None
+    # hl.jagged_tile: each masked access's decision, by (line, column, ordinal in its statement)
+    jagged_sites: dict[tuple[int, int, int], JaggedMask] = field(default_factory=dict)
 
     def host_computations(self) -> list[HostOp | HostStore]:
         """The host steps that compute on whole tensors (not allocations, not views, not

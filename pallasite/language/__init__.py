@@ -50,6 +50,7 @@ class TileIterable:
     block_sizes: list[Any]  # per dim: int, None (tunable) or a registered block size
     multi: bool  # called with a list of dims: the loop variable is a tuple
     max_extent: Any = None  # hl.tile(..., max_extent=n): a bound on a 1-D loop's extent
+    jagged: Any = None  # hl.jagged_tile(lengths): the lengths, whose implicit mask the loop's accesses get
 
     def __iter__(self):
         raise exc.UnsupportedSyntax(
@@ -108,21 +109,14 @@ def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
 
 def jagged_tile(lengths: Any, block_size: Any = None) -> TileIterable:
     """Helion's ragged inner loop: `for tile_k in hl.jagged_tile(lengths)` under a tile
-    `tile_b` of rows, `lengths` a vector over `tile_b` (each row's own end). It means
-    `for tile_k in hl.tile(0, lengths.amax())` with every lane past its row's length
-    (`tile_k.index[None, :] >= lengths[:, None]`) masked out of loads, stores and
-    reductions, as a partial tile's padding is.
-
-    Not yet supported: pallasite's masks are per axis (a partial tile's padding), and a
-    jagged lane is padding depending on its row, another axis. The error names the loop
-    written with explicit masks, which pallasite runs (tests/test_jagged_tile.py)."""
-    raise exc.UnsupportedOperation(
-        "hl.jagged_tile(lengths) is not supported yet: its implicit mask depends on two axes (the "
-        "row and the jagged position), and pallasite masks one axis at a time. Write the loop "
-        "with explicit masks: `for tile_k in hl.tile(0, lengths.amax()):` then "
-        "`live = tile_k.index[None, :] < lengths[:, None]`, `hl.load(x, [idx], extra_mask=live...)`, "
-        "`torch.where(live..., v, identity)` before a reduction over the jagged axis, and "
-        "`hl.store(out, [idx], v, extra_mask=live...)`.")
+    `tile_b` of rows, `lengths` a vector over `tile_b` (each row's own length). It is
+    `for tile_k in hl.tile(0, lengths.amax())` whose accesses (hl.load, hl.store and
+    subscripts of kernel tensors) that tile_k and tile_b index are masked where
+    `tile_k.index >= lengths` along them: a masked load reads 0, a masked store writes
+    nothing (frontend/jagged.py). An access tile_k indexes without tile_b is an error."""
+    spec = tile(0, lengths.amax(), block_size=block_size)
+    spec.jagged = lengths
+    return spec
 
 
 vtile = jagged_tile

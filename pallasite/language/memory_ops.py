@@ -29,15 +29,27 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
     tensor's end (`hl.load(x, [t0, t1], extra_mask=t1.index < x.size(1))` over a wider
     output: Helion's concatenation) reads 0 there too, where a plain `x[t0, t1]` is a
     bounds error. `eviction_policy` is a GPU cache hint: a TPU kernel moves whole blocks,
-    so it changes nothing."""
-    if extra_mask is None:
-        return tensor[tuple(index)]
+    so it changes nothing. Inside `hl.jagged_tile` loops the loop's implicit mask joins
+    `extra_mask` (frontend/jagged.py)."""
     key = tuple(index)
-    masks = _index_masks(key, extra_mask)
-    # a shifted tile (`tile.index - 3`) reads 0 outside the tensor by itself: its lanes stay
-    key = tuple(item if mask is None or getattr(item, "tile_shift", None) is not None
-                else torch.where(mask, item, 0) for item, mask in zip(key, masks))
-    return torch.where(extra_mask, _tracer("load").masked_read(tensor, key), 0)
+    tracer = _tracer("load")
+    extra_mask = _with_jagged_mask(tracer, tensor, key, extra_mask)
+    with tracer.jagged_access():
+        if extra_mask is None:
+            return tensor[key]
+        masks = _index_masks(key, extra_mask)
+        # a shifted tile (`tile.index - 3`) reads 0 outside the tensor by itself: its lanes stay
+        key = tuple(item if mask is None or getattr(item, "tile_shift", None) is not None
+                    else torch.where(mask, item, 0) for item, mask in zip(key, masks))
+        return torch.where(extra_mask, tracer.masked_read(tensor, key), 0)
+
+
+def _with_jagged_mask(tracer: Any, tensor: Any, key: tuple, extra_mask: Any) -> Any:
+    """`extra_mask` and the implicit mask of the `hl.jagged_tile` loops around the access."""
+    jagged = tracer.jagged_mask(tensor, key)
+    if jagged is None:
+        return extra_mask
+    return jagged if extra_mask is None else extra_mask & jagged
 
 
 def _index_masks(key: tuple, extra_mask: Any) -> list[Any]:
@@ -105,8 +117,16 @@ def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None)
     past its segment's end). A mask that varies along the other axes too is refused: the
     lane would still name a row, and rewriting part of it with its old contents could undo
     another lane's write. An N-D index tensor that is the whole subscript
-    (`hl.store(out_flat, [flat_indices], v)`) scatters through its flat vector."""
+    (`hl.store(out_flat, [flat_indices], v)`) scatters through its flat vector. Inside
+    `hl.jagged_tile` loops the loop's implicit mask joins `extra_mask`."""
     key = tuple(index)
+    tracer = _tracer("store")
+    extra_mask = _with_jagged_mask(tracer, tensor, key, extra_mask)
+    with tracer.jagged_access():
+        _store(tracer, tensor, key, value, extra_mask)
+
+
+def _store(tracer: Any, tensor: Any, key: tuple, value: Any, extra_mask: Any) -> None:
     vectors = [item for item in key if _is_index_vector(item)]
     if not vectors:
         if extra_mask is None:
@@ -129,7 +149,7 @@ def store(tensor: Any, index: Sequence[Any], value: Any, extra_mask: Any = None)
     if lane_mask is None:
         tensor[key] = value
     else:
-        _tracer("store").masked_scatter(tensor, key, value, lane_mask)
+        tracer.masked_scatter(tensor, key, value, lane_mask)
 
 
 def _flat_scatter(key: tuple, value: Any, lane_mask: Any) -> tuple[tuple, Any, Any]:
@@ -141,3 +161,25 @@ def _flat_scatter(key: tuple, value: Any, lane_mask: Any) -> tuple[tuple, Any, A
     if isinstance(value, torch.Tensor) or hasattr(value, "shape"):
         value = value.expand(index.shape).reshape(-1)
     return (index.reshape(-1),), value, None if lane_mask is None else lane_mask.reshape(-1)
+
+
+def build_mask(decision: Any, loops: list[tuple[Any, Any]]) -> Any:
+    """The implicit mask of an access inside `hl.jagged_tile` loops: for each part of
+    `decision` (an `ir.JaggedMask`, frontend/jagged.py), the loop's tile.index < its
+    lengths, laid along the result's axes; `loops`: each enclosing jagged loop's (tile,
+    lengths), the tracer's proxies or reference mode's tensors alike."""
+    mask = None
+    for position, r_axis, k_axis in decision.parts:
+        tile, lengths = loops[position]
+        positions = tile.index[_along(k_axis, decision.rank)]
+        # subscripts with None, not reshapes: reference mode then knows which unit axis a
+        # one-position tile's lane is (reference/lanes.py)
+        bound = lengths[(None,) * decision.rank] if r_axis is None else lengths[_along(r_axis, decision.rank)]
+        part = positions < bound
+        mask = part if mask is None else mask & part
+    return mask
+
+
+def _along(axis: int, rank: int) -> tuple:
+    """The subscript putting a vector's one axis at `axis` of `rank` axes."""
+    return (None,) * axis + (slice(None),) + (None,) * (rank - axis - 1)

@@ -56,6 +56,21 @@ def plan_masks(body: list, padded: dict | None = None) -> tuple[
     return masks, carried_masks, gather_lanes
 
 
+def tile_axes(body: list, dims: set[int]) -> dict[int, dict[int, int]]:
+    """Which axes of each value of `body` (nodes in program order, loops whole) the tile
+    dims `dims` index: value id -> {axis: dim id}. This is the padding analysis's own
+    propagation, asked of these dims whatever their tails (a partial tile's axes are
+    tracked just so); `hl.jagged_tile` (frontend/jagged.py) finds the row and jagged axes
+    of an index by it. A node the analysis refuses leaves the values after it unknown."""
+    padded: dict[int, Padded] = {}
+    try:
+        _visit_body(body, padded, {}, {}, lambda dim: TileRange(dim) if dim.id in dims else None)
+    except exc.PallasiteError:
+        pass
+    return {value_id: {axis: rng.dim.id for axis, rng in pads.items() if isinstance(rng, TileRange)}
+            for value_id, pads in padded.items()}
+
+
 def _visit_body(body: list, padded: dict[int, Padded], masks: dict, carried_masks: dict, needs_mask) -> None:
     for node in body:
         if isinstance(node, TileLoop):
@@ -167,14 +182,16 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
         return [], [{axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
     # Elementwise ops and broadcasting views (expand, identity): broadcast union, right-aligned.
     rank = len(node.outputs[0].shape)
-    out = {}
+    out, unit = {}, {}
     for operand in node.args:
         if isinstance(operand, Value):
             shift = rank - len(operand.shape)
             for axis, dim in _pads(operand, padded).items():
                 if operand.shape[axis] != 1:
                     out[axis + shift] = dim
-    return [], [out] * len(node.outputs)
+                elif isinstance(dim, TileRange) and dim.dim.block_size == 1:
+                    unit[axis + shift] = dim  # a tile of one position (never padded): its own axis
+    return [], [{**{a: d for a, d in unit.items() if node.outputs[0].shape[a] == 1}, **out}] * len(node.outputs)
 
 
 def _indexed_padding(node: Node, padded) -> Padded:

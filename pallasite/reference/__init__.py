@@ -76,7 +76,9 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
-    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables)
+    bind: Callable | None = getattr(kernel, "bind", None)
+    sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
+    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites)
     result = runner.run(tuple(map(hl.constexpr_value, args)), {k: hl.constexpr_value(v) for k, v in kwargs.items()})
     used, given = runner.block_slots_used, runner.block_sizes_given
     if given is not None and used < len(given):

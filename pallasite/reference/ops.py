@@ -28,6 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import exc
+from .. import language as hl
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
@@ -104,6 +105,14 @@ class DeviceSemantics(TorchFunctionMode):
 def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     name = getattr(func, "__name__", "")
     try:
+        if name in ("__getitem__", "__setitem__") and runner.jagged_active and not lanes.is_device(args[0]):
+            # a kernel tensor inside hl.jagged_tile loops: hl.load/hl.store apply their mask (in
+            # the mode again: torch leaves a mode while its handler runs)
+            key = args[1] if isinstance(args[1], tuple) else (args[1],)
+            with runner.mode:
+                if name == "__getitem__":
+                    return hl.load(args[0], key)
+                return hl.store(args[0], key, args[2])
         if name == "__getitem__":
             return indexing.load(args[0], args[1], runner.name_of)
         if name == "__setitem__":

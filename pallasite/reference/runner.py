@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import ast
 import inspect
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import exc
 from .. import language as hl
 from ..frontend import source
+from ..language.memory_ops import build_mask
 from ..frontend.walker import MISSING, StatementWalker, kernel_scope, loop_names
 from . import lanes, ops, prng, scans, tiles
 
@@ -25,12 +27,19 @@ class ReferenceRunner:
     """Runs one call of a kernel function on real tensors."""
 
     def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=(),
-                 tunable_values: dict[str, Any] | None = None):
+                 tunable_values: dict[str, Any] | None = None,
+                 jagged_sites: Callable[[], dict] | None = None):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
         has a tunable block size. `loop_orders`: the config's dim order per multi-dim
         hl.tile loop, device and inner loops in order of appearance (the order programs
-        and inner tiles run, which decides a scatter's last writer)."""
+        and inner tiles run, which decides a scatter's last writer). `jagged_sites()`: the
+        compiler's decisions for the accesses inside hl.jagged_tile loops
+        (`KernelIR.jagged_sites`), asked for when the run meets such a loop."""
         self.fn = fn
+        self._jagged_sites_of_kernel = jagged_sites
+        self._jagged_sites: dict | None = None
+        self._jagged: list[tuple[Any, Any]] = []  # (tile, lengths) of each enclosing hl.jagged_tile loop
+        self._jagged_site, self._jagged_ordinal, self._inside_jagged_access = (0, 0), 0, 0
         self._tunable_values = dict(tunable_values or {})  # the config's hl.register_tunable values
         self._loop_orders = iter(loop_orders)
         self._order_of_loop: dict[int, Any] = {}  # id of a multi-dim loop's `for` -> its entry
@@ -104,6 +113,7 @@ class ReferenceRunner:
 
     def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
         self._calls_in_statement = 0
+        self._jagged_site, self._jagged_ordinal = (stmt.lineno, stmt.col_offset), 0
 
     def statement_executed(self, stmt: ast.stmt) -> None:
         pass
@@ -144,12 +154,51 @@ class ReferenceRunner:
         for item, frames in iterations:
             previous = {name: self.scope[name] for name in carried}
             self.frames = outer + frames
-            run_body(item)
+            if spec.jagged is not None:
+                self._jagged.append((item, spec.jagged))
+            try:
+                run_body(item)
+            finally:
+                if spec.jagged is not None:
+                    self._jagged.pop()
             self.frames = outer
             with self.mode.paused():
                 for name in carried:
                     self.scope[name] = keep_lanes(name, previous[name], self.scope.get(name, MISSING), location)
         return {name: self.scope[name] for name in carried}
+
+    # ------------------------------------------------------ hl.jagged_tile --
+
+    @property
+    def jagged_active(self) -> bool:
+        """Whether an access now is inside hl.jagged_tile loops (and not the subscript an
+        hl.load/hl.store applying their mask makes)."""
+        return bool(self._jagged) and not self._inside_jagged_access
+
+    def jagged_mask(self, tensor: Any, key: tuple) -> Any:
+        """The implicit mask of the hl.jagged_tile loops around `tensor[key]`: the compiler's
+        decision for this access (by its statement and order in it), built on this run's
+        tiles and lengths (frontend/jagged.py)."""
+        if not self.jagged_active:
+            return None
+        site = (*self._jagged_site, self._jagged_ordinal)
+        self._jagged_ordinal += 1
+        if self._jagged_sites is None:
+            if self._jagged_sites_of_kernel is None:
+                raise exc.UnsupportedOperation(
+                    "Reference mode runs hl.jagged_tile with the compiler's decisions of which axes each access "
+                    "is masked along; run a pallasite.kernel (not a plain function) in reference mode.")
+            self._jagged_sites = self._jagged_sites_of_kernel()
+        decision = self._jagged_sites.get(site)
+        return None if decision is None else build_mask(decision, self._jagged)
+
+    @contextlib.contextmanager
+    def jagged_access(self) -> Iterator[None]:
+        self._inside_jagged_access += 1
+        try:
+            yield
+        finally:
+            self._inside_jagged_access -= 1
 
     # --------------------------------------------------------- tile loops --
 

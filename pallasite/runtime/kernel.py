@@ -387,6 +387,12 @@ class BoundKernel:
         tracer.ir.collective_id = self.kernel.collective_id
         return tracer
 
+    def jagged_sites(self, config: Config | dict | None = None) -> dict:
+        """The accesses inside hl.jagged_tile loops and how each is masked (frontend/jagged.py),
+        traced at `config`'s block sizes: reference mode masks the same ones."""
+        resolved = self.resolve_config(config)
+        return self._trace(resolved.block_sizes, config=resolved).ir.jagged_sites
+
     def resolve_config(self, config: Config | dict | None = None) -> Config:
         """The one place a config is resolved.
 
