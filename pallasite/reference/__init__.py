@@ -28,7 +28,10 @@ language's:
   `[tile.end - tile.begin, 8]`, and `.shape` of a device value says so (in the
   compiled kernel it is the block size).
 - The extent rule: an elementwise op whose operands disagree on an axis's
-  extent (neither a broadcast axis) computes on the shorter extent; a value
+  extent (neither a broadcast axis) computes on the shorter extent, when the
+  two are a partial tile's extent and its block size (what the compiled
+  kernel sees as one extent); any other disagreement is torch's broadcast
+  error (`exc.ShapeMismatch`), as compiling gives; a value
   stored into a shorter slice is cut to it. A one-index tile's axis is a lane,
   never a broadcast axis. At the end of each iteration of an inner loop, a
   device value that existed before the loop and was reassigned in it keeps
