@@ -179,7 +179,16 @@ def op_sections() -> list[str]:
     forms = {"size": "host code", "like": "host and device code", "new": "host and device code"}
     lines += _table(("Function", "Spellings", "Where"), [
         (f"`{f.name}`", _code(spelling_texts(f.name)), forms[f.form]) for f in ops.FACTORIES.values()])
+    lines += [HOST_ARANGE, ""]
     return lines
+
+
+# frontend/host_program.py `HostProgram.arange`
+HOST_ARANGE = ("`torch.arange(start, end, step, dtype=...)` in host code, of compile-time numbers (sizes, "
+               "constants, specialized scalars), allocates the ramp (built at each call) that device loops read "
+               "like an argument: int32 (torch's default int64 is refused: pass `dtype=torch.int32`) or float32, "
+               "whole-number start and step, values within int32. In device code write `hl.arange(n)` or "
+               "`tile.index`.")
 
 
 def tile_attribute_section() -> list[str]:

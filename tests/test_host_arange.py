@@ -112,8 +112,20 @@ def _kernel_with(path, line: str):
     ("torch.arange(s, s + n, dtype=torch.int32)", exc.UnsupportedOperation, "runtime value. hl.specialize"),
     ("torch.arange(0.5, n, dtype=torch.float32)", exc.UnsupportedOperation, "fractional start or step"),
     ("torch.arange(0, n * 2**31, 2**31, dtype=torch.int32)", exc.UnsupportedOperation, "past int32"),
+    ("torch.arange(n, dtype=torch.bfloat16)", exc.UnsupportedDtype, "rounds a 16-bit ramp its own way"),
 ])
 def test_what_a_host_ramp_cannot_be_is_an_error_at_its_line(tmp_path, line, error, text):
     with pytest.raises(error, match=text) as info:
         _kernel_with(tmp_path / "bad_ramp.py", line)(torch.randn(64), 3)
     assert "ids = " in str(info.value)
+
+
+def test_torch_arange_in_device_code_points_at_hl_arange(tmp_path):
+    path = tmp_path / "device_ramp.py"
+    path.write_text(_BAD.replace("    ids = {line}\n", "").replace(
+        "ids[t].to(x.dtype)", "torch.arange(8, dtype=torch.int32).sum().to(x.dtype)"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(exc.UnsupportedOperation, match="not supported in device code. In device code write hl.arange"):
+        module.bad(torch.randn(64), 3)

@@ -110,14 +110,19 @@ class HostProgram:
         if any(isinstance(v, float) and not v.is_integer() for v in (start, step)):
             raise exc.UnsupportedOperation(
                 "torch.arange in host code with a fractional start or step: its values are built from an int32 "
-                "ramp, exact only for whole numbers. Scale a whole ramp instead: "
-                "`torch.arange(n, dtype=torch.int32) * step + start` in device code, with the rounding you mean.")
+                "ramp, exact only for whole numbers. Scale a whole ramp instead, with the rounding you mean: "
+                "`hl.arange(n).to(torch.float32) * step + start` in device code.", forms_anchor="allocations")
         start, step = (int(v) if isinstance(v, float) else v for v in (start, step))
         dtype = kwargs.get("dtype") or (torch.get_default_dtype() if floats else torch.int64)
         if dtype == torch.int64:
             raise exc.UnsupportedDtype(
                 "torch.arange in host code gives int64 here, which a TPU kernel cannot hold in vectors; "
-                "pass dtype=torch.int32.")
+                "pass dtype=torch.int32.", forms_anchor="allocations")
+        if dtype in (torch.bfloat16, torch.float16):
+            raise exc.UnsupportedDtype(
+                f"torch.arange in host code with dtype={dtype}: torch rounds a 16-bit ramp its own way (not "
+                "each exact value to the nearest), which the kernel would not match bit for bit. Build it in "
+                "float32 (or int32) and cast where you use it.", forms_anchor="allocations")
         check_dtype(dtype, "torch.arange(...)")
         if isinstance(end, SymbolicSize) or isinstance(start, SymbolicSize) or isinstance(step, SymbolicSize):
             if start != 0 or step != 1 or not isinstance(end, SymbolicSize):

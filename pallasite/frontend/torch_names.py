@@ -58,6 +58,8 @@ _HINTS = {
     "bernoulli": " Compare uniform numbers instead: hl.rand(shape, seed) < p.",
     "dropout": (" Write it with uniform numbers: torch.where(hl.rand([tile_m, tile_n], seed=...) >= p, "
                 "x / (1 - p), 0)."),
+    "arange": (" In device code write hl.arange(n) (an int32 ramp; `.to(...)`, `* step + start` as you mean) "
+               "or a tile's `.index`; torch.arange of compile-time numbers works in host code."),
     "item": (" In host code a tensor's values are not known when the kernel is compiled (the host "
              "code is compiled with it, and one compiled variant serves every value of a tensor): use "
              "a size where the value is one (`x_data.size(0)`, not `offsets[-1].item()`), pass the "
