@@ -120,7 +120,7 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
         if mode is IndirectAccessMode.DMA:
             raise exc.UnsupportedOperation(
                 f"pallas_indirect_access_mode='dma' cannot copy the rows of '{name}' by DMA: {why}. "
-                "Use 'auto' or 'resident' for this kernel.", location)
+                "Use 'auto' or 'resident' for this kernel.", location, forms_anchor="index-forms")
         raise _too_large(operand, size, threshold, vmem_capacity, vmem_limit, gathers[0],
                          f"Per-row DMA, the lowering for large tables, does not apply: {why}.")
     why = ("pallas_indirect_access_mode='dma'" if mode is IndirectAccessMode.DMA
