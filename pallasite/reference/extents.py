@@ -1,0 +1,68 @@
+"""Reference mode's extent rule: operands of one op whose extents disagree along an axis.
+
+In reference mode a tile has its actual extent (the last one is shorter), while a value
+built from a block size (`hl.arange(tile.block_size)`) has the block's: the compiled
+kernel sees one extent there, so the op computes on the shorter one. Any other
+disagreement is torch's broadcast error, as compiling gives.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import exc
+from .. import language as hl
+from . import lanes, tiles
+
+
+def agree(tensors: list[torch.Tensor], trailing: int = 0) -> tuple[list[torch.Tensor], set[int]]:
+    """Slice `tensors` so every broadcast-aligned axis has one extent: the shortest.
+
+    The last `trailing` axes of each tensor are left alone (a matmul's matrix
+    axes). Returns the sliced tensors and the output axes that are lanes.
+    """
+    rank = max((t.ndim - trailing for t in tensors), default=0)
+    targets: dict[int, int] = {}
+    extents: dict[int, set[int]] = {}
+    for tensor in tensors:
+        shift = rank - (tensor.ndim - trailing)
+        for axis in range(tensor.ndim - trailing):
+            extent = lanes.real_extent(tensor, axis)
+            if extent is not None:
+                targets[axis + shift] = min(targets.get(axis + shift, extent), extent)
+                extents.setdefault(axis + shift, set()).add(extent)
+    _check_narrowing(tensors, extents, rank)
+    sliced = []
+    for tensor in tensors:
+        shift = rank - (tensor.ndim - trailing)
+        for axis in range(tensor.ndim - trailing):
+            target = targets.get(axis + shift)
+            if target is not None and tensor.shape[axis] > target:
+                tensor = tensor.narrow(axis, 0, target)
+        sliced.append(tensor)
+    return sliced, {axis for axis, target in targets.items() if target == 1}
+
+
+def _check_narrowing(tensors: list[torch.Tensor], extents: dict[int, set[int]], rank: int) -> None:
+    """Extents of one aligned axis may differ only as the compiled kernel's would not: a
+    partial tile's extent against its block size (a value built from the block size, such
+    as hl.arange(tile.block_size), beside one read at the tile). Any other pair does not
+    broadcast in torch nor in the kernel (`x[ta, tb] + m[None, ta]` with ta's 8 positions
+    against tb's 128), and is torch's error here too, not a silently shortened axis."""
+    partial = _partial_tiles()
+    for axis, found in extents.items():
+        if len(found) < 2:
+            continue
+        short = min(found)
+        if all((short, extent) in partial for extent in found if extent != short):
+            continue
+        shapes = ", ".join(str(list(t.shape)) for t in tensors)
+        raise exc.ShapeMismatch(
+            f"Operands of shapes {shapes} do not broadcast: their axis {axis - rank} has "
+            f"{' and '.join(str(e) for e in sorted(found))} positions (only a size-1 axis broadcasts).")
+
+
+def _partial_tiles() -> set[tuple[int, int]]:
+    """(extent, block size) of each partially filled tile of the loops around the statement."""
+    runner = hl.active_tracer()
+    return {(item.extent, int(item.block_size)) for item, _ in getattr(runner, "frames", ())
+            if isinstance(item, tiles.RefTile) and item.extent < int(item.block_size)}
