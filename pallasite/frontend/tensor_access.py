@@ -63,11 +63,9 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
 
 
 def _in_jagged_loops(recorder: Any) -> bool:
-    """Whether a subscript of a kernel tensor now is inside hl.jagged_tile loops (and not
-    already the one an hl.load/hl.store applying their mask makes)."""
-    tracer = hl.active_tracer()
-    return recorder.device is not None and getattr(getattr(tracer, "statements", None), "jagged", None) is not None \
-        and tracer.statements.jagged.active
+    """Whether a subscript of a kernel tensor in device code is inside hl.jagged_tile loops
+    (and not already the one an hl.load/hl.store applying their mask makes)."""
+    return recorder.device is not None and hl.active_tracer().jagged_active
 
 
 def _is_tile(item: Any) -> bool:

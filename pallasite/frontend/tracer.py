@@ -247,6 +247,12 @@ class Tracer:
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)
 
+    @property
+    def jagged_active(self) -> bool:
+        """Whether an access now is inside hl.jagged_tile loops (and not the subscript an
+        hl.load/hl.store applying their mask makes): as `ReferenceRunner.jagged_active`."""
+        return self.statements.jagged.active
+
     def jagged_mask(self, tensor: Any, key: tuple) -> Any:
         """The implicit mask of the hl.jagged_tile loops around `tensor[key]`, or None."""
         return self.statements.jagged.mask(key, len(tensor.shape))
