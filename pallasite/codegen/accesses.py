@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import FullSlice, Load, ScalarIndex, ShiftedTile, Store, Value
-from ..plan.access_plans import AlignedRun
+from ..plan.access_plans import AlignedRun, GroupRow
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .gathers import gather_text, one_hot_text
 from .lowering import jnp_dtype, literal
@@ -27,6 +27,10 @@ def _ref_item(k, item) -> str:
         return ":"
     if isinstance(item, ScalarIndex):
         return k.render(item.index)
+    if isinstance(item, GroupRow):  # the chosen row's place in its group of rows (non-negative)
+        if isinstance(item.index, int):
+            return str(item.index % item.rows)
+        return f"{k.render(item.index)} % {item.rows}"
     if isinstance(item, StreamSlot):
         return k.frames[item.loop_id].slot
     if isinstance(item, PrefixSlice):

@@ -10,6 +10,7 @@ each loop type).
 VMEM budget: a flat view read at `t.index * v + labels[t]`, Helion's jagged mean (a 3-D
 computed flat index inside a data-dependent inner loop, masked explicitly or by
 `hl.jagged_tile`'s implicit mask), computed rows of a 2-D table,
+a row chosen per program by a scalar (`table[ids[i], :]`: read from the row's group of rows),
 and a tile's window of each gathered row (`table[indices[tb], te]`, a row copy per index
 of te's block), on the grid or in an inner loop.
 Most cases move the budget with `vmem_limit_bytes` (a quarter of it is the threshold for a
@@ -99,6 +100,8 @@ def paired_indices(draw: Any, name: str) -> Case:
 def flat_gather(draw: Any, name: str) -> Case:
     rng = draw.rng
     form = rng.choice(("target", "target", "jagged_mean", "computed_rows", "shifted", "row_windows"))
+    if form == "computed_rows" and rng.random() < 0.5:  # drawn here: earlier draws stay as they were
+        form = "chosen_rows"
     real = form == "target" and rng.random() < 0.25  # a table past a chip's threshold, no knob
     knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
     loop_type, segments = None, ()
@@ -144,7 +147,19 @@ def flat_gather(draw: Any, name: str) -> Case:
                 Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
                 Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
         knobs, exact = (), True
-    elif form == "row_windows":  # each index's row read at a tile of the other dim
+    else:  # rows of a 2-D table: a tile's window of each gathered row, chosen or computed rows
+        dims, inputs, body, knobs, loop_type = _row_forms(draw, form, knobs)
+        exact = True
+    body.append(Line(0, "return out"))
+    return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
+                knobs=knobs, exact=exact, tags=("flat_gather", form, _table_tag(real, knobs)))
+
+
+def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
+    """The `row_windows`, `chosen_rows` and `computed_rows` forms of `flat_gather`: dims,
+    inputs, body, knobs (`knobs`: the budget drawn for every form) and loop type."""
+    rng, loop_type = draw.rng, None
+    if form == "row_windows":  # each index's row read at a tile of the other dim
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((128, 256, 384))}
         inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
@@ -161,7 +176,23 @@ def flat_gather(draw: Any, name: str) -> Case:
             loop_type = draw.loop_type()
         if rng.random() < 0.5:  # the row copies whatever the table's size (else the budget decides)
             knobs = (("pallas_indirect_access_mode", "dma"),)
-        exact = True
+    elif form == "chosen_rows":  # one row per program, chosen by a scalar (read from data or computed)
+        dtype = rng.choice(_TABLE_DTYPES)
+        dims = {"n": _size(rng, small=True), "r": rng.choice((5, 8, 21, 300, 1024)),
+                "d": rng.choice((128, 256, 384))}
+        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+                  InputSpec("ids", ("n",), torch.int32, "index:r"))
+        row = rng.choice(("ids[i]", "ids[i]", f"(i * {rng.choice((1, 3, 7))} + 2) % r"))
+        read = rng.choice(_VALUES)
+        body = [Line(0, "r, d = table.size()"), Line(0, "n = ids.size(0)"),
+                Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
+                Line(0, "for i in hl.grid(n):"), Line(1, f"row = {row}")]
+        if rng.random() < 0.5:
+            body.append(Line(1, f"out[i, :] = {read.format(x='table[row, :]')}"))
+        else:  # the row's columns by an inner tile
+            body += [Line(1, "for te in hl.tile(d):"), Line(2, f"out[i, te] = {read.format(x='table[row, te]')}")]
+            loop_type = draw.loop_type()
+        knobs = ()  # the group of rows is a block whatever the budget
     else:  # computed_rows: rows of a 2-D table at a computed index
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
@@ -170,10 +201,7 @@ def flat_gather(draw: Any, name: str) -> Case:
         body = [Line(0, "r, d = table.size()"), Line(0, f"n = {dims['n']}"),
                 Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
                 Line(0, "for t in hl.tile(n):"), Line(1, f"out[t, :] = table[(t.index * {step} + 1) % r, :]")]
-        exact = True
-    body.append(Line(0, "return out"))
-    return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
-                knobs=knobs, exact=exact, tags=("flat_gather", form, _table_tag(real, knobs)))
+    return dims, inputs, body, knobs, loop_type
 
 
 def _table_tag(real: bool, knobs: tuple) -> str:

@@ -112,7 +112,8 @@ class ScalarIndex:
         "scalar", ("x[3]", "x[-1]", "x[g, tile]", "x[tile_m.begin + 5]", "x[b, h, tile, :]  # b = bh // heads",
                    "x[offsets[g]]"),
         "one position, the axis disappears; a runtime scalar (a grid index, a kernel argument, a value read "
-        "from a tensor) picks the block through scalar prefetch; an int counts from the end when negative")
+        "from a tensor) picks the block through scalar prefetch (a read-only row of a 2-D table: the group of "
+        "8/16/32 rows holding it, so a huge embedding stays in HBM); an int counts from the end when negative")
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,17 @@ class AlignedRun:
     blocks: int
 
 
+@dataclass(frozen=True)
+class GroupRow:
+    """A ref subscript item: on a `BlockKind.ROW_GROUP` axis, the row `index` chose, at its
+    position `index % rows` in the block of `rows` rows holding it (the axis disappears)."""
+
+    index: Any  # int or a scalar Value (non-negative: data-chosen rows are checked first)
+    rows: int
+
+
 RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot, ReductionChunk, RefOffset,
-                AlignedRun]
+                AlignedRun, GroupRow]
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
-from .access_plans import AlignedRun, TileShift
-from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule
+from .access_plans import AlignedRun, GroupRow, TileShift
+from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule, sublane_tile
 
 _SMEM_DTYPES = (torch.int32, torch.float32)
 
@@ -146,7 +146,7 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         elif exprs and axis == rank - 1:
             reason = "a TPU block cannot select one position of a tensor's last dim"
         elif exprs and axis == rank - 2 and not written:
-            reason = "a read-only row stays in the whole-axis block"
+            return _row_group_block(symbol, axis, size, exprs.pop())
         elif exprs:  # one block per step, chosen by the index map (prefetching data it reads)
             return AxisBlock(BlockKind.SQUEEZED, 1, exprs.pop())
     tiles = [item.dim for item in items if isinstance(item, TileSlice)]
@@ -156,6 +156,19 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0],
                          reason=f"it is indexed several ways ({_forms(items)}) in one loop")
     return AxisBlock(BlockKind.FULL, size, ZERO, reason=reason)
+
+
+def _row_group_block(symbol: TensorSymbol, axis: int, size: int, row) -> AxisBlock:
+    """A read-only row chosen by the index map on the second-to-last axis: Mosaic cannot
+    squeeze that axis (and a view with a unit axis after the row would make XLA copy the
+    whole tensor into that layout), so the block is the group of rows of the dtype's
+    sublane tile holding the row, and the kernel reads the row out of it (`GroupRow`).
+    A tensor no longer than one group stays whole."""
+    group = sublane_tile(symbol.dtype)
+    if isinstance(size, SymbolicSize) or size <= group:
+        return AxisBlock(BlockKind.FULL, size, ZERO,
+                         reason=f"a read-only row of an axis no longer than a group of {group} rows stays whole")
+    return AxisBlock(BlockKind.ROW_GROUP, group, binary(BinaryOp.FLOORDIV, row, Const(group)), row=row)
 
 
 def _shifted_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list) -> AxisBlock:
@@ -284,6 +297,9 @@ def plan_access(node, operand: Operand) -> Access:
             continue
         axis, item = next(remaining)
         if block.squeezed:
+            continue
+        if block.kind is BlockKind.ROW_GROUP:  # the chosen row of its group; the axis disappears
+            ref_index.append(GroupRow(item.index, block.size))
             continue
         if not isinstance(item, ScalarIndex):
             result_axis[axis] = len(ref_shape)

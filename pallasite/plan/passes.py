@@ -204,7 +204,7 @@ def _range_checks(ranges, check_ids, operands, gather_lanes, padded) -> tuple[Ra
             block = _table_chosen_block(rng, operands) if isinstance(rng.node, (Load, Store)) else None
             if block is not None:
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
-                                         block_index=block.index))
+                                         block_index=block.chosen_row))
             else:
                 indexed = not isinstance(rng.node, (Load, Store))
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
@@ -228,7 +228,7 @@ def _table_chosen_block(rng: DataDependentRange, operands):
             continue
         axes = [a for a in op.axes if a.kind is not BlockKind.UNIT]
         block = axes[rng.axis]
-        if block.kind is BlockKind.SQUEEZED and block.prefetch:
+        if block.chosen_row is not None and block.prefetch:
             return block
     return None
 

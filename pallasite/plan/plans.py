@@ -30,6 +30,10 @@ class BlockKind(str, enum.Enum):
     SQUEEZED = "squeezed"  # one element chosen by the index map; the axis leaves the ref
     RESIDENT = "resident"  # from element 0, every tile's run (pl.ds at the tile's begin) and any ':'/scalar
     UNIT = "unit"  # a size-1 axis that exists only in the operand's `view_shape`; squeezed too
+    # the group of rows (the dtype's sublane tile) holding one row the index map chooses, on a
+    # read-only tensor's second-to-last axis, which Mosaic cannot squeeze; the kernel reads
+    # that row of the group (`GroupRow`)
+    ROW_GROUP = "row_group"
 
 
 class Memory(str, enum.Enum):
@@ -64,6 +68,12 @@ class AxisBlock:
     index: IndexExpr  # the block index, a function of the grid indices (and prefetched tables)
     dim: TileDim | None = None
     reason: str = ""  # why a scalar-indexed axis is FULL rather than SQUEEZED
+    row: IndexExpr | None = None  # ROW_GROUP: the row chosen (`index` is its group, row // size)
+
+    @property
+    def chosen_row(self) -> IndexExpr | None:
+        """The position the index map chooses on a scalar-indexed axis (SQUEEZED, ROW_GROUP)."""
+        return {BlockKind.SQUEEZED: self.index, BlockKind.ROW_GROUP: self.row}.get(self.kind)
 
     @property
     def prefetch(self) -> frozenset:

@@ -84,6 +84,12 @@ class AxisRule:
         )
 
 
+def sublane_tile(dtype: torch.dtype) -> int:
+    """The rows of one native (sublane, lane) tile of `dtype`: 8 of 32-bit values, 16 of
+    16-bit, 32 of 8-bit (narrower values pack into a sublane)."""
+    return SUBLANES * max(1, 4 // dtype.itemsize)
+
+
 def aligned_concatenation(shapes, dtype: torch.dtype, dim: int) -> bool:
     """Whether Mosaic's concatenate takes pieces of `shapes` along `dim`: along a leading
     axis always; along the lanes pieces of whole 128-lane tiles; along the sublanes pieces
@@ -95,5 +101,5 @@ def aligned_concatenation(shapes, dtype: torch.dtype, dim: int) -> bool:
         return True
     if dtype == torch.bool:
         return False
-    tile = LANES if dim == rank - 1 else SUBLANES * max(1, 4 // dtype.itemsize)
+    tile = LANES if dim == rank - 1 else sublane_tile(dtype)
     return all(int(shape[dim]) % tile == 0 for shape in shapes)
