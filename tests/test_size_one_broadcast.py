@@ -153,3 +153,62 @@ def test_a_store_at_a_tile_begin_on_a_size_one_axis_is_an_error():
         store_at_tile_begin(x, torch.zeros(1))
     with pytest.raises(exc.IndexingError, match="size 1"):
         run_ref(store_at_tile_begin, (x, torch.zeros(1)))
+
+
+@pallasite.kernel
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention whose key loop ends at min(kv, tq.end): with one key row the loop
+    provably stays within [0, 1), so k[tk, :] and v[tk, :] tile that row as torch reads it."""
+    s, d = q.size()
+    kv = k.size(0)
+    out = torch.empty_like(q)
+    for tq in hl.tile(s):
+        qb = q[tq, :]
+        m_i = hl.full([tq], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tq], dtype=torch.float32)
+        acc = hl.zeros([tq, d], dtype=torch.float32)
+        for tk in hl.tile(0, min(kv, tq.end)):
+            scores = hl.dot(qb, k[tk, :].T)
+            scores = torch.where(tq.index[:, None] >= tk.index[None, :], scores, float("-inf"))
+            m_new = torch.maximum(m_i, torch.amax(scores, -1))
+            p = torch.exp(scores - m_new[:, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = acc * alpha[:, None] + hl.dot(p, v[tk, :])
+            m_i = m_new
+        out[tq, :] = acc / l_i[:, None]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_loop_bounded_by_one_tiles_a_size_one_axis(loop_type):
+    """Fuzz seed 30682 case 60: the size-1 rule read v[tk, :] as a [1, d] broadcast (the
+    loop's end is a device scalar) and hl.dot(p, v[tk, :]) was refused; torch reads row 0."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(rows, 8, generator=gen) for rows in (24, 1, 1))
+    expected = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=False)[0]
+    config = dict(block_sizes=[8, 8], pallas_loop_type=loop_type)
+    _, result = code_and_output(causal_attention, (q, k, v), **config)
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(run_ref(causal_attention, (q, k, v), **config), result, atol=1e-6, rtol=1e-6)
+
+
+@pallasite.kernel
+def rows_up_to_count(x: torch.Tensor, bias: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """A loop whose end is read from data may pass 1: a size-1 axis it indexes broadcasts."""
+    out = torch.zeros_like(x)
+    for _ in hl.grid(1):
+        for tr in hl.tile(0, count[0]):
+            out[tr, :] = x[tr, :] + bias[tr, :]
+    return out
+
+
+def test_a_loop_read_from_data_still_broadcasts_a_size_one_axis():
+    gen = torch.Generator().manual_seed(4)
+    x, bias = torch.randn(20, 128, generator=gen), torch.randn(1, 128, generator=gen)
+    count = torch.tensor([13], dtype=torch.int32)
+    expected = torch.zeros_like(x)
+    expected[:13] = x[:13] + bias
+    _, result = code_and_output(rows_up_to_count, (x, bias, count), block_sizes=[8])
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(rows_up_to_count, (x, bias, count), block_sizes=[8]), expected)

@@ -9,6 +9,7 @@ tensor with JAX's indexing, which agrees with torch's for the forms
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
@@ -19,6 +20,7 @@ from ..ir import (
     Value,
 )
 from ..ir.sizes import SymbolicSize
+from ..plan.bounds import scalar_interval
 from .tile_runs import tile_run
 from ..ir.index_forms import IndexForm, RefusedForm
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
@@ -542,13 +544,25 @@ def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
     """Whether a tile of a loop over [loop_begin, loop_end) indexing an axis of size 1 reads
     it as torch broadcasts a size-1 dim (`bias[tile_m, tile_n]` with `bias.size(0) == 1`,
     as Helion does): index 0 at every position, the axis kept with size 1. A loop that
-    stays within [0, 1) tiles the axis itself. Only a static 1 broadcasts: with
+    stays within [0, 1) tiles the axis itself (its bounds given by host ints, or device scalars
+    whose range is known: `_bounds`). Only a static 1 broadcasts: with
     static_shapes=False, sizes of 1 are their own bucket (runtime/dynamic.py), never a
     symbolic size, so a dim of 1 never shares a variant with a wider one. Reference mode
     asks the same question of its tiles (reference/indexing.py)."""
     if type(size) is not int or size != 1:
         return False
-    return not (type(loop_begin) is int and loop_begin == 0 and type(loop_end) is int and loop_end <= 1)
+    return not (_bounds(loop_begin) == (0, 0) and _bounds(loop_end)[1] <= 1)
+
+
+def _bounds(operand: Any) -> tuple:
+    """The least and greatest value of a loop bound: a host int, or a device scalar whose
+    range planning knows (`hl.tile(0, min(kv, tq.end))` with kv == 1 ends at 1 at most,
+    so its tiles stay within [0, 1) and tile a size-1 axis, as torch reads it); else
+    unbounded."""
+    if type(operand) is int:
+        return operand, operand
+    interval = scalar_interval(operand) if isinstance(operand, Value) else None
+    return interval if interval is not None else (-math.inf, math.inf)
 
 
 def broadcast_store_error(tensor_name: str, tile_name: str, axis: int) -> exc.IndexingError:

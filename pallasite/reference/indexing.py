@@ -223,7 +223,9 @@ def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, nam
 
 def _broadcasts(tile: RefTile, tensor: torch.Tensor, axis: int) -> bool:
     """A tile indexing a size-1 axis of a tensor reads it broadcast (index 0 everywhere),
-    unless its loop's range, given by host ints, lies within [0, 1): then it tiles the axis."""
+    unless its loop's range, given by host ints, lies within [0, 1): then it tiles the axis.
+    A range of device scalars the compiler proves within [0, 1) (frontend/indexing.py
+    `_bounds`) has an extent of at most 1 here, where broadcasting and tiling read the same."""
     if lanes.is_device(tensor) or tensor.shape[axis] != 1:
         return False
     return tile.static_range is None or not (tile.static_range[0] == 0 and tile.static_range[1] <= 1)
