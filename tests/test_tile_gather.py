@@ -2,7 +2,7 @@
 
 `idx` is a device int tensor of t's rank (loaded or computed); the result has idx's
 shape. The lowering compares each index with an iota over `dim` and selects and sums the
-one matching element on its bit pattern (codegen/lowering.py `gather`), so values arrive
+one matching element on its bit pattern (codegen/matmul_rules.py `gather`), so values arrive
 exactly. Out-of-range indices are an error, as in torch: interpret mode checks each
 valid index against the axis and raises `ShapeMismatch` naming the user's line (a TPU
 does not check; an index outside the axis selects nothing and reads 0). Gathering along

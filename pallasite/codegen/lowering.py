@@ -4,158 +4,28 @@ Rules are shared by device code (inside the Pallas kernel) and host code
 (the jitted wrapper). A rule sees an `OpCall`: the operands (`Arg`: text,
 shape and dtype, the operand itself), the op's attrs, and the result type; it
 returns one expression. `RULES` is keyed by the registry's canonical names
-(`ir/ops`): every op that is not structural has exactly one rule here.
+(`ir/ops`): every op that is not structural has exactly one rule, here (pointwise,
+reductions, views) or in codegen/matmul_rules.py (gathers along a dim, contractions,
+creation), which this module loads; the machinery (`OpCall`, `rule`, `lower`) is
+codegen/op_calls.py, re-exported here.
 """
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from .. import exc
 from ..ir.ops import OPS, Accumulator, Partials
 from ..plan.tpu_tiling import aligned_concatenation
-from .runtime_imports import (
-    ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RANDOM_UNIFORM, RELAYOUT, RUNTIME_IMPORTS, RuntimeImport,
+from .op_calls import (  # noqa: F401  (re-exported: codegen imports the machinery from here)
+    IMPORTS, JNP_DTYPES, RULES, Arg, OpCall, Rule, jnp_dtype, literal, lower, rule, runtime_imports,
 )
+from .runtime_imports import ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, RELAYOUT
 
-JNP_DTYPES = {
-    torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
-    torch.int32: "jnp.int32", torch.int16: "jnp.int16", torch.int8: "jnp.int8",
-    torch.uint8: "jnp.uint8", torch.bool: "jnp.bool_",
-    torch.float8_e4m3fn: "jnp.float8_e4m3fn", torch.float8_e5m2: "jnp.float8_e5m2",
-}
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 _NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
-
-
-def jnp_dtype(dtype: torch.dtype) -> str:
-    try:
-        return JNP_DTYPES[dtype]
-    except KeyError:
-        raise exc.UnsupportedDtype(f"dtype {dtype} is not supported on TPU.") from None
-
-
-def literal(value: Any) -> str:
-    """Python source of a constant operand."""
-    if isinstance(value, bool) or value is None:
-        return repr(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "jnp.nan"
-        if math.isinf(value):
-            return "jnp.inf" if value > 0 else "-jnp.inf"
-        return repr(value)
-    if isinstance(value, int):
-        return repr(value)
-    if isinstance(value, torch.dtype):
-        return jnp_dtype(value)
-    if isinstance(value, (tuple, list)):
-        inner = ", ".join(literal(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    raise exc.UnsupportedOperation(f"Cannot use {value!r} as a constant in generated code.")
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One operand as a rule sees it: its rendered text, and for a value (kernel
-    Value, host tensor or scalar) its shape and dtype; both are None for a
-    Python constant, whose value `raw` holds."""
-
-    text: str
-    shape: tuple[int, ...] | None
-    dtype: torch.dtype | None
-    raw: Any
-
-    @property
-    def is_constant(self) -> bool:
-        return self.dtype is None
-
-    def with_text(self, text: str) -> Arg:
-        return replace(self, text=text)
-
-
-@dataclass
-class OpCall:
-    """One op as a lowering rule sees it."""
-
-    op: str
-    args: list[Arg]
-    attrs: dict[str, Any]
-    out_shape: tuple[int, ...]
-    out_dtype: torch.dtype
-
-    def cast(self, i: int, dtype: torch.dtype) -> str:
-        """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
-        arg = self.args[i]
-        if arg.is_constant or arg.dtype == dtype:
-            return arg.text
-        if dtype == torch.bool:
-            return f"({arg.text} != 0)"
-        if not arg.shape:  # a scalar may be a Python int (an unrolled loop's tile begin)
-            return f"{jnp_dtype(dtype)}({arg.text})"
-        return f"{arg.text}.astype({jnp_dtype(dtype)})"
-
-    def compute_dtype(self) -> torch.dtype:
-        """The dtype torch compares/combines the operands in (their promoted dtype)."""
-        args = [
-            arg.raw if arg.is_constant else torch.empty(arg.shape, dtype=arg.dtype, device="meta")
-            for arg in self.args
-            if not arg.is_constant or isinstance(arg.raw, (int, float, bool))
-        ]
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if not tensors:
-            return self.out_dtype
-        if len(args) == 1:
-            dtype = tensors[0].dtype
-        else:
-            dtype = torch.result_type(args[0], args[1])
-        return torch.int32 if dtype == torch.int64 else dtype
-
-    def all_cast(self, dtype: torch.dtype) -> list[str]:
-        return [self.cast(i, dtype) for i in range(len(self.args))]
-
-
-Rule = Callable[[OpCall], str]
-RULES: dict[str, Rule] = {}
-# op -> the runtime function its rule calls, and which of its nodes call it (None: all)
-IMPORTS: dict[str, tuple[RuntimeImport, Callable[[Any], bool] | None]] = {}
-
-
-def rule(*names: str, imports: RuntimeImport | None = None, when: Callable[[Any], bool] | None = None):
-    """Register `fn` as the lowering of each named op (one rule per op); `imports` is the
-    runtime function its text calls for the op's nodes `when` says (an IR node -> bool)."""
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"op {name!r} has two lowering rules")
-            RULES[name] = fn
-            if imports is not None:
-                IMPORTS[name] = (imports, when)
-        return fn
-    return register
-
-
-def runtime_imports(nodes) -> tuple[RuntimeImport, ...]:
-    """The runtime functions the lowerings of IR `nodes` call, in `RUNTIME_IMPORTS` order."""
-    used = set()
-    for node in nodes:
-        needed, when = IMPORTS.get(node.op, (None, None))
-        if needed is not None and (when is None or when(node)):
-            used.add(needed)
-    return tuple(helper for helper in RUNTIME_IMPORTS if helper in used)
-
-
-def lower(call: OpCall) -> str:
-    try:
-        fn = RULES[call.op]
-    except KeyError:
-        raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
-    return fn(call)
-
 
 # -------------------------------------------------------------- pointwise --
 
@@ -517,134 +387,4 @@ def _getitem(call: OpCall) -> str:
     return f"{source.text}[{key_text(call.attrs['key'])}]"
 
 
-# ---------------------------------------------------------------- indexed --
-
-
-@rule("gather")
-def _gather_dim(call: OpCall) -> str:
-    """torch.gather without a vector gather: each output position compares its index with
-    an iota over the input's axis `dim` and sums the one matching element with zeros. The
-    sum runs on the elements' 32-bit patterns (floats bitcast, 16-bit floats widened
-    first), so every value comes back bit for bit: -0.0, inf and NaN included. An index
-    of one position along `dim` (a lane select) needs no extra axis."""
-    source, index = call.args
-    dim = call.attrs["dim"]
-    rows = source.shape[dim]
-    cut = [":" if size == source.shape[axis] or axis == dim else f":{size}"
-           for axis, size in enumerate(index.shape)]
-    table = source.text if all(part == ":" for part in cut) else f"{source.text}[{', '.join(cut)}]"
-    if index.shape[dim] == 1:
-        shape = tuple(rows if axis == dim else size for axis, size in enumerate(index.shape))
-        hot = f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {dim}) == {index.text}"
-        axis, keep = dim, ", keepdims=True"
-    else:
-        shape = (*index.shape[:dim + 1], rows, *index.shape[dim + 1:])
-        hot = f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {dim + 1}) == jnp.expand_dims({index.text}, {dim + 1})"
-        table, axis, keep = f"jnp.expand_dims({table}, {dim})", dim + 1, ""
-    dtype = call.out_dtype
-    if dtype == torch.bool:
-        return f"jnp.any(({hot}) & {table}, axis={axis}{keep})"
-    if dtype.is_floating_point:
-        wide = table if dtype == torch.float32 else f"{table}.astype(jnp.float32)"
-        bits = f"lax.bitcast_convert_type({wide}, jnp.int32)"
-    else:
-        bits = table if dtype == torch.int32 else f"{table}.astype(jnp.int32)"
-    picked = f"jnp.sum(jnp.where({hot}, {bits}, 0), axis={axis}{keep})"
-    if dtype.is_floating_point:
-        picked = f"lax.bitcast_convert_type({picked}, jnp.float32)"
-    return picked if dtype in (torch.float32, torch.int32) else f"{picked}.astype({jnp_dtype(dtype)})"
-
-
-# ----------------------------------------------------------------- matmul --
-
-
-def _dot_text(call: OpCall, a: int, b: int) -> str:
-    """lax.dot_general of operands a and b with f32 (or i32) accumulation."""
-    ta, tb = call.args[a], call.args[b]
-    ra, rb = len(ta.shape), len(tb.shape)
-    dtype = torch.promote_types(ta.dtype, tb.dtype)
-    x, y = call.cast(a, dtype), call.cast(b, dtype)
-    acc = "jnp.float32" if dtype.is_floating_point else "jnp.int32"
-    # the kernel's dot_precision (the plan's `dot_precision`); DEFAULT is Mosaic's own, so it is not written
-    precision = call.attrs.get("precision", "DEFAULT")
-    if precision != "DEFAULT" and dtype.is_floating_point:
-        acc = f"{acc}, precision=lax.Precision.{precision}"
-    if ra == 2 and rb == 2:
-        dims = "(((1,), (0,)), ((), ()))"
-    elif ra == 3 and rb == 3:
-        dims = "(((2,), (1,)), ((0,), (0,)))"
-    elif ra == 3 and rb == 2:
-        dims = "(((2,), (0,)), ((), ()))"
-    else:
-        return f"jnp.matmul({x}, {y}, preferred_element_type={acc})"
-    return f"lax.dot_general({x}, {y}, {dims}, preferred_element_type={acc})"
-
-
-def _finish(call: OpCall, text: str) -> str:
-    if call.out_dtype in (torch.float32, torch.int32):
-        return text
-    return f"{text}.astype({jnp_dtype(call.out_dtype)})"
-
-
-@rule("mm", "bmm", "matmul")
-def _matmul(call: OpCall) -> str:
-    return _finish(call, _dot_text(call, 0, 1))
-
-
-@rule("addmm", "baddbmm")
-def _addmm(call: OpCall) -> str:
-    beta, alpha = call.attrs["beta"], call.attrs["alpha"]
-    product = _dot_text(call, 1, 2)
-    if alpha != 1:
-        product = f"({literal(alpha)} * {product})"
-    bias = call.cast(0, torch.float32) if call.out_dtype.is_floating_point else call.args[0].text
-    if beta == 0:
-        return _finish(call, product)
-    if beta != 1:
-        bias = f"({literal(beta)} * {bias})"
-    return _finish(call, f"({bias} + {product})")
-
-
-@rule("dot")
-def _hl_dot(call: OpCall) -> str:
-    product = _dot_text(call, 0, 1)
-    if call.args[2].raw is not None:
-        acc = call.cast(2, torch.float32) if call.out_dtype.is_floating_point else call.args[2].text
-        product = f"({acc} + {product})"
-    return _finish(call, product)
-
-
-# --------------------------------------------------------------- creation --
-
-
-@rule("full")
-def _full(call: OpCall) -> str:
-    shape = literal(tuple(call.attrs["shape"]))
-    if call.args[0].raw == 0 and not isinstance(call.args[0].raw, bool):
-        return f"jnp.zeros({shape}, {jnp_dtype(call.out_dtype)})"
-    return f"jnp.full({shape}, {call.args[0].text}, {jnp_dtype(call.out_dtype)})"
-
-
-@rule("random_uniform", imports=RANDOM_UNIFORM)
-def _random_uniform(call: OpCall) -> str:
-    """`random_uniform` from `pallasite.runtime.prng`, which the module imports when used."""
-    counter, seed = call.args[0].text, call.args[1].text
-    options = "".join([
-        f", stream={call.attrs['stream']}" if call.attrs["stream"] else "",
-        f", dtype={jnp_dtype(call.out_dtype)}" if call.out_dtype != torch.float32 else "",
-    ])
-    return f"random_uniform({counter}, {seed}{options})"
-
-
-@rule("iota")
-def _iota(call: OpCall) -> str:
-    (n,) = call.out_shape
-    start, step = call.attrs["start"], call.attrs["step"]
-    text = f"lax.broadcasted_iota(jnp.int32, ({n},), 0)"
-    if step != 1:
-        text = f"{step} * {text}"
-    if start != 0:
-        text = f"({start} + {text})"
-    if call.out_dtype != torch.int32:
-        text = f"({text}).astype({jnp_dtype(call.out_dtype)})"
-    return text
+from . import matmul_rules  # noqa: E402,F401  (registers the gather, contraction and creation rules)

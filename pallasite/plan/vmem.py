@@ -222,7 +222,7 @@ def default_vmem_limit(estimate: int, chip_key: str, capacity: int) -> int | Non
 # scoped-VMEM limit like any value (tests/test_vmem_transients.py checks these figures
 # against the largest vector of the lowered Mosaic kernels). The shapes follow the texts of
 # codegen/gathers.py (one-hot matmul, select-and-sum), codegen/scatters.py and the
-# torch.gather rule of codegen/lowering.py.
+# torch.gather rule of codegen/matmul_rules.py.
 
 def transient_bytes(node: Node, access: Access | None) -> int:
     """The bytes of the arrays `node`'s lowering materializes at once, beside its output."""

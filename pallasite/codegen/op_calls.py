@@ -1,0 +1,149 @@
+"""The lowering rules' machinery: an op as a rule sees it (`OpCall`, its operands as
+`Arg`s), the rule registry (`RULES`, filled by `rule`), the runtime functions rules call
+(`IMPORTS`), and the text of dtypes and Python constants in generated code. The rules
+themselves live in codegen/lowering.py (pointwise, reductions, views) and
+codegen/matmul_rules.py (gathers along a dim, contractions, creation); import `lower`
+from codegen/lowering.py, which loads both, so every rule is registered.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import torch
+
+from .. import exc
+from .runtime_imports import RUNTIME_IMPORTS, RuntimeImport
+
+JNP_DTYPES = {
+    torch.float32: "jnp.float32", torch.bfloat16: "jnp.bfloat16", torch.float16: "jnp.float16",
+    torch.int32: "jnp.int32", torch.int16: "jnp.int16", torch.int8: "jnp.int8",
+    torch.uint8: "jnp.uint8", torch.bool: "jnp.bool_",
+    torch.float8_e4m3fn: "jnp.float8_e4m3fn", torch.float8_e5m2: "jnp.float8_e5m2",
+}
+
+
+def jnp_dtype(dtype: torch.dtype) -> str:
+    try:
+        return JNP_DTYPES[dtype]
+    except KeyError:
+        raise exc.UnsupportedDtype(f"dtype {dtype} is not supported on TPU.") from None
+
+
+def literal(value: Any) -> str:
+    """Python source of a constant operand."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "jnp.nan"
+        if math.isinf(value):
+            return "jnp.inf" if value > 0 else "-jnp.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return jnp_dtype(value)
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    raise exc.UnsupportedOperation(f"Cannot use {value!r} as a constant in generated code.")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One operand as a rule sees it: its rendered text, and for a value (kernel
+    Value, host tensor or scalar) its shape and dtype; both are None for a
+    Python constant, whose value `raw` holds."""
+
+    text: str
+    shape: tuple[int, ...] | None
+    dtype: torch.dtype | None
+    raw: Any
+
+    @property
+    def is_constant(self) -> bool:
+        return self.dtype is None
+
+    def with_text(self, text: str) -> Arg:
+        return replace(self, text=text)
+
+
+@dataclass
+class OpCall:
+    """One op as a lowering rule sees it."""
+
+    op: str
+    args: list[Arg]
+    attrs: dict[str, Any]
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+
+    def cast(self, i: int, dtype: torch.dtype) -> str:
+        """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
+        arg = self.args[i]
+        if arg.is_constant or arg.dtype == dtype:
+            return arg.text
+        if dtype == torch.bool:
+            return f"({arg.text} != 0)"
+        if not arg.shape:  # a scalar may be a Python int (an unrolled loop's tile begin)
+            return f"{jnp_dtype(dtype)}({arg.text})"
+        return f"{arg.text}.astype({jnp_dtype(dtype)})"
+
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype torch compares/combines the operands in (their promoted dtype)."""
+        args = [
+            arg.raw if arg.is_constant else torch.empty(arg.shape, dtype=arg.dtype, device="meta")
+            for arg in self.args
+            if not arg.is_constant or isinstance(arg.raw, (int, float, bool))
+        ]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return self.out_dtype
+        if len(args) == 1:
+            dtype = tensors[0].dtype
+        else:
+            dtype = torch.result_type(args[0], args[1])
+        return torch.int32 if dtype == torch.int64 else dtype
+
+    def all_cast(self, dtype: torch.dtype) -> list[str]:
+        return [self.cast(i, dtype) for i in range(len(self.args))]
+
+
+Rule = Callable[[OpCall], str]
+RULES: dict[str, Rule] = {}
+# op -> the runtime function its rule calls, and which of its nodes call it (None: all)
+IMPORTS: dict[str, tuple[RuntimeImport, Callable[[Any], bool] | None]] = {}
+
+
+def rule(*names: str, imports: RuntimeImport | None = None, when: Callable[[Any], bool] | None = None):
+    """Register `fn` as the lowering of each named op (one rule per op); `imports` is the
+    runtime function its text calls for the op's nodes `when` says (an IR node -> bool)."""
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"op {name!r} has two lowering rules")
+            RULES[name] = fn
+            if imports is not None:
+                IMPORTS[name] = (imports, when)
+        return fn
+    return register
+
+
+def runtime_imports(nodes) -> tuple[RuntimeImport, ...]:
+    """The runtime functions the lowerings of IR `nodes` call, in `RUNTIME_IMPORTS` order."""
+    used = set()
+    for node in nodes:
+        needed, when = IMPORTS.get(node.op, (None, None))
+        if needed is not None and (when is None or when(node)):
+            used.add(needed)
+    return tuple(helper for helper in RUNTIME_IMPORTS if helper in used)
+
+
+def lower(call: OpCall) -> str:
+    try:
+        fn = RULES[call.op]
+    except KeyError:
+        raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
+    return fn(call)
