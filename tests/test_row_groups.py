@@ -137,3 +137,41 @@ def test_a_row_under_a_squeezed_leading_axis():
     _, result = code_and_output(layer_rows, (token, weights))
     torch.testing.assert_close(result, weights[:, 33, :] + 1)
     torch.testing.assert_close(run_ref(layer_rows, (token, weights)), result)
+
+
+@pallasite.kernel
+def narrowed_row(ids, table, scale):
+    """A narrowing read of a row read from its group (found by the trial: it crashed)."""
+    n = ids.size(0)
+    out = torch.empty([n, 128], dtype=table.dtype, device=table.device)
+    for i in hl.grid(n):
+        blk = table[ids[i], :]
+        out[i, :] = blk[128:256] * scale + blk[0:128]
+    return out
+
+
+@pallasite.kernel
+def row_total(ids, table):
+    n = ids.size(0)
+    out = torch.empty([n], dtype=torch.float32, device=table.device)
+    for i in hl.grid(n):
+        out[i] = table[ids[i], :].to(torch.float32).sum()
+    return out
+
+
+def test_a_narrowing_read_and_a_looped_reduction_of_a_grouped_row():
+    table, ids = randn(50, 1024, dtype=torch.bfloat16), torch.tensor([49, 0, 20], dtype=torch.int32)
+    _, result = code_and_output(narrowed_row, (ids, table[:, :256].contiguous(), 2))
+    rows = table[ids.long(), :256]
+    torch.testing.assert_close(result, rows[:, 128:] * 2 + rows[:, :128])
+    _, totals = code_and_output(row_total, (ids, table), reduction_loops=[256])
+    torch.testing.assert_close(totals, table[ids.long()].float().sum(1), atol=1e-3, rtol=1e-4)
+
+
+def test_the_schedule_of_a_row_chosen_beside_a_scalar_argument():
+    """A scalar argument the index map prefetches (the trial: the metrics read its shape)."""
+    from pallasite.testing import schedule_report
+
+    token, table = torch.tensor([19], dtype=torch.int32), randn(21, 256)
+    report = schedule_report(embed_token, (token, table, 2))
+    assert report["hbm_bytes"] < table.numel() * 4  # one group of rows, not the table

@@ -16,6 +16,7 @@ from .. import exc
 from ..ir.sizes import dynamic_sizes
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol, ops
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
+from ..plan.plans import BlockKind
 from ..plan.index_expr import prefetched
 from .index_text import index_map_text, index_text
 from .lowering import Arg, OpCall, jnp_dtype, key_text, literal, lower
@@ -273,7 +274,7 @@ class HostEmitter:
         keywords = [
             ast.keyword("grid", self.code.expr(f"({grid}{',' if len(call.grid) == 1 else ''})")),
             ast.keyword("in_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in inputs],
-                                                 [op.symbol.name for op in inputs], layout)),
+                                                 [_spec_comment(op) for op in inputs], layout)),
             ast.keyword("out_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in outputs],
                                                   [op.symbol.name for op in outputs], layout)),
         ]
@@ -404,6 +405,15 @@ def _compiler_params(call: PallasCallPlan) -> str:
     if call.remote is not None and call.remote.collective_id is not None:
         params += f", collective_id={call.remote.collective_id}"  # the barrier semaphore's id
     return f"pltpu.CompilerParams({params})"
+
+
+def _spec_comment(op: Operand) -> str:
+    """An input's BlockSpec comment: its name, and what a row-group axis's block holds."""
+    groups = [axis for axis in op.axes if axis.kind is BlockKind.ROW_GROUP]
+    if not groups:
+        return op.symbol.name
+    return (f"{op.symbol.name}: the {groups[0].size}-row group holding the chosen row (row // {groups[0].size}); "
+            f"the kernel reads row % {groups[0].size} of it")
 
 
 def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:

@@ -76,6 +76,12 @@ RefItem = Union[FullSlice, ScalarIndex, InnerTileSlice, PrefixSlice, StreamSlot,
                 AlignedRun, GroupRow]
 
 
+def keeps_axis(item) -> bool:
+    """Whether a ref subscript item makes an axis of the window it reads: a position (a
+    scalar, a group's row) or a stream's slot drops the ref axis it indexes."""
+    return not isinstance(item, (ScalarIndex, StreamSlot, GroupRow))
+
+
 @dataclass(frozen=True)
 class TileShift:
     """A load or store at `tile + offset` (`ShiftedTile`) on a resident axis (ref axis `axis`

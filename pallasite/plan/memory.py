@@ -165,7 +165,11 @@ def _row_group_block(symbol: TensorSymbol, axis: int, size: int, row) -> AxisBlo
     sublane tile holding the row, and the kernel reads the row out of it (`GroupRow`).
     A tensor no longer than one group stays whole."""
     group = sublane_tile(symbol.dtype)
-    if isinstance(size, SymbolicSize) or size <= group:
+    if isinstance(size, SymbolicSize):
+        return AxisBlock(BlockKind.FULL, size, ZERO,
+                         reason="a read-only row stays in the whole-axis block under static_shapes=False (a group "
+                                f"of {group} rows is a block only where the axis is known to be longer)")
+    if size <= group:
         return AxisBlock(BlockKind.FULL, size, ZERO,
                          reason=f"a read-only row of an axis no longer than a group of {group} rows stays whole")
     return AxisBlock(BlockKind.ROW_GROUP, group, binary(BinaryOp.FLOORDIV, row, Const(group)), row=row)

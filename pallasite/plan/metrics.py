@@ -58,6 +58,11 @@ def schedule_metrics(plan: KernelPlan, tables: Mapping[Any, Any] | None = None,
     return ScheduleMetrics(total, minimum, padding, waits, rows)
 
 
+def _symbol_bytes(symbol) -> int:
+    """The bytes of a tensor or a scalar argument (a scalar read by an index map is prefetched)."""
+    return _nbytes(getattr(symbol, "shape", ()), symbol.dtype)
+
+
 def _nbytes(shape, dtype) -> int:
     count = dtype.itemsize
     for d in shape:
@@ -70,13 +75,13 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
     distinct = {id(op.symbol): op for op in operands}
     # the user's tensors: a worklist's item tables are the schedule's, built on the host
     internal = {id(symbol) for symbol in (call.worklist.tables if call.worklist is not None else ())}
-    minimum = sum(_nbytes(op.symbol.shape, op.symbol.dtype) for key, op in distinct.items() if key not in internal)
+    minimum = sum(_symbol_bytes(op.symbol) for key, op in distinct.items() if key not in internal)
     steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
     traffic = 0
     exposed = 0
     for op in operands:
         if op.memory is Memory.SMEM:
-            traffic += _nbytes(op.symbol.shape, op.symbol.dtype)
+            traffic += _symbol_bytes(op.symbol)
         elif op.memory is Memory.VMEM_BLOCK:
             blocks = _block_traffic(op, steps, tables)
             if blocks is None:

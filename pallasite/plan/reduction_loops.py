@@ -39,8 +39,9 @@ from .. import exc
 from ..ir import FullSlice, IfBlock, KernelIR, Load, NewAxis, Node, ScalarIndex, Store, TileLoop, Value, cdiv, ops
 from ..ir import walk_nodes
 from .index_expr import ZERO
+from .access_plans import keeps_axis
 from .plans import (
-    Access, AxisBlock, BlockKind, LoopedReduction, Memory, Operand, PrefixSlice, ReductionChunk, StreamSlot,
+    Access, AxisBlock, BlockKind, LoopedReduction, Memory, Operand, PrefixSlice, ReductionChunk,
 )
 from .tpu_tiling import AxisRule
 
@@ -267,7 +268,7 @@ def _chunk_access(draft: _Draft, node: Load, access: Access, padded: set) -> Acc
         raise refuse(f"is streamed by an inner loop and its dim of {draft.extent} is not a multiple "
                      f"of {draft.chunk}")
     items = list(access.ref_index)  # a whole ref, or a stream slot then the window: complete it
-    positions = [i for i, item in enumerate(items) if not isinstance(item, (ScalarIndex, StreamSlot))]
+    positions = [i for i, item in enumerate(items) if keeps_axis(item)]
     missing = len(access.ref_shape) - len(positions)
     positions += range(len(items), len(items) + missing)
     items += [FullSlice()] * missing

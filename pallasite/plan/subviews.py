@@ -31,9 +31,10 @@ import torch
 from .. import exc
 from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value, cdiv, walk_nodes
 from .bounds import describe, scalar_interval
+from .access_plans import keeps_axis
 from .plans import (
     Access, BlockCopy, InnerTileSlice, PrefixSlice, RefOffset, ReductionChunk, Scratch, ScratchKind,
-    StreamSlot, SubviewRead, TileRange,
+    SubviewRead, TileRange,
 )
 
 
@@ -97,7 +98,7 @@ def plan_subviews(body: list, accesses: dict[int, Access], padded: dict, written
                       "so this read sees the loaded values")
         else:
             # spelled out: one item per ref axis (a stream's slot leaves its window axes implicit)
-            window_items = [i for i in access.ref_index if not isinstance(i, (ScalarIndex, StreamSlot))]
+            window_items = [i for i in access.ref_index if keeps_axis(i)]
             ref_index = (*access.ref_index, *(FullSlice(),) * (len(access.ref_shape) - len(window_items)))
             base = (access.ref_name, ref_index, tuple(access.ref_shape))
             reason = "read out of the VMEM block the load staged"
@@ -366,7 +367,7 @@ def _resident_read(node, items: list[_Narrow], value_axes, base, reason: str) ->
     ref_name, ref_index, ref_shape = base
     ref_index = list(ref_index)
     # the ref items that make the window's axes, in order
-    window = [position for position, item in enumerate(ref_index) if not isinstance(item, (ScalarIndex, StreamSlot))]
+    window = [position for position, item in enumerate(ref_index) if keeps_axis(item)]
     for axis, item in enumerate(items):
         if item.kind == "full":
             continue
