@@ -27,6 +27,13 @@ class HostProgram:
         self.recorder = recorder
         self.steps: list = []
         self._temp_count = 0
+        self.view_of: dict[int, TensorSymbol] = {}  # a view's id -> the tensor it views
+
+    def root_of(self, symbol: TensorSymbol) -> TensorSymbol:
+        """The buffer `symbol` views through host views (itself when it views none)."""
+        while symbol.id in self.view_of:
+            symbol = self.view_of[symbol.id]
+        return symbol
 
     def _temp_name(self) -> str:
         self._temp_count += 1
@@ -67,6 +74,8 @@ class HostProgram:
             for symbol in results:  # a part of an int64 index tensor is int64 to host code too
                 symbol.caller_dtype = base.caller_dtype
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
+        if view_of is not None:
+            self.view_of.update((symbol.id, view_of) for symbol in results if isinstance(symbol, TensorSymbol))
         self.steps.append(HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of))
         proxies = [self._proxy(r) for r, _ in zip(results, operands)]
         if isinstance(meta_out, (tuple, list)):

@@ -12,6 +12,7 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..ir import Carried, DeviceLoopCall, TileDim, TileLoop, Value
+from . import view_aliasing
 from .device_if import DeviceIfs
 from .jagged import JaggedLoops
 from .op_recorder import OpRecorder
@@ -95,6 +96,7 @@ class TracedStatements:
             run_body(self._loop_variable(spec, dims))
         finally:
             self.recorder.exit_device()
+        view_aliasing.check_loop_views(self.recorder.host, call)
         self.recorder.host.steps.append(call)
         self.device_loops.append(call)
 
