@@ -48,11 +48,18 @@ class OpRecorder:
         self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
         self._in_meta = False
         self._remote_sites = 0
+        # flat gathers read as rows of a 2-D view (frontend/flat_rows.py): the views made
+        # (per loop and width), the buffers the open device loop reads so, and the buffers
+        # a loop of this kernel also writes (traced again without reading them so)
+        self.rows_views: dict[tuple, Any] = {}
+        self.rows_roots: dict[str, dict] = {}  # root name -> {"view": its rows view, "written": bool}
+        self.rows_disabled: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ context --
 
     def enter_device(self, call: DeviceLoopCall) -> None:
         self.device = call
+        self.rows_roots = {}
         self._device_body_stack = [call.loop.body]
         self._dims_stack = [list(call.loop.dims)]
         self._scalar_values = {}
@@ -62,6 +69,16 @@ class OpRecorder:
         self.device = None
         self._device_body_stack = []
         self._dims_stack = []
+
+    @contextlib.contextmanager
+    def host_step(self) -> Iterator[None]:
+        """Record host code while a device loop is traced: its steps run before the loop's
+        call (appended to the host program now; the call is appended when the loop ends)."""
+        device, self.device = self.device, None
+        try:
+            yield
+        finally:
+            self.device = device
 
     def push_body(self, body: list, dims: list[TileDim]) -> None:
         """Record into `body` (the body of an inner loop over `dims`) until `pop_body`."""

@@ -16,6 +16,7 @@ import torch
 from .. import exc
 from ..ir import Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, ScalarIndex, FullSlice, Value
 from .proxies import DeviceTensor, HostScalar, HostTensor
+from . import flat_rows
 
 _INT_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
@@ -74,6 +75,8 @@ def remote_copy(recorder: Any, src: Any, src_index: Any, device_id: Any, dst: An
                 f"hl.make_async_remote_copy: {name} must be a kernel tensor (an argument or a host "
                 f"allocation), not {type(tensor).__name__}.", recorder.location)
     src_symbol, dst_symbol = src.symbol, dst.symbol
+    flat_rows.check_access(recorder, src_symbol, write=False)
+    flat_rows.check_access(recorder, dst_symbol, write=True)
     src_items = _index(recorder, src_index, src_symbol, "src_index")
     dst_items = _index(recorder, dst_index, dst_symbol, "dst_index")
     src_count = math.prod(src_symbol.shape[len(src_items):])

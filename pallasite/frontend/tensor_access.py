@@ -18,7 +18,7 @@ from .. import language as hl
 from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
 from ..ir.index_forms import splice_tile_tuples
 from ..ir.sizes import broadcast_shape
-from . import lane_pairs, paired_indexing
+from . import flat_rows, lane_pairs, paired_indexing
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
     normalize_narrowing, normalize_subscript,
@@ -47,7 +47,11 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
         return recorder.apply("getitem", lambda m, k: m[shape_key(k)], (tensor, key), {}, display="indexing")
     if len(paired_indexing.index_tensors(key)) > 1:  # torch pairs them element by element
         return paired_indexing.paired_load(recorder, tensor, key)
+    rows = flat_rows.read_rows(recorder, tensor, key, subscript)
+    if rows is not None:  # a flat gather of whole rows: a gather of rows of the 2-D view
+        return rows
     symbol = tensor.symbol
+    flat_rows.check_access(recorder, symbol, write=False)
     key = _windows_as_index_vectors(recorder, key, symbol.shape)
     key, tile_shape = _flatten_index_tile(recorder, key)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value,
@@ -155,7 +159,10 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where."
         )
+    if not atomic and flat_rows.write_rows(recorder, tensor, key, value, lane_mask, store):
+        return  # a flat scatter of whole rows: a scatter of rows of the 2-D view
     symbol = tensor.symbol
+    flat_rows.check_access(recorder, symbol, write=True)
     paired_indexing.refuse_paired_store(symbol.name, key)
     key = _windows_as_index_vectors(recorder, key, symbol.shape)
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value, store=True)

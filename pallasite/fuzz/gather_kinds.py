@@ -11,6 +11,8 @@ VMEM budget: a flat view read at `t.index * v + labels[t]`, Helion's jagged mean
 computed flat index inside a data-dependent inner loop, masked explicitly or by
 `hl.jagged_tile`'s implicit mask), computed rows of a 2-D table,
 a row chosen per program by a scalar (`table[ids[i], :]`: read from the row's group of rows),
+whole rows (or a tile's columns) of a flat view (`flat[rows[:, None] * d + hl.arange(d)]`:
+a gather of rows of the 2-D view),
 and a tile's window of each gathered row (`table[indices[tb], te]`, a row copy per index
 of te's block), on the grid or in an inner loop.
 Most cases move the budget with `vmem_limit_bytes` (a quarter of it is the threshold for a
@@ -102,6 +104,8 @@ def flat_gather(draw: Any, name: str) -> Case:
     form = rng.choice(("target", "target", "jagged_mean", "computed_rows", "shifted", "row_windows"))
     if form == "computed_rows" and rng.random() < 0.5:  # drawn here: earlier draws stay as they were
         form = "chosen_rows"
+    if form == "shifted" and rng.random() < 0.5:
+        form = "flat_rows"
     real = form == "target" and rng.random() < 0.25  # a table past a chip's threshold, no knob
     knobs = () if real else (("vmem_limit_bytes", rng.choice((1, 2, 4)) * 2**20),)
     loop_type, segments = None, ()
@@ -147,7 +151,7 @@ def flat_gather(draw: Any, name: str) -> Case:
                 Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
                 Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
         knobs, exact = (), True
-    else:  # rows of a 2-D table: a tile's window of each gathered row, chosen or computed rows
+    else:  # rows of a 2-D table: a tile's window of each gathered row, flat, chosen or computed rows
         dims, inputs, body, knobs, loop_type = _row_forms(draw, form, knobs)
         exact = True
     body.append(Line(0, "return out"))
@@ -176,6 +180,27 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
             loop_type = draw.loop_type()
         if rng.random() < 0.5:  # the row copies whatever the table's size (else the budget decides)
             knobs = (("pallas_indirect_access_mode", "dma"),)
+    elif form == "flat_rows":  # a flat view read at rows[:, None] * d + columns: a gather of whole rows
+        dtype = rng.choice(_TABLE_DTYPES)
+        dims = {"n": _size(rng, small=True), "r": rng.choice((5, 40, 300)), "d": rng.choice((8, 128, 256))}
+        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+                  InputSpec("idx", ("n",), torch.int32, "index:r"))
+        body = [Line(0, "r, d = table.size()"), Line(0, "n = idx.size(0)"), Line(0, "flat = table.view(-1)"),
+                Line(0, "out = torch.zeros([n, d], dtype=table.dtype, device=table.device)"),
+                Line(0, "for t in hl.tile(n):"), Line(1, "rows = idx[t]")]
+        mask = rng.choice(("", "", ", extra_mask=(rows % 3 != 1)[:, None]"))
+        read = rng.choice(_VALUES)
+        if rng.random() < 0.5:  # every column: hl.arange(d)
+            load = f"hl.load(flat, [rows[:, None] * d + hl.arange(d)[None, :]]{mask})"
+            body.append(Line(1, f"out[t, :] = {read.format(x=load)}"))
+            if rng.random() < 0.4:  # the rows written through out's flat view (a scatter of rows)
+                body[-1] = Line(1, "hl.store(out_flat, [t.index[:, None] * d + hl.arange(d)[None, :]], "
+                                   f"{read.format(x=load)})")
+                body.insert(4, Line(0, "out_flat = out.view(-1)"))
+        else:  # a tile of the columns, in an inner loop
+            load = f"hl.load(flat, [rows[:, None] * d + tc.index[None, :]]{mask})"
+            body += [Line(1, "for tc in hl.tile(d):"), Line(2, f"out[t, tc] = {read.format(x=load)}")]
+            loop_type = draw.loop_type()
     elif form == "chosen_rows":  # one row per program, chosen by a scalar (read from data or computed)
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng, small=True), "r": rng.choice((5, 8, 21, 300, 1024)),

@@ -137,7 +137,8 @@ class GatherIndex:
         "an int32 device value (int64 arguments used only as indices are narrowed on the host); its values are "
         "range-checked in interpret mode; a load gathers rows (index tiles of any rank): from a table past the "
         "VMEM threshold by one DMA per index, of the whole row or of a tile's block of it (`table[idx[tb], te]`, "
-        "te's blocks dividing the dim); a store scatters (lanes naming one row: the last lane wins, in every mode; torch leaves duplicates "
+        "te's blocks dividing the dim); a flat index `rows[:, None] * w + hl.arange(w)` (or + a tile's positions "
+        "over [0, w)) into a 1-D view reads or writes whole rows of it seen as [n // w, w]; a store scatters (lanes naming one row: the last lane wins, in every mode; torch leaves duplicates "
         "undefined, so a kernel should not rely on which)")
 
 

@@ -31,6 +31,7 @@ from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_spec
 from .interpret import interpret_params
 from .scope import argument_fingerprint, read_scope
 from ..frontend.closures import argument_closure_tensors
+from ..frontend.flat_rows import RowsReadConflict
 from .compiled import CompiledKernel, _needs_shard_map
 from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
 
@@ -382,8 +383,15 @@ class BoundKernel:
             return provisional.setdefault(block_id, max(1, min(extent, 128)))
 
         tunables = {k: config[k] for k in config if k not in Config.KNOWN_KEYS} if config else None
-        tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured, tunables)
-        tracer.ir = tracer.run()
+        disabled: frozenset[str] = frozenset()
+        while True:  # a loop that writes a buffer it read as rows: again, reading it element-wise
+            tracer = Tracer(self.kernel.fn, specs or self.specs, choose, self.captured, tunables)
+            tracer.recorder.rows_disabled = disabled
+            try:
+                tracer.ir = tracer.run()
+                break
+            except RowsReadConflict as conflict:
+                disabled |= {conflict.root}
         tracer.ir.collective_id = self.kernel.collective_id
         return tracer
 

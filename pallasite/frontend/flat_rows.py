@@ -1,0 +1,255 @@
+"""Flat gathers and scatters of whole rows: `hl.load(x_flat, [rows[..., None] * w + cols])`.
+
+Helion's jagged programs read and write a 2-D tensor through its flat view, element by
+element: `x_flat[(starts[:, None] + tile_k.index[None, :])[:, :, None] * m + tile_m.index[None,
+None, :]]`, `hl.store(out_flat, [q_idx], acc)`. When the lanes of the index's last axis are
+`cols` (`hl.arange(w)` or the positions of a tile over [0, w)) and the rest is a row
+number times w, the access reads (or writes) those columns of rows of `x_flat` seen as
+[n // w, w]: a gather (scatter) of rows, whose one-hot or per-row DMA spans n // w rows
+instead of n elements. This module recognizes the form (`row_form`) and records the access
+on a host view `x_flat.reshape(n // w, w)` made before the device loop (`read_rows`,
+`write_rows`); a store's lane mask must keep or drop whole rows.
+
+The view is an operand of its own, so a loop that writes the buffer must touch it only
+through that view: an access through another view of the buffer, where either side
+writes, raises `RowsReadConflict` (`check_access`) and the kernel is traced again without
+rows views of that buffer (runtime/kernel.py); a rows access after such an access in the
+same loop is not made one. Reads alone may mix views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..ir import Load, Store, TensorSymbol, TileDim, Value, walk_nodes
+from ..ir.sizes import broadcast_shape
+from .proxies import DeviceTensor, HostTensor, TileProxy
+
+
+class RowsReadConflict(Exception):
+    """A device loop writes a buffer it reads as rows; trace again without reading it so."""
+
+    def __init__(self, root: str):
+        super().__init__(root)
+        self.root = root
+
+
+@dataclass(frozen=True)
+class RowForm:
+    """`sum(x_i * c_i) + cols` with every c_i a multiple of `width` (masked by `where(mask,
+    ..., 0)` when `mask` is set): row number `sum(x_i * (c_i // width))`, the x_i shaped like
+    the index but 1 along its last axis (`rows[:, :, None] * w`; Helion also writes
+    `starts[:, None, None] * 0 + tile_k.index[None, :, None] * n`); `cols` is None for all
+    `width` columns (`hl.arange(width)`), else the tile over [0, width) whose positions they
+    are."""
+
+    terms: tuple[tuple[Value, int], ...]  # (x_i, c_i // width)
+    width: int
+    cols: TileDim | None
+    mask: Value | None
+
+
+def row_form(index: Value, length: int) -> RowForm | None:
+    """The row form of the flat index `index` into a tensor of `length` elements, or None."""
+    mask, flat = None, index
+    node = flat.producer
+    if node is not None and node.op == "where" and len(node.args) == 3 and node.args[2] == 0 \
+            and isinstance(node.args[0], Value) and isinstance(node.args[1], Value):
+        mask, flat = node.args[0], node.args[1]
+        if len(mask.shape) != len(flat.shape) or mask.shape[-1] != 1:
+            return None  # a mask that varies along a row's columns: not one per row
+    node = flat.producer
+    if node is None or node.op != "add" or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return None
+    for scaled, cols in (node.args, node.args[::-1]):
+        terms, columns = _scaled_terms(scaled), _columns(cols)
+        if not terms or columns is None:
+            continue
+        count, dim = columns
+        width = count if dim is None else dim.end
+        if (width <= 0 or length % width or count != flat.shape[-1]
+                or any(factor % width for _, factor in terms)):
+            continue
+        try:
+            shape = broadcast_shape(*(tuple(x.shape) for x, _ in terms))
+        except ValueError:
+            continue
+        if len(shape) != len(flat.shape) or shape[-1] != 1 or tuple(shape[:-1]) != tuple(flat.shape[:-1]):
+            continue
+        return RowForm(tuple((x, factor // width) for x, factor in terms), width, dim, mask)
+    return None
+
+
+def _scaled_terms(value: Any) -> list[tuple[Value, int]] | None:
+    """[(x, c), ...] for `x * c + ...` (c ints, x int32 values), else None."""
+    if not isinstance(value, Value) or value.producer is None:
+        return None
+    node = value.producer
+    if node.op == "add" and node.kwargs.get("alpha", 1) == 1 and len(node.args) == 2:
+        left, right = _scaled_terms(node.args[0]), _scaled_terms(node.args[1])
+        return left + right if left and right else None
+    if node.op != "mul" or len(node.args) != 2:
+        return None
+    left, right = node.args
+    if type(left) is int:
+        left, right = right, left
+    if not (isinstance(left, Value) and type(right) is int and left.dtype == torch.int32):
+        return None
+    return [(left, right)]
+
+
+def _columns(value: Any) -> tuple[int, TileDim | None] | None:
+    """(count, tile) when `value` holds column positions 0, 1, ... along its last axis and
+    is 1 on every other: `hl.arange(w)` (tile None) or `tile.index` of a tile whose loop
+    covers [0, w) (count: its block size)."""
+    if not isinstance(value, Value) or not value.shape or any(size != 1 for size in value.shape[:-1]):
+        return None
+    while value.producer is not None and value.producer.op in ("getitem", "reshape") and len(value.shape) != 1:
+        source = value.producer.args[0]
+        if not isinstance(source, Value) or source.shape[-1:] != value.shape[-1:] \
+                or any(size != 1 for size in source.shape[:-1]):
+            return None
+        value = source
+    node = value.producer
+    if node is None or len(value.shape) != 1:
+        return None
+    if node.op == "iota" and node.kwargs.get("start") == 0 and node.kwargs.get("step") == 1:
+        return value.shape[0], None
+    if node.op == "tile_index":
+        dim = node.args[0]
+        if dim.begin == 0 and type(dim.end) is int and not dim.is_grid:
+            return dim.block_size, dim
+    return None
+
+
+def _flat_target(tensor: Any, key: Any) -> tuple | None:
+    """(symbol, index value) of a subscript of a 1-D kernel tensor by one int device value."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not isinstance(tensor, HostTensor) or len(items) != 1 or not isinstance(items[0], DeviceTensor):
+        return None
+    symbol = tensor.symbol
+    if len(symbol.shape) != 1 or type(symbol.shape[0]) is not int:
+        return None
+    return symbol, items[0].value
+
+
+def read_rows(recorder: Any, tensor: HostTensor, key: Any, subscript: Any) -> DeviceTensor | None:
+    """`tensor[key]` (a 1-D kernel tensor, one flat index) read as rows of its 2-D view when
+    the index has the row form; None to read it element by element."""
+    target = _flat_target(tensor, key)
+    form = row_form(target[1], target[0].shape[0]) if target is not None else None
+    if form is None or not _may_use_view(recorder, target[0], write=False):
+        return None
+    view = _rows_view(recorder, tensor, form.width)
+    rows = _row_numbers(recorder, form)
+    rows = rows.reshape(tuple(rows.shape[:-1])) if len(rows.shape) > 1 else rows.reshape(())
+    if form.mask is not None:  # masked-off rows read row 0 (the outer where gives them 0)
+        rows = torch.where(DeviceTensor(recorder, form.mask).reshape(tuple(rows.shape)), rows, 0)
+    rows.value.name = f"{target[1].name or 'index'}_rows"
+    columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
+    return subscript(recorder, view, (rows, columns))
+
+
+def write_rows(recorder: Any, tensor: HostTensor, key: Any, value: Any, lane_mask: Any, store: Any) -> bool:
+    """`tensor[key] = value` (a 1-D kernel tensor, one flat index: hl.store's flat vector of
+    an N-D index) written as rows of its 2-D view when the index has the row form and the
+    lane mask, if any, keeps or drops whole rows; False to scatter element by element."""
+    target = _flat_target(tensor, key)
+    if target is None:
+        return False
+    symbol, flat = target
+    node = flat.producer
+    if node is None or node.op != "reshape" or not isinstance(node.args[0], Value) or len(node.args[0].shape) < 2:
+        return False
+    index = node.args[0]  # the N-D index the flat vector was made of
+    form = row_form(index, symbol.shape[0])
+    if form is None or form.mask is not None:
+        return False
+    row_mask = _row_lanes(lane_mask, index) if lane_mask is not None else None
+    if (lane_mask is not None and row_mask is None) or not _may_use_view(recorder, symbol, write=True):
+        return False
+    view = _rows_view(recorder, tensor, form.width)
+    rows = _row_numbers(recorder, form).expand(tuple(index.shape[:-1]) + (1,)).reshape(-1)
+    rows.value.name = f"{index.name or 'index'}_rows"
+    values = value.reshape(-1, index.shape[-1]) if isinstance(value, DeviceTensor) else value
+    columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
+    store(recorder, view, (rows, columns), values,
+          lane_mask=None if row_mask is None else DeviceTensor(recorder, row_mask).reshape(-1))
+    return True
+
+
+def _row_numbers(recorder: Any, form: RowForm) -> DeviceTensor:
+    """The row number of each lane group, `sum(x_i * (c_i // width))`, shaped like the index
+    but 1 along its last axis (the terms broadcast together)."""
+    total = None
+    for x, factor in form.terms:
+        term = DeviceTensor(recorder, x)
+        term = term if factor == 1 else term * factor
+        total = term if total is None else total + term
+    return total
+
+
+def _row_lanes(lane_mask: Any, index: Value) -> Value | None:
+    """The per-row mask a flat scatter's lane mask was expanded from (`m[..., None]` over the
+    index's lanes), or None when it differs along a row."""
+    mask = lane_mask.value if isinstance(lane_mask, DeviceTensor) else None
+    node = mask.producer if mask is not None else None
+    if node is None or node.op != "reshape" or not isinstance(node.args[0], Value):
+        return None
+    expanded = node.args[0].producer
+    if expanded is None or expanded.op != "expand" or not isinstance(expanded.args[0], Value):
+        return None
+    source = expanded.args[0]
+    if len(source.shape) != len(index.shape) or source.shape[-1] != 1 \
+            or tuple(source.shape[:-1]) != tuple(index.shape[:-1]):
+        return None
+    return source
+
+
+def check_access(recorder: Any, symbol: TensorSymbol, write: bool) -> None:
+    """A device loop reads or writes `symbol` element by element: raise `RowsReadConflict`
+    when it also reads or writes the buffer through a rows view and either writes it (the
+    view is a separate operand, so one side would not see the other's writes)."""
+    entry = recorder.rows_roots.get(recorder.host.root_of(symbol).name)
+    if entry is not None and entry["view"] is not symbol and (write or entry["written"]):
+        raise RowsReadConflict(recorder.host.root_of(symbol).name)
+
+
+def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
+    """Whether this loop may read (or write) `symbol`'s buffer through a rows view: not
+    disabled for the kernel, and the loop has not already touched the buffer another way
+    in a way that conflicts (a write on either side). Records the use."""
+    root = recorder.host.root_of(symbol)
+    if root.name in recorder.rows_disabled:
+        return False
+    entry = recorder.rows_roots.get(root.name)
+    view = entry["view"] if entry is not None else None
+    earlier = [(node.tensor, isinstance(node, Store)) for body in recorder.open_bodies() for node in walk_nodes(body)
+               if isinstance(node, (Load, Store)) and recorder.host.root_of(node.tensor) is root
+               and node.tensor is not view]
+    if any(other_write or write for _, other_write in earlier):
+        return False
+    if entry is None:
+        recorder.rows_roots[root.name] = {"view": None, "written": write}
+    else:
+        entry["written"] = entry["written"] or write
+    return True
+
+
+def _rows_view(recorder: Any, tensor: HostTensor, width: int) -> HostTensor:
+    """`tensor.reshape(n // width, width)`, recorded as host code before the device loop
+    (once per loop and width); the loop's reads and writes of the buffer then go through it."""
+    key = (recorder.device.index, tensor.symbol.id, width)
+    view = recorder.rows_views.get(key)
+    if view is None:
+        with recorder.host_step():
+            view = tensor.reshape(tensor.symbol.shape[0] // width, width)
+        view.symbol.name = f"{tensor.symbol.name}_rows"
+        recorder.rows_views[key] = view
+    entry = recorder.rows_roots[recorder.host.root_of(tensor.symbol).name]
+    if entry["view"] not in (None, view.symbol):
+        raise RowsReadConflict(recorder.host.root_of(tensor.symbol).name)  # two widths of one buffer
+    entry["view"] = view.symbol
+    return view
