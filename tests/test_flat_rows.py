@@ -206,3 +206,62 @@ def test_other_flat_indices_stay_element_gathers():
     assert gather.rows == x.numel()
     _, result = code_and_output(columns_not_a_run, (x, idx))
     torch.testing.assert_close(result, x[idx.long()][:, ::2])
+
+
+@pallasite.kernel
+def where_by_hand(x, idx):
+    """The user masks the index with torch.where (no extra_mask): a masked row reads element 0
+    in every lane, as torch does, so it is not a row gather (found by the trial)."""
+    d = x.size(1)
+    x_flat = x.view(-1)
+    out = torch.empty([idx.size(0), d], dtype=x.dtype, device=x.device)
+    for t in hl.tile(idx.size(0)):
+        r = idx[t]
+        out[t, :] = hl.load(x_flat, [torch.where((r != 2)[:, None], r[:, None] * d + hl.arange(d)[None, :], 0)])
+    return out
+
+
+@pallasite.kernel
+def mask_over_segments(x, starts, keep):
+    """A per-row mask that broadcasts over the window's rows too ([b, 1, 1] over [b, 4, d])."""
+    d = x.size(1)
+    x_flat = x.view(-1)
+    out = torch.zeros([starts.size(0), 4, d], dtype=x.dtype, device=x.device)
+    for tb in hl.tile(starts.size(0)):
+        flat = (starts[tb][:, None] + hl.arange(4)[None, :])[:, :, None] * d + hl.arange(d)[None, None, :]
+        out[tb, :, :] = hl.load(x_flat, [flat], extra_mask=(keep[tb] != 0)[:, None, None])
+    return out
+
+
+def test_masks_the_user_writes_and_masks_that_broadcast():
+    x = torch.arange(4 * 8, dtype=torch.float32).reshape(4, 8)
+    idx = torch.tensor([1, 2, 3], dtype=torch.int32)
+    expected = x.view(-1)[torch.where((idx != 2)[:, None], idx.long()[:, None] * 8 + torch.arange(8), 0)]
+    _, result = code_and_output(where_by_hand, (x, idx))
+    torch.testing.assert_close(result, expected)
+    x = randn(16, 128)
+    starts, keep = torch.tensor([0, 5, 12], dtype=torch.int32), torch.tensor([1, 0, 1], dtype=torch.int32)
+    expected = torch.stack([x[s:s + 4] * k for s, k in zip(starts.tolist(), keep.tolist())])
+    assert "x_flat_rows" in code_and_output(mask_over_segments, (x, starts, keep))[0]
+    _, result = code_and_output(mask_over_segments, (x, starts, keep))
+    torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def read_then_scatter_rows(out, idx):
+    """Reads out's rows through out itself, then writes rows through its flat view: the read
+    comes first, so the scatter goes through the rows view (it was an element scatter, whose
+    one-hot overflowed VMEM: found by the trial)."""
+    n, d = out.size()
+    out_flat = out.view(-1)
+    for t in hl.tile(n):
+        v = out[t, :] + 1
+        hl.store(out_flat, [idx[t][:, None] * d + hl.arange(d)[None, :]], v)
+    return out
+
+
+def test_a_scatter_of_rows_after_a_read_through_the_base():
+    out, idx = randn(256, 128), torch.arange(256, dtype=torch.int32)
+    code, result = code_and_output(read_then_scatter_rows, (out.clone(), idx))
+    assert "out_flat_rows = out_flat.reshape((256, 128))" in code
+    torch.testing.assert_close(result, out + 1)

@@ -51,11 +51,14 @@ class RowForm:
     mask: Value | None
 
 
-def row_form(index: Value, length: int) -> RowForm | None:
-    """The row form of the flat index `index` into a tensor of `length` elements, or None."""
+def row_form(index: Value, length: int, load_masked: bool = False) -> RowForm | None:
+    """The row form of the flat index `index` into a tensor of `length` elements, or None.
+    `load_masked`: `index` is hl.load's `where(mask, flat, 0)`, whose masked-off lanes the load
+    sets to 0 after reading (so a masked row may read any row); a `where` the user wrote reads
+    element 0 there, which a row gather would not."""
     mask, flat = None, index
     node = flat.producer
-    if node is not None and node.op == "where" and len(node.args) == 3 and node.args[2] == 0 \
+    if load_masked and node is not None and node.op == "where" and len(node.args) == 3 and node.args[2] == 0 \
             and isinstance(node.args[0], Value) and isinstance(node.args[1], Value):
         mask, flat = node.args[0], node.args[1]
         if len(mask.shape) != len(flat.shape) or mask.shape[-1] != 1:
@@ -139,14 +142,15 @@ def read_rows(recorder: Any, tensor: HostTensor, key: Any, subscript: Any) -> De
     """`tensor[key]` (a 1-D kernel tensor, one flat index) read as rows of its 2-D view when
     the index has the row form; None to read it element by element."""
     target = _flat_target(tensor, key)
-    form = row_form(target[1], target[0].shape[0]) if target is not None else None
+    form = (row_form(target[1], target[0].shape[0], id(target[1]) in recorder.load_masked)
+            if target is not None else None)
     if form is None or not _may_use_view(recorder, target[0], write=False):
         return None
     view = _rows_view(recorder, tensor, form.width)
-    rows = _row_numbers(recorder, form)
+    rows = _row_numbers(recorder, form).expand(tuple(target[1].shape[:-1]) + (1,))
+    if form.mask is not None:  # masked-off rows read row 0 (hl.load's where gives them 0)
+        rows = torch.where(DeviceTensor(recorder, form.mask).expand(tuple(rows.shape)), rows, 0)
     rows = rows.reshape(tuple(rows.shape[:-1])) if len(rows.shape) > 1 else rows.reshape(())
-    if form.mask is not None:  # masked-off rows read row 0 (the outer where gives them 0)
-        rows = torch.where(DeviceTensor(recorder, form.mask).reshape(tuple(rows.shape)), rows, 0)
     rows.value.name = f"{target[1].name or 'index'}_rows"
     columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
     return subscript(recorder, view, (rows, columns))
@@ -226,10 +230,11 @@ def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
         return False
     entry = recorder.rows_roots.get(root.name)
     view = entry["view"] if entry is not None else None
-    earlier = [(node.tensor, isinstance(node, Store)) for body in recorder.open_bodies() for node in walk_nodes(body)
-               if isinstance(node, (Load, Store)) and recorder.host.root_of(node.tensor) is root
-               and node.tensor is not view]
-    if any(other_write or write for _, other_write in earlier):
+    # an earlier write through another view conflicts; earlier reads do not (they come first,
+    # as frontend/view_aliasing.py allows)
+    earlier = [node for body in recorder.open_bodies() for node in walk_nodes(body)
+               if isinstance(node, Store) and recorder.host.root_of(node.tensor) is root and node.tensor is not view]
+    if earlier:
         return False
     if entry is None:
         recorder.rows_roots[root.name] = {"view": None, "written": write}

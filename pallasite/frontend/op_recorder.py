@@ -54,6 +54,7 @@ class OpRecorder:
         self.rows_views: dict[tuple, Any] = {}
         self.rows_roots: dict[str, dict] = {}  # root name -> {"view": its rows view, "written": bool}
         self.rows_disabled: frozenset[str] = frozenset()
+        self.load_masked: set[int] = set()  # ids of the index values hl.load masks (Tracer.masked_read)
 
     # ------------------------------------------------------------ context --
 

@@ -261,9 +261,15 @@ class Tracer:
         """An access applying its jagged mask: the subscript inside it is not masked again."""
         return self.statements.jagged.access()
 
-    def masked_read(self, tensor: Any, key: tuple) -> Any:
-        """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0."""
-        return self.recorder.subscript(tensor, key, zero_past_end=True)
+    def masked_read(self, tensor: Any, key: tuple, masked: tuple = ()) -> Any:
+        """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0.
+        `masked`: the index items hl.load set to 0 where the mask is off (the load's result is
+        0 there), which a flat gather of rows may read as masked rows (frontend/flat_rows.py)."""
+        self.recorder.load_masked = {id(item.value) for item in masked if isinstance(item, DeviceTensor)}
+        try:
+            return self.recorder.subscript(tensor, key, zero_past_end=True)
+        finally:
+            self.recorder.load_masked = set()
 
     def masked_scatter(self, tensor: Any, key: tuple, value: Any, lane_mask: Any) -> None:
         """`tensor[key] = value` through an index vector, only the lanes where `lane_mask` holds."""

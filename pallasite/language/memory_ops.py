@@ -39,9 +39,11 @@ def load(tensor: Any, index: Sequence[Any], extra_mask: Any = None, eviction_pol
             return tensor[key]
         masks = _index_masks(key, extra_mask)
         # a shifted tile (`tile.index - 3`) reads 0 outside the tensor by itself: its lanes stay
-        key = tuple(item if mask is None or getattr(item, "tile_shift", None) is not None
-                    else torch.where(mask, item, 0) for item, mask in zip(key, masks))
-        return torch.where(extra_mask, tracer.masked_read(tensor, key), 0)
+        kept = [mask is None or getattr(item, "tile_shift", None) is not None for item, mask in zip(key, masks)]
+        key = tuple(item if keep else torch.where(mask, item, 0) for item, mask, keep in zip(key, masks, kept))
+        # the items masked here read position 0 where the mask is off, and the where below gives 0 there
+        masked = tuple(item for item, keep in zip(key, kept) if not keep)
+        return torch.where(extra_mask, tracer.masked_read(tensor, key, masked), 0)
 
 
 def _with_jagged_mask(tracer: Any, tensor: Any, key: tuple, extra_mask: Any) -> Any:

@@ -338,9 +338,10 @@ class ReferenceRunner:
         tensor[key] = combine(old)
         return old
 
-    def masked_read(self, tensor: Any, key: tuple) -> torch.Tensor:
+    def masked_read(self, tensor: Any, key: tuple, masked: tuple = ()) -> torch.Tensor:
         """`tensor[key]` of `hl.load(..., extra_mask=...)`: a tile past the tensor's end reads 0
-        there, as the compiled kernel's shifted tile does (the tensor zero-extended to the tile's end)."""
+        there, as the compiled kernel's shifted tile does (the tensor zero-extended to the tile's end).
+        (`masked`: the index items the mask zeroes where it is off; the compiler's concern only.)"""
         if not isinstance(tensor, torch.Tensor) or lanes.is_device(tensor) or Ellipsis in key:
             return tensor[key]
         axis = 0
