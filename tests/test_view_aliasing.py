@@ -74,3 +74,25 @@ def test_a_read_through_one_view_before_the_write_through_another_is_fine():
     x = randn(16, 128)
     _, result = code_and_output(read_view_then_write, (x.clone(),))
     torch.testing.assert_close(result, x * 2)
+
+
+@pallasite.kernel
+def bump_then_read(x, other, out):
+    """Writes x, then reads `other`: the caller may pass a view of x as `other`."""
+    n, d = x.size()
+    for t in hl.tile(n, block_size=8):
+        x[t, :] = x[t, :] + 1
+        out[t, :] = other[t, :]
+    return out
+
+
+def test_arguments_sharing_a_written_buffer_are_refused():
+    """k(x, x, out) read x's values from before the write (found by the trial): the kernel
+    takes each argument as its own buffer, so the caller must not pass one it writes twice."""
+    x, out = randn(16, 128), torch.zeros(16, 128)
+    with pytest.raises(exc.KernelArgumentError, match="'x' and 'other' share memory"):
+        bump_then_read(x, x, out)
+    with pytest.raises(exc.KernelArgumentError, match="share memory"):
+        bump_then_read(x, x.view(16, 128)[:, :], out)
+    _, result = code_and_output(bump_then_read, (x.clone(), x.clone(), out))  # distinct buffers: fine
+    torch.testing.assert_close(result, x)

@@ -173,12 +173,29 @@ class CompiledKernel:
     def run(self, args: tuple, kwargs: dict, captured: dict[str, Any] | None = None) -> Any:
         """A call; `captured`: the tensors the kernel's own call read from its scope (see `_values`)."""
         values = self._values(args, kwargs, captured)
+        self._check_written_arguments_apart(values)
         result, mutated = self._checked(self._jitted, self._jax_args(values))
         for name, new_value in zip(self.mutated_args, mutated):
             target = values[self._param_index[name]]
             if isinstance(target, torch.Tensor):
                 target.copy_(tree_to_torch(new_value))
         return self._torch_result(result, self.result_structure, values)
+
+    def _check_written_arguments_apart(self, values: list[Any]) -> None:
+        """A tensor argument the kernel writes must not share memory with another argument:
+        the kernel takes each as its own buffer, so reads of the other would not see the
+        writes (they gave the values from before the call)."""
+        for name in self.mutated_args:
+            written = values[self._param_index[name]]
+            if not isinstance(written, torch.Tensor):
+                continue
+            for other_name, other in zip(self._names, values):
+                if other_name != name and isinstance(other, torch.Tensor) and _overlap(written, other):
+                    raise exc.KernelArgumentError(
+                        f"Arguments '{name}' and '{other_name}' share memory, and the kernel writes '{name}': "
+                        f"it takes each argument as its own buffer, so its reads of '{other_name}' would not "
+                        f"see those writes. Pass a copy ({other_name}.clone()), or index one tensor in the "
+                        "kernel.")
 
     def _torch_result(self, result: Any, structure: Any, values: list[Any]) -> Any:
         """Convert to torch; a returned argument is the caller's own tensor, as in eager PyTorch."""
@@ -250,3 +267,19 @@ def _needs_shard_map(name: str) -> exc.UnsupportedOperation:
         "it runs on every device of a mesh at once: run kernel.jax_fn on each device's shard under "
         "jax.shard_map, e.g. jax.jit(jax.shard_map(lambda *shards: kernel.jax_fn(*shards), mesh=mesh, "
         "in_specs=..., out_specs=..., check_vma=False)).")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors' bytes may overlap (the same storage and intersecting spans)."""
+    if a.device.type == "meta" or b.device.type == "meta" or a.numel() == 0 or b.numel() == 0:
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.data_ptr()
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
+        return start, start + last + t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
