@@ -18,12 +18,12 @@ same loop is not made one. Reads alone may mix views.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..ir import Load, Store, TensorSymbol, TileDim, Value, walk_nodes
+from ..ir import TensorSymbol, TileDim, Value
 from ..ir.sizes import broadcast_shape
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
@@ -212,34 +212,42 @@ def _row_lanes(lane_mask: Any, index: Value) -> Value | None:
     return source
 
 
+@dataclass
+class RowsUse:
+    """How the open device loop uses one buffer (by its root's name): the rows view it reads
+    or writes the buffer through, if any, whether it writes through that view, and the
+    tensors it has written the buffer through (every store passes `check_access`)."""
+
+    view: TensorSymbol | None = None
+    written: bool = False
+    writers: set = field(default_factory=set)  # ids of the symbols stored into
+
+
 def check_access(recorder: Any, symbol: TensorSymbol, write: bool) -> None:
-    """A device loop reads or writes `symbol` element by element: raise `RowsReadConflict`
-    when it also reads or writes the buffer through a rows view and either writes it (the
-    view is a separate operand, so one side would not see the other's writes)."""
-    entry = recorder.rows_roots.get(recorder.host.root_of(symbol).name)
-    if entry is not None and entry["view"] is not symbol and (write or entry["written"]):
-        raise RowsReadConflict(recorder.host.root_of(symbol).name)
+    """A device loop reads or writes `symbol` (a store through a rows view included): raise
+    `RowsReadConflict` when it also reads or writes the buffer through another rows view and
+    either writes it (the view is a separate operand, so one side would not see the other's
+    writes); record a write."""
+    root = recorder.host.root_of(symbol).name
+    use = recorder.rows_uses.get(root)
+    if use is not None and use.view is not None and use.view is not symbol and (write or use.written):
+        raise RowsReadConflict(root)
+    if write:
+        recorder.rows_uses.setdefault(root, RowsUse()).writers.add(symbol.id)
 
 
 def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
     """Whether this loop may read (or write) `symbol`'s buffer through a rows view: not
-    disabled for the kernel, and the loop has not already touched the buffer another way
-    in a way that conflicts (a write on either side). Records the use."""
-    root = recorder.host.root_of(symbol)
-    if root.name in recorder.rows_disabled:
+    disabled for the kernel, and not written earlier in the loop through another tensor
+    (earlier reads do not conflict: they come first, as frontend/view_aliasing.py allows).
+    Records the use."""
+    root = recorder.host.root_of(symbol).name
+    if root in recorder.rows_disabled:
         return False
-    entry = recorder.rows_roots.get(root.name)
-    view = entry["view"] if entry is not None else None
-    # an earlier write through another view conflicts; earlier reads do not (they come first,
-    # as frontend/view_aliasing.py allows)
-    earlier = [node for body in recorder.open_bodies() for node in walk_nodes(body)
-               if isinstance(node, Store) and recorder.host.root_of(node.tensor) is root and node.tensor is not view]
-    if earlier:
+    use = recorder.rows_uses.setdefault(root, RowsUse())
+    if any(writer != (use.view.id if use.view is not None else None) for writer in use.writers):
         return False
-    if entry is None:
-        recorder.rows_roots[root.name] = {"view": None, "written": write}
-    else:
-        entry["written"] = entry["written"] or write
+    use.written = use.written or write
     return True
 
 
@@ -253,8 +261,8 @@ def _rows_view(recorder: Any, tensor: HostTensor, width: int) -> HostTensor:
             view = tensor.reshape(tensor.symbol.shape[0] // width, width)
         view.symbol.name = f"{tensor.symbol.name}_rows"
         recorder.rows_views[key] = view
-    entry = recorder.rows_roots[recorder.host.root_of(tensor.symbol).name]
-    if entry["view"] not in (None, view.symbol):
+    use = recorder.rows_uses[recorder.host.root_of(tensor.symbol).name]
+    if use.view not in (None, view.symbol):
         raise RowsReadConflict(recorder.host.root_of(tensor.symbol).name)  # two widths of one buffer
-    entry["view"] = view.symbol
+    use.view = view.symbol
     return view

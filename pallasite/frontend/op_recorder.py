@@ -48,11 +48,11 @@ class OpRecorder:
         self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
         self._in_meta = False
         self._remote_sites = 0
-        # flat gathers read as rows of a 2-D view (frontend/flat_rows.py): the views made
-        # (per loop and width), the buffers the open device loop reads so, and the buffers
-        # a loop of this kernel also writes (traced again without reading them so)
+        # flat accesses of whole rows (frontend/flat_rows.py): the rows views made (per loop
+        # and width), how the open device loop uses each buffer (`RowsUse`, by root name), and
+        # the buffers this trace reads element-wise (a loop conflicted: traced again)
         self.rows_views: dict[tuple, Any] = {}
-        self.rows_roots: dict[str, dict] = {}  # root name -> {"view": its rows view, "written": bool}
+        self.rows_uses: dict[str, Any] = {}
         self.rows_disabled: frozenset[str] = frozenset()
         self.load_masked: set[int] = set()  # ids of the index values hl.load masks (Tracer.masked_read)
 
@@ -60,7 +60,7 @@ class OpRecorder:
 
     def enter_device(self, call: DeviceLoopCall) -> None:
         self.device = call
-        self.rows_roots = {}
+        self.rows_uses = {}
         self._device_body_stack = [call.loop.body]
         self._dims_stack = [list(call.loop.dims)]
         self._scalar_values = {}

@@ -30,10 +30,10 @@ def check_loop_views(host: Any, call: DeviceLoopCall) -> None:
             first = writers.setdefault(root.id, (symbol, node.location))
             if first[0] is not symbol:
                 raise _refusal(first[0], symbol, node.location, "writes")
-    _visit(host, call.loop.body, {}, writers)
+    _visit(host, call.loop.body, {})
 
 
-def _visit(host: Any, body: list, written: dict, writers: dict) -> None:
+def _visit(host: Any, body: list, written: dict) -> None:
     """Program order: a read of a buffer another view has written earlier is refused."""
     for item in body:
         if isinstance(item, (TileLoop, IfBlock)):  # its steps repeat or its branches mix: one block
@@ -44,16 +44,16 @@ def _visit(host: Any, body: list, written: dict, writers: dict) -> None:
                     if is_write:
                         inner[host.root_of(symbol).id] = symbol
             for node in nodes:
-                _check_read(host, node, inner, writers)
+                _check_read(host, node, inner)
             written.update(inner)
             continue
-        _check_read(host, item, written, writers)
+        _check_read(host, item, written)
         for symbol, is_write in _accesses(item):
             if is_write:
                 written[host.root_of(symbol).id] = symbol
 
 
-def _check_read(host: Any, node: Any, written: dict, writers: dict) -> None:
+def _check_read(host: Any, node: Any, written: dict) -> None:
     for symbol, is_write in _accesses(node):
         writer = written.get(host.root_of(symbol).id)
         if not is_write and writer is not None and writer is not symbol:
