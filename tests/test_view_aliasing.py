@@ -9,7 +9,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
-from pallasite.testing import code_and_output
+from pallasite.testing import code_and_output, run_ref
 
 from plan_helpers import randn
 
@@ -20,17 +20,30 @@ def write_then_read_view(x, out):
     x_flat = x.view(-1)
     for t in hl.tile(n, block_size=8):
         x[t, :] = x[t, :] + 1
-        out[t, :] = hl.load(x_flat, [t.index[:, None] * d + hl.arange(d)[None, :] + 0])
+        out[t, 0] = hl.load(x_flat, [t.index * d])  # column 0 of each row: an element gather
+    return out
+
+
+@pallasite.kernel
+def read_view_then_write(x, out):
+    """Each program reads column 0 through x_flat before it writes x: the read comes first,
+    yet the next program's read misses this program's write."""
+    n, d = x.size()
+    x_flat = x.view(-1)
+    for t in hl.tile(n, block_size=8):
+        out[t, 0] = hl.load(x_flat, [t.index * d])
+        x[t, :] = x[t, :] + 1
     return out
 
 
 @pallasite.kernel
 def write_two_views(x):
     n, d = x.size()
+    x2 = x.view(n // 2, 2 * d)
     x_flat = x.view(-1)
-    for t in hl.tile(n, block_size=8):
-        x[t, :] = x[t, :] + 1
-        hl.store(x_flat, [t.index[:, None] * d + hl.arange(d)[None, :] + 0], x[t, :] * 0)
+    for t in hl.tile(n // 2, block_size=8):
+        x2[t, :] = x2[t, :] * 2
+        hl.store(x_flat, [t.index * 2 * d], hl.zeros([t], dtype=x.dtype))
     return x
 
 
@@ -45,9 +58,11 @@ def read_two_views(x):
 
 
 @pytest.mark.parametrize("kernel, args", [(write_then_read_view, lambda x: (x, torch.zeros_like(x))),
+                                          (read_view_then_write, lambda x: (x, torch.zeros_like(x))),
                                           (write_two_views, lambda x: (x,))])
 def test_a_loop_writing_a_buffer_through_one_view_and_touching_another_is_refused(kernel, args):
-    """It ran and read x_flat as it was before the loop (a silently wrong result)."""
+    """In either order: the body runs once per program, so a read before this program's
+    write still comes after an earlier program's."""
     x = randn(16, 128)
     with pytest.raises(exc.UnsupportedOperation, match="another view of the same buffer"):
         kernel(*args(x))
@@ -60,20 +75,39 @@ def test_reading_through_two_views_is_fine():
 
 
 @pallasite.kernel
-def read_view_then_write(x):
-    """Each program reads its rows through x, then writes them through x_flat: the read comes
-    first, so it sees what a read of one operand would."""
+def rows_of_earlier_programs(x, src):
+    """Each program reads the rows `src` names through x_flat, then writes its own rows
+    through x: rows an earlier program wrote (found by a trial: the grid was parallel and the
+    reads saw the values from before the loop)."""
     n, d = x.size()
     x_flat = x.view(-1)
     for t in hl.tile(n, block_size=8):
-        hl.store(x_flat, [t.index[:, None] * d + hl.arange(d)[None, :] + 0], x[t, :] * 2)
+        x[t, :] = hl.load(x_flat, [src[t][:, None] * d + hl.arange(d)[None, :]]) + 1
     return x
 
 
-def test_a_read_through_one_view_before_the_write_through_another_is_fine():
-    x = randn(16, 128)
-    _, result = code_and_output(read_view_then_write, (x.clone(),))
-    torch.testing.assert_close(result, x * 2)
+@pallasite.kernel
+def own_rows_through_the_flat_view(x):
+    n, d = x.size()
+    x_flat = x.view(-1)
+    for t in hl.tile(n, block_size=8):
+        hl.store(x_flat, [t.index[:, None] * d + hl.arange(d)[None, :]], x[t, :] * 2)
+    return x
+
+
+def test_rows_of_the_flat_view_are_the_base_itself():
+    """x_flat's rows of width d are x: one operand, so the planner orders the reads after the
+    earlier programs' writes (an arbitrary grid) and the kernel computes what torch does."""
+    x = torch.zeros(32, 128)
+    src = torch.clamp(torch.arange(32) - 8, min=0).to(torch.int32)  # block k reads block k - 1
+    code, result = code_and_output(rows_of_earlier_programs, (x.clone(), src))
+    expected = torch.repeat_interleave(torch.arange(1.0, 5.0), 8)[:, None].expand(32, 128)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(rows_of_earlier_programs, (x.clone(), src)), expected)
+    assert "x_flat_rows" not in code and "'arbitrary'" in code
+    y = randn(16, 128)
+    _, result = code_and_output(own_rows_through_the_flat_view, (y.clone(),))
+    torch.testing.assert_close(result, y * 2)
 
 
 @pallasite.kernel

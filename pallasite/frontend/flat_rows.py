@@ -8,9 +8,11 @@ number times w, the access reads (or writes) those columns of rows of `x_flat` s
 [n // w, w]: a gather (scatter) of rows, whose one-hot or per-row DMA spans n // w rows
 instead of n elements. This module recognizes the form (`row_form`) and records the access
 on a host view `x_flat.reshape(n // w, w)` made before the device loop (`read_rows`,
-`write_rows`); a store's lane mask must keep or drop whole rows.
+`write_rows`); a store's lane mask must keep or drop whole rows. When a tensor the flat
+one reshapes already has that shape (`x` of `x_flat = x.view(-1)`, w = x.size(1)), the
+access goes through it: one operand, whose reads and writes the planner orders.
 
-The view is an operand of its own, so a loop that writes the buffer must touch it only
+Otherwise the view is an operand of its own, so a loop that writes the buffer must touch it only
 through that view: an access through another view of the buffer, where either side
 writes, raises `RowsReadConflict` (`check_access`) and the kernel is traced again without
 rows views of that buffer (runtime/kernel.py); a rows access after such an access in the
@@ -239,8 +241,8 @@ def check_access(recorder: Any, symbol: TensorSymbol, write: bool) -> None:
 def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
     """Whether this loop may read (or write) `symbol`'s buffer through a rows view: not
     disabled for the kernel, and not written earlier in the loop through another tensor
-    (earlier reads do not conflict: they come first, as frontend/view_aliasing.py allows).
-    Records the use."""
+    (an earlier read through another tensor is refused by frontend/view_aliasing.py unless
+    the rows view is that tensor itself). Records the use."""
     root = recorder.host.root_of(symbol).name
     if root in recorder.rows_disabled:
         return False
@@ -257,9 +259,14 @@ def _rows_view(recorder: Any, tensor: HostTensor, width: int) -> HostTensor:
     key = (recorder.device.index, tensor.symbol.id, width)
     view = recorder.rows_views.get(key)
     if view is None:
-        with recorder.host_step():
-            view = tensor.reshape(tensor.symbol.shape[0] // width, width)
-        view.symbol.name = f"{tensor.symbol.name}_rows"
+        shape = (tensor.symbol.shape[0] // width, width)
+        same = recorder.host.same_order_view(tensor.symbol, shape)
+        if same is not None:  # `x` itself for `x.view(-1)`: one operand, so the planner sees
+            view = HostTensor(recorder, same)  # its reads and writes together
+        else:
+            with recorder.host_step():
+                view = tensor.reshape(*shape)
+            view.symbol.name = f"{tensor.symbol.name}_rows"
         recorder.rows_views[key] = view
     use = recorder.rows_uses[recorder.host.root_of(tensor.symbol).name]
     if use.view not in (None, view.symbol):

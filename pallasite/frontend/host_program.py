@@ -35,6 +35,18 @@ class HostProgram:
             symbol = self.view_of[symbol.id]
         return symbol
 
+    def same_order_view(self, symbol: TensorSymbol, shape: tuple) -> TensorSymbol | None:
+        """A tensor `symbol` is a reshape of (through reshapes only, so with the same elements
+        in the same order) that has `shape`, or None: `x` for `x.view(-1)` and (n, w)."""
+        producers = {id(step.result): step for step in self.steps if isinstance(step, HostOp)}
+        while True:
+            if tuple(symbol.shape) == tuple(shape):
+                return symbol
+            step = producers.get(id(symbol))
+            if step is None or step.view_of is None or step.op != "reshape":
+                return None
+            symbol = step.view_of
+
     def _temp_name(self) -> str:
         self._temp_count += 1
         return f"_t{self._temp_count}"
@@ -69,6 +81,10 @@ class HostProgram:
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
         is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
+        if view_of is not None and op.name == "reshape" and len(results) == 1:
+            same = self.same_order_view(view_of, results[0].shape)
+            if same is not None:  # `x.view(-1).view(n, d)`, `x.view(x.shape)`: x itself, so a
+                return self._proxy(same)  # device loop names one operand for the buffer, not two
         base = host_operands[0] if host_operands and isinstance(host_operands[0], TensorSymbol) else None
         if base is not None and base.caller_dtype is not None and op.kind is ops.OpKind.VIEW:
             for symbol in results:  # a part of an int64 index tensor is int64 to host code too

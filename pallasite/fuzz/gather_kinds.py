@@ -202,6 +202,13 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
             load = f"hl.load(flat, [rows[:, None] * d + tc.index[None, :]]{mask})"
             body += [Line(1, "for tc in hl.tile(d):"), Line(2, f"out[t, tc] = {read.format(x=load)}")]
             loop_type = draw.loop_type()
+        if rng.random() < 0.3:  # drawn last: in place, each program reading rows earlier programs wrote
+            load = f"hl.load(flat, [idx[t][:, None] * d + hl.arange(d)[None, :]]{mask.replace('rows', 'idx[t]')})"
+            inputs = (inputs[0], InputSpec("idx", ("r",), torch.int32, "index:r"))
+            body = [Line(0, "r, d = table.size()"), Line(0, "flat = table.view(-1)"),
+                    Line(0, "for t in hl.tile(r):"), Line(1, f"table[t, :] = {read.format(x=load)}"),
+                    Line(0, "out = table")]
+            loop_type, knobs = None, ()  # a written table is whole in VMEM: no small budget
     elif form == "chosen_rows":  # one row per program, chosen by a scalar (read from data or computed)
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng, small=True), "r": rng.choice((5, 8, 21, 300, 1024)),
