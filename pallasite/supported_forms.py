@@ -276,7 +276,9 @@ def dtype_section() -> list[str]:
             "results follow torch's promotion, except that an int64 result is int32 in device code. 64-bit "
             "(float64, int64) and complex data are refused with `pallasite.exc.UnsupportedDtype` pointing "
             "here: cast to 32 bits first. int64 tensor arguments used only as indices, offsets or loop bounds "
-            "are narrowed to int32 on the host, with a range check.", ""]
+            "are narrowed to int32 on the host, with a range check; host code may compute positions from them "
+            "(`torch.where(idx < 0, idx + n, idx)`: +, -, *, // and % by numbers, min/max/clamp, neg/abs, where, "
+            "casts), checked before each call to stay within int32.", ""]
 
 
 def missing_facts() -> list[str]:

@@ -212,15 +212,6 @@ def bump_in_place(counts):
     return counts
 
 
-@pallasite.kernel
-def lengths_in_host_code(x, offsets):
-    lengths = offsets[1:] - offsets[:-1]
-    out = torch.empty_like(x)
-    for tile in hl.tile(x.size(0)):
-        out[tile] = x[tile] * 2.0
-    return out, lengths
-
-
 def test_int64_values_stored_as_data_are_refused_at_the_users_line():
     labels = torch.arange(16)
     with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*int64.*stores its values") as info:
@@ -235,10 +226,89 @@ def test_an_int64_tensor_the_kernel_writes_is_refused_at_the_users_line():
     assert "counts[tile] = counts[tile] + 1" in str(info.value)
 
 
-def test_int64_arithmetic_in_host_code_is_refused_at_the_users_line():
-    with pytest.raises(exc.UnsupportedDtype, match=r"'offsets'.*int64") as info:
-        lengths_in_host_code(torch.randn(8, 128), _offsets([3, 5]))
-    assert "lengths = offsets[1:] - offsets[:-1]" in str(info.value)
+# ------------------------------------------------- positions computed on the host --
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def gather_wrapped(w, idx, x):
+    """Helion's gather_gemv: negative indices wrap, computed on the host from int64 idx."""
+    batch, s, _ = w.size()
+    out = torch.empty([idx.size(0), s], dtype=torch.float32, device=w.device)
+    idx_wrapped = torch.where(idx < 0, idx + batch, idx)
+    for tile_i, tile_j in hl.tile([idx.size(0), s]):
+        acc = hl.zeros([tile_i, tile_j], dtype=torch.float32)
+        for tile_k in hl.tile(s):
+            acc = acc + (w[idx_wrapped[tile_i], tile_j, tile_k] * x[tile_k]).sum(-1)
+        out[tile_i, tile_j] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_positions_computed_on_the_host_from_int64_indices(loop_type):
+    w, x = torch.randn(8, 128, 128), torch.randn(128)
+    idx = torch.tensor([3, -1, 0, -8, 7, -3], dtype=torch.int64)
+    _, out = code_and_output(gather_wrapped, (w, idx, x), pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, w[idx] @ x, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run_ref(gather_wrapped, (w, idx, x), pallas_loop_type=loop_type), out,
+                               atol=1e-4, rtol=1e-4)
+    (narrowed,) = gather_wrapped.bind((w, idx, x)).plan().narrowed_arguments
+    assert [step.op for step in narrowed.computed] == ["add", "where"]
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def segment_sums_by_length(x, offsets):
+    lengths = offsets[1:] - offsets[:-1]  # int64 in torch, int32 here: equal while in range
+    out = torch.zeros([lengths.size(0), x.size(1)], dtype=torch.float32, device=x.device)
+    for g in hl.grid(lengths.size(0)):
+        start = offsets[g]
+        acc = hl.zeros([x.size(1)], dtype=torch.float32)
+        for tile in hl.tile(start, start + lengths[g] * 1, block_size=8):
+            acc = acc + x[tile, :].sum(0)
+        out[g, :] = acc
+    return out
+
+
+def test_lengths_computed_from_int64_offsets_bound_loops():
+    x = torch.randn(45, 128)
+    offsets = _offsets([5, 0, 19, 21])
+    _, out = code_and_output(segment_sums_by_length, (x, offsets))
+    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets.tolist(), offsets.tolist()[1:])])
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_host_step_that_could_leave_int32_is_an_argument_error_naming_the_line():
+    """idx + 8 of 2**31 - 4 is past int32: torch's int64 result would differ from ours."""
+    w, x = torch.randn(8, 128, 128), torch.randn(128)
+    idx = torch.tensor([1, 2**31 - 4], dtype=torch.int64)
+    with pytest.raises(exc.KernelArgumentError, match=r"'idx' holds values in \[1, 2147483644\].*past int32") as info:
+        gather_wrapped(w, idx, x)
+    assert "idx_wrapped = torch.where(idx < 0, idx + batch, idx)" in str(info.value)
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def lengths_returned(x, offsets):
+    lengths = offsets[1:] - offsets[:-1]
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2.0
+    return out, lengths
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def shifted_by_a_tensor(x, idx, shift):
+    moved = idx + shift  # shift's values: any int32, so idx + shift may leave int32
+    out = torch.empty([idx.size(0), x.size(1)], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(idx.size(0)):
+        out[tile, :] = x[moved[tile], :]
+    return out
+
+
+def test_int64_values_host_code_returns_or_computes_without_a_range_are_refused():
+    with pytest.raises(exc.UnsupportedDtype, match=r"'offsets'.*int64.*returns"):
+        lengths_returned(torch.randn(8, 128), _offsets([3, 5]))
+    with pytest.raises(exc.UnsupportedDtype, match=r"'idx'.*int64.*unknown range") as info:
+        shifted_by_a_tensor(torch.randn(8, 128), torch.arange(4), torch.ones(4, dtype=torch.int32))
+    assert "moved = idx + shift" in str(info.value)
 
 
 def test_float64_stays_refused_at_the_call():

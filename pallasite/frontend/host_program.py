@@ -85,10 +85,11 @@ class HostProgram:
             same = self.same_order_view(view_of, results[0].shape)
             if same is not None:  # `x.view(-1).view(n, d)`, `x.view(x.shape)`: x itself, so a
                 return self._proxy(same)  # device loop names one operand for the buffer, not two
-        base = host_operands[0] if host_operands and isinstance(host_operands[0], TensorSymbol) else None
-        if base is not None and base.caller_dtype is not None and op.kind is ops.OpKind.VIEW:
-            for symbol in results:  # a part of an int64 index tensor is int64 to host code too
-                symbol.caller_dtype = base.caller_dtype
+        wide = next((o.caller_dtype for o in host_operands if isinstance(o, TensorSymbol) and o.caller_dtype), None)
+        if wide is not None and op.kind in (ops.OpKind.VIEW, ops.OpKind.ELEMENTWISE):
+            for symbol in results:  # a part of an int64 index tensor, or integers computed from it,
+                if symbol.dtype == torch.int32:  # are int64 to host code too (torch's promotion)
+                    symbol.caller_dtype = wide
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
         if view_of is not None:
             self.view_of.update((symbol.id, view_of) for symbol in results if isinstance(symbol, TensorSymbol))

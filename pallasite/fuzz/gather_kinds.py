@@ -180,35 +180,15 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
             loop_type = draw.loop_type()
         if rng.random() < 0.5:  # the row copies whatever the table's size (else the budget decides)
             knobs = (("pallas_indirect_access_mode", "dma"),)
+        if rng.random() < 0.3:  # drawn last: rows computed on the host (from int64 indices: int32 steps)
+            shift = rng.choice((1, 5, -2))
+            body.insert(2, Line(0, f"shifted = torch.where(indices + {shift} < table.size(0), "
+                                  f"(indices + {shift}) % table.size(0), 0)"))
+            body = [line if line.text != "idx = indices[tb]" else Line(line.indent, "idx = shifted[tb]")
+                    for line in body]
     elif form == "flat_rows":  # a flat view read at rows[:, None] * d + columns: a gather of whole rows
-        dtype = rng.choice(_TABLE_DTYPES)
-        dims = {"n": _size(rng, small=True), "r": rng.choice((5, 40, 300)), "d": rng.choice((8, 128, 256))}
-        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
-                  InputSpec("idx", ("n",), torch.int32, "index:r"))
-        body = [Line(0, "r, d = table.size()"), Line(0, "n = idx.size(0)"), Line(0, "flat = table.view(-1)"),
-                Line(0, "out = torch.zeros([n, d], dtype=table.dtype, device=table.device)"),
-                Line(0, "for t in hl.tile(n):"), Line(1, "rows = idx[t]")]
-        mask = rng.choice(("", "", ", extra_mask=(rows % 3 != 1)[:, None]"))
-        read = rng.choice(_VALUES)
-        if rng.random() < 0.5:  # every column: hl.arange(d)
-            load = f"hl.load(flat, [rows[:, None] * d + hl.arange(d)[None, :]]{mask})"
-            body.append(Line(1, f"out[t, :] = {read.format(x=load)}"))
-            if rng.random() < 0.4 and dtype not in (torch.int8, torch.int16):  # a scatter of rows through
-                # out's flat view (scatters write float32/bfloat16/float16/int32 tensors)
-                body[-1] = Line(1, "hl.store(out_flat, [t.index[:, None] * d + hl.arange(d)[None, :]], "
-                                   f"{read.format(x=load)})")
-                body.insert(4, Line(0, "out_flat = out.view(-1)"))
-        else:  # a tile of the columns, in an inner loop
-            load = f"hl.load(flat, [rows[:, None] * d + tc.index[None, :]]{mask})"
-            body += [Line(1, "for tc in hl.tile(d):"), Line(2, f"out[t, tc] = {read.format(x=load)}")]
-            loop_type = draw.loop_type()
-        if rng.random() < 0.3:  # drawn last: in place, each program reading rows earlier programs wrote
-            load = f"hl.load(flat, [idx[t][:, None] * d + hl.arange(d)[None, :]]{mask.replace('rows', 'idx[t]')})"
-            inputs = (inputs[0], InputSpec("idx", ("r",), torch.int32, "index:r"))
-            body = [Line(0, "r, d = table.size()"), Line(0, "flat = table.view(-1)"),
-                    Line(0, "for t in hl.tile(r):"), Line(1, f"table[t, :] = {read.format(x=load)}"),
-                    Line(0, "out = table")]
-            loop_type, knobs = None, ()  # a written table is whole in VMEM: no small budget
+        dims, inputs, body, flat_knobs, loop_type = _flat_rows(draw)
+        knobs = knobs if flat_knobs is None else flat_knobs
     elif form == "chosen_rows":  # one row per program, chosen by a scalar (read from data or computed)
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng, small=True), "r": rng.choice((5, 8, 21, 300, 1024)),
@@ -234,6 +214,41 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
         body = [Line(0, "r, d = table.size()"), Line(0, f"n = {dims['n']}"),
                 Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
                 Line(0, "for t in hl.tile(n):"), Line(1, f"out[t, :] = table[(t.index * {step} + 1) % r, :]")]
+    return dims, inputs, body, knobs, loop_type
+
+
+def _flat_rows(draw: Any) -> tuple:
+    """The `flat_rows` form of `flat_gather`: dims, inputs, body, knobs (None: the budget drawn
+    for every form) and loop type."""
+    rng, loop_type, knobs = draw.rng, None, None
+    dtype = rng.choice(_TABLE_DTYPES)
+    dims = {"n": _size(rng, small=True), "r": rng.choice((5, 40, 300)), "d": rng.choice((8, 128, 256))}
+    inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+              InputSpec("idx", ("n",), torch.int32, "index:r"))
+    body = [Line(0, "r, d = table.size()"), Line(0, "n = idx.size(0)"), Line(0, "flat = table.view(-1)"),
+            Line(0, "out = torch.zeros([n, d], dtype=table.dtype, device=table.device)"),
+            Line(0, "for t in hl.tile(n):"), Line(1, "rows = idx[t]")]
+    mask = rng.choice(("", "", ", extra_mask=(rows % 3 != 1)[:, None]"))
+    read = rng.choice(_VALUES)
+    if rng.random() < 0.5:  # every column: hl.arange(d)
+        load = f"hl.load(flat, [rows[:, None] * d + hl.arange(d)[None, :]]{mask})"
+        body.append(Line(1, f"out[t, :] = {read.format(x=load)}"))
+        if rng.random() < 0.4 and dtype not in (torch.int8, torch.int16):  # a scatter of rows through
+            # out's flat view (scatters write float32/bfloat16/float16/int32 tensors)
+            body[-1] = Line(1, "hl.store(out_flat, [t.index[:, None] * d + hl.arange(d)[None, :]], "
+                               f"{read.format(x=load)})")
+            body.insert(4, Line(0, "out_flat = out.view(-1)"))
+    else:  # a tile of the columns, in an inner loop
+        load = f"hl.load(flat, [rows[:, None] * d + tc.index[None, :]]{mask})"
+        body += [Line(1, "for tc in hl.tile(d):"), Line(2, f"out[t, tc] = {read.format(x=load)}")]
+        loop_type = draw.loop_type()
+    if rng.random() < 0.3:  # drawn last: in place, each program reading rows earlier programs wrote
+        load = f"hl.load(flat, [idx[t][:, None] * d + hl.arange(d)[None, :]]{mask.replace('rows', 'idx[t]')})"
+        inputs = (inputs[0], InputSpec("idx", ("r",), torch.int32, "index:r"))
+        body = [Line(0, "r, d = table.size()"), Line(0, "flat = table.view(-1)"),
+                Line(0, "for t in hl.tile(r):"), Line(1, f"table[t, :] = {read.format(x=load)}"),
+                Line(0, "out = table")]
+        loop_type, knobs = None, ()  # a written table is whole in VMEM: no small budget
     return dims, inputs, body, knobs, loop_type
 
 

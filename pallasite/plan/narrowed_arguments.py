@@ -8,23 +8,101 @@ reads is the caller's. The results agree with torch's as long as the kernel uses
 positions: indices and gathers, offsets and loop bounds, masks, and — converted to a
 float — a length dividing a sum (jagged mean). Where the kernel would produce int64 data
 from them, the narrowing would show: values of the tensor (or integers computed from
-them) stored into a tensor, the tensor itself written, copied to another device, or
-computed with in host code (which returns whole int64 tensors in torch). Those are
-`exc.UnsupportedDtype` at the user's line. The runtime (`CompiledKernel`) converts the
-arguments this analysis lists and nothing else.
+them) stored into a tensor, the tensor itself written, or copied to another device. Those
+are `exc.UnsupportedDtype` at the user's line.
+
+Host code may compute positions from such a tensor (`torch.where(idx < 0, idx + n, idx)`):
+in torch the result is int64, here int32, and the two agree while no step overflows int32.
+Each integer step (`+`, `-`, `*`, `//` and `%` by a number, min/max/clamp, neg/abs, where,
+casts) is recorded as a `RangeStep`; before each call the host takes the argument's
+smallest and largest value and follows them through the steps (interval arithmetic), and
+a step that could leave int32 is an `exc.KernelArgumentError` naming it. A step with an
+operand of unknown range (another int tensor, a runtime scalar) stays refused. The runtime
+(`CompiledKernel`) converts the arguments this analysis lists and nothing else.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 import torch
 
 from .. import exc
+from ..ir.sizes import pin
 from ..ir import (
     DeviceLoopCall, HostOp, HostStore, IfBlock, KernelIR, Load, Node, RemoteCopy, Store, TensorSymbol, TileLoop,
     Value, ops,
 )
+
+
+_INT32 = torch.iinfo(torch.int32)
+
+
+@dataclass(frozen=True)
+class RangeStep:
+    """One integer step host code computes from a narrowed argument: `op` on `operands`,
+    each the argument itself (`ARGUMENT`), an earlier step's result (its position in
+    `NarrowedArgument.computed`), a number, or `None` (a where's condition, whose values do
+    not matter); `kwargs` the op's number attributes (alpha=, clamp's min=/max=, a cast's
+    dtype). `text`/`location`: the user's line, for the error."""
+
+    op: str
+    operands: tuple
+    kwargs: tuple
+    text: str
+    location: Any
+
+    def interval(self, ranges: list[tuple[int, int]]) -> tuple[int, int]:
+        """The result's [lo, hi] given every earlier value's (`ranges`, the argument's last)."""
+        values = [_range_of(operand, ranges) for operand in self.operands]
+        kwargs = dict(self.kwargs)
+        if self.op in ("add", "sub", "rsub"):
+            a, b = values if self.op != "rsub" else values[::-1]
+            alpha = kwargs.get("alpha", 1)
+            b = _corners(lambda v: v * alpha, b)
+            return _corners(lambda x, y: x + y if self.op == "add" else x - y, a, b)
+        if self.op in _CORNER_OPS:
+            return _corners(_CORNER_OPS[self.op], *values)
+        if self.op == "remainder":
+            divisor = values[1][0]
+            return (0, divisor - 1) if divisor > 0 else (divisor + 1, 0)
+        if self.op in ("neg", "abs", "pos"):
+            (lo, hi), = values
+            if self.op == "neg":
+                return -hi, -lo
+            if self.op == "abs" and lo < 0:
+                return (0 if hi >= 0 else -hi), max(-lo, hi)
+            return lo, hi
+        if self.op == "where":
+            return min(values[1][0], values[2][0]), max(values[1][1], values[2][1])
+        if self.op == "clamp":
+            low, high = kwargs.get("min"), kwargs.get("max")
+            return _corners(lambda v: max(low, v) if high is None else min(high, v if low is None else max(low, v)),
+                            values[0])
+        dtype = kwargs["dtype"]  # "to": a cast to an integer dtype (a narrower one wraps, as torch's does)
+        info = torch.iinfo(dtype)
+        lo, hi = values[0]
+        return (lo, hi) if info.min <= lo and hi <= info.max else (info.min, info.max)
+
+
+ARGUMENT = "argument"
+
+_CORNER_OPS = {"mul": lambda a, b: a * b, "maximum": max, "minimum": min, "floor_divide": lambda a, b: a // b}
+
+
+def _range_of(operand: Any, ranges: list[tuple[int, int]]) -> tuple[int, int]:
+    if operand == ARGUMENT:
+        return ranges[-1]
+    if isinstance(operand, tuple):  # ("step", position)
+        return ranges[operand[1]]
+    return operand, operand
+
+
+def _corners(function: Any, *intervals: tuple[int, int]) -> tuple[int, int]:
+    """[min, max] of a function monotone in each operand over the intervals' corners."""
+    values = [function(*corner) for corner in itertools.product(*intervals)]
+    return min(values), max(values)
 
 
 @dataclass(frozen=True)
@@ -39,6 +117,18 @@ class NarrowedArgument:
     caller_dtype: torch.dtype
     kernel_dtype: torch.dtype
     values_read: bool
+    computed: tuple[RangeStep, ...] = ()  # host code's integer steps from it, in order
+
+    def step_past_int32(self, lo: int, hi: int) -> tuple[RangeStep, tuple[int, int]] | None:
+        """The first computed step that could leave int32 when the argument's values lie in
+        [lo, hi], with its result's range; None when every step stays inside."""
+        ranges: list[tuple[int, int]] = []
+        for step in self.computed:
+            result = step.interval([*ranges, (lo, hi)])
+            if result[0] < _INT32.min or result[1] > _INT32.max:
+                return step, result
+            ranges.append(result)
+        return None
 
 
 def plan_narrowed_arguments(ir: KernelIR) -> tuple[NarrowedArgument, ...]:
@@ -55,7 +145,7 @@ def plan_narrowed_arguments(ir: KernelIR) -> tuple[NarrowedArgument, ...]:
             flow.host_step(step)
     flow.returned(ir.result)
     return tuple(NarrowedArgument(symbol.name, position, symbol.caller_dtype, symbol.dtype,
-                                  symbol.name in flow.read)
+                                  symbol.name in flow.read, tuple(flow.computed.get(symbol.name, ())))
                  for position, symbol in enumerate(ir.arguments) if id(symbol) in narrowed)
 
 
@@ -68,6 +158,8 @@ class _Provenance:
         self.origin: dict[int, TensorSymbol] = dict(narrowed)
         self.arguments = set(narrowed)
         self.read: set[str] = set()
+        self.computed: dict[str, list[RangeStep]] = {}  # argument name -> its host steps
+        self.step_of: dict[int, int] = {}  # a host symbol's id -> its step's position
 
     def _of(self, item: Any) -> TensorSymbol | None:
         return self.origin.get(id(item))
@@ -91,10 +183,58 @@ class _Provenance:
             if source is not None and isinstance(step.result, TensorSymbol):
                 self.origin[id(step.result)] = source  # a view or a part of it: still its values
                 return
-        for item in _flat((base, *rest, *step.kwargs.values())) if step.op != "getitem" else _flat(rest):
-            if self._of(item) is not None:
-                raise _data_use(self._of(item), "computes with it in host code, where torch's result would be int64",
-                                step.location)
+        operands = tuple(_flat((base, *rest, *step.kwargs.values()))) if step.op != "getitem" else tuple(_flat(rest))
+        sources = {id(self._of(item)): self._of(item) for item in operands if self._of(item) is not None}
+        if sources:
+            self._host_arithmetic(step, list(sources.values()))
+
+    def _host_arithmetic(self, step: HostOp, sources: list[TensorSymbol]) -> None:
+        """Host code computes with a narrowed argument's values: a position (`RangeStep`)
+        when the step has an interval rule and every other operand a known range."""
+        source = sources[0]
+        results = step.result if isinstance(step.result, tuple) else (step.result,)
+        if len(sources) == 1 and len(results) == 1 and isinstance(results[0], TensorSymbol):
+            dtype = results[0].dtype
+            if not _is_integer(dtype):  # a comparison, or a float of exact integer values
+                self.read.add(source.name)
+                return
+            recorded = self._range_step(step, source)
+            if recorded is not None:
+                steps = self.computed.setdefault(source.name, [])
+                self.step_of[id(results[0])] = len(steps)
+                steps.append(recorded)
+                self.origin[id(results[0])] = source
+                self.read.add(source.name)
+                return
+        raise _data_use(source, "computes with it in host code in a way whose int32 result could differ from "
+                                "torch's int64 one (an operand of unknown range, or an op without an interval "
+                                "rule)", step.location)
+
+    def _range_step(self, step: HostOp, source: TensorSymbol) -> RangeStep | None:
+        if step.op not in _STEP_OPS:
+            return None
+        operands = []
+        for position, item in enumerate(step.args):
+            if step.op == "where" and position == 0:
+                operands.append(None)
+            elif self._of(item) is source:
+                # the argument, or a view or part of it (its values lie in the argument's range)
+                operands.append(("step", self.step_of[id(item)]) if id(item) in self.step_of else ARGUMENT)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                operands.append(pin(item))
+            else:
+                return None
+        kwargs = []
+        for key, value in step.kwargs.items():
+            if key == "dtype" and isinstance(value, torch.dtype) and _is_integer(value):
+                kwargs.append((key, value))
+            elif isinstance(value, int) and not isinstance(value, bool) or (value is None and key in ("min", "max")):
+                kwargs.append((key, pin(value)))
+            else:
+                return None
+        if step.op in ("floor_divide", "remainder") and (not isinstance(operands[1], int) or operands[1] == 0):
+            return None  # a number divisor, not zero
+        return RangeStep(step.op, tuple(operands), tuple(kwargs), f"its {step.op}", step.location)
 
     def _key_read(self, key: Any) -> None:
         for item in _flat(key if isinstance(key, (tuple, list)) else (key,)):
@@ -162,6 +302,11 @@ class _Provenance:
                 for tensor in (item.src, item.dst):
                     if self._of(tensor) is not None:
                         raise _data_use(self._of(tensor), "copies it to another device", item.location)
+
+
+# Host ops a narrowed argument's values may pass through as positions (RangeStep.interval)
+_STEP_OPS = frozenset({"add", "sub", "rsub", "mul", "maximum", "minimum", "floor_divide", "remainder", "neg", "abs",
+                       "pos", "where", "clamp", "to"})
 
 
 def _value_operands(node: Node) -> tuple:

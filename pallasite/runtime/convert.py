@@ -75,5 +75,16 @@ def narrow_argument(value: Any, argument: Any) -> Any:
                 f"{str(argument.kernel_dtype).removeprefix('torch.')}'s range [{info.min}, {info.max}]: the kernel "
                 f"reads this {str(argument.caller_dtype).removeprefix('torch.')} tensor as "
                 f"{str(argument.kernel_dtype).removeprefix('torch.')} (TPU has no 64-bit vectors).")
+    if argument.computed and tensor.numel() and tensor.device.type != "meta":
+        lo, hi = (int(v) for v in torch.aminmax(tensor))
+        past = argument.step_past_int32(lo, hi)
+        if past is not None:
+            step, (low, high) = past
+            where = f" at {step.location}" if step.location is not None else ""
+            raise exc.KernelArgumentError(
+                f"Argument '{argument.name}' holds values in [{lo}, {hi}]: host code computes {step.text}{where} "
+                f"from them in int32 (the kernel reads this {str(argument.caller_dtype).removeprefix('torch.')} "
+                f"tensor as int32), and the result could reach [{low}, {high}], past int32's range, where torch's "
+                "int64 result would differ.")
     narrowed = tensor.to(argument.kernel_dtype)
     return narrowed if isinstance(value, torch.Tensor) else jnp.asarray(narrowed.numpy())
