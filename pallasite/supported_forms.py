@@ -179,7 +179,7 @@ def op_sections() -> list[str]:
     forms = {"size": "host code", "like": "host and device code", "new": "host and device code"}
     lines += _table(("Function", "Spellings", "Where"), [
         (f"`{f.name}`", _code(spelling_texts(f.name)), forms[f.form]) for f in ops.FACTORIES.values()])
-    lines += [HOST_ARANGE, ""]
+    lines += [HOST_ARANGE, "", HOST_ITEM, ""]
     return lines
 
 
@@ -189,6 +189,13 @@ HOST_ARANGE = ("`torch.arange(start, end, step, dtype=...)` in host code, of com
                "like an argument: int32 (torch's default int64 is refused: pass `dtype=torch.int32`) or float32, "
                "whole-number start and step, values within int32. In device code write `hl.arange(n)` or "
                "`tile.index`.")
+
+# frontend/host_items.py
+HOST_ITEM = ("`t[i].item()` in host code, of an integer element of a tensor argument chosen by numbers "
+             "(`offsets[-1].item()`, `params[0, 1].item()`), is read from the data at each call and is a "
+             "constant of the compiled variant (a new value compiles a new one): it may size tensors. A float "
+             "element, or `.item()` of a value host code computes, is refused: read it in device code "
+             "(`t[()]` or `t.item()` there).")
 
 
 def tile_attribute_section() -> list[str]:

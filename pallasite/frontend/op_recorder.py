@@ -21,7 +21,7 @@ import torch
 
 from .. import exc
 from ..ir import DeviceLoopCall, Node, ScalarSymbol, TileDim, Value, ops
-from . import atomics, device_values, lane_pairs, random_values, remote, tensor_access
+from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
@@ -55,6 +55,7 @@ class OpRecorder:
         self.rows_uses: dict[str, Any] = {}
         self.rows_disabled: frozenset[str] = frozenset()
         self.load_masked: set[int] = set()  # ids of the index values hl.load masks (Tracer.masked_read)
+        self.items: dict[tuple, Any] = {}  # (argument, index) -> the element's value (frontend/host_items.py)
 
     # ------------------------------------------------------------ context --
 
@@ -173,6 +174,9 @@ class OpRecorder:
         if (name == "item" and isinstance(obj, HostTensor) and not obj.symbol.shape and self.device is not None
                 and not args and not kwargs):
             return self.subscript(obj, ())  # a 0-d tensor's value in device code: thr.item() is thr[()]
+        if (name == "item" and isinstance(obj, HostTensor) and not obj.symbol.shape and self.device is None
+                and not args and not kwargs):  # an argument's element read on the host: a constant
+            return host_items.item_value(self.host, obj.symbol, self.items, unsupported_hint(name))
         spelling = spelling_name(getattr(torch.Tensor, name, None))
         if spelling is None:
             raise exc.UnsupportedOperation(

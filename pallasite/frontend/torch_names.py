@@ -60,12 +60,11 @@ _HINTS = {
                 "x / (1 - p), 0)."),
     "arange": (" In device code write hl.arange(n) (an int32 ramp; `.to(...)`, `* step + start` as you mean) "
                "or a tile's `.index`; torch.arange of compile-time numbers works in host code."),
-    "item": (" In host code a tensor's values are not known when the kernel is compiled (the host "
+    "item": (" Other values host code computes are not known when the kernel is compiled (the host "
              "code is compiled with it, and one compiled variant serves every value of a tensor): use "
-             "a size where the value is one (`x_data.size(0)`, not `offsets[-1].item()`), pass the "
-             "number as an int argument (`hl.specialize` it if it sizes a tensor), or read the value "
-             "inside the device loop, with t[()] or t.item() there (a device scalar: a loop bound "
-             "`hl.tile(0, lengths.amax())` is one)."),
+             "a size where the value is one (`x_data.size(0)`), pass the number as an int argument "
+             "(`hl.specialize` it if it sizes a tensor), or read the value inside the device loop, with "
+             "t[()] or t.item() there (a device scalar: a loop bound `hl.tile(0, lengths.amax())` is one)."),
 }
 
 

@@ -41,6 +41,9 @@ class ArgSpec:
     dtype: torch.dtype | None = None
     python_type: type | None = None
     value: Any = None  # the runtime value (scalars: used only by hl.specialize)
+    # tensors: the values of the elements host code reads with `.item()` ((index, value), ...):
+    # constants of the variant, part of its key (frontend/host_items.py)
+    items: tuple = ()
 
     @property
     def kernel_dtype(self) -> torch.dtype | None:
@@ -90,6 +93,8 @@ class Tracer:
             )
         scope = self.walker.scope
         scope.update(self._initial_scope())
+        self.recorder.items = {(name, index): value for name, spec in zip(params, self.arg_specs)
+                               for index, value in spec.items}
         captured = {name: self._argument_proxy(name, spec) for name, spec in self.captured.items()}
         arguments = []
         specialized_in_body = _specialized_parameters(self.fn_ast)

@@ -142,6 +142,9 @@ def flat_gather(draw: Any, name: str) -> Case:
                     else Line(3, "sums = sums + hl.load(x_flat, [flat]).sum(1)") if line.text.startswith("sums = sums")
                     else line for line in body if not line.text.startswith("live = ")]
             form = "jagged_tile"
+        if rng.random() < 0.3:  # drawn last: the rows the offsets cover, read on the host with .item()
+            body = [Line(0, "x_flat = x[:offsets[-1].item()].reshape(-1)") if line.text == "x_flat = x.view(-1)"
+                    else line for line in body]
     elif form == "shifted":  # causal_conv1d's taps: a masked-off lane's index is negative
         dtype = rng.choice(_TABLE_DTYPES[:3])
         dims = {"r": rng.choice((1, 8, 13)), "s": rng.choice((128, 200, 256))}

@@ -188,7 +188,8 @@ class ReferenceRunner:
                 raise exc.UnsupportedOperation(
                     "Reference mode runs hl.jagged_tile with the compiler's decisions of which axes each access "
                     "is masked along; run a pallasite.kernel (not a plain function) in reference mode.")
-            self._jagged_sites = self._jagged_sites_of_kernel()
+            with self.mode.paused():  # the compiler's own trace (it reads .item()'d elements): plain torch
+                self._jagged_sites = self._jagged_sites_of_kernel()
         decision = self._jagged_sites.get(site)
         return None if decision is None else build_mask(decision, self._jagged)
 

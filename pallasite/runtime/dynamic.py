@@ -21,6 +21,8 @@ names the user's line where the two texts first differ.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -56,7 +58,7 @@ def symbolic_specs(names: list[str], specs: list[ArgSpec]) -> list[ArgSpec]:
         if spec.kind == "tensor":
             shape = tuple(SymbolicSize.variable(f"{name}_size{axis}", extent) if extent >= 2 else extent
                           for axis, extent in enumerate(spec.shape))
-            spec = ArgSpec("tensor", shape, spec.dtype)
+            spec = dataclasses.replace(spec, shape=shape)
         out.append(spec)
     return out
 
@@ -78,7 +80,7 @@ def specs_at(symbolic: list[ArgSpec], env: dict[str, int]) -> list[ArgSpec]:
         if spec.kind == "tensor":
             shape = tuple(SymbolicSize.variable(e.expr.name, env[e.expr.name]) if isinstance(e, SymbolicSize)
                           else e for e in spec.shape)
-            spec = ArgSpec("tensor", shape, spec.dtype)
+            spec = dataclasses.replace(spec, shape=shape)
         out.append(spec)
     return out
 

@@ -31,6 +31,7 @@ from .dynamic import bucket, generate_variant, size_env, specs_at, symbolic_spec
 from .interpret import interpret_params
 from .scope import argument_fingerprint, read_scope
 from ..frontend.closures import argument_closure_tensors
+from ..frontend import host_items
 from ..frontend.flat_rows import RowsReadConflict
 from .compiled import CompiledKernel, _needs_shard_map
 from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
@@ -120,6 +121,8 @@ class Kernel:
         self._signature = inspect.signature(fn)
         self.params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
+        # elements host code reads with `.item()`, by argument (frontend/host_items.py)
+        self._item_reads: dict[str, set[tuple[int, ...]]] = {}
         self._bound: dict[tuple, BoundKernel] = {}
         self._scope_reads: source.ScopeReads | None = None
         self.__name__ = fn.__name__
@@ -191,7 +194,9 @@ class Kernel:
                     check_argument_dtype(dtype, f"Argument '{param.name}'")
                 except exc.UnsupportedDtype as err:
                     raise exc.KernelArgumentError(err.message) from None
-                specs.append(ArgSpec("tensor", tuple(value.shape), dtype))
+                items = tuple((index, host_items.read_element(value, index, param.name))
+                              for index in sorted(self._item_reads.get(param.name, ())))
+                specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items))
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
                 specs.append(ArgSpec("scalar", python_type=type(value), value=value))
             elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
@@ -217,7 +222,7 @@ class Kernel:
         for param, spec in zip(self.params, specs):
             if spec.kind == "tensor":
                 shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
-                key.append((shape, spec.dtype))
+                key.append((shape, spec.dtype, spec.items))
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
@@ -277,22 +282,28 @@ class Kernel:
     def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple]) -> BoundKernel:
         """`bind` given the scope read for this call (`read_scope`: captured tensors, constants)."""
         values = self.bind_arguments(args, kwargs)
-        specs = self._arg_specs(values)
         tensors, constants = scope
         # An epilogue's tensors join this call's captured tensors (`scope[0]`, read for this
         # call only), so the run that follows passes them too.
         tensors.update(self.argument_closure_tensors(values))
         captured = self._captured_specs(tensors)
-        key = self._key(specs, captured, constants)
-        bound = self._bound.get(key)
-        if bound is None:
+        while True:
+            specs = self._arg_specs(values)
+            key = self._key(specs, captured, constants)
+            bound = self._bound.get(key)
+            if bound is not None:
+                return bound
             if not self.static_shapes:
                 specs = symbolic_specs([p.name for p in self.params], specs)
-            bound = BoundKernel(self, specs, captured, constants)
-            if bound.specialized - self._specialized:
-                self._specialized |= bound.specialized
-                key = self._key(specs, captured, constants)
-            self._bound[key] = bound
+            try:
+                bound = BoundKernel(self, specs, captured, constants)
+                break
+            except host_items.ItemNeeded as needed:  # an element host code reads: into the key
+                self._item_reads.setdefault(needed.argument, set()).add(needed.index)
+        if bound.specialized - self._specialized:
+            self._specialized |= bound.specialized
+            key = self._key(specs, captured, constants)
+        self._bound[key] = bound
         return bound
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -357,7 +368,9 @@ class BoundKernel:
         # trace is never reused: planning rewrites parts of its IR (a flattened worklist's
         # q loop), so each plan gets a fresh one.
         self._plans: dict[tuple, KernelPlan] = {}
+        self._discovering = True
         discovery = self._trace(None if declared is None else declared.block_sizes, config=declared)
+        self._discovering = False
         self.specialized = set(discovery.specialized)
         kernel.note_host_computations(discovery.ir)
         # remote copies or barriers: the kernel runs on every device of a mesh (jax_fn under shard_map)
@@ -392,6 +405,12 @@ class BoundKernel:
                 break
             except RowsReadConflict as conflict:
                 disabled |= {conflict.root}
+            except host_items.ItemNeeded as needed:
+                if self._discovering:  # Kernel._bind reads the element and binds again
+                    raise
+                raise exc.UnsupportedOperation(
+                    f"This config's trace reads {needed}, an element the kernel's first trace did not read: "
+                    "read every element host code needs with .item() whatever the config.") from None
         tracer.ir.collective_id = self.kernel.collective_id
         return tracer
 
