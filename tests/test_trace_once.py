@@ -9,7 +9,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite.frontend import tracer as tracer_module
-from pallasite.runtime import kernel as kernel_module
+from pallasite.runtime import bound_kernel as kernel_module
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ access goes through it: one operand, whose reads and writes the planner orders.
 Otherwise the view is an operand of its own, so a loop that writes the buffer must touch it only
 through that view: an access through another view of the buffer, where either side
 writes, raises `RowsReadConflict` (`check_access`) and the kernel is traced again without
-rows views of that buffer (runtime/kernel.py); a rows access after such an access in the
+rows views of that buffer (runtime/bound_kernel.py); a rows access after such an access in the
 same loop is not made one. Reads alone may mix views.
 """
 from __future__ import annotations

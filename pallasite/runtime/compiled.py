@@ -37,7 +37,7 @@ class KernelSource(Protocol):
 
 
 class BoundSignature(Protocol):
-    """What a compiled variant reads of its signature (runtime/kernel.py's `BoundKernel`)."""
+    """What a compiled variant reads of its signature (runtime/bound_kernel.py's `BoundKernel`)."""
 
     kernel: KernelSource
     specs: list
