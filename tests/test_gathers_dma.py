@@ -307,6 +307,29 @@ def test_a_large_table_read_at_tile_windows_is_gathered_by_dma_automatically():
     assert torch.equal(out, args[0][args[1].long()])
 
 
+@pallasite.kernel(static_shapes=False)
+def gather_and_tile_dynamic(table, indices):
+    out = torch.empty([indices.size(0), table.size(1)], dtype=table.dtype, device=table.device)
+    for tile_b, tile_e in hl.tile([indices.size(0), table.size(1)]):
+        out[tile_b, tile_e] = table[indices[tile_b], tile_e]
+    return out
+
+
+def test_row_windows_by_dma_under_dynamic_shapes_guard_the_blocks_dividing_the_dim():
+    """static_shapes=False (Helion's budget test, dynamic): the window's blocks dividing the
+    width is a guard of the variant, so the row copies apply; a width they do not divide
+    builds another variant (here resident, and a clear error past the threshold)."""
+    gather_and_tile_dynamic.reset()
+    for width in (1024, 512):  # one variant serves both
+        args = (_table(8192, width), _indices(200, 8192))
+        _, out = code_and_output(gather_and_tile_dynamic, args, block_sizes=[128, 256])
+        assert torch.equal(out, args[0][args[1].long()])
+    assert gather_and_tile_dynamic.cache_size == 1
+    args = (_table(64, 1000), _indices(200, 64))  # small: resident, masked tail
+    _, out = code_and_output(gather_and_tile_dynamic, args, block_sizes=[128, 256])
+    assert torch.equal(out, args[0][args[1].long()]) and gather_and_tile_dynamic.cache_size == 2
+
+
 def test_a_window_whose_last_block_is_partial_is_not_copied_by_dma():
     with pytest.raises(exc.UnsupportedOperation, match="tile 'tile_n', whose last block is partial"):
         gather_and_tile.bind((_table(50, 200), _indices(100, 50))).plan(DMA)

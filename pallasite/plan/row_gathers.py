@@ -27,6 +27,7 @@ import torch
 
 from .. import exc
 from ..ir import FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, TileSlice
+from ..ir.sizes import SymbolicSize
 from .bounds import access_text, describe
 from .tpu_tiling import SMEM_MAX_ELEMENTS
 from .plans import Access, Gather, GatherMethod, LaneRange, Memory, Operand, RowCopy, Scratch, ScratchKind
@@ -56,7 +57,7 @@ def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
                     f"the gathered dim first on the host, e.g. table.movedim({axis}, 0).contiguous())",
                     node.location)
         for item in items[1:]:
-            if isinstance(item, TileSlice) and item.dim.has_partial_tail:
+            if isinstance(item, TileSlice) and _may_end_partial(item.dim):
                 return (f"{access_text(node)} reads each row at tile '{item.dim.name}', whose last block "
                         "is partial; a row copy's size is static, so per-row DMA copies a tile's window "
                         "only where its blocks divide the dim (choose such a block size, or index the "
@@ -69,6 +70,17 @@ def row_dma_refusal(nodes: list) -> tuple[str, Any] | None:
         if refusal is not None:
             return refusal, node.location
     return None
+
+
+def _may_end_partial(dim) -> bool:
+    """Whether a tile's last block may be partial. A dynamic size (static_shapes=False) is
+    masked as if it might, so one variant serves every size; a row copy needs whole blocks,
+    so here the block's divisibility is a guard of the variant (a size that breaks it
+    builds another)."""
+    extent = dim.static_extent
+    if isinstance(extent, SymbolicSize):
+        return bool(extent % dim.block_size != 0)
+    return dim.has_partial_tail
 
 
 def index_source(value) -> Any:
