@@ -70,3 +70,43 @@ def test_an_element_past_the_end_or_without_data_is_an_argument_error():
         first_rows_doubled.bind((x.to("meta"), torch.tensor([0, 3]).to("meta"))).to_code()
     with pytest.raises(exc.KernelArgumentError, match=r"params\[0, 0\]\.item\(\).*past the end"):
         scaled_window(x, torch.zeros(0, 2, dtype=torch.int32))
+
+
+@pallasite.kernel
+def first_rows_by_int(x, offsets):
+    n = int(offsets[-1])  # the other spelling of offsets[-1].item()
+    out = torch.empty([n, x.size(1)], dtype=x.dtype, device=x.device)
+    for t in hl.tile(n):
+        out[t, :] = x[t, :] * 2
+    return out
+
+
+@pallasite.kernel
+def scaled_by_an_element(x, scale):
+    s = scale[0].item()
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = x[t, :] * s
+    return out
+
+
+@pallasite.kernel
+def window_between(x, p):
+    a, b = p[0].item(), p[1].item()
+    out = torch.empty([b - a, x.size(1)], dtype=x.dtype, device=x.device)
+    for t in hl.tile(b - a):
+        out[t, :] = x[t.index + a, :]
+    return out
+
+
+def test_int_of_an_element_and_the_errors_name_what_the_user_wrote():
+    """Found by the trial: int(offsets[-1]) was a raw TypeError, a float element's refusal
+    named '_t1', a negative size torch's raw RuntimeError."""
+    x = torch.randn(64, 128)
+    torch.testing.assert_close(first_rows_by_int(x, torch.tensor([0, 5, 30])), x[:30] * 2)
+    with pytest.raises(exc.UnsupportedOperation, match=r"Tensor.item of scale\[0\] in host code") as info:
+        scaled_by_an_element(x, torch.tensor([1.5]))
+    assert "s = scale[0].item()" in str(info.value)
+    with pytest.raises(exc.ShapeMismatch, match=r"size \[-2, 128\]: a size is negative") as info:
+        window_between(x, torch.tensor([5, 3]))
+    assert "out = torch.empty([b - a" in str(info.value)

@@ -256,6 +256,35 @@ def test_positions_computed_on_the_host_from_int64_indices(loop_type):
 
 
 @pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def gather_clamped(table, idx):
+    pos = torch.clamp(idx, 0, table.size(0) - 1).clamp(min=1)  # positional and keyword bounds
+    out = torch.empty([idx.size(0), table.size(1)], dtype=table.dtype, device=table.device)
+    for t in hl.tile(idx.size(0)):
+        out[t, :] = table[pos[t], :]
+    return out
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def gather_cast(table, idx):
+    wrapped = idx.int() % table.size(0)  # int32 in torch too: computed on as int32, no range step
+    shifted = idx.long() + 1  # a no-op cast: idx itself
+    out = torch.empty([idx.size(0), table.size(1)], dtype=table.dtype, device=table.device)
+    for t in hl.tile(idx.size(0)):
+        out[t, :] = table[wrapped[t], :] + table[shifted[t] % table.size(0), :]
+    return out
+
+
+def test_clamped_and_cast_int64_indices():
+    """torch.clamp of an int64 index on the host crashed on its bounds; idx.int() + a large
+    number was refused as if torch computed it in int64; idx.long() was refused (the trial)."""
+    table, idx = torch.randn(50, 128), torch.tensor([-3, 0, 7, 60, 49])
+    torch.testing.assert_close(gather_clamped(table, idx), table[idx.clamp(0, 49).clamp(min=1)])
+    idx = torch.tensor([3, 49, 2**31 - 5])
+    expected = table[(idx.int() % 50).long()] + table[(idx + 1) % 50]
+    torch.testing.assert_close(gather_cast(table, idx), expected)
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
 def segment_sums_by_length(x, offsets):
     lengths = offsets[1:] - offsets[:-1]  # int64 in torch, int32 here: equal while in range
     out = torch.zeros([lengths.size(0), x.size(1)], dtype=torch.float32, device=x.device)

@@ -130,3 +130,59 @@ def test_arguments_sharing_a_written_buffer_are_refused():
         bump_then_read(x, x.view(16, 128)[:, :], out)
     _, result = code_and_output(bump_then_read, (x.clone(), x.clone(), out))  # distinct buffers: fine
     torch.testing.assert_close(result, x)
+
+
+@pallasite.kernel
+def rows_through_a_cast(x, src):
+    y = x.float()  # float32 already: torch returns x itself
+    for t in hl.tile(x.size(0), block_size=8):
+        x[t, :] = y[src[t], :] + 1
+    return x
+
+
+@pallasite.kernel
+def rows_of_a_flattened_copy(x, src):
+    n, d = x.size()
+    x_flat = x.reshape(-1)  # x non-contiguous: torch copies
+    for t in hl.tile(n, block_size=8):
+        x[t, :] = hl.load(x_flat, [src[t][:, None] * d + hl.arange(d)[None, :]]) + 1
+    return x
+
+
+def _earlier_blocks(x, src, read):
+    """torch, eagerly: each block of 8 rows written from the rows `read` gives then."""
+    for start in range(0, x.size(0), 8):
+        x[start:start + 8] = read(x)[src[start:start + 8]] + 1
+    return x
+
+
+def test_no_op_casts_are_the_tensor_and_flattened_copies_are_copies():
+    """Found by the trial: `x.float()` of float32 x is x in torch (the loop read stale rows),
+    and `x.reshape(-1)` of a transposed argument is a copy (the loop read new rows)."""
+    src = torch.clamp(torch.arange(32) - 8, min=0).to(torch.int32)
+    x = torch.zeros(32, 128)
+    expected = _earlier_blocks(x.clone(), src.long(), lambda t: t)
+    torch.testing.assert_close(code_and_output(rows_through_a_cast, (x.clone(), src))[1], expected)
+    transposed = torch.zeros(128, 32).t()
+    flat = transposed.reshape(-1).clone().view(32, 128)
+    expected = _earlier_blocks(transposed.clone(), src.long(), lambda t: flat)
+    _, result = code_and_output(rows_of_a_flattened_copy, (torch.zeros(128, 32).t(), src))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(rows_of_a_flattened_copy, (torch.zeros(128, 32).t(), src)), expected)
+
+
+@pallasite.kernel
+def flat_view_of(x):
+    x_flat = x.view(-1)
+    out = torch.empty_like(x_flat)
+    for t in hl.tile(x_flat.size(0)):
+        out[t] = x_flat[t] * 2
+    return out
+
+
+def test_a_flat_view_of_a_non_contiguous_argument_is_refused_as_torch_refuses_it():
+    with pytest.raises(exc.ShapeMismatch, match=r"x.view\(...\): the caller passed 'x' non-contiguous") as info:
+        flat_view_of(torch.zeros(128, 32).t())
+    assert "x_flat = x.view(-1)" in str(info.value)
+    x = randn(32, 128)
+    torch.testing.assert_close(flat_view_of(x), x.view(-1) * 2)

@@ -35,16 +35,18 @@ def item_value(host: Any, symbol: TensorSymbol, items: dict, hint: str) -> Any:
     """The value of `symbol.item()` (a 0-d host tensor) from `items` ((argument, index) ->
     value); `ItemNeeded` when it is an argument's element not read yet; refused (with `hint`)
     when it is not an argument's element."""
+    element = element_of_argument(host, symbol)
+    what = (f"{element[0]}{list(element[1])}" if element is not None
+            else "a value host code computes" if symbol.name.startswith("_t") else f"'{symbol.name}'")
     if symbol.dtype.is_floating_point:  # a threshold or a scale: a runtime value, read in device code
         raise exc.UnsupportedOperation(
-            f"Tensor.item of '{symbol.name}' in host code: an integer element of an argument (a count, an "
-            "offset) is read on the host as a constant of the compiled variant, but a float one would "
-            "compile a new variant for every value." + hint)
-    element = element_of_argument(host, symbol)
+            f"Tensor.item of {what} in host code: an integer element of an argument (a count, an offset) "
+            "is read on the host as a constant of the compiled variant, but a float one would compile a "
+            "new variant for every value." + hint)
     if element is None:
         raise exc.UnsupportedOperation(
-            f"Tensor.item of '{symbol.name}' in host code: only an element of a tensor argument chosen by "
-            "numbers (`offsets[-1].item()`) is read on the host, as a constant of the compiled variant." + hint)
+            f"Tensor.item of {what} in host code: only an element of a tensor argument chosen by numbers "
+            "(`offsets[-1].item()`) is read on the host, as a constant of the compiled variant." + hint)
     if element not in items:
         raise ItemNeeded(*element)
     return items[element]

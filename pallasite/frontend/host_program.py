@@ -28,6 +28,7 @@ class HostProgram:
         self.steps: list = []
         self._temp_count = 0
         self.view_of: dict[int, TensorSymbol] = {}  # a view's id -> the tensor it views
+        self.noncontiguous: set[str] = set()  # arguments the caller passed non-contiguous
 
     def root_of(self, symbol: TensorSymbol) -> TensorSymbol:
         """The buffer `symbol` views through host views (itself when it views none)."""
@@ -37,7 +38,10 @@ class HostProgram:
 
     def same_order_view(self, symbol: TensorSymbol, shape: tuple) -> TensorSymbol | None:
         """A tensor `symbol` is a reshape of (through reshapes only, so with the same elements
-        in the same order) that has `shape`, or None: `x` for `x.view(-1)` and (n, w)."""
+        in the same order) that has `shape`, or None: `x` for `x.view(-1)` and (n, w). None
+        for a non-contiguous argument's reshapes: torch copies them."""
+        if self.root_of(symbol).name in self.noncontiguous:
+            return None
         producers = {id(step.result): step for step in self.steps if isinstance(step, HostOp)}
         while True:
             if tuple(symbol.shape) == tuple(shape):
@@ -46,6 +50,14 @@ class HostProgram:
             if step is None or step.view_of is None or step.op != "reshape":
                 return None
             symbol = step.view_of
+
+    def _copied_flat(self, op: ops.OpDef, operands: tuple, results: list) -> bool:
+        """`x.reshape(-1)` of an argument the caller passed non-contiguous (`w.t()`): torch
+        flattens it into a new tensor, not a view of x."""
+        base = operands[0] if operands else None
+        return (op.name == "reshape" and isinstance(base, TensorSymbol) and base.origin == "arg"
+                and base.name in self.noncontiguous and len(results) == 1 and len(results[0].shape) == 1
+                and sum(1 for extent in base.shape if extent != 1) > 1)
 
     def _temp_name(self) -> str:
         self._temp_count += 1
@@ -70,6 +82,10 @@ class HostProgram:
         if op.view is ops.ViewRule.SUBSCRIPT:
             attrs = {"key": self.operand(attrs["key"])}
         metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
+        base = host_operands[0] if host_operands else None
+        if (op.name == "to" and isinstance(base, TensorSymbol) and base.caller_dtype is not None
+                and attrs.get("dtype") == base.caller_dtype and not attrs.get("copy")):
+            return self._proxy(base)  # `idx.long()` of an int64 index argument: idx itself, as in torch
         scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
         results = []
         for meta in metas:
@@ -79,14 +95,22 @@ class HostProgram:
             else:
                 shape = symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
-        is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs)
+        if (op.name == "to" and len(results) == 1 and isinstance(host_operands[0], TensorSymbol)
+                and results[0].dtype == host_operands[0].dtype and not attrs.get("copy")):
+            return self._proxy(host_operands[0])  # `x.float()` of a float32 x is x itself, as in torch
+        copied_flat = self._copied_flat(op, host_operands, results)
+        if copied_flat and display == "Tensor.view":
+            raise exc.ShapeMismatch(
+                f"{host_operands[0].name}.view(...): the caller passed '{host_operands[0].name}' non-contiguous, "
+                "and torch cannot view it flat (it raises); use .reshape(...), which copies it.")
+        is_view = op.kind is ops.OpKind.VIEW and not _copies(op, attrs) and not copied_flat
         view_of = host_operands[0] if is_view and isinstance(host_operands[0], TensorSymbol) else None
         if view_of is not None and op.name == "reshape" and len(results) == 1:
             same = self.same_order_view(view_of, results[0].shape)
             if same is not None:  # `x.view(-1).view(n, d)`, `x.view(x.shape)`: x itself, so a
                 return self._proxy(same)  # device loop names one operand for the buffer, not two
         wide = next((o.caller_dtype for o in host_operands if isinstance(o, TensorSymbol) and o.caller_dtype), None)
-        if wide is not None and op.kind in (ops.OpKind.VIEW, ops.OpKind.ELEMENTWISE):
+        if wide is not None and op.kind in (ops.OpKind.VIEW, ops.OpKind.ELEMENTWISE) and op.name != "to":
             for symbol in results:  # a part of an int64 index tensor, or integers computed from it,
                 if symbol.dtype == torch.int32:  # are int64 to host code too (torch's promotion)
                     symbol.caller_dtype = wide
@@ -184,6 +208,8 @@ class HostProgram:
                 if not rest:
                     size_arg = kwargs.get("size")
             shape = tuple(s if isinstance(s, SymbolicSize) else int(s) for s in size_arg)
+            if any(not isinstance(s, SymbolicSize) and s < 0 for s in shape):
+                raise exc.ShapeMismatch(f"torch.{name} of size {list(shape)}: a size is negative.")
         if isinstance(fill, (HostScalar, HostTensor)):
             raise exc.UnsupportedOperation(f"torch.{name} with a runtime fill value is not supported; use hl.specialize.")
         dtype = kwargs.get("dtype") or (like.dtype if like is not None else

@@ -184,6 +184,12 @@ class HostTensor(_TensorLike):
     def __len__(self) -> int:
         return self.meta.shape[0]
 
+    def __int__(self) -> Any:
+        """`int(offsets[-1])`: the element's value, as `.item()` reads it in host code."""
+        return self._tracer.call_method(self, "item", (), {})
+
+    __index__ = __int__
+
 
 class DeviceTensor(_TensorLike):
     """A value inside a device loop."""

@@ -44,6 +44,9 @@ class ArgSpec:
     # tensors: the values of the elements host code reads with `.item()` ((index, value), ...):
     # constants of the variant, part of its key (frontend/host_items.py)
     items: tuple = ()
+    # tensors: whether the caller's tensor is contiguous (torch's reshape of one that is not
+    # copies, so frontend/host_program.py does not take it for the tensor itself)
+    contiguous: bool = True
 
     @property
     def kernel_dtype(self) -> torch.dtype | None:
@@ -95,6 +98,8 @@ class Tracer:
         scope.update(self._initial_scope())
         self.recorder.items = {(name, index): value for name, spec in zip(params, self.arg_specs)
                                for index, value in spec.items}
+        self.recorder.host.noncontiguous = {name for name, spec in zip(params, self.arg_specs)
+                                            if spec.kind == "tensor" and not spec.contiguous}
         captured = {name: self._argument_proxy(name, spec) for name, spec in self.captured.items()}
         arguments = []
         specialized_in_body = _specialized_parameters(self.fn_ast)

@@ -76,10 +76,10 @@ class RangeStep:
             return lo, hi
         if self.op == "where":
             return min(values[1][0], values[2][0]), max(values[1][1], values[2][1])
-        if self.op == "clamp":
-            low, high = kwargs.get("min"), kwargs.get("max")
-            return _corners(lambda v: max(low, v) if high is None else min(high, v if low is None else max(low, v)),
-                            values[0])
+        if self.op == "clamp":  # min/max: numbers among the operands or the attributes, or None
+            bounds = [*self.operands[1:3], None, None][:2]
+            low, high = (kwargs.get(key, bound) for key, bound in zip(("min", "max"), bounds))
+            return _corners(lambda v: _clamped(v, low, high), values[0])
         dtype = kwargs["dtype"]  # "to": a cast to an integer dtype (a narrower one wraps, as torch's does)
         info = torch.iinfo(dtype)
         lo, hi = values[0]
@@ -91,7 +91,14 @@ ARGUMENT = "argument"
 _CORNER_OPS = {"mul": lambda a, b: a * b, "maximum": max, "minimum": min, "floor_divide": lambda a, b: a // b}
 
 
+def _clamped(value: int, low: int | None, high: int | None) -> int:
+    value = value if low is None else max(low, value)
+    return value if high is None else min(high, value)
+
+
 def _range_of(operand: Any, ranges: list[tuple[int, int]]) -> tuple[int, int]:
+    if operand is None:  # a where's condition, a clamp's missing bound
+        return 0, 0
     if operand == ARGUMENT:
         return ranges[-1]
     if isinstance(operand, tuple):  # ("step", position)
@@ -195,7 +202,10 @@ class _Provenance:
         results = step.result if isinstance(step.result, tuple) else (step.result,)
         if len(sources) == 1 and len(results) == 1 and isinstance(results[0], TensorSymbol):
             dtype = results[0].dtype
-            if not _is_integer(dtype):  # a comparison, or a float of exact integer values
+            cast = step.kwargs.get("dtype") if step.op == "to" else None
+            if not _is_integer(dtype) or (cast is not None and cast != source.caller_dtype):
+                # a comparison, a float of exact integer values, or an explicit cast (`idx.int()`):
+                # torch computes on from there in that dtype too
                 self.read.add(source.name)
                 return
             recorded = self._range_step(step, source)
@@ -215,7 +225,7 @@ class _Provenance:
             return None
         operands = []
         for position, item in enumerate(step.args):
-            if step.op == "where" and position == 0:
+            if (step.op == "where" and position == 0) or (step.op == "clamp" and item is None):
                 operands.append(None)
             elif self._of(item) is source:
                 # the argument, or a view or part of it (its values lie in the argument's range)
@@ -234,6 +244,8 @@ class _Provenance:
                 return None
         if step.op in ("floor_divide", "remainder") and (not isinstance(operands[1], int) or operands[1] == 0):
             return None  # a number divisor, not zero
+        if step.op == "clamp" and not all(bound is None or isinstance(bound, int) for bound in operands[1:]):
+            return None  # number bounds
         return RangeStep(step.op, tuple(operands), tuple(kwargs), f"its {step.op}", step.location)
 
     def _key_read(self, key: Any) -> None:

@@ -172,7 +172,8 @@ class Kernel:
                     raise exc.KernelArgumentError(err.message) from None
                 items = tuple((index, host_items.read_element(value, index, param.name))
                               for index in sorted(self._item_reads.get(param.name, ())))
-                specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items))
+                contiguous = not isinstance(value, torch.Tensor) or value.is_contiguous()
+                specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
                 specs.append(ArgSpec("scalar", python_type=type(value), value=value))
             elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
@@ -198,7 +199,7 @@ class Kernel:
         for param, spec in zip(self.params, specs):
             if spec.kind == "tensor":
                 shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
-                key.append((shape, spec.dtype, spec.items))
+                key.append((shape, spec.dtype, spec.items, spec.contiguous))
             elif spec.kind == "scalar":
                 key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
             else:
