@@ -65,11 +65,17 @@ def test_item_of_a_value_host_code_computes_is_refused_at_the_line():
 
 
 def test_an_element_past_the_end_or_without_data_is_an_argument_error():
-    x = torch.randn(8, 128)
+    x = torch.randn(32, 128)
+    first_rows_doubled.reset()  # a fresh kernel learns which elements it reads at its first bind
     with pytest.raises(exc.KernelArgumentError, match=r"x_offsets\[-1\]\.item\(\).*meta"):
         first_rows_doubled.bind((x.to("meta"), torch.tensor([0, 3]).to("meta"))).to_code()
-    with pytest.raises(exc.KernelArgumentError, match=r"params\[0, 0\]\.item\(\).*past the end"):
+    scaled_window.reset()
+    with pytest.raises(exc.ShapeMismatch, match="out of bounds") as info:  # the first trace reads it
         scaled_window(x, torch.zeros(0, 2, dtype=torch.int32))
+    assert "params[0, 0].item()" in str(info.value)
+    scaled_window(x, torch.tensor([[3, 0], [0, 19]], dtype=torch.int32))  # learns the two elements
+    with pytest.raises(exc.KernelArgumentError, match=r"params\[0, 0\]\.item\(\).*past the end"):
+        scaled_window(x, torch.zeros(0, 2, dtype=torch.int32))  # read before any trace
 
 
 @pallasite.kernel

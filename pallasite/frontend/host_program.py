@@ -83,9 +83,11 @@ class HostProgram:
             attrs = {"key": self.operand(attrs["key"])}
         metas = list(meta_out) if isinstance(meta_out, (tuple, list)) else [meta_out]
         base = host_operands[0] if host_operands else None
-        if (op.name == "to" and isinstance(base, TensorSymbol) and base.caller_dtype is not None
-                and attrs.get("dtype") == base.caller_dtype and not attrs.get("copy")):
-            return self._proxy(base)  # `idx.long()` of an int64 index argument: idx itself, as in torch
+        if (op.name == "to" and isinstance(base, TensorSymbol) and not attrs.get("copy")
+                and attrs.get("dtype") == (base.caller_dtype or base.dtype)):
+            # a cast to the dtype it has is the tensor itself, as in torch: `x.float()` of a
+            # float32 x, `idx.long()` of an int64 index argument
+            return self._proxy(base)
         scalars_only = not any(isinstance(o, TensorSymbol) for o in host_operands)
         results = []
         for meta in metas:
@@ -95,9 +97,6 @@ class HostProgram:
             else:
                 shape = symbolic_result_shape(op, host_operands, tuple(meta.shape), attrs)
                 results.append(TensorSymbol(self._temp_name(), shape, meta.dtype, "host_op"))
-        if (op.name == "to" and len(results) == 1 and isinstance(host_operands[0], TensorSymbol)
-                and results[0].dtype == host_operands[0].dtype and not attrs.get("copy")):
-            return self._proxy(host_operands[0])  # `x.float()` of a float32 x is x itself, as in torch
         copied_flat = self._copied_flat(op, host_operands, results)
         if copied_flat and display == "Tensor.view":
             raise exc.ShapeMismatch(

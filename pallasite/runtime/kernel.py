@@ -306,6 +306,7 @@ class Kernel:
         """Forget every bound and compiled variant (the next call traces again)."""
         self._bound.clear()
         self._specialized.clear()
+        self._item_reads.clear()
 
     @property
     def jax_fn(self) -> Callable:
