@@ -41,6 +41,10 @@ interleaving is active. Test tooling only: the ring tests' subprocesses
 (tests/remote_dma_cases.py, tests/test_examples.py) install it first thing.
 Requires one core per device and `dma_execution_mode="eager"` (what pallasite
 uses with the race detector on), so that a wait whose count suffices never blocks.
+Not for programs whose devices also meet in XLA collectives between kernel calls
+(`jax.lax.ppermute`): a device inside the collective never parks at a callback, so
+the devices parked waiting for it can hang (tests/remote_dma_cases.py runs those
+with the race detector alone).
 """
 from __future__ import annotations
 

@@ -37,6 +37,19 @@ def _race_free(fn, *args):
     return race_free_under_seeds(lambda: fn(*args), SEEDS)[-1]
 
 
+def _race_free_between_collectives(fn, *args):
+    """`fn(*args)` with the race detector, unscheduled: for a program whose devices meet in
+    XLA collectives between kernel calls (ppermute). The seeded scheduler parks each device's
+    thread at a kernel callback until every device waits there, which a device still inside
+    XLA's collective (or waiting for a CPU thread to run it) never does: the ring benchmark
+    hung so in full-suite runs on 2 cores. Its kernels exchange nothing themselves, so no
+    interleaving of theirs can race; the detector's report and the result are the check."""
+    with interpreter_reports() as reports:
+        result = np.asarray(fn(*args))
+    assert not reports, reports[0]
+    return result
+
+
 def all_gather(devices: str, loop_type: str = "unroll") -> None:
     """The example's hop loop (hl.grid(n - 1)) under each pallas_loop_type."""
     from examples import ring_all_gather as example
@@ -463,7 +476,7 @@ def ring_benchmark(mesh: str) -> None:
     mesh_shape = tuple(int(size) for size in mesh.split("x"))
     q, k, v = example.example_inputs(int(np.prod(mesh_shape)), torch.bfloat16, 16)
     step, inputs = bench.ppermute_attention(*(example.to_jax(t) for t in (q, k, v)), mesh_shape, True)
-    result = torch.from_numpy(np.asarray(_race_free(step, *inputs), dtype=np.float32))
+    result = torch.from_numpy(np.asarray(_race_free_between_collectives(step, *inputs), dtype=np.float32))
     atol, rtol = example.TOLERANCES[torch.bfloat16]
     torch.testing.assert_close(result, example.reference(q, k, v, True).float(), atol=atol, rtol=rtol)
     printed = io.StringIO()
