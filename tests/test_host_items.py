@@ -74,8 +74,9 @@ def test_an_element_past_the_end_or_without_data_is_an_argument_error():
         scaled_window(x, torch.zeros(0, 2, dtype=torch.int32))
     assert "params[0, 0].item()" in str(info.value)
     scaled_window(x, torch.tensor([[3, 0], [0, 19]], dtype=torch.int32))  # learns the two elements
-    with pytest.raises(exc.KernelArgumentError, match=r"params\[0, 0\]\.item\(\).*past the end"):
+    with pytest.raises(exc.KernelArgumentError, match=r"params\[0, 0\]\.item\(\).*past the end") as info:
         scaled_window(x, torch.zeros(0, 2, dtype=torch.int32))  # read before any trace
+    assert "start, stop = params[0, 0].item()" in str(info.value)  # the line that reads it
 
 
 @pallasite.kernel

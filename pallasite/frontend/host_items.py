@@ -26,9 +26,9 @@ class ItemNeeded(Exception):
     """The trace read `argument[index].item()`, whose value the argument specs lack (not a
     `PallasiteError`: `Kernel._bind` catches it and binds again with the element read)."""
 
-    def __init__(self, argument: str, index: tuple[int, ...]):
+    def __init__(self, argument: str, index: tuple[int, ...], location: Any = None):
         super().__init__(f"{argument}{list(index)}.item()")
-        self.argument, self.index = argument, index
+        self.argument, self.index, self.location = argument, index, location  # location: the reading line
 
 
 def item_value(host: Any, symbol: TensorSymbol, items: dict, hint: str) -> Any:
@@ -48,7 +48,7 @@ def item_value(host: Any, symbol: TensorSymbol, items: dict, hint: str) -> Any:
             f"Tensor.item of {what} in host code: only an element of a tensor argument chosen by numbers "
             "(`offsets[-1].item()`) is read on the host, as a constant of the compiled variant." + hint)
     if element not in items:
-        raise ItemNeeded(*element)
+        raise ItemNeeded(*element, host.recorder.location)
     return items[element]
 
 
@@ -70,21 +70,21 @@ def element_of_argument(host: Any, symbol: TensorSymbol) -> tuple[str, tuple[int
     return symbol.name, tuple(index)
 
 
-def read_element(value: Any, index: tuple[int, ...], name: str) -> Any:
-    """`value[index].item()` of a call's argument, for the variant key; a clear error when
-    the argument has no data to read."""
+def read_element(value: Any, index: tuple[int, ...], name: str, location: Any = None) -> Any:
+    """`value[index].item()` of a call's argument, for the variant key; a clear error (at
+    `location`, the host line that reads it) when the argument has no data to read."""
     if getattr(value, "device", None) is not None and getattr(value.device, "type", None) == "meta":
         raise exc.KernelArgumentError(
             f"The kernel reads {name}{list(index)}.item() in host code, but '{name}' is on the meta device: "
-            "it has no value to read. Pass a CPU tensor.")
+            "it has no value to read. Pass a CPU tensor.", location)
     try:
         return value[index].item()
     except IndexError:
         raise exc.KernelArgumentError(
             f"The kernel reads {name}{list(index)}.item() in host code, past the end of '{name}' "
-            f"(shape {list(value.shape)}).") from None
+            f"(shape {list(value.shape)}).", location) from None
     except (TypeError, jax.errors.ConcretizationTypeError) as error:  # a traced jax value (inside jax.jit)
         raise exc.KernelArgumentError(
             f"The kernel reads {name}{list(index)}.item() in host code, and '{name}' has no concrete value "
             f"here ({type(error).__name__}: inside jax.jit its values are traced); pass the number as an "
-            "argument instead.") from None
+            "argument instead.", location) from None

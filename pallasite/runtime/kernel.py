@@ -98,7 +98,7 @@ class Kernel:
         self.params = list(self._signature.parameters.values())
         self._specialized: set[str] = set()
         # elements host code reads with `.item()`, by argument (frontend/host_items.py)
-        self._item_reads: dict[str, set[tuple[int, ...]]] = {}
+        self._item_reads: dict[str, dict[tuple[int, ...], Any]] = {}  # argument -> index -> the reading line
         self._bound: dict[tuple, BoundKernel] = {}
         self._scope_reads: source.ScopeReads | None = None
         self.__name__ = fn.__name__
@@ -170,8 +170,9 @@ class Kernel:
                     check_argument_dtype(dtype, f"Argument '{param.name}'")
                 except exc.UnsupportedDtype as err:
                     raise exc.KernelArgumentError(err.message) from None
-                items = tuple((index, host_items.read_element(value, index, param.name))
-                              for index in sorted(self._item_reads.get(param.name, ())))
+                reads = self._item_reads.get(param.name, {})
+                items = tuple((index, host_items.read_element(value, index, param.name, reads[index]))
+                              for index in sorted(reads))
                 contiguous = not isinstance(value, torch.Tensor) or value.is_contiguous()
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
@@ -276,7 +277,7 @@ class Kernel:
                 bound = BoundKernel(self, specs, captured, constants)
                 break
             except host_items.ItemNeeded as needed:  # an element host code reads: into the key
-                self._item_reads.setdefault(needed.argument, set()).add(needed.index)
+                self._item_reads.setdefault(needed.argument, {})[needed.index] = needed.location
         if bound.specialized - self._specialized:
             self._specialized |= bound.specialized
             key = self._key(specs, captured, constants)
