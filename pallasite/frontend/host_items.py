@@ -18,7 +18,7 @@ from typing import Any
 import jax
 
 from .. import exc
-from ..ir import HostOp, TensorSymbol
+from ..ir import TensorSymbol
 from ..ir.sizes import pin
 
 
@@ -55,19 +55,15 @@ def item_value(host: Any, symbol: TensorSymbol, items: dict, hint: str) -> Any:
 def element_of_argument(host: Any, symbol: TensorSymbol) -> tuple[str, tuple[int, ...]] | None:
     """(argument name, index) when `symbol` is an element of a tensor argument reached by
     int subscripts only, else None."""
-    producers = {id(step.result): step for step in host.steps if isinstance(step, HostOp)}
     index: list[int] = []
-    while symbol.origin != "arg":
-        step = producers.get(id(symbol))
-        if step is None or step.op != "getitem" or step.view_of is None:
-            return None
+    for step in host.view_chain(symbol):
         key = step.kwargs.get("key")
         key = key if isinstance(key, tuple) else (key,)
-        if not all(isinstance(k, int) and not isinstance(k, bool) for k in key):
+        if step.op != "getitem" or not all(isinstance(k, int) and not isinstance(k, bool) for k in key):
             return None
         index[:0] = [int(pin(k)) for k in key]
-        symbol = step.view_of
-    return symbol.name, tuple(index)
+    root = host.root_of(symbol)
+    return (root.name, tuple(index)) if root.origin == "arg" else None
 
 
 def read_element(value: Any, index: tuple[int, ...], name: str, location: Any = None) -> Any:

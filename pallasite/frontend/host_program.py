@@ -7,7 +7,7 @@ names it (`TracedStatements.statement_executed`).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -27,14 +27,21 @@ class HostProgram:
         self.recorder = recorder
         self.steps: list = []
         self._temp_count = 0
-        self.view_of: dict[int, TensorSymbol] = {}  # a view's id -> the tensor it views
+        self.view_steps: dict[int, HostOp] = {}  # a view's id -> the step that made it (its base: view_of)
         self.noncontiguous: set[str] = set()  # arguments the caller passed non-contiguous
 
     def root_of(self, symbol: TensorSymbol) -> TensorSymbol:
         """The buffer `symbol` views through host views (itself when it views none)."""
-        while symbol.id in self.view_of:
-            symbol = self.view_of[symbol.id]
+        while symbol.id in self.view_steps:
+            symbol = self.view_steps[symbol.id].view_of
         return symbol
+
+    def view_chain(self, symbol: TensorSymbol) -> Iterator[HostOp]:
+        """The host view steps from `symbol` up to the buffer it views, nearest first."""
+        while symbol.id in self.view_steps:
+            step = self.view_steps[symbol.id]
+            yield step
+            symbol = step.view_of
 
     def same_order_view(self, symbol: TensorSymbol, shape: tuple) -> TensorSymbol | None:
         """A tensor `symbol` is a reshape of (through reshapes only, so with the same elements
@@ -42,14 +49,13 @@ class HostProgram:
         for a non-contiguous argument's reshapes: torch copies them."""
         if self.root_of(symbol).name in self.noncontiguous:
             return None
-        producers = {id(step.result): step for step in self.steps if isinstance(step, HostOp)}
-        while True:
+        for step in self.view_chain(symbol):
             if tuple(symbol.shape) == tuple(shape):
                 return symbol
-            step = producers.get(id(symbol))
-            if step is None or step.view_of is None or step.op != "reshape":
+            if step.op != "reshape":
                 return None
             symbol = step.view_of
+        return symbol if tuple(symbol.shape) == tuple(shape) else None
 
     def _copied_flat(self, op: ops.OpDef, operands: tuple, results: list) -> bool:
         """`x.reshape(-1)` of an argument the caller passed non-contiguous (`w.t()`): torch
@@ -114,9 +120,10 @@ class HostProgram:
                 if symbol.dtype == torch.int32:  # are int64 to host code too (torch's promotion)
                     symbol.caller_dtype = wide
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
+        step = HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of)
         if view_of is not None:
-            self.view_of.update((symbol.id, view_of) for symbol in results if isinstance(symbol, TensorSymbol))
-        self.steps.append(HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of))
+            self.view_steps.update((symbol.id, step) for symbol in results if isinstance(symbol, TensorSymbol))
+        self.steps.append(step)
         proxies = [self._proxy(r) for r, _ in zip(results, operands)]
         if isinstance(meta_out, (tuple, list)):
             return type(meta_out)(proxies)
