@@ -267,8 +267,134 @@ def two_shifts(x):
     return out
 
 
-def test_two_shifted_tiles_in_one_subscript_pair_as_torch_index_tensors():
-    """`tile - 1` is `tile.index - 1`, an index tensor: two of them pair element by element as
-    in torch, and shapes [8] and [128] do not broadcast (a clear error, not a block)."""
+def test_two_moved_tiles_read_a_moved_block():
+    """`tile + c` is the tile moved by c: an axis of the subscript as the tile is (Helion's
+    meaning; torch gives tile arithmetic none), so two of them read a block, 0 outside."""
+    x = torch.randn(16, 256)
+    expected = _shifted(_shifted(x, -1, 0), 1, 1)
+    _, out = code_and_output(two_shifts, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(two_shifts, (x,)), expected)
+
+
+@pallasite.kernel
+def halves_by_offset(x, y):
+    """Helion's `out[tile1.index + c, tile2 + c]`: one index tensor beside a moved tile."""
+    n, m = x.size()
+    out = torch.zeros(x.size(), dtype=torch.float32)
+    for tile1, tile2 in hl.tile([n // 2, m // 2]):
+        out[tile1, tile2] = x[tile1, tile2]
+        out[tile1.index + n // 2, tile2] = y[tile1.index + n // 2, tile2]
+        out[tile1, tile2 + m // 2] = x[tile1, tile2 + m // 2]
+        out[tile1.index + n // 2, tile2 + m // 2] = y[tile1.index + n // 2, tile2 + m // 2]
+    return out
+
+
+@pytest.mark.parametrize("block", [[64, 64], [32, 64]])
+def test_index_tensor_beside_a_moved_tile_reads_the_block(block):
+    x, y = torch.randn(128, 128), torch.randn(128, 128)
+    expected = torch.cat((x[:64], y[64:]))
+    _, out = code_and_output(halves_by_offset, (x, y), block_sizes=block)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(halves_by_offset, (x, y)), expected)
+
+
+@pallasite.kernel
+def moved_store(x):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[tm + 1, tn - 3] = x[tm, tn] * 2
+    return out
+
+
+def test_a_store_at_two_moved_tiles_drops_positions_outside():
+    x = torch.randn(16, 256)
+    expected = torch.zeros_like(x)
+    expected[1:, :-3] = x[:-1, 3:] * 2
+    _, out = code_and_output(moved_store, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(moved_store, (x,)), expected)
+
+
+@pallasite.kernel
+def index_positions_pair(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[tm, tn] = x[tm.index - 1, tn.index + 1]
+    return out
+
+
+@pallasite.kernel
+def moved_beside_pairs(x, rows, cols):
+    b, m, n = x.shape
+    out = torch.empty([b, m], dtype=x.dtype)
+    for tb, tm in hl.tile([b, m], block_size=[8, 8]):
+        out[tb, tm] = x[tb + 1, rows[tm], cols[tm]]
+    return out
+
+
+def test_index_tensors_still_pair_and_a_moved_tile_beside_pairs_is_refused():
+    """`tile.index - 1` is a tensor of positions: two of them pair element by element as in
+    torch ([8] and [128] do not broadcast: a clear error, not a block). A moved tile beside
+    two paired index tensors is refused in both modes."""
     with pytest.raises(exc.IndexingError, match="do not broadcast"):
-        code_and_output(two_shifts, (torch.randn(16, 256),))
+        code_and_output(index_positions_pair, (torch.randn(16, 256),))
+    args = (torch.randn(16, 8, 8), torch.arange(8, dtype=torch.int32), torch.arange(8, dtype=torch.int32))
+    for run in (lambda: code_and_output(moved_beside_pairs, args), lambda: run_ref(moved_beside_pairs, args)):
+        with pytest.raises(exc.IndexingError, match=r"moved tile \(`tile \+ c`\) beside several index tensors"):
+            run()
+
+
+@pallasite.kernel
+def gather_at_moved_columns(table, idx):
+    m, = idx.shape
+    n = table.size(1)
+    out = torch.empty([m, n], dtype=table.dtype)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[tm, tn] = table[idx[tm], tn + 1]
+    return out
+
+
+@pallasite.kernel
+def moved_store_past_a_partial_tile(x):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(0, 10, block_size=8):
+        for tn in hl.tile(n, block_size=128):
+            out[tm, tn + 1] = x[tm, tn]
+    return out
+
+
+@pallasite.kernel
+def scatter_at_moved_columns(x, idx):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        out[idx[tm], tn + 1] = x[tm, tn]
+    return out
+
+
+def test_moved_tile_beside_a_gather_and_a_partial_tile():
+    """A gather picks its rows from the moved window; a store at a moved tile keeps the rows
+    past a partial tile's end on the other axis (rows 10..15 of the second tile's block)."""
+    table, idx = torch.randn(32, 256), torch.randint(0, 32, (16,), dtype=torch.int32)
+    expected = torch.cat([table[idx.long(), 1:], torch.zeros(16, 1)], 1)
+    _, out = code_and_output(gather_at_moved_columns, (table, idx))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(gather_at_moved_columns, (table, idx)), expected)
+    x = torch.randn(16, 256)
+    expected = torch.zeros_like(x)
+    expected[:10, 1:] = x[:10, :-1]
+    _, out = code_and_output(moved_store_past_a_partial_tile, (x,))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(moved_store_past_a_partial_tile, (x,)), expected)
+
+
+def test_a_scatter_at_a_moved_tile_is_refused_in_both_modes():
+    args = (torch.randn(16, 256), torch.randperm(16).to(torch.int32))
+    for run in (lambda: code_and_output(scatter_at_moved_columns, args),
+                lambda: run_ref(scatter_at_moved_columns, args)):
+        with pytest.raises(exc.UnsupportedOperation, match="a scatter at a moved tile"):
+            run()

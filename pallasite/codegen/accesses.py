@@ -3,6 +3,8 @@ gathers and scatters through index vectors, masks of partial tiles and write-bac
 `k` is the `KernelEmitter`."""
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from ..ir import FullSlice, Load, ScalarIndex, ShiftedTile, Store, Value
@@ -69,11 +71,11 @@ def emit_load(k, node: Load) -> None:
         emit_row_gather(k, node, access)
         return
     text = f"{access.ref_name}[{ref_subscript(k, access)}]"
+    if access.shifts:  # a gather picks its rows from the moved window
+        text = _shifted_read(k, node, access)
     if access.gather is not None:
         _emit_gather(k, node, access, text)
         return
-    if access.shift is not None:
-        text = _shifted_read(k, node, access, text)
     copy = k.plan.block_copies.get(node.id)
     if copy is not None:  # the loop writes the tensor: narrowing reads use this copy
         k.emit(f"{copy.scratch}[...] = {text}", comment="the loaded values, for reads after a write")
@@ -83,48 +85,70 @@ def emit_load(k, node: Load) -> None:
     k.emit(f"{name} = {text}", comment=access.note or None, pure=True)  # dropped if only narrowing reads use it
 
 
-def _shifted_read(k, node: Load, access, first: str) -> str:
-    """A load at `tile + c` (the plan's `TileShift`): the aligned run holding its first lanes,
-    with the next run's first r lanes selected in and rotated by r, positions outside the
-    tensor zeroed."""
-    shift, bind = access.shift, _binder(k)
-    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
-    k.comment(f"{node.tensor.name} at {ShiftedTile(dim, shift.offset).text()}: aligned runs of the resident "
-              f"axis, rotated into place; positions outside [0, {shift.size}) read 0")
-    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
-    text = bind(f"{node.tensor.name}_run", first)
-    if shift.rotate:
-        later = list(access.ref_index)
-        later[axis] = AlignedRun(dim, shift.blocks + 1)
-        following = f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]"
-        text = bind(f"{node.tensor.name}_shifted",
-                    f"pltpu.roll(jnp.where({lane} < {shift.rotate}, {following}, {text}), "
-                    f"{block - shift.rotate}, {axis})")
-    position = f"{lane} + ({_plus(k.render(dim.begin_value), shift.offset)})"
-    return f"jnp.where(({position} >= 0) & ({position} < {shift.size}), {text}, 0)"
+def _shifted_read(k, node: Load, access) -> str:
+    """A load at moved tiles (`tile + c`, the plan's `TileShift`s): per moved axis, the aligned
+    run holding its first lanes, with the next run's first r lanes selected in and rotated by r
+    (axis by axis: 2**axes aligned reads at most), positions outside the tensor zeroed."""
+    bind, shape = _binder(k), tuple(access.ref_shape)
+    where = ", ".join(ShiftedTile(s.dim, s.offset).text() for s in access.shifts)
+    k.comment(f"{node.tensor.name} at {where}: aligned runs of the resident "
+              f"ax{'es' if len(access.shifts) > 1 else 'is'}, rotated into place; positions outside the tensor read 0")
+    lanes = [bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {s.axis})") for s in access.shifts]
+
+    def read(items: list, level: int) -> str:
+        if level == len(access.shifts):
+            return f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in items)}]"
+        shift = access.shifts[level]
+        text = read(items, level + 1)
+        if not shift.rotate:
+            return text
+        text = bind(f"{node.tensor.name}_run", text)
+        later = list(items)
+        later[shift.axis] = AlignedRun(shift.dim, shift.blocks + 1)
+        following = bind(f"{node.tensor.name}_next", read(later, level + 1))
+        return bind(f"{node.tensor.name}_shifted",
+                    f"pltpu.roll(jnp.where({lanes[level]} < {shift.rotate}, {following}, {text}), "
+                    f"{shift.dim.block_size - shift.rotate}, {shift.axis})")
+
+    text = read(list(access.ref_index), 0)
+    inside = []
+    for shift, lane in zip(access.shifts, lanes):
+        position = f"{lane} + ({_plus(k.render(shift.dim.begin_value), shift.offset)})"
+        inside.append(f"({position} >= 0) & ({position} < {shift.size})")
+    return f"jnp.where({' & '.join(inside)}, {text}, 0)"
 
 
-def _shifted_write(k, node: Store, access, value: str, first: str) -> None:
-    """A store at `tile + c` (the plan's `TileShift`): the value rotated by r into the aligned
-    runs its lanes land in; each run keeps its contents where no valid lane lands (before the
-    value's lanes, past the tile's end, outside the tensor)."""
-    shift, bind = access.shift, _binder(k)
-    dim, axis, block, shape = shift.dim, shift.axis, shift.dim.block_size, tuple(access.ref_shape)
-    k.comment(f"{node.tensor.name} at {ShiftedTile(dim, shift.offset).text()}: the value rotated into the "
-              f"aligned runs of the resident axis; positions outside [0, {shift.size}) are not written")
-    lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {axis})")
-    rotated = bind("rotated", f"pltpu.roll({value}, {shift.rotate}, {axis})" if shift.rotate else value)
-    limit = min(shift.size, dim.end + shift.offset)  # past the tile's end or the tensor: no valid lane
-    begin = k.render(dim.begin_value)
-    runs = [(first, shift.blocks, f"{lane} >= {shift.rotate}" if shift.rotate else None)]
-    if shift.rotate:
-        later = list(access.ref_index)
-        later[axis] = AlignedRun(dim, shift.blocks + 1)
-        runs.append((f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in later)}]", shift.blocks + 1,
-                     f"{lane} < {shift.rotate}"))
-    for target, blocks, held in runs:
-        position = f"{lane} + ({_plus(begin, blocks * block)})"
-        condition = " & ".join(filter(None, (held and f"({held})", f"({position} >= 0)", f"({position} < {limit})")))
+def _shifted_write(k, node: Store, access, value: str) -> None:
+    """A store at moved tiles (the plan's `TileShift`s): the value rotated by r along each moved
+    axis into the aligned runs its lanes land in (two per axis rotated by r != 0); each run keeps
+    its contents where no valid lane lands (before the value's lanes, past the tile's end,
+    outside the tensor, past a partial tile's end on another axis)."""
+    bind, shape = _binder(k), tuple(access.ref_shape)
+    where = ", ".join(ShiftedTile(s.dim, s.offset).text() for s in access.shifts)
+    k.comment(f"{node.tensor.name} at {where}: the value rotated into the aligned runs of the resident "
+              f"ax{'es' if len(access.shifts) > 1 else 'is'}; positions outside the tensor are not written")
+    rotated = value
+    per_axis = []  # per moved axis: its runs as (aligned run, condition on the lanes landing there)
+    for shift in access.shifts:
+        lane = bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {shift.axis})")
+        if shift.rotate:
+            rotated = bind("rotated", f"pltpu.roll({rotated}, {shift.rotate}, {shift.axis})")
+        dim, block = shift.dim, shift.dim.block_size
+        limit = min(shift.size, dim.end + shift.offset)  # past the tile's end or the tensor: no valid lane
+        begin = k.render(dim.begin_value)
+        runs = [(shift.blocks, f"{lane} >= {shift.rotate}" if shift.rotate else None)]
+        if shift.rotate:
+            runs.append((shift.blocks + 1, f"{lane} < {shift.rotate}"))
+        per_axis.append([(AlignedRun(dim, blocks), " & ".join(filter(None, (
+            held and f"({held})", f"({lane} + ({_plus(begin, blocks * block)}) >= 0)",
+            f"({lane} + ({_plus(begin, blocks * block)}) < {limit})")))) for blocks, held in runs])
+    kept = [k.range_condition(shape, m.axis, m.range) for m in access.store_masks]
+    for combination in itertools.product(*per_axis):
+        items = list(access.ref_index)
+        for shift, (run, _) in zip(access.shifts, combination):
+            items[shift.axis] = run
+        target = f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in items)}]"
+        condition = " & ".join([condition for _, condition in combination] + kept)
         k.emit(f"{target} = jnp.where({condition}, {rotated}, {target})")
 
 
@@ -170,8 +194,8 @@ def emit_store(k, node: Store) -> None:
         shape = tuple(access.scatter.index.shape[0] if axis == access.scatter.axis else size
                       for axis, size in enumerate(shape))
     text = _stored_value(k, operand, shape, node.tensor.dtype)
-    if access.shift is not None:
-        _shifted_write(k, node, access, text, target)
+    if access.shifts:
+        _shifted_write(k, node, access, text)
         return
     if access.scatter is not None:
         text, shape = _scatter_window(k, access, text, shape, target, node.tensor.dtype), tuple(access.ref_shape)

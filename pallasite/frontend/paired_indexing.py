@@ -21,16 +21,18 @@ import torch
 
 from .. import exc
 from ..ir import Value
+from ..ir.index_forms import moved_beside_pairs
 from ..ir.sizes import broadcast_shape
 from .proxies import DeviceTensor, HostScalar, TileProxy
 
 
 def index_tensors(key: Any) -> list[int]:
     """The positions in a device subscript key of its index tensors (int device values of
-    rank >= 1: a tile's `.index`, a loaded index tile, a computed index vector)."""
+    rank >= 1: a tile's `.index`, a loaded index tile, a computed index vector; a moved tile
+    `tile + c` is an axis, as the tile is)."""
     items = list(key) if isinstance(key, (tuple, list)) else [key]
     return [position for position, item in enumerate(items)
-            if isinstance(item, DeviceTensor) and len(item.value.shape) >= 1
+            if isinstance(item, DeviceTensor) and not item.tile_axis and len(item.value.shape) >= 1
             and not item.value.dtype.is_floating_point and item.value.dtype != torch.bool]
 
 
@@ -51,6 +53,8 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
     name = tensor.symbol.name
     items = _explicit_items(key, len(tensor.symbol.shape), name)
     positions = index_tensors(items)
+    if any(isinstance(item, DeviceTensor) and item.tile_axis for item in items):
+        raise exc.IndexingError(moved_beside_pairs(name))
     shapes = [tuple(items[p].value.shape) for p in positions]
     try:
         common = broadcast_shape(*shapes)

@@ -194,6 +194,9 @@ class HostTensor(_TensorLike):
 class DeviceTensor(_TensorLike):
     """A value inside a device loop."""
 
+    # `tile + c` (TileProxy): an axis of a subscript, not an index tensor (paired_indexing)
+    tile_axis = False
+
     def __init__(self, tracer: Any, value: Value):
         self._tracer = tracer
         self.value = value
@@ -325,14 +328,22 @@ class TileProxy:
         return self._tracer.tile_attribute(self.dim, "count")
 
     def __add__(self, other: Any) -> Any:
-        """`tile + c`: the positions tile.index + c (an index that reads 0 outside the tensor)."""
-        return self.index + self._offset(other, "+")
+        """`tile + c`: the tile moved by c (an index that reads 0 outside the tensor). In a
+        subscript it is an axis, as the tile is, never an index tensor paired with others
+        (`x[tm.index + 1, tn + 1]` is a block, as in Helion); in arithmetic the positions
+        tile.index + c."""
+        return self._moved(self.index + self._offset(other, "+"))
 
     def __radd__(self, other: Any) -> Any:
-        return self.index + self._offset(other, "+")
+        return self._moved(self.index + self._offset(other, "+"))
 
     def __sub__(self, other: Any) -> Any:
-        return self.index - self._offset(other, "-")
+        return self._moved(self.index - self._offset(other, "-"))
+
+    @staticmethod
+    def _moved(positions: "DeviceTensor") -> "DeviceTensor":
+        positions.tile_axis = True
+        return positions
 
     def _offset(self, other: Any, symbol: str) -> int:
         if isinstance(other, bool) or not isinstance(other, int):

@@ -1,6 +1,6 @@
 """The `window_shapes` kind: static slices of a tensor axis (read and written, bounds as
 Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]`,
-`x[tm, tn.index - c]`, c past a block too, reading 0 outside the tensor; stores too; the
+`x[tm, tn.index - c]`, `x[tm - 1, tn + c]`, c past a block too, reading 0 outside the tensor; stores too; the
 window `x[tm, tn.begin + h : tn.begin + h + tn.block_size]` of a second half),
 `F.pad` of a whole-axis load, and Helion's concatenation (masked loads whose tile runs past
 the first tensor's end, `hl.load(x, [tm, tn], extra_mask=...)`), in the device loop or in
@@ -66,13 +66,16 @@ def window_shapes(draw: Any, name: str) -> Case:
         shift = rng.choice((1, 2, 3, 5, 127, 128, 130, 257))
         sign = rng.choice(("+", "-"))
         index = rng.choice((f"tn {sign} {shift}", f"tn.index {sign} {shift}"))
+        # a moved row tile too (`tm - 1` is an axis, as tm is: a moved block, never paired
+        # with the column's index vector)
+        row = rng.choice(("tm", "tm", f"tm - {rng.choice((1, 3, 8))}", f"tm + {rng.choice((1, 5, 8))}"))
         body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
         body += head
         if rng.random() < 0.3:  # a store at the shifted tile: positions outside are dropped
-            body.append(Line(depth, f"out[tm, {index}] = x[tm, tn] * 2"))
+            body.append(Line(depth, f"out[{row}, {index}] = x[tm, tn] * 2"))
         else:
-            body.append(Line(depth, f"out[tm, tn] = x[tm, {index}] + x[tm, tn]"))
-        tag = f"shift:{sign}"
+            body.append(Line(depth, f"out[tm, tn] = x[{row}, {index}] + x[tm, tn]"))
+        tag = f"shift:{sign}" + (":rows" if row != "tm" else "")
         if rng.random() < 0.3:  # drawn last: Helion's fused SwiGLU reads a half as a shifted tile's window
             h = dims["n"]
             dims["w"] = 2 * h

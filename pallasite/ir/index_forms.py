@@ -46,6 +46,24 @@ class RefusedForm:
             raise ValueError(f"refused form {self.name!r}: a name, examples, why and instead are required")
 
 
+def moved_beside_pairs(name: str) -> str:
+    """The refusal of a moved tile (`tile + c`, an axis) in a subscript whose index tensors
+    torch pairs: where torch would put the paired dims is defined for slices, not for a tile
+    that reads 0 outside the tensor. The tracer and reference mode both raise it."""
+    return (f"{name}[...]: this subscript holds a moved tile (`tile + c`) beside several index tensors, "
+            "which torch pairs element by element; read the moved tile's block first (`blk = "
+            f"{name}[..., tile + c, ...]` with slices elsewhere), then index the block.")
+
+
+def moved_scatter(access: str, tile: str, offset: int) -> str:
+    """The refusal of a scatter at a moved tile (`out[idx[t], tn + 1] = v`); the tracer's
+    planner and reference mode both raise it."""
+    back = f"{tile} - {offset}" if offset > 0 else f"{tile} + {-offset}"
+    return (f"{access}: a scatter at a moved tile ({tile} {'+' if offset > 0 else '-'} {abs(offset)}) is not "
+            f"supported; scatter at {tile} itself and move the value instead (read it at {back} where it "
+            "is loaded).")
+
+
 def splice_tile_tuples(key: Any, is_tile: Callable[[Any], bool]) -> Any:
     """A subscript key with each tuple of tiles in it replaced by its tiles.
 

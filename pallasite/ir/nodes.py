@@ -151,10 +151,12 @@ class ShiftedTile:
     end (`hl.load(x, [t], extra_mask=...)`, `indexing.normalize_subscript`)."""
 
     FORM: ClassVar[IndexForm] = IndexForm(
-        "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v",
-                         "hl.load(x, [tm, tn], extra_mask=tn.index < x.size(1))"),
+        "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v", "x[tm - 1, tn + 1]",
+                         "y[tm.index + 64, tn + 64]", "hl.load(x, [tm, tn], extra_mask=tn.index < x.size(1))"),
         "the tile's positions moved by a compile-time int; a position outside the tensor reads 0 on a load "
-        "and is not written on a store (as a tile's tail is masked); the axis stays resident and each "
+        "and is not written on a store (as a tile's tail is masked); `tile + c` is an axis like the tile "
+        "(several in one subscript read a moved block, never paired), `tile.index + c` an index tensor "
+        "(two of them pair as in torch); the axis stays resident and each "
         "access reads the two block-aligned runs holding its lanes, rotated by pltpu.roll. A masked load's "
         "tile that runs past the tensor's end (Helion's concatenation) is a shift by 0: it reads 0 there")
 

@@ -287,7 +287,9 @@ class Access:
     # one axis of the ref, as a gather's) — how a narrowing read finds its axis in the ref
     value_axes: tuple[int | None, ...] | None = None
     note: str = ""  # what a static window reads, written above the access in the generated code
-    shift: TileShift | None = None  # a load at `tile + c`: the ref item at `shift.axis` is an AlignedRun
+    # an access at moved tiles (`tile + c`), one per moved axis: the ref item at each
+    # `shift.axis` is an AlignedRun
+    shifts: tuple[TileShift, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from ..ir import (
     walk_nodes,
 )
 from .. import exc
+from ..ir.index_forms import moved_scatter
 from ..ir.ops import ScalarArithmetic, scalar_arithmetic
 
 Interval = tuple[int, int]  # inclusive
@@ -45,11 +46,10 @@ def check_access_bounds(node) -> list[DataDependentRange]:
     tensor = node.tensor
     axis = 0
     pending = []
-    if sum(isinstance(item, ShiftedTile) for item in node.index) > 1:
+    moved = [item for item in node.index if isinstance(item, ShiftedTile)]
+    if moved and isinstance(node, Store) and any(isinstance(item, GatherIndex) for item in node.index):
         raise exc.UnsupportedOperation(
-            f"{access_text(node)}: a subscript may shift one tile; read the block at the other tiles "
-            "unshifted and shift one axis per access (or shift the value with F.pad and a static slice).",
-            node.location)
+            moved_scatter(access_text(node), moved[0].dim.name, moved[0].offset), node.location)
     for item in node.index:
         if isinstance(item, NewAxis):
             continue

@@ -293,7 +293,8 @@ def plan_access(node, operand: Operand) -> Access:
     ref_shape: list[int] = []
     store_masks = []
     notes: list[str] = []
-    gather = scatter = shift = None
+    gather = scatter = None
+    shifts = []
     remaining = iter(enumerate(items))
     result_axis: dict[int, int] = {}  # tensor axis -> its axis of ref[ref_index]
     for block in operand.axes:
@@ -321,7 +322,7 @@ def plan_access(node, operand: Operand) -> Access:
         if isinstance(item, ShiftedTile):  # two aligned runs, lane-selected and rotated (TileShift)
             ref_index.append(AlignedRun(item.dim, item.offset // item.dim.block_size))
             ref_shape.append(item.dim.block_size)
-            shift = TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis])
+            shifts.append(TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis]))
             continue
         if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
             ref_index.append(RefOffset((item.start,), item.size))
@@ -357,10 +358,10 @@ def plan_access(node, operand: Operand) -> Access:
         ref_index = []  # the whole block
     # a gathered, scattered or shifted value is computed, not a view of the ref: narrowing
     # reads of it slice the value (plan/subviews.py)
-    value_axes = (None if gather is not None or scatter is not None or shift is not None
+    value_axes = (None if gather is not None or scatter is not None or shifts
                   else loaded_value_axes(node.index, result_axis))
     return Access(operand.ref_name, tuple(ref_index), tuple(ref_shape), tuple(value_shape), tuple(store_masks),
-                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes), shift=shift)
+                  gather=gather, scatter=scatter, value_axes=value_axes, note="; ".join(notes), shifts=tuple(shifts))
 
 
 def loaded_value_axes(index, result_axis: dict[int, int]) -> tuple[int | None, ...]:

@@ -17,9 +17,9 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir.index_forms import splice_tile_tuples
+from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples
 from . import lanes
-from .tiles import RefTile, TileBegin
+from .tiles import MOVED_TILE, RefTile, TileBegin
 
 NameOf = Callable[[torch.Tensor], str]
 
@@ -32,6 +32,9 @@ class _Subscript:
     gather: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (view axis, index)
     lanes: set[int] = field(default_factory=set)
     native: tuple | None = None  # several index tensors: torch's own advanced indexing
+    # `tile + c` (a moved tile): per such axis (result axis, its positions' first lane inside
+    # the tensor, the tile's extent, c); `basic` holds the slice of its positions inside
+    moved: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
@@ -51,6 +54,11 @@ def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
             result = view[(slice(None),) * axis + (index,)]
     else:
         result = view.clone()
+    for axis, first, extent, _ in subscript.moved:  # positions outside the tensor read 0
+        if result.shape[axis] != extent:
+            padded = torch.zeros(result.shape[:axis] + (extent,) + result.shape[axis + 1:], dtype=result.dtype)
+            padded.narrow(axis, first, result.shape[axis]).copy_(result)
+            result = padded
     return lanes.finish(result, subscript.lanes)
 
 
@@ -68,6 +76,9 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
     if subscript.native is not None:
         tensor[subscript.native] = value
         return
+    if subscript.moved and subscript.gather and not lanes.is_run(subscript.gather[0][1]):  # as plan/bounds.py
+        raise exc.UnsupportedOperation(
+            moved_scatter(f"{name_of(tensor)}[...] = ...", "the tile", subscript.moved[0][3]))
     view = tensor[tuple(subscript.basic)]
     target = list(view.shape)
     gather_key = ()
@@ -75,12 +86,20 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
         ((axis, index),) = subscript.gather
         target[axis] = index.shape[0]
         gather_key = (slice(None),) * axis + (index,)
+    inside = list(target)
+    for moved_axis, _, extent, _ in subscript.moved:
+        target[moved_axis] = extent
     if isinstance(value, torch.Tensor):
         if not lanes.is_device(value) and value.ndim > 0:
             raise exc.IndexingError(
                 f"A host tensor is stored whole into {name_of(tensor)}[...] inside a device loop; "
                 "index it with tiles.")
         value = _fit(value, target, lambda: name_of(tensor))
+        if subscript.moved:  # a moved tile's positions outside the tensor are not written
+            value = torch.broadcast_to(value, target)
+            for moved_axis, first, _, _ in subscript.moved:
+                value = value.narrow(moved_axis, first, inside[moved_axis])
+    target = inside
     if gather_key and lanes.is_run(index):  # a tile's shifted positions: those outside are dropped
         inside = ((index >= 0) & (index < view.shape[axis])).nonzero().reshape(-1)
         if isinstance(value, torch.Tensor):
@@ -180,6 +199,9 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             if item.single_lane:
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1
+        elif isinstance(item, torch.Tensor) and getattr(item, MOVED_TILE, False):  # `tile + c`: an axis
+            _moved_axis(subscript, item, tensor.shape[axis], out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
         elif isinstance(item, torch.Tensor) and item.ndim >= 1 and not item.dtype.is_floating_point \
                 and item.dtype != torch.bool:  # of a device value too (`blk[tile_s.index]`)
             if item.ndim > 1 and store:
@@ -188,13 +210,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
                     f"{item.ndim}-D tile of shape {list(item.shape)}. Scatter its flat vector instead: "
                     f"`{name_of(tensor)}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
                     "index tiles of any rank).")
-            size = tensor.shape[axis]
-            bad = item[(item < 0) | (item >= size)] if not lanes.is_run(item) else item[:0]
-            if bad.numel():
-                raise exc.ShapeMismatch(
-                    f"{name_of(tensor)}[...]: an index in the index vector is {int(bad[0])} but axis "
-                    f"{axis} has size {size}; {'scattered' if store else 'gathered'} indices must lie in "
-                    f"[0, {size}) (they do not wrap).")
+            _check_index_vector(item, tensor.shape[axis], axis, store, lambda: name_of(tensor))
             subscript.gather.append((out_axis, item))  # the index's dims replace the axis
             subscript.basic.append(slice(None))
             subscript.lanes.update(out_axis + k for k in lanes.of(item))
@@ -203,8 +219,30 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             raise exc.IndexingError(
                 f"{name_of(tensor)}[...]: unsupported index {item!r} of type {type(item).__name__}.")
     if len(subscript.gather) > 1:
+        if subscript.moved:
+            raise exc.IndexingError(moved_beside_pairs(name_of(tensor)))
         subscript.native = tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
     return subscript
+
+
+def _check_index_vector(index: torch.Tensor, size: int, axis: int, store: bool, name: Callable[[], str]) -> None:
+    """An index vector's values lie in [0, size) (a tile's shifted positions read 0 outside)."""
+    bad = index[(index < 0) | (index >= size)] if not lanes.is_run(index) else index[:0]
+    if bad.numel():
+        raise exc.ShapeMismatch(
+            f"{name()}[...]: an index in the index vector is {int(bad[0])} but axis {axis} has size {size}; "
+            f"{'scattered' if store else 'gathered'} indices must lie in [0, {size}) (they do not wrap).")
+
+
+def _moved_axis(subscript: _Subscript, positions: torch.Tensor, size: int, out_axis: int) -> None:
+    """A moved tile (`tile + c`) on an axis of `size`: the slice of its positions inside the
+    tensor, and where they sit in the tile's extent (the rest reads 0, is not written)."""
+    first, extent = int(positions[0]), positions.shape[0]
+    low, high = min(max(first, 0), size), min(max(first + extent, 0), size)
+    subscript.basic.append(slice(low, high))
+    subscript.moved.append((out_axis, low - first if high > low else 0, extent, lanes.run_offset(positions)))
+    if 0 in lanes.of(positions):
+        subscript.lanes.add(out_axis)
 
 
 def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, name_of: NameOf) -> bool | None:

@@ -98,14 +98,15 @@ class RefTile(hl.Tile):
         return self._index
 
     def __add__(self, other: Any) -> torch.Tensor:
-        """`tile + c`: the positions tile.index + c (reading 0 outside the tensor)."""
-        return self.index + self._offset(other, "+")
+        """`tile + c`: the tile moved by c (reading 0 outside the tensor): in a subscript an
+        axis, as the tile is (reference/indexing.py), in arithmetic the positions tile.index + c."""
+        return _moved(self.index + self._offset(other, "+"))
 
     def __radd__(self, other: Any) -> torch.Tensor:
-        return self.index + self._offset(other, "+")
+        return _moved(self.index + self._offset(other, "+"))
 
     def __sub__(self, other: Any) -> torch.Tensor:
-        return self.index - self._offset(other, "-")
+        return _moved(self.index - self._offset(other, "-"))
 
     def _offset(self, other: Any, symbol: str) -> int:
         if isinstance(other, bool) or not isinstance(other, int):
@@ -187,3 +188,12 @@ def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blo
         for axis, dim in enumerate(order):
             items[dim] = permuted[axis]
         yield tuple(items) if multi else items[0]
+
+
+MOVED_TILE = "tile_axis"  # the attribute the tracer's DeviceTensor has too (frontend/proxies.py)
+
+
+def _moved(positions: torch.Tensor) -> torch.Tensor:
+    """Mark `tile + c`'s positions as an axis of a subscript (never an index tensor)."""
+    setattr(positions, MOVED_TILE, True)
+    return positions
