@@ -76,8 +76,8 @@ class TileDims:
     def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
         static = isinstance(begin, int) and isinstance(end, int)
         extent = max(end - begin, 0) if static else 128
-        if kind == "grid":
-            return TileDim(name, begin, end, 1, None, True)
+        if kind == "grid":  # block: 1, or a stepped grid's step (hl.grid checked it)
+            return TileDim(name, begin, end, block, None, True)
         if block is None:
             block_id = self._new_block_id()
             size = self.choose_block_size(block_id, extent)

@@ -200,9 +200,12 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
                   InputSpec("ids", ("n",), torch.int32, "index:r"))
         row = rng.choice(("ids[i]", "ids[i]", f"(i * {rng.choice((1, 3, 7))} + 2) % r"))
         read = rng.choice(_VALUES)
+        # every row, or a stepped grid's (`hl.grid(b, n, step)`: the rows it skips stay 0)
+        grid = rng.choice(("hl.grid(n)", "hl.grid(n)", f"hl.grid(0, n, {rng.choice((2, 3))})", "hl.grid(1, n, 2)"))
         body = [Line(0, "r, d = table.size()"), Line(0, "n = ids.size(0)"),
-                Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
-                Line(0, "for i in hl.grid(n):"), Line(1, f"row = {row}")]
+                Line(0, f"out = torch.{'empty' if grid == 'hl.grid(n)' else 'zeros'}([n, d], dtype=table.dtype, "
+                        "device=table.device)"),
+                Line(0, f"for i in {grid}:"), Line(1, f"row = {row}")]
         if rng.random() < 0.5:
             body.append(Line(1, f"out[i, :] = {read.format(x='table[row, :]')}"))
         else:  # the row's columns by an inner tile

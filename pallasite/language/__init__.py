@@ -100,9 +100,17 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None,
     return TileIterable("tile", begins, ends, sizes, multi, max_extent)
 
 
-def grid(begin_or_end: Any, end_or_none: Any = None) -> TileIterable:
-    """Iterate over single indices: `for g in hl.grid(n)`; the loop variable is a scalar."""
-    spec = tile(begin_or_end, end_or_none, block_size=1)
+def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileIterable:
+    """Iterate over single indices: `for g in hl.grid(n)`, `hl.grid(b, e)`, `hl.grid(b, e, step)`
+    (as `range`: b, b + step, ... below e, step a positive compile-time int); the loop
+    variable is a scalar. A stepped grid is a tile loop of blocks of `step` whose variable
+    is each block's begin."""
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step <= 0):
+        got = (f"the runtime argument '{step.symbol.name}'" if hasattr(step, "symbol") else repr(step))
+        raise exc.IncorrectTileUsage(
+            f"hl.grid(begin, end, step): the step must be a positive compile-time int (an int, or "
+            f"hl.specialize of an argument); got {got}.")
+    spec = tile(begin_or_end, end_or_none, block_size=1 if step is None else step)
     spec.kind = "grid"
     return spec
 

@@ -211,7 +211,7 @@ class ReferenceRunner:
                       for b, e in zip(spec.begins, spec.ends)]
             begins = [tiles.as_bound(b, "begin") for b in spec.begins]
             ends = [tiles.as_bound(e, "end") for e in spec.ends]
-            blocks = [1 if spec.kind == "grid" else self._block_size(stmt, i, block)
+            blocks = [block if spec.kind == "grid" else self._block_size(stmt, i, block)  # a grid's: its step
                       for i, block in enumerate(spec.block_sizes)]
         names = loop_names(stmt.target, len(ends), spec.kind)
         items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device,

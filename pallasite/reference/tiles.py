@@ -175,8 +175,8 @@ def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blo
     """
     per_dim = []
     for dim, (name, begin, end, block) in enumerate(zip(names, begins, ends, blocks)):
-        if kind == "grid":
-            per_dim.append(list(range(begin, end)))
+        if kind == "grid":  # block: 1, or hl.grid's step
+            per_dim.append(list(range(begin, end, block)))
         else:
             per_dim.append(dim_tiles(name, begin, end, block, in_device))
             if static is not None and static[dim]:
