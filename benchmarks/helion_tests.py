@@ -277,7 +277,7 @@ def _reads_internals(error: BaseException) -> str | None:
 # Attributes of Helion's kernel objects and generated modules that say nothing of results.
 _HELION_ONLY_ATTRIBUTES = ("to_triton_code", "config_spec", "_bound_kernels", "__globals__",
                            "host_function", "'env'", "_helion_",
-                           "'BlockSizeSpec'")
+                           "'BlockSizeSpec'", "_flat_fields")
 
 
 class _Result(unittest.TestResult):

@@ -34,6 +34,9 @@ def is_gpu_only_key(key: str) -> bool:
 # The config sits below the plan: it names the values of its knobs, and plan/ implements
 # each (plan/loops registers one strategy per loop type and checks it has them all).
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")  # `pallas_loop_type`: how an inner loop runs
+# ... or, named only by a config (the autotuner never picks it), folded into the grid
+# (plan/folded_loops.py): no longer an inner loop
+FOLDED_LOOP_TYPE = "outer_pipeline"
 
 
 class IndirectAccessMode(str, enum.Enum):
@@ -69,7 +72,8 @@ class Config(Mapping[str, Any]):
       block_sizes: one int per tiled dimension, in order of appearance.
       pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline" for every inner loop, or a
         list of them, one per inner loop (every device loop's, in source order, a nested
-        loop after the loop holding it), e.g. ["unroll", "emit_pipeline"].
+        loop after the loop holding it), e.g. ["unroll", "emit_pipeline"]; "outer_pipeline"
+        folds a device loop's last inner loop into its grid (plan/folded_loops.py).
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
       loop_orders: per multi-dim hl.tile loop (device loops and inner loops, in
         order of appearance, as Helion counts them), a permutation of its dims:
@@ -171,9 +175,10 @@ def resolve(config: Mapping[str, Any]) -> ResolvedConfig:
 
 
 def check_loop_type(name: str) -> None:
-    if name not in LOOP_TYPES:
+    if name not in (*LOOP_TYPES, FOLDED_LOOP_TYPE):
         raise exc.InvalidConfig(
-            f"Invalid pallas_loop_type {name!r}: expected one of {', '.join(repr(n) for n in LOOP_TYPES)}.")
+            f"Invalid pallas_loop_type {name!r}: expected one of "
+            f"{', '.join(repr(n) for n in (*LOOP_TYPES, FOLDED_LOOP_TYPE))}.")
 
 
 def _freeze(value: Any) -> Any:

@@ -155,6 +155,12 @@ class IllegalBlockSize(InvalidConfig):
     """A block size the TPU cannot tile (last dim 128, second-to-last 8)."""
 
 
+class BackendUnsupported(InvalidConfig):
+    """The config asks for a schedule this kernel cannot take (a loop type that cannot run
+    the loop it names, e.g. folding a loop that carries values into the grid); another
+    config runs the kernel."""
+
+
 class VmemOverflow(InvalidConfig):
     """A config whose VMEM working set exceeds the chip's VMEM."""
 

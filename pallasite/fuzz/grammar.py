@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from ..config import FOLDED_LOOP_TYPE  # named by a config only: draws give it to maps (Draw.map_loop_type)
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
@@ -45,6 +46,14 @@ class Draw:
 
     def loop_type(self) -> str:
         return self.rng.choice(self.loop_types)
+
+    def map_loop_type(self) -> str:
+        """A loop type for an inner loop that is the last statement of its device loop,
+        carries nothing and has nothing before it: one of `loop_types`, or (when the run
+        takes the default set) folded into the grid, `outer_pipeline`."""
+        if self.loop_types == LOOP_TYPES and self.chance(0.3):
+            return FOLDED_LOOP_TYPE
+        return self.loop_type()
 
     def loop_types_each(self, loops: int) -> str | tuple[str, ...]:
         """One loop type for all `loops` inner loops, or sometimes one each (a mixed list)."""

@@ -483,6 +483,9 @@ class DeviceLoopCall:
     loop: TileLoop
     index: int  # position among the kernel's device loops
     scalars: list[ScalarSymbol]  # runtime scalars the loop reads
+    # ids of the dims of `loop` an inner loop gave when planning folded it into the grid
+    # (`pallas_loop_type="outer_pipeline"`, plan/folded_loops.py); empty as traced
+    folded_dims: frozenset[int] = frozenset()
 
 
 HostStep = Union[HostOp, HostStore, Allocate, DeviceLoopCall]

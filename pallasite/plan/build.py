@@ -1,6 +1,7 @@
 """Build the `KernelPlan` of a traced kernel: one `PallasCallPlan` per device loop.
 
-Each device loop is planned by the passes of `CALL_PASSES`, in order, each a function
+Each device loop, its `outer_pipeline` loop folded into its grid first (folded_loops.py),
+is planned by the passes of `CALL_PASSES`, in order, each a function
 from the frozen `CallDraft` (plan/draft.py) to the draft with its decisions added:
 
     decide_worklist         a grid over segments flattened into work items (worklists.py)
@@ -26,6 +27,7 @@ from collections.abc import Iterator, Mapping
 
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, walk_nodes
 from .draft import CallDraft, KernelContext
+from .folded_loops import fold, folded_order
 from .grid_order import plan_in_order
 from .host_indices import plan_host_index_checks
 from .memory import collect_uses
@@ -58,9 +60,11 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     narrowed = plan_narrowed_arguments(ir)  # first: an int64 tensor used as data is the error to see
     kernel = KernelContext.of(ir, target)
     calls = []
-    for call, defined, view_bases in _device_loop_calls(ir):
+    for written, defined, view_bases in _device_loop_calls(ir):
+        call = fold(written, kernel.folded)  # an outer_pipeline loop's dims join the grid
         plan_with = functools.partial(plan_call, kernel, call, defined, view_bases)
-        calls.append(plan_in_order(call, kernel.loop_orders.get(call.loop.id), plan_with))
+        order = folded_order(written, kernel.loop_orders.get(written.loop.id), call)
+        calls.append(plan_in_order(call, order, plan_with))
     return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..config import ResolvedConfig
 from ..ir import DeviceLoopCall, KernelIR, TileDim
 from .bounds import DataDependentRange
+from .folded_loops import folded_loop_ids
 from .loops import LoopStrategy, buffer_counts, loop_strategies, multi_dim_loops
 from .plans import (
     Access, CarriedMask, GridAxis, InPlaceUpdate, LoopPlan, Mask, Operand, PallasCallPlan, PlanTarget, RangeCheck,
@@ -31,6 +32,7 @@ class KernelContext:
     target: PlanTarget
     knobs: ResolvedConfig
     strategies: Mapping[int, LoopStrategy]  # `pallas_loop_type`: TileLoop id -> strategy
+    folded: frozenset[int]  # `pallas_loop_type` "outer_pipeline": TileLoop ids folded into the grid
     loop_orders: Mapping[int, tuple[int, ...]]  # `loop_orders`: TileLoop id -> its dims' order
     buffer_counts: Mapping[int, int]  # `pallas_load_buffer_count`: TileLoop id -> its streams' depth
     check_ids: Iterator[int]  # range checks are numbered across the kernel's module
@@ -40,8 +42,8 @@ class KernelContext:
         knobs = target.knobs
         strategies = loop_strategies(ir, knobs.pallas_loop_type)
         loop_orders = {loop.id: tuple(order) for loop, order in zip(multi_dim_loops(ir), knobs.loop_orders)}
-        return cls(ir, target, knobs, strategies, loop_orders, buffer_counts(ir, knobs.pallas_load_buffer_count),
-                   itertools.count())
+        return cls(ir, target, knobs, strategies, folded_loop_ids(ir, knobs.pallas_loop_type), loop_orders,
+                   buffer_counts(ir, knobs.pallas_load_buffer_count), itertools.count())
 
     @property
     def chip_key(self) -> str:

@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 
 from ... import exc
-from ...config import KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
+from ...config import FOLDED_LOOP_TYPE, KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
@@ -79,9 +79,12 @@ def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     one name (every inner loop) or a list with one name per
     inner loop in source order (`all_inner_loops`)."""
     if isinstance(value, str):
+        if value == FOLDED_LOOP_TYPE:  # folded into the grid: no inner loop left to run
+            return {}
         strategy = strategy_named(value)
         return {loop.id: strategy for loop in all_inner_loops(ir)}
-    return {loop_id: strategy_named(name) for loop_id, name in _per_inner_loop(ir, "pallas_loop_type", value).items()}
+    return {loop_id: strategy_named(name) for loop_id, name in per_inner_loop(ir, "pallas_loop_type", value).items()
+            if name != FOLDED_LOOP_TYPE}
 
 
 def buffer_counts(ir, value) -> dict[int, int]:
@@ -92,10 +95,10 @@ def buffer_counts(ir, value) -> dict[int, int]:
     if value is None or isinstance(value, int):
         return {loop.id: default if value is None else value for loop in all_inner_loops(ir)}
     return {loop_id: default if count is None else count
-            for loop_id, count in _per_inner_loop(ir, "pallas_load_buffer_count", value).items()}
+            for loop_id, count in per_inner_loop(ir, "pallas_load_buffer_count", value).items()}
 
 
-def _per_inner_loop(ir, key: str, value) -> dict:
+def per_inner_loop(ir, key: str, value) -> dict:
     """A config list with one entry per inner loop (`all_inner_loops`), by TileLoop id;
     `exc.InvalidConfig` listing the loops when the count differs."""
     loops = all_inner_loops(ir)
@@ -141,5 +144,5 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 __all__ = [
     "LOOP_TYPES", "STRATEGIES", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
     "all_inner_loops", "attach_streams", "buffer_counts", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
-    "loop_strategies", "strategy_named",
+    "loop_strategies", "per_inner_loop", "strategy_named",
 ]

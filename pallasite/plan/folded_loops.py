@@ -1,0 +1,100 @@
+"""`pallas_loop_type="outer_pipeline"`: an inner tile loop folded into its call's grid.
+
+The folded loop's dims become the last axes of the pallas_call grid: each of its tiles is
+a program of the call, so Pallas' pipeline fetches the next tile's blocks while the
+current one computes, across the outer tiles too (the next row's first blocks arrive
+during this row's last step): the schedule hand-written TPU kernels give a K or KV axis.
+Blocks the statements before the loop (its prologue) read are indexed by the outer tiles
+only, so they are fetched once per outer tile.
+
+Folding keeps the kernel's meaning only where a folded program may repeat the prologue,
+so the loop must be the last statement of its device loop (nothing after it), carry no
+values, have compile-time bounds, and its prologue must only compute: no store, no effect
+(a print, a remote copy), no read of a tensor the call writes (a later step would read
+what an earlier one wrote). A loop that breaks one is `exc.BackendUnsupported` naming it;
+`emit_pipeline`, `fori_loop` or `unroll` run it. The autotuner never picks this loop type
+(it changes which loop a config's other per-loop entries mean); a config names it.
+
+Planning folds before every pass (`build.py`): the passes then see a device loop whose
+grid has the folded dims, and decide its blocks, masks and grid semantics as for any.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import exc
+from ..config import FOLDED_LOOP_TYPE
+from ..ir import DeviceLoopCall, Load, Node, Store, TileLoop, walk_nodes
+from .loops import all_inner_loops, inner_loops, per_inner_loop
+
+
+def folded_loop_ids(ir, value) -> frozenset[int]:
+    """The TileLoop ids a config's `pallas_loop_type` folds (one name for every inner loop,
+    or one per inner loop in source order)."""
+    if isinstance(value, str):
+        return frozenset(loop.id for loop in all_inner_loops(ir)) if value == FOLDED_LOOP_TYPE else frozenset()
+    return frozenset(loop_id for loop_id, name in per_inner_loop(ir, "pallas_loop_type", value).items()
+                     if name == FOLDED_LOOP_TYPE)
+
+
+def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
+    """`call` with its folded inner loop's dims appended to its grid and the loop's body in
+    place of the loop (the call itself when it folds none)."""
+    chosen = [loop for loop in inner_loops(call.loop.body) if loop.id in folded]
+    if not chosen:
+        return call
+    top = call.loop
+    if len(chosen) > 1:
+        raise _refused(chosen[1], f"a device loop folds one loop into its grid; this one holds {len(chosen)} "
+                       "(give pallas_loop_type as a list, one entry per inner loop, folding one)")
+    (loop,) = chosen
+    if not any(item is loop for item in top.body):
+        raise _refused(loop, "only a loop directly in the device loop's body folds into its grid (this one is "
+                       "inside another loop or a device if)")
+    if top.body[-1] is not loop:
+        raise _refused(loop, "a folded loop must be the last statement of its device loop: the statements "
+                       "after it would run at every folded step")
+    if loop.carried:
+        names = ", ".join(f"'{item.name}'" for item in loop.carried)
+        raise _refused(loop, f"it carries {names} from step to step; a folded step is a program of its own "
+                       "(emit_pipeline keeps carried values in VMEM)")
+    if not all(isinstance(dim.begin, int) and isinstance(dim.end, int) and not isinstance(dim.end, bool)
+               for dim in loop.dims):
+        raise _refused(loop, "a folded loop's tiles are grid steps, so its bounds must be compile-time ints")
+    _check_prologue(top.body[:-1], loop, call)
+    merged = TileLoop([*top.dims, *loop.dims], [*top.body[:-1], *loop.body], top.location, top.carried, top.id)
+    return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims))
+
+
+def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):
+    """The grid order of a folded call: the device loop's own (`loop_orders`), the folded
+    dims innermost in their written order."""
+    if order is None or folded_call is call:
+        return order
+    own = len(call.loop.dims)
+    return (*order, *range(own, len(folded_call.loop.dims)))
+
+
+def _check_prologue(prologue: list, loop: TileLoop, call: DeviceLoopCall) -> None:
+    """The statements before a folded loop run at each of its steps: they must compute only."""
+    written = {id(node.tensor) for node in walk_nodes(call.loop.body) if isinstance(node, Store)}
+    for node in walk_nodes(prologue):
+        where = f" (line {node.location.lineno})" if node.location is not None else ""
+        if isinstance(node, Store):
+            raise _refused(loop, f"the statements before it store into '{node.tensor.name}'{where}, which each "
+                           "folded step would repeat after earlier steps wrote")
+        if isinstance(node, Load) and id(node.tensor) in written:
+            raise _refused(loop, f"the statements before it read '{node.tensor.name}'{where}, which the loop "
+                           "writes: a later folded step would read what an earlier one wrote")
+        if isinstance(node, Node) and not isinstance(node, Load) and not node.outputs:
+            raise _refused(loop, f"the statements before it have an effect ({node.op}{where}), which each "
+                           "folded step would repeat")
+
+
+def _refused(loop: TileLoop, why: str) -> exc.BackendUnsupported:
+    return exc.BackendUnsupported(
+        f"pallas_loop_type='{FOLDED_LOOP_TYPE}' cannot fold this loop into the grid: {why}. Use another loop "
+        "type for it (emit_pipeline, fori_loop or unroll).", loop.location)
+
+
+__all__ = ["folded_loop_ids", "fold", "folded_order"]
