@@ -398,3 +398,24 @@ def test_a_scatter_at_a_moved_tile_is_refused_in_both_modes():
                 lambda: run_ref(scatter_at_moved_columns, args)):
         with pytest.raises(exc.UnsupportedOperation, match="a scatter at a moved tile"):
             run()
+
+
+@pallasite.kernel
+def moved_beside_a_row_index(x):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for i in hl.grid(m):
+        for tn in hl.tile(n):
+            out[i, tn] = x[i, tn - 1] + x[2, tn + 1] * 10
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_moved_tile_beside_a_scalar_index(loop_type):
+    """The second aligned run replaces the moved axis's ref item, not the item of the same
+    number among the window's kept axes (a scalar index drops one)."""
+    x = torch.randn(37, 300)
+    expected = _shifted(x, -1, 1) + _shifted(x[2:3].expand(37, 300), 1, 1) * 10
+    _, out = code_and_output(moved_beside_a_row_index, (x,), block_sizes=[128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(moved_beside_a_row_index, (x,)), expected)

@@ -104,7 +104,7 @@ def _shifted_read(k, node: Load, access) -> str:
             return text
         text = bind(f"{node.tensor.name}_run", text)
         later = list(items)
-        later[shift.axis] = AlignedRun(shift.dim, shift.blocks + 1)
+        later[shift.item] = AlignedRun(shift.dim, shift.blocks + 1)
         following = bind(f"{node.tensor.name}_next", read(later, level + 1))
         return bind(f"{node.tensor.name}_shifted",
                     f"pltpu.roll(jnp.where({lanes[level]} < {shift.rotate}, {following}, {text}), "
@@ -146,7 +146,7 @@ def _shifted_write(k, node: Store, access, value: str) -> None:
     for combination in itertools.product(*per_axis):
         items = list(access.ref_index)
         for shift, (run, _) in zip(access.shifts, combination):
-            items[shift.axis] = run
+            items[shift.item] = run
         target = f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in items)}]"
         condition = " & ".join([condition for _, condition in combination] + kept)
         k.emit(f"{target} = jnp.where({condition}, {rotated}, {target})")

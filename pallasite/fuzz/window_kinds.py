@@ -73,7 +73,8 @@ def window_shapes(draw: Any, name: str) -> Case:
         body += head
         if rng.random() < 0.3:  # a store at the shifted tile: positions outside are dropped
             body.append(Line(depth, f"out[{row}, {index}] = x[tm, tn] * 2"))
-        else:
+        else:  # a read may also take one row at a scalar beside the moved columns
+            row = row if rng.random() < 0.8 else "m - 1"
             body.append(Line(depth, f"out[tm, tn] = x[{row}, {index}] + x[tm, tn]"))
         tag = f"shift:{sign}" + (":rows" if row != "tm" else "")
         if rng.random() < 0.3:  # drawn last: Helion's fused SwiGLU reads a half as a shifted tile's window

@@ -97,6 +97,7 @@ class TileShift:
     dim: TileDim
     offset: int
     size: int
+    item: int  # its position in the access's `ref_index` (a scalar item drops an axis: not `axis`)
 
     @property
     def blocks(self) -> int:

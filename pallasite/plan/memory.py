@@ -322,7 +322,8 @@ def plan_access(node, operand: Operand) -> Access:
         if isinstance(item, ShiftedTile):  # two aligned runs, lane-selected and rotated (TileShift)
             ref_index.append(AlignedRun(item.dim, item.offset // item.dim.block_size))
             ref_shape.append(item.dim.block_size)
-            shifts.append(TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis]))
+            shifts.append(TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis],
+                                    len(ref_index) - 1))
             continue
         if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
             ref_index.append(RefOffset((item.start,), item.size))
