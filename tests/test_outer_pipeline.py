@@ -196,3 +196,23 @@ def test_the_autotuner_never_picks_it():
     assert choices == set(LOOP_TYPES) and FOLD not in choices
     with pytest.raises(exc.InvalidConfig, match="outer_pipeline"):
         code_and_output(scale_by_row, (x,), pallas_loop_type="outer_pipelin")
+
+
+@pallasite.kernel
+def column_sums(x, acc):
+    m, n = x.shape
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            acc[tn] = acc[tn] + x[tm, tn].sum(0)
+    return acc
+
+
+def test_a_block_the_fold_would_revisit_out_of_order_names_the_fold():
+    """Folding tn makes it a grid axis inside tm: acc's blocks, indexed by tn only, would be
+    revisited across tm. The refusal says folding caused it; fori_loop runs the kernel."""
+    x, acc = torch.randn(37, 300), torch.randn(300)
+    with pytest.raises(exc.BackendUnsupported, match="folding 'tn' into the grid") as error:
+        code_and_output(column_sums, (x, acc.clone()), block_sizes=[8, 128], pallas_loop_type=FOLD)
+    assert "Use another loop type" in str(error.value) and "acc[tn] = acc[tn]" in str(error.value)
+    _, out = code_and_output(column_sums, (x, acc.clone()), block_sizes=[8, 128], pallas_loop_type="fori_loop")
+    torch.testing.assert_close(out, acc + x.sum(0), rtol=1e-5, atol=1e-4)

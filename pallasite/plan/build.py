@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping
 
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, Store, walk_nodes
 from .draft import CallDraft, KernelContext
-from .folded_loops import fold, folded_order
-from .grid_order import plan_in_order
+from .folded_loops import fold, folded_order, refused_fold
+from .grid_order import RevisitedBlock, plan_in_order
 from .host_indices import plan_host_index_checks
 from .memory import collect_uses
 from .narrowed_arguments import plan_narrowed_arguments
@@ -64,7 +64,12 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
         call = fold(written, kernel.folded)  # an outer_pipeline loop's dims join the grid
         plan_with = functools.partial(plan_call, kernel, call, defined, view_bases)
         order = folded_order(written, kernel.loop_orders.get(written.loop.id), call)
-        calls.append(plan_in_order(call, order, plan_with))
+        try:
+            calls.append(plan_in_order(call, order, plan_with))
+        except RevisitedBlock as err:
+            if call is written:
+                raise
+            raise refused_fold(call, err) from None
     return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed)
 
 

@@ -75,6 +75,16 @@ def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):
     return (*order, *range(own, len(folded_call.loop.dims)))
 
 
+def refused_fold(folded_call: DeviceLoopCall, error: exc.PallasiteError) -> exc.BackendUnsupported:
+    """A planning error the fold caused (a written block that its grid axes would revisit out
+    of order), said as the fold's refusal."""
+    names = ", ".join(f"'{dim.name}'" for dim in folded_call.loop.dims if dim.id in folded_call.folded_dims)
+    return exc.BackendUnsupported(
+        f"pallas_loop_type='{FOLDED_LOOP_TYPE}': folding {names} into the grid makes each of its tiles a grid "
+        f"step, and then: {error.message} Use another loop type for that loop (emit_pipeline, fori_loop or "
+        "unroll).", error.location)
+
+
 def _check_prologue(prologue: list, loop: TileLoop, call: DeviceLoopCall) -> None:
     """The statements before a folded loop run at each of its steps: they must compute only."""
     written = {id(node.tensor) for node in walk_nodes(call.loop.body) if isinstance(node, Store)}
@@ -97,4 +107,4 @@ def _refused(loop: TileLoop, why: str) -> exc.BackendUnsupported:
         "type for it (emit_pipeline, fori_loop or unroll).", loop.location)
 
 
-__all__ = ["folded_loop_ids", "fold", "folded_order"]
+__all__ = ["folded_loop_ids", "fold", "folded_order", "refused_fold"]
