@@ -95,6 +95,9 @@ def _shifted_read(k, node: Load, access) -> str:
               f"ax{'es' if len(access.shifts) > 1 else 'is'}, rotated into place; positions outside the tensor read 0")
     lanes = [bind("lane", f"lax.broadcasted_iota(jnp.int32, {literal(shape)}, {s.axis})") for s in access.shifts]
 
+    def named(hint: str, text: str) -> str:  # a value another axis already named keeps its name
+        return text if text.isidentifier() else bind(hint, text)
+
     def read(items: list, level: int) -> str:
         if level == len(access.shifts):
             return f"{access.ref_name}[{', '.join(_ref_item(k, item) for item in items)}]"
@@ -102,10 +105,10 @@ def _shifted_read(k, node: Load, access) -> str:
         text = read(items, level + 1)
         if not shift.rotate:
             return text
-        text = bind(f"{node.tensor.name}_run", text)
+        text = named(f"{node.tensor.name}_run", text)
         later = list(items)
         later[shift.item] = AlignedRun(shift.dim, shift.blocks + 1)
-        following = bind(f"{node.tensor.name}_next", read(later, level + 1))
+        following = named(f"{node.tensor.name}_next", read(later, level + 1))
         return bind(f"{node.tensor.name}_shifted",
                     f"pltpu.roll(jnp.where({lanes[level]} < {shift.rotate}, {following}, {text}), "
                     f"{shift.dim.block_size - shift.rotate}, {shift.axis})")
