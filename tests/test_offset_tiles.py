@@ -341,6 +341,8 @@ def test_index_tensors_still_pair_and_a_moved_tile_beside_pairs_is_refused():
     two paired index tensors is refused in both modes."""
     with pytest.raises(exc.IndexingError, match="do not broadcast"):
         code_and_output(index_positions_pair, (torch.randn(16, 256),))
+    with pytest.raises(exc.IndexingError, match=r"shapes \[8\], \[128\], which do not broadcast"):
+        run_ref(index_positions_pair, (torch.randn(16, 256),), block_sizes=[8, 128])
     args = (torch.randn(16, 8, 8), torch.arange(8, dtype=torch.int32), torch.arange(8, dtype=torch.int32))
     for run in (lambda: code_and_output(moved_beside_pairs, args), lambda: run_ref(moved_beside_pairs, args)):
         with pytest.raises(exc.IndexingError, match=r"moved tile \(`tile \+ c`\) beside several index tensors"):

@@ -21,7 +21,7 @@ import torch
 
 from .. import exc
 from ..ir import Value
-from ..ir.index_forms import moved_beside_pairs
+from ..ir.index_forms import moved_beside_pairs, unbroadcastable_pairs
 from ..ir.sizes import broadcast_shape
 from .proxies import DeviceTensor, HostScalar, TileProxy
 
@@ -59,10 +59,7 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
     try:
         common = broadcast_shape(*shapes)
     except ValueError:
-        raise exc.IndexingError(
-            f"{name}[...]: its index tensors have shapes {', '.join(str(list(s)) for s in shapes)}, which do not "
-            "broadcast together; torch pairs index tensors element by element after broadcasting them, so "
-            "their shapes must broadcast (e.g. idx_a[:, None] and idx_b[None, :] for every pair).") from None
+        raise exc.IndexingError(unbroadcastable_pairs(name, shapes)) from None
     tiles = _tile_vectors(recorder, [items[p] for p in positions], common)
     if tiles is not None:  # `x[tm.index[:, None], tn.index[None, :]]`: the block x[tm, tn]
         return _tile_block(recorder, tensor, items, positions, tiles)

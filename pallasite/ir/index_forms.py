@@ -55,6 +55,14 @@ def moved_beside_pairs(name: str) -> str:
             f"{name}[..., tile + c, ...]` with slices elsewhere), then index the block.")
 
 
+def unbroadcastable_pairs(name: str, shapes: list) -> str:
+    """The refusal of index tensors whose shapes do not broadcast together (torch pairs them
+    after broadcasting); the tracer and reference mode both raise it."""
+    return (f"{name}[...]: its index tensors have shapes {', '.join(str(list(s)) for s in shapes)}, which do not "
+            "broadcast together; torch pairs index tensors element by element after broadcasting them, so "
+            "their shapes must broadcast (e.g. idx_a[:, None] and idx_b[None, :] for every pair).")
+
+
 def moved_scatter(access: str, tile: str, offset: int) -> str:
     """The refusal of a scatter at a moved tile (`out[idx[t], tn + 1] = v`); the tracer's
     planner and reference mode both raise it."""

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples
+from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
 from . import lanes
 from .tiles import MOVED_TILE, RefTile, TileBegin
 
@@ -219,10 +219,21 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             raise exc.IndexingError(
                 f"{name_of(tensor)}[...]: unsupported index {item!r} of type {type(item).__name__}.")
     if len(subscript.gather) > 1:
-        if subscript.moved:
-            raise exc.IndexingError(moved_beside_pairs(name_of(tensor)))
-        subscript.native = tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
+        subscript.native = _paired(subscript, items, name_of(tensor))
     return subscript
+
+
+def _paired(subscript: _Subscript, items: list, name: str) -> tuple:
+    """The key torch indexes with when several index tensors pair (as the tracer refuses: a
+    moved tile beside them, shapes that do not broadcast)."""
+    if subscript.moved:
+        raise exc.IndexingError(moved_beside_pairs(name))
+    shapes = [tuple(index.shape) for _, index in subscript.gather]
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise exc.IndexingError(unbroadcastable_pairs(name, shapes)) from None
+    return tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
 
 
 def _check_index_vector(index: torch.Tensor, size: int, axis: int, store: bool, name: Callable[[], str]) -> None:
