@@ -25,16 +25,13 @@ import dataclasses
 from .. import exc
 from ..config import FOLDED_LOOP_TYPE
 from ..ir import DeviceLoopCall, Load, Node, Store, TileLoop, walk_nodes
-from .loops import all_inner_loops, inner_loops, per_inner_loop
+from .loops import inner_loops, loop_type_names
 
 
 def folded_loop_ids(ir, value) -> frozenset[int]:
     """The TileLoop ids a config's `pallas_loop_type` folds (one name for every inner loop,
     or one per inner loop in source order)."""
-    if isinstance(value, str):
-        return frozenset(loop.id for loop in all_inner_loops(ir)) if value == FOLDED_LOOP_TYPE else frozenset()
-    return frozenset(loop_id for loop_id, name in per_inner_loop(ir, "pallas_loop_type", value).items()
-                     if name == FOLDED_LOOP_TYPE)
+    return frozenset(loop_id for loop_id, name in loop_type_names(ir, value).items() if name == FOLDED_LOOP_TYPE)
 
 
 def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:

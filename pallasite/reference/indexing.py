@@ -86,7 +86,7 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
         ((axis, index),) = subscript.gather
         target[axis] = index.shape[0]
         gather_key = (slice(None),) * axis + (index,)
-    inside = list(target)
+    kept_shape = list(target)  # a moved tile's axis: its positions inside the tensor
     for moved_axis, _, extent, _ in subscript.moved:
         target[moved_axis] = extent
     if isinstance(value, torch.Tensor):
@@ -98,8 +98,8 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
         if subscript.moved:  # a moved tile's positions outside the tensor are not written
             value = torch.broadcast_to(value, target)
             for moved_axis, first, _, _ in subscript.moved:
-                value = value.narrow(moved_axis, first, inside[moved_axis])
-    target = inside
+                value = value.narrow(moved_axis, first, kept_shape[moved_axis])
+    target = kept_shape
     if gather_key and lanes.is_run(index):  # a tile's shifted positions: those outside are dropped
         inside = ((index >= 0) & (index < view.shape[axis])).nonzero().reshape(-1)
         if isinstance(value, torch.Tensor):

@@ -78,13 +78,16 @@ def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
     one name (every inner loop) or a list with one name per
     inner loop in source order (`all_inner_loops`)."""
+    return {loop_id: strategy_named(name) for loop_id, name in loop_type_names(ir, value).items()
+            if name != FOLDED_LOOP_TYPE}  # a folded loop joins the grid: no inner loop left to run
+
+
+def loop_type_names(ir, value) -> dict[int, str]:
+    """The `pallas_loop_type` name of each inner loop, by TileLoop id: one name for every
+    inner loop, or a list with one per inner loop in source order (`all_inner_loops`)."""
     if isinstance(value, str):
-        if value == FOLDED_LOOP_TYPE:  # folded into the grid: no inner loop left to run
-            return {}
-        strategy = strategy_named(value)
-        return {loop.id: strategy for loop in all_inner_loops(ir)}
-    return {loop_id: strategy_named(name) for loop_id, name in per_inner_loop(ir, "pallas_loop_type", value).items()
-            if name != FOLDED_LOOP_TYPE}
+        return {loop.id: value for loop in all_inner_loops(ir)}
+    return per_inner_loop(ir, "pallas_loop_type", value)
 
 
 def buffer_counts(ir, value) -> dict[int, int]:
@@ -144,5 +147,5 @@ def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
 __all__ = [
     "LOOP_TYPES", "STRATEGIES", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
     "all_inner_loops", "attach_streams", "buffer_counts", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
-    "loop_strategies", "per_inner_loop", "strategy_named",
+    "loop_strategies", "loop_type_names", "per_inner_loop", "strategy_named",
 ]
