@@ -75,10 +75,7 @@ def _matmul_handwritten() -> Handwritten:
         "jax/experimental/pallas/ops/tpu/matmul.py (block_shape=(512, 1024), block_k=1024: the "
         "blocks JAX's Pallas TPU matmul guide finds best for bf16)",
         "grid (M/512, N/1024, K/1024), K 'arbitrary', float32 VMEM accumulator, bf16 out",
-        {"block_sizes": [512, 1024, 1024], "pallas_loop_type": "emit_pipeline"},
-        ("K is an inner emit_pipeline loop in each (m, n) program, not a third grid axis: each "
-         "program's pipeline starts cold (its first x/y windows are exposed), where the hand-written "
-         "grid prefetches the next (m, n) block's first K step during this one's last",),
+        {"block_sizes": [512, 1024, 1024], "pallas_loop_type": "outer_pipeline"},
     )
 
 
@@ -89,11 +86,10 @@ def _flash_handwritten(causal: bool) -> Handwritten:
         "jax/experimental/pallas/ops/tpu/flash_attention.py, BlockSizes.get_default: block_b=1, "
         "block_q=128, block_k_major=128, block_k=128",
         "grid (B, H, S/128, S/128), kv axis 'arbitrary', m/l/acc in VMEM scratch" + skipped,
-        {"block_sizes": [1, 128, 128], "pallas_loop_type": "emit_pipeline"},
-        ("the kv axis is an inner emit_pipeline loop of each (b*h, q) program, not a fourth grid "
-         "axis: each q block's pipeline starts cold (first K/V windows exposed)",)
-        + (("causal: pallasite's key loop ends at the diagonal (pruned), so the skipped kv blocks "
-            "cost no grid step either",) if causal else ()),
+        {"block_sizes": [1, 128, 128], "pallas_loop_type": "emit_pipeline" if causal else "outer_pipeline"},
+        (_KV_PIPELINE_NOT_GRID.format(programs="(b*h, q)"),
+         "causal: pallasite's key loop ends at the diagonal (pruned), so the skipped kv blocks cost no "
+         "grid step either",) if causal else (),
     )
 
 
@@ -103,14 +99,19 @@ def _splash_gqa_handwritten(causal: bool) -> Handwritten:
         "BlockSizes.get_default: block_q=128, block_kv=128, block_kv_compute=128)",
         "per batch, grid (Hq, S/128, S/128), K/V BlockSpec head index h // 4, kv axis 'arbitrary'"
         + ("; causal blocks skipped by the mask info's data_next table" if causal else ""),
-        {"block_sizes": [128, 128], "pallas_loop_type": "emit_pipeline"},
-        ("the kv axis is an inner emit_pipeline loop of each (q head, q block) program (its K/V "
-         "BlockSpecs index the KV head h // 4 as splash's do), not a third grid axis: each q "
-         "block's pipeline starts cold (first K/V windows exposed)",)
-        + (("causal: pallasite's key loop ends at the diagonal (pruned); splash's skipped blocks "
-            "still take a grid step (its shrunk grid is as wide as the widest row: the whole row "
-            "under a causal mask), without compute or copy",) if causal else ()),
+        {"block_sizes": [128, 128], "pallas_loop_type": "emit_pipeline" if causal else "outer_pipeline"},
+        (_KV_PIPELINE_NOT_GRID.format(programs="(q head, q block)"),
+         "causal: pallasite's key loop ends at the diagonal (pruned); splash's skipped blocks "
+         "still take a grid step (its shrunk grid is as wide as the widest row: the whole row "
+         "under a causal mask), without compute or copy",) if causal else (),
     )
+
+
+# A causal key loop ends at the q tile's diagonal, a bound outer_pipeline cannot fold into the grid
+_KV_PIPELINE_NOT_GRID = (
+    "causal: the kv axis is an inner emit_pipeline loop of each {programs} program, not a grid axis "
+    "(outer_pipeline folds only loops with compile-time bounds): each q block's pipeline starts cold "
+    "(first K/V windows exposed)")
 
 
 def _row_norm_handwritten(rows: int, what: str) -> Handwritten:

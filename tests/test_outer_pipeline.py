@@ -39,7 +39,8 @@ def test_a_folded_loop_is_a_grid_axis(shape, blocks):
     assert "the inner loop folded into the grid (outer_pipeline)" in code
     plan = scale_by_row.bind((x,)).plan({"block_sizes": blocks, "pallas_loop_type": FOLD})
     (call,) = plan.calls
-    assert [axis.dim.name for axis in call.grid] == ["row", "col"] and not call.inner_loops
+    assert [axis.dim.name for axis in call.grid] == ["row", "col"]
+    assert [loop_plan.strategy for loop_plan in call.inner_loops.values()] == [FOLD]  # its grid steps
 
 
 @pallasite.kernel
@@ -111,23 +112,12 @@ def test_folded_steps_revisiting_a_block_run_in_order():
 
 
 @pallasite.kernel
-def carries(x):
-    out = torch.empty_like(x)
-    for row in hl.tile(x.size(0)):
-        acc = hl.zeros([row, 128], dtype=torch.float32)
-        for col in hl.tile(x.size(1), block_size=128):
-            acc = acc + x[row, col]
-            out[row, col] = acc
-    return out
-
-
-@pallasite.kernel
-def stores_after(x):
+def reads_back_after(x):
     out = torch.zeros_like(x)
     for row in hl.tile(x.size(0)):
         for col in hl.tile(x.size(1)):
             out[row, col] = x[row, col]
-        out[row, 0] = x[row, 0] * 2
+        out[row, 0] = out[row, 0] * 2
     return out
 
 
@@ -173,10 +163,9 @@ def data_bound(x, ends):
 
 
 @pytest.mark.parametrize("kernel, args, blocks, why, line", [
-    (carries, (), [8], "carries 'acc'", "for col in hl.tile(x.size(1), block_size=128):"),
-    (stores_after, (), [8, 128], "must be the last statement", "for col in hl.tile(x.size(1)):"),
     (stores_before, (), [8, 128], "store into 'out'", "for col in hl.tile(x.size(1)):"),
     (reads_what_it_writes, (), [8, 128], "read 'out'", "for col in hl.tile(x.size(1)):"),
+    (reads_back_after, (), [8, 128], "after it read 'out'", "for col in hl.tile(x.size(1)):"),
     (two_loops, (), [8, 128, 128], "holds 2", "for col in hl.tile(x.size(1)):"),
     (data_bound, (torch.tensor([200], dtype=torch.int32),), [8, 128], "compile-time ints",
      "for col in hl.tile(0, end):"),
@@ -216,3 +205,135 @@ def test_a_block_the_fold_would_revisit_out_of_order_names_the_fold():
     assert "Use another loop type" in str(error.value) and "acc[tn] = acc[tn]" in str(error.value)
     _, out = code_and_output(column_sums, (x, acc.clone()), block_sizes=[8, 128], pallas_loop_type="fori_loop")
     torch.testing.assert_close(out, acc + x.sum(0), rtol=1e-5, atol=1e-4)
+
+
+# ------------------------------------------------------- values carried across the folded steps --
+
+@pallasite.kernel
+def running_sums(x):
+    """A carried value read and written at every folded step (a scan over column tiles)."""
+    out = torch.empty_like(x)
+    for row in hl.tile(x.size(0)):
+        acc = hl.zeros([row, 128], dtype=torch.float32)
+        for col in hl.tile(x.size(1), block_size=128):
+            acc = acc + x[row, col]
+            out[row, col] = acc
+    return out
+
+
+def _running_sums(x):
+    padded = torch.nn.functional.pad(x, (0, -x.size(1) % 128))
+    blocks = padded.reshape(x.size(0), -1, 128).cumsum(1).reshape(x.size(0), -1)
+    return blocks[:, :x.size(1)]
+
+
+@pallasite.kernel
+def stores_after(x):
+    """The statement after the folded loop runs at its last step, into a block every step
+    of the row revisits."""
+    out = torch.zeros_like(x)
+    for row in hl.tile(x.size(0)):
+        for col in hl.tile(x.size(1)):
+            out[row, col] = x[row, col]
+        out[row, 0] = x[row, 0] * 2
+    return out
+
+
+@pallasite.kernel
+def flash_attention(q, k, v):
+    """Online softmax: m, l and acc carried across the key tiles, the output written after."""
+    bh, s, d = q.shape
+    out = torch.empty_like(q)
+    for tb, tq in hl.tile([bh, s]):
+        qb = q[tb, tq, :] * (d ** -0.5)
+        m_i = hl.full([tb, tq], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tb, tq], dtype=torch.float32)
+        acc = hl.zeros([tb, tq, d], dtype=torch.float32)
+        for tk in hl.tile(s):
+            scores = torch.bmm(qb, k[tb, tk, :].transpose(1, 2))
+            m_new = torch.maximum(m_i, scores.amax(-1))
+            p = torch.exp(scores - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + p.sum(-1)
+            acc = acc * alpha[:, :, None] + torch.bmm(p.to(v.dtype), v[tb, tk, :])
+            m_i = m_new
+        out[tb, tq, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+@pallasite.kernel
+def matmul_k_folded(a, b):
+    m, k = a.shape
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = acc + torch.matmul(a[tm, tk], b[tk, tn])
+        out[tm, tn] = acc
+    return out
+
+
+@pallasite.kernel
+def normalize_long_rows(x):
+    """Two passes over long rows: the folded loop carries the row's sums, the loop after it
+    (at the last step, of its own loop type) writes the normalized row."""
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for row in hl.tile(m):
+        total = hl.zeros([row], dtype=torch.float32)
+        squares = hl.zeros([row], dtype=torch.float32)
+        for col in hl.tile(n):
+            blk = x[row, col]
+            total = total + blk.sum(-1)
+            squares = squares + (blk * blk).sum(-1)
+        mean = total / n
+        rstd = torch.rsqrt(squares / n - mean * mean + 1e-5)
+        for col2 in hl.tile(n):
+            out[row, col2] = (x[row, col2] - mean[:, None]) * rstd[:, None]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(16, 512), (13, 300)])
+def test_values_carried_across_folded_steps(shape):
+    x = torch.randn(*shape)
+    code, out = code_and_output(running_sums, (x,), block_sizes=[8], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, _running_sums(x), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(run_ref(running_sums, (x,)), _running_sums(x), rtol=1e-5, atol=1e-4)
+    assert "carried across its steps in VMEM scratch" in code and "@pl.when" in code
+    (call,) = running_sums.bind((x,)).plan({"block_sizes": [8], "pallas_loop_type": FOLD}).calls
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+    assert "'acc' carried from step to step" in call.grid[1].reason
+    expected = x.clone()
+    expected[:, 0] = x[:, 0] * 2
+    code, out = code_and_output(stores_after, (x,), block_sizes=[8, 128], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, expected)
+    assert "at its last step" in code
+
+
+@pytest.mark.parametrize("s, blocks", [(256, [2, 128, 128]), (200, [2, 64, 128])])
+def test_flash_attention_with_the_key_axis_on_the_grid(s, blocks):
+    q, k, v = (torch.randn(4, s, 128) for _ in range(3))
+    expected = torch.softmax(q @ k.transpose(1, 2) / 128 ** 0.5, -1) @ v
+    code, out = code_and_output(flash_attention, (q, k, v), block_sizes=blocks, pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(run_ref(flash_attention, (q, k, v)), expected, rtol=1e-4, atol=1e-4)
+    (call,) = flash_attention.bind((q, k, v)).plan({"block_sizes": blocks, "pallas_loop_type": FOLD}).calls
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "parallel", "arbitrary"]
+    assert len([s for s in call.scratch if s.name.endswith("_ref")]) == 3  # m_i, l_i, acc
+
+
+def test_matmul_with_k_on_the_grid():
+    a, b = torch.randn(24, 384), torch.randn(384, 256)
+    _, out = code_and_output(matmul_k_folded, (a, b), block_sizes=[8, 128, 128], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("after", LOOP_TYPES)
+def test_a_loop_after_the_folded_one_runs_at_its_last_step(after):
+    x = torch.randn(13, 300) * 3 + 1
+    expected = torch.nn.functional.layer_norm(x, (300,), eps=1e-5)
+    _, out = code_and_output(normalize_long_rows, (x,), block_sizes=[8, 128, 128],
+                             pallas_loop_type=[FOLD, after])
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(run_ref(normalize_long_rows, (x,)), expected, rtol=1e-4, atol=1e-4)

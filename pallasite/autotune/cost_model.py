@@ -70,7 +70,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import exc
 from ..config import Config
-from ..plan.loops import STRATEGIES
+from ..plan.loops import strategy_of
 from ..plan.metrics import schedule_metrics
 from ..plan.plans import KernelPlan, Memory, PallasCallPlan, Semantics
 from ..ir import walk_nodes
@@ -165,7 +165,7 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
                  work.stores / chip.clock_hz)
     pipelined = sum(counts.loops[loop_id].tiles for loop_id, loop_plan in call.inner_loops.items()
                     if loop_id in counts.loops
-                    and (loop_plan.streams or STRATEGIES[loop_plan.strategy].steps_at_run_time))
+                    and (loop_plan.streams or strategy_of(loop_plan).steps_at_run_time))
     steps = counts.grid_steps + pipelined
     chains = independent_chains(call)
     return {

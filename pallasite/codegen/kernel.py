@@ -6,7 +6,7 @@ import builtins
 import math
 import os
 
-from ..ir import IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileLoop, Value, ops
+from ..ir import FoldedSteps, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileLoop, Value, ops
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
 from ..plan.plans import MergedPadding
 from . import accesses
@@ -15,6 +15,7 @@ from .frames import LoopFrame, typed_fill
 from .inline import value_uses
 from .lanes import merged_condition
 from .loops import emitter_for
+from .loops.folded import emit_after_last_step
 from .lowering import Arg, OpCall, jnp_dtype, literal, lower
 from .runtime_imports import RUNTIME_IMPORTS
 from .names import NameTable
@@ -191,7 +192,12 @@ class KernelEmitter:
         self.emit(f"lax.fori_loop(0, {count}, _copy_scalar, 0)")
 
     def emit_body(self, body: list) -> None:
-        for node in body:
+        for position, node in enumerate(body):
+            if isinstance(node, FoldedSteps):  # outer_pipeline: what follows runs at its last step
+                self._emit_inner_loop(node)
+                if position + 1 < len(body):
+                    emit_after_last_step(self, node, body[position + 1:])
+                return
             if isinstance(node, TileLoop):
                 self._emit_inner_loop(node)
                 continue
@@ -235,7 +241,7 @@ class KernelEmitter:
         self._emit_pre_broadcasts(loop)
         carried = emitter_for(loop_plan)(self, loop, loop_plan)
         for item, var in carried:
-            self.env[item.out.id] = ast.Name(var, ast.Load())
+            self.set_value(item.out, var)
 
     def _emit_pre_broadcasts(self, loop: TileLoop) -> None:
         """`pallas_pre_broadcast`: the plan's loop-invariant operands, widened once here."""

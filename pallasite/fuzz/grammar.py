@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..config import FOLDED_LOOP_TYPE  # named by a config only: draws give it to maps (Draw.map_loop_type)
+from ..config import FOLDED_LOOP_TYPE  # named by a config only: draws give it where it may fold (Draw.foldable_loop_type)
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
@@ -47,10 +47,11 @@ class Draw:
     def loop_type(self) -> str:
         return self.rng.choice(self.loop_types)
 
-    def map_loop_type(self) -> str:
-        """A loop type for an inner loop that is the last statement of its device loop,
-        carries nothing and has nothing before it: one of `loop_types`, or (when the run
-        takes the default set) folded into the grid, `outer_pipeline`."""
+    def foldable_loop_type(self) -> str:
+        """A loop type for an inner loop that may fold into the grid: directly in its device
+        loop's body, compile-time bounds, the statements before it only computing and those
+        after it reading no output. One of `loop_types`, or (when the run takes the default
+        set) `outer_pipeline` 30% of the time."""
         if self.loop_types == LOOP_TYPES and self.chance(0.3):
             return FOLDED_LOOP_TYPE
         return self.loop_type()
@@ -211,8 +212,12 @@ def _two_pass(draw: Draw, name: str) -> Case:
     body.append(Line(1, "for tn in hl.tile(n):"))
     body.append(Line(2, f"out[tm, tn] = {use}"))
     body.append(Line(0, "return out"))
+    loop_type = draw.loop_types_each(2)
+    if draw.loop_types == LOOP_TYPES and draw.chance(0.3):  # fold one pass: the first carries, the second is after
+        folded = rng.randrange(2)
+        loop_type = tuple(FOLDED_LOOP_TYPE if i == folded else draw.loop_type() for i in range(2))
     return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
-                loop_type=draw.loop_types_each(2), tags=("two_pass", stat))
+                loop_type=loop_type, tags=("two_pass", stat))
 
 
 def reduction(draw: Draw, name: str) -> Case:
@@ -287,7 +292,7 @@ def matmul(draw: Draw, name: str) -> Case:
     epilogue = rng.choice(("acc", "torch.relu(acc)", "acc * 0.5 + 1.0", "torch.sigmoid(acc)"))
     body.append(Line(1, f"{store} = ({epilogue}).to({dtype_name(out_dtype)})"))
     body.append(Line(0, "return out"))
-    return Case("matmul", name, tuple(inputs), tuple(body), dims, loop_type=draw.loop_type())
+    return Case("matmul", name, tuple(inputs), tuple(body), dims, loop_type=draw.foldable_loop_type())
 
 
 # ----------------------------------------------------------------- attention --
@@ -317,7 +322,9 @@ def attention(draw: Draw, name: str) -> Case:
     body.append(Line(0, "return out"))
     if causal:
         dims["kv"] = dims["s"]
-    return Case("attention", name, tuple(inputs), tuple(body), dims, loop_type=draw.loop_type())
+    # a causal key loop ends at the q tile's diagonal: a runtime bound, which never folds
+    return Case("attention", name, tuple(inputs), tuple(body), dims,
+                loop_type=draw.loop_type() if causal else draw.foldable_loop_type())
 
 
 # -------------------------------------------------------------------- bounds --
@@ -364,7 +371,7 @@ def bounds(draw: Draw, name: str) -> Case:
         body += _lines(1, f"acc = hl.zeros([tm], dtype={acc_dtype})", f"for tn in hl.tile({begin}, n):")
         body.append(Line(2, "acc = acc + x[tm, tn].sum(1)"))
         body.append(Line(1, "out[tm] = acc"))
-        loop_type = draw.loop_type()
+        loop_type = draw.foldable_loop_type()
     else:
         segments = _segments(draw)
         dims = {"d": d}
@@ -444,7 +451,7 @@ def lane_accumulator(draw: Draw, name: str) -> Case:
     body.append(Line(1, f"out[tm] = {rng.choice(_LANE_FINAL[final])}"))
     body.append(Line(0, "return out"))
     return Case("lane_accumulator", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
-                loop_type=draw.loop_type(), exact=final == "argmax", tags=("lane_accumulator", final))
+                loop_type=draw.foldable_loop_type(), exact=final == "argmax", tags=("lane_accumulator", final))
 
 
 def segment_mean(draw: Draw, name: str) -> Case:

@@ -36,7 +36,7 @@ def window_shapes(draw: Any, name: str) -> Case:
     form = rng.choice(("slice", "shift", "pad", "concat"))
     dims = {"m": rng.choice((3, 8, 13, 16, 37)), "n": rng.choice((5, 64, 128, 129, 200, 300))}
     inner = rng.random() < 0.4
-    loop_type = draw.map_loop_type() if inner else None  # each inner form is a map: it may fold
+    loop_type = draw.foldable_loop_type() if inner else None  # each inner form is a map: it may fold
     body = [Line(0, "m, n = x.size()")]
     # an outer loop ending inside the tensor: a partial tile's rows past the loop stay unwritten
     rows = "m" if rng.random() < 0.7 else "0, m - 2"

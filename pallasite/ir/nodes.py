@@ -363,6 +363,27 @@ class TileLoop:
     carried: list[Carried] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
 
+    @property
+    def own_dims(self) -> list[TileDim]:
+        """The dims whose tiles are this loop's steps (a partial tile's padding stops at its
+        carried values)."""
+        return self.dims
+
+
+@dataclass(eq=False)
+class FoldedSteps(TileLoop):
+    """An inner loop planning folded into its call's grid (`pallas_loop_type="outer_pipeline"`,
+    plan/folded_loops.py): `dims` is empty, its tiles being grid steps now, and `folded`
+    holds those dims (the innermost grid axes). One program runs one step of the body; the
+    carried values persist across the steps of one outer tile (VMEM scratch), and the
+    statements after this loop in the device loop run at its last step only."""
+
+    folded: list[TileDim] = field(default_factory=list)
+
+    @property
+    def own_dims(self) -> list[TileDim]:
+        return self.folded
+
 
 @dataclass(eq=False)
 class Merged:

@@ -7,13 +7,22 @@ during this row's last step): the schedule hand-written TPU kernels give a K or 
 Blocks the statements before the loop (its prologue) read are indexed by the outer tiles
 only, so they are fetched once per outer tile.
 
-Folding keeps the kernel's meaning only where a folded program may repeat the prologue,
-so the loop must be the last statement of its device loop (nothing after it), carry no
-values, have compile-time bounds, and its prologue must only compute: no store, no effect
-(a print, a remote copy), no read of a tensor the call writes (a later step would read
-what an earlier one wrote). A loop that breaks one is `exc.BackendUnsupported` naming it;
-`emit_pipeline`, `fori_loop` or `unroll` run it. The autotuner never picks this loop type
-(it changes which loop a config's other per-loop entries mean); a config names it.
+In the folded call the loop is an `ir.FoldedSteps` with no dims of its own: its body runs
+once per program. Its carried values (an accumulator, flash attention's m, l and acc) live
+in VMEM scratch across the steps of one outer tile: set from their value before the loop
+at the first folded step, read and written back at each (plan/loops/folded.py); the
+statements after the loop (its epilogue) run at the last folded step, reading the carried
+values' final step. The folded axes are the innermost grid axes, in their written order,
+and `arbitrary` when values are carried across them (plan/passes.py).
+
+Folding keeps the kernel's meaning only where a folded program may repeat the prologue:
+it must only compute (no store, no effect such as a print or a remote copy, no read of a
+tensor the call writes), the epilogue must not read a tensor the call writes (the last
+step does not see the blocks earlier steps wrote), and the loop's bounds must be
+compile-time ints in the device loop's own body. A loop that breaks one is
+`exc.BackendUnsupported` naming it; `emit_pipeline`, `fori_loop` or `unroll` run it. The
+autotuner never picks this loop type (it changes which loop a config's other per-loop
+entries mean); a config names it.
 
 Planning folds before every pass (`build.py`): the passes then see a device loop whose
 grid has the folded dims, and decide its blocks, masks and grid semantics as for any.
@@ -24,7 +33,7 @@ import dataclasses
 
 from .. import exc
 from ..config import FOLDED_LOOP_TYPE
-from ..ir import DeviceLoopCall, Load, Node, Store, TileLoop, walk_nodes
+from ..ir import DeviceLoopCall, FoldedSteps, Load, Node, Store, TileLoop, walk_nodes
 from .loops import inner_loops, loop_type_names
 
 
@@ -35,8 +44,8 @@ def folded_loop_ids(ir, value) -> frozenset[int]:
 
 
 def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
-    """`call` with its folded inner loop's dims appended to its grid and the loop's body in
-    place of the loop (the call itself when it folds none)."""
+    """`call` with its folded inner loop's dims appended to its grid and the loop a
+    `FoldedSteps` of no dims in its place (the call itself when it folds none)."""
     chosen = [loop for loop in inner_loops(call.loop.body) if loop.id in folded]
     if not chosen:
         return call
@@ -45,31 +54,32 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
         raise _refused(chosen[1], f"a device loop folds one loop into its grid; this one holds {len(chosen)} "
                        "(give pallas_loop_type as a list, one entry per inner loop, folding one)")
     (loop,) = chosen
-    if not any(item is loop for item in top.body):
+    position = next((i for i, item in enumerate(top.body) if item is loop), None)
+    if position is None:
         raise _refused(loop, "only a loop directly in the device loop's body folds into its grid (this one is "
                        "inside another loop or a device if)")
-    if top.body[-1] is not loop:
-        raise _refused(loop, "a folded loop must be the last statement of its device loop: the statements "
-                       "after it would run at every folded step")
-    if loop.carried:
-        names = ", ".join(f"'{item.name}'" for item in loop.carried)
-        raise _refused(loop, f"it carries {names} from step to step; a folded step is a program of its own "
-                       "(emit_pipeline keeps carried values in VMEM)")
     if not all(isinstance(dim.begin, int) and isinstance(dim.end, int) and not isinstance(dim.end, bool)
                for dim in loop.dims):
         raise _refused(loop, "a folded loop's tiles are grid steps, so its bounds must be compile-time ints")
-    _check_prologue(top.body[:-1], loop, call)
-    merged = TileLoop([*top.dims, *loop.dims], [*top.body[:-1], *loop.body], top.location, top.carried, top.id)
+    prologue, epilogue = top.body[:position], top.body[position + 1:]
+    written = {id(node.tensor) for node in walk_nodes(top.body) if isinstance(node, Store)}
+    _check_prologue(prologue, loop, written)
+    _check_epilogue(epilogue, loop, written)
+    steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=list(loop.dims))
+    merged = TileLoop([*top.dims, *loop.dims], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
     return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims))
 
 
 def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):
-    """The grid order of a folded call: the device loop's own (`loop_orders`), the folded
-    dims innermost in their written order."""
-    if order is None or folded_call is call:
+    """The grid order of a folded call: the device loop's own (`loop_orders`, else as
+    written), the folded dims innermost in their written order. Always given, so planning
+    never moves an outer axis inside the folded ones (plan/grid_order.py would, for a
+    revisited block): the steps of one outer tile must be consecutive, as the values
+    carried across them are."""
+    if folded_call is call:
         return order
     own = len(call.loop.dims)
-    return (*order, *range(own, len(folded_call.loop.dims)))
+    return (*(range(own) if order is None else order), *range(own, len(folded_call.loop.dims)))
 
 
 def refused_fold(folded_call: DeviceLoopCall, error: exc.PallasiteError) -> exc.BackendUnsupported:
@@ -82,20 +92,33 @@ def refused_fold(folded_call: DeviceLoopCall, error: exc.PallasiteError) -> exc.
         "unroll).", error.location)
 
 
-def _check_prologue(prologue: list, loop: TileLoop, call: DeviceLoopCall) -> None:
+def _check_prologue(prologue: list, loop: TileLoop, written: set[int]) -> None:
     """The statements before a folded loop run at each of its steps: they must compute only."""
-    written = {id(node.tensor) for node in walk_nodes(call.loop.body) if isinstance(node, Store)}
     for node in walk_nodes(prologue):
-        where = f" (line {node.location.lineno})" if node.location is not None else ""
+        where = _line(node)
         if isinstance(node, Store):
             raise _refused(loop, f"the statements before it store into '{node.tensor.name}'{where}, which each "
                            "folded step would repeat after earlier steps wrote")
         if isinstance(node, Load) and id(node.tensor) in written:
-            raise _refused(loop, f"the statements before it read '{node.tensor.name}'{where}, which the loop "
+            raise _refused(loop, f"the statements before it read '{node.tensor.name}'{where}, which the call "
                            "writes: a later folded step would read what an earlier one wrote")
         if isinstance(node, Node) and not isinstance(node, Load) and not node.outputs:
             raise _refused(loop, f"the statements before it have an effect ({node.op}{where}), which each "
                            "folded step would repeat")
+
+
+def _check_epilogue(epilogue: list, loop: TileLoop, written: set[int]) -> None:
+    """The statements after a folded loop run at its last step: what they read of the call's
+    own outputs would be the blocks as this step sees them, not what every step wrote."""
+    for node in walk_nodes(epilogue):
+        if isinstance(node, Load) and id(node.tensor) in written:
+            raise _refused(loop, f"the statements after it read '{node.tensor.name}'{_line(node)}, which the "
+                           "call writes: they run at the last folded step, which does not see every block "
+                           "the earlier steps wrote")
+
+
+def _line(node) -> str:
+    return f" (line {node.location.lineno})" if node.location is not None else ""
 
 
 def _refused(loop: TileLoop, why: str) -> exc.BackendUnsupported:

@@ -19,7 +19,7 @@ Decided from the plan's own records, never from generated text:
 from __future__ import annotations
 
 from ..config import KNOB_DEFAULTS, Config
-from .loops import STRATEGIES
+from .loops import strategy_of
 from .plans import KernelPlan
 from .worklists import FLATTEN_OFF
 
@@ -30,8 +30,8 @@ def unused_knobs(plan: KernelPlan) -> frozenset[str]:
     unused = set()
     if not loops:
         unused.add("pallas_loop_type")
-    if not any(stream.buffers != STRATEGIES[loop_plan.strategy].stream_buffers(stream.direction,
-                                                                               KNOB_DEFAULTS["pallas_load_buffer_count"])
+    if not any(stream.buffers != strategy_of(loop_plan).stream_buffers(stream.direction,
+                                                                       KNOB_DEFAULTS["pallas_load_buffer_count"])
                for loop_plan in loops for stream in loop_plan.streams):
         unused.add("pallas_load_buffer_count")
     if not any(call.pre_broadcasts for call in plan.calls):

@@ -101,7 +101,7 @@ def _visit_loop(loop: TileLoop, padded: dict[int, Padded], masks: dict, carried_
     keeps its previous lanes there (a `CarriedMask`), so that padding never
     reaches the next iteration or the code after the loop.
     """
-    own = {dim.id for dim in loop.dims}  # padding by these stops at the carried values
+    own = {dim.id for dim in loop.own_dims}  # padding by these stops at the carried values
     for item in loop.carried:
         padded[item.param.id] = dict(_pads(item.init, padded))
     for _ in range(3):  # padding only grows; a fixpoint is reached quickly

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from .. import exc
-from ..ir import Load, Store, cdiv
+from ..ir import FoldedSteps, Load, Store, cdiv
 from .bounds import DataDependentRange
 from .broadcasts import plan_pre_broadcasts
 from .draft import CallDraft
 from .index_expr import grid_axes
-from .loops import STRATEGIES, attach_streams, loop_types, plan_inner_loops, plan_scratch
+from .loops import attach_streams, loop_types, plan_inner_loops, plan_scratch, strategy_of
 from .loops.streams import plan_streams
 from .masks import plan_masks
 from .memory import collect_uses
@@ -51,7 +51,7 @@ def plan_loops(draft: CallDraft) -> CallDraft:
     inner_loops = plan_inner_loops(body, kernel.strategies, kernel.loop_orders)
     unstreamable = (looped.unstreamable() | remote_symbols(body)  # items' own rows: written by DMA
                     | {w.symbol.id for w in (draft.worklist.write_backs if draft.worklist else ())})
-    streams = plan_streams(body, inner_loops, STRATEGIES, [u for u in uses if u.symbol.id not in unstreamable],
+    streams = plan_streams(body, inner_loops, strategy_of, [u for u in uses if u.symbol.id not in unstreamable],
                            draft.grid_axis_of, kernel.buffer_counts)
     return dataclasses.replace(draft, uses=uses, looped=looped, inner_loops=attach_streams(inner_loops, streams),
                                streams=streams)
@@ -91,9 +91,10 @@ def plan_remote_copies(draft: CallDraft) -> CallDraft:
 def choose_grid_semantics(draft: CallDraft) -> CallDraft:
     """Each grid axis `parallel`, or `arbitrary` with the reason; parallel axes form a prefix."""
     scattered = {use.symbol.id for use in draft.uses if any(is_scatter(node) for node in use.stores)}
+    carried = _carried_across_steps(draft.loop.body)
     grid: list[GridAxis] = []
     for axis, dim in enumerate(draft.grid_dims):
-        reason = _arbitrary_reason(axis, draft.placement.output_axes, scattered)
+        reason = carried.get(dim.id) or _arbitrary_reason(axis, draft.placement.output_axes, scattered)
         if draft.remote is not None and not reason:
             reason = "remote copies: every device walks the grid in the same order, so steps pair up"
         if grid and grid[-1].semantics is Semantics.ARBITRARY and not reason:
@@ -105,6 +106,17 @@ def choose_grid_semantics(draft: CallDraft) -> CallDraft:
         axis = grid[worklist.item_axis]
         worklist = with_isolation(worklist, axis.semantics.value, axis.reason)
     return dataclasses.replace(draft, grid=tuple(grid), worklist=worklist)
+
+
+def _carried_across_steps(body: list) -> dict[int, str]:
+    """The folded dims (`outer_pipeline`) whose steps carry values in VMEM scratch, with why
+    they run in sequence."""
+    reasons = {}
+    for item in body:
+        if isinstance(item, FoldedSteps) and item.carried:
+            names = ", ".join(f"'{carried.name}'" for carried in item.carried)
+            reasons.update({dim.id: f"{names} carried from step to step in VMEM scratch" for dim in item.folded})
+    return reasons
 
 
 def _arbitrary_reason(axis: int, output_axes, scattered: set[int]) -> str:

@@ -21,7 +21,7 @@ from .bounds import check_access_bounds, indexed_bounds
 from .draft import CallDraft, Placement
 from .gathers import choose_table_lowering, gather_vmem_threshold
 from .grid_order import RevisitedBlock
-from .loops import STRATEGIES
+from .loops import strategy_of
 from .loops.streams import stream_operand
 from .memory import check_block_legality, plan_access, plan_operand
 from .plans import Access, Direction, InPlaceUpdate, Memory, Operand, RefOffset, Scratch, ScratchKind
@@ -134,7 +134,7 @@ class _Placing:
     def _place_stream(self, stream, use) -> None:
         """A streamed tensor is a pl.ANY operand; an output that already holds data is aliased
         (its HBM buffer is written window by window, so the rest keeps its contents)."""
-        strategy = STRATEGIES[self.draft.inner_loops[stream.loop_id].strategy]
+        strategy = strategy_of(self.draft.inner_loops[stream.loop_id])
         operand, used_axes = stream_operand(stream, self.draft.grid_axis_of, strategy.windows_from_block_multiples)
         if stream.direction is Direction.IN:
             self.inputs.append(operand)

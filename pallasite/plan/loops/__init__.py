@@ -19,6 +19,7 @@ from ...config import FOLDED_LOOP_TYPE, KNOB_DEFAULTS, LOOP_TYPES, check_loop_ty
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
+from .folded import FOLDED_STEPS, FoldedStepsPlan
 from .pipeline import PIPELINE, PipelineLoopPlan
 from .resident import RESIDENT, ResidentLoopPlan
 from .streamed import STREAMED_FORI, StreamedLoopPlan
@@ -31,7 +32,8 @@ def _collect_strategies() -> dict[str, LoopStrategy]:
     found = {}
     for module_info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{module_info.name}")
-        found.update({value.name: value for value in vars(module).values() if isinstance(value, LoopStrategy)})
+        found.update({value.name: value for value in vars(module).values()
+                      if isinstance(value, LoopStrategy) and value.name != FOLDED_LOOP_TYPE})
     assert set(found) == set(LOOP_TYPES), f"one strategy per loop type the config names: {sorted(found)}"
     return {name: found[name] for name in LOOP_TYPES}
 
@@ -50,9 +52,16 @@ def loop_types(**facts) -> tuple[str, ...]:
 
 
 def strategy_named(name: str) -> LoopStrategy:
-    """The strategy a config names."""
+    """The strategy a config names (`outer_pipeline`: the folded loop's grid steps)."""
+    if name == FOLDED_LOOP_TYPE:
+        return FOLDED_STEPS
     check_loop_type(name)
     return STRATEGIES[name]
+
+
+def strategy_of(loop_plan: LoopPlan) -> LoopStrategy:
+    """The strategy that planned `loop_plan`."""
+    return strategy_named(loop_plan.strategy)
 
 
 def default_strategies() -> list[LoopStrategy]:
@@ -77,9 +86,8 @@ def all_inner_loops(ir) -> list[TileLoop]:
 def loop_strategies(ir, value) -> dict[int, LoopStrategy]:
     """The strategy of each inner loop, by TileLoop id, from the config's `pallas_loop_type`:
     one name (every inner loop) or a list with one name per
-    inner loop in source order (`all_inner_loops`)."""
-    return {loop_id: strategy_named(name) for loop_id, name in loop_type_names(ir, value).items()
-            if name != FOLDED_LOOP_TYPE}  # a folded loop joins the grid: no inner loop left to run
+    inner loop in source order (`all_inner_loops`); a folded loop's is its grid steps'."""
+    return {loop_id: strategy_named(name) for loop_id, name in loop_type_names(ir, value).items()}
 
 
 def loop_type_names(ir, value) -> dict[int, str]:
@@ -140,12 +148,12 @@ def attach_streams(plans: dict[int, LoopPlan], streams: dict[int, Stream]) -> di
 def plan_scratch(body: list, plans: dict[int, LoopPlan]) -> tuple[Scratch, ...]:
     """Every loop's scratch buffers, in kernel-parameter order."""
     return tuple(scratch for loop in inner_loops(body)
-                 for scratch in STRATEGIES[plans[loop.id].strategy].scratch(loop, plans[loop.id]))
+                 for scratch in strategy_of(plans[loop.id]).scratch(loop, plans[loop.id]))
 
 
 
 __all__ = [
-    "LOOP_TYPES", "STRATEGIES", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
+    "LOOP_TYPES", "STRATEGIES", "FOLDED_STEPS", "FoldedStepsPlan", "LoopStrategy", "loop_types", "PipelineLoopPlan", "ResidentLoopPlan", "StreamedLoopPlan",
     "all_inner_loops", "attach_streams", "buffer_counts", "default_strategies", "inner_loops", "multi_dim_loops", "plan_inner_loops", "plan_scratch",
-    "loop_strategies", "loop_type_names", "per_inner_loop", "strategy_named",
+    "loop_strategies", "loop_type_names", "per_inner_loop", "strategy_named", "strategy_of",
 ]

@@ -32,9 +32,10 @@ from ..memory import TensorUse
 from ..plans import Direction, LoopPlan, Memory, Operand, Stream
 
 
-def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses: list[TensorUse],
+def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list[TensorUse],
                  grid_axis_of: dict[int, int], buffer_counts: Mapping[int, int]) -> dict[int, Stream]:
-    """Streams by tensor symbol id, for the inner loops whose strategy streams; each
+    """Streams by tensor symbol id, for the inner loops whose strategy (`strategy_of` a
+    loop's plan) streams; each
     rotates through the strategy's depth for its loop's entry of `buffer_counts`
     (`pallas_load_buffer_count`, by TileLoop id: `plan/loops:buffer_counts`)."""
     owner: dict[int, TileLoop] = {}
@@ -47,7 +48,7 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategies: dict, uses:
         (loop,) = loops
         if loop is None:
             continue
-        strategy = strategies[plans[loop.id].strategy]
+        strategy = strategy_of(plans[loop.id])
         if not strategy.streams or (use.loads and use.stores):
             continue
         first = use.nodes[0].index
