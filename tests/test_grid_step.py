@@ -79,3 +79,25 @@ def test_a_step_that_is_not_a_positive_compile_time_int_is_refused():
     expected = torch.zeros_like(x)
     expected[::2] = x[::2]
     torch.testing.assert_close(run_ref(runtime_step, (x, 2)), expected)
+
+
+@pallasite.kernel
+def chunks_of_four(x):
+    n = x.size(0)
+    out = torch.zeros([n], dtype=x.dtype)
+    for i in hl.grid(0, n, 4):
+        out[i:i + 4] = x[i:i + 4] * 2
+    return out
+
+
+def test_windows_at_a_stepped_index_and_one_past_the_end():
+    """`x[i:i + 4]` of computed start is the index vector i + hl.arange(4): inside the axis it
+    runs; past its end (where torch would shorten the window) it is refused in interpret
+    mode at the user's line, in the user's terms, never written past the tensor."""
+    x = torch.randn(12)
+    _, out = code_and_output(chunks_of_four, (x,))
+    torch.testing.assert_close(out, x * 2)
+    with pytest.raises(exc.ShapeMismatch, match=r"i \+ hl\.arange\(4\) is 10 but out\.size\(0\) is 10") as error:
+        code_and_output(chunks_of_four, (torch.randn(10),))
+    assert "A window x[s:s + n] of computed start" in str(error.value)
+    assert "out[i:i + 4] = x[i:i + 4] * 2" in str(error.value) and "iota" not in str(error.value)

@@ -66,8 +66,11 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             _check_shifted(node, item)  # positions outside the tensor read 0: no range to check
         elif isinstance(item, GatherIndex):
             what = "scattered" if isinstance(node, Store) else "gathered"
+            window = (" A window x[s:s + n] of computed start s is the index vector s + hl.arange(n): it must "
+                      "lie inside the axis (torch would shorten a window past the end; here its length is "
+                      "static)." if _is_window(item.value) else "")
             message = _message(node, f"an index in {describe(item.value)} is {{lo}}", tensor.name, axis, size,
-                               f"{what} indices must lie in [0, {{limit}}) (they do not wrap).")
+                               f"{what} indices must lie in [0, {{limit}}) (they do not wrap).{window}")
             pending.append(DataDependentRange(node, axis, size, message, value=item.value))
         elif isinstance(item, ScalarIndex) and isinstance(item.index, Value):
             interval = scalar_interval(item.index)
@@ -215,7 +218,19 @@ def _text(operand) -> str:
     if node.op in ("tile_begin", "tile_end", "tile_id", "tile_count"):
         dim = node.args[0]
         return dim.name if dim.is_grid and node.op == "tile_begin" else f"{dim.name}.{node.op[5:]}"
+    if node.op == "iota" and operand.shape:  # as the user spells it (a window's lanes too)
+        start, step, length = node.kwargs["start"], node.kwargs["step"], int(operand.shape[0])
+        bounds = [start + step * length] if start == 0 and step == 1 else [start, start + step * length]
+        return f"hl.arange({', '.join(map(str, bounds + ([step] if step != 1 else [])))})"
     return operand.name or node.op
+
+
+def _is_window(value: Value) -> bool:
+    """`s + hl.arange(n)`: the index vector of a window of computed start (frontend's
+    `computed_window`)."""
+    node = value.producer
+    return node is not None and not isinstance(node, Load) and node.op == "add" and any(
+        isinstance(arg, Value) and arg.producer is not None and arg.producer.op == "iota" for arg in node.args[:2])
 
 
 def value_interval(operand) -> Interval | None:
