@@ -141,9 +141,8 @@ def config_of(point: MeasuredPoint) -> tuple[dict, str]:
     """The pallasite config nearest the measured schedule, and what still differs ("" if nothing)."""
     sched = point.schedule
     if point.kernel in ("matmul_plain", "matmul_transposed_rhs", "matmul_relu"):
-        return ({"block_sizes": [sched["bm"], sched["bn"], sched["bk"]], "pallas_loop_type": "emit_pipeline"},
-                "K streamed by an inner emit_pipeline per (i, j) program (same blocks, bytes and steps); "
-                "the guide's K is a grid axis, whose pipeline also prefetches across (i, j)")
+        # the guide's grid (M/bm, N/bn, K/bk), K 'arbitrary' with a VMEM accumulator: K folded into the grid
+        return ({"block_sizes": [sched["bm"], sched["bn"], sched["bk"]], "pallas_loop_type": "outer_pipeline"}, "")
     if point.kernel.startswith("attention"):
         return ({"block_sizes": [sched["batch_block"], sched["block_q"], sched["block_k"]],
                  "pallas_loop_type": "emit_pipeline"}, "")
