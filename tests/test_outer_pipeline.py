@@ -337,3 +337,29 @@ def test_a_loop_after_the_folded_one_runs_at_its_last_step(after):
                              pallas_loop_type=[FOLD, after])
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(run_ref(normalize_long_rows, (x,)), expected, rtol=1e-4, atol=1e-4)
+
+
+@pallasite.kernel
+def matmul_plus_one(a, b):
+    m, k = a.shape
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = acc + a[tm, tk] @ b[tk, tn]
+        out[tm, tn] = acc + 1.0
+    return out
+
+
+def test_a_folded_loop_without_a_tile_still_runs_what_follows_it():
+    """K = 0: no folded step (a grid axis of 0 would run no program), the carried value keeps
+    its initial value and the store after the loop runs (trial finding: it was skipped, the
+    output left uninitialized)."""
+    a, b = torch.randn(16, 0), torch.randn(0, 128)
+    code, out = code_and_output(matmul_plus_one, (a, b), block_sizes=[8, 128, 128], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, torch.ones(16, 128))
+    assert "no tile at these sizes" in code and "pl.when" not in code
+    a, b = torch.randn(16, 256), torch.randn(256, 128)
+    _, out = code_and_output(matmul_plus_one, (a, b), block_sizes=[8, 128, 128], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, a @ b + 1, rtol=1e-4, atol=1e-4)

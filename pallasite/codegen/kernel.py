@@ -193,7 +193,7 @@ class KernelEmitter:
 
     def emit_body(self, body: list) -> None:
         for position, node in enumerate(body):
-            if isinstance(node, FoldedSteps):  # outer_pipeline: what follows runs at its last step
+            if isinstance(node, FoldedSteps) and node.folded:  # outer_pipeline: what follows runs at its last step
                 self._emit_inner_loop(node)
                 if position + 1 < len(body):
                     emit_after_last_step(self, node, body[position + 1:])

@@ -65,6 +65,9 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     written = {id(node.tensor) for node in walk_nodes(top.body) if isinstance(node, Store)}
     _check_prologue(prologue, loop, written)
     _check_epilogue(epilogue, loop, written)
+    if any(dim.static_trips == 0 for dim in loop.dims):  # a grid axis of no step would run no program
+        return dataclasses.replace(call, loop=TileLoop(top.dims, [*prologue, _no_steps(loop), *epilogue],
+                                                       top.location, top.carried, top.id))
     steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=list(loop.dims))
     merged = TileLoop([*top.dims, *loop.dims], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
     return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims))
@@ -90,6 +93,13 @@ def refused_fold(folded_call: DeviceLoopCall, error: exc.PallasiteError) -> exc.
         f"pallas_loop_type='{FOLDED_LOOP_TYPE}': folding {names} into the grid makes each of its tiles a grid "
         f"step, and then: {error.message} Use another loop type for that loop (emit_pipeline, fori_loop or "
         "unroll).", error.location)
+
+
+def _no_steps(loop: TileLoop) -> FoldedSteps:
+    """A folded loop without a tile at these sizes: no body, no grid axis; its carried values
+    keep their initial values and the statements after it run in every program."""
+    carried = [dataclasses.replace(item, result=item.param) for item in loop.carried]
+    return FoldedSteps([], [], loop.location, carried, loop.id, folded=[])
 
 
 def _check_prologue(prologue: list, loop: TileLoop, written: set[int]) -> None:

@@ -11,6 +11,9 @@ from .registry import emits
 @emits(FoldedStepsPlan)
 def emit_folded_steps(k, loop: FoldedSteps, loop_plan: FoldedStepsPlan) -> list:
     label = ", ".join(dim.name for dim in loop.folded)
+    if not loop.folded:  # no tile at these sizes (plan/folded_loops.py): no step, no grid axis
+        k.comment("the folded loop has no tile at these sizes: its carried values keep their initial values")
+        return [(item, k.render(item.init)) for item in loop.carried]
     if not loop.carried:
         k.comment(f"the loop over '{label}' folded into the grid: this program's tile")
         k.emit_loop_body(loop)

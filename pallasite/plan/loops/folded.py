@@ -32,10 +32,13 @@ class FoldedGridSteps(LoopStrategy):
 
     def plan_loop(self, loop: FoldedSteps, names: set[str], order: tuple[int, ...]) -> FoldedStepsPlan:
         prefix = unique_name("_".join(dim.name for dim in loop.folded), names)
+        refs = tuple(f"{prefix}_{item.name}_ref" for item in loop.carried) if loop.folded else ()
         return FoldedStepsPlan(self.name, tuple(dim.static_trips for dim in loop.folded), order=(),
-                               carried_refs=tuple(f"{prefix}_{item.name}_ref" for item in loop.carried))
+                               carried_refs=refs)
 
     def scratch(self, loop: FoldedSteps, plan: FoldedStepsPlan) -> tuple[Scratch, ...]:
+        if not loop.folded:  # no tile: nothing is carried from step to step
+            return ()
         return tuple(Scratch(name, ScratchKind.VMEM, item.init.shape or (1,), item.init.dtype)
                      for item, name in zip(loop.carried, plan.carried_refs))
 
