@@ -302,3 +302,40 @@ def test_device_value_returned_from_kernel():
         returns_device_value(x)
     assert "returns a value computed inside a device loop" in info.value.message
     assert_points_at(info.value, returns_device_value, "return doubled")
+
+
+@pallasite.kernel
+def tile_after_its_loop(x):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(-1)
+        out[tm, tn] = x[tm, tn] + acc[:, None]
+    return out
+
+
+@pallasite.kernel
+def grid_index_after_its_loop(x):
+    m, n = x.shape
+    out = torch.zeros([m], dtype=x.dtype)
+    for tm in hl.tile(m):
+        for g in hl.grid(n):
+            pass
+        out[tm] = x[tm, g]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline", "outer_pipeline"])
+@pytest.mark.parametrize("kernel, words, line", [
+    (tile_after_its_loop, "'tn' is the tile of the loop at line", "out[tm, tn] = x[tm, tn] + acc[:, None]"),
+    (grid_index_after_its_loop, "'g' is computed inside the loop at line", "out[tm] = x[tm, g]"),
+])
+def test_a_loops_tile_read_after_the_loop_is_refused(kernel, words, line, loop_type):
+    """After its loop a tile (or a grid index) is out of scope: the compiled loops keep it in
+    the loop's own body, so reading it after was a raw NameError from the generated code
+    under fori_loop and emit_pipeline (trial finding); now one clear error in every loop type."""
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        pallasite.testing.code_and_output(kernel, (torch.randn(16, 300),), pallas_loop_type=loop_type)
+    assert_points_at(error.value, kernel, line)

@@ -363,3 +363,42 @@ def test_a_folded_loop_without_a_tile_still_runs_what_follows_it():
     a, b = torch.randn(16, 256), torch.randn(256, 128)
     _, out = code_and_output(matmul_plus_one, (a, b), block_sizes=[8, 128, 128], pallas_loop_type=FOLD)
     torch.testing.assert_close(out, a @ b + 1, rtol=1e-4, atol=1e-4)
+
+
+@pallasite.kernel
+def gemm_in_place(a, b, c):
+    """C += A @ B with K on the grid: the statement after the loop reads and writes c, which
+    only it writes (at the last step), so it reads c as it was."""
+    m, k = a.shape
+    n = b.size(1)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = acc + a[tm, tk] @ b[tk, tn]
+        c[tm, tn] = c[tm, tn] + acc
+    return c
+
+
+@pallasite.kernel
+def row_sums_added_atomically(x, out):
+    m, n = x.shape
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(-1)
+        hl.atomic_add(out, [tm], acc)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(64, 256, 128), (40, 200, 136)])
+def test_read_modify_write_after_the_folded_loop(shape):
+    m, k, n = shape
+    a, b, c = torch.randn(m, k), torch.randn(k, n), torch.randn(m, n)
+    expected = c + a @ b
+    _, out = code_and_output(gemm_in_place, (a, b, c.clone()), block_sizes=[32, 128, 128], pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(run_ref(gemm_in_place, (a, b, c.clone())), expected, rtol=1e-4, atol=1e-3)
+    x, base = torch.randn(m, k), torch.randn(m)
+    _, out = code_and_output(row_sums_added_atomically, (x, base.clone()), block_sizes=[8, 128],
+                             pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, base + x.sum(-1), rtol=1e-5, atol=1e-4)

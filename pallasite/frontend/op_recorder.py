@@ -14,13 +14,17 @@ methods (`record`, `append_node`, `device_operand`, `scalar_value`, `apply`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import exc
-from ..ir import DeviceLoopCall, Node, ScalarSymbol, TileDim, Value, ops
+from ..ir import (
+    DeviceLoopCall, FullSlice, GatherIndex, IfBlock, NewAxis, Node, ScalarIndex, ScalarSymbol, ShiftedTile, StaticSlice,
+    TileDim, TileLoop, TileSlice, Value, ops, walk_loops, walk_nodes,
+)
 from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
@@ -46,6 +50,9 @@ class OpRecorder:
         self.random_streams = 0  # torch.rand_like calls recorded so far
         self._scalar_values: dict[int, Value] = {}
         self._tile_attrs: dict[tuple[int, str], tuple[Value, list]] = {}  # -> (value, body recorded in)
+        # values and tile dims of inner loops that have ended (`close_loop`) -> the loop's line:
+        # the code after a loop cannot read them (`_check_in_scope`)
+        self._ended: dict[int, exc.SourceLocation | None] = {}
         self._in_meta = False
         self._remote_sites = 0
         # flat accesses of whole rows (frontend/flat_rows.py): the rows views made (per loop
@@ -66,6 +73,7 @@ class OpRecorder:
         self._dims_stack = [list(call.loop.dims)]
         self._scalar_values = {}
         self._tile_attrs = {}
+        self._ended = {}
 
     def exit_device(self) -> None:
         self.device = None
@@ -91,11 +99,50 @@ class OpRecorder:
         self._device_body_stack.pop()
         self._dims_stack.pop()
 
+    def close_loop(self, loop: TileLoop) -> None:
+        """`loop` has ended: its tiles and the values its body computed are out of scope (a
+        loop's body runs per tile in a compiled loop; only its carried values come out)."""
+        for dim in loop.dims:
+            self._ended[dim.id] = loop.location
+        for node in walk_nodes(loop.body):
+            for value in getattr(node, "outputs", ()):
+                self._ended[value.id] = loop.location
+        for item in walk_loops(loop.body):
+            for dim in item.dims:
+                self._ended[dim.id] = item.location
+        for item in loop.carried:
+            self._ended[item.param.id] = loop.location
+            if item.result is not None:
+                self._ended[item.result.id] = loop.location
+
+    def _check_in_scope(self, node: Any) -> None:
+        """Every value and tile `node` reads is in scope here (not a body's of an ended loop)."""
+        if not self._ended or isinstance(node, TileLoop):
+            return
+        operands = (node.condition,) if isinstance(node, IfBlock) else \
+            (node.args, node.kwargs, getattr(node, "index", ()))
+        for operand in _values_and_dims(operands):
+            ended = self._ended.get(operand.id, False)
+            if ended is False:
+                continue
+            line = f" at line {ended.lineno}" if ended is not None else ""
+            if isinstance(operand, TileDim):
+                raise exc.UnsupportedOperation(
+                    f"'{operand.name}' is the tile of the loop{line}, which has ended: a loop's tiles exist "
+                    "only inside it. Read what you need inside the loop, or carry a value out of it (assign "
+                    "it before the loop, update it in the loop).", self.location)
+            what = f"'{operand.name}'" if operand.name else "a value"
+            raise exc.UnsupportedOperation(
+                f"{what} is computed inside the loop{line} and read after that loop ended: a loop's body "
+                "runs once per tile, and only the values it carries come out of it. To keep one, assign "
+                "it before the loop and update it in the loop (a carried value).", self.location)
+
     def active_dims(self) -> list[TileDim]:
         """The dims of every loop around the current statement, outermost first."""
         return [dim for dims in self._dims_stack for dim in dims]
 
     def append_node(self, node: Any) -> None:
+        self._check_in_scope(node)
         self._device_body_stack[-1].append(node)
 
     @property
@@ -135,6 +182,7 @@ class OpRecorder:
         value = Value(tuple(shape), dtype, name)
         node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
         value.producer = node
+        self._check_in_scope(node)
         self._device_body_stack[-1].append(node)
         return value
 
@@ -144,6 +192,7 @@ class OpRecorder:
         node = Node(op, tuple(args), dict(kwargs), values, self.location)
         for v in values:
             v.producer = node
+        self._check_in_scope(node)
         self._device_body_stack[-1].append(node)
         return values
 
@@ -418,3 +467,21 @@ def _check_registered(op: str) -> None:
     """Every op the frontend records has an entry in the registry (and so a lowering)."""
     if op not in ops.OPS:
         raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")
+
+
+INDEX_ITEMS = (TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, ShiftedTile, StaticSlice)
+
+
+def _values_and_dims(operand: Any) -> Iterator[Any]:
+    """The Values and TileDims an operand holds (through containers and index items)."""
+    if isinstance(operand, (Value, TileDim)):
+        yield operand
+    elif isinstance(operand, (tuple, list)):
+        for item in operand:
+            yield from _values_and_dims(item)
+    elif isinstance(operand, dict):
+        for item in operand.values():
+            yield from _values_and_dims(item)
+    elif isinstance(operand, INDEX_ITEMS):
+        for field in dataclasses.fields(operand):
+            yield from _values_and_dims(getattr(operand, field.name))

@@ -119,6 +119,7 @@ class TracedStatements:
         for item in carried:
             self._close_carried(item, loc)
         self.recorder.append_node(loop)
+        self.recorder.close_loop(loop)
         return {item.name: DeviceTensor(self.recorder, item.out) for item in carried}
 
     def _loop_variable(self, spec: hl.TileIterable, dims: list[TileDim]) -> Any:

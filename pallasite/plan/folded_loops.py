@@ -17,9 +17,10 @@ and `arbitrary` when values are carried across them (plan/passes.py).
 
 Folding keeps the kernel's meaning only where a folded program may repeat the prologue:
 it must only compute (no store, no effect such as a print or a remote copy, no read of a
-tensor the call writes), the epilogue must not read a tensor the call writes (the last
-step does not see the blocks earlier steps wrote), and the loop's bounds must be
-compile-time ints in the device loop's own body. A loop that breaks one is
+tensor the loop writes), the epilogue must not read a tensor the loop writes (the last
+step does not see the blocks earlier steps wrote; one only the epilogue writes, as in
+`c[tm, tn] = c[tm, tn] + acc`, it reads as it was), and the loop's bounds must be
+compile-time ints in the device loop's own body (`hl.specialize` makes a size one). A loop that breaks one is
 `exc.BackendUnsupported` naming it; `emit_pipeline`, `fori_loop` or `unroll` run it. The
 autotuner never picks this loop type (it changes which loop a config's other per-loop
 entries mean); a config names it.
@@ -60,9 +61,12 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
                        "inside another loop or a device if)")
     if not all(isinstance(dim.begin, int) and isinstance(dim.end, int) and not isinstance(dim.end, bool)
                for dim in loop.dims):
-        raise _refused(loop, "a folded loop's tiles are grid steps, so its bounds must be compile-time ints")
+        raise _refused(loop, "a folded loop's tiles are grid steps, so its bounds must be compile-time ints "
+                       "(hl.specialize makes an argument's size one)")
     prologue, epilogue = top.body[:position], top.body[position + 1:]
-    written = {id(node.tensor) for node in walk_nodes(top.body) if isinstance(node, Store)}
+    # what earlier folded steps wrote: the loop body's stores (the prologue may not store; the
+    # statements after the loop run at the last step only, so their writes come after every read)
+    written = {id(node.tensor) for node in walk_nodes(loop.body) if isinstance(node, Store)}
     _check_prologue(prologue, loop, written)
     _check_epilogue(epilogue, loop, written)
     if any(dim.static_trips == 0 for dim in loop.dims):  # a grid axis of no step would run no program
@@ -110,7 +114,7 @@ def _check_prologue(prologue: list, loop: TileLoop, written: set[int]) -> None:
             raise _refused(loop, f"the statements before it store into '{node.tensor.name}'{where}, which each "
                            "folded step would repeat after earlier steps wrote")
         if isinstance(node, Load) and id(node.tensor) in written:
-            raise _refused(loop, f"the statements before it read '{node.tensor.name}'{where}, which the call "
+            raise _refused(loop, f"the statements before it read '{node.tensor.name}'{where}, which the loop "
                            "writes: a later folded step would read what an earlier one wrote")
         if isinstance(node, Node) and not isinstance(node, Load) and not node.outputs:
             raise _refused(loop, f"the statements before it have an effect ({node.op}{where}), which each "
@@ -118,12 +122,13 @@ def _check_prologue(prologue: list, loop: TileLoop, written: set[int]) -> None:
 
 
 def _check_epilogue(epilogue: list, loop: TileLoop, written: set[int]) -> None:
-    """The statements after a folded loop run at its last step: what they read of the call's
-    own outputs would be the blocks as this step sees them, not what every step wrote."""
+    """The statements after a folded loop run at its last step: what they read of a tensor the
+    loop writes would be the blocks as this step sees them, not what every step wrote (a
+    tensor only they write, as `c[tm, tn] = c[tm, tn] + acc`, they read as it was)."""
     for node in walk_nodes(epilogue):
         if isinstance(node, Load) and id(node.tensor) in written:
             raise _refused(loop, f"the statements after it read '{node.tensor.name}'{_line(node)}, which the "
-                           "call writes: they run at the last folded step, which does not see every block "
+                           "loop writes: they run at the last folded step, which does not see every block "
                            "the earlier steps wrote")
 
 
