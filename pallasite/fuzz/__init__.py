@@ -7,10 +7,10 @@ Modules: `grammar` (kinds of kernels; `constants`: the scope_constants kind),
 """
 from __future__ import annotations
 
-from .grammar import KINDS, LOOP_TYPES, generate
+from .grammar import FUZZ_LOOP_TYPES, KINDS, LOOP_TYPES, generate
 from .runner import Outcome, Result, run_case
 from .session import FuzzReport, main, run_fuzz
 from .shrinker import shrink
 
-__all__ = ["KINDS", "LOOP_TYPES", "FuzzReport", "Outcome", "Result", "generate", "main", "run_case",
+__all__ = ["FUZZ_LOOP_TYPES", "KINDS", "LOOP_TYPES", "FuzzReport", "Outcome", "Result", "generate", "main", "run_case",
            "run_fuzz", "shrink"]

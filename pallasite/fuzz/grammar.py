@@ -31,12 +31,19 @@ LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
 MIXED_DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
 
 
+FUZZ_LOOP_TYPES = (*LOOP_TYPES, FOLDED_LOOP_TYPE)  # what --loop-types may name (the default: all)
+
+
 class Draw:
     """The random choices of one case."""
 
     def __init__(self, rng: random.Random, loop_types: tuple[str, ...]):
         self.rng = rng
         self.loop_types = loop_types
+        # the strategies any inner loop may take; outer_pipeline goes only where a loop may fold
+        self.strategies = tuple(t for t in loop_types if t != FOLDED_LOOP_TYPE) or LOOP_TYPES
+        self.folds = FOLDED_LOOP_TYPE in loop_types
+        self.only_folds = tuple(loop_types) == (FOLDED_LOOP_TYPE,)
 
     def size(self, large: float = 0.5) -> int:
         return self.rng.choice(LARGE_SIZES if self.rng.random() < large else SMALL_SIZES)
@@ -45,20 +52,20 @@ class Draw:
         return self.rng.choice(choices)
 
     def loop_type(self) -> str:
-        return self.rng.choice(self.loop_types)
+        return self.rng.choice(self.strategies)
 
     def foldable_loop_type(self) -> str:
         """A loop type for an inner loop that may fold into the grid: directly in its device
         loop's body, compile-time bounds, the statements before it only computing and those
-        after it reading no output. One of `loop_types`, or (when the run takes the default
-        set) `outer_pipeline` 30% of the time."""
-        if self.loop_types == LOOP_TYPES and self.chance(0.3):
+        after it reading what the loop writes. When the run's loop types hold `outer_pipeline`:
+        it 30% of the time (always when it is the only one), else one of the strategies."""
+        if self.folds and (self.only_folds or self.chance(0.3)):
             return FOLDED_LOOP_TYPE
         return self.loop_type()
 
     def loop_types_each(self, loops: int) -> str | tuple[str, ...]:
         """One loop type for all `loops` inner loops, or sometimes one each (a mixed list)."""
-        if loops > 1 and len(self.loop_types) > 1 and self.chance(0.4):
+        if loops > 1 and len(self.strategies) > 1 and self.chance(0.4):
             return tuple(self.loop_type() for _ in range(loops))
         return self.loop_type()
 
@@ -213,7 +220,7 @@ def _two_pass(draw: Draw, name: str) -> Case:
     body.append(Line(2, f"out[tm, tn] = {use}"))
     body.append(Line(0, "return out"))
     loop_type = draw.loop_types_each(2)
-    if draw.loop_types == LOOP_TYPES and draw.chance(0.3):  # fold one pass: the first carries, the second is after
+    if draw.folds and (draw.only_folds or draw.chance(0.3)):  # fold one pass: the first carries, the second after
         folded = rng.randrange(2)
         loop_type = tuple(FOLDED_LOOP_TYPE if i == folded else draw.loop_type() for i in range(2))
     return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
@@ -583,7 +590,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
 
 
 def generate(seed: int, index: int, kinds: tuple[str, ...] = tuple(KINDS),
-             loop_types: tuple[str, ...] = LOOP_TYPES) -> Case:
+             loop_types: tuple[str, ...] = FUZZ_LOOP_TYPES) -> Case:
     """Case `index` of a run: kinds in turn, everything else from a (seed, index) stream."""
     kind = kinds[index % len(kinds)]
     rng = random.Random(f"pallasite-fuzz:{seed}:{index}")

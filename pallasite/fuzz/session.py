@@ -14,7 +14,7 @@ from typing import Iterator, Sequence, TextIO
 
 from ..runtime.chips import CHIP_ENV
 from .cases import Case, unload_all
-from .grammar import KINDS, LOOP_TYPES, generate
+from .grammar import FUZZ_LOOP_TYPES, KINDS, generate
 from .report import regression_test, summary, write_finding
 from .runner import Outcome, Result, run_case
 from .shrinker import shrink
@@ -35,7 +35,7 @@ def config_rng(seed: int, index: int) -> random.Random:
 
 
 def run_fuzz(cases: int, seed: int = 0, *, kinds: Sequence[str] = tuple(KINDS),
-             loop_types: Sequence[str] = LOOP_TYPES, out: Path | str = "fuzz_findings",
+             loop_types: Sequence[str] = FUZZ_LOOP_TYPES, out: Path | str = "fuzz_findings",
              timeout_per_case: float | None = 120.0, shrink_findings: bool = True,
              stream: TextIO = sys.stderr, lowering: bool = False) -> FuzzReport:
     """Run `cases` generated cases; a mismatch or internal error is shrunk and written to `out`.
@@ -72,7 +72,9 @@ def _run(cases: int, seed: int, kinds: tuple[str, ...], loop_types: tuple[str, .
         result = run_case(case, timeout_per_case, config_rng(seed, index), lowering=lowering)
         report.results.append(result)
         note = f"  {result.detail.splitlines()[0][:100]}" if result.outcome is not Outcome.MATCH else ""
-        print(f"[{index + 1:>4}/{cases}] {case.kind:<17} {result.outcome.value:<14} {result.seconds:5.1f}s{note}",
+        loops = case.loop_type if isinstance(case.loop_type, str) else "+".join(case.loop_type or ("-",))
+        print(f"[{index + 1:>4}/{cases}] {case.kind:<17} {loops:<15} {result.outcome.value:<14} "
+              f"{result.seconds:5.1f}s{note}",
               file=stream, flush=True)
         if result.outcome.is_finding:
             report.findings.append(_write_up(result, out, timeout_per_case, shrink_findings, stream, lowering))
@@ -120,8 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (a seed fixes every case)")
     parser.add_argument("--kinds", type=lambda t: _names(t, tuple(KINDS), "kind"), default=tuple(KINDS),
                         help=f"comma-separated kinds of kernels (default all: {', '.join(KINDS)})")
-    parser.add_argument("--loop-types", type=lambda t: _names(t, LOOP_TYPES, "loop type"), default=LOOP_TYPES,
-                        help="comma-separated pallas_loop_type values for kernels with inner loops")
+    parser.add_argument("--loop-types", type=lambda t: _names(t, FUZZ_LOOP_TYPES, "loop type"),
+                        default=FUZZ_LOOP_TYPES,
+                        help="comma-separated pallas_loop_type values for kernels with inner loops "
+                             f"(default all: {', '.join(FUZZ_LOOP_TYPES)}; outer_pipeline goes to loops that may fold)")
     parser.add_argument("--out", default="fuzz_findings", help="folder for the regression tests of findings")
     parser.add_argument("--timeout-per-case", type=float, default=120.0, help="seconds before a case times out")
     parser.add_argument("--no-shrink", action="store_true", help="write findings as generated, unshrunk")
