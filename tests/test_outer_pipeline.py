@@ -402,3 +402,23 @@ def test_read_modify_write_after_the_folded_loop(shape):
     _, out = code_and_output(row_sums_added_atomically, (x, base.clone()), block_sizes=[8, 128],
                              pallas_loop_type=FOLD)
     torch.testing.assert_close(out, base + x.sum(-1), rtol=1e-5, atol=1e-4)
+
+
+@pallasite.kernel
+def wide_running_max(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.full([tm, 16384], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = torch.maximum(acc, x[tm, tn].amax(-1)[:, None])
+        out[tm] = acc.amax(-1)
+    return out
+
+
+def test_a_carried_value_over_the_vmem_budget_is_named():
+    """A VMEM overflow names the largest parts of the estimate, scratch buffers among them:
+    here the accumulator's (trial nit: only blocks were listed)."""
+    x = torch.empty(2048, 4096, device="meta")
+    with pytest.raises(exc.VmemOverflow, match=r"the largest: .*scratch 'tn_acc_ref' 128\.0 MiB"):
+        wide_running_max.bind((x,)).plan({"block_sizes": [2048, 128], "pallas_loop_type": FOLD})

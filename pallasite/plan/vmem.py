@@ -85,19 +85,29 @@ def _block_operands(plan: PallasCallPlan):
 
 
 def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int = 3) -> str:
-    """For a VMEM overflow message: the `count` largest double-buffered blocks (with why an
-    axis is whole, when the plan recorded it), and what to change. Tiles that start at
-    data-dependent rows keep the tensors they index resident unless the loop copies
+    """For a VMEM overflow message: the `count` largest parts of the estimate — double-buffered
+    blocks (with why an axis is whole, when the plan recorded it), scratch buffers (carried
+    values, windows), the body's values live at once — and what to change. Tiles that start
+    at data-dependent rows keep the tensors they index resident unless the loop copies
     their windows by DMA (`fori_loop`: `copies_unaligned_windows`), and smaller blocks do
     not shrink those."""
     blocks = sorted(_block_operands(plan), key=lambda item: -item[1])
-    described, seen = [], set()
+    parts, seen = [], set()  # (bytes, text)
     for op, size in blocks:
-        if op.symbol.id in seen or len(described) == count:
+        if op.symbol.id in seen:
             continue
         seen.add(op.symbol.id)
         why = next((axis.reason for axis in op.axes if axis.reason), "")
-        described.append(f"'{op.symbol.name}' 2 x {size / MIB:.1f} MiB" + (f" ({why})" if why else ""))
+        parts.append((2 * size, f"'{op.symbol.name}' 2 x {size / MIB:.1f} MiB" + (f" ({why})" if why else "")))
+    streamed = {stream.buffer for loop_plan in plan.inner_loops.values() for stream in loop_plan.streams}
+    for scratch in plan.scratch:
+        if scratch.kind is ScratchKind.VMEM and scratch.name not in streamed:
+            size = padded_bytes(scratch.shape, scratch.dtype)
+            parts.append((size, f"scratch '{scratch.name}' {size / MIB:.1f} MiB"))
+    live = peak_live_bytes(plan)
+    if live:
+        parts.append((live, f"the body's values live at once {live / MIB:.1f} MiB"))
+    described = [text for _, text in sorted(parts, key=lambda part: -part[0])[:count]]
     unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
     if unaligned and copying and any(loop.strategy not in copying for loop in plan.inner_loops.values()):
