@@ -45,7 +45,9 @@ class KernelEmitter:
         self.code = CodeBuilder()
         self.env: dict[int, ast.expr] = {}  # Value id -> its expression (a name, or inlined)
         self.frames: dict[int, LoopFrame] = {}  # inner TileLoop id -> its generated names
-        self._range_scopes: list[dict] = [{}]  # (shape, axis, range) -> condition variable, per scope
+        # per scope (a loop step, a branch): (shape, axis, range) -> its condition variable, and
+        # ("masked", operand text, shape, axis, range, fill) -> the masked operand's variable
+        self._range_scopes: list[dict] = [{}]
         self._uses, self._inlined = value_uses(plan.call.loop.body)
         self._checks_done: set[int] = set()  # range checks already emitted
         self.branch_depth = 0  # > 0 inside a device if's branch function (codegen/branches.py)
@@ -400,14 +402,21 @@ class KernelEmitter:
         return args, attrs
 
     def _apply_mask(self, node: Node, mask: Mask, text: str) -> str:
+        """`text` (node's operand) with the padded tail filled: once per scope for each
+        (operand text, axis, range, fill), as `range_condition` computes its conditions."""
         operand = node.args[mask.operand]
         shape = tuple(operand.shape)
         fill = typed_fill(mask.fill, operand.dtype)
+        key = ("masked", text, shape, mask.axis, mask.range, fill)
+        for scope in reversed(self._range_scopes):
+            if key in scope:
+                return scope[key]
         label = self.env[operand.id].id if self.is_name(operand) else operand.name
         name = self.names.fresh(f"{label or node.op}_masked")
         self.comment(f"mask the padded tail of {mask.names} with {fill} before {node.op}")
         condition = self.range_condition(shape, mask.axis, mask.range)
         self.emit(f"{name} = jnp.where({condition}, {text}, {fill})")
+        self._range_scopes[-1][key] = name
         return name
 
     def _valid_count(self, node: Node) -> str:

@@ -11,6 +11,8 @@ last grid axis fastest.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
 from ...plan import Direction
 from ...plan.loops import PipelineLoopPlan
@@ -47,7 +49,10 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan) -> list:
     _emit_pipeline_body(k, loop, loop_plan, body_name, trips, carried, (*inputs, *outputs))
     grid_ids = ("j",) if len(dims) == 1 else tuple(f"j{position}" for position in range(len(dims)))
     ids = dict(zip((dim.id for dim in dims), grid_ids))
-    with k.block(f"@pl.when({trips.total} > 0)\ndef _run_{body_name}():"):
+    runs = loop_plan.total_trips  # a static count runs whenever it is positive: no guard to write
+    guard = (contextlib.nullcontext() if isinstance(runs, int) and runs > 0 else
+             k.block(f"@pl.when({trips.total} > 0)\ndef _run_{body_name}():"))
+    with guard:
         call = k.emit(f"pltpu.emit_pipeline({body_name}, grid=({', '.join(trips.trips)},), "
                f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}], "
                f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}])"
