@@ -422,3 +422,32 @@ def test_a_carried_value_over_the_vmem_budget_is_named():
     x = torch.empty(2048, 4096, device="meta")
     with pytest.raises(exc.VmemOverflow, match=r"the largest: .*scratch 'tn_acc_ref' 128\.0 MiB"):
         wide_running_max.bind((x,)).plan({"block_sizes": [2048, 128], "pallas_loop_type": FOLD})
+
+
+@pallasite.kernel
+def segment_totals_then_columns(x, offsets, y):
+    """A jagged loop in the prologue (repeated per folded step, only computing) and a folded
+    hl.grid: the grid over segments is not flattened into work items (the folded steps'
+    order is fixed)."""
+    segments = offsets.size(0) - 1
+    d = y.size(1)
+    out = torch.zeros([segments, d], dtype=torch.float32)
+    for g in hl.grid(segments):
+        total = hl.zeros([128], dtype=torch.float32)
+        for t in hl.tile(offsets[g], offsets[g + 1]):
+            total = total + x[t, :].sum(0)
+        for c in hl.grid(d):
+            out[g, c] = y[g, c] + total.sum()
+    return out
+
+
+@pytest.mark.parametrize("first", LOOP_TYPES)
+def test_a_jagged_prologue_beside_a_folded_grid(first):
+    x, y = torch.randn(40, 128), torch.randn(4, 6)
+    offsets = torch.tensor([0, 5, 17, 17, 40], dtype=torch.int32)
+    totals = torch.stack([x[offsets[i]:offsets[i + 1]].sum() for i in range(4)])
+    _, out = code_and_output(segment_totals_then_columns, (x, offsets, y), pallas_loop_type=[first, FOLD])
+    torch.testing.assert_close(out, y + totals[:, None], rtol=1e-5, atol=1e-4)
+    (call,) = segment_totals_then_columns.bind((x, offsets, y)).plan(
+        {"pallas_loop_type": [first, FOLD]}).calls
+    assert call.worklist is None and "folded into the grid" in call.worklist_reason

@@ -115,6 +115,8 @@ class WorklistStrategy:
         # whether flattening would have applied ("pallas_flatten_worklist=False" only then;
         # plan/knobs.py reads that to tell a used knob from an unused one).
         loop = call.loop
+        if call.folded_dims:  # its grid's last axes are a folded loop's steps, whose order is fixed
+            return WorklistDecision(None, "an inner loop is folded into the grid (outer_pipeline)")
         if not loop.dims or not all(dim.is_grid for dim in loop.dims):
             return WorklistDecision(None, "the device loop is not an hl.grid over segments")
         grid, heads = loop.dims[0], loop.dims[1:]
