@@ -339,3 +339,52 @@ def test_a_loops_tile_read_after_the_loop_is_refused(kernel, words, line, loop_t
     with pytest.raises(exc.UnsupportedOperation, match=words) as error:
         pallasite.testing.code_and_output(kernel, (torch.randn(16, 300),), pallas_loop_type=loop_type)
     assert_points_at(error.value, kernel, line)
+
+
+last = 2.0  # a global named as a value a kernel below computes in a loop
+
+
+@pallasite.kernel
+def a_value_of_the_body_read_after(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            last = x[tm, tn].amax(1)
+            acc = acc + last
+        out[tm] = acc + last
+    return out
+
+
+@pallasite.kernel
+def a_python_number_updated_per_tile(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        s = 0.0
+        for tn in hl.tile(n):
+            s = s + x[tm, tn].sum(1)
+        out[tm] = s
+    return out
+
+
+@pytest.mark.parametrize("run", ["compiled", "reference"])
+@pytest.mark.parametrize("kernel, words, line", [
+    # was silently the global 2.0 after the loop (trial finding: a wrong answer)
+    (a_value_of_the_body_read_after, "'last' is computed inside the loop at line", "out[tm] = acc + last"),
+    # was silently 0.0 after the loop, every tile starting again from 0.0 (trial finding)
+    (a_python_number_updated_per_tile, "'s' is the Python float 0.0 before this loop and a device value updated",
+     "for tn in hl.tile(n):"),
+])
+def test_values_a_loop_does_not_carry_are_refused_in_both_modes(kernel, words, line, run):
+    """Python gives the last tile's value; pallasite carries only device tensors assigned
+    before a loop, so reading another value of the body after the loop, or updating a Python
+    number from tile to tile, is a clear error at the user's line in both modes."""
+    x = torch.randn(16, 300)
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        if run == "compiled":
+            pallasite.testing.code_and_output(kernel, (x,), block_sizes=[8, 128])
+        else:
+            pallasite.testing.run_ref(kernel, (x,), block_sizes=[8, 128])
+    assert_points_at(error.value, kernel, line)

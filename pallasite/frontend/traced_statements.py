@@ -69,6 +69,9 @@ class TracedStatements:
     def is_device_condition(self, test: Any) -> bool:
         return isinstance(test, Traced)
 
+    def is_device_value(self, value: Any) -> bool:
+        return isinstance(value, (DeviceTensor, TileProxy))
+
     def bool_op(self, is_and: bool | None, thunks: list) -> Any:
         """`a and b` / `a or b` / `not a` (`is_and` None) in device code: traced operands
         combine with torch.logical_and/or/not (a traced value has no truth value while

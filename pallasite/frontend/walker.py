@@ -51,7 +51,10 @@ class StatementSemantics(Protocol):
     def inner_loop(self, stmt: ast.For, spec: hl.TileIterable, run_body: Callable[[Any], None],
                    assigned: list[str]) -> dict[str, Any]:
         """A tile/grid loop inside device code. `assigned`: the names its body assigns, sorted.
-        Returns the carried names' values after the loop; the walker restores the others."""
+        Returns the carried names' values after the loop; the walker scopes the others."""
+
+    def is_device_value(self, value: Any) -> bool:
+        """Whether `value` is a device value (one per tile of a loop: not carried out of it)."""
 
 
 class StatementWalker:
@@ -67,6 +70,8 @@ class StatementWalker:
         self.location: exc.SourceLocation | None = None
         self.result: Any = None
         self.python_loops: tuple[tuple[int, int], ...] = ()  # (id of each enclosing for, its iteration)
+        # names an inner loop's body gave a device value, not carried: out of scope after it
+        self.loop_locals: dict[str, exc.SourceLocation] = {}
         self._code: dict[int, Any] = {}
         self._locations: dict[int, exc.SourceLocation] = {}
 
@@ -127,11 +132,24 @@ class StatementWalker:
             yield
         except exc.PallasiteError as err:
             raise err.with_location(self.location) from None
+        except NameError as err:
+            loop = self.loop_locals.get(err.name)
+            if loop is None:
+                self._note(err)
+                raise
+            raise exc.UnsupportedOperation(
+                f"'{err.name}' is computed inside the loop at line {loop.lineno} and read after that loop "
+                "ended: a loop's body runs once per tile, and only the values it carries come out of it "
+                "(a device tensor assigned before the loop and updated in it).", self.location) from None
         except Exception as err:  # the user's own error: keep its type, add the line
-            if self.location is not None and not getattr(err, "_pallasite_noted", False):
-                err.add_note(self.error_note.format(location=self.location))
-                err._pallasite_noted = True
+            self._note(err)
             raise
+
+    def _note(self, err: Exception) -> None:
+        """Add the running statement's line to the user's own error (once)."""
+        if self.location is not None and not getattr(err, "_pallasite_noted", False):
+            err.add_note(self.error_note.format(location=self.location))
+            err._pallasite_noted = True
 
     def branch(self, stmt: ast.If, test: Any) -> list[ast.stmt]:
         """The branch an `if` on a host value takes (a traced test raises here, at the `if`)."""
@@ -264,13 +282,29 @@ class StatementWalker:
         self.semantics.device_loop(stmt, spec, self._body_runner(stmt))
 
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
-        """Names assigned in an inner loop do not escape it, but for the carried ones."""
+        """Device values assigned in an inner loop do not escape it, but for the carried ones:
+        after it their names are unbound (`loop_locals` says why when one is read), whatever
+        they named before (a global too: assigned in the kernel, a name is the kernel's own).
+        Host values it assigns keep their value from the body (the same at every tile)."""
+        location = self.location_of(stmt)
         if stmt.orelse:
-            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location_of(stmt))
+            raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", location)
         assigned = assigned_names(stmt.body)
         before = {name: self.scope.get(name, MISSING) for name in assigned}
         carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), assigned)
-        restore(self.scope, {name: value for name, value in before.items() if name not in carried})
+        for name, old in before.items():
+            if name in carried:
+                continue
+            new = self.scope.get(name, MISSING)
+            if not self.semantics.is_device_value(new):
+                continue
+            if old is not MISSING and reads_before_assigning(stmt.body, name):  # `s = 0.0`; `s = s + x[t]`
+                raise exc.UnsupportedOperation(
+                    f"'{name}' is {_host_text(old)} before this loop and a device value updated in it: only "
+                    "a device tensor assigned before a loop is carried from tile to tile. Start it as one "
+                    f"(e.g. {name} = hl.zeros([tile, ...], dtype=...) or hl.full(..., value)).", location)
+            self.scope.pop(name, None)
+            self.loop_locals[name] = location
         self.scope.update(carried)
 
 
@@ -278,6 +312,60 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     """The names a block of statements assigns, sorted."""
     return sorted({node.id for stmt in stmts for node in ast.walk(stmt)
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)})
+
+
+def reads_before_assigning(stmts: list[ast.stmt], name: str) -> bool:
+    """Whether a run of `stmts` may read `name` before assigning it (a loop body that does
+    reads the previous tile's value: a value carried from tile to tile)."""
+    for stmt in stmts:
+        first = _first_use(stmt, name)
+        if first is not None:
+            return first == "read"
+    return False
+
+
+def _first_use(node: ast.stmt, name: str) -> str | None:
+    """'read' if `node` may read `name` before assigning it, 'write' if it surely assigns it
+    first, None if it does neither surely (conservative: a read on any path counts)."""
+    def reads(*exprs) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                   for e in exprs if e is not None for n in ast.walk(e))
+
+    def writes(*targets) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for t in targets for n in ast.walk(t))
+
+    if isinstance(node, ast.AugAssign):
+        return "read" if reads(node.value) or writes(node.target) else None
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return "read" if reads(node.value, *targets) else "write" if writes(*targets) else None
+    if isinstance(node, ast.If):
+        if reads(node.test):
+            return "read"
+        branches = [_block_first_use(node.body, name), _block_first_use(node.orelse, name)]
+        return "read" if "read" in branches else "write" if branches == ["write", "write"] else None
+    if isinstance(node, (ast.For, ast.While, ast.With)):
+        header = [node.iter] if isinstance(node, ast.For) else [node.test] if isinstance(node, ast.While) else \
+            [item.context_expr for item in node.items]
+        if reads(*header):
+            return "read"
+        inner = _block_first_use(node.body, name)
+        return "read" if inner == "read" else None  # a loop's body may not run
+    return "read" if reads(node) else "write" if writes(node) else None
+
+
+def _block_first_use(stmts: list[ast.stmt], name: str) -> str | None:
+    for stmt in stmts:
+        first = _first_use(stmt, name)
+        if first is not None:
+            return first
+    return None
+
+
+def _host_text(value: Any) -> str:
+    return f"the Python {type(value).__name__} {value!r}" if isinstance(value, (int, float, bool)) else \
+        f"a host value ({type(value).__name__})"
 
 
 def restore(scope: dict[str, Any], before: dict[str, Any]) -> None:

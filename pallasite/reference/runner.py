@@ -127,6 +127,9 @@ class ReferenceRunner:
     def is_device_condition(self, test: Any) -> bool:
         return False  # an if on a device value runs as plain Python: its value is known
 
+    def is_device_value(self, value: Any) -> bool:
+        return lanes.is_device(value) or isinstance(value, tiles.RefTile)
+
     def device_if(self, stmt: ast.If, test: Any) -> None:
         raise AssertionError("reference mode has no device ifs")
 
