@@ -330,7 +330,7 @@ def grid_index_after_its_loop(x):
 @pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline", "outer_pipeline"])
 @pytest.mark.parametrize("kernel, words, line", [
     (tile_after_its_loop, "'tn' is the tile of the loop at line", "out[tm, tn] = x[tm, tn] + acc[:, None]"),
-    (grid_index_after_its_loop, "'g' is computed inside the loop at line", "out[tm] = x[tm, g]"),
+    (grid_index_after_its_loop, "'g' is the index of the loop at line", "out[tm] = x[tm, g]"),
 ])
 def test_a_loops_tile_read_after_the_loop_is_refused(kernel, words, line, loop_type):
     """After its loop a tile (or a grid index) is out of scope: the compiled loops keep it in
@@ -387,4 +387,39 @@ def test_values_a_loop_does_not_carry_are_refused_in_both_modes(kernel, words, l
             pallasite.testing.code_and_output(kernel, (x,), block_sizes=[8, 128])
         else:
             pallasite.testing.run_ref(kernel, (x,), block_sizes=[8, 128])
+    assert_points_at(error.value, kernel, line)
+
+
+@pallasite.kernel
+def a_tile_begin_read_after_its_loop(x):
+    m, n = x.shape
+    out = torch.zeros([m], dtype=torch.int32)
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            pass
+        out[tm] = tm.index * 0 + tn.begin
+    return out
+
+
+@pallasite.kernel
+def assigned_in_one_branch(x, flag):
+    m, n = x.shape
+    out = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        if flag[0] > 0:
+            t = x[tm, 0] * 2
+        out[tm] = t
+    return out
+
+
+@pytest.mark.parametrize("kernel, args, words, line", [
+    (a_tile_begin_read_after_its_loop, (torch.randn(16, 300),), "'tn' is the tile of the loop at line",
+     "out[tm] = tm.index * 0 + tn.begin"),
+    # was a raw NameError (trial finding)
+    (assigned_in_one_branch, (torch.randn(16, 8), torch.ones(1, dtype=torch.int32)),
+     "'t' is assigned in one branch of the if at line", "out[tm] = t"),
+])
+def test_names_out_of_scope_after_a_loop_or_a_device_if(kernel, args, words, line):
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        pallasite.testing.code_and_output(kernel, args)
     assert_points_at(error.value, kernel, line)

@@ -123,6 +123,10 @@ class DeviceIfs:
             value = _merge(name, then_values[name], else_values[name], before[name], block, loc)
             if value is not MISSING:
                 merged[name] = value
+            else:  # assigned in one branch only: unbound after the if
+                self.walker.scoped_out[name] = (
+                    f"'{name}' is assigned in one branch of the if at line {loc.lineno} only, and which branch "
+                    "runs is known only on the device: give it a value before the if or in both branches.")
         self.recorder.append_node(block)
         for name, value in merged.items():
             scope[name] = DeviceTensor(self.recorder, value) if isinstance(value, Value) else value

@@ -126,9 +126,14 @@ class OpRecorder:
             if ended is False:
                 continue
             line = f" at line {ended.lineno}" if ended is not None else ""
+            producer = operand.producer if isinstance(operand, Value) else None
+            if producer is not None and producer.op in TILE_ATTRIBUTE_OPS and producer.args \
+                    and isinstance(producer.args[0], TileDim):  # `tn.begin` after the loop: the tile's
+                operand = producer.args[0]
             if isinstance(operand, TileDim):
+                what = "index" if operand.is_grid else "tile"
                 raise exc.UnsupportedOperation(
-                    f"'{operand.name}' is the tile of the loop{line}, which has ended: a loop's tiles exist "
+                    f"'{operand.name}' is the {what} of the loop{line}, which has ended: a loop's {what}s exist "
                     "only inside it. Read what you need inside the loop, or carry a value out of it (assign "
                     "it before the loop, update it in the loop).", self.location)
             what = f"'{operand.name}'" if operand.name else "a value"
@@ -469,6 +474,7 @@ def _check_registered(op: str) -> None:
         raise AssertionError(f"op {op!r} is recorded but not defined in pallasite/ir/ops")
 
 
+TILE_ATTRIBUTE_OPS = tuple(attribute.name for attribute in ops.TILE_ATTRIBUTES.values())
 INDEX_ITEMS = (TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, ShiftedTile, StaticSlice)
 
 

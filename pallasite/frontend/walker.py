@@ -70,8 +70,9 @@ class StatementWalker:
         self.location: exc.SourceLocation | None = None
         self.result: Any = None
         self.python_loops: tuple[tuple[int, int], ...] = ()  # (id of each enclosing for, its iteration)
-        # names an inner loop's body gave a device value, not carried: out of scope after it
-        self.loop_locals: dict[str, exc.SourceLocation] = {}
+        # names out of scope after an inner loop (a device value it does not carry) or a device
+        # if (assigned in one branch only): name -> why, said when the name is read
+        self.scoped_out: dict[str, str] = {}
         self._code: dict[int, Any] = {}
         self._locations: dict[int, exc.SourceLocation] = {}
 
@@ -133,14 +134,11 @@ class StatementWalker:
         except exc.PallasiteError as err:
             raise err.with_location(self.location) from None
         except NameError as err:
-            loop = self.loop_locals.get(err.name)
-            if loop is None:
+            why = self.scoped_out.get(err.name)
+            if why is None:
                 self._note(err)
                 raise
-            raise exc.UnsupportedOperation(
-                f"'{err.name}' is computed inside the loop at line {loop.lineno} and read after that loop "
-                "ended: a loop's body runs once per tile, and only the values it carries come out of it "
-                "(a device tensor assigned before the loop and updated in it).", self.location) from None
+            raise exc.UnsupportedOperation(why, self.location) from None
         except Exception as err:  # the user's own error: keep its type, add the line
             self._note(err)
             raise
@@ -283,7 +281,7 @@ class StatementWalker:
 
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """Device values assigned in an inner loop do not escape it, but for the carried ones:
-        after it their names are unbound (`loop_locals` says why when one is read), whatever
+        after it their names are unbound (`scoped_out` says why when one is read), whatever
         they named before (a global too: assigned in the kernel, a name is the kernel's own).
         Host values it assigns keep their value from the body (the same at every tile)."""
         location = self.location_of(stmt)
@@ -304,7 +302,10 @@ class StatementWalker:
                     "a device tensor assigned before a loop is carried from tile to tile. Start it as one "
                     f"(e.g. {name} = hl.zeros([tile, ...], dtype=...) or hl.full(..., value)).", location)
             self.scope.pop(name, None)
-            self.loop_locals[name] = location
+            self.scoped_out[name] = (
+                f"'{name}' is computed inside the loop at line {location.lineno} and read after that loop "
+                "ended: a loop's body runs once per tile, and only the values it carries come out of it "
+                "(a device tensor assigned before the loop and updated in it).")
         self.scope.update(carried)
 
 
