@@ -400,3 +400,29 @@ def test_an_inner_tiles_begin_is_a_value_under_every_loop_type(loop_type):
     _, out = code_and_output(add_column_offsets, (x, offsets), block_sizes=[8, 128], pallas_loop_type=loop_type)
     torch.testing.assert_close(out, x + torch.arange(384).div(128, rounding_mode="floor") * 128.0)
     assert offsets.tolist() == [0.0, 128.0, 256.0]
+
+
+@pallasite.kernel
+def a_loop_variable_name_used_again(x, w):
+    """Helion's squeeze-and-excitation net: a nested loop reuses an earlier loop's variable
+    name (`tile_k`); inside it, the name is the nested loop's tile, never a value carried
+    from the earlier loop."""
+    m, k = x.shape
+    c = torch.empty([m, k], dtype=torch.float32)
+    out = torch.empty([m, 128], dtype=torch.float32)
+    for tile_m in hl.tile(m):
+        for tile_k in hl.tile(k):
+            c[tile_m, tile_k] = torch.relu(x[tile_m, tile_k])
+        for tile_n in hl.tile(128):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = acc + x[tile_m, tile_k] @ w[tile_k, tile_n]
+            out[tile_m, tile_n] = acc
+    return c, out
+
+
+def test_a_nested_loop_reusing_a_loop_variable_name():
+    x, w = torch.randn(16, 256), torch.randn(256, 128)
+    _, (c, out) = code_and_output(a_loop_variable_name_used_again, (x, w), block_sizes=[8, 128, 128, 128])
+    torch.testing.assert_close(c, torch.relu(x))
+    torch.testing.assert_close(out, x @ w, rtol=1e-4, atol=1e-4)

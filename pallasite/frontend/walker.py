@@ -351,6 +351,8 @@ def _first_use(node: ast.stmt, name: str) -> str | None:
             [item.context_expr for item in node.items]
         if reads(*header):
             return "read"
+        if isinstance(node, ast.For) and writes(node.target):  # the body reads the loop variable
+            return None  # (and a loop that runs no step assigns nothing)
         inner = _block_first_use(node.body, name)
         return "read" if inner == "read" else None  # a loop's body may not run
     return "read" if reads(node) else "write" if writes(node) else None
