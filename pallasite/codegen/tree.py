@@ -122,8 +122,39 @@ def tidy(body: list) -> None:
     """Fold constants, propagate constant bindings and drop pure bindings nothing reads."""
     for stmt in _statements(body):
         stmt.node = _Fold().visit(stmt.node)
-    while _propagate_constants(body) | _drop_unread(body) | _coalesce_copies(body):
+    while _propagate_constants(body) | _drop_unread(body) | _coalesce_copies(body) | _static_whens(body):
         pass
+
+
+def _static_whens(body: list) -> bool:
+    """A `@pl.when(c)` function of no arguments whose condition folded to a constant: its
+    statements in its place when c is true (the function ran at once), nothing when false.
+    Names are unique in the kernel, so its locals shadow nothing."""
+    changed = False
+    position = 0
+    while position < len(body):
+        item = body[position]
+        condition = _when_condition(item) if isinstance(item, Stmt) else None
+        if isinstance(condition, bool):
+            body[position:position + 1] = item.body if condition else []
+            changed = True
+            continue
+        if isinstance(item, Stmt) and item.body is not None:
+            changed |= _static_whens(item.body)
+        position += 1
+    return changed
+
+
+def _when_condition(stmt: Stmt):
+    """The folded constant of a `@pl.when(...)` function without arguments, else None."""
+    node = stmt.node
+    if not isinstance(node, ast.FunctionDef) or node.args.args or len(node.decorator_list) != 1:
+        return None
+    decorator = node.decorator_list[0]
+    if not (isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pl.when" and len(decorator.args) == 1):
+        return None
+    test = _Fold().visit(copy.deepcopy(decorator.args[0]))
+    return test.value if isinstance(test, ast.Constant) and isinstance(test.value, bool) else None
 
 
 def _statements(body: list):
