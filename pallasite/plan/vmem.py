@@ -107,7 +107,8 @@ def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int =
     live = peak_live_bytes(plan)
     if live:
         parts.append((live, f"the body's values live at once {live / MIB:.1f} MiB"))
-    described = [text for _, text in sorted(parts, key=lambda part: -part[0])[:count]]
+    total = sum(size for size, _ in parts)
+    described = [text for size, text in sorted(parts, key=lambda part: -part[0])[:count] if size >= total / 100]
     unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
     if unaligned and copying and any(loop.strategy not in copying for loop in plan.inner_loops.values()):
