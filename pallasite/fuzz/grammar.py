@@ -55,10 +55,8 @@ class Draw:
         return self.rng.choice(self.strategies)
 
     def foldable_loop_type(self) -> str:
-        """A loop type for an inner loop that may fold into the grid: directly in its device
-        loop's body, compile-time bounds, the statements before it only computing and those
-        after it reading what the loop writes. When the run's loop types hold `outer_pipeline`:
-        it 30% of the time (always when it is the only one), else one of the strategies."""
+        """A loop type for an inner loop that may fold into the grid (plan/folded_loops.py):
+        `outer_pipeline`, if the run's loop types hold it, 30% of the time (always when alone)."""
         if self.folds and (self.only_folds or self.chance(0.3)):
             return FOLDED_LOOP_TYPE
         return self.loop_type()
