@@ -318,11 +318,7 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
 def reads_before_assigning(stmts: list[ast.stmt], name: str) -> bool:
     """Whether a run of `stmts` may read `name` before assigning it (a loop body that does
     reads the previous tile's value: a value carried from tile to tile)."""
-    for stmt in stmts:
-        first = _first_use(stmt, name)
-        if first is not None:
-            return first == "read"
-    return False
+    return _block_first_use(stmts, name) == "read"
 
 
 def _first_use(node: ast.stmt, name: str) -> str | None:
@@ -359,6 +355,7 @@ def _first_use(node: ast.stmt, name: str) -> str | None:
 
 
 def _block_first_use(stmts: list[ast.stmt], name: str) -> str | None:
+    """`_first_use` of the first statement of `stmts` that surely reads or writes `name`."""
     for stmt in stmts:
         first = _first_use(stmt, name)
         if first is not None:
