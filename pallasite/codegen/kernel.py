@@ -325,15 +325,22 @@ class KernelEmitter:
     def ref_subscript(self, access) -> str:
         return accesses.ref_subscript(self, access)
 
+    def _in_scope(self, key) -> str | None:
+        """The variable an enclosing scope (`_range_scopes`) computed for `key`, if any."""
+        for scope in reversed(self._range_scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
     def range_condition(self, shape, axis: int, rng: TileRange | MergedPadding) -> str:
         """A boolean array of `shape`: which positions along `axis` lie in the tile range
         (a merged range: the valid lanes of an index tile's flat vector, `lanes.py`).
 
         Computed once per scope (a loop step) for each (shape, axis, range)."""
         key = (tuple(shape), axis, rng)
-        for scope in reversed(self._range_scopes):
-            if key in scope:
-                return scope[key]
+        known = self._in_scope(key)
+        if known is not None:
+            return known
         if isinstance(rng, MergedPadding):
             name = merged_condition(self, tuple(shape), axis, rng)
             self._range_scopes[-1][key] = name
@@ -408,9 +415,9 @@ class KernelEmitter:
         shape = tuple(operand.shape)
         fill = typed_fill(mask.fill, operand.dtype)
         key = ("masked", text, shape, mask.axis, mask.range, fill)
-        for scope in reversed(self._range_scopes):
-            if key in scope:
-                return scope[key]
+        known = self._in_scope(key)
+        if known is not None:
+            return known
         label = self.env[operand.id].id if self.is_name(operand) else operand.name
         name = self.names.fresh(f"{label or node.op}_masked")
         self.comment(f"mask the padded tail of {mask.names} with {fill} before {node.op}")

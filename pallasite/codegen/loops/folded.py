@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...ir import FoldedSteps
 from ...plan.loops import FoldedStepsPlan
 from .registry import emits
+from .steps import read_scratch, write_scratch
 
 
 @emits(FoldedStepsPlan)
@@ -23,18 +24,17 @@ def emit_folded_steps(k, loop: FoldedSteps, loop_plan: FoldedStepsPlan) -> list:
               "across its steps in VMEM scratch, set at the first step")
     with k.block(f"@pl.when({_steps_condition(k, loop, last=False)})\ndef {k.names.fresh('_first_step')}():"):
         for item, ref in zip(loop.carried, loop_plan.carried_refs):
-            init = k.render(item.init)
-            k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}")
+            write_scratch(k, ref, item, k.render(item.init))
     carried = []
     for item, ref in zip(loop.carried, loop_plan.carried_refs):
         var = k.names.fresh(item.name)
-        k.emit(f"{var} = {ref}[...]" if item.init.shape else f"{var} = {ref}[...].reshape(())")
+        k.emit(f"{var} = {read_scratch(ref, item)}")
         k.bind_name(item.param, var)
         carried.append((item, var))
     k.emit_loop_body(loop)
     results = k.carried_results(loop, carried)
     for (item, _), ref, result in zip(carried, loop_plan.carried_refs, results):
-        k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}")
+        write_scratch(k, ref, item, result)
     # the statements after the loop run at the last step: they read this step's results
     return [(item, result) for (item, _), result in zip(carried, results)]
 

@@ -19,7 +19,7 @@ from ...plan.loops import PipelineLoopPlan
 from ..frames import LoopFrame
 from ..tree import Layout
 from .registry import emits
-from .steps import emit_counters, emit_trips, ordered_dims
+from .steps import emit_counters, emit_trips, ordered_dims, read_scratch, write_scratch
 
 
 @emits(PipelineLoopPlan)
@@ -42,8 +42,7 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan) -> list:
                  if not all(dim.begin_aligned for dim in dims) else "nothing (its tensors are also used outside it)")
     k.comment(f"inner loop '{label}': emit_pipeline over {names}; carried values in VMEM scratch")
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
-        init = k.render(item.init)
-        k.emit(f"{ref}[...] = {init if item.init.shape else f'jnp.reshape({init}, (1,))'}")
+        write_scratch(k, ref, item, k.render(item.init))
     k.emit(f"{loop_plan.step_ref}[0] = 0")
     body_name = k.names.fresh(f"{label.replace(', ', '_')}_body")
     _emit_pipeline_body(k, loop, loop_plan, body_name, trips, carried, (*inputs, *outputs))
@@ -59,7 +58,7 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan) -> list:
                f"({', '.join(s.hbm_ref for s in (*inputs, *outputs))})")
         call.layout[id(call.node.value.func)] = Layout(expand=True)  # one argument per line
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
-        k.emit(f"{var} = {_read_scratch(ref, item)}")
+        k.emit(f"{var} = {read_scratch(ref, item)}")
     return carried
 
 
@@ -77,7 +76,7 @@ def _emit_pipeline_body(k, loop: TileLoop, loop_plan: PipelineLoopPlan, body_nam
             k.comment(f"the pipeline walks its grid '{dims[-1].name}' fastest; each tile's counters from the step")
         frame.counters.update(emit_counters(k, trips, step))
         for (item, var), ref in zip(carried, loop_plan.carried_refs):
-            k.emit(f"{var} = {_read_scratch(ref, item)}")
+            k.emit(f"{var} = {read_scratch(ref, item)}")
         k.pipeline_depth += 1
         try:
             k.emit_loop_body(loop)
@@ -85,12 +84,8 @@ def _emit_pipeline_body(k, loop: TileLoop, loop_plan: PipelineLoopPlan, body_nam
             k.pipeline_depth -= 1
         results = k.carried_results(loop, carried)
         for (item, var), ref, result in zip(carried, loop_plan.carried_refs, results):
-            k.emit(f"{ref}[...] = {result if item.init.shape else f'jnp.reshape({result}, (1,))'}")
+            write_scratch(k, ref, item, result)
         k.emit(f"{loop_plan.step_ref}[0] = {step} + 1")
-
-
-def _read_scratch(ref: str, item) -> str:
-    return f"{ref}[...]" if item.init.shape else f"{ref}[...].reshape(())"
 
 
 def _pipeline_spec(k, stream, ids: dict[int, str], firsts: dict[int, str]) -> str:

@@ -24,6 +24,16 @@ class LoopTrips:
     total: str  # the loop's steps: a variable
 
 
+def read_scratch(ref: str, item) -> str:
+    """A carried value from its VMEM scratch buffer (a 0-d value is stored as one element)."""
+    return f"{ref}[...]" if item.init.shape else f"{ref}[...].reshape(())"
+
+
+def write_scratch(k, ref: str, item, text: str) -> None:
+    """Store `text`, a value of carried `item`, into its VMEM scratch buffer."""
+    k.emit(f"{ref}[...] = {text if item.init.shape else f'jnp.reshape({text}, (1,))'}")
+
+
 def ordered_dims(loop: TileLoop, loop_plan: LoopPlan) -> tuple[TileDim, ...]:
     return tuple(loop.dims[i] for i in loop_plan.order)
 

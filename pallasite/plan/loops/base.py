@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...ir import Load, NewAxis, ScalarIndex, TileLoop, walk_loops
-from ..plans import Access, LoopPlan, Scratch, Stream
+from ..plans import Access, LoopPlan, Scratch, ScratchKind, Stream
 
 
 class LoopStrategy:
@@ -53,6 +53,12 @@ class LoopStrategy:
     def scratch(self, loop: TileLoop, plan: LoopPlan) -> tuple[Scratch, ...]:
         return ()
 
+
+
+def carried_scratch(loop: TileLoop, refs: tuple[str, ...]) -> list[Scratch]:
+    """One VMEM buffer per carried value of `loop` (a 0-d value as one element), named `refs`."""
+    return [Scratch(name, ScratchKind.VMEM, item.init.shape or (1,), item.init.dtype)
+            for item, name in zip(loop.carried, refs)]
 
 
 def static_trips(loop: TileLoop) -> tuple[int, ...] | None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ...config import FOLDED_LOOP_TYPE
 from ...ir import FoldedSteps
-from ..plans import LoopPlan, Scratch, ScratchKind
-from .base import LoopStrategy, unique_name
+from ..plans import LoopPlan, Scratch
+from .base import LoopStrategy, carried_scratch, unique_name
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class FoldedGridSteps(LoopStrategy):
     def scratch(self, loop: FoldedSteps, plan: FoldedStepsPlan) -> tuple[Scratch, ...]:
         if not loop.folded:  # no tile: nothing is carried from step to step
             return ()
-        return tuple(Scratch(name, ScratchKind.VMEM, item.init.shape or (1,), item.init.dtype)
-                     for item, name in zip(loop.carried, plan.carried_refs))
+        return tuple(carried_scratch(loop, plan.carried_refs))
 
 
 FOLDED_STEPS = FoldedGridSteps()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ...ir import TileLoop, TileSlice
 from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream
-from .base import LoopStrategy, static_trips, unique_name, value_shape, window_value_axes
+from .base import LoopStrategy, carried_scratch, static_trips, unique_name, value_shape, window_value_axes
 from .streams import tensor_axes
 
 
@@ -61,8 +61,7 @@ class Pipeline(LoopStrategy):
                       value_axes=window_value_axes(node))
 
     def scratch(self, loop: TileLoop, plan: PipelineLoopPlan) -> tuple[Scratch, ...]:
-        scratch = [Scratch(name, ScratchKind.VMEM, item.init.shape or (1,), item.init.dtype)
-                   for item, name in zip(loop.carried, plan.carried_refs)]
+        scratch = carried_scratch(loop, plan.carried_refs)
         scratch.append(Scratch(plan.step_ref, ScratchKind.SMEM, (1,), None))
         return tuple(scratch)
 
