@@ -80,16 +80,14 @@ def _matmul_handwritten() -> Handwritten:
 
 
 def _flash_handwritten(causal: bool) -> Handwritten:
-    skipped = ("; causal: the kv steps above the diagonal still run as grid steps (no compute, and "
-               "their index map repeats block 0, so no copy)") if causal else ""
+    skipped = ("; causal: the kv steps above the diagonal still run as grid steps, without compute "
+               "(their index map prefetches block 0, the next q block's first)") if causal else ""
     return Handwritten(
         "jax/experimental/pallas/ops/tpu/flash_attention.py, BlockSizes.get_default: block_b=1, "
         "block_q=128, block_k_major=128, block_k=128",
         "grid (B, H, S/128, S/128), kv axis 'arbitrary', m/l/acc in VMEM scratch" + skipped,
-        {"block_sizes": [1, 128, 128], "pallas_loop_type": "emit_pipeline" if causal else "outer_pipeline"},
-        (_KV_PIPELINE_NOT_GRID.format(programs="(b*h, q)"),
-         "causal: pallasite's key loop ends at the diagonal (pruned), so the skipped kv blocks cost no "
-         "grid step either",) if causal else (),
+        {"block_sizes": [1, 128, 128], "pallas_loop_type": "outer_pipeline"},
+        (_SKIPPED_STEPS,) if causal else (),
     )
 
 
@@ -99,19 +97,17 @@ def _splash_gqa_handwritten(causal: bool) -> Handwritten:
         "BlockSizes.get_default: block_q=128, block_kv=128, block_kv_compute=128)",
         "per batch, grid (Hq, S/128, S/128), K/V BlockSpec head index h // 4, kv axis 'arbitrary'"
         + ("; causal blocks skipped by the mask info's data_next table" if causal else ""),
-        {"block_sizes": [128, 128], "pallas_loop_type": "emit_pipeline" if causal else "outer_pipeline"},
-        (_KV_PIPELINE_NOT_GRID.format(programs="(q head, q block)"),
-         "causal: pallasite's key loop ends at the diagonal (pruned); splash's skipped blocks "
-         "still take a grid step (its shrunk grid is as wide as the widest row: the whole row "
-         "under a causal mask), without compute or copy",) if causal else (),
+        {"block_sizes": [128, 128], "pallas_loop_type": "outer_pipeline"},
+        (_SKIPPED_STEPS,) if causal else (),
     )
 
 
-# A causal key loop ends at the q tile's diagonal, a bound outer_pipeline cannot fold into the grid
-_KV_PIPELINE_NOT_GRID = (
-    "causal: the kv axis is an inner emit_pipeline loop of each {programs} program, not a grid axis "
-    "(outer_pipeline folds only loops with compile-time bounds): each q block's pipeline starts cold "
-    "(first K/V windows exposed)")
+# outer_pipeline folds the causal key loop (`hl.tile(0, min(s, tile_q.end))`) over the whole
+# sequence: the steps past the diagonal skip their body and repeat the last needed K/V block
+_SKIPPED_STEPS = (
+    "causal: a skipped kv step repeats the q block's last K/V block (no copy), where the hand-written "
+    "index map already prefetches the next q block's block 0: the same copies, that one started a "
+    "few skipped steps earlier")
 
 
 def _row_norm_handwritten(rows: int, what: str) -> Handwritten:

@@ -167,7 +167,7 @@ def data_bound(x, ends):
     (reads_what_it_writes, (), [8, 128], "read 'out'", "for col in hl.tile(x.size(1)):"),
     (reads_back_after, (), [8, 128], "after it read 'out'", "for col in hl.tile(x.size(1)):"),
     (two_loops, (), [8, 128, 128], "holds 2", "for col in hl.tile(x.size(1)):"),
-    (data_bound, (torch.tensor([200], dtype=torch.int32),), [8, 128], "compile-time ints",
+    (data_bound, (torch.tensor([200], dtype=torch.int32),), [8, 128], "no compile-time bound",
      "for col in hl.tile(0, end):"),
 ])
 def test_loops_that_cannot_fold_are_refused_at_their_line(kernel, args, blocks, why, line):

@@ -150,8 +150,11 @@ class KernelEmitter:
             what = "grid index" if dim.is_grid else f"tile of {dim.block_size}"
             reason = f": {axis.reason}" if axis.reason else ""
             folded = ", the inner loop folded into the grid (outer_pipeline)" if dim.id in plan.call.folded_dims else ""
+            span = f"[{dim.begin}, {dim.end})"
+            if dim.id in plan.call.folded_ends:  # its end is a value of the outer tiles
+                span = f"[{dim.begin}, {plan.call.folded_ends[dim.id]}) (each program's steps up to its own end)"
             self.comment(f"grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
-                         f"[{dim.begin}, {dim.end}){folded} ({axis.semantics.value}{reason})")
+                         f"{span}{folded} ({axis.semantics.value}{reason})")
         for axis, grid_axis in enumerate(plan.grid):  # dropped unless read (e.g. by a pipeline body)
             name = self.grid_ids[axis] = self.names.fresh(f"{grid_axis.dim.name}_program")
             self.emit(f"{name} = pl.program_id({axis})", pure=True)

@@ -327,9 +327,8 @@ def attention(draw: Draw, name: str) -> Case:
     body.append(Line(0, "return out"))
     if causal:
         dims["kv"] = dims["s"]
-    # a causal key loop ends at the q tile's diagonal: a runtime bound, which never folds
-    return Case("attention", name, tuple(inputs), tuple(body), dims,
-                loop_type=draw.loop_type() if causal else draw.foldable_loop_type())
+    # a causal key loop ends at the q tile's diagonal: folded, its steps past it skip
+    return Case("attention", name, tuple(inputs), tuple(body), dims, loop_type=draw.foldable_loop_type())
 
 
 # -------------------------------------------------------------------- bounds --

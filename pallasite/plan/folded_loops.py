@@ -19,8 +19,14 @@ Folding keeps the kernel's meaning only where a folded program may repeat the pr
 it must only compute (no store, no effect such as a print or a remote copy, no read of a
 tensor the loop writes), the epilogue must not read a tensor the loop writes (the last
 step does not see the blocks earlier steps wrote; one only the epilogue writes, as in
-`c[tm, tn] = c[tm, tn] + acc`, it reads as it was), and the loop's bounds must be
-compile-time ints in the device loop's own body (`hl.specialize` makes a size one). A loop that breaks one is
+`c[tm, tn] = c[tm, tn] + acc`, it reads as it was), and the loop must be in the device
+loop's own body with a compile-time int begin (`hl.specialize` makes a size one).
+
+Its end may be a value of the outer tiles (a causal key loop, `hl.tile(0, min(s,
+tile_q.end))`): the grid axis then spans the end's largest value (`folded_ends`), a step past
+its program's end skips its body (`pl.when`), and the blocks the folded dim indexes repeat the
+last one the program needs there (`grid_exprs.clamped_tile_block`): no copy, and no block
+written back that the step did not compute — JAX's causal flash attention schedule. A loop that breaks one is
 `exc.BackendUnsupported` naming it; `emit_pipeline`, `fori_loop` or `unroll` run it. The
 autotuner never picks this loop type (it changes which loop a config's other per-loop
 entries mean); a config names it.
@@ -35,6 +41,8 @@ import dataclasses
 from .. import exc
 from ..config import FOLDED_LOOP_TYPE
 from ..ir import DeviceLoopCall, FoldedSteps, Load, Node, Store, TileLoop, walk_nodes
+from .bounds import scalar_interval
+from .grid_exprs import NotAGridExpression, grid_expression
 from .loops import inner_loops, loop_type_names
 
 
@@ -59,22 +67,46 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     if position is None:
         raise _refused(loop, "only a loop directly in the device loop's body folds into its grid (this one is "
                        "inside another loop or a device if)")
-    if not all(isinstance(dim.begin, int) and isinstance(dim.end, int) and not isinstance(dim.end, bool)
-               for dim in loop.dims):
-        raise _refused(loop, "a folded loop's tiles are grid steps, so its bounds must be compile-time ints "
-                       "(hl.specialize makes an argument's size one)")
+    ends = _grid_ends(loop, top)
     prologue, epilogue = top.body[:position], top.body[position + 1:]
     # what earlier folded steps wrote: the loop body's stores (the prologue may not store; the
     # statements after the loop run at the last step only, so their writes come after every read)
     written = {id(node.tensor) for node in walk_nodes(loop.body) if isinstance(node, Store)}
     _check_prologue(prologue, loop, written)
     _check_epilogue(epilogue, loop, written)
-    if any(dim.static_trips == 0 for dim in loop.dims):  # a grid axis of no step would run no program
+    if any(ends.get(dim.id, dim.end) <= dim.begin for dim in loop.dims):  # a grid axis of no step would run no program
         return dataclasses.replace(call, loop=TileLoop(top.dims, [*prologue, _no_steps(loop), *epilogue],
                                                        top.location, top.carried, top.id))
     steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=list(loop.dims))
     merged = TileLoop([*top.dims, *loop.dims], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
-    return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims))
+    return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims),
+                               folded_ends=ends)
+
+
+def _grid_ends(loop: TileLoop, top: TileLoop) -> dict[int, int]:
+    """The static end of the grid axis of each folded dim whose end is a value of the outer
+    tiles (`min(s, tile_q.end)`): that value's largest. Its begin must be a compile-time int
+    (a tile's begin is `begin + step * block` in the grid), and the end must be computable by
+    an index map, which clamps the dim's blocks to it (grid_exprs.py:clamped_tile_block)."""
+    ends = {}
+    outer = {dim.id: axis for axis, dim in enumerate(top.dims)}
+    for dim in loop.dims:
+        if type(dim.begin) is not int:
+            raise _refused(loop, "its begin is computed in the kernel, but must be a compile-time int: each "
+                           "grid step's tile starts at begin + step * block")
+        if isinstance(dim.end, int) and not isinstance(dim.end, bool):
+            continue
+        interval = scalar_interval(dim.end)
+        try:
+            grid_expression(dim.end, outer)
+        except NotAGridExpression:
+            interval = None
+        if interval is None:
+            raise _refused(loop, "its end has no compile-time bound the grid could span "
+                           "(an end computed from the outer tiles and ints, as min(n, tile_q.end), folds; "
+                           "hl.specialize makes an argument's size an int)")
+        ends[dim.id] = max(interval[1], dim.begin)
+    return ends
 
 
 def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):

@@ -21,7 +21,7 @@ from .remote_copies import synthetic_accesses
 from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
-from .grid_exprs import NotAGridExpression, grid_expression
+from .grid_exprs import NotAGridExpression, clamped_tile_block, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
@@ -119,7 +119,10 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         dim = first.dim
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
         if dim.begin_aligned and rule.allows(dim.block_size):
-            index = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(dim.begin // dim.block_size))
+            if isinstance(dim.end, Value):  # a folded dim ending at a value of the outer tiles
+                index = clamped_tile_block(dim, grid_axis_of)
+            else:
+                index = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(dim.begin // dim.block_size))
             return AxisBlock(BlockKind.TILE, dim.block_size, index, dim)
         why = (f"its begin {dim.begin} is not a multiple of its block size {dim.block_size}"
                if not dim.begin_aligned else

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..ir import IfBlock, TileLoop
+from ..ir import FoldedSteps, IfBlock, TileLoop
 from .index_expr import DataDependent, evaluate
 from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
 from .schedule import CallCounts, LoopCount
@@ -200,7 +200,10 @@ def static_loop_counts(call: PallasCallPlan) -> dict[int, LoopCount | None]:
 
     def walk(body: list, runs: int | None) -> None:
         for item in body:
-            if isinstance(item, TileLoop):
+            if isinstance(item, FoldedSteps):  # one step per program (steps that skip counted: a bound)
+                counts[item.id] = None if runs is None else LoopCount(runs, runs, runs)
+                walk(item.body, runs)
+            elif isinstance(item, TileLoop):
                 trips = call.inner_loops[item.id].static_trips
                 tiles = None if runs is None or trips is None else runs * math.prod(trips)
                 counts[item.id] = None if tiles is None else LoopCount(runs, tiles, runs if tiles else 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import exc
-from ..ir import FoldedSteps, Load, Store, cdiv
+from ..ir import FoldedSteps, Load, Store
 from .bounds import DataDependentRange
 from .broadcasts import plan_pre_broadcasts
 from .draft import CallDraft
@@ -100,7 +100,7 @@ def choose_grid_semantics(draft: CallDraft) -> CallDraft:
         if grid and grid[-1].semantics is Semantics.ARBITRARY and not reason:
             reason = "an outer axis is arbitrary (parallel axes must come first)"
         semantics = Semantics.ARBITRARY if reason else Semantics.PARALLEL
-        grid.append(GridAxis(dim, cdiv(dim.static_extent, dim.block_size), semantics, reason))
+        grid.append(GridAxis(dim, draft.call.grid_blocks(dim), semantics, reason))
     worklist = draft.worklist
     if worklist is not None:
         axis = grid[worklist.item_axis]

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from .. import exc
-from ..ir import IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv, walk_loops
+from ..ir import FoldedSteps, IfBlock, Load, ScalarIndex, Store, TileDim, TileLoop, Value, cdiv, walk_loops
 from ..ir.ops import OPS, scalar_arithmetic
 from ..ir.ops.definition import OpKind
 from .plans import PallasCallPlan
@@ -150,11 +150,13 @@ def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[i
     so their q loop runs no tile (the item's owner and rows are read from its tables
     by the loop bounds)."""
     axes = call.grid
+    values = ScalarValues(tables)
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}
-        for axis, index in zip(axes, step):
+        for axis, index in zip(axes, step):  # a folded dim's end may be a value of the outer tiles
             dim = axis.dim
-            env[dim.id] = (dim.begin + index * dim.block_size, dim.begin, dim.end)
+            end = values.value(dim.end, env) if dim.id in call.call.folded_ends else dim.end
+            env[dim.id] = (dim.begin + index * dim.block_size, dim.begin, end)
         yield env
 
 
@@ -219,7 +221,8 @@ class _Tally:
     def _loop(self, loop: TileLoop, env: dict, values: ScalarValues, times: int) -> None:
         bounds = [(values.value(d.begin, env), values.value(d.end, env)) for d in loop.dims]
         trips = [cdiv(max(hi - lo, 0), d.block_size) for d, (lo, hi) in zip(loop.dims, bounds)]
-        tiles = math.prod(trips)
+        # a folded loop's step past this program's end skips (plan/folded_loops.py)
+        tiles = 0 if isinstance(loop, FoldedSteps) and _past_the_end(loop, env) else math.prod(trips)
         counts = self.loops.setdefault(loop.id, [0, 0, 0])
         counts[0] += times
         counts[1] += times * tiles
@@ -233,6 +236,11 @@ class _Tally:
             for dim, (lo, hi), index in zip(loop.dims, bounds, step):
                 inner[dim.id] = (lo + index * dim.block_size, lo, hi)
             self.walk(loop.body, inner, values, times)
+
+
+def _past_the_end(loop: FoldedSteps, env: dict) -> bool:
+    """Whether this program's step of folded `loop` lies past the end of one of its dims."""
+    return any(env[dim.id][0] >= env[dim.id][2] for dim in loop.folded)
 
 
 def _body_flops(body: list, f32_only: bool = False) -> int:
