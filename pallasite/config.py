@@ -34,7 +34,7 @@ def is_gpu_only_key(key: str) -> bool:
 # The config sits below the plan: it names the values of its knobs, and plan/ implements
 # each (plan/loops registers one strategy per loop type and checks it has them all).
 LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")  # `pallas_loop_type`: how an inner loop runs
-# ... or, named only by a config (the autotuner never picks it), folded into the grid
+# ... or folded into the grid (the autotuner offers it to loops directly in a device loop's body)
 # (plan/folded_loops.py): no longer an inner loop
 FOLDED_LOOP_TYPE = "outer_pipeline"
 

@@ -76,6 +76,49 @@ def test_streaming_loop_types_over_empty_dims(loop_type, shape):
     torch.testing.assert_close(product, a @ b)
 
 
+@pallasite.kernel
+def sums_over_rows_and_columns(x):
+    """A 2-D inner loop whose first dim's end comes from the outer tile and whose second is
+    empty (a trial's crash: emit_pipeline's grid of (a traced count, 0) is not positive)."""
+    b, m, n = x.shape
+    out = torch.empty([b], dtype=torch.float32)
+    for tb in hl.tile(b):
+        acc = hl.zeros([tb], dtype=torch.float32)
+        for tr, tc in hl.tile([0, 0], [min(m, tb.end), n]):
+            acc = acc + x[tb, tr, tc].sum([1, 2])
+        out[tb] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", loop_types())
+def test_a_two_dim_inner_loop_with_an_empty_dim_runs_no_tile(loop_type):
+    x = torch.randn(3, 4, 0)
+    result = sums_over_rows_and_columns.bind((x,)).compile_config(
+        {"block_sizes": [1, 8, 128], "pallas_loop_type": loop_type})(x)
+    torch.testing.assert_close(result, torch.zeros(3))
+
+
+@pallasite.kernel
+def sums_from_column_32(x):
+    """A range from a constant begin past the tensor's columns (empty at these sizes): the
+    streamed window at that begin crashed fori_loop/emit_pipeline ("Out of bound slice")."""
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.full([tm], 1.0, dtype=torch.float32)
+        for tn in hl.tile(32, min(n, tm.end)):
+            acc = acc + x[tm, tn].sum(-1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", [*loop_types(), "outer_pipeline"])
+def test_a_range_starting_past_the_tensor_runs_no_tile(loop_type):
+    x = torch.randn(64, 20)
+    result = sums_from_column_32.bind((x,)).compile_config({"block_sizes": [16, 32], "pallas_loop_type": loop_type})(x)
+    torch.testing.assert_close(result, torch.ones(64))
+
+
 @pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
 def gather_or_zero(table, indices, lengths):
     """Sums of `lengths[i]` rows of `table` from `indices[i]`: with every length 0 the loop

@@ -178,11 +178,16 @@ def test_loops_that_cannot_fold_are_refused_at_their_line(kernel, args, blocks, 
     code_and_output(kernel, (x, *args), block_sizes=blocks, pallas_loop_type="emit_pipeline")  # another runs it
 
 
-def test_the_autotuner_never_picks_it():
+def test_the_autotuner_offers_it_to_the_loops_that_may_fold():
+    """A loop directly in its device loop's body may fold; one nested in another may not."""
     x = torch.randn(16, 256)
     genes = scale_by_row.bind((x,)).config_spec.genes()
-    choices = {value for gene in genes if gene.path[0] == "pallas_loop_type" for value in gene.choices}
-    assert choices == set(LOOP_TYPES) and FOLD not in choices
+    choices = [gene.choices for gene in genes if gene.path[0] == "pallas_loop_type"]
+    assert choices == [(*LOOP_TYPES, FOLD)]
+    a, b = torch.randn(16, 256), torch.randn(256, 384)
+    genes = matmul_k_inside.bind((a, b)).config_spec.genes()
+    choices = [gene.choices for gene in genes if gene.path[0] == "pallas_loop_type"]
+    assert choices == [(*LOOP_TYPES, FOLD), tuple(LOOP_TYPES)]  # the tn loop, then tk inside it
     with pytest.raises(exc.InvalidConfig, match="outer_pipeline"):
         code_and_output(scale_by_row, (x,), pallas_loop_type="outer_pipelin")
 

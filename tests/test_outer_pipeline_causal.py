@@ -13,7 +13,9 @@ import pallasite.language as hl
 from examples.attention import attention
 from pallasite import exc
 from pallasite.autotune.cost_model import estimate
+from pallasite.plan import schedule
 from pallasite.plan.metrics import schedule_metrics
+from pallasite.runtime import interpret
 from pallasite.testing import code_and_output, run_ref
 
 FOLD = "outer_pipeline"
@@ -61,6 +63,22 @@ def test_skipped_steps_copy_no_block_and_compute_nothing():
     (call,) = causal.calls
     k_operand = next(op for op in call.inputs if op.symbol.name == "k")
     assert "min" in str(k_operand.axes[1].index)  # clamped to the last needed block
+
+
+def test_a_fold_counted_by_outer_program_counts_as_step_by_step(monkeypatch):
+    """`count_call` counts a folded loop's steps of one outer program at once; the count is
+    the one of every step walked in turn."""
+    q, k, v = (torch.randn(2, 256, 128) for _ in range(3))
+    x = torch.randn(40, 200)
+    cases = [(attention, (q, k, v, causal), blocks) for causal in (False, True) for blocks in ([64, 128], [128, 64])]
+    cases += [(prefix_row_sums, (x,), [16, 128]), (lower_blocks_doubled, (x,), [16, 128])]
+    for kernel, args, blocks in cases:
+        (call,) = kernel.bind(args).plan({"block_sizes": blocks, "pallas_loop_type": FOLD}).calls
+        assert schedule._plain_fold(call) is not None
+        by_outer_program = schedule.count_call(call, {})
+        with monkeypatch.context() as patch:
+            patch.setattr(schedule, "_plain_fold", lambda call: None)
+            assert schedule.count_call(call, {}) == by_outer_program
 
 
 @pallasite.kernel
@@ -112,13 +130,94 @@ def test_stores_and_carried_sums_up_to_a_tile_end(loop_type, shape, blocks):
 
 
 @pallasite.kernel
-def windowed(x):
+def after_the_row_tile(x):
+    """The columns after the row tile's end: the last row tile's range is empty."""
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    sums = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(tm.end, n):
+            out[tm, tn] = x[tm, tn] * 2
+            acc = acc + x[tm, tn].sum(1)
+        sums[tm] = acc
+    return out, sums
+
+
+@pytest.mark.parametrize("loop_type", [FOLD, "emit_pipeline", "fori_loop"])
+def test_a_program_whose_range_is_empty_keeps_its_outputs(loop_type):
+    """Its steps all skip; the blocks they index stay inside the array (the last one) and are
+    copied in before they are written back."""
+    x = torch.randn(256, 256)
+    after = torch.arange(256)[None, :] >= _tile_end(256, 64, 256)[:, None]
+    _, (out, sums) = code_and_output(after_the_row_tile, (x,), block_sizes=[64, 64], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, x * 2 * after)
+    torch.testing.assert_close(sums, (x * after).sum(1), rtol=1e-5, atol=1e-4)
+    reference = run_ref(after_the_row_tile, (x,), block_sizes=[64, 64])
+    torch.testing.assert_close(reference[0], x * 2 * after)
+
+
+@pallasite.kernel
+def windowed(x, window: int):
+    """Each row tile doubles the columns from `window` before it to its end."""
+    window = hl.specialize(window)
     m, n = x.shape
     out = torch.zeros_like(x)
     for tm in hl.tile(m):
-        for tn in hl.tile(max(0, tm.begin - 128), min(n, tm.end)):
+        for tn in hl.tile(max(0, tm.begin - window), min(n, tm.end)):
             out[tm, tn] = x[tm, tn] * 2
     return out
+
+
+@pallasite.kernel
+def local_attention(q, k, v, window: int):
+    """Sliding-window causal attention: row i attends keys [i - window, i]."""
+    window = hl.specialize(window)
+    bh, s, d = q.shape
+    out = torch.empty_like(q)
+    for tb, tq in hl.tile([bh, s], block_size=[1, None]):
+        m_i = hl.full([tb, tq], -1e30, dtype=torch.float32)
+        l_i = hl.zeros([tb, tq], dtype=torch.float32)
+        acc = hl.zeros([tb, tq, d], dtype=torch.float32)
+        qb = q[tb, tq, :] * (d ** -0.5)
+        for tk in hl.tile(max(0, tq.begin - window), min(s, tq.end)):
+            scores = hl.dot(qb, k[tb, tk, :].transpose(1, 2))
+            behind = tq.index[None, :, None] - tk.index[None, None, :]
+            scores = torch.where((behind >= 0) & (behind <= window), scores, float("-inf"))
+            m_new = torch.maximum(m_i, scores.amax(-1))
+            p = torch.exp(scores - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + p.sum(-1)
+            acc = hl.dot(p, v[tb, tk, :], acc=acc * alpha[:, :, None])
+            m_i = m_new
+        out[tb, tq, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("window, blocks, steps", [
+    (128, [64, 64], 3),     # a program's range: up to 128 + 64 columns, aligned: 3 steps
+    (128, [128, 128], 2),
+    (100, [64, 64], 3),     # unaligned: tiles at 28, 92, 156 of [28, 192); the axis resident
+])
+def test_a_sliding_window_takes_as_many_steps_as_its_widest_row(window, blocks, steps):
+    x = torch.randn(256, 320)
+    rows, columns = torch.arange(256)[:, None], torch.arange(320)[None, :]
+    ends = _tile_end(256, blocks[0], 320)[:, None]
+    begins = torch.clamp((rows // blocks[0]) * blocks[0] - window, min=0)
+    expected = x * 2 * ((columns >= begins) & (columns < ends))
+    code, out = code_and_output(windowed, (x, window), block_sizes=blocks, pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(windowed, (x, window), block_sizes=blocks), expected)
+    (call,) = windowed.bind((x, window)).plan({"block_sizes": blocks, "pallas_loop_type": FOLD}).calls
+    assert call.grid[1].num_blocks == steps and "over each program's own range" in code
+    q, k, v = (torch.randn(2, 256, 128) for _ in range(3))
+    behind = torch.arange(256)[:, None] - torch.arange(256)[None, :]
+    mask = (behind >= 0) & (behind <= window)
+    attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    _, out = code_and_output(local_attention, (q, k, v, window), block_sizes=blocks, pallas_loop_type=FOLD)
+    torch.testing.assert_close(out, attended, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(run_ref(local_attention, (q, k, v, window), block_sizes=blocks), attended,
+                               rtol=1e-4, atol=1e-4)
 
 
 @pallasite.kernel
@@ -131,8 +230,19 @@ def data_ended(x, ends):
     return out
 
 
+@pallasite.kernel
+def window_at_run_time(x, window: int):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(m):
+        for tn in hl.tile(max(0, tm.begin - window), min(n, tm.end)):
+            out[tm, tn] = x[tm, tn] * 2
+    return out
+
+
 @pytest.mark.parametrize("kernel, args, why, line", [
-    (windowed, (), "its begin is computed in the kernel", "for tn in hl.tile(max(0, tm.begin - 128), min(n, tm.end)):"),
+    (window_at_run_time, (128,), "no compile-time bound",
+     "for tn in hl.tile(max(0, tm.begin - window), min(n, tm.end)):"),
     (data_ended, (torch.tensor([200], dtype=torch.int32),), "no compile-time bound",
      "for tn in hl.tile(0, end):"),
 ])
@@ -141,3 +251,94 @@ def test_bounds_a_fold_cannot_give_the_grid_are_refused_at_the_loop(kernel, args
     with pytest.raises(exc.BackendUnsupported, match=why) as error:
         code_and_output(kernel, (x, *args), block_sizes=[8, 128], pallas_loop_type=FOLD)
     assert line in str(error.value) and "Use another loop type" in str(error.value)
+
+
+@pytest.mark.parametrize("seed", ["2", "7"])
+def test_folded_ranges_are_race_free_on_two_cores(seed, monkeypatch):
+    """Two cores visit the parallel grid points out of order (the seed fixes how). A block
+    the skipped steps revisit must keep what its running step wrote: an in-place updated
+    tensor is copied in only where its block changes (`InPlaceUpdate.changes_along`), not at
+    every step (which read the input block as it was before that step's write)."""
+    monkeypatch.setenv(interpret.CORES_ENV, "2")
+    monkeypatch.setenv(interpret.SEED_ENV, seed)
+    x = torch.randn(256, 320)
+    q, k, v = (torch.randn(2, 256, 128) for _ in range(3))
+    rows, columns = torch.arange(256)[:, None], torch.arange(320)[None, :]
+    window_begins = torch.clamp((rows // 128) * 128 - 128, min=0)
+    cases = [
+        (windowed, (x, 128), [128, 128],
+         x * 2 * ((columns >= window_begins) & (columns < _tile_end(256, 128, 320)[:, None]))),
+        (lower_blocks_doubled, (x,), [64, 128], x * 2 * (columns < _tile_end(256, 64, 320)[:, None])),
+        (after_the_row_tile, (x[:, :256],), [64, 64],
+         (x[:, :256] * 2 * (columns[:, :256] >= _tile_end(256, 64, 256)[:, None]),
+          (x[:, :256] * (columns[:, :256] >= _tile_end(256, 64, 256)[:, None])).sum(1))),
+        (attention, (q, k, v, True), [64, 128], _causal_attention(q, k, v)),
+    ]
+    for kernel, args, blocks, expected in cases:
+        kernel.reset()  # compile anew on two cores; leave no two-core kernel to the next test
+        try:
+            compiled = kernel.bind(args).compile_config(pallasite.Config(block_sizes=blocks, pallas_loop_type=FOLD))
+            assert compiled.module.INTERPRET.num_cores_or_threads == 2
+            out = compiled(*args)  # a race raises exc.DataRace
+        finally:
+            kernel.reset()
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)  # (a tuple for two outputs)
+
+
+@pallasite.kernel
+def causal_plus_one(x, out):
+    """Found by a trial: with two steps or more past a row tile's range, every step copied
+    the in-place output's input block over what the running step wrote (lost), and the folded
+    axis was `parallel` though its skipped steps revisit that block."""
+    m, n = x.shape
+    for tm in hl.tile(m):
+        for tn in hl.tile(0, min(n, tm.end)):
+            out[tm, tn] = x[tm, tn] + 1.0
+    return out
+
+
+@pallasite.kernel
+def causal_column_sums(x, out):
+    """Every row tile adds into the same column blocks (the trial's atomic case)."""
+    m, n = x.shape
+    for tm in hl.tile(m):
+        for tn in hl.tile(0, min(n, tm.end)):
+            hl.atomic_add(out, [tn], x[tm, tn].sum(0))
+    return out
+
+
+@pallasite.kernel
+def past_the_columns(x):
+    m, n = x.shape
+    out = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(0, tm.end + 64):
+            acc = acc + x[tm, tn].sum(-1)
+        out[tm] = acc
+    return out
+
+
+def test_outputs_the_skipped_steps_revisit_keep_what_the_running_steps_wrote():
+    x = torch.randn(384, 384)
+    below = torch.arange(384)[None, :] < _tile_end(384, 128, 384)[:, None]
+    config = {"block_sizes": [128, 128], "pallas_loop_type": FOLD}
+    for start in (torch.zeros_like(x), torch.full_like(x, 7.0)):
+        _, out = code_and_output(causal_plus_one, (x, start.clone()), **config)
+        torch.testing.assert_close(out, torch.where(below, x + 1.0, start))
+    (call,) = causal_plus_one.bind((x, x.clone())).plan(config).calls
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+    assert "revisit the block of output 'out'" in call.grid[1].reason
+    _, sums = code_and_output(causal_column_sums, (x, torch.zeros(384)), **config)
+    torch.testing.assert_close(sums, (x * below).sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_folded_range_past_its_tensor_or_of_no_program_is_checked_when_planning():
+    """A range past the tensor is refused as under the other loop types (it was read as NaN);
+    an empty outer extent runs no program (it was refused as unbounded)."""
+    x = torch.randn(40, 100)
+    with pytest.raises(exc.ShapeMismatch, match=r"tn covers \[0, 104\) but x.size\(1\) is 100"):
+        code_and_output(past_the_columns, (x,), block_sizes=[16, 16], pallas_loop_type=FOLD)
+    empty = torch.randn(0, 128)
+    _, out = code_and_output(prefix_row_sums, (empty,), block_sizes=[16, 128], pallas_loop_type=FOLD)
+    assert out.shape == (0,)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import exc
-from ..config import INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config
+from ..config import FOLDED_LOOP_TYPE, INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config
 from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
@@ -125,6 +125,13 @@ class ConfigSpec:
         # `pallas_loop_type` has one entry per inner loop (source order, nested after outer)
         self.inner_loop_count = len(all_inner_loops(ir))
         self.has_inner_loops = self.inner_loop_count > 0
+        # which of them may fold into their call's grid (`outer_pipeline`): those directly in
+        # a device loop's body (plan/folded_loops.py refuses the rest, and a fold it cannot do)
+        top_level = {id(item): call.index for call in ir.device_loops for item in call.loop.body}
+        self.foldable = tuple(id(loop) in top_level for loop in all_inner_loops(ir))
+        # the foldable loops of each device loop, of which a config folds at most one
+        self._fold_groups = [[i for i, loop in enumerate(all_inner_loops(ir)) if top_level.get(id(loop)) == call.index]
+                             for call in ir.device_loops]
         # `loop_orders` has one permutation per hl.tile loop tiling several dims, device
         # loops and inner loops alike, in the order they appear (as Helion counts them).
         self.multi_dim_loops = [len(loop.dims) for loop in multi_dim_loops(ir)]
@@ -265,7 +272,8 @@ class ConfigSpec:
                for spec in self.block_sizes] if self.has_device_loops else []
         implicit = KNOB_DEFAULTS  # what a config without the key means
         for i in range(self.inner_loop_count):  # one loop type per inner loop
-            out.append(Gene(("pallas_loop_type", i), tuple(STRATEGIES)))
+            folds = (FOLDED_LOOP_TYPE,) if self.foldable[i] else ()
+            out.append(Gene(("pallas_loop_type", i), (*STRATEGIES, *folds)))
         if self.has_inner_loops:
             out.append(Gene(("pallas_load_buffer_count",), (2, 3), ordered=True,
                             implicit=implicit["pallas_load_buffer_count"]))
@@ -310,6 +318,7 @@ class ConfigSpec:
         """The config with these gene values (keys left at their implicit default are omitted)."""
         out: dict[str, Any] = dict(base or {})
         lists: dict[str, list] = {}
+        values = self._one_fold_per_device_loop(values, genes)
         for gene, value in zip(genes, values):
             key, *index = gene.path
             if index:
@@ -326,6 +335,19 @@ class ConfigSpec:
             else:
                 out[key] = [list(v) if isinstance(v, tuple) else v for _, v in entries]
         return Config(out)
+
+    def _one_fold_per_device_loop(self, values: Sequence[Any], genes: list[Gene]) -> list:
+        """`values` with the loop types of each device loop folding one loop at most (planning
+        refuses two): a later fold gets the default loop type. The search's moves pick each
+        loop's type alone, so two may land on `outer_pipeline` together."""
+        values = list(values)
+        position = {gene.path[1]: i for i, gene in enumerate(genes) if gene.path[0] == "pallas_loop_type"}
+        for group in self._fold_groups:
+            folds = [position[loop] for loop in group
+                     if loop in position and values[position[loop]] == FOLDED_LOOP_TYPE]
+            for i in folds[1:]:
+                values[i] = KNOB_DEFAULTS["pallas_loop_type"]
+        return values
 
     def check(self, config: Config) -> Config:
         """`config` completed and planned; raises `exc.InvalidConfig` (or a subclass) if it cannot run."""

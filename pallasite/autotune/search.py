@@ -10,7 +10,8 @@ aborts the search.
 - effort "quick": the default and its neighbourhood (every config one knob away).
 - effort "full": a seeded genetic search: an initial population (the default, its
   neighbours and random samples), then generations of mutated children of the best
-  few (plus crossover), stopping after a fixed budget or when no generation improves;
+  few (plus crossover), stopping after a fixed budget or when no generation improves,
+  then a hill-climb from the best (every config one knob away, while that improves);
   the top few are then re-ranked by `rerank` (on a TPU: a paired re-measurement).
 - `configs=[...]`: exactly those configs (the invalid ones listed in
   `SearchResult.rejected_configs`; if all are invalid, one `InvalidConfig` lists each).
@@ -39,6 +40,7 @@ EFFORTS = ("none", "quick", "full")
 FULL_BUDGET = 160  # objective evaluations of a full search (before the re-rank)
 FULL_POPULATION = 16
 FULL_PATIENCE = 3  # generations without improvement before stopping
+POLISH_BUDGET = 48  # evaluations the final hill-climb may add past the generations
 RERANK_TOP = 3
 RERANK_MOST = 8  # finalists re-ranked at most, however many a rebenchmark threshold admits
 
@@ -219,7 +221,7 @@ def _planned(space: ConfigSpec, effort: str, configs, starts: list[Config | None
         return 1
     if effort == "quick":
         return sum(1 + (len(space.neighbours(start)) if start is not None else 0) for start in starts)
-    return FULL_BUDGET
+    return FULL_BUDGET + POLISH_BUDGET  # at most: the generations, then the hill-climb
 
 
 def _genetic(space: ConfigSpec, evaluate: _Evaluator, starts: list[Config], rng: random.Random) -> None:
@@ -252,6 +254,24 @@ def _genetic(space: ConfigSpec, evaluate: _Evaluator, starts: list[Config], rng:
         new_best = evaluate.best(1)[0].seconds if evaluate.best(1) else math.inf
         stale = stale + 1 if new_best >= best or len(evaluate.trials) == before else 0
         best = min(best, new_best)
+    _polish(space, evaluate)
+
+
+def _polish(space: ConfigSpec, evaluate: _Evaluator) -> None:
+    """Hill-climb from the best config found: score every config one knob away and move to
+    the best while that improves (a generation may stop one step short of an optimum the
+    mutations did not happen to hit), within `POLISH_BUDGET` more evaluations."""
+    limit = max(len(evaluate.trials), FULL_BUDGET) + POLISH_BUDGET
+    tried: set[tuple] = set()
+    while evaluate.best(1) and len(evaluate.trials) < limit:
+        best = evaluate.best(1)[0]
+        if best.config.key() in tried:  # its neighbourhood gave nothing better
+            return
+        tried.add(best.config.key())
+        for config in space.neighbours(best.config):
+            if len(evaluate.trials) >= limit:
+                return
+            evaluate(config)
 
 
 def _crossover(space: ConfigSpec, a: Config, b: Config, rng: random.Random) -> Config:

@@ -3,7 +3,7 @@ nodes built from the tree (precedence decides the parentheses when they are unpa
 from __future__ import annotations
 
 import ast
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..plan.index_expr import Binary, BinaryOp, Const, GridIndex, IndexExpr, TableRead
 
@@ -16,19 +16,20 @@ def grid_parameter(axis: int) -> str:
     return f"i{axis}"
 
 
-def index_node(expr: IndexExpr, prefetch_refs: Mapping) -> ast.expr:
-    """`expr` as an expression node; `prefetch_refs` maps prefetched symbols to their ref names."""
+def index_node(expr: IndexExpr, prefetch_refs: Mapping, grid_names: Sequence[str] | None = None) -> ast.expr:
+    """`expr` as an expression node; `prefetch_refs` maps prefetched symbols to their ref names;
+    `grid_names`: the text of each grid index (default: the index map's parameters)."""
     if isinstance(expr, Const):
         return ast.parse(repr(expr.value), mode="eval").body
     if isinstance(expr, GridIndex):
-        return ast.Name(grid_parameter(expr.axis), ast.Load())
+        return ast.Name(grid_parameter(expr.axis) if grid_names is None else grid_names[expr.axis], ast.Load())
     if isinstance(expr, TableRead):
-        index = [index_node(i, prefetch_refs) for i in expr.index] or [ast.Constant(0)]
+        index = [index_node(i, prefetch_refs, grid_names) for i in expr.index] or [ast.Constant(0)]
         key = index[0] if len(index) == 1 else ast.Tuple(index, ast.Load())
         return ast.Subscript(ast.Name(prefetch_refs[expr.symbol], ast.Load()), key, ast.Load())
     if not isinstance(expr, Binary):
         raise TypeError(f"no index map for a {type(expr).__name__}")
-    left, right = index_node(expr.left, prefetch_refs), index_node(expr.right, prefetch_refs)
+    left, right = index_node(expr.left, prefetch_refs, grid_names), index_node(expr.right, prefetch_refs, grid_names)
     if expr.op in (BinaryOp.MIN, BinaryOp.MAX):
         function = ast.Attribute(ast.Name("jnp", ast.Load()), "minimum" if expr.op is BinaryOp.MIN else "maximum",
                                  ast.Load())
@@ -36,9 +37,9 @@ def index_node(expr: IndexExpr, prefetch_refs: Mapping) -> ast.expr:
     return ast.BinOp(left, _OPERATORS[expr.op](), right)
 
 
-def index_text(expr: IndexExpr, prefetch_refs: Mapping) -> str:
-    """Python source of `expr`."""
-    return ast.unparse(index_node(expr, prefetch_refs))
+def index_text(expr: IndexExpr, prefetch_refs: Mapping, grid_names: Sequence[str] | None = None) -> str:
+    """Python source of `expr` (`grid_names`: as for `index_node`)."""
+    return ast.unparse(index_node(expr, prefetch_refs, grid_names))
 
 
 def index_map_text(exprs: tuple[IndexExpr, ...], grid_rank: int, prefetch_refs: Mapping) -> str:

@@ -8,10 +8,12 @@ import os
 
 from ..ir import FoldedSteps, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileLoop, Value, ops
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
+from ..plan.index_expr import grid_axes
 from ..plan.plans import MergedPadding
 from . import accesses
 from .branches import emit_if
 from .frames import LoopFrame, typed_fill
+from .index_text import index_text
 from .inline import value_uses
 from .lanes import merged_condition
 from .loops import emitter_for
@@ -150,10 +152,10 @@ class KernelEmitter:
             what = "grid index" if dim.is_grid else f"tile of {dim.block_size}"
             reason = f": {axis.reason}" if axis.reason else ""
             folded = ", the inner loop folded into the grid (outer_pipeline)" if dim.id in plan.call.folded_dims else ""
-            span = f"[{dim.begin}, {dim.end})"
-            if dim.id in plan.call.folded_ends:  # its end is a value of the outer tiles
-                span = f"[{dim.begin}, {plan.call.folded_ends[dim.id]}) (each program's steps up to its own end)"
-            self.comment(f"grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} over "
+            span = f"over [{dim.begin}, {dim.end})"
+            if dim.id in plan.call.folded_trips:  # its bounds are values of the outer tiles
+                span = f"over each program's own range in {axis.num_blocks} steps (the steps past it skip)"
+            self.comment(f"grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} "
                          f"{span}{folded} ({axis.semantics.value}{reason})")
         for axis, grid_axis in enumerate(plan.grid):  # dropped unless read (e.g. by a pipeline body)
             name = self.grid_ids[axis] = self.names.fresh(f"{grid_axis.dim.name}_program")
@@ -164,18 +166,36 @@ class KernelEmitter:
             self._emit_copy_in(update)
 
     def _emit_copy_in(self, update) -> None:
-        self.comment(f"'{update.symbol.name}' is updated in place: start from its current contents")
+        self.comment(f"'{update.symbol.name}' is updated in place: start from its current contents"
+                     + ("" if update.changes_along is None else
+                        " where this step's block is new (skipped steps of "
+                        f"'{self.plan.grid[update.changes_along].dim.name}' revisit the block before them)"))
         if update.first_item_of_owner is not None:  # a flattened worklist: the owner's first item
             owner, item = update.first_item_of_owner, f"pl.program_id({self.plan.worklist.item_axis})"
             with self.block(f"@pl.when(({item} == 0) | ({owner}[{item}] != {owner}[jnp.maximum({item} - 1, 0)]))\n"
                             "def _copy_in():"):
                 self._copy_in(update)
-        elif update.first_visit_axes:
-            cond = " & ".join(f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes)
-            with self.block(f"@pl.when({cond})\ndef _copy_in():"):
+        elif update.first_visit_axes or update.changes_along is not None:
+            conditions = [f"(pl.program_id({a}) == 0)" for a in update.first_visit_axes]
+            if update.changes_along is not None:
+                conditions.append(self._block_changes(update))
+            with self.block(f"@pl.when({' & '.join(conditions)})\ndef _copy_in():"):
                 self._copy_in(update)
         else:
             self._copy_in(update)
+
+    def _block_changes(self, update) -> str:
+        """Whether this step's block of an in-place updated tensor differs from the previous
+        step's along the folded range axis `update.changes_along` (its skipped steps repeat
+        their block): the axis's first step, or an index-map result that moved."""
+        (operand,) = [op for op in self.plan.outputs if op.ref_name == update.output_ref]
+        axis = update.changes_along
+        prefetch = {op.symbol: op.ref_name for op in self.plan.scalar_prefetch}
+        now = [f"pl.program_id({a})" for a in range(len(self.plan.grid))]
+        before = [f"(pl.program_id({a}) - 1)" if a == axis else name for a, name in enumerate(now)]
+        moved = [f"({index_text(block.index, prefetch, now)} != {index_text(block.index, prefetch, before)})"
+                 for block in operand.axes if axis in grid_axes(block.index)]
+        return f"(({now[axis]} == 0) | {' | '.join(moved)})"
 
     def _copy_in(self, update) -> None:
         (operand,) = [op for op in self.plan.outputs if op.ref_name == update.output_ref]

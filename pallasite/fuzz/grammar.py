@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..config import FOLDED_LOOP_TYPE  # named by a config only: draws give it where it may fold (Draw.foldable_loop_type)
+from ..config import FOLDED_LOOP_TYPE  # draws give it only where it may fold (Draw.foldable_loop_type)
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
@@ -23,6 +23,7 @@ from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
+from .range_kinds import tile_ranges
 from .window_kinds import window_shapes
 from .statistics_kinds import statistics
 
@@ -583,6 +584,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "scans": scans,  # fuzz/scan_kinds.py: cumsum/cumprod, hl.associative_scan, hl.reduce
     "shape_ops": shape_ops,  # fuzz/shape_kinds.py: torch.cat/stack, hl.split/join, tile gather, einsum
     "window_shapes": window_shapes,  # fuzz/window_kinds.py: static slices, shifted tiles, F.pad
+    "tile_ranges": tile_ranges,  # fuzz/range_kinds.py: causal, lookahead and windowed inner ranges
 }
 
 

@@ -507,15 +507,16 @@ class DeviceLoopCall:
     # ids of the dims of `loop` an inner loop gave when planning folded it into the grid
     # (`pallas_loop_type="outer_pipeline"`, plan/folded_loops.py); empty as traced
     folded_dims: frozenset[int] = frozenset()
-    # a folded dim whose end is a value of the outer tiles (`hl.tile(0, min(s, tile_q.end))`):
-    # dim id -> the static end its grid axis spans, that value's largest; a program's steps
-    # past its own end skip (plan/folded_loops.py decides it)
-    folded_ends: dict[int, int] = field(default_factory=dict)
+    # a folded dim whose bounds are values of the outer tiles (a causal `hl.tile(0, min(s,
+    # tile_q.end))`, a window `hl.tile(max(0, tile_q.begin - w), tile_q.end)`): dim id -> the
+    # steps of its grid axis, the most tiles any program's range holds; a program's steps past
+    # its own range skip (plan/folded_loops.py decides it)
+    folded_trips: dict[int, int] = field(default_factory=dict)
 
     def grid_blocks(self, dim: TileDim) -> int:
         """How many steps the grid axis of `dim`, a dim of `loop`, has."""
-        if dim.id in self.folded_ends:
-            return cdiv(max(self.folded_ends[dim.id] - dim.begin, 0), dim.block_size)
+        if dim.id in self.folded_trips:
+            return self.folded_trips[dim.id]
         return cdiv(dim.static_extent, dim.block_size)
 
 

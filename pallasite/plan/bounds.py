@@ -85,6 +85,19 @@ def check_access_bounds(node) -> list[DataDependentRange]:
     return pending
 
 
+def check_tile_range(body: list, dim: TileDim, low: int, high: int) -> None:
+    """Raise if a tile of `dim` in `body`, whose tiles cover [low, high) over every program (a
+    folded range evaluated when planning, plan/folded_loops.py), indexes outside a tensor."""
+    for node in walk_nodes(body):
+        if not isinstance(node, (Load, Store)):
+            continue
+        items = [item for item in node.index if not isinstance(item, NewAxis)]
+        for axis, item in enumerate(items):
+            size = node.tensor.shape[axis]
+            if isinstance(item, TileSlice) and item.dim is dim and (low < 0 or high > size):
+                raise _error(node, f"{dim.name} covers [{low:d}, {high:d})", node.tensor.name, axis, size)
+
+
 def _check_shifted(node, item: ShiftedTile) -> None:
     """A shifted tile (`x[tile - 3]`) reads or writes aligned runs of a resident axis: its loop
     needs static bounds and block-aligned tiles."""

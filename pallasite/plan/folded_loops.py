@@ -20,16 +20,19 @@ it must only compute (no store, no effect such as a print or a remote copy, no r
 tensor the loop writes), the epilogue must not read a tensor the loop writes (the last
 step does not see the blocks earlier steps wrote; one only the epilogue writes, as in
 `c[tm, tn] = c[tm, tn] + acc`, it reads as it was), and the loop must be in the device
-loop's own body with a compile-time int begin (`hl.specialize` makes a size one).
+loop's own body. A loop that breaks one is `exc.BackendUnsupported` naming it; `emit_pipeline`, `fori_loop` or
+`unroll` run it. The autotuner offers this loop type to each loop directly in a device
+loop's body (`ConfigSpec.foldable`); a fold planning refuses scores as rejected.
 
-Its end may be a value of the outer tiles (a causal key loop, `hl.tile(0, min(s,
-tile_q.end))`): the grid axis then spans the end's largest value (`folded_ends`), a step past
-its program's end skips its body (`pl.when`), and the blocks the folded dim indexes repeat the
-last one the program needs there (`grid_exprs.clamped_tile_block`): no copy, and no block
-written back that the step did not compute — JAX's causal flash attention schedule. A loop that breaks one is
-`exc.BackendUnsupported` naming it; `emit_pipeline`, `fori_loop` or `unroll` run it. The
-autotuner never picks this loop type (it changes which loop a config's other per-loop
-entries mean); a config names it.
+Its bounds may be values of the outer tiles (a causal key loop, `hl.tile(0, min(s,
+tile_q.end))`; a sliding window, `hl.tile(max(0, tile_q.begin - w), tile_q.end)`): the grid
+axis then has as many steps as the longest program's range holds tiles (`folded_trips`,
+evaluated at every outer program), each program's tiles start at its own begin, a step past
+its range skips its body (`pl.when`), and the blocks the folded dim indexes repeat the last
+one the program needs there (`grid_exprs.clamped_tile_block`): no copy, and no block written
+back that the step did not compute — JAX's causal flash attention schedule, and splash
+attention's grid as wide as its widest row. Bounds read from a tensor or a runtime scalar
+cannot size the grid and are refused.
 
 Planning folds before every pass (`build.py`): the passes then see a device loop whose
 grid has the folded dims, and decide its blocks, masks and grid semantics as for any.
@@ -40,9 +43,11 @@ import dataclasses
 
 from .. import exc
 from ..config import FOLDED_LOOP_TYPE
-from ..ir import DeviceLoopCall, FoldedSteps, Load, Node, Store, TileLoop, walk_nodes
-from .bounds import scalar_interval
+from ..ir import DeviceLoopCall, FoldedSteps, Load, Node, Store, TileDim, TileLoop, Value, cdiv, walk_nodes
+from ..ir.sizes import SymbolicSize
+from .bounds import check_tile_range
 from .grid_exprs import NotAGridExpression, grid_expression
+from .index_expr import evaluate_grid, prefetched
 from .loops import inner_loops, loop_type_names
 
 
@@ -59,6 +64,12 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     if not chosen:
         return call
     top = call.loop
+    nested = [loop for loop in chosen if not any(item is loop for item in top.body)]
+    if len(chosen) > 1 and len(nested) == len(chosen) - 1:  # one string for a loop and those inside it
+        line = chosen[0].location.lineno if chosen[0].location is not None else "?"
+        raise _refused(nested[0], f"it is nested in the loop folded into the grid (line {line}), and only a loop "
+                       "directly in the device loop's body folds (give pallas_loop_type as a list, one entry per "
+                       "inner loop in source order, e.g. ['outer_pipeline', 'fori_loop'])")
     if len(chosen) > 1:
         raise _refused(chosen[1], f"a device loop folds one loop into its grid; this one holds {len(chosen)} "
                        "(give pallas_loop_type as a list, one entry per inner loop, folding one)")
@@ -67,46 +78,52 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     if position is None:
         raise _refused(loop, "only a loop directly in the device loop's body folds into its grid (this one is "
                        "inside another loop or a device if)")
-    ends = _grid_ends(loop, top)
+    trips = _grid_trips(loop, top)
     prologue, epilogue = top.body[:position], top.body[position + 1:]
     # what earlier folded steps wrote: the loop body's stores (the prologue may not store; the
     # statements after the loop run at the last step only, so their writes come after every read)
     written = {id(node.tensor) for node in walk_nodes(loop.body) if isinstance(node, Store)}
     _check_prologue(prologue, loop, written)
     _check_epilogue(epilogue, loop, written)
-    if any(ends.get(dim.id, dim.end) <= dim.begin for dim in loop.dims):  # a grid axis of no step would run no program
+    if any(trips.get(dim.id, dim.static_trips) == 0 for dim in loop.dims):  # a grid axis of no step runs no program
         return dataclasses.replace(call, loop=TileLoop(top.dims, [*prologue, _no_steps(loop), *epilogue],
                                                        top.location, top.carried, top.id))
     steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=list(loop.dims))
     merged = TileLoop([*top.dims, *loop.dims], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
     return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims),
-                               folded_ends=ends)
+                               folded_trips=trips)
 
 
-def _grid_ends(loop: TileLoop, top: TileLoop) -> dict[int, int]:
-    """The static end of the grid axis of each folded dim whose end is a value of the outer
-    tiles (`min(s, tile_q.end)`): that value's largest. Its begin must be a compile-time int
-    (a tile's begin is `begin + step * block` in the grid), and the end must be computable by
-    an index map, which clamps the dim's blocks to it (grid_exprs.py:clamped_tile_block)."""
-    ends = {}
+def _grid_trips(loop: TileLoop, top: TileLoop) -> dict[int, int]:
+    """The steps of the grid axis of each folded dim whose bounds are values of the outer
+    tiles: the most tiles any outer program's range holds (its bounds evaluated at every
+    outer program, as index maps compute them: grid_exprs.py). A program's tiles start at its
+    own begin; its steps past its range skip, and the blocks they index repeat the last one
+    it needs (grid_exprs.py:clamped_tile_block)."""
+    trips = {}
     outer = {dim.id: axis for axis, dim in enumerate(top.dims)}
+    shape = tuple(cdiv(dim.static_extent, dim.block_size) for dim in top.dims)
     for dim in loop.dims:
-        if type(dim.begin) is not int:
-            raise _refused(loop, "its begin is computed in the kernel, but must be a compile-time int: each "
-                           "grid step's tile starts at begin + step * block")
-        if isinstance(dim.end, int) and not isinstance(dim.end, bool):
+        if not isinstance(dim.begin, Value) and not isinstance(dim.end, Value):
             continue
-        interval = scalar_interval(dim.end)
+        if any(isinstance(size, SymbolicSize) for size in (*shape, *_constants(dim.begin), *_constants(dim.end))):
+            raise _refused(loop, "its range is a value of the outer tiles, whose largest extent depends on sizes "
+                           "that vary from call to call under static_shapes=False")
         try:
-            grid_expression(dim.end, outer)
+            begin, end = (grid_expression(bound, outer) for bound in (dim.begin, dim.end))
         except NotAGridExpression:
-            interval = None
-        if interval is None:
-            raise _refused(loop, "its end has no compile-time bound the grid could span "
-                           "(an end computed from the outer tiles and ints, as min(n, tile_q.end), folds; "
-                           "hl.specialize makes an argument's size an int)")
-        ends[dim.id] = max(interval[1], dim.begin)
-    return ends
+            begin = end = None
+        if begin is None or prefetched(begin) or prefetched(end):
+            raise _refused(loop, "its range has no compile-time bound the grid could span: it is read from a "
+                           "tensor or a runtime scalar (a range computed from the outer tiles and ints, as "
+                           "[0, min(n, tile_q.end)), folds; hl.specialize makes an argument's size an int)")
+        begins, ends = evaluate_grid(begin, shape), evaluate_grid(end, shape)
+        visited = ends > begins  # the programs whose range holds a tile
+        if visited.any():  # as a loop of static bounds, a range past a tensor is refused here
+            check_tile_range(loop.body, dim, int(begins[visited].min()), int(ends[visited].max()))
+        most = int((ends - begins).max()) if visited.size else 0
+        trips[dim.id] = cdiv(max(most, 0), dim.block_size)
+    return trips
 
 
 def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):
@@ -129,6 +146,22 @@ def refused_fold(folded_call: DeviceLoopCall, error: exc.PallasiteError) -> exc.
         f"pallas_loop_type='{FOLDED_LOOP_TYPE}': folding {names} into the grid makes each of its tiles a grid "
         f"step, and then: {error.message} Use another loop type for that loop (emit_pipeline, fori_loop or "
         "unroll).", error.location)
+
+
+def _constants(operand) -> list:
+    """The ints an int scalar's expression holds (a size under static_shapes=False among them)."""
+    if isinstance(operand, int):
+        return [operand]
+    node = operand.producer if isinstance(operand, Value) else None
+    if node is None:
+        return []
+    out = []
+    for arg in node.args:
+        if isinstance(arg, (int, Value)):
+            out += _constants(arg)
+        elif isinstance(arg, TileDim):
+            out += [*_constants(arg.begin), *_constants(arg.end)]
+    return out
 
 
 def _no_steps(loop: TileLoop) -> FoldedSteps:

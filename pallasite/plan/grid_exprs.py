@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..ir import Load, ScalarIndex, TileDim, Value
 from ..ir.ops import scalar_arithmetic
-from .index_expr import BinaryOp, Const, GridIndex, IndexExpr, TableRead, binary
+from .index_expr import BinaryOp, Const, GridIndex, IndexExpr, TableRead, binary, grid_axes
+from .plans import AxisBlock, BlockKind
 
 class NotAGridExpression(Exception):
     """The scalar depends on something an index map cannot see."""
@@ -33,14 +34,17 @@ def grid_expression(operand, grid_axis_of: dict[int, int]) -> IndexExpr:
         step = GridIndex(grid_axis_of[dim.id])
         if node.op == "tile_id":
             return step
-        return binary(BinaryOp.ADD, Const(dim.begin), binary(BinaryOp.MUL, step, Const(dim.block_size)))
-    if node.op == "tile_end":  # min(begin + (step + 1) * block, end), of a dim with static bounds
+        # a folded dim's begin may be a value of the outer tiles (plan/folded_loops.py)
+        begin = grid_expression(dim.begin, grid_axis_of)
+        return binary(BinaryOp.ADD, begin, binary(BinaryOp.MUL, step, Const(dim.block_size)))
+    if node.op == "tile_end":  # min(begin + (step + 1) * block, end)
         dim = node.args[0]
-        if dim.id not in grid_axis_of or not isinstance(dim.begin, int) or type(dim.end) is not int:
+        if dim.id not in grid_axis_of:
             raise NotAGridExpression(f"{dim.name}.end")
         step = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(1))
-        last = binary(BinaryOp.ADD, Const(dim.begin), binary(BinaryOp.MUL, step, Const(dim.block_size)))
-        return binary(BinaryOp.MIN, last, Const(dim.end))
+        last = binary(BinaryOp.ADD, grid_expression(dim.begin, grid_axis_of),
+                      binary(BinaryOp.MUL, step, Const(dim.block_size)))
+        return binary(BinaryOp.MIN, last, grid_expression(dim.end, grid_axis_of))
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is not None and node.kwargs.get("alpha", 1) == 1:
         left = grid_expression(node.args[0], grid_axis_of)
@@ -53,13 +57,33 @@ def grid_expression(operand, grid_axis_of: dict[int, int]) -> IndexExpr:
     raise NotAGridExpression(f"{node.op} result")
 
 
-def clamped_tile_block(dim: TileDim, grid_axis_of: dict[int, int]) -> IndexExpr:
-    """The block index of a folded grid dim whose end is a value of the outer tiles (plan/
-    folded_loops.py): the step's own block, clamped to the blocks of [begin, end) this
-    program needs. A step past the end (which skips its body) repeats the last needed block,
-    so Pallas copies nothing for it and writes back no block it did not compute."""
-    first = dim.begin // dim.block_size
-    block = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(first))
+def clamped_tile_block(dim: TileDim, grid_axis_of: dict[int, int], blocks: int) -> IndexExpr:
+    """The block index of a folded grid dim whose bounds are values of the outer tiles (plan/
+    folded_loops.py), its begin a block multiple: the step's own block, clamped to the blocks
+    of [begin, end) this program needs, and to the array's `blocks`. A step past the end
+    (which skips its body) repeats the last needed block, so Pallas copies nothing for it and
+    writes back no block it did not compute; a program whose range is empty stays on the
+    block at its begin (the array's last, past its end)."""
+    first = binary(BinaryOp.FLOORDIV, grid_expression(dim.begin, grid_axis_of), Const(dim.block_size))
+    block = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), first)
     end = grid_expression(dim.end, grid_axis_of)
     last = binary(BinaryOp.FLOORDIV, binary(BinaryOp.SUB, end, Const(1)), Const(dim.block_size))
-    return binary(BinaryOp.MAX, binary(BinaryOp.MIN, block, last), Const(first))
+    needed = binary(BinaryOp.MAX, binary(BinaryOp.MIN, block, last), first)
+    return binary(BinaryOp.MIN, needed, Const(blocks - 1))
+
+
+def folded_range(block: AxisBlock, grid_axis_of: dict[int, int]) -> bool:
+    """Whether `block` is a tile of a folded dim whose range comes from the outer tiles (its
+    index clamped to each program's range: grid_exprs.py:clamped_tile_block)."""
+    dim = block.dim
+    return (block.kind is BlockKind.TILE and dim is not None and dim.id in grid_axis_of
+            and (isinstance(dim.begin, Value) or isinstance(dim.end, Value)))
+
+
+def distinguishing_axes(block: AxisBlock, grid_axis_of: dict[int, int]) -> frozenset[int]:
+    """The grid axes along which `block`'s index tells programs' blocks apart. A folded range's
+    clamp reads the outer axes, but the blocks it picks are the folded axis's: two outer
+    programs reach the same block through it (`out[tn]` under `hl.tile(0, tm.end)`)."""
+    if folded_range(block, grid_axis_of):
+        return frozenset({grid_axis_of[block.dim.id]})
+    return grid_axes(block.index)

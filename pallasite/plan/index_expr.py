@@ -13,6 +13,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Union
 
+import numpy as np
+
 from ..ir import ScalarSymbol, TensorSymbol
 
 
@@ -103,6 +105,35 @@ def prefetched(expr: IndexExpr) -> frozenset:
 
 class DataDependent(Exception):
     """The expression reads a table whose values were not given."""
+
+
+_EVALUATE_ARRAYS: dict[BinaryOp, Callable] = {
+    **_EVALUATE, BinaryOp.FLOORDIV: np.floor_divide, BinaryOp.MOD: np.mod,  # floor semantics, as Python's
+    BinaryOp.MIN: np.minimum, BinaryOp.MAX: np.maximum,
+}
+
+
+def evaluate_grid(expr: IndexExpr, shape: tuple[int, ...], tables: Mapping[Any, Any] | None = None) -> np.ndarray:
+    """`evaluate` at every step of a grid of `shape` at once: an int64 array of that shape
+    (a step's value at its grid indices), for the metrics of grids of many steps."""
+    return np.broadcast_to(_on_grid(expr, shape, tables), shape)
+
+
+def _on_grid(expr: IndexExpr, shape: tuple[int, ...], tables) -> np.ndarray | int:
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, GridIndex):  # the axis's indices, broadcast along the others
+        return np.arange(shape[expr.axis], dtype=np.int64).reshape(
+            [-1 if axis == expr.axis else 1 for axis in range(len(shape))])
+    if isinstance(expr, Binary):
+        return _EVALUATE_ARRAYS[expr.op](_on_grid(expr.left, shape, tables), _on_grid(expr.right, shape, tables))
+    if tables is None or expr.symbol not in tables:
+        raise DataDependent(expr.symbol.name)
+    value = np.asarray(tables[expr.symbol])
+    if not expr.index:
+        return np.int64(value.item())
+    index = tuple(np.broadcast_to(_on_grid(i, shape, tables), shape) for i in expr.index)
+    return value[index].astype(np.int64)
 
 
 def evaluate(expr: IndexExpr, grid: tuple[int, ...], tables: Mapping[Any, Any] | None = None) -> int:

@@ -15,13 +15,13 @@ from .. import exc
 from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, ShiftedTile, StaticSlice, Store,
     TensorSymbol, TileSlice,
-    Value, walk_nodes,
+    Value, cdiv, walk_nodes,
 )
 from .remote_copies import synthetic_accesses
 from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
-from .grid_exprs import NotAGridExpression, clamped_tile_block, grid_expression
+from .grid_exprs import NotAGridExpression, clamped_tile_block, distinguishing_axes, grid_expression
 from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
@@ -88,7 +88,7 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
             dim, size, AxisRule(symbol.name, axis, rank, size, symbol.dtype)))
     for axis, block in enumerate(blocks):
         axes.append(block)
-        used |= grid_axes(block.index)
+        used |= distinguishing_axes(block, grid_axis_of)
         if block.kind is BlockKind.SQUEEZED and axis == rank - 2:
             # Each program owns one row: a unit axis after it makes the row a leading
             # axis of the call's view, which Mosaic can squeeze (of the padded array,
@@ -119,8 +119,8 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
         dim = first.dim
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
         if dim.begin_aligned and rule.allows(dim.block_size):
-            if isinstance(dim.end, Value):  # a folded dim ending at a value of the outer tiles
-                index = clamped_tile_block(dim, grid_axis_of)
+            if isinstance(dim.begin, Value) or isinstance(dim.end, Value):  # a folded range of the outer tiles
+                index = clamped_tile_block(dim, grid_axis_of, cdiv(size, dim.block_size))
             else:
                 index = binary(BinaryOp.ADD, GridIndex(grid_axis_of[dim.id]), Const(dim.begin // dim.block_size))
             return AxisBlock(BlockKind.TILE, dim.block_size, index, dim)

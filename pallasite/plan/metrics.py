@@ -22,13 +22,14 @@ of those arguments.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ..ir import FoldedSteps, IfBlock, TileLoop
-from .index_expr import DataDependent, evaluate
+from .index_expr import DataDependent, evaluate_grid
 from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
 from .schedule import CallCounts, LoopCount
 
@@ -76,14 +77,14 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
     # the user's tensors: a worklist's item tables are the schedule's, built on the host
     internal = {id(symbol) for symbol in (call.worklist.tables if call.worklist is not None else ())}
     minimum = sum(_symbol_bytes(op.symbol) for key, op in distinct.items() if key not in internal)
-    steps = list(itertools.product(*(range(axis.num_blocks) for axis in call.grid)))
+    grid = tuple(axis.num_blocks for axis in call.grid)
     traffic = 0
     exposed = 0
     for op in operands:
         if op.memory is Memory.SMEM:
             traffic += _symbol_bytes(op.symbol)
         elif op.memory is Memory.VMEM_BLOCK:
-            blocks = _block_traffic(op, steps, tables)
+            blocks = _block_traffic(op, grid, tables)
             if blocks is None:
                 return ScheduleMetrics(None, minimum, _host_padding(call), None, None)
             traffic += blocks
@@ -94,7 +95,7 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
     traffic += written[0]
     exposed += written[1]
     padding = _host_padding(call)
-    rows = _row_gather_traffic(call.call.loop.body, call, len(steps), loops)
+    rows = _row_gather_traffic(call.call.loop.body, call, math.prod(grid), loops)
     if rows is None:
         return ScheduleMetrics(None, minimum, padding, None, None)
     traffic += rows
@@ -110,20 +111,26 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
     return ScheduleMetrics(traffic, minimum, padding, exposed, rows)
 
 
-def _block_traffic(op: Operand, steps: list[tuple[int, ...]], tables=None) -> int | None:
-    """Bytes copied for a BlockSpec operand over the grid (a copy per change of block
-    index); None when a block index depends on table values."""
-    previous = None
-    total = 0
-    for step in steps:
-        try:
-            index = tuple(evaluate(axis.index, step, tables) for axis in op.axes)
-        except DataDependent:
-            return None
-        if index != previous:
-            total += _block_bytes(op, index)
-            previous = index
-    return total
+def _block_traffic(op: Operand, grid: tuple[int, ...], tables=None) -> int | None:
+    """Bytes copied for a BlockSpec operand over a grid of shape `grid`, steps in grid order
+    (a copy per change of block index); None when a block index depends on table values."""
+    steps = math.prod(grid)
+    if not steps:
+        return 0
+    try:  # per axis, the block index at every step (numpy: grids run to millions of steps)
+        indices = [evaluate_grid(axis.index, grid, tables).reshape(-1) for axis in op.axes]
+    except DataDependent:
+        return None
+    copied = np.zeros(steps, dtype=bool)
+    copied[0] = True
+    for index in indices:
+        copied[1:] |= index[1:] != index[:-1]
+    count = np.full(steps, op.symbol.dtype.itemsize, dtype=np.int64)
+    for axis, index, size in zip(op.axes, indices, op.call_shape):  # each copy's in-bounds part
+        extent = 1 if axis.kind is BlockKind.SQUEEZED else axis.size
+        start = index * extent
+        count *= np.maximum(0, np.minimum(size, start + extent) - start)
+    return int(count[copied].sum())
 
 
 def _item_write_back_traffic(call: PallasCallPlan, tables) -> tuple[int, int] | None:
@@ -150,15 +157,6 @@ def _host_padding(call: PallasCallPlan) -> int:
         _nbytes(op.symbol.shape, op.symbol.dtype) + _nbytes(op.padded_shape, op.symbol.dtype)
         for op in call.inputs if op.padded_shape is not None
     )
-
-
-def _block_bytes(op: Operand, index: tuple[int, ...]) -> int:
-    count = op.symbol.dtype.itemsize
-    for axis, block_index, size in zip(op.axes, index, op.call_shape):
-        extent = 1 if axis.kind is BlockKind.SQUEEZED else axis.size
-        start = block_index * extent
-        count *= max(0, min(size, start + extent) - start)
-    return count
 
 
 def _row_gather_traffic(body: list, call: PallasCallPlan, factor: int | None,

@@ -94,7 +94,8 @@ def choose_grid_semantics(draft: CallDraft) -> CallDraft:
     carried = _carried_across_steps(draft.loop.body)
     grid: list[GridAxis] = []
     for axis, dim in enumerate(draft.grid_dims):
-        reason = carried.get(dim.id) or _arbitrary_reason(axis, draft.placement.output_axes, scattered)
+        reason = (carried.get(dim.id) or _revisited_by_skipped_steps(dim, draft)
+                  or _arbitrary_reason(axis, draft.placement.output_axes, scattered))
         if draft.remote is not None and not reason:
             reason = "remote copies: every device walks the grid in the same order, so steps pair up"
         if grid and grid[-1].semantics is Semantics.ARBITRARY and not reason:
@@ -117,6 +118,20 @@ def _carried_across_steps(body: list) -> dict[int, str]:
             names = ", ".join(f"'{carried.name}'" for carried in item.carried)
             reasons.update({dim.id: f"{names} carried from step to step in VMEM scratch" for dim in item.folded})
     return reasons
+
+
+def _revisited_by_skipped_steps(dim, draft: CallDraft) -> str:
+    """Why the axis of a folded range (`DeviceLoopCall.folded_trips`) runs in sequence when an
+    output's block follows it: its steps past a program's range revisit the block before them
+    (a core that ran only those would write back a block it never computed)."""
+    if dim.id not in draft.call.folded_trips:
+        return ""
+    axis = draft.grid_axis_of[dim.id]
+    names = [operand.symbol.name for operand, used in draft.placement.output_axes if axis in used]
+    if not names:
+        return ""
+    return (f"the steps of '{dim.name}' past a program's range revisit the block of output '{names[0]}' "
+            "before them")
 
 
 def _arbitrary_reason(axis: int, output_axes, scattered: set[int]) -> str:
@@ -191,7 +206,10 @@ def number_range_checks(draft: CallDraft) -> CallDraft:
     """Every data-dependent range of the call, numbered in the kernel's sequence."""
     check_ids, worklist, location = draft.kernel.check_ids, draft.worklist, draft.loop.location
     body, remote = draft.loop.body, draft.remote
-    checks = (*_range_checks(draft.placement.data_dependent, check_ids, (*draft.inputs, *draft.placement.outputs),
+    # a folded range was checked against its tensors at every program when planning folded it
+    ranges = [rng for rng in draft.placement.data_dependent
+              if rng.dim is None or rng.dim.id not in draft.call.folded_trips]
+    checks = (*_range_checks(ranges, check_ids, (*draft.inputs, *draft.placement.outputs),
                              draft.gather_lanes, draft.padded),
               *([worklist_end_check(worklist, next(check_ids), location),
                  worklist_check(worklist, next(check_ids), location)] if worklist else []),

@@ -167,6 +167,10 @@ class InPlaceUpdate:
     output_ref: str
     first_visit_axes: tuple[int, ...]
     first_item_of_owner: str | None = None
+    # a grid axis of a folded range (`DeviceLoopCall.folded_trips`) that chooses the block:
+    # its skipped steps repeat the block before them, so only a step whose block differs
+    # from the previous step's (or the axis's first step) is a first visit and copies
+    changes_along: int | None = None
 
 
 @dataclass(frozen=True)

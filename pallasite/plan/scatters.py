@@ -23,7 +23,8 @@ import torch
 
 from .. import exc
 from ..ir import GatherIndex, Store
-from .index_expr import ZERO, grid_axes
+from .grid_exprs import distinguishing_axes
+from .index_expr import ZERO
 from .plans import Access, AxisBlock, BlockKind, GatherMethod, LaneRange, Memory, Operand, Scatter
 from .vmem import padded_bytes
 
@@ -68,7 +69,7 @@ def widened_for_scatter(symbol, blocks: list[AxisBlock], grid_axis_of: dict[int,
     `resident_length(dim, size, axis)` is the block length that holds every tile of dim."""
     used = set()
     for block in blocks:
-        used |= grid_axes(block.index)
+        used |= distinguishing_axes(block, grid_axis_of)
     unused = [axis for axis in sorted(set(grid_axis_of.values())) if axis not in used]
     if not unused:
         return blocks

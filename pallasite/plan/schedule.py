@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import torch
 
 from .. import exc
@@ -149,14 +150,17 @@ def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[i
     worklist's grid is a static bound: the items past the real count have extent 0,
     so their q loop runs no tile (the item's owner and rows are read from its tables
     by the loop bounds)."""
-    axes = call.grid
-    values = ScalarValues(tables)
+    return _programs(call.grid, call, ScalarValues(tables))
+
+
+def _programs(axes, call: PallasCallPlan, values: ScalarValues) -> Iterator[dict[int, tuple[int, int, int]]]:
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}
-        for axis, index in zip(axes, step):  # a folded dim's end may be a value of the outer tiles
+        for axis, index in zip(axes, step):  # a folded dim's bounds may be values of the outer tiles
             dim = axis.dim
-            end = values.value(dim.end, env) if dim.id in call.call.folded_ends else dim.end
-            env[dim.id] = (dim.begin + index * dim.block_size, dim.begin, end)
+            begin, end = (values.value(bound, env) if isinstance(bound, Value) else bound
+                          for bound in (dim.begin, dim.end))
+            env[dim.id] = (begin + index * dim.block_size, begin, end)
         yield env
 
 
@@ -167,7 +171,10 @@ def count_call(call: PallasCallPlan, tables: Mapping[Any, Any],
     tally = _Tally(VectorCounter(call.call.loop.body, mxu))
     busy = 0
     per_program = []
-    for env in programs(call, tables):
+    folded = _plain_fold(call)
+    if folded is not None:
+        busy = _count_folded(call, folded, tally, values, per_program)
+    for env in () if folded is not None else programs(call, tables):
         tiles, stores = tally.inner_tiles, tally.stores
         tally.walk(call.call.loop.body, env, values, 1)
         per_program.append(tally.inner_tiles - tiles)
@@ -175,6 +182,50 @@ def count_call(call: PallasCallPlan, tables: Mapping[Any, Any],
     loops = {loop_id: LoopCount(*counts) for loop_id, counts in tally.loops.items()}
     return CallCounts(busy, loops, tally.inner_tiles, max(per_program, default=0), tally.flops,
                       tally.vector, tally.f32_flops, tuple(per_program), tally.drains, len(per_program))
+
+
+def _plain_fold(call: PallasCallPlan) -> FoldedSteps | None:
+    """The call's folded loop when its steps differ only in whether they skip (its body holds
+    no loop, whose trips could depend on the folded tile): then `count_call` counts one
+    outer program's steps at once."""
+    fold = next((item for item in call.call.loop.body if isinstance(item, FoldedSteps) and item.folded), None)
+    if fold is None or next(walk_loops(fold.body), None) is not None:
+        return None
+    return fold
+
+
+def _count_folded(call: PallasCallPlan, fold: FoldedSteps, tally: _Tally, values: ScalarValues,
+                  per_program: list) -> int:
+    """Count a call with a folded loop by outer program: the steps of one run the same
+    prologue and epilogue work (the statements around the loop read no folded tile) and the
+    body at each step before the program's end of every folded dim. Appends each step's
+    innermost tiles to `per_program` in grid order; returns the steps that do work."""
+    folded_axes = call.grid[len(call.grid) - len(fold.folded):]  # the innermost axes
+    shape = tuple(axis.num_blocks for axis in folded_axes)
+    steps = math.prod(shape)
+    body_stores = _body_stores(fold.body)
+    busy = 0
+    for outer in _programs(call.grid[:len(call.grid) - len(fold.folded)], call, values):
+        env = dict(outer)
+        runs = np.ones(shape, dtype=bool)  # which steps run the body
+        for position, dim in enumerate(fold.folded):
+            begin, end = (values.value(bound, env) if isinstance(bound, Value) else bound
+                          for bound in (dim.begin, dim.end))
+            env[dim.id] = (begin, begin, end)
+            trips = cdiv(max(end - begin, 0), dim.block_size)
+            kept = [slice(None)] * len(shape)
+            kept[position] = slice(trips, None)
+            runs[tuple(kept)] = False
+        active = int(runs.sum())
+        tiles, stores = tally.inner_tiles, tally.stores
+        tally.fold_runs = {fold.id: active}
+        tally.walk(call.call.loop.body, env, values, steps)
+        tally.fold_runs = {}
+        around = (tally.inner_tiles - tiles - active) // steps  # per step, of loops around the fold
+        stores_around = tally.stores - stores - active * body_stores
+        per_program.extend((around + runs.reshape(-1)).tolist())
+        busy += steps if around or stores_around else active
+    return busy
 
 
 class _Tally:
@@ -188,6 +239,7 @@ class _Tally:
         self.vector = NO_VECTOR_WORK
         self.f32_flops = 0
         self._work: dict[int, tuple[int, int, VectorWork, int]] = {}  # per body: one run's work
+        self.fold_runs: dict[int, int] = {}  # a folded loop counted by outer program: its body's runs
 
     def _add_work(self, body: list, runs: int) -> None:
         """Add `runs` runs of `body`'s own nodes (flops, vector work, drains)."""
@@ -219,6 +271,13 @@ class _Tally:
                     self._loops(branch, env, values, times)
 
     def _loop(self, loop: TileLoop, env: dict, values: ScalarValues, times: int) -> None:
+        if loop.id in self.fold_runs:  # `times` steps of a folded loop, its body run at some
+            runs = self.fold_runs[loop.id]
+            counts = self.loops.setdefault(loop.id, [0, 0, 0])
+            counts[0], counts[1], counts[2] = counts[0] + times, counts[1] + runs, counts[2] + runs
+            self.inner_tiles += runs
+            self._add_work(loop.body, runs)
+            return
         bounds = [(values.value(d.begin, env), values.value(d.end, env)) for d in loop.dims]
         trips = [cdiv(max(hi - lo, 0), d.block_size) for d, (lo, hi) in zip(loop.dims, bounds)]
         # a folded loop's step past this program's end skips (plan/folded_loops.py)

@@ -81,15 +81,16 @@ def _read_carried(k, item, ref: str, value) -> str:
 
 
 def _skipping_condition(k, loop: FoldedSteps) -> str | None:
-    """Whether this program's step lies before the end of each folded dim whose end is a value
-    of the outer tiles (`plan.call.folded_ends`); None when every folded dim ends at an int."""
+    """Whether this program's step lies inside its range of each folded dim whose bounds are
+    values of the outer tiles (`plan.call.folded_trips`): its tile starts before the end;
+    None when every folded dim has int bounds."""
     parts = []
     for dim in loop.folded:
-        if dim.id not in k.plan.call.folded_ends:
+        if dim.id not in k.plan.call.folded_trips:
             continue
         step = k.grid_ids[k.plan.grid_axis_of[dim.id]]
         begin = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
-        begin = begin if dim.begin == 0 else f"{dim.begin} + {begin}"
+        begin = begin if isinstance(dim.begin, int) and dim.begin == 0 else f"{k.render(dim.begin)} + {begin}"
         parts.append(f"({begin} < {k.render(dim.end)})")
     return " & ".join(parts) or None
 

@@ -49,14 +49,17 @@ def emit_pipeline_loop(k, loop: TileLoop, loop_plan: PipelineLoopPlan) -> list:
     grid_ids = ("j",) if len(dims) == 1 else tuple(f"j{position}" for position in range(len(dims)))
     ids = dict(zip((dim.id for dim in dims), grid_ids))
     runs = loop_plan.total_trips  # a static count runs whenever it is positive: no guard to write
-    guard = (contextlib.nullcontext() if isinstance(runs, int) and runs > 0 else
-             k.block(f"@pl.when({trips.total} > 0)\ndef _run_{body_name}():"))
-    with guard:
-        call = k.emit(f"pltpu.emit_pipeline({body_name}, grid=({', '.join(trips.trips)},), "
-               f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}], "
-               f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}])"
-               f"({', '.join(s.hbm_ref for s in (*inputs, *outputs))})")
-        call.layout[id(call.node.value.func)] = Layout(expand=True)  # one argument per line
+    if "0" in trips.trips:  # a dim of no tile at these sizes (a pipeline's grid must be positive)
+        k.comment(f"'{label}' has a dim of no tile at these sizes: the loop runs no tile")
+    else:
+        guard = (contextlib.nullcontext() if isinstance(runs, int) and runs > 0 else
+                 k.block(f"@pl.when({trips.total} > 0)\ndef _run_{body_name}():"))
+        with guard:
+            call = k.emit(f"pltpu.emit_pipeline({body_name}, grid=({', '.join(trips.trips)},), "
+                          f"in_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in inputs)}], "
+                          f"out_specs=[{', '.join(_pipeline_spec(k, s, ids, firsts) for s in outputs)}])"
+                          f"({', '.join(s.hbm_ref for s in (*inputs, *outputs))})")
+            call.layout[id(call.node.value.func)] = Layout(expand=True)  # one argument per line
     for (item, var), ref in zip(carried, loop_plan.carried_refs):
         k.emit(f"{var} = {read_scratch(ref, item)}")
     return carried

@@ -164,6 +164,10 @@ def _window_end(dim, array_dim: int, from_block_multiple: bool) -> int:
         return first + cdiv(dim.end - first, block) * block
     if from_block_multiple or dim.begin_aligned:
         # windows start at block multiples (the loop's range lies in the array, a checked
-        # range), so they end by the array's rounded-up end
-        return cdiv(array_dim, block) * block
+        # range), so they end by the array's rounded-up end; a constant begin past it (a
+        # range empty at these sizes, whose loop never runs) still names one whole window
+        rounded = cdiv(array_dim, block) * block
+        if isinstance(dim.begin, int) and dim.begin >= rounded:
+            return size_max(rounded, (dim.begin // block + 1) * block)
+        return rounded
     return array_dim + block  # a data-dependent start can be anywhere in the array

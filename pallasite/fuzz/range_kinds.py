@@ -1,0 +1,48 @@
+"""The `tile_ranges` kind: an inner loop whose range is computed from the outer tile — causal
+(`hl.tile(0, min(n, tm.end))`), a lookahead (`min(n, tm.end + e)`), a sliding window
+(`hl.tile(max(0, tm.begin - w), ...)`, w a block multiple or not), the columns after the tile
+(`hl.tile(min(n, tm.end), n)`, empty for some programs) — that writes the tiles it
+visits or carries a row sum across them, under each loop type, folded into the grid too
+(`outer_pipeline`: as many steps as the widest range, the steps past a program's range skip).
+Outputs start as zeros, so the positions no range covers are compared too."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .cases import Case, InputSpec, Line
+from .expressions import dtype_name
+
+
+def tile_ranges(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
+    dims = {"m": rng.choice((8, 16, 37, 64, 128, 200)), "n": rng.choice((64, 128, 129, 200, 256, 300))}
+    begin = rng.choice(("0", "0", f"max(0, tm.begin - {rng.choice((0, 8, 64, 100, 128))})", "min(n, tm.end)"))
+    end = rng.choice(("min(n, tm.end)", f"min(n, tm.end + {rng.choice((1, 64, 128))})", "n"))
+    if begin == "min(n, tm.end)":  # the columns after the row tile: empty for the last ones when n <= m
+        end = "n"
+    elif begin == "0" and end == "n":
+        end = "min(n, tm.end)"
+    carried = rng.random() < 0.5
+    acc_dtype = torch.int32 if dtype == torch.int32 else torch.float32
+    body = [Line(0, "m, n = x.size()"), Line(0, "out = torch.zeros_like(x)")]
+    if carried:
+        body[1] = Line(0, f"out = torch.zeros([m], dtype={dtype_name(acc_dtype)}, device=x.device)")
+    body.append(Line(0, "for tm in hl.tile(m):"))
+    if carried:
+        body.append(Line(1, f"acc = hl.zeros([tm], dtype={dtype_name(acc_dtype)})"))
+    body.append(Line(1, f"for tn in hl.tile({begin}, {end}):"))
+    if carried:
+        body.append(Line(2, "acc = acc + x[tm, tn].sum(1)"))
+        body.append(Line(1, "out[tm] = acc"))
+    else:
+        body.append(Line(2, rng.choice(("out[tm, tn] = x[tm, tn] * 2 + 1",
+                                        "out[tm, tn] = x[tm, tn] + tn.index[None, :]"))))
+    body.append(Line(0, "return out"))
+    inputs = (InputSpec("x", ("m", "n"), dtype, "randint" if dtype == torch.int32 else "randn"),)
+    starts = {"0": "from_zero", "min(n, tm.end)": "after"}.get(begin, "windowed")
+    form = f"{starts}_{'carried' if carried else 'stored'}"
+    return Case("tile_ranges", name, inputs, tuple(body), dims, loop_type=draw.foldable_loop_type(),
+                exact=dtype == torch.int32, tags=("tile_ranges", form, dtype_name(dtype)))
