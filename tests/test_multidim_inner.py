@@ -223,6 +223,12 @@ def test_loop_orders_counts_inner_loops():
     x, y = CASES["summed_bmm"][1]()
     with pytest.raises(exc.InvalidConfig, match="2 multi-dim hl.tile loop"):
         summed_bmm.bind((x, y)).resolve_config({"block_sizes": [8, 128, 2, 128], "loop_orders": [[1, 0]] * 3})
+    # reference mode refuses the same configs (a trial saw 'Cannot unpack 1 values into 2 names')
+    config = {"block_sizes": [8, 128, 2, 128]}
+    with pytest.raises(exc.InvalidConfig, match="reached 2 multi-dim hl.tile loop"):
+        run_ref(summed_bmm, (x, y), config={**config, "loop_orders": [[1, 0]] * 3})
+    with pytest.raises(exc.InvalidConfig, match=r"\[0\] is not a permutation of this loop's 2 dims"):
+        run_ref(summed_bmm, (x, y), config={**config, "loop_orders": [[0], [1, 0]]})
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -342,3 +342,27 @@ def test_a_folded_range_past_its_tensor_or_of_no_program_is_checked_when_plannin
     empty = torch.randn(0, 128)
     _, out = code_and_output(prefix_row_sums, (empty,), block_sizes=[16, 128], pallas_loop_type=FOLD)
     assert out.shape == (0,)
+
+
+@pallasite.kernel
+def causal_rows_by_columns(x):
+    """A 2-D folded loop whose first dim's range comes from the outer tile (a trial's wrong
+    answer: walked first, its skipped steps went back to a block the inner axis had left, and
+    wrote it back stale). The fold walks that dim innermost."""
+    m, n, k = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(m):
+        for tn, tk in hl.tile([0, 0], [min(n, tm.end), k]):
+            out[tm, tn, tk] = x[tm, tn, tk] * 2.0
+    return out
+
+
+def test_a_two_dim_fold_walks_its_range_from_the_outer_tiles_innermost():
+    x = torch.randn(40, 24, 256)
+    ends = torch.clamp(_tile_end(40, 16, 40), max=24)
+    expected = torch.where((torch.arange(24)[None, :] < ends[:, None])[:, :, None], x * 2, 0.0)
+    config = {"block_sizes": [16, 8, 128], "pallas_loop_type": FOLD}
+    _, out = code_and_output(causal_rows_by_columns, (x,), **config)
+    torch.testing.assert_close(out, expected)
+    (call,) = causal_rows_by_columns.bind((x,)).plan(config).calls
+    assert [axis.dim.name for axis in call.grid] == ["tm", "tk", "tn"]

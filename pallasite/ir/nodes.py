@@ -374,7 +374,7 @@ class TileLoop:
 class FoldedSteps(TileLoop):
     """An inner loop planning folded into its call's grid (`pallas_loop_type="outer_pipeline"`,
     plan/folded_loops.py): `dims` is empty, its tiles being grid steps now, and `folded`
-    holds those dims (the innermost grid axes). One program runs one step of the body; the
+    holds those dims (the innermost grid axes, in grid order). One program runs one step of the body; the
     carried values persist across the steps of one outer tile (VMEM scratch), and the
     statements after this loop in the device loop run at its last step only."""
 

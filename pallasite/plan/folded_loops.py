@@ -12,8 +12,9 @@ once per program. Its carried values (an accumulator, flash attention's m, l and
 in VMEM scratch across the steps of one outer tile: set from their value before the loop
 at the first folded step, read and written back at each (plan/loops/folded.py); the
 statements after the loop (its epilogue) run at the last folded step, reading the carried
-values' final step. The folded axes are the innermost grid axes, in their written order,
-and `arbitrary` when values are carried across them (plan/passes.py).
+values' final step. The folded axes are the innermost grid axes, in their written order
+but for a range from the outer tiles, which walks innermost (below), and `arbitrary` when
+values are carried across them (plan/passes.py).
 
 Folding keeps the kernel's meaning only where a folded program may repeat the prologue:
 it must only compute (no store, no effect such as a print or a remote copy, no read of a
@@ -88,8 +89,11 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     if any(trips.get(dim.id, dim.static_trips) == 0 for dim in loop.dims):  # a grid axis of no step runs no program
         return dataclasses.replace(call, loop=TileLoop(top.dims, [*prologue, _no_steps(loop), *epilogue],
                                                        top.location, top.carried, top.id))
-    steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=list(loop.dims))
-    merged = TileLoop([*top.dims, *loop.dims], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
+    # a range from the outer tiles walks innermost: the blocks its skipped steps repeat are
+    # then the ones of the step just before them (an axis inside it would move away and back)
+    folded = [*(dim for dim in loop.dims if dim.id not in trips), *(dim for dim in loop.dims if dim.id in trips)]
+    steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=folded)
+    merged = TileLoop([*top.dims, *folded], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
     return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims),
                                folded_trips=trips)
 
@@ -101,6 +105,10 @@ def _grid_trips(loop: TileLoop, top: TileLoop) -> dict[int, int]:
     own begin; its steps past its range skip, and the blocks they index repeat the last one
     it needs (grid_exprs.py:clamped_tile_block)."""
     trips = {}
+    ranged = [dim for dim in loop.dims if isinstance(dim.begin, Value) or isinstance(dim.end, Value)]
+    if len(ranged) > 1:
+        raise _refused(loop, f"the ranges of {len(ranged)} of its dims come from the outer tiles; one of them folds "
+                       "(its skipped steps must repeat the block of the step before them)")
     outer = {dim.id: axis for axis, dim in enumerate(top.dims)}
     shape = tuple(cdiv(dim.static_extent, dim.block_size) for dim in top.dims)
     for dim in loop.dims:

@@ -83,6 +83,11 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites)
     result = runner.run(tuple(map(hl.constexpr_value, args)), {k: hl.constexpr_value(v) for k, v in kwargs.items()})
+    left = runner.loop_orders_left()
+    if left:
+        raise exc.InvalidConfig(
+            f"loop_orders has {len(orders)} entries but this call reached {len(orders) - left} multi-dim hl.tile "
+            "loop(s) (device and inner loops, in order of appearance); give one permutation per such loop.")
     used, given = runner.block_slots_used, runner.block_sizes_given
     if given is not None and used < len(given):
         _check_block_count(kernel, args, kwargs, given, used)

@@ -221,6 +221,10 @@ class ReferenceRunner:
                               static)
         return ((item, list(zip(item if spec.multi else (item,), ends))) for item in items)
 
+    def loop_orders_left(self) -> int:
+        """How many `loop_orders` entries no multi-dim loop the run reached took."""
+        return sum(1 for _ in self._loop_orders)
+
     def _order(self, stmt: ast.For, spec: hl.TileIterable):
         """The `loop_orders` entry of a multi-dim loop: entries go to the loops in the order
         they are first reached (each device loop, then its inner loops, as the compiler
@@ -228,7 +232,12 @@ class ReferenceRunner:
         if len(spec.ends) <= 1:
             return None
         if id(stmt) not in self._order_of_loop:
-            self._order_of_loop[id(stmt)] = next(self._loop_orders, None)
+            order = next(self._loop_orders, None)
+            if order is not None and sorted(order) != list(range(len(spec.ends))):
+                raise exc.InvalidConfig(
+                    f"loop_orders entry {list(order)} is not a permutation of this loop's {len(spec.ends)} dims "
+                    "(one entry per multi-dim hl.tile loop, device and inner loops, in order of appearance).")
+            self._order_of_loop[id(stmt)] = order
         return self._order_of_loop[id(stmt)]
 
     def _block_size(self, stmt: ast.For, dim: int, block: Any) -> int:
