@@ -154,7 +154,8 @@ class KernelEmitter:
             folded = ", the inner loop folded into the grid (outer_pipeline)" if dim.id in plan.call.folded_dims else ""
             span = f"over [{dim.begin}, {dim.end})"
             if dim.id in plan.call.folded_trips:  # its bounds are values of the outer tiles
-                span = f"over each program's own range in {axis.num_blocks} steps (the steps past it skip)"
+                steps = f"{axis.num_blocks} step{'' if axis.num_blocks == 1 else 's'}"
+                span = f"over each program's own range in {steps} (the steps past it skip)"
             self.comment(f"grid axis {plan.grid_axis_of[dim.id]}: {dim.name}, {what} "
                          f"{span}{folded} ({axis.semantics.value}{reason})")
         for axis, grid_axis in enumerate(plan.grid):  # dropped unless read (e.g. by a pipeline body)

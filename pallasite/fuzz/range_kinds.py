@@ -4,6 +4,7 @@
 (`hl.tile(min(n, tm.end), n)`, empty for some programs) — that writes the tiles it
 visits or carries a row sum across them, under each loop type, folded into the grid too
 (`outer_pipeline`: as many steps as the widest range, the steps past a program's range skip).
+A 2-D inner loop over (n, k) takes the range on either of its dims.
 Outputs start as zeros, so the positions no range covers are compared too."""
 from __future__ import annotations
 
@@ -26,23 +27,34 @@ def tile_ranges(draw: Any, name: str) -> Case:
     elif begin == "0" and end == "n":
         end = "min(n, tm.end)"
     carried = rng.random() < 0.5
+    two_dims = rng.random() < 0.3  # a 2-D inner loop over (n, k), the range on either dim
+    if two_dims:  # small enough that a tensor kept whole (an unaligned window) fits VMEM
+        dims["k"], dims["m"] = rng.choice((8, 100, 128)), min(dims["m"], 37)
+    index = "tm, tn, tk" if two_dims else "tm, tn"
     acc_dtype = torch.int32 if dtype == torch.int32 else torch.float32
-    body = [Line(0, "m, n = x.size()"), Line(0, "out = torch.zeros_like(x)")]
+    body = [Line(0, "m, n, k = x.size()" if two_dims else "m, n = x.size()"), Line(0, "out = torch.zeros_like(x)")]
     if carried:
         body[1] = Line(0, f"out = torch.zeros([m], dtype={dtype_name(acc_dtype)}, device=x.device)")
     body.append(Line(0, "for tm in hl.tile(m):"))
     if carried:
         body.append(Line(1, f"acc = hl.zeros([tm], dtype={dtype_name(acc_dtype)})"))
-    body.append(Line(1, f"for tn in hl.tile({begin}, {end}):"))
+    if not two_dims:
+        body.append(Line(1, f"for tn in hl.tile({begin}, {end}):"))
+    elif rng.random() < 0.5:
+        body.append(Line(1, f"for tn, tk in hl.tile([{begin}, 0], [{end}, k]):"))
+    else:
+        body.append(Line(1, f"for tk, tn in hl.tile([0, {begin}], [k, {end}]):"))
     if carried:
-        body.append(Line(2, "acc = acc + x[tm, tn].sum(1)"))
+        body.append(Line(2, f"acc = acc + x[{index}].sum({'[1, 2]' if two_dims else '1'})"))
         body.append(Line(1, "out[tm] = acc"))
     else:
-        body.append(Line(2, rng.choice(("out[tm, tn] = x[tm, tn] * 2 + 1",
-                                        "out[tm, tn] = x[tm, tn] + tn.index[None, :]"))))
+        shifted = "" if two_dims else "out[tm, tn] = x[tm, tn] + tn.index[None, :]"
+        body.append(Line(2, rng.choice((f"out[{index}] = x[{index}] * 2 + 1",
+                                        shifted or f"out[{index}] = -x[{index}]"))))
     body.append(Line(0, "return out"))
-    inputs = (InputSpec("x", ("m", "n"), dtype, "randint" if dtype == torch.int32 else "randn"),)
+    shape = ("m", "n", "k") if two_dims else ("m", "n")
+    inputs = (InputSpec("x", shape, dtype, "randint" if dtype == torch.int32 else "randn"),)
     starts = {"0": "from_zero", "min(n, tm.end)": "after"}.get(begin, "windowed")
-    form = f"{starts}_{'carried' if carried else 'stored'}"
+    form = f"{starts}_{'carried' if carried else 'stored'}{'_2d' if two_dims else ''}"
     return Case("tile_ranges", name, inputs, tuple(body), dims, loop_type=draw.foldable_loop_type(),
                 exact=dtype == torch.int32, tags=("tile_ranges", form, dtype_name(dtype)))
