@@ -118,18 +118,14 @@ class _Placing:
                 use.symbol, in_operand.ref_name, operand.ref_name,
                 first_visit_axes(operand, used_axes, rank, location, use.stores,
                                  "is updated in place" if use.loads else "is written", reorderable),
-                changes_along=self._folded_range_axis(used_axes, use.symbol, location),
+                changes_along=self._folded_range_axis(used_axes),
             ))
 
-    def _folded_range_axis(self, used_axes: frozenset[int], symbol, location) -> int | None:
-        """The grid axis of a folded range among `used_axes` (the steps it skips repeat a block)."""
-        ranged = [self.draft.grid_axis_of[dim_id] for dim_id in self.draft.call.folded_trips
-                  if self.draft.grid_axis_of[dim_id] in used_axes]
-        if len(ranged) > 1:
-            raise exc.BackendUnsupported(
-                f"'{symbol.name}' is updated in place through two folded axes whose ranges come from the outer "
-                "tiles; a block their skipped steps revisit could not tell its first visit.", location)
-        return ranged[0] if ranged else None
+    def _folded_range_axis(self, used_axes: frozenset[int]) -> int | None:
+        """The grid axis of the folded range among `used_axes` (the steps it skips repeat a
+        block; a fold has one such dim at most, plan/folded_loops.py)."""
+        return next((self.draft.grid_axis_of[dim_id] for dim_id in self.draft.call.folded_trips
+                     if self.draft.grid_axis_of[dim_id] in used_axes), None)
 
     def _place_row_gather(self, use, lowering) -> None:
         """A gathered table past the VMEM threshold: in HBM, each gathered row copied by DMA."""
