@@ -31,10 +31,14 @@ def _scalar_arg(emitter: KernelEmitter, node: Node) -> str:
 
 
 def _tile_begin(emitter: KernelEmitter, node: Node) -> str:
-    dim = node.args[0]
-    step = _tile_step(emitter, dim)
+    return tile_begin_text(emitter, node.args[0])
+
+
+def tile_begin_text(emitter: KernelEmitter, dim, step: str | None = None) -> str:
+    """The first index of `dim`'s tile at `step` (default: this tile's step)."""
+    step = _tile_step(emitter, dim) if step is None else step
     term = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
-    return term if dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
+    return term if isinstance(dim.begin, int) and dim.begin == 0 else f"{emitter.render(dim.begin)} + {term}"
 
 
 def _tile_id(emitter: KernelEmitter, node: Node) -> str:

@@ -150,16 +150,15 @@ def programs(call: PallasCallPlan, tables: Mapping[Any, Any]) -> Iterator[dict[i
     worklist's grid is a static bound: the items past the real count have extent 0,
     so their q loop runs no tile (the item's owner and rows are read from its tables
     by the loop bounds)."""
-    return _programs(call.grid, call, ScalarValues(tables))
+    return _programs(call.grid, ScalarValues(tables))
 
 
-def _programs(axes, call: PallasCallPlan, values: ScalarValues) -> Iterator[dict[int, tuple[int, int, int]]]:
+def _programs(axes, values: ScalarValues) -> Iterator[dict[int, tuple[int, int, int]]]:
     for step in itertools.product(*(range(axis.num_blocks) for axis in axes)):
         env = {}
         for axis, index in zip(axes, step):  # a folded dim's bounds may be values of the outer tiles
             dim = axis.dim
-            begin, end = (values.value(bound, env) if isinstance(bound, Value) else bound
-                          for bound in (dim.begin, dim.end))
+            begin, end = values.value(dim.begin, env), values.value(dim.end, env)
             env[dim.id] = (begin + index * dim.block_size, begin, end)
         yield env
 
@@ -205,12 +204,11 @@ def _count_folded(call: PallasCallPlan, fold: FoldedSteps, tally: _Tally, values
     steps = math.prod(shape)
     body_stores = _body_stores(fold.body)
     busy = 0
-    for outer in _programs(call.grid[:len(call.grid) - len(fold.folded)], call, values):
+    for outer in _programs(call.grid[:len(call.grid) - len(fold.folded)], values):
         env = dict(outer)
         runs = np.ones(shape, dtype=bool)  # which steps run the body
         for position, dim in enumerate(fold.folded):
-            begin, end = (values.value(bound, env) if isinstance(bound, Value) else bound
-                          for bound in (dim.begin, dim.end))
+            begin, end = values.value(dim.begin, env), values.value(dim.end, env)
             env[dim.id] = (begin, begin, end)
             trips = cdiv(max(end - begin, 0), dim.block_size)
             kept = [slice(None)] * len(shape)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...ir import FoldedSteps
 from ...plan.loops import FoldedStepsPlan
 from ..inline import value_uses
+from ..structural import tile_begin_text
 from .registry import emits
 from .steps import read_scratch, write_scratch
 
@@ -88,9 +89,7 @@ def _skipping_condition(k, loop: FoldedSteps) -> str | None:
     for dim in loop.folded:
         if dim.id not in k.plan.call.folded_trips:
             continue
-        step = k.grid_ids[k.plan.grid_axis_of[dim.id]]
-        begin = step if dim.block_size == 1 else f"{step} * {dim.block_size}"
-        begin = begin if isinstance(dim.begin, int) and dim.begin == 0 else f"{k.render(dim.begin)} + {begin}"
+        begin = tile_begin_text(k, dim, k.grid_ids[k.plan.grid_axis_of[dim.id]])
         parts.append(f"({begin} < {k.render(dim.end)})")
     return " & ".join(parts) or None
 
