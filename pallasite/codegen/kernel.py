@@ -6,7 +6,9 @@ import builtins
 import math
 import os
 
-from ..ir import FoldedSteps, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileLoop, Value, ops
+from ..ir import (
+    FoldedSteps, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileDim, TileLoop, Value, ops,
+)
 from ..plan import Mask, Memory, PallasCallPlan, TileRange
 from ..plan.index_expr import grid_axes
 from ..plan.plans import MergedPadding
@@ -295,6 +297,14 @@ class KernelEmitter:
         tiles index (the plan's `RangeCheck`s); outside them, the dim runs no tiles (`trips`
         is the variable counting them)."""
         for check in self.plan.loop_checks(dim):
+            if check.extents is not None:
+                sides = [(self.render(d.begin), self.render(d.end), d.block_size) if isinstance(d, TileDim)
+                         else ("0", str(d), d) for d in check.extents]
+                (begin_a, end_a, block_a), (begin_b, end_b, block_b) = sides
+                with self.block("if INTERPRET is not None:", "interpret mode checks that the tiles' extents agree"):
+                    self.emit(f"{trips} = CHECKS.extents({check.check_id}, {begin_a}, {end_a}, {begin_b}, {end_b}, "
+                              f"{trips}, blocks=({block_a}, {block_b}))")
+                continue
             with self.block("if INTERPRET is not None:", "interpret mode checks the data-dependent range"):
                 self.emit(f"{trips} = CHECKS.loop_range({check.check_id}, {self.render(dim.begin)}, "
                           f"{self.render(dim.end)}, {trips}, limit={check.limit})")

@@ -2,7 +2,8 @@
 (`hl.tile(0, min(n, tm.end))`), a lookahead (`min(n, tm.end + e)`), a sliding window
 (`hl.tile(max(0, tm.begin - w), ...)`, w a block multiple or not), the columns after the tile
 (`hl.tile(min(n, tm.end), n)`, empty for some programs) — that writes the tiles it
-visits or carries a row sum across them, under each loop type, folded into the grid too
+visits (or stores it into a fixed-size slice, refused where a tile is short) or carries a
+row sum across them, under each loop type, folded into the grid too
 (`outer_pipeline`: as many steps as the widest range, the steps past a program's range skip).
 A 2-D inner loop over (n, k) takes the range on either of its dims.
 Outputs start as zeros, so the positions no range covers are compared too."""
@@ -49,8 +50,11 @@ def tile_ranges(draw: Any, name: str) -> Case:
         body.append(Line(1, "out[tm] = acc"))
     else:
         shifted = "" if two_dims else "out[tm, tn] = x[tm, tn] + tn.index[None, :]"
+        # the tile into a fixed-size target: torch (and the kernel) refuse it where a tile is short
+        fixed = "" if two_dims else "out[tm, 0:tn.block_size] = x[tm, tn] * 2"
         body.append(Line(2, rng.choice((f"out[{index}] = x[{index}] * 2 + 1",
-                                        shifted or f"out[{index}] = -x[{index}]"))))
+                                        shifted or f"out[{index}] = -x[{index}]",
+                                        fixed or f"out[{index}] = x[{index}] - 1"))))
     body.append(Line(0, "return out"))
     shape = ("m", "n", "k") if two_dims else ("m", "n")
     inputs = (InputSpec("x", shape, dtype, "randint" if dtype == torch.int32 else "randn"),)

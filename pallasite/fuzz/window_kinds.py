@@ -3,8 +3,10 @@ Python writes them: negative, None, past the end), shifted tiles (`x[tm, tn + c]
 `x[tm, tn.index - c]`, `x[tm - 1, tn + c]`, c past a block too, reading 0 outside the tensor; stores too; the
 window `x[tm, tn.begin + h : tn.begin + h + tn.block_size]` of a second half),
 `F.pad` of a whole-axis load, and Helion's concatenation (masked loads whose tile runs past
-the first tensor's end, `hl.load(x, [tm, tn], extra_mask=...)`), in the device loop or in
-an inner loop under each loop type.
+the first tensor's end, `hl.load(x, [tm, tn], extra_mask=...)`), values of a tile's block
+size beside a tile (`hl.full([tm, tn.block_size], ...)`, `x[tm, tn][:, 0:tn.block_size]`,
+`out[tm, 0:tn.block_size] = x[tm, tn]`: torch refuses the last where the tile is partial, and
+so must the kernel), in the device loop or in an inner loop under each loop type.
 Outputs start as zeros, so the positions a window does not write are compared too."""
 from __future__ import annotations
 
@@ -30,10 +32,24 @@ def _window(rng, n: int) -> tuple[str, int]:
     return rng.choice(forms)
 
 
+def _block_sized(rng, dtype, body: list, head: list, depth: int) -> str:
+    """A partial tile's extent against its block's size: a block-sized value is cut to the
+    tile (as in reference mode); a tile stored into a block-wide fixed slice is refused
+    where the tile is short (torch raises there)."""
+    body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
+    body += head
+    tag, line = rng.choice((
+        ("beside", f"out[tm, tn] = x[tm, tn] + hl.full([tm, tn.block_size], 2, dtype={dtype_name(dtype)})"),
+        ("sliced", "out[tm, tn] = x[tm, tn][:, 0:tn.block_size] * 2"),
+        ("into_fixed", "out[tm, 0:tn.block_size] = x[tm, tn] * 2")))
+    body.append(Line(depth, line))
+    return f"block_sized:{tag}"
+
+
 def window_shapes(draw: Any, name: str) -> Case:
     rng = draw.rng
     dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
-    form = rng.choice(("slice", "shift", "pad", "concat"))
+    form = rng.choice(("slice", "shift", "pad", "concat", "block_sized"))
     dims = {"m": rng.choice((3, 8, 13, 16, 37)), "n": rng.choice((5, 64, 128, 129, 200, 300))}
     inner = rng.random() < 0.4
     loop_type = draw.foldable_loop_type() if inner else None  # each inner form is a map: it may fold
@@ -54,6 +70,8 @@ def window_shapes(draw: Any, name: str) -> Case:
         body.append(Line(depth, "right = hl.load(y, [tm, tn.index - n], extra_mask=(tn.index >= n)[None, :])"))
         body.append(Line(depth, "out[tm, tn] = left + right * 2"))
         tag = "concat"
+    elif form == "block_sized":
+        tag = _block_sized(rng, dtype, body, head, depth)
     elif form == "slice":
         n = dims["n"]
         read, length = _window(rng, n)

@@ -92,6 +92,7 @@ class CallDraft:
     carried_masks: Mapping[int, tuple[CarriedMask, ...]] | None = None
     gather_lanes: Mapping | None = None
     padded: Mapping | None = None
+    extent_agreements: tuple = ()  # extents.ExtentAgreement: checked in interpret mode
     # place_operands
     placement: Placement | None = None
     # plan_narrowing_reads

@@ -14,6 +14,7 @@ from .index_expr import grid_axes
 from .loops import attach_streams, loop_types, plan_inner_loops, plan_scratch, strategy_of
 from .loops.streams import plan_streams
 from .masks import plan_masks
+from .extents import check_extents
 from .memory import collect_uses
 from .plans import BlockKind, GridAxis, Memory, Operand, PallasCallPlan, RangeCheck, Semantics
 from .reduction_loops import plan_reduction_loops
@@ -58,11 +59,13 @@ def plan_loops(draft: CallDraft) -> CallDraft:
 
 
 def plan_padding(draft: CallDraft) -> CallDraft:
-    """Masks of partial tiles (plan/masks.py) and the valid lanes of each gather's index."""
+    """Masks of partial tiles (plan/masks.py), the valid lanes of each gather's index, and
+    the partial tiles' extents where they meet other axes (plan/extents.py)."""
     padded: dict = {}
     masks, carried_masks, gather_lanes = plan_masks(draft.loop.body, padded)
+    agreements = check_extents(draft.loop.body, padded, draft.loop.dims)
     return dataclasses.replace(draft, masks=masks, carried_masks=carried_masks, gather_lanes=gather_lanes,
-                               padded=padded)
+                               padded=padded, extent_agreements=agreements)
 
 
 def plan_narrowing_reads(draft: CallDraft) -> CallDraft:
@@ -211,6 +214,8 @@ def number_range_checks(draft: CallDraft) -> CallDraft:
               if rng.dim is None or rng.dim.id not in draft.call.folded_trips]
     checks = (*_range_checks(ranges, check_ids, (*draft.inputs, *draft.placement.outputs),
                              draft.gather_lanes, draft.padded),
+              *(RangeCheck(next(check_ids), 0, agreement.message, agreement.location, dim=agreement.checked_at,
+                           extents=(agreement.dim, agreement.other)) for agreement in draft.extent_agreements),
               *([worklist_end_check(worklist, next(check_ids), location),
                  worklist_check(worklist, next(check_ids), location)] if worklist else []),
               *(remote_index_checks(body, check_ids) if remote else ()),

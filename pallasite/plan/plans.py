@@ -267,7 +267,8 @@ class RangeCheck:
     checks it at run time (`pallasite.runtime.checks`), a TPU does not.
 
     `dim` set: an inner loop's [begin, end) must lie in [0, limit) (checked where
-    the loop starts; on a violation it runs no steps). `node_id` set: a scalar
+    the loop starts; on a violation it runs no steps), or with `extents` set, its
+    tiles' extents must agree with those of the axis they meet. `node_id` set: a scalar
     index read from data must lie in [0, limit) (checked before that access; on a
     violation the access reads row 0). `block_index` set: a BlockSpec index map
     reads the index from prefetched tables, so the host checks it at every grid
@@ -309,6 +310,10 @@ class RangeCheck:
     device: Any = None
     remote_node: int | None = None
     bounds: tuple[int, int] | None = None
+    # tiles of a data-dependent range meeting another tile dim or a fixed size on one axis
+    # (plan/extents.py): checked where the loop of `dim` starts that every tile of both has
+    # one and the same extent; `{lo}` and `{hi}` are the two ranges' lengths
+    extents: tuple | None = None
 
     def describe(self, lo: int, hi: int, limit: int) -> str:
         """The message for values [lo, hi) seen against the call's `limit`."""

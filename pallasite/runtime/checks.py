@@ -8,6 +8,7 @@ the range is used:
 
     tile_trips = CHECKS.loop_range(0, start, end, tile_trips, limit=x_size0)  # 0 steps if outside
     row = CHECKS.index(1, row, limit=128)                                    # row 0 if outside
+    trips = CHECKS.extents(5, start, end, 0, 128, trips, blocks=(128, 128))  # 0 steps if they differ
     idx = CHECKS.indices(2, idx, idx_valid, limit=table_size0)               # all 0 if one is outside
     idx = CHECKS.host_indices(3, idx, limit=x_size0)                         # host x[idx]: JAX would clamp
     right = CHECKS.device_id(4, right, limit=CHECKS.mesh_devices(), bounds=(0, 7))  # a remote copy's peer
@@ -66,6 +67,20 @@ class RangeChecks:
     def loop_range(self, check_id: int, begin, end, trips, *, limit: int):
         """`trips`, or 0 when the loop's [begin, end) leaves [0, limit)."""
         ok = io_callback(lambda lo, hi: self._check(check_id, lo, hi, limit), _OK, begin, end)
+        return jnp.where(ok != 0, trips, 0)
+
+    def extents(self, check_id: int, begin_a, end_a, begin_b, end_b, trips, *, blocks: tuple[int, int]):
+        """`trips`, or 0 when the tiles of [begin_a, end_a) and [begin_b, end_b) (blocks
+        `blocks`), which meet on one axis, do not all have one and the same extent."""
+        def check(begin_a, end_a, begin_b, end_b):
+            length_a, length_b = int(end_a) - int(begin_a), int(end_b) - int(begin_b)
+            one = {_one_extent(length_a, blocks[0]), _one_extent(length_b, blocks[1])}
+            if length_a <= 0 or length_b <= 0 or (len(one) == 1 and None not in one):
+                return np.int32(1)
+            self._record(check_id, length_a, length_b, 0, "the tiles' extents differ; its result is wrong")
+            return np.int32(0)
+
+        ok = io_callback(check, _OK, begin_a, end_a, begin_b, end_b)
         return jnp.where(ok != 0, trips, 0)
 
     def index(self, check_id: int, index, *, limit: int):
@@ -150,9 +165,14 @@ class RangeChecks:
     def _check(self, check_id: int, lo, hi, limit: int,
                outcome: str = "the kernel skipped the access; its result is wrong") -> np.ndarray:
         lo, hi, limit = int(lo), int(hi), int(limit)
-        message, where = self.checks[check_id]
         if hi <= lo or (lo >= 0 and hi <= limit):
             return np.int32(1)
+        self._record(check_id, lo, hi, limit, outcome)
+        return np.int32(0)
+
+    def _record(self, check_id: int, lo: int, hi: int, limit: int, outcome: str) -> None:
+        """A violation: to the call collecting them, a range_checked() block, or a warning."""
+        message, where = self.checks[check_id]
         with self._lock:
             collector = self._collectors[-1] if self._collectors else None
             if collector is not None:
@@ -163,10 +183,9 @@ class RangeChecks:
                 if block is not None:
                     block.append((self, check_id, lo, hi, limit))
             if block is not None:
-                return np.int32(0)
+                return
             warnings.warn(f"pallasite: {where}: {message.format(lo=lo, hi=hi, limit=limit)} "
                           f"({outcome})", stacklevel=1)
-        return np.int32(0)
 
     @contextlib.contextmanager
     def collect(self) -> Iterator[list]:
@@ -179,6 +198,14 @@ class RangeChecks:
         finally:
             with self._lock:
                 self._collectors = [c for c in self._collectors if c is not found]
+
+
+def _one_extent(length: int, block: int) -> int | None:
+    """The one extent every tile of a range of `length` positions in blocks of `block` has
+    (None: a full block and a shorter last tile)."""
+    if length % block == 0:
+        return block
+    return length if length < block else None
 
 
 def forget_failed_run() -> None:
