@@ -7,13 +7,18 @@ runs in a child process whose `sys.modules` maps those names onto pallasite thro
 test stand-ins below added to `helion._testing`. Every test ends in one of:
 
   passed    it ran and its checks held (an `xfailIfPallas*` test that passes counts)
+  refused   it asserts that Helion refuses a kernel (`assertRaises(Regex)` with Helion's
+            exception class and wording) and pallasite refused it too, with its own
+            `pallasite.exc` error, whose class and words differ: the row shows pallasite's
   failed    a wrong result or an error; the row shows the error's first line
   excluded  it reads Helion internals: asserts on generated code text (the
             `code` from `code_and_output`, journals), imports `helion._compiler`,
             `helion.autotuner.base_search`, ...; such a test says nothing of pallasite
   skipped   by the file's own decorators (`onlyBackends(["triton"])`, GPU only, ...)
 
-The score is passed of (passed + failed).
+The score is (passed + refused) of (passed + refused + failed); the strict score, printed
+beside it, counts a refusal in pallasite's words as a failure. A test expecting a refusal
+where pallasite runs the kernel fails either way.
 
     PYTHONPATH=. python benchmarks/helion_tests.py /tmp/helion_tests/test_pallas.py \
         [more files] [--timeout 120] [--only test_add] [--out results.txt]
@@ -105,6 +110,21 @@ class HelionTestCase(unittest.TestCase):
         locals()[_assert] = _guarded(_assert)
     del _assert, _guarded
 
+    def assertRaises(self, expected, *args, **kwargs):
+        return self._refusal(super().assertRaises(expected, msg=kwargs.pop("msg", None)), args, kwargs)
+
+    def assertRaisesRegex(self, expected, regex, *args, **kwargs):
+        return self._refusal(super().assertRaisesRegex(expected, regex, msg=kwargs.pop("msg", None)),
+                             args, kwargs)
+
+    def _refusal(self, context, args, kwargs):
+        refusal = _Refusal(self, context)
+        if not args:
+            return refusal
+        with refusal:
+            args[0](*args[1:], **kwargs)
+        return None
+
     def __getattr__(self, name: str):
         # Helion's own assertion helpers (assertNotInExpectedJournal, ...) are about its code.
         if name.startswith("assert"):
@@ -112,6 +132,32 @@ class HelionTestCase(unittest.TestCase):
                 raise ReadsInternals(name)
             return internal
         raise AttributeError(name)
+
+
+class _Refusal:
+    """`assertRaises(Regex)`'s context: the expected error passes as in unittest; a
+    `pallasite.exc` error of another class or wording in its place marks the test `refused`
+    (pallasite refused the kernel too, in its own words); no error fails as in unittest."""
+
+    def __init__(self, test, context) -> None:
+        self.test, self.context = test, context
+
+    def __enter__(self):
+        return self.context.__enter__()
+
+    def __exit__(self, exc_type, error, tb):
+        from pallasite.exc import PallasiteError
+
+        try:
+            if self.context.__exit__(exc_type, error, tb):
+                return True
+        except AssertionError:
+            if not isinstance(error, PallasiteError):
+                raise
+        if not isinstance(error, PallasiteError):
+            return False
+        self.test._pallasite_refusal = _first_line(error)
+        return True
 
 
 def code_and_output(fn, args, **config):
@@ -291,7 +337,7 @@ class _Result(unittest.TestResult):
     def _row(self, test, outcome: str, detail: str = "") -> None:
         name = _test_name(test)
         row = self.rows.setdefault(name, {"test": name, "outcome": outcome, "detail": detail})
-        if outcome == "failed" or row["outcome"] == "passed":  # a failing subtest fails the test
+        if outcome == "failed" or row["outcome"] in ("passed", "refused"):  # a failing subtest fails the test
             row.update(outcome=outcome, detail=detail)
         if row["outcome"] != "failed" and getattr(_method(test), "__helion_xfail__", None):
             row["detail"] = "xfail in Helion; " + row["detail"]
@@ -308,7 +354,8 @@ class _Result(unittest.TestResult):
         print(_ROW + json.dumps(row), flush=True)
 
     def addSuccess(self, test):
-        self._row(test, "passed")
+        refusal = getattr(test, "_pallasite_refusal", None)
+        self._row(test, *(("refused", refusal) if refusal else ("passed",)))
 
     def addUnexpectedSuccess(self, test):
         self._row(test, "passed", "unexpected success")
@@ -436,13 +483,16 @@ def run_file(path: Path, timeout: float, only: list[str], emit) -> list[dict]:
 
 
 def summarize(per_file: dict[str, list[dict]]) -> list[str]:
-    lines = ["", f"{'file':<40} {'passed':>6} {'counted':>7} {'%':>6} {'excluded':>8} {'skipped':>7}"]
+    lines = ["", f"{'file':<40} {'passed':>6} {'refused':>7} {'counted':>7} {'%':>6} {'strict %':>8} "
+                 f"{'excluded':>8} {'skipped':>7}"]
     causes: collections.Counter = collections.Counter()
     for name, rows in per_file.items():
         n = collections.Counter(r["outcome"] for r in rows)
-        counted = n["passed"] + n["failed"]
-        share = 100.0 * n["passed"] / counted if counted else 0.0
-        lines.append(f"{name:<40} {n['passed']:>6} {counted:>7} {share:>5.1f}% {n['excluded']:>8} {n['skipped']:>7}")
+        counted = n["passed"] + n["refused"] + n["failed"]
+        share = 100.0 * (n["passed"] + n["refused"]) / counted if counted else 0.0
+        strict = 100.0 * n["passed"] / counted if counted else 0.0
+        lines.append(f"{name:<40} {n['passed']:>6} {n['refused']:>7} {counted:>7} {share:>5.1f}% {strict:>7.1f}% "
+                     f"{n['excluded']:>8} {n['skipped']:>7}")
         causes.update(r["detail"] for r in rows if r["outcome"] == "failed")
     lines += ["", "failures by cause (first line of the error), most common first:"]
     lines += [f"{count:>5}  {cause}" for cause, count in causes.most_common()]

@@ -44,6 +44,28 @@ class TestSynthetic(TestCase):
     @onlyBackends(["triton"])
     def test_gpu_only(self):
         raise AssertionError("must not run")
+
+    def test_refused_in_own_words(self):
+        x = torch.arange(128, dtype=torch.float32)
+        with self.assertRaisesRegex(NotImplementedError, "Helion's own wording"):
+            code_and_output(too_many_indices, (x,), block_sizes=[128])
+
+    def test_refused_as_expected(self):
+        x = torch.arange(128, dtype=torch.float32)
+        self.assertRaises(helion.exc.IndexingError, code_and_output, too_many_indices, (x,), block_sizes=[128])
+
+    def test_runs_what_helion_refuses(self):
+        x = torch.arange(128, dtype=torch.float32)
+        with self.assertRaises(NotImplementedError):
+            code_and_output(add_one, (x,), block_sizes=[128])
+
+
+@helion.kernel(static_shapes=True)
+def too_many_indices(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile, tile]
+    return out
 '''
 
 
@@ -54,7 +76,13 @@ def test_harness_classifies_and_counts(tmp_path: Path) -> None:
     outcomes = {row["test"].split(".")[-1]: row for row in rows}
     assert {name: row["outcome"] for name, row in outcomes.items()} == {
         "test_passes": "passed", "test_fails": "failed",
-        "test_reads_internals": "excluded", "test_gpu_only": "skipped"}
+        "test_reads_internals": "excluded", "test_gpu_only": "skipped",
+        # a Helion refusal asserted: pallasite's own error in its place, its expected class, none
+        "test_refused_in_own_words": "refused", "test_refused_as_expected": "passed",
+        "test_runs_what_helion_refuses": "failed"}
     assert outcomes["test_fails"]["detail"].startswith("AssertionError: Tensor-likes are not close")
+    assert outcomes["test_refused_in_own_words"]["detail"].startswith("IndexingError: Too many indices")
+    assert outcomes["test_runs_what_helion_refuses"]["detail"] == "AssertionError: NotImplementedError not raised"
     summary = "\n".join(helion_tests.summarize({path.name: rows}))
-    assert "test_synthetic.py" in summary and "1       2  50.0%        1       1" in summary
+    # passed 2, refused 1, counted 5: 60% with the refusal, 40% strict
+    assert "test_synthetic.py" in summary and "2       1       5  60.0%    40.0%        1       1" in summary
