@@ -366,3 +366,45 @@ def test_a_two_dim_fold_walks_its_range_from_the_outer_tiles_innermost():
     torch.testing.assert_close(out, expected)
     (call,) = causal_rows_by_columns.bind((x,)).plan(config).calls
     assert [axis.dim.name for axis in call.grid] == ["tm", "tk", "tn"]
+    # the loop's loop_orders entry: kept when it walks the ranged dim innermost, else refused
+    # (a fold once ignored it, and the tuner scored configs differing only in it apart)
+    ordered = {**config, "loop_orders": [[1, 0]]}
+    (call,) = causal_rows_by_columns.bind((x,)).plan(ordered).calls
+    assert [axis.dim.name for axis in call.grid] == ["tm", "tk", "tn"]
+    with pytest.raises(exc.InvalidConfig, match=r"loop_orders \[0, 1\] .* walks 'tn', whose range comes from the outer"):
+        code_and_output(causal_rows_by_columns, (x,), **config, loop_orders=[[0, 1]])
+
+
+@pallasite.kernel
+def doubled_blocks(x):
+    """A 2-D fold of static ranges: its loop_orders entry orders its grid axes."""
+    m, n, k = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(m):
+        for tn, tk in hl.tile([n, k]):
+            out[tm, tn, tk] = x[tm, tn, tk] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("order", [[0, 1], [1, 0]])
+def test_a_two_dim_fold_walks_its_loop_orders_entry(order):
+    x = torch.randn(16, 24, 256)
+    config = {"block_sizes": [8, 8, 128], "pallas_loop_type": FOLD, "loop_orders": [order]}
+    (call,) = doubled_blocks.bind((x,)).plan(config).calls
+    assert [axis.dim.name for axis in call.grid] == ["tm", *(["tn", "tk"][i] for i in order)]
+    _, out = code_and_output(doubled_blocks, (x,), **config)
+    torch.testing.assert_close(out, x * 2)
+    torch.testing.assert_close(run_ref(doubled_blocks, (x,), **config), x * 2)
+
+
+def test_the_generated_code_names_a_folded_ranges_block_and_bounds_once():
+    """The clamped block of a folded range is one module-level function the BlockSpecs and the
+    in-place copy-in condition call (it was written out in each), and the range's computed end
+    is named after its tile (`tn_range_end`, was `minimum`)."""
+    x = torch.randn(40, 24, 256)
+    code, _ = code_and_output(causal_rows_by_columns, (x,), block_sizes=[16, 8, 128], pallas_loop_type=FOLD)
+    assert "def tn_block(i0, i2):" in code
+    assert code.count("lambda i0, i1, i2: (i0, tn_block(i0, i2), i1)") == 3  # x, out in, out
+    assert code.count("jnp.maximum(") == 1  # the clamp, in tn_block only
+    assert "tn_block(pl.program_id(0), pl.program_id(2)) != tn_block(pl.program_id(0), pl.program_id(2) - 1)" in code
+    assert "tn_range_end = jnp.minimum(24, tm_end)" in code and "minimum =" not in code

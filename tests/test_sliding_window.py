@@ -140,7 +140,7 @@ def test_pipeline_streams_a_provably_aligned_window_begin(w, streamed):
     blockspec_bytes = 2 * q.numel() * 4 + (0 if streamed else 2 * k.numel() * 4)
     assert report["hbm_bytes"] == blockspec_bytes + (2 * report["inner_tiles"] * window_bytes if streamed else 0)
     if streamed:
-        assert "tile_k_first_block = maximum // 32" in code
+        assert "tile_k_first_block = tile_k_range_begin // 32" in code
         check_tpu_lowering(window_attention_const, (q, k, v, w), **config)
 
 

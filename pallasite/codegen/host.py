@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Mapping
 
 import torch
 
@@ -25,8 +26,10 @@ from .tree import CodeBuilder, Layout, render
 
 
 class HostEmitter:
-    def __init__(self, plan: KernelPlan, names: NameTable):
+    def __init__(self, plan: KernelPlan, names: NameTable, index_helpers: Mapping | None = None):
+        """`index_helpers`: per kernel name, the index expressions with a module-level function."""
         self.plan = plan
+        self.index_helpers = index_helpers or {}
         self.ir: KernelIR = plan.ir
         self.names = names
         self.code = CodeBuilder()
@@ -269,13 +272,13 @@ class HostEmitter:
     def _grid_keywords(self, call: PallasCallPlan, grid: str, prefetch_refs: dict, layout: dict) -> list:
         """`grid`, `in_specs`, `out_specs` and `scratch_shapes` of a pallas_call: one
         BlockSpec or scratch shape per line, each with its tensor's name."""
-        rank = len(call.grid)
+        rank, helpers = len(call.grid), self.index_helpers.get(call.kernel_name)
         inputs, outputs = (*call.scalar_inputs, *call.inputs), call.outputs
         keywords = [
             ast.keyword("grid", self.code.expr(f"({grid}{',' if len(call.grid) == 1 else ''})")),
-            ast.keyword("in_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in inputs],
+            ast.keyword("in_specs", self._listed([_block_spec(op, rank, prefetch_refs, helpers) for op in inputs],
                                                  [_spec_comment(op) for op in inputs], layout)),
-            ast.keyword("out_specs", self._listed([_block_spec(op, rank, prefetch_refs) for op in outputs],
+            ast.keyword("out_specs", self._listed([_block_spec(op, rank, prefetch_refs, helpers) for op in outputs],
                                                   [op.symbol.name for op in outputs], layout)),
         ]
         if call.scratch:
@@ -416,7 +419,7 @@ def _spec_comment(op: Operand) -> str:
             f"the kernel reads row % {groups[0].size} of it")
 
 
-def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
+def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict, helpers: Mapping | None = None) -> str:
     if op.memory is Memory.SMEM:
         return "pl.BlockSpec(memory_space=pltpu.SMEM)"
     if op.memory is Memory.HBM:
@@ -425,7 +428,7 @@ def _block_spec(op: Operand, grid_rank: int, prefetch_refs: dict) -> str:
         raise TypeError(f"no BlockSpec for an operand in {op.memory}")
     shape = ", ".join("pl.Squeezed()" if s is None else str(s) for s in op.block_shape)
     shape = f"({shape},)" if len(op.block_shape) == 1 else f"({shape})"
-    index_map = index_map_text(tuple(a.index for a in op.axes), grid_rank, prefetch_refs)
+    index_map = index_map_text(tuple(a.index for a in op.axes), grid_rank, prefetch_refs, helpers)
     return f"pl.BlockSpec({shape}, {index_map})"
 
 

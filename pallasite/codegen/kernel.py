@@ -5,6 +5,7 @@ import ast
 import builtins
 import math
 import os
+from collections.abc import Mapping
 
 from ..ir import (
     FoldedSteps, IfBlock, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, TileDim, TileLoop, Value, ops,
@@ -40,12 +41,15 @@ __all__ = ["KernelEmitter", "LoopFrame", "STRUCTURAL_RULES"]
 class KernelEmitter:
     """Writes `def <kernel>(refs...):` for one `PallasCallPlan`."""
 
-    def __init__(self, plan: PallasCallPlan, source_file: str, sizes: tuple[str, ...] = ()):
-        """`sizes`: the dynamic sizes (static_shapes=False) the host passes as keywords."""
+    def __init__(self, plan: PallasCallPlan, source_file: str, sizes: tuple[str, ...] = (),
+                 index_helpers: Mapping | None = None):
+        """`sizes`: the dynamic sizes (static_shapes=False) the host passes as keywords;
+        `index_helpers`: index expressions with a module-level function (index_text.py)."""
         self.plan = plan
         self.source_file = os.path.basename(source_file)
         self.sizes = sizes
-        self.names = NameTable((*_RESERVED, *sizes))
+        self.index_helpers = dict(index_helpers or {})
+        self.names = NameTable((*_RESERVED, *sizes, *self.index_helpers.values()))
         self.code = CodeBuilder()
         self.env: dict[int, ast.expr] = {}  # Value id -> its expression (a name, or inlined)
         self.frames: dict[int, LoopFrame] = {}  # inner TileLoop id -> its generated names
@@ -196,7 +200,8 @@ class KernelEmitter:
         prefetch = {op.symbol: op.ref_name for op in self.plan.scalar_prefetch}
         now = [f"pl.program_id({a})" for a in range(len(self.plan.grid))]
         before = [f"(pl.program_id({a}) - 1)" if a == axis else name for a, name in enumerate(now)]
-        moved = [f"({index_text(block.index, prefetch, now)} != {index_text(block.index, prefetch, before)})"
+        moved = [f"({index_text(block.index, prefetch, now, self.index_helpers)} != "
+                 f"{index_text(block.index, prefetch, before, self.index_helpers)})"
                  for block in operand.axes if axis in grid_axes(block.index)]
         return f"(({now[axis]} == 0) | {' | '.join(moved)})"
 

@@ -8,6 +8,7 @@ from ..ir import walk_nodes
 from ..ir.sizes import dynamic_sizes
 from ..plan import KernelPlan
 from .host import HostEmitter
+from .index_text import helper_source, index_helpers
 from .kernel import KernelEmitter
 from .lowering import runtime_imports
 from .runtime_imports import RUNTIME_IMPORTS
@@ -50,10 +51,15 @@ def generate_module(plan: KernelPlan) -> str:
     if sizes:
         parts[0] += "\nimport functools  # binds the dynamic sizes (static_shapes=False) into each kernel"
         reserved += ["functools", *sizes]
+    taken = set(reserved) | {call.kernel_name for call in plan.calls}
+    helpers = index_helpers(plan.calls, taken)
     for call in plan.calls:
-        parts.append(KernelEmitter(call, ir.source_file, sizes).kernel_source())
+        if helpers[call.kernel_name]:
+            parts.append(helper_source(helpers[call.kernel_name]))
+            reserved += helpers[call.kernel_name].values()
+        parts.append(KernelEmitter(call, ir.source_file, sizes, helpers[call.kernel_name]).kernel_source())
         reserved.append(call.kernel_name)
-    host = HostEmitter(plan, NameTable(tuple(reserved)))
+    host = HostEmitter(plan, NameTable(tuple(reserved)), helpers)
     parts.append(host.function_source())
     mutated = tuple(s.name for s in host.mutated_args)
     parts.append(f"# Arguments the kernel updates in place, returned after the result.\nMUTATED_ARGS = {mutated!r}")

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from .. import exc
 from .. import language as hl
-from ..ir import Load, TileDim
+from ..ir import Load, TileDim, Value
 from ..ir.sizes import SymbolicSize
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar
@@ -74,6 +74,9 @@ class TileDims:
         return BlockSize(size, block_id)
 
     def _tile_dim(self, name: str, begin: Any, end: Any, block: Any, kind: str, loc) -> TileDim:
+        for bound, which in ((begin, "begin"), (end, "end")):  # the generated code's name of a computed bound
+            if isinstance(bound, Value) and not bound.name and bound.producer is not None:
+                bound.name = f"{name}_range_{which}"
         static = isinstance(begin, int) and isinstance(end, int)
         extent = max(end - begin, 0) if static else 128
         if kind == "grid":  # block: 1, or a stepped grid's step (hl.grid checked it)

@@ -61,7 +61,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     kernel = KernelContext.of(ir, target)
     calls = []
     for written, defined, view_bases in _device_loop_calls(ir):
-        call = fold(written, kernel.folded)  # an outer_pipeline loop's dims join the grid
+        call = fold(written, kernel.folded, kernel.loop_orders)  # an outer_pipeline loop's dims join the grid
         plan_with = functools.partial(plan_call, kernel, call, defined, view_bases)
         order = folded_order(written, kernel.loop_orders.get(written.loop.id), call)
         try:

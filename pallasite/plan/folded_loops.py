@@ -12,8 +12,9 @@ once per program. Its carried values (an accumulator, flash attention's m, l and
 in VMEM scratch across the steps of one outer tile: set from their value before the loop
 at the first folded step, read and written back at each (plan/loops/folded.py); the
 statements after the loop (its epilogue) run at the last folded step, reading the carried
-values' final step. The folded axes are the innermost grid axes, in their written order
-but for a range from the outer tiles, which walks innermost (below), and `arbitrary` when
+values' final step. The folded axes are the innermost grid axes, in the loop's
+`loop_orders` entry (else as written) but for a range from the outer tiles, which walks
+innermost (below; an entry putting it elsewhere is refused), and `arbitrary` when
 values are carried across them (plan/passes.py).
 
 Folding keeps the kernel's meaning only where a folded program may repeat the prologue:
@@ -41,6 +42,7 @@ grid has the folded dims, and decide its blocks, masks and grid semantics as for
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from .. import exc
 from ..config import FOLDED_LOOP_TYPE
@@ -58,9 +60,11 @@ def folded_loop_ids(ir, value) -> frozenset[int]:
     return frozenset(loop_id for loop_id, name in loop_type_names(ir, value).items() if name == FOLDED_LOOP_TYPE)
 
 
-def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
-    """`call` with its folded inner loop's dims appended to its grid and the loop a
-    `FoldedSteps` of no dims in its place (the call itself when it folds none)."""
+def fold(call: DeviceLoopCall, folded: frozenset[int], loop_orders: Mapping[int, tuple] | None = None
+         ) -> DeviceLoopCall:
+    """`call` with its folded inner loop's dims appended to its grid, in the loop's
+    `loop_orders` entry if it has one, and the loop a `FoldedSteps` of no dims in its
+    place (the call itself when it folds none)."""
     chosen = [loop for loop in inner_loops(call.loop.body) if loop.id in folded]
     if not chosen:
         return call
@@ -89,13 +93,28 @@ def fold(call: DeviceLoopCall, folded: frozenset[int]) -> DeviceLoopCall:
     if any(trips.get(dim.id, dim.static_trips) == 0 for dim in loop.dims):  # a grid axis of no step runs no program
         return dataclasses.replace(call, loop=TileLoop(top.dims, [*prologue, _no_steps(loop), *epilogue],
                                                        top.location, top.carried, top.id))
-    # a range from the outer tiles walks innermost: the blocks its skipped steps repeat are
-    # then the ones of the step just before them (an axis inside it would move away and back)
-    folded = [*(dim for dim in loop.dims if dim.id not in trips), *(dim for dim in loop.dims if dim.id in trips)]
+    folded = _walk_order(loop, trips, (loop_orders or {}).get(loop.id))
     steps = FoldedSteps([], loop.body, loop.location, loop.carried, loop.id, folded=folded)
     merged = TileLoop([*top.dims, *folded], [*prologue, steps, *epilogue], top.location, top.carried, top.id)
     return dataclasses.replace(call, loop=merged, folded_dims=frozenset(dim.id for dim in loop.dims),
                                folded_trips=trips)
+
+
+def _walk_order(loop: TileLoop, trips: dict[int, int], order: tuple | None) -> list[TileDim]:
+    """The folded dims as grid axes, outermost first: `order` (the loop's `loop_orders`
+    entry) or as written. A range from the outer tiles walks innermost: the blocks its
+    skipped steps repeat are then the ones of the step just before them (an axis inside it
+    would move away and back), so an order putting it outside another dim is refused."""
+    dims = [loop.dims[i] for i in order] if order is not None else list(loop.dims)
+    ranged = [dim for dim in dims if dim.id in trips]
+    if order is not None and ranged and dims[-1] is not ranged[0]:
+        line = loop.location.lineno if loop.location is not None else "?"
+        raise exc.InvalidConfig(
+            f"loop_orders {list(order)} for the loop folded into the grid (line {line}) walks "
+            f"'{ranged[0].name}', whose range comes from the outer tiles, outside '{dims[-1].name}': a fold "
+            f"walks such a dim innermost (its skipped steps repeat the block before them); put it last.",
+            loop.location)
+    return [*(dim for dim in dims if dim.id not in trips), *ranged]
 
 
 def _grid_trips(loop: TileLoop, top: TileLoop) -> dict[int, int]:
@@ -136,7 +155,7 @@ def _grid_trips(loop: TileLoop, top: TileLoop) -> dict[int, int]:
 
 def folded_order(call: DeviceLoopCall, order, folded_call: DeviceLoopCall):
     """The grid order of a folded call: the device loop's own (`loop_orders`, else as
-    written), the folded dims innermost in their written order. Always given, so planning
+    written), the folded dims innermost in the order `fold` gave them. Always given, so planning
     never moves an outer axis inside the folded ones (plan/grid_order.py would, for a
     revisited block): the steps of one outer tile must be consecutive, as the values
     carried across them are."""
