@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pallasite.fuzz import KINDS, Outcome, generate, run_case, run_fuzz, shrink
+from pallasite import exc
 from pallasite.fuzz.cases import Case, InputSpec, Line, ScopeConstant
 from pallasite.fuzz.report import regression_test
 from pallasite.fuzz.runner import compare
@@ -28,6 +29,8 @@ def test_a_fixed_seed_smoke_run_finds_no_mismatch_no_internal_error_and_lowers_e
     assert report.count(Outcome.MISMATCH) == 0, stream.getvalue()
     assert report.count(Outcome.INTERNAL) == 0, stream.getvalue()
     assert report.count(Outcome.NO_LOWER) == 0, stream.getvalue()
+    assert report.count(Outcome.REF_ERROR) == 0, stream.getvalue()
+    assert report.count(Outcome.FALSE_REFUSAL) == 0, stream.getvalue()
     assert report.count(Outcome.MATCH) >= 15  # rejections are allowed, but most kernels must run
 
 
@@ -293,3 +296,40 @@ def test_with_lowering_a_case_that_runs_but_does_not_lower_is_a_finding(monkeypa
     assert result.outcome is Outcome.NO_LOWER and result.outcome.is_finding
     assert "does not plan for TPU v7x" in result.detail and "over the 64 MiB" in result.detail
     assert "check_tpu_lowering(asks_for_vmem, asks_for_vmem_inputs(), **config)" in regression_test(case, result)
+
+
+def _tile_into_fixed_slice() -> Case:
+    """A column tile stored into a fixed-size slice of its block's width (n = 100, block 128)."""
+    body = (
+        Line(0, "m, n = x.size()"),
+        Line(0, "out = torch.zeros([m, 128], dtype=torch.float32, device=x.device)"),
+        Line(0, "for tm in hl.tile(m):"),
+        Line(1, "for tn in hl.tile(n):"),
+        Line(2, "out[tm, 0:tn.block_size] = x[tm, tn]"),
+        Line(0, "return out"),
+    )
+    return Case("window_shapes", "tile_into_fixed_slice", (InputSpec("x", ("m", "n")),), body,
+                {"m": 16, "n": 100}, block_sizes=(8, 128), loop_type="fori_loop")
+
+
+@pytest.mark.no_tpu_lowering(reason="its variants are planned with the compiled check patched out or in")
+def test_compiling_what_reference_mode_refuses_and_refusing_what_it_runs_are_findings(monkeypatch):
+    """The partial tile into a fixed slice: both refuse it (torch raises on the short tile).
+    Without the compiled check it ran (its padded tail stored as data): a ref-mode error;
+    with a check refusing everything, a false refusal. Both are findings, to be shrunk."""
+    from pallasite.plan import passes
+
+    case = _tile_into_fixed_slice()
+    assert run_case(case, timeout=60).outcome is Outcome.REJECTED
+    monkeypatch.setattr(passes, "check_extents", lambda body, padded, dims: ())
+    result = run_case(case, timeout=60)
+    assert result.outcome is Outcome.REF_ERROR and result.outcome.is_finding, result.detail
+
+    def refuse(body, padded, dims):
+        raise exc.ShapeMismatch("every store refused")
+
+    monkeypatch.setattr(passes, "check_extents", refuse)
+    fine = case.with_(dims={"m": 16, "n": 256})  # full tiles: reference mode runs it
+    result = run_case(fine, timeout=60)
+    assert result.outcome is Outcome.FALSE_REFUSAL and result.outcome.is_finding, result.detail
+    assert "reference mode runs it" in result.detail

@@ -168,14 +168,16 @@ def test_ranges_from_data_whose_tiles_agree_run(loop_type):
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_ranges_from_data_whose_tiles_differ_raise_in_interpret_mode(loop_type):
     """A 48-row segment in blocks of 32: tile_i's full tile meets tile_j's 16 rows, where eager
-    PyTorch raises. (Reference mode narrows the 32 rows to 16 instead: it lets a partial tile
-    meet its block's size, since it cannot tell a tile's full block from a block-sized value.)"""
+    PyTorch raises; so does reference mode (it cut the 32 rows to 16, as it cuts a block-sized
+    value to a partial tile, before loads marked the axes with their tiles)."""
     x, y = torch.randn(128, 8, 128), torch.randn(128, 8, 128)
     offsets = torch.tensor([0, 64, 112], dtype=torch.int32)
     with pytest.raises(exc.ShapeMismatch, match="the ranges hold 48 and 48 positions"):
         code_and_output(nested_segment_products, (x, y, offsets), block_sizes=[32, 32], pallas_loop_type=loop_type)
     with pytest.raises(RuntimeError, match="must match the size"):  # the program in eager PyTorch
         x[64:96] * y[96:112]
+    with pytest.raises(exc.ShapeMismatch, match="tiles 'tile_i' .32 positions. and 'tile_j' .16."):
+        run_ref(nested_segment_products, (x, y, offsets), block_sizes=[32, 32])
 
 
 def _lookahead(extra: int, loop_type: str):
@@ -205,3 +207,27 @@ def test_a_range_computed_from_the_outer_tile_is_decided_when_planning(loop_type
     expected = torch.cat([x[0:64, 0:64], x[64:128, 64:128]])  # each row tile's last column tile
     torch.testing.assert_close(kernel(x), expected)
     torch.testing.assert_close(run_ref(kernel, (x,)), expected)
+
+
+def _scatter(value_tile: str, loop_type: str):
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[128, 128], pallas_loop_type=loop_type))
+    def scatter(x, idx):
+        """A scatter's target axis is its index vector's lanes: the value must be as long."""
+        out = torch.zeros([300], dtype=x.dtype, device=x.device)
+        for ta in hl.tile(idx.size(0)):
+            for tb in hl.tile(x.size(0)):
+                out[idx[ta]] = x[ta] if value_tile == "ta" else x[tb]
+        return out
+    return scatter
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_scatter_of_another_tiles_values_is_refused_where_their_extents_differ(loop_type):
+    x, idx = torch.randn(200), torch.randperm(300)[:200].to(torch.int32)
+    with pytest.raises(exc.ShapeMismatch, match="tile 'tb'.*the target's is tile 'ta'"):
+        _scatter("tb", loop_type)(x, idx)
+    with pytest.raises(exc.ShapeMismatch):  # 72 values into 128 positions
+        run_ref(_scatter("tb", loop_type), (x, idx))
+    expected = torch.zeros(300).index_put_((idx.long(),), x)
+    torch.testing.assert_close(_scatter("ta", loop_type)(x, idx), expected)
+    torch.testing.assert_close(run_ref(_scatter("ta", loop_type), (x, idx)), expected)

@@ -3,7 +3,8 @@
 (`hl.tile(max(0, tm.begin - w), ...)`, w a block multiple or not), the columns after the tile
 (`hl.tile(min(n, tm.end), n)`, empty for some programs) — that writes the tiles it
 visits (or stores it into a fixed-size slice, refused where a tile is short) or carries a
-row sum across them, under each loop type, folded into the grid too
+row sum across them (or of products of two tiles of the range, which agree only where
+their extents do), under each loop type, folded into the grid too
 (`outer_pipeline`: as many steps as the widest range, the steps past a program's range skip).
 A 2-D inner loop over (n, k) takes the range on either of its dims.
 Outputs start as zeros, so the positions no range covers are compared too."""
@@ -60,5 +61,12 @@ def tile_ranges(draw: Any, name: str) -> Case:
     inputs = (InputSpec("x", shape, dtype, "randint" if dtype == torch.int32 else "randn"),)
     starts = {"0": "from_zero", "min(n, tm.end)": "after"}.get(begin, "windowed")
     form = f"{starts}_{'carried' if carried else 'stored'}{'_2d' if two_dims else ''}"
-    return Case("tile_ranges", name, inputs, tuple(body), dims, loop_type=draw.foldable_loop_type(),
+    loop_type = draw.foldable_loop_type()
+    if carried and not two_dims and rng.random() < 0.3:  # drawn last: two tiles of one range meet
+        position = next(i for i, line in enumerate(body) if line.text.startswith("for tn in"))
+        body[position:position + 2] = [
+            Line(1, f"for ta in hl.tile({begin}, {end}):"), Line(2, f"for tb in hl.tile({begin}, {end}):"),
+            Line(3, "acc = acc + (x[tm, ta] * x[tm, tb]).sum(1)")]
+        form, loop_type = f"{starts}_pair", draw.loop_type()
+    return Case("tile_ranges", name, inputs, tuple(body), dims, loop_type=loop_type,
                 exact=dtype == torch.int32, tags=("tile_ranges", form, dtype_name(dtype)))

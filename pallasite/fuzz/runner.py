@@ -26,13 +26,17 @@ class Outcome(str, enum.Enum):
     MISMATCH = "mismatch"  # a silent wrong result: the finding that matters most
     INTERNAL = "internal error"  # an exception that is not a clean pallasite error
     REJECTED = "rejected"  # a pallasite error naming an unsupported form or config
-    REF_ERROR = "ref-mode error"  # compiled fine, reference mode raised
+    REF_ERROR = "ref-mode error"  # compiled fine, reference mode raised (as torch would: a program it refuses)
+    # compiling refused it as a shape error eager PyTorch would raise (ShapeMismatch), yet
+    # reference mode runs it
+    FALSE_REFUSAL = "false refusal"
     NO_LOWER = "does not lower"  # ran in interpret mode, but Mosaic cannot compile it for some TPU (--lowering)
     TIMEOUT = "timeout"
 
     @property
     def is_finding(self) -> bool:
-        return self in (Outcome.MISMATCH, Outcome.INTERNAL, Outcome.NO_LOWER)
+        return self in (Outcome.MISMATCH, Outcome.INTERNAL, Outcome.NO_LOWER, Outcome.REF_ERROR,
+                        Outcome.FALSE_REFUSAL)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,9 @@ def run_case(case: Case, timeout: float | None = None, config_rng: random.Random
                 message = message_of(error)
                 if _INTERNAL_TEXT.search(str(error)):
                     return done(Outcome.INTERNAL, message, ("internal", normalized(message)), ran)
+                if isinstance(error, exc.ShapeMismatch) and _reference_runs(kernel, args, ran):
+                    return done(Outcome.FALSE_REFUSAL, f"{message}\n(reference mode runs it)",
+                                ("false refusal", normalized(message)), ran)
                 return done(Outcome.REJECTED, message, ("rejected", normalized(message)), ran)
             except CaseTimeout:
                 raise
@@ -212,6 +219,17 @@ def run_case(case: Case, timeout: float | None = None, config_rng: random.Random
     if lowered is not None:
         return _no_lower(done, lowered, ran)
     return done(Outcome.MATCH, "", ("match",), ran)
+
+
+def _reference_runs(kernel, args: tuple, ran: Case) -> bool:
+    """Whether reference mode runs the case (compiling refused it as a shape error)."""
+    try:
+        run_ref(kernel, _clone(args), config=ran.config())
+    except CaseTimeout:
+        raise
+    except Exception:  # noqa: BLE001 - it refuses too (any error): the refusal stands
+        return False
+    return True
 
 
 def _no_lower(done, message: str, ran: Case) -> Result:

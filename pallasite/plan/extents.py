@@ -21,9 +21,9 @@ interpret mode checks at run time, where the inner of the loops the data bounds 
 that each range's tiles have one extent and the two agree (`RangeChecks.extents`), as a
 data-dependent bound is checked.
 A value of the block's size beside, or stored into, a partial tile is cut to the tile's
-extent, in reference mode too (`reference/extents.py`): not refused. A merged axis
-(`MergedPadding`) and a scatter's target (its lanes follow its index vector) are not
-compared.
+extent, in reference mode too (`reference/extents.py`): not refused. A scatter's target
+axis is its index vector's lanes (`out[idx[ta]] = x[tb]` compares ta with tb); a merged
+axis (`MergedPadding`) is not compared.
 """
 from __future__ import annotations
 
@@ -160,14 +160,17 @@ def _store_pairs(node: Store, padded: dict) -> list:
     return pairs
 
 
-_UNCHECKED = object()  # a target axis of one position (anything broadcasts), or a scatter's
+_UNCHECKED = object()  # a target axis of one position (anything broadcasts), or a merged axis's
 
 
 def _target_range(item, padded: dict):
-    if isinstance(item, (NewAxis, GatherIndex)):
+    if isinstance(item, NewAxis):
         return _UNCHECKED
     if isinstance(item, (TileSlice, ShiftedTile)):
         return TileRange(item.dim) if item.dim.has_partial_tail else None
+    if isinstance(item, GatherIndex):  # a scatter's target axis: its index vector's lanes
+        lanes = padded.get(item.value.id, {}).get(0)
+        return _UNCHECKED if isinstance(lanes, MergedPadding) else lanes
     return None  # ':' or a static slice: a fixed number of positions
 
 

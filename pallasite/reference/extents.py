@@ -3,7 +3,10 @@
 In reference mode a tile has its actual extent (the last one is shorter), while a value
 built from a block size (`hl.arange(tile.block_size)`) has the block's: the compiled
 kernel sees one extent there, so the op computes on the shorter one. Any other
-disagreement is torch's broadcast error, as compiling gives.
+disagreement is torch's broadcast error, as compiling gives — also two values read at
+different tiles (`x[tile_i] * y[tile_j]`, a full tile against a short one), whose axes
+loads mark with their tiles (`lanes.tiles_of`, carried through lane-by-lane ops:
+`tile_axes`), as plan/extents.py refuses them compiled.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ def agree(tensors: list[torch.Tensor], trailing: int = 0) -> tuple[list[torch.Te
                 targets[axis + shift] = min(targets.get(axis + shift, extent), extent)
                 extents.setdefault(axis + shift, set()).add(extent)
     _check_narrowing(tensors, extents, rank)
+    _check_tiles(tensors, rank, trailing)
     sliced = []
     for tensor in tensors:
         shift = rank - (tensor.ndim - trailing)
@@ -59,6 +63,33 @@ def _check_narrowing(tensors: list[torch.Tensor], extents: dict[int, set[int]], 
         raise exc.ShapeMismatch(
             f"Operands of shapes {shapes} do not broadcast: their axis {axis - rank} has "
             f"{' and '.join(str(e) for e in sorted(found))} positions (only a size-1 axis broadcasts).")
+
+
+def _check_tiles(tensors: list[torch.Tensor], rank: int, trailing: int) -> None:
+    """Two tiles sizing one aligned axis with different extents: torch's broadcast error (a
+    block-sized value, which no tile marks, is what may be cut to a tile's extent)."""
+    seen: dict[int, tuple[str, int]] = {}
+    for tensor in tensors:
+        shift = rank - (tensor.ndim - trailing)
+        for axis, name in lanes.tiles_of(tensor).items():
+            if axis >= tensor.ndim - trailing or lanes.real_extent(tensor, axis) is None:
+                continue
+            other = seen.setdefault(axis + shift, (name, tensor.shape[axis]))
+            if other[0] != name and other[1] != tensor.shape[axis]:
+                raise exc.ShapeMismatch(
+                    f"Operands of tiles '{other[0]}' ({other[1]} positions) and '{name}' ({tensor.shape[axis]}) "
+                    f"meet on axis {axis + shift - rank}: they do not broadcast (eager PyTorch raises).")
+
+
+def tile_axes(tensors: list[torch.Tensor], result: torch.Tensor) -> torch.Tensor:
+    """`result` of a lane-by-lane op on `tensors`, marked with the tiles sizing its axes."""
+    tiles: dict[int, str] = {}
+    for tensor in tensors:
+        shift = result.ndim - tensor.ndim
+        for axis, name in lanes.tiles_of(tensor).items():
+            if lanes.real_extent(tensor, axis) is not None and axis + shift >= 0:
+                tiles.setdefault(axis + shift, name)
+    return lanes.mark_tiles(result, tiles) if tiles else result
 
 
 def _partial_tiles() -> set[tuple[int, int]]:

@@ -31,6 +31,7 @@ class _Subscript:
     basic: list[Any] = field(default_factory=list)
     gather: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (view axis, index)
     lanes: set[int] = field(default_factory=set)
+    tiles: dict[int, str] = field(default_factory=dict)  # result axis -> the tile indexing it
     native: tuple | None = None  # several index tensors: torch's own advanced indexing
     # `tile + c` (a moved tile): per such axis (result axis, its positions' first lane inside
     # the tensor, the tile's extent, c); `basic` holds the slice of its positions inside
@@ -59,7 +60,7 @@ def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
             padded = torch.zeros(result.shape[:axis] + (extent,) + result.shape[axis + 1:], dtype=result.dtype)
             padded.narrow(axis, first, result.shape[axis]).copy_(result)
             result = padded
-    return lanes.finish(result, subscript.lanes)
+    return lanes.mark_tiles(lanes.finish(result, subscript.lanes), subscript.tiles)
 
 
 def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
@@ -196,6 +197,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
                     f"{name_of(tensor)}[...]: tile '{item.name}' covers [{item.begin}, {item.end}), "
                     f"past axis {axis} of size {tensor.shape[axis]}.")
             subscript.basic.append(slice(item.begin, item.end))
+            subscript.tiles[out_axis] = item.name
             if item.single_lane:
                 subscript.lanes.add(out_axis)
             axis, out_axis = axis + 1, out_axis + 1

@@ -50,6 +50,22 @@ def finish(result: Any, axes: Iterable[int] = ()) -> Any:
     return result
 
 
+TILE_ATTRIBUTE = "_pallasite_tile_axes"
+
+
+def mark_tiles(tensor: torch.Tensor, tiles: dict[int, str]) -> torch.Tensor:
+    """Record which axes of `tensor` a loop's tile sizes (axis -> the tile's name): read at a
+    tile, or computed from such values lane by lane (reference/extents.py)."""
+    setattr(tensor, TILE_ATTRIBUTE, dict(tiles))
+    return tensor
+
+
+def tiles_of(tensor: Any) -> dict[int, str]:
+    """The axes of `tensor` a loop's tile sizes (none known: a value built from a block size,
+    or one an op other than a lane-by-lane one made)."""
+    return getattr(tensor, TILE_ATTRIBUTE, {}) if isinstance(tensor, torch.Tensor) else {}
+
+
 RUN_ATTRIBUTE = "tile_shift"  # the attribute the tracer's DeviceTensor has too (hl.load reads it)
 
 

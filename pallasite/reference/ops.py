@@ -32,7 +32,7 @@ from .. import language as hl
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
-from .extents import agree
+from .extents import agree, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -220,6 +220,8 @@ def _pointwise(func: Callable, args: tuple, kwargs: dict, name: str) -> Any:
         else:
             kwargs[key] = tensor
     result = lanes.finish(func(*args, **kwargs), axes)
+    if isinstance(result, torch.Tensor):
+        tile_axes(tensors, result)
     offset = _shifted_run(name, args, kwargs)
     if offset is not None:  # `tile.index + c` stays a tile's shifted positions
         lanes.mark_run(result, offset)
