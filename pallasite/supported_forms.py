@@ -202,7 +202,15 @@ def tile_attribute_section() -> list[str]:
     lines = ["## Tile attributes", "",
              "A tile loop's variable (`for tile in hl.tile(n)`) has these attributes in device code, and "
              "`tile.block_size` (an int: the config's block size). Indexing with the tile itself is an index "
-             "form (below).", ""]
+             "form (below).", "",
+             "The last tile of a range its block does not divide is shorter: its extent. As in torch, a "
+             "value read at such a tile meets only axes of its extent: stored into, or combined with, an axis "
+             "of a fixed size or of another tile (a matmul contracting two tiles too), it is "
+             "`pallasite.exc.ShapeMismatch` wherever an extent differs — when planning if the ranges are "
+             "static or computed from the outer tiles, at run time in interpret mode if data decides them. "
+             "Unlike torch, a value built from the block size (`hl.zeros([tm, tn.block_size])`, "
+             "`hl.arange(tile.block_size)`) beside or into a partial tile is cut to the tile's extent, as "
+             "Helion's masked tiles are (reference mode does the same).", ""]
     return lines + _table(("Attribute", "Value"), [
         (f"`tile.{attribute}`", op.note) for attribute, op in ops.TILE_ATTRIBUTES.items()])
 

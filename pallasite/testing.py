@@ -30,11 +30,16 @@ def _config(bound, config_kwargs: dict[str, Any]) -> Config:
 
 
 def code_and_output(kernel: Kernel, args: Sequence[Any], **config_kwargs: Any) -> tuple[str, Any]:
-    """Compile `kernel` for `args` with the given config (default if none) and run it once."""
-    bound = kernel.bind(tuple(args))
+    """Compile `kernel` for `args` with the given config (default if none) and run it once.
+    A pallasite error reaches the caller as from a kernel call (the user's line, no frames)."""
+    return _for_user(_code_and_output, (kernel, args, config_kwargs), {})
+
+
+def _code_and_output(kernel: Kernel, args: Sequence[Any], config_kwargs: dict[str, Any]) -> tuple[str, Any]:
+    config = Config(**config_kwargs) if config_kwargs else None
+    bound = kernel.bind(tuple(args), config=config)  # traced first at this config's block sizes
     # compile_config resolves the config at these arguments' sizes (static_shapes=False: the
     # bound kernel may have been bound at other sizes of the bucket)
-    config = Config(**config_kwargs) if config_kwargs else None
     compiled = bound.compile_config(config, bound.sizes_of(args))
     return compiled.code, compiled(*args)
 

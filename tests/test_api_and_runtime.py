@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import os
 import textwrap
+import traceback
 
 import jax
 import jax.numpy as jnp
@@ -455,3 +456,28 @@ def test_helion_decorator_spellings_use_default_config_and_print_output_code(cap
     torch.testing.assert_close(double(x), x * 2)
     assert double.autotune_effort == "none"
     assert "pl.pallas_call" in capfd.readouterr().err
+
+
+@pallasite.kernel
+def lanes_of_64(x):
+    """A body written for a block size of 64 along tk (`hl.zeros([tm, 64])`)."""
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm, 64], dtype=torch.float32)
+        for tk in hl.tile(n):
+            acc = acc + x[tm, tk]
+        out[tm] = acc.sum(1)
+    return out
+
+
+def test_code_and_output_traces_the_kernel_at_the_config_it_is_given():
+    """It traced at the default block sizes first (tk's whole 128: [16, 128] into [16, 64]) and
+    refused a kernel the config runs; its errors had pallasite's frames, a call's have none."""
+    x = torch.randn(16, 128)
+    _, out = code_and_output(lanes_of_64, (x,), block_sizes=[8, 64])
+    torch.testing.assert_close(out, x.reshape(16, 2, 64).sum(1).sum(1))
+    with pytest.raises(exc.ShapeMismatch) as refused:  # the config it is given is the one refused
+        code_and_output(lanes_of_64, (x,), block_sizes=[8, 32])
+    frames = traceback.extract_tb(refused.value.__traceback__)
+    assert len([f for f in frames if "/pallasite/" in f.filename]) <= 2  # the entry and _for_user, as a call's

@@ -408,3 +408,30 @@ def test_the_generated_code_names_a_folded_ranges_block_and_bounds_once():
     assert code.count("jnp.maximum(") == 1  # the clamp, in tn_block only
     assert "tn_block(pl.program_id(0), pl.program_id(2)) != tn_block(pl.program_id(0), pl.program_id(2) - 1)" in code
     assert "tn_range_end = jnp.minimum(24, tm_end)" in code and "minimum =" not in code
+
+
+@pallasite.kernel
+def visit_order(x):
+    """Each tile of a folded 2-D loop records how many tiles the program visited before it: the
+    result shows the order the fold walks (a trial's wrong answer: loop_orders was ignored)."""
+    b, m, n = x.size()
+    out = torch.empty_like(x)
+    for tb in hl.tile(b):
+        seen = hl.zeros([tb], dtype=torch.float32)
+        for ti, tj in hl.tile([m, n]):
+            out[tb, ti, tj] = seen[:, None, None] + 0 * x[tb, ti, tj]
+            seen = seen + 1.0
+    return out
+
+
+@pytest.mark.parametrize("order,visits", [([0, 1], [(0, 0), (0, 1), (1, 0), (1, 1)]),
+                                          ([1, 0], [(0, 0), (1, 0), (0, 1), (1, 1)])])
+def test_a_two_dim_fold_visits_its_tiles_in_its_loop_orders_entry(order, visits):
+    x = torch.randn(1, 128, 256)
+    expected = torch.empty_like(x)
+    for step, (i, j) in enumerate(visits):
+        expected[:, i * 64:(i + 1) * 64, j * 128:(j + 1) * 128] = step
+    config = {"block_sizes": [1, 64, 128], "pallas_loop_type": FOLD, "loop_orders": [order]}
+    _, out = code_and_output(visit_order, (x,), **config)
+    assert torch.equal(out, expected)
+    assert torch.equal(run_ref(visit_order, (x,), **config), expected)

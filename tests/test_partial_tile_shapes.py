@@ -231,3 +231,50 @@ def test_a_scatter_of_another_tiles_values_is_refused_where_their_extents_differ
     expected = torch.zeros(300).index_put_((idx.long(),), x)
     torch.testing.assert_close(_scatter("ta", loop_type)(x, idx), expected)
     torch.testing.assert_close(run_ref(_scatter("ta", loop_type), (x, idx)), expected)
+
+
+@pallasite.kernel
+def contract_two_tiles(x, y):
+    """x[tm, ta] @ y[tb, tn] over every (ta, tb) pair of one range: torch multiplies only
+    where the two tiles' extents agree."""
+    m, k = x.shape
+    out = torch.zeros([m, y.size(1)], dtype=torch.float32, device=x.device)
+    for tm, tn in hl.tile([m, y.size(1)]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for ta in hl.tile(k):
+            for tb in hl.tile(k):
+                acc = acc + x[tm, ta] @ y[tb, tn]
+        out[tm, tn] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_matmul_contracting_two_tiles_of_different_extents_is_refused(loop_type):
+    config = {"block_sizes": [8, 128, 128, 128], "pallas_loop_type": loop_type}
+    x, y = torch.randn(8, 200), torch.randn(200, 128)
+    with pytest.raises(exc.ShapeMismatch, match="contracted axes of x.* tile 'ta'.* tile 'tb'"):
+        code_and_output(contract_two_tiles, (x, y), **config)
+    with pytest.raises(exc.ShapeMismatch, match="contracts tiles 'ta' .128 positions. and 'tb' .72."):
+        run_ref(contract_two_tiles, (x, y), **config)
+    x, y = torch.randn(8, 100), torch.randn(100, 128)  # one tile each, of 100: they agree
+    _, out = code_and_output(contract_two_tiles, (x, y), **config)
+    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(run_ref(contract_two_tiles, (x, y), **config), out, rtol=1e-4, atol=1e-4)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[64]))
+def mismatched_dot(a, b):
+    """K of 32 against 48 rows: a shape error in torch, compiled and in reference mode (which cut
+    b to 32 rows, as it cuts a block-sized operand to a short tile, a trial found)."""
+    out = torch.empty([a.size(0), b.size(1)], device=a.device)
+    for tm in hl.tile(a.size(0)):
+        out[tm, :] = hl.dot(a[tm, :], b[:, :])
+    return out
+
+
+def test_a_contraction_of_mismatched_fixed_sizes_is_refused_both_ways():
+    a, b = torch.randn(100, 32), torch.randn(48, 16)
+    with pytest.raises(exc.ShapeMismatch, match="same reduction dim"):
+        mismatched_dot(a, b)
+    with pytest.raises(exc.ShapeMismatch, match="contracts 32 positions of one operand with 48"):
+        run_ref(mismatched_dot, (a, b))

@@ -71,13 +71,26 @@ def test_the_window_is_recorded_as_a_shifted_tile_not_a_gather():
     assert shifted.offset == 384
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def shifted_back_inline(x):
+    """shifted_back with the start written out twice, as supported-forms.md shows the window
+    (a trial: each `tile_n.begin - 3 + 8` is its own traced value, and the window was refused)."""
+    m, n = x.shape
+    out = torch.zeros([m, n - 5], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        for tile_n in hl.tile(n - 5):
+            out[tile_m, tile_n] = x[tile_m, tile_n.begin - 3 + 8:tile_n.begin - 3 + 8 + tile_n.block_size] * 2
+    return out
+
+
+@pytest.mark.parametrize("kernel", [shifted_back, shifted_back_inline], ids=["named", "inline"])
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
-def test_a_window_shifted_by_a_sum_of_constants(loop_type):
+def test_a_window_shifted_by_a_sum_of_constants(loop_type, kernel):
     x = torch.randn(20, 300)
-    _, out = code_and_output(shifted_back, (x,), pallas_loop_type=loop_type)
+    _, out = code_and_output(kernel, (x,), pallas_loop_type=loop_type)
     assert torch.equal(out, x[:, 5:] * 2)
-    assert torch.equal(run_ref(shifted_back, (x,), pallas_loop_type=loop_type), x[:, 5:] * 2)
-    check_tpu_lowering(shifted_back, (x,), pallas_loop_type=loop_type)
+    assert torch.equal(run_ref(kernel, (x,), pallas_loop_type=loop_type), x[:, 5:] * 2)
+    check_tpu_lowering(kernel, (x,), pallas_loop_type=loop_type)
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))

@@ -17,8 +17,9 @@ import torch
 from .. import exc
 from ..ir import (
     FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, ShiftedTile, StaticSlice, TileSlice,
-    Value,
+    Value, ops,
 )
+from ..ir.ops import OpKind
 from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
 from .tile_runs import tile_run
@@ -476,13 +477,30 @@ def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
     if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
         return None
     left, right = producer.args[:2]
-    length = right if left is start else left if right is start else None
+    length = right if same_scalar(left, start) else left if same_scalar(right, start) else None
     if type(length) is not int:
         return None
     if length <= 0:
         raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
                                 "empty windows.")
     return item.start, length
+
+
+def same_scalar(a: Any, b: Any) -> bool:
+    """Whether two traced scalars are one value, or one computation of the same operands (the
+    start of `x[t, t2.begin + n : t2.begin + n + t2.block_size]` written out twice): pure
+    arithmetic and tile attributes only, never a load or a random draw."""
+    if a is b:
+        return True
+    if not (isinstance(a, Value) and isinstance(b, Value)) or a.shape != () or b.shape != ():
+        return type(a) is int and type(b) is int and a == b
+    first, second = a.producer, b.producer
+    if first is None or second is None or first.op != second.op or first.op not in ops.OPS \
+            or ops.OPS[first.op].kind not in (OpKind.ELEMENTWISE, OpKind.STRUCTURAL) \
+            or first.kwargs != second.kwargs or len(first.args) != len(second.args) or a.dtype != b.dtype:
+        return False
+    return all(x is y or (not isinstance(x, Value) and type(x) is type(y) and x == y) or same_scalar(x, y)
+               for x, y in zip(first.args, second.args))
 
 
 def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:

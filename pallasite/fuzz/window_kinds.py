@@ -108,6 +108,10 @@ def window_shapes(draw: Any, name: str) -> Case:
             body += [Line(depth, "start = tn.begin + h"),
                      Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, start:start + tn.block_size]")]
             tag = "half_window"
+            if rng.random() < 0.5:  # the start written out twice (each its own traced value)
+                body[-2:] = [Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, tn.begin + h:tn.begin + h + "
+                                         "tn.block_size]")]
+                tag = "half_window_inline"
     else:
         before, after = rng.choice((0, 1, 3)), rng.choice((0, 2, 128))
         fill = rng.choice(("", ", value=1.0", ", value=-2.0"))

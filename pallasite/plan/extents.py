@@ -10,8 +10,8 @@ The mask planner knows which axes of every value hold a partial tile's padding a
 (`padded`, plan/masks.py). Checked here:
 - a store of an axis padded by a tile's range into a target axis sized otherwise (a fixed
   number of positions, or another tile);
-- an elementwise op over two axes padded by different tiles' ranges (reference mode
-  computes on the shorter extent, which one range per axis — all a mask knows — cannot say).
+- an elementwise op over two axes padded by different tiles' ranges (one range per axis,
+  all a mask knows, cannot say which lanes hold data), and a matmul contracting them.
 Where both ranges are static, or computed from the device loop's tiles (`hl.tile(0,
 tm.end + 16)`: evaluated at every program, as folded loops are), the tiles' extents are
 known: at every program they must all be one and the same (two tiles of one range of a
@@ -71,6 +71,8 @@ def check_extents(body: list, padded: dict, grid_dims: tuple = ()) -> tuple[Exte
             pairs = _store_pairs(node, padded)
         elif node.op in ops.OPS and ops.OPS[node.op].kind is OpKind.ELEMENTWISE:
             pairs = _elementwise_pairs(node, padded)
+        elif node.op in ops.OPS and ops.OPS[node.op].kind is OpKind.CONTRACTION:
+            pairs = _contraction_pairs(node, ops.OPS[node.op].contraction, padded)
         else:
             continue
         for rng, other, text in pairs:
@@ -195,6 +197,20 @@ def _elementwise_pairs(node, padded: dict) -> list:
                                                  f"on axis {axis + shift}, where the first is {_what(first[0])} "
                                                  f"and the second {_what(rng)}"))
     return pairs
+
+
+def _contraction_pairs(node, contraction, padded: dict) -> list:
+    """A matmul's contracted axes, sized by two tiles (`x[tm, ta] @ y[tb, tn]`)."""
+    a, b = node.args[contraction.lhs], node.args[contraction.rhs]
+    if not isinstance(a, Value) or not isinstance(b, Value):
+        return []
+    lhs_axis, rhs_axis = contraction.contracted_axes(len(a.shape), len(b.shape))
+    left = padded.get(a.id, {}).get(lhs_axis)
+    right = padded.get(b.id, {}).get(rhs_axis) if rhs_axis is not None else None
+    if not isinstance(left, TileRange) or not isinstance(right, TileRange) or left == right:
+        return []  # a block-sized operand against a tile: contracted over the tile's extent
+    return [(left, right.dim, f"{node.op}: the contracted axes of {_name(a)} and {_name(b)} are {_what(left)} "
+                              f"and {_what(right)}")]
 
 
 def _what(rng) -> str:

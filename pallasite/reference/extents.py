@@ -52,7 +52,7 @@ def _check_narrowing(tensors: list[torch.Tensor], extents: dict[int, set[int]], 
     as hl.arange(tile.block_size), beside one read at the tile). Any other pair does not
     broadcast in torch nor in the kernel (`x[ta, tb] + m[None, ta]` with ta's 8 positions
     against tb's 128), and is torch's error here too, not a silently shortened axis."""
-    partial = _partial_tiles()
+    partial = partial_tiles()
     for axis, found in extents.items():
         if len(found) < 2:
             continue
@@ -92,7 +92,7 @@ def tile_axes(tensors: list[torch.Tensor], result: torch.Tensor) -> torch.Tensor
     return lanes.mark_tiles(result, tiles) if tiles else result
 
 
-def _partial_tiles() -> set[tuple[int, int]]:
+def partial_tiles() -> set[tuple[int, int]]:
     """(extent, block size) of each partially filled tile of the loops around the statement."""
     runner = hl.active_tracer()
     return {(item.extent, int(item.block_size)) for item, _ in getattr(runner, "frames", ())

@@ -32,7 +32,7 @@ from .. import language as hl
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
-from .extents import agree, tile_axes
+from .extents import agree, partial_tiles, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -309,8 +309,10 @@ def _accumulator(tensor: torch.Tensor) -> torch.Tensor:
 def product(a: torch.Tensor, b: torch.Tensor, func: Callable = torch.matmul) -> tuple[torch.Tensor, set[int]]:
     """`a @ b` accumulated in f32 (int64 for integers, narrowed later) and its lane axes.
 
-    A contraction whose two extents differ (a block-sized operand against a
-    short tile) contracts over the shorter one.
+    A contraction whose two extents differ only as a short tile and its block's
+    size (a block-sized operand against a short tile) contracts over the shorter
+    one; any other pair, two tiles' axes of different extents included, is
+    torch's error.
     """
     _check_operands((a, b))
     axes = set()
@@ -318,6 +320,13 @@ def product(a: torch.Tensor, b: torch.Tensor, func: Callable = torch.matmul) -> 
     columns_lane = b.ndim >= 2 and b.ndim - 1 in lanes.of(b)
     a_axis, b_axis = a.ndim - 1, (b.ndim - 2 if b.ndim >= 2 else 0)
     ka, kb = lanes.real_extent(a, a_axis), lanes.real_extent(b, b_axis)
+    tile_a, tile_b = lanes.tiles_of(a).get(a_axis), lanes.tiles_of(b).get(b_axis)
+    if ka is not None and kb is not None and ka != kb and tile_a and tile_b and tile_a != tile_b:
+        raise exc.ShapeMismatch(f"A matmul contracts tiles '{tile_a}' ({ka} positions) and '{tile_b}' ({kb}): "
+                                "their extents differ (eager PyTorch raises).")
+    if ka is not None and kb is not None and ka != kb and (min(ka, kb), max(ka, kb)) not in partial_tiles():
+        raise exc.ShapeMismatch(f"A matmul contracts {ka} positions of one operand with {kb} of the other "
+                                "(eager PyTorch raises).")
     if ka is not None and kb is not None and ka != kb:
         a = lanes.mark(a.narrow(a_axis, 0, min(ka, kb)), lanes.of(a))
         b = lanes.mark(b.narrow(b_axis, 0, min(ka, kb)), lanes.of(b))

@@ -44,14 +44,15 @@ class BoundKernel:
     """One kernel at one argument signature: its config space, code and compiled variants."""
 
     def __init__(self, kernel: Kernel, specs: list[ArgSpec], captured: dict[str, ArgSpec] | None = None,
-                 constants: tuple = ()):
+                 constants: tuple = (), discovery: Config | None = None):
         self.kernel = kernel
         self.specs = specs
         self.captured = captured or {}  # implicit arguments: tensors read from the enclosing scope
         self.constants = constants  # the other globals and closure values it reads (runtime/scope.py)
-        # The discovery trace learns which block sizes exist; a declared config's sizes make
-        # it trace the kernel as it will run (shapes written for that block size).
-        declared = kernel.declared_config
+        # The discovery trace learns which block sizes exist; a declared config's sizes (or
+        # those of `discovery`, the config the binding caller runs) make it trace the kernel
+        # as it will run (shapes written for that block size).
+        declared = discovery if discovery is not None and discovery.block_sizes else kernel.declared_config
         # The plans of this signature's own specs by (config, chip, dot precision): a config
         # is traced and planned once (checked as the default, then compiled; `to_code`). A
         # trace is never reused: planning rewrites parts of its IR (a flattened worklist's

@@ -251,13 +251,16 @@ class Kernel:
         return specs
 
     @with_ignored_warnings
-    def bind(self, args: tuple, kwargs: dict | None = None) -> BoundKernel:
+    def bind(self, args: tuple, kwargs: dict | None = None, config: Config | None = None) -> BoundKernel:
         """The kernel specialized to these arguments' shapes, dtypes and constants, those of
         the tensors it captures (see `captured_tensors`) and the values of the other globals
-        and closure variables it reads (runtime/scope.py)."""
-        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self.scope_reads()))
+        and closure variables it reads (runtime/scope.py). `config`: the one the caller will
+        run, whose block sizes the first trace uses (else the kernel's own, else defaults):
+        a body written for a block size traces as it will run."""
+        return self._bind(tuple(args), kwargs or {}, read_scope(self.fn, self.scope_reads()), config)
 
-    def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple]) -> BoundKernel:
+    def _bind(self, args: tuple, kwargs: dict, scope: tuple[dict[str, Any], tuple],
+              config: Config | None = None) -> BoundKernel:
         """`bind` given the scope read for this call (`read_scope`: captured tensors, constants)."""
         values = self.bind_arguments(args, kwargs)
         tensors, constants = scope
@@ -274,7 +277,7 @@ class Kernel:
             if not self.static_shapes:
                 specs = symbolic_specs([p.name for p in self.params], specs)
             try:
-                bound = BoundKernel(self, specs, captured, constants)
+                bound = BoundKernel(self, specs, captured, constants, discovery=config)
                 break
             except host_items.ItemNeeded as needed:  # an element host code reads: into the key
                 self._item_reads.setdefault(needed.argument, {})[needed.index] = needed.location
