@@ -4,8 +4,9 @@ Each case loads rows of a few inputs with a row tile (whose last tile may be par
 whole lane axes, and stores one of: a concatenation along the lanes or the rows (widths
 drawn aligned or not, so both of cat's lowerings run), a stack along any axis, RoPE's
 reshape-split-rotate-join-reshape of lane pairs, a gather of a tile's lanes by an index
-input, or an einsum of a matmul form. A concatenation may run in an inner loop over
-chunks of 128 lanes, under each loop type.
+input, or an einsum of a matmul form, or matrix @ vector products accumulated over an inner loop
+(folded too). A concatenation may run in an inner loop over chunks of 128 lanes, under each
+loop type.
 """
 from __future__ import annotations
 
@@ -106,17 +107,33 @@ def _cat_in_inner_loop(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], d
     return body, inputs, dims, "cat_inner_loop"
 
 
-_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop)
+def _vector_products(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
+    """matrix @ vector and vector @ matrix over an inner loop whose last tile may be partial:
+    both factors' padding is masked (the vector's was not: a trial's NaN)."""
+    dims = {"m": rng.choice(_ROWS), "k": rng.choice((64, 70, 128, 200, 300))}
+    inputs = (InputSpec("x", ("m", "k"), dtype), InputSpec("w", ("k",), dtype))
+    product, tag = rng.choice((("x[tm, tk] @ w[tk]", "matvec"), ("torch.matmul(x[tm, tk], w[tk])", "matvec"),
+                               ("w[tk] @ x[tm, tk].T", "vecmat")))
+    body = [Line(0, "m, k = x.size()"), Line(0, "out = torch.zeros([m], device=x.device)"),
+            Line(0, "for tm in hl.tile(m):"), Line(1, "acc = hl.zeros([tm])"),
+            Line(1, "for tk in hl.tile(k):"), Line(2, f"acc = acc + ({product}).float()"),
+            Line(1, "out[tm] = acc")]
+    return body, inputs, dims, tag
+
+
+_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop, _vector_products)
+_LOOPED = (_cat_in_inner_loop, _vector_products)  # forms with an inner loop, under each loop type
 
 
 def shape_ops(draw: Any, name: str) -> Case:
     rng = draw.rng
     form = rng.choice(_FORMS)
     dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
-    if form in (_rope, _einsum):
-        dtype = rng.choice((torch.float32, torch.bfloat16)) if form is _rope else torch.float32
+    if form in (_rope, _einsum, _vector_products):
+        dtype = rng.choice((torch.float32, torch.bfloat16)) if form in (_rope, _vector_products) else torch.float32
     body, inputs, dims, tag = form(rng, dtype)
-    loop_type = draw.loop_type() if form is _cat_in_inner_loop else None
+    loop_type = (draw.foldable_loop_type() if form is _vector_products else draw.loop_type()) \
+        if form in _LOOPED else None
     body = (*body, Line(0, "return out"))
     exact = form in (_cat, _cat_rows, _stack, _gather)  # moving values computes nothing
     return Case("shape_ops", name, inputs, body, dims, loop_type=loop_type, exact=exact and dtype != torch.bfloat16,

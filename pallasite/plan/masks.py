@@ -294,7 +294,7 @@ def _matmul(node: Node, contraction: Contraction, padded) -> tuple[list[Mask], l
     # merged axis (`b.reshape(tk * 2, n)`, an int4 GEMM's interleaved nibbles) is masked too
     if lhs_axis in pa:
         masks.append(Mask(contraction.lhs, lhs_axis, pa[lhs_axis], 0))
-    if rhs_axis is not None and rhs_axis in pb:
+    if rhs_axis in pb:
         masks.append(Mask(contraction.rhs, rhs_axis, pb[rhs_axis], 0))
     rank = len(node.outputs[0].shape)
     out = {}

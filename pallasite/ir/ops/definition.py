@@ -147,10 +147,11 @@ class Contraction:
     addend: int | None = None  # an operand broadcast onto the product (addmm's input)
 
     @staticmethod
-    def contracted_axes(lhs_rank: int, rhs_rank: int) -> tuple[int, int | None]:
-        """The contracted axis of each factor. A 1-D rhs (matrix @ vector) reports None:
-        only the lhs side is masked then (today's behaviour)."""
-        return lhs_rank - 1, (rhs_rank - 2 if rhs_rank >= 2 else None)
+    def contracted_axes(lhs_rank: int, rhs_rank: int) -> tuple[int, int]:
+        """The contracted axis of each factor: the lhs's last; the rhs's second to last, or
+        its only one (matrix @ vector). Both sides' padding is masked: 0 times a padded
+        lane that holds NaN is NaN (a trial: matrix @ vector over a partial tile was NaN)."""
+        return lhs_rank - 1, (rhs_rank - 2 if rhs_rank >= 2 else 0)
 
 
 # ----------------------------------------------------------------- dtypes --
