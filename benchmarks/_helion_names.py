@@ -162,15 +162,6 @@ def _counted_assert_close(original):
 # ------------------------------------------------------------------- install
 
 
-def _cdiv(a, b):
-    return (a + b - 1) // b
-
-
-def _next_power_of_2(n):
-    n = int(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def _do_bench(fn, *args, **kwargs) -> float:
     fn()
     return 1.0
@@ -251,7 +242,7 @@ def install(stand_in_warnings: bool = False) -> Record:
         kernel=_kernel_without_unknown_settings if stand_in_warnings else pallasite.kernel, Kernel=pallasite.Kernel, Config=pallasite.Config,
         RefMode=pallasite.RefMode,
         language=pallasite.language, exc=exc, autotuner=pallasite.autotuner,
-        cdiv=_cdiv, next_power_of_2=_next_power_of_2, __path__=[],
+        cdiv=pallasite.cdiv, next_power_of_2=pallasite.next_power_of_2, __path__=[],
     )
     sys.modules["helion.language"] = pallasite.language
     sys.modules["helion.exc"] = exc

@@ -7,13 +7,14 @@ from typing import Any, Callable
 
 from . import exc, language
 from .config import Config
+from .ir import cdiv, next_power_of_2
 from .runtime import BoundKernel, CompiledKernel, Kernel, release_compiled_code
 from .runtime.checks import range_checked
 from .reference import RefMode
 from .autotune import searches as _searches
 from . import testing  # noqa: E402 - pallasite.testing.run_ref / code_and_output without another import
 
-__all__ = ["Config", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "RefMode", "release_compiled_code",
+__all__ = ["Config", "cdiv", "next_power_of_2", "Kernel", "BoundKernel", "CompiledKernel", "exc", "kernel", "language", "range_checked", "RefMode", "release_compiled_code",
            "testing"]
 from .version import __version__  # noqa: E402
 

@@ -481,3 +481,10 @@ def test_code_and_output_traces_the_kernel_at_the_config_it_is_given():
         code_and_output(lanes_of_64, (x,), block_sizes=[8, 32])
     frames = traceback.extract_tb(refused.value.__traceback__)
     assert len([f for f in frames if "/pallasite/" in f.filename]) <= 2  # the entry and _for_user, as a call's
+
+
+def test_helions_host_helpers_are_pallasites():
+    """`helion.cdiv` and `helion.next_power_of_2` (block sizes in host code) under `import
+    pallasite as helion` (a trial: they did not exist outside the corpus harness)."""
+    assert pallasite.cdiv(70, 32) == 3 and pallasite.cdiv(64, 32) == 2
+    assert [pallasite.next_power_of_2(n) for n in (0, 1, 2, 3, 70, 128)] == [1, 1, 2, 4, 128, 128]

@@ -163,3 +163,28 @@ def test_if_inside_an_inner_loop_around_another(loop_type):
     _, result = code_and_output(flagged_blocks, (x, y, flags), **config)
     torch.testing.assert_close(result, expected, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(run_ref(flagged_blocks, (x, y, flags), **config), expected, atol=1e-3, rtol=1e-3)
+
+
+@pallasite.kernel
+def signed_rows(x, flags):
+    """Both branches of a device if hold a tile loop of one variable name (a trial: refused as
+    "'tn' is assigned a host value"; the loop variable has no value after the if)."""
+    m, n = x.size()
+    out = torch.zeros_like(x)
+    for g in hl.grid(m):
+        if flags[g] > 0:
+            for tn in hl.tile(n):
+                out[g, tn] = x[g, tn] * 3.0
+        else:
+            for tn in hl.tile(n):
+                out[g, tn] = -x[g, tn]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_both_branches_may_loop_over_tiles_of_one_name(loop_type):
+    flags, x = torch.tensor([1, 0, 0, 1, 1, 0, 1], dtype=torch.int32), torch.randn(7, 37)
+    expected = torch.where(flags[:, None] > 0, x * 3, -x)
+    _, out = code_and_output(signed_rows, (x, flags), block_sizes=[16, 16], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(signed_rows, (x, flags), block_sizes=[16, 16]), expected)

@@ -176,7 +176,7 @@ def test_ranges_from_data_whose_tiles_differ_raise_in_interpret_mode(loop_type):
         code_and_output(nested_segment_products, (x, y, offsets), block_sizes=[32, 32], pallas_loop_type=loop_type)
     with pytest.raises(RuntimeError, match="must match the size"):  # the program in eager PyTorch
         x[64:96] * y[96:112]
-    with pytest.raises(exc.ShapeMismatch, match="tiles 'tile_i' .32 positions. and 'tile_j' .16."):
+    with pytest.raises(exc.ShapeMismatch, match="tile 'tile_i' .32 positions. and tile 'tile_j' .16."):
         run_ref(nested_segment_products, (x, y, offsets), block_sizes=[32, 32])
 
 
@@ -254,7 +254,7 @@ def test_a_matmul_contracting_two_tiles_of_different_extents_is_refused(loop_typ
     x, y = torch.randn(8, 200), torch.randn(200, 128)
     with pytest.raises(exc.ShapeMismatch, match="contracted axes of x.* tile 'ta'.* tile 'tb'"):
         code_and_output(contract_two_tiles, (x, y), **config)
-    with pytest.raises(exc.ShapeMismatch, match="contracts tiles 'ta' .128 positions. and 'tb' .72."):
+    with pytest.raises(exc.ShapeMismatch, match="contracts tile 'ta' .128 positions. with tile 'tb' .72."):
         run_ref(contract_two_tiles, (x, y), **config)
     x, y = torch.randn(8, 100), torch.randn(100, 128)  # one tile each, of 100: they agree
     _, out = code_and_output(contract_two_tiles, (x, y), **config)
@@ -276,5 +276,38 @@ def test_a_contraction_of_mismatched_fixed_sizes_is_refused_both_ways():
     a, b = torch.randn(100, 32), torch.randn(48, 16)
     with pytest.raises(exc.ShapeMismatch, match="same reduction dim"):
         mismatched_dot(a, b)
-    with pytest.raises(exc.ShapeMismatch, match="contracts 32 positions of one operand with 48"):
+    with pytest.raises(exc.ShapeMismatch, match=r"contracts a slice of a tensor \(32 positions\) with a slice of a tensor \(48\)"):
         run_ref(mismatched_dot, (a, b))
+
+
+def _slice_beside_tile(form: str, loop_type: str):
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[64, 64], pallas_loop_type=loop_type))
+    def slice_beside_tile(x, y):
+        """A slice of a tensor (a fixed part of it, not a block-sized value) beside a tile."""
+        m, n = y.size()
+        out = torch.zeros_like(y)
+        for tm in hl.tile(m):
+            for tn in hl.tile(n):
+                if form == "add":
+                    out[tm, tn] = x[tm, :64] + y[tm, tn]
+                else:
+                    out[tm, tn] = x[tm, 0:64] * 2
+        return out
+    return slice_beside_tile
+
+
+@pytest.mark.parametrize("form", ["add", "store"])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_slice_of_a_tensor_beside_a_partial_tile_is_refused_both_ways(form, loop_type):
+    """A trial: x[tm, :64] + y[tm, tn] with tn's last tile 36 wide ran both ways on x[:, :36]
+    (the slice cut as a block-sized value is); torch raises. Where every tile is full, it runs."""
+    x, y = torch.randn(100, 64), torch.randn(100, 100)
+    kernel = _slice_beside_tile(form, loop_type)
+    with pytest.raises(exc.ShapeMismatch, match="tile 'tn', whose last tile holds 36 of its block's 64"):
+        kernel(x, y)
+    with pytest.raises(exc.ShapeMismatch):
+        run_ref(kernel, (x, y))
+    y = torch.randn(100, 128)
+    expected = (x + y[:, 64:]) if form == "add" else x * 2
+    torch.testing.assert_close(kernel(x, y)[:, 64:], expected)
+    torch.testing.assert_close(run_ref(kernel, (x, y))[:, 64:], expected)

@@ -20,7 +20,7 @@ import torch
 from .. import exc
 from ..ir import IfBlock, Merged, Value
 from .op_recorder import OpRecorder
-from .proxies import DeviceTensor, HostScalar, Traced
+from .proxies import DeviceTensor, HostScalar, TileProxy, Traced
 from .walker import MISSING, StatementWalker, assigned_names, restore
 
 
@@ -120,6 +120,11 @@ class DeviceIfs:
         then_values, else_values = ends
         merged = {}
         for name in assigned:
+            if any(isinstance(ends[i][name], TileProxy) for i in (0, 1)):  # a tile loop's variable
+                self.walker.scoped_out[name] = (
+                    f"'{name}' is the variable of a tile loop inside the if at line {loc.lineno}; after the if it "
+                    "has no value (which branch ran is known only on the device).")
+                continue
             value = _merge(name, then_values[name], else_values[name], before[name], block, loc)
             if value is not MISSING:
                 merged[name] = value

@@ -34,16 +34,35 @@ def _window(rng, n: int) -> tuple[str, int]:
 
 def _block_sized(rng, dtype, body: list, head: list, depth: int) -> str:
     """A partial tile's extent against its block's size: a block-sized value is cut to the
-    tile (as in reference mode); a tile stored into a block-wide fixed slice is refused
-    where the tile is short (torch raises there)."""
+    tile (as in reference mode); a tile stored into, or added to, a block-wide slice of a
+    tensor is refused where the tile is short (torch raises there)."""
     body.append(Line(0, f"out = torch.zeros([m, n], dtype={dtype_name(dtype)}, device=x.device)"))
     body += head
     tag, line = rng.choice((
         ("beside", f"out[tm, tn] = x[tm, tn] + hl.full([tm, tn.block_size], 2, dtype={dtype_name(dtype)})"),
         ("sliced", "out[tm, tn] = x[tm, tn][:, 0:tn.block_size] * 2"),
-        ("into_fixed", "out[tm, 0:tn.block_size] = x[tm, tn] * 2")))
+        ("into_fixed", "out[tm, 0:tn.block_size] = x[tm, tn] * 2"),
+        ("slice_beside", "out[tm, tn] = x[tm, tn] + x[tm, 0:tn.block_size]")))
     body.append(Line(depth, line))
     return f"block_sized:{tag}"
+
+
+def _half_window(rng, dims: dict, dtype, inner: bool, depth: int) -> tuple[list, tuple, str]:
+    """Helion's fused SwiGLU: the second half of x's columns read as a shifted tile's window,
+    its start named once or written out twice (each spelling its own traced value)."""
+    h = dims["n"]
+    dims["w"] = 2 * h
+    body = [Line(0, "m, w = x.size()"), Line(0, "h = w // 2"),
+            Line(0, f"out = torch.zeros([m, h], dtype={dtype_name(dtype)}, device=x.device)")]
+    body += ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(h):")] if inner else
+             [Line(0, "for tm, tn in hl.tile([m, h]):")])
+    body += [Line(depth, "start = tn.begin + h"),
+             Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, start:start + tn.block_size]")]
+    tag = "half_window"
+    if rng.random() < 0.5:
+        body[-2:] = [Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, tn.begin + h:tn.begin + h + tn.block_size]")]
+        tag = "half_window_inline"
+    return body, (InputSpec("x", ("m", "w"), dtype),), tag
 
 
 def window_shapes(draw: Any, name: str) -> Case:
@@ -98,20 +117,7 @@ def window_shapes(draw: Any, name: str) -> Case:
             body.append(Line(depth, f"out[tm, tn] = x[{row}, {index}] + x[tm, tn]"))
         tag = f"shift:{sign}" + (":rows" if row != "tm" else "")
         if rng.random() < 0.3:  # drawn last: Helion's fused SwiGLU reads a half as a shifted tile's window
-            h = dims["n"]
-            dims["w"] = 2 * h
-            inputs = (InputSpec("x", ("m", "w"), dtype),)
-            body = [Line(0, "m, w = x.size()"), Line(0, "h = w // 2"),
-                    Line(0, f"out = torch.zeros([m, h], dtype={dtype_name(dtype)}, device=x.device)")]
-            body += ([Line(0, "for tm in hl.tile(m):"), Line(1, "for tn in hl.tile(h):")] if inner else
-                     [Line(0, "for tm, tn in hl.tile([m, h]):")])
-            body += [Line(depth, "start = tn.begin + h"),
-                     Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, start:start + tn.block_size]")]
-            tag = "half_window"
-            if rng.random() < 0.5:  # the start written out twice (each its own traced value)
-                body[-2:] = [Line(depth, "out[tm, tn] = x[tm, tn] * 2 + x[tm, tn.begin + h:tn.begin + h + "
-                                         "tn.block_size]")]
-                tag = "half_window_inline"
+            body, inputs, tag = _half_window(rng, dims, dtype, inner, depth)
     else:
         before, after = rng.choice((0, 1, 3)), rng.choice((0, 2, 128))
         fill = rng.choice(("", ", value=1.0", ", value=-2.0"))

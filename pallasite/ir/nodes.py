@@ -27,8 +27,16 @@ _ids = itertools.count()
 
 
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division of ints: how many blocks of `b` cover `a`."""
+    """Ceiling division of ints: how many blocks of `b` cover `a` (also `pallasite.cdiv`, as
+    Helion's `helion.cdiv`)."""
     return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two at least `n` (1 for n <= 1): `pallasite.next_power_of_2`, as
+    Helion's `helion.next_power_of_2` (block sizes of host code)."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 @dataclass(eq=False)

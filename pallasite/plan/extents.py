@@ -11,7 +11,9 @@ The mask planner knows which axes of every value hold a partial tile's padding a
 - a store of an axis padded by a tile's range into a target axis sized otherwise (a fixed
   number of positions, or another tile);
 - an elementwise op over two axes padded by different tiles' ranges (one range per axis,
-  all a mask knows, cannot say which lanes hold data), and a matmul contracting them.
+  all a mask knows, cannot say which lanes hold data), and a matmul contracting them;
+- a tile's axis beside (or stored into by) an axis a load's ':' or static slice sizes
+  (`x[tm, :64] + y[tm, tn]`): a fixed part of a tensor (`FixedAxes`).
 Where both ranges are static, or computed from the device loop's tiles (`hl.tile(0,
 tm.end + 16)`: evaluated at every program, as folded loops are), the tiles' extents are
 known: at every program they must all be one and the same (two tiles of one range of a
@@ -33,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..ir import (
-    GatherIndex, IfBlock, NewAxis, ScalarIndex, ShiftedTile, Store, TileDim, TileLoop, TileSlice, Value, ops,
-    walk_nodes,
+    FullSlice, GatherIndex, IfBlock, Load, NewAxis, ScalarIndex, ShiftedTile, StaticSlice, Store, TileDim, TileLoop,
+    TileSlice, Value, ops, walk_nodes,
 )
 from ..ir.ops import OpKind
 from .. import exc
@@ -64,13 +66,13 @@ def check_extents(body: list, padded: dict, grid_dims: tuple = ()) -> tuple[Exte
     `grid_dims`: the device loop's, whose programs a range may be computed from); the
     agreements only the data decides, to check at run time."""
     depth = _loop_depths(body)
-    grid = _Grid(grid_dims)
+    grid, fixed = _Grid(grid_dims), FixedAxes(padded)
     found: dict = {}
     for node in walk_nodes(body):
         if isinstance(node, Store):
-            pairs = _store_pairs(node, padded)
+            pairs = _store_pairs(node, padded, fixed)
         elif node.op in ops.OPS and ops.OPS[node.op].kind is OpKind.ELEMENTWISE:
-            pairs = _elementwise_pairs(node, padded)
+            pairs = _elementwise_pairs(node, padded, fixed)
         elif node.op in ops.OPS and ops.OPS[node.op].kind is OpKind.CONTRACTION:
             pairs = _contraction_pairs(node, ops.OPS[node.op].contraction, padded)
         else:
@@ -124,7 +126,7 @@ def _agreement(dim: TileDim, other, grid: _Grid, depth: dict, node, text: str) -
         blocks = (dim.block_size, other.block_size if isinstance(other, TileDim) else other)
         one = [_one_extent(length, block) for length, block in zip((mine, theirs), blocks)]
         if np.all((mine <= 0) | (theirs <= 0) | ((one[0] > 0) & (one[0] == one[1]))):
-            return None  # an empty range runs no tile
+            return None  # one extent at every program (a range of no tile runs none)
         raise exc.ShapeMismatch(f"{text}. {_CONSEQUENCE}", node.location)
     # where the inner of the ranges the data decides starts, both are known (a static one anywhere)
     unknown = [d for d in (dim, other) if isinstance(d, TileDim) and grid.lengths(d) is None]
@@ -142,7 +144,7 @@ def _one_extent(length: np.ndarray, block: int) -> np.ndarray:
     return np.where(length % block == 0, block, np.where(length < block, length, -1))
 
 
-def _store_pairs(node: Store, padded: dict) -> list:
+def _store_pairs(node: Store, padded: dict, fixed: FixedAxes) -> list:
     value = node.args[0] if node.args else None
     if not isinstance(value, Value) or not value.shape:
         return []
@@ -154,8 +156,13 @@ def _store_pairs(node: Store, padded: dict) -> list:
     where = f"{node.tensor.name}[...] = ..." if node.tensor is not None else "the store"
     for axis, size in enumerate(value.shape):
         expected, rng = target[axis], pads.get(axis)
+        if isinstance(expected, TileRange) and rng is None and axis in fixed(value) and size != 1:
+            # a fixed part of a tensor into a partial tile: its short tile is narrower
+            pairs.append((expected, size, f"{where}: axis {axis} of the stored value is a fixed number of "
+                                          f"positions read by a slice, the target's is {_what(expected)}"))
+            continue
         if size == 1 or expected is _UNCHECKED or not isinstance(rng, TileRange) or rng == expected:
-            continue  # a fixed-size value is cut to a partial target tile, as in reference mode
+            continue  # a block-sized value is cut to a partial target tile, as in reference mode
         other = expected.dim if isinstance(expected, TileRange) else size
         pairs.append((rng, other, f"{where}: axis {axis} of the stored value is {_what(rng)}, the target's is "
                                   f"{_what(expected)}"))
@@ -176,19 +183,22 @@ def _target_range(item, padded: dict):
     return None  # ':' or a static slice: a fixed number of positions
 
 
-def _elementwise_pairs(node, padded: dict) -> list:
+def _elementwise_pairs(node, padded: dict, fixed_axes: FixedAxes) -> list:
     rank = len(node.outputs[0].shape) if node.outputs else 0
     seen: dict[int, tuple] = {}  # output axis -> (range, operand) of the first operand a tile sizes
+    fixed: dict[int, Value] = {}  # output axis -> an operand whose axis a load's ':' or static slice sizes
     pairs = []
     for operand in node.args:
         if not isinstance(operand, Value) or not operand.shape:
             continue
         shift = rank - len(operand.shape)
-        pads = padded.get(operand.id, {})
+        pads, loaded = padded.get(operand.id, {}), fixed_axes(operand)
         for axis, size in enumerate(operand.shape):
             if size == 1:
                 continue
             rng = pads.get(axis)
+            if axis in loaded:
+                fixed.setdefault(axis + shift, operand)
             if not isinstance(rng, TileRange):
                 continue  # the block's size beside a partial tile: cut to its extent
             first = seen.setdefault(axis + shift, (rng, operand))
@@ -196,7 +206,46 @@ def _elementwise_pairs(node, padded: dict) -> list:
                 pairs.append((first[0], rng.dim, f"{node.op}: operands {_name(first[1])} and {_name(operand)} meet "
                                                  f"on axis {axis + shift}, where the first is {_what(first[0])} "
                                                  f"and the second {_what(rng)}"))
+    for axis, (rng, operand) in seen.items():  # a tile beside the part of a tensor a slice reads
+        if axis in fixed:
+            pairs.append((rng, node.outputs[0].shape[axis],
+                          f"{node.op}: operands {_name(operand)} and {_name(fixed[axis])} meet on axis {axis}, "
+                          f"where the first is {_what(rng)} and the second a fixed number of positions"))
     return pairs
+
+
+class FixedAxes:
+    """The axes of each value a load's ':' or static slice sizes (a fixed part of a tensor, not
+    a value built from a block size), through lane-by-lane ops; memoized (values feed many ops)."""
+
+    def __init__(self, padded: dict) -> None:
+        self.padded = padded
+        self.memo: dict[int, frozenset[int]] = {}
+
+    def __call__(self, value: Value) -> frozenset[int]:
+        if value.id not in self.memo:
+            self.memo[value.id] = self._of(value)
+        return self.memo[value.id]
+
+    def _of(self, value: Value) -> frozenset[int]:
+        node = value.producer
+        if isinstance(node, Load):
+            axes, axis = set(), 0
+            for item in node.index:
+                if isinstance(item, ScalarIndex):
+                    continue
+                if isinstance(item, (FullSlice, StaticSlice)):
+                    axes.add(axis)
+                axis += 1
+            return frozenset(axes)
+        if node is None or node.op not in ops.OPS or ops.OPS[node.op].kind is not OpKind.ELEMENTWISE:
+            return frozenset()
+        pads, axes = self.padded.get(value.id, {}), set()
+        for operand in node.args:
+            if isinstance(operand, Value) and operand.shape:
+                shift = len(value.shape) - len(operand.shape)
+                axes |= {a + shift for a in self(operand) if operand.shape[a] != 1}
+        return frozenset(a for a in axes if a not in pads)
 
 
 def _contraction_pairs(node, contraction, padded: dict) -> list:
@@ -206,7 +255,7 @@ def _contraction_pairs(node, contraction, padded: dict) -> list:
         return []
     lhs_axis, rhs_axis = contraction.contracted_axes(len(a.shape), len(b.shape))
     left = padded.get(a.id, {}).get(lhs_axis)
-    right = padded.get(b.id, {}).get(rhs_axis) if rhs_axis is not None else None
+    right = padded.get(b.id, {}).get(rhs_axis)
     if not isinstance(left, TileRange) or not isinstance(right, TileRange) or left == right:
         return []  # a block-sized operand against a tile: contracted over the tile's extent
     return [(left, right.dim, f"{node.op}: the contracted axes of {_name(a)} and {_name(b)} are {_what(left)} "

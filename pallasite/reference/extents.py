@@ -4,9 +4,10 @@ In reference mode a tile has its actual extent (the last one is shorter), while 
 built from a block size (`hl.arange(tile.block_size)`) has the block's: the compiled
 kernel sees one extent there, so the op computes on the shorter one. Any other
 disagreement is torch's broadcast error, as compiling gives — also two values read at
-different tiles (`x[tile_i] * y[tile_j]`, a full tile against a short one), whose axes
-loads mark with their tiles (`lanes.tiles_of`, carried through lane-by-lane ops:
-`tile_axes`), as plan/extents.py refuses them compiled.
+different tiles (`x[tile_i] * y[tile_j]`, a full tile against a short one) or a tile and a
+slice of a tensor (`x[tm, :64] + y[tm, tn]`), whose axes loads mark with their tiles or
+`[n]` (`lanes.tiles_of`, carried through lane-by-lane ops: `tile_axes`), as plan/extents.py
+refuses them compiled. A store cuts only an unmarked (block-sized) value to its target.
 """
 from __future__ import annotations
 
@@ -77,8 +78,13 @@ def _check_tiles(tensors: list[torch.Tensor], rank: int, trailing: int) -> None:
             other = seen.setdefault(axis + shift, (name, tensor.shape[axis]))
             if other[0] != name and other[1] != tensor.shape[axis]:
                 raise exc.ShapeMismatch(
-                    f"Operands of tiles '{other[0]}' ({other[1]} positions) and '{name}' ({tensor.shape[axis]}) "
+                    f"Operands of {describe_mark(other[0])} ({other[1]} positions) and {describe_mark(name)} ({tensor.shape[axis]}) "
                     f"meet on axis {axis + shift - rank}: they do not broadcast (eager PyTorch raises).")
+
+
+def describe_mark(mark: str) -> str:
+    """What a mark of `lanes.tiles_of` says: a tile's name, or `[n]`: a slice of a kernel tensor."""
+    return "a slice of a tensor" if mark.startswith("[") else f"tile '{mark}'"
 
 
 def tile_axes(tensors: list[torch.Tensor], result: torch.Tensor) -> torch.Tensor:

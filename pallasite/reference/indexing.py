@@ -142,7 +142,7 @@ def _fit(value: torch.Tensor, target: list[int], name: Callable[[], str]) -> tor
         extent, wanted = lanes.real_extent(value, axis), target[axis + shift]
         if extent is None or extent == wanted:
             continue
-        if extent < wanted:
+        if extent < wanted or axis in lanes.tiles_of(value):  # a tile's or a slice's part, not a block's size
             raise mismatch()
         value = lanes.mark(value.narrow(axis, 0, wanted), lanes.of(value))
     return value
@@ -190,6 +190,8 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             subscript.basic.append(item)
             if axis in source_lanes:
                 subscript.lanes.add(out_axis)
+            if not lanes.is_device(tensor):  # a fixed part of a kernel tensor (reference/extents.py)
+                subscript.tiles[out_axis] = f"[{len(range(*item.indices(tensor.shape[axis])))}]"
             axis, out_axis = axis + 1, out_axis + 1
         elif isinstance(item, RefTile):  # of a device value too: a narrowing read (`blk[tile_s]`)
             if item.begin < 0 or item.end > tensor.shape[axis]:
@@ -220,6 +222,8 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
         else:
             raise exc.IndexingError(
                 f"{name_of(tensor)}[...]: unsupported index {item!r} of type {type(item).__name__}.")
+    if not lanes.is_device(tensor):  # the axes the subscript leaves whole
+        subscript.tiles.update({out_axis + k: f"[{tensor.shape[axis + k]}]" for k in range(tensor.ndim - axis)})
     if len(subscript.gather) > 1:
         subscript.native = _paired(subscript, items, name_of(tensor))
     return subscript

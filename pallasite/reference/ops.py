@@ -32,7 +32,7 @@ from .. import language as hl
 from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
-from .extents import agree, partial_tiles, tile_axes
+from .extents import agree, describe_mark, partial_tiles, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -322,8 +322,8 @@ def product(a: torch.Tensor, b: torch.Tensor, func: Callable = torch.matmul) -> 
     ka, kb = lanes.real_extent(a, a_axis), lanes.real_extent(b, b_axis)
     tile_a, tile_b = lanes.tiles_of(a).get(a_axis), lanes.tiles_of(b).get(b_axis)
     if ka is not None and kb is not None and ka != kb and tile_a and tile_b and tile_a != tile_b:
-        raise exc.ShapeMismatch(f"A matmul contracts tiles '{tile_a}' ({ka} positions) and '{tile_b}' ({kb}): "
-                                "their extents differ (eager PyTorch raises).")
+        raise exc.ShapeMismatch(f"A matmul contracts {describe_mark(tile_a)} ({ka} positions) with "
+                                f"{describe_mark(tile_b)} ({kb}): their extents differ (eager PyTorch raises).")
     if ka is not None and kb is not None and ka != kb and (min(ka, kb), max(ka, kb)) not in partial_tiles():
         raise exc.ShapeMismatch(f"A matmul contracts {ka} positions of one operand with {kb} of the other "
                                 "(eager PyTorch raises).")
