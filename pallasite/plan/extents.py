@@ -123,10 +123,9 @@ def _agreement(dim: TileDim, other, grid: _Grid, depth: dict, node, text: str) -
     mine = grid.lengths(dim)
     theirs = grid.lengths(other) if isinstance(other, TileDim) else np.asarray(other)
     if mine is not None and theirs is not None:
-        blocks = (dim.block_size, other.block_size if isinstance(other, TileDim) else other)
-        one = [_one_extent(length, block) for length, block in zip((mine, theirs), blocks)]
-        if np.all((mine <= 0) | (theirs <= 0) | ((one[0] > 0) & (one[0] == one[1]))):
-            return None  # one extent at every program (a range of no tile runs none)
+        if np.all(extents_agree(mine, dim.block_size, theirs,
+                                other.block_size if isinstance(other, TileDim) else other)):
+            return None
         raise exc.ShapeMismatch(f"{text}. {_CONSEQUENCE}", node.location)
     # where the inner of the ranges the data decides starts, both are known (a static one anywhere)
     unknown = [d for d in (dim, other) if isinstance(d, TileDim) and grid.lengths(d) is None]
@@ -138,9 +137,19 @@ def _agreement(dim: TileDim, other, grid: _Grid, depth: dict, node, text: str) -
     return ExtentAgreement(dim, other, inner, message, node.location)
 
 
+def extents_agree(length_a, block_a: int, length_b, block_b: int) -> np.ndarray:
+    """Whether every tile of a range of `length_a` positions in blocks of `block_a` has the
+    extent of every tile of one of `length_b` in `block_b` (a range of no tile agrees with
+    anything). Lengths are ints or arrays (one per program); planning and interpret mode's
+    run-time check (runtime/checks.py:RangeChecks.extents) both decide by it."""
+    length_a, length_b = np.asarray(length_a), np.asarray(length_b)
+    one_a, one_b = _one_extent(length_a, block_a), _one_extent(length_b, block_b)
+    return (length_a <= 0) | (length_b <= 0) | ((one_a > 0) & (one_a == one_b))
+
+
 def _one_extent(length: np.ndarray, block: int) -> np.ndarray:
     """The one extent every tile of a range of `length` positions has, or -1 where its tiles
-    are a full block and a shorter last one (runtime/checks.py checks the same at run time)."""
+    are a full block and a shorter last one."""
     return np.where(length % block == 0, block, np.where(length < block, length, -1))
 
 

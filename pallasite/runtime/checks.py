@@ -44,6 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
+from ..plan.extents import extents_agree  # the rule planning applies to ranges it knows
+
 _OK = jax.ShapeDtypeStruct((), jnp.int32)
 _RUN_FAILS = ("interpret mode fails the run on that rank; inside pallasite.range_checked() "
               "this is raised as pallasite.exc.ShapeMismatch")
@@ -74,8 +76,7 @@ class RangeChecks:
         `blocks`), which meet on one axis, do not all have one and the same extent."""
         def check(begin_a, end_a, begin_b, end_b):
             length_a, length_b = int(end_a) - int(begin_a), int(end_b) - int(begin_b)
-            one = {_one_extent(length_a, blocks[0]), _one_extent(length_b, blocks[1])}
-            if length_a <= 0 or length_b <= 0 or (len(one) == 1 and None not in one):
+            if extents_agree(length_a, blocks[0], length_b, blocks[1]):
                 return np.int32(1)
             self._record(check_id, length_a, length_b, 0, "the tiles' extents differ; its result is wrong")
             return np.int32(0)
@@ -198,14 +199,6 @@ class RangeChecks:
         finally:
             with self._lock:
                 self._collectors = [c for c in self._collectors if c is not found]
-
-
-def _one_extent(length: int, block: int) -> int | None:
-    """The one extent every tile of a range of `length` positions in blocks of `block` has
-    (None: a full block and a shorter last tile)."""
-    if length % block == 0:
-        return block
-    return length if length < block else None
 
 
 def forget_failed_run() -> None:
