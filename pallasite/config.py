@@ -1,9 +1,13 @@
 """`pallasite.Config`: the schedule knobs of one compiled kernel."""
 from __future__ import annotations
 
+import difflib
 import enum
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import exc
@@ -24,6 +28,9 @@ GPU_ONLY_KEYS = frozenset({
 # Families of such keys, by prefix: CuTe's Blackwell (tcgen05) pipeline stages, clusters,
 # epilogue warps and persistence (`tcgen05_ab_stages`, `tcgen05_cluster_m`, ...).
 GPU_ONLY_PREFIXES = ("tcgen05_",)
+# Prefixes of built-in key families: a key starting so that is not one is a misspelling, never
+# a user tunable (`pallas_loop_kind`, `tcgen_ab_stages`).
+_RESERVED_PREFIXES = ("pallas_", "tcgen")
 
 
 def is_gpu_only_key(key: str) -> bool:
@@ -152,6 +159,29 @@ class Config(Mapping[str, Any]):
         inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
         return f"Config({inner})"
 
+    def to_json(self) -> str:
+        """The config's keys and values as a JSON object (Helion's `Config.to_json`)."""
+        return json.dumps(self._values, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        """The config a `to_json` text holds, its keys checked as the constructor checks them."""
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise exc.InvalidConfig(f"Not a config in JSON: {err}.") from None
+        if not isinstance(values, dict):
+            raise exc.InvalidConfig(f"A config in JSON is an object of keys, got {type(values).__name__}.")
+        return cls(values)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the config to `path` as JSON (`Config.load` reads it back)."""
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Config":
+        return cls.from_json(Path(path).read_text())
+
 
 @dataclass(frozen=True)
 class ResolvedConfig:
@@ -227,29 +257,39 @@ def _validate_key(key: str, value: Any) -> None:
             )
     elif key in _KNOB_VALIDATORS:
         _KNOB_VALIDATORS[key](value)
-    elif key in _USER_TUNABLES:
+    else:  # a user tunable's name: the kernel the config meets checks it (kernel_keys_error)
+        near = difflib.get_close_matches(key, [*Config.KNOWN_KEYS, *GPU_ONLY_KEYS], n=1, cutoff=0.8)
+        if near or key.startswith(_RESERVED_PREFIXES) or not key.isidentifier():
+            raise exc.InvalidConfig(unknown_key_message(key, near[0] if near else None))
         if not isinstance(value, (int, float, str, bool)):
-            raise exc.InvalidConfig(f"Config key {key!r} (an hl.register_tunable) must have a scalar value, "
-                                    f"got {value!r}.")
-    else:
-        raise exc.InvalidConfig(
-            f"Unknown config key {key!r}. Valid keys: {', '.join(Config.KNOWN_KEYS)}, and the names a "
-            "kernel declares with hl.register_tunable (known once the kernel is decorated: pass such a "
-            "config to the decorator as a dict)."
-        )
+            raise exc.InvalidConfig(f"Config key {key!r} (not a built-in key, so an hl.register_tunable "
+                                    f"name) must have a scalar value, got {value!r}.")
 
 
-# Names declared by `hl.register_tunable` in some kernel (found in the kernel's source when it
-# is decorated, and when traced): config keys of that kernel's user tunables.
-_USER_TUNABLES: set[str] = set()
+def unknown_key_message(key: str, near: str | None = None, tunables: Any = None) -> str:
+    """The error for a config key that is neither built in nor (where `tunables`, the names a
+    kernel declares with hl.register_tunable, are known) one of the kernel's tunables."""
+    hint = f" (did you mean {near!r}?)" if near else ""
+    declared = "" if tunables is None else f"; this kernel's: {', '.join(tunables) or 'none'}"
+    return (f"Unknown config key {key!r}{hint}. Valid keys: {', '.join(Config.KNOWN_KEYS)}, and the "
+            f"names a kernel declares with hl.register_tunable{declared}.")
 
 
-def register_user_tunable(name: str) -> None:
-    """Accept `name` as a config key (a user tunable); built-in keys keep their meaning."""
-    if name in Config.KNOWN_KEYS or is_gpu_only_key(name) or name == "block_size":
+def kernel_keys_error(config: Mapping[str, Any], tunables: Any) -> str | None:
+    """Why `config` does not fit a kernel whose hl.register_tunable names are `tunables`: the
+    first key that is neither built in nor one of them, or None."""
+    for key in config:
+        if key not in Config.KNOWN_KEYS and key not in tunables and not is_gpu_only_key(key) and key != "block_size":
+            near = difflib.get_close_matches(key, [*Config.KNOWN_KEYS, *tunables], n=1, cutoff=0.8)
+            return unknown_key_message(key, near[0] if near else None, tunables)
+    return None
+
+
+def check_tunable_name(name: str) -> None:
+    """Refuse an hl.register_tunable name that is a built-in config key."""
+    if name in Config.KNOWN_KEYS or is_gpu_only_key(name) or name == "block_size" or name.startswith(_RESERVED_PREFIXES):
         raise exc.InvalidConfig(f"hl.register_tunable({name!r}, ...): {name!r} is a built-in config key; "
                                 "choose another name.")
-    _USER_TUNABLES.add(name)
 
 
 def ignored_keys_of(configs: Any) -> tuple[str, ...]:

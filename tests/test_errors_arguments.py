@@ -106,10 +106,21 @@ def test_config_errors_are_value_errors():
 
 
 def test_unknown_config_key():
+    """A Config holds a key it does not know (a user tunable's name, as Helion's Config does);
+    the kernel it meets refuses it at decoration, naming the valid keys."""
+    config = pallasite.Config(foo=1)
     with pytest.raises(exc.InvalidConfig) as info:
-        pallasite.Config(foo=1)
+
+        @pallasite.kernel(config=config)
+        def copy(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = x[tile]
+            return out
+
     assert "Unknown config key 'foo'" in info.value.message
     assert "block_sizes" in info.value.message  # names the valid keys
+    assert "this kernel's: none" in info.value.message
 
 
 def test_invalid_loop_type():

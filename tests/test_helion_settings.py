@@ -80,12 +80,23 @@ def test_a_gpu_key_first_given_at_a_call_warns_then():
     assert code == kernel.bind(ARGS).to_code({"block_sizes": [8, 128]})  # nothing else changed
 
 
-@pytest.mark.parametrize("key", ["num_wraps", "colour", "pallas_loop_kind"])
-def test_keys_that_mean_nothing_anywhere_stay_errors(key):
+@pytest.mark.parametrize("key", ["num_wraps", "pallas_loop_kind", "block_sises"])
+def test_misspelled_builtin_keys_are_errors_at_once(key):
+    """A key close to a built-in one, or in a built-in family's prefix, is a misspelling."""
     with pytest.raises(exc.InvalidConfig, match=f"Unknown config key '{key}'"):
         pallasite.Config(block_sizes=[8], **{key: 1})
     with pytest.raises(exc.InvalidConfig, match=key):
         _add(autotune_config_overrides={key: 1})
+
+
+@pytest.mark.parametrize("setting", ["config", "configs", "autotune_config_overrides", "autotune_seed_configs"])
+def test_keys_that_mean_nothing_to_the_kernel_are_refused_at_decoration(setting):
+    """`colour` could be a user tunable's name, so a Config holds it (as Helion's does); a
+    kernel that declares no such tunable refuses it when decorated, naming the setting."""
+    config = pallasite.Config(block_sizes=[8, 128], colour=1)
+    value = {"configs": [config], "autotune_config_overrides": {"colour": 1}}.get(setting, config)
+    with pytest.raises(exc.InvalidConfig, match=f"{setting}.*Unknown config key 'colour'.*this kernel's: none"):
+        _add(**{setting: value})
 
 
 # ------------------------------------------------------------- dot_precision --
@@ -204,3 +215,38 @@ def test_helions_ref_mode_enum_is_the_same_switch(mode, compiles, monkeypatch):
     x = torch.randn(20, 128)
     torch.testing.assert_close(kernel(x), x * 2)
     assert bool(seen) == compiles
+
+
+# ------------------------------------------------- configs built before their kernel --
+
+SPLIT_K_CONFIG = pallasite.Config(block_sizes=[8, 128], split_k=2)  # before the kernel exists, as Helion programs write
+
+
+@pallasite.kernel(config=SPLIT_K_CONFIG)
+def _scaled_by_tunable(x: torch.Tensor) -> torch.Tensor:
+    split = hl.register_tunable("split_k", hl.PowerOfTwoFragment(1, 4))
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * split
+    return out
+
+
+def test_a_config_naming_a_tunable_may_be_built_before_its_kernel():
+    x = torch.randn(16, 256)
+    torch.testing.assert_close(_scaled_by_tunable(x), x * 2)
+    torch.testing.assert_close(run_ref(_scaled_by_tunable, (x,)), x * 2)
+    with pytest.raises(exc.InvalidConfig, match="split_k=3 is not legal"):
+        _scaled_by_tunable.bind((x,)).compile_config({"block_sizes": [8, 128], "split_k": 3})
+    with pytest.raises(exc.InvalidConfig, match="Unknown config key 'split_kk' \\(did you mean 'split_k'\\?\\)"):
+        _scaled_by_tunable.bind((x,)).compile_config({"block_sizes": [8, 128], "split_kk": 2})
+
+
+def test_config_json_round_trip(tmp_path):
+    config = pallasite.Config(block_sizes=[8, 128], pallas_loop_type=["unroll", "fori_loop"], split_k=2)
+    assert pallasite.Config.from_json(config.to_json()) == config
+    config.save(tmp_path / "best.json")
+    assert pallasite.Config.load(tmp_path / "best.json") == config
+    with pytest.raises(exc.InvalidConfig, match="Not a config in JSON"):
+        pallasite.Config.from_json("{block_sizes")
+    with pytest.raises(exc.InvalidConfig, match="block_sizes must be"):
+        pallasite.Config.from_json('{"block_sizes": [0]}')

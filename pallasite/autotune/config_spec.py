@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import exc
-from ..config import FOLDED_LOOP_TYPE, INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config
+from ..config import FOLDED_LOOP_TYPE, INDIRECT_ACCESS_MODES, KNOB_DEFAULTS, WORKLIST_GROUPINGS, Config, kernel_keys_error
 from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
@@ -247,13 +247,12 @@ class ConfigSpec:
                 f"block_sizes has {len(sizes)} entries but the kernel has "
                 f"{len(self.block_sizes)} tunable block sizes ({names})."
             )
+        problem = kernel_keys_error(values, tuple(self.tunables))
+        if problem:
+            raise exc.InvalidConfig(problem)
         for key, value in values.items():
             if key in Config.KNOWN_KEYS:
                 continue
-            if key not in self.tunables:
-                raise exc.InvalidConfig(
-                    f"Config key {key!r} is not a tunable of this kernel (its hl.register_tunable names: "
-                    f"{', '.join(self.tunables) or 'none'}).")
             if not self.tunables[key].allows(value):
                 raise exc.InvalidConfig(f"Config value {key}={value!r} is not legal: expected "
                                         f"{self.tunables[key].describe()}.")

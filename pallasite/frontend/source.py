@@ -142,17 +142,22 @@ def unsupported_host_statement(stmt: ast.stmt, location: exc.SourceLocation) -> 
         "kernel's body, an if or a for over a Python iterable instead.", location)
 
 
-def register_tunables_of(fn: Callable) -> None:
-    """Make the names of `hl.register_tunable("name", ...)` calls in `fn` config keys, so a
-    config naming them is accepted before the kernel is traced."""
-    from ..config import register_user_tunable
+def tunable_names_of(fn: Callable) -> tuple[str, ...] | None:
+    """The names of `fn`'s `hl.register_tunable("name", ...)` calls (each checked not to be a
+    built-in config key), known before the kernel is traced so its configs can be checked at
+    decoration; None where a name is not a literal (or the source cannot be read)."""
+    from ..config import check_tunable_name
 
     try:
         tree, _ = function_ast(fn)
     except exc.PallasiteError:
-        return
+        return None
+    names: list[str] = []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
-                and getattr(node.func, "attr", getattr(node.func, "id", None)) == "register_tunable"
-                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            register_user_tunable(node.args[0].value)
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) == "register_tunable"):
+            if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                return None
+            check_tunable_name(node.args[0].value)
+            names.append(node.args[0].value)
+    return tuple(dict.fromkeys(names))

@@ -203,7 +203,7 @@ class Tracer:
         return self.dims.register_block_size(args)
 
     def register_tunable(self, name: Any, fragment: Any) -> Any:
-        from ..config import register_user_tunable
+        from ..config import check_tunable_name
         from ..language.tunables import tunable_value
 
         value = tunable_value(name, fragment, self.tunable_values)
@@ -211,7 +211,7 @@ class Tracer:
             raise exc.UnsupportedSyntax(f"hl.register_tunable({name!r}, ...) is declared twice with "
                                         "different fragments.")
         self.tunables[name] = fragment
-        register_user_tunable(name)
+        check_tunable_name(name)
         return value
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:

@@ -14,7 +14,7 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..autotune.settings import parse_settings
-from ..config import Config, as_config, ignored_keys_of
+from ..config import Config, as_config, ignored_keys_of, kernel_keys_error
 from ..frontend import ArgSpec, source
 from ..frontend.operands import check_argument_dtype
 from ..reference import REF_ENV, RefMode, run_reference
@@ -76,7 +76,6 @@ class Kernel:
         # (autotune/settings.py); use_default_config skips tuning.
         self.settings, ignored_settings, settings = split_settings(settings)
         self.tune = parse_settings("none" if use_default_config else autotune_effort, settings)
-        source.register_tunables_of(fn)  # hl.register_tunable names become config keys
         if collective_id is not None and (isinstance(collective_id, bool) or not isinstance(collective_id, int)
                                           or not 0 <= collective_id < 2**15):
             raise exc.InvalidConfig(f"collective_id={collective_id!r}: expected an int in [0, 32768) "
@@ -85,6 +84,7 @@ class Kernel:
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
+        self._check_config_keys(fn, config, configs, settings.get("autotune_config_overrides"))
         self._ignored_keys: set[str] = set()
         self._noted_host_lines: set[Any] = set()
         with exc.ignoring(self.settings.ignore_warnings):
@@ -112,6 +112,21 @@ class Kernel:
     def name(self) -> str:
         """The kernel function's name (Helion's `Kernel.name`)."""
         return self.fn.__name__
+
+    def _check_config_keys(self, fn: Callable, config: Any, configs: Any, overrides: Any) -> None:
+        """Refuse, at decoration, a config key that is neither built in nor one of the names
+        `fn` declares with hl.register_tunable (a `Config` holds any such key until it meets
+        its kernel, as Helion's does)."""
+        names = source.tunable_names_of(fn)
+        if names is None:  # a computed tunable name: BoundKernel's config_spec checks at the call
+            return
+        given = [("config=", self.config, config), *((f"configs[{i}]=", c, c) for i, c in enumerate(self.configs)),
+                 ("autotune_config_overrides=", overrides, overrides),
+                 *(("autotune_seed_configs=", c, c) for c in self.tune.seed_configs)]
+        for where, checked, written in given:
+            problem = None if checked is None else kernel_keys_error(checked, names)
+            if problem:
+                raise exc.InvalidConfig(f"{where}{written!r}: {problem}")
 
     def note_ignored_keys(self, keys: Any) -> None:
         """Warn once per kernel about the GPU-only config keys and settings it ignores (a
