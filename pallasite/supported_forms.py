@@ -293,7 +293,10 @@ def dtype_section() -> list[str]:
             "here: cast to 32 bits first. int64 tensor arguments used only as indices, offsets or loop bounds "
             "are narrowed to int32 on the host, with a range check; host code may compute positions from them "
             "(`torch.where(idx < 0, idx + n, idx)`: +, -, *, // and % by numbers, min/max/clamp, neg/abs, where, "
-            "casts), checked before each call to stay within int32.", ""]
+            "casts), checked before each call to stay within int32. Device code may compute with such a "
+            "tensor's values once it casts them where it reads them (`labels[tile].to(torch.int32) + 1`: torch "
+            "computes in int32 from there too); computing with them uncast (`labels[tile] // 2`, int64 in torch) "
+            "and storing the result is refused.", ""]
 
 
 def missing_facts() -> list[str]:

@@ -226,6 +226,51 @@ def test_an_int64_tensor_the_kernel_writes_is_refused_at_the_users_line():
     assert "counts[tile] = counts[tile] + 1" in str(info.value)
 
 
+@pallasite.kernel
+def labels_plus_row_sums(labels, x):
+    """Helion's form: int64 values cast to int32 where they are read, then computed with."""
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.int32, device=x.device)
+    for tm in hl.tile(m):
+        acc = labels[tm].to(torch.int32) + 1
+        for tn in hl.tile(n):
+            acc = acc + (x[tm, tn] > 0).to(torch.int32).sum(1)
+            acc = acc * (labels[tm].to(torch.int32) % 3 + 1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_values_cast_where_they_are_read_compute_as_torch_does(loop_type):
+    labels = torch.arange(-20, 44)  # int64, negative values too
+    x = torch.randn(64, 384, generator=torch.Generator().manual_seed(3))
+    expected = labels.to(torch.int32) + 1
+    for start in range(0, 384, 128):
+        expected = (expected + (x[:, start:start + 128] > 0).to(torch.int32).sum(1)) * (labels.to(torch.int32) % 3 + 1)
+    _, out = code_and_output(labels_plus_row_sums, (labels, x), block_sizes=[16, 128], pallas_loop_type=loop_type)
+    assert out.dtype == torch.int32
+    torch.testing.assert_close(out, expected.to(torch.int32))
+    torch.testing.assert_close(run_ref(labels_plus_row_sums, (labels, x), block_sizes=[16, 128],
+                                       pallas_loop_type=loop_type), out)
+    with pytest.raises(exc.KernelArgumentError, match=r"'labels'.*int32"):  # torch would cast this one
+        labels_plus_row_sums(torch.full([64], 2**31 + 3), x)
+
+
+@pallasite.kernel
+def cast_after_adding(labels):
+    out = torch.empty(labels.size(), dtype=torch.int32, device=labels.device)
+    for tile in hl.tile(labels.size(0)):
+        out[tile] = (labels[tile] // 2).to(torch.int32)
+    return out
+
+
+def test_a_cast_after_int64_arithmetic_is_still_refused():
+    """torch computes `labels[tile] // 2` in int64 before the cast: only a cast of the values
+    as read is exact, so the error stays and says where to cast."""
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*stores its values.*labels\[\.\.\.\]\.to\(torch\.int32\)"):
+        cast_after_adding(torch.arange(16))
+
+
 # ------------------------------------------------- positions computed on the host --
 
 

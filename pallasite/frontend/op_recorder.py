@@ -262,6 +262,8 @@ class OpRecorder:
                                for name, a, k in bound.calls])
         operands, attrs, meta_out = bound
         if self.device is not None:
+            if op.name == "to" and function is not None:  # the user's own cast (not a composite's step)
+                attrs = {**attrs, "written": True}
             return self._device_op(op, operands, attrs, meta_out, display)
         return self.host.op(op, operands, attrs, meta_out, display)
 

@@ -56,6 +56,8 @@ def paired_indices(draw: Any, name: str) -> Case:
         dims = {"n": _size(rng), "v": rng.choice((1, 7, 128, 300, 1000))}
         inputs = (InputSpec("x", ("n", "v"), dtype, fill), InputSpec("labels", ("n",), torch.int32, "index:v"))
         head, out, read = ["n = x.size(0)"], "[n]", "x[t.index, labels[t]]"
+        if rng.random() < 0.4:  # the labels' values as data, cast where read (int64 labels: exact)
+            read = "(x[t.index, labels[t]] + labels[t].to(torch.int32) % 4)"
     elif form == "rows_cols":
         dims = {"n": _size(rng), "r": _size(rng, True), "c": rng.choice((1, 8, 128, 200))}
         inputs = (InputSpec("x", ("r", "c"), dtype, fill), InputSpec("rows", ("n",), torch.int32, "index:r"),

@@ -113,7 +113,8 @@ def _vector_products(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dic
     dims = {"m": rng.choice(_ROWS), "k": rng.choice((64, 70, 128, 200, 300))}
     inputs = (InputSpec("x", ("m", "k"), dtype), InputSpec("w", ("k",), dtype))
     product, tag = rng.choice((("x[tm, tk] @ w[tk]", "matvec"), ("torch.matmul(x[tm, tk], w[tk])", "matvec"),
-                               ("w[tk] @ x[tm, tk].T", "vecmat")))
+                               ("w[tk] @ x[tm, tk].T", "vecmat"),
+                               ("torch.einsum('mk,k->m', x[tm, tk], w[tk])", "einsum_matvec")))
     body = [Line(0, "m, k = x.size()"), Line(0, "out = torch.zeros([m], device=x.device)"),
             Line(0, "for tm in hl.tile(m):"), Line(1, "acc = hl.zeros([tm])"),
             Line(1, "for tk in hl.tile(k):"), Line(2, f"acc = acc + ({product}).float()"),

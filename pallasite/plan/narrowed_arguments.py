@@ -288,6 +288,8 @@ class _Provenance:
                 if source is not None:
                     self.read.add(source.name)
                     self.origin[id(item.output)] = source
+            elif _exact_cast(item):
+                continue  # the user's int32 of the caller's int64 values: torch's result too
             elif isinstance(item, Node):
                 sources = [self._of(arg) for arg in _flat(_value_operands(item)) if isinstance(arg, Value)]
                 source = next((s for s in sources if s is not None), None)
@@ -319,6 +321,18 @@ class _Provenance:
 # Host ops a narrowed argument's values may pass through as positions (RangeStep.interval)
 _STEP_OPS = frozenset({"add", "sub", "rsub", "mul", "maximum", "minimum", "floor_divide", "remainder", "neg", "abs",
                        "pos", "where", "clamp", "to"})
+
+
+def _exact_cast(node: Any) -> bool:
+    """A cast the user wrote (`ids[t].to(torch.int32)`) straight after a load, to an integer of
+    32 bits or fewer: torch casts the caller's int64 values, which the host checked fit int32, so
+    the kernel's int32 values cast alike give torch's result, and what is computed from it is
+    int32 arithmetic in torch as well."""
+    if not (isinstance(node, Node) and node.op == "to" and node.kwargs.get("written")):
+        return False
+    source, out = node.args[0], node.output
+    return (isinstance(source, Value) and isinstance(source.producer, Load) and _is_integer(out.dtype)
+            and out.dtype.itemsize <= 4)
 
 
 def _value_operands(node: Node) -> tuple:
@@ -358,5 +372,7 @@ def _data_use(symbol: TensorSymbol, what: str, location: Any) -> exc.Unsupported
     wide, narrow = (str(dtype).removeprefix("torch.") for dtype in (symbol.caller_dtype, symbol.dtype))
     return exc.UnsupportedDtype(
         f"'{symbol.name}' is an {wide} tensor, which the kernel can read only as {narrow} (TPU has no 64-bit "
-        f"vectors): an {wide} tensor may index, offset and bound loops, but the kernel {what}. Pass "
-        f"{symbol.name}.to(torch.{narrow}) if its values fit, or convert what it computes to float32.", location)
+        f"vectors): an {wide} tensor may index, offset and bound loops, but the kernel {what}. Cast the "
+        f"values where the kernel reads them ({symbol.name}[...].to(torch.{narrow}): torch computes in "
+        f"{narrow} from there too), pass {symbol.name}.to(torch.{narrow}), or convert what it computes to "
+        "float32.", location)

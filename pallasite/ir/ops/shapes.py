@@ -46,8 +46,8 @@ def einsum_plan(equation: str, ranks: tuple[int, ...]) -> tuple[tuple[int, ...],
     def refuse(why: str) -> exc.UnsupportedOperation:
         return exc.UnsupportedOperation(
             f"torch.einsum({equation!r}): {why}. pallasite maps einsum onto matmul/bmm: two operands, "
-            "one contracted letter, one free letter per operand and at most one batch letter "
-            "(e.g. 'ik,kj->ij', 'bik,bkj->bij', 'ij,kj->ik'); write other contractions with "
+            "one contracted letter, one free letter per operand (or none: a vector) and at most one batch "
+            "letter (e.g. 'ik,kj->ij', 'bik,bkj->bij', 'ij,kj->ik', 'mk,k->m'); write other contractions with "
             "torch.matmul, permutes and sums.")
 
     if "." in text:
@@ -74,10 +74,12 @@ def einsum_plan(equation: str, ranks: tuple[int, ...]) -> tuple[tuple[int, ...],
     free_rhs = [c for c in rhs if c not in lhs]
     if len(contracted) != 1:
         raise refuse(f"{len(contracted)} contracted letters")
-    if len(free_lhs) != 1 or len(free_rhs) != 1 or set(free_lhs + free_rhs) - set(output):
-        raise refuse("each operand needs exactly one free letter, kept in the output")
-    if len(batch) > 1:
-        raise refuse(f"{len(batch)} batch letters")
+    if len(free_lhs) > 1 or len(free_rhs) > 1 or set(free_lhs + free_rhs) - set(output):
+        raise refuse("each operand needs at most one free letter, kept in the output")
+    if not free_lhs and not free_rhs:
+        raise refuse("a dot product of two vectors (no free letter): write (a * b).sum()")
+    if len(batch) > 1 or (batch and not (free_lhs and free_rhs)):
+        raise refuse(f"{len(batch)} batch letters" if len(batch) > 1 else "a batch letter beside a vector")
     lhs_perm = tuple(lhs.index(c) for c in (*batch, *free_lhs, *contracted))
     rhs_perm = tuple(rhs.index(c) for c in (*batch, *contracted, *free_rhs))
     product = (*batch, *free_lhs, *free_rhs)
@@ -107,5 +109,6 @@ SHAPE_DEFINITIONS = (
                    "(RoPE's pairs) is a lane interleave"),
     Composite("einsum", ("einsum",), _einsum, dtypes=FLOATS,
               note="two operands, the contractions matmul/bmm cover: one contracted letter, one free "
-                   "letter per operand, at most one batch letter; other equations are refused"),
+                   "letter per operand (none: a vector, 'mk,k->m', 'k,kn->n'), at most one batch letter; "
+                   "other equations are refused"),
 )
