@@ -296,7 +296,10 @@ def dtype_section() -> list[str]:
             "casts), checked before each call to stay within int32. Device code may compute with such a "
             "tensor's values once it casts them where it reads them (`labels[tile].to(torch.int32) + 1`: torch "
             "computes in int32 from there too); computing with them uncast (`labels[tile] // 2`, int64 in torch) "
-            "and storing the result is refused.", ""]
+            "and storing the result is refused. An int64 tensor host code allocates (`torch.empty([m], "
+            "dtype=torch.long)`, `torch.empty_like(labels)`) that the kernel only stores integers into (argmax's "
+            "indices) is held as int32 and returned as int64; a device read of it, a float stored into it, "
+            "host code using it, or a fill past int32 is refused.", ""]
 
 
 def missing_facts() -> list[str]:

@@ -222,8 +222,11 @@ class HostProgram:
                                         (torch.bool if isinstance(fill, bool) else
                                          torch.int64 if isinstance(fill, int) and factory.fill is ops.FILL_ARGUMENT
                                          else torch.get_default_dtype()))
+        caller_dtype = None
+        if dtype == torch.int64:  # held as int32, returned widened (plan/widened_outputs.py decides if exact)
+            dtype, caller_dtype = torch.int32, torch.int64
         check_dtype(dtype, f"torch.{name}(...)")
-        symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill)
+        symbol = TensorSymbol(self._temp_name(), shape, dtype, "alloc", fill, caller_dtype=caller_dtype)
         self.steps.append(Allocate(symbol, self.recorder.location))
         return HostTensor(self.recorder, symbol)
 

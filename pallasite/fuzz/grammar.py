@@ -249,7 +249,8 @@ def reduction(draw: Draw, name: str) -> Case:
         value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
     if value.dtype == torch.int32 and reducer == "mean":
         value = Value(value.name, torch.float32)
-    result_dtype = _reduced_dtype(reducer, value.dtype)
+    # argmax into torch's own index dtype half the time: held as int32, returned widened
+    result_dtype = torch.int64 if reducer == "argmax" and draw.chance(0.5) else _reduced_dtype(reducer, value.dtype)
     out_dims = [a if i != reduced else "1" for i, a in enumerate(axes) if keepdim or i != reduced]
     store_index = ", ".join(tiles.get(a, ":") for i, a in enumerate(axes) if keepdim or i != reduced)
     body.append(Line(0, f"out = torch.empty([{', '.join(out_dims)}], dtype={dtype_name(result_dtype)}, "
@@ -437,7 +438,7 @@ def lane_accumulator(draw: Draw, name: str) -> Case:
     combine = rng.choice(("add", "maximum", "minimum"))
     dims = {"m": draw.size(0.4), "n": draw.size(0.8)}
     body = _lines(0, "m, n = x.size()")
-    out_dtype = torch.int32 if final == "argmax" else torch.float32
+    out_dtype = (rng.choice((torch.int32, torch.int64)) if final == "argmax" else torch.float32)
     body.append(Line(0, f"out = torch.empty([m], dtype={dtype_name(out_dtype)}, device=x.device)"))
     body += _lines(0, "block_n = hl.register_block_size(n)", "for tm in hl.tile(m):")
     init = {"add": "hl.zeros([tm, block_n], dtype=torch.float32)",

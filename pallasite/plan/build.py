@@ -32,6 +32,7 @@ from .grid_order import RevisitedBlock, plan_in_order
 from .host_indices import plan_host_index_checks
 from .memory import collect_uses
 from .narrowed_arguments import plan_narrowed_arguments
+from .widened_outputs import plan_widened_outputs
 from .passes import (
     assemble_call, budget_vmem, choose_grid_semantics, decide_worklist, number_range_checks, order_grid,
     plan_loops, plan_narrowing_reads, plan_padding, plan_remote_copies, split_scalar_prefetch,
@@ -58,6 +59,7 @@ CALL_PASSES = (
 def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
     """Plan every device loop of `ir` (traced with `target.config`'s block sizes)."""
     narrowed = plan_narrowed_arguments(ir)  # first: an int64 tensor used as data is the error to see
+    widened = plan_widened_outputs(ir)
     kernel = KernelContext.of(ir, target)
     calls = []
     for written, defined, view_bases in _device_loop_calls(ir):
@@ -70,7 +72,7 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             if call is written:
                 raise
             raise refused_fold(call, err) from None
-    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed)
+    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed, widened)
 
 
 def plan_call(kernel: KernelContext, call: DeviceLoopCall, defined: frozenset[int], view_bases: Mapping,

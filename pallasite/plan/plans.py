@@ -403,6 +403,9 @@ class KernelPlan:
     # int64 tensor arguments read only as indices: the host narrows them to int32 with a
     # checked range before the call (plan/narrowed_arguments.py)
     narrowed_arguments: tuple[NarrowedArgument, ...] = ()
+    # int64 host allocations the kernel fills with int32 values, returned widened to int64
+    # (plan/widened_outputs.py), by name
+    widened_outputs: tuple[str, ...] = ()
 
     @property
     def range_checks(self) -> tuple[RangeCheck, ...]:

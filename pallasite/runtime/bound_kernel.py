@@ -173,7 +173,8 @@ class BoundKernel:
             if compiled is None:
                 plan = self.plan(config)
                 compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks,
-                                          narrowed=plan.narrowed_arguments, chip=plan.chip)
+                                          narrowed=plan.narrowed_arguments, widened=plan.widened_outputs,
+                                          chip=plan.chip)
                 self._compiled[key] = compiled
             return compiled
         given = config
@@ -234,7 +235,7 @@ class BoundKernel:
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
         plan = plans[0]
         compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes,
-                                  narrowed=plan.narrowed_arguments)
+                                  narrowed=plan.narrowed_arguments, widened=plan.widened_outputs)
         compiled.guards = guards
         self._compiled[(key, guards)] = compiled
         return compiled

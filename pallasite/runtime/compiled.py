@@ -59,12 +59,14 @@ class CompiledKernel:
 
     def __init__(self, bound: BoundSignature, config: Config, code: str, result_structure: Any = None,
                  range_checks: list | None = None, sizes: dict[str, int] | None = None, narrowed: tuple = (),
-                 chip: str | None = None):
+                 widened: tuple[str, ...] = (), chip: str | None = None):
         """`narrowed`: the plan's `NarrowedArgument`s, converted before every call (`narrow_argument`);
+        `widened`: the plan's int64 outputs held as int32, widened after every call;
         `chip`: the TPU generation `code` was planned for, when one plan made it (static shapes)."""
         self.bound = bound
         self.chip = chip
         self.narrowed = {argument.position: argument for argument in narrowed}
+        self.widened = frozenset(widened)
         self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
         self.range_checks = {check.check_id: check for check in range_checks or ()}
         self.result_structure = result_structure  # the IR's symbols, mirroring the result
@@ -205,6 +207,8 @@ class CompiledKernel:
                 return original
         if isinstance(structure, (list, tuple)) and isinstance(result, (list, tuple)):
             return type(result)(self._torch_result(r, s, values) for r, s in zip(result, structure))
+        if isinstance(structure, TensorSymbol) and structure.name in self.widened:
+            return tree_to_torch(result).to(structure.caller_dtype)
         return tree_to_torch(result)
 
     def _checked(self, fn: Callable, args: list) -> Any:
