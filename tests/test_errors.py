@@ -423,3 +423,34 @@ def test_names_out_of_scope_after_a_loop_or_a_device_if(kernel, args, words, lin
     with pytest.raises(exc.UnsupportedOperation, match=words) as error:
         pallasite.testing.code_and_output(kernel, args)
     assert_points_at(error.value, kernel, line)
+
+
+@pallasite.kernel
+def grid_over_tensor_elements(x: torch.Tensor, be: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for i in hl.grid(be[0], be[1]):
+        out[i, :] = x[i, :] * 2
+    return out
+
+
+def test_a_grid_bounded_by_tensor_elements_suggests_item():
+    """A trial's finding: the error said only 'Loop begin must be an int'."""
+    x, be = torch.randn(16, 128), torch.tensor([2, 9])
+    with pytest.raises(exc.UnsupportedSyntax, match=r"tensor's element.*\.item\(\)") as info:
+        grid_over_tensor_elements(x, be)
+    assert_points_at(info.value, grid_over_tensor_elements, "for i in hl.grid(be[0], be[1]):")
+
+
+@pallasite.kernel
+def or_through_index(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([8], dtype=torch.int32, device=x.device)
+    for t in hl.tile(x.size(0)):
+        hl.atomic_or(out, [idx[t]], x[t])
+    return out
+
+
+def test_an_atomic_the_index_tensor_form_lacks_points_at_the_hl_section():
+    x = torch.randint(0, 7, (16,), dtype=torch.int32)
+    with pytest.raises(exc.UnsupportedOperation, match="through an index tensor") as info:
+        or_through_index(x, x % 8)
+    assert "supported-forms.md#hl " in str(info.value)

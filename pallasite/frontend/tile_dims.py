@@ -14,7 +14,7 @@ from .. import language as hl
 from ..ir import Load, TileDim, Value
 from ..ir.sizes import SymbolicSize
 from .op_recorder import OpRecorder
-from .proxies import BlockSize, DeviceTensor, HostScalar
+from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor
 from .walker import loop_names
 
 
@@ -111,6 +111,12 @@ def static_bound(bound: Any, what: str, loc) -> int:
                 f"The {what} of a top-level device loop must be known when compiling "
                 "(a size, or hl.specialize(...) of a scalar argument).", loc
             )
+        if isinstance(bound, HostTensor) and not bound.symbol.shape and not bound.symbol.dtype.is_floating_point:
+            raise exc.UnsupportedSyntax(
+                f"The {what} of a top-level device loop is a tensor's element (a 0-d tensor): the grid must be known when compiling. Read its value on the host with .item() "
+                f"(e.g. hl.grid(be[0].item(), be[1].item()): the kernel compiles a variant for the value), or "
+                "loop over the data's range inside a device loop (hl.tile(be[0], be[1]) nested in hl.grid(1) or "
+                "a tile loop), whose bounds may be device values.", loc)
         raise exc.UnsupportedSyntax(f"Loop {what} must be an int, got {bound!r}.", loc)
     return bound if isinstance(bound, SymbolicSize) else int(bound)
 

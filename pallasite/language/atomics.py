@@ -161,7 +161,7 @@ def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperatio
         return exc.UnsupportedOperation(
             f"hl.{name}({target}, [...], v) through several index tensors is not supported: it takes "
             f"one index tensor. Index a flat view of {target} with one combined index "
-            "(`flat = t.view(-1)` in host code, then `[idx_a * size_b + idx_b]`).")
+            "(`flat = t.view(-1)` in host code, then `[idx_a * size_b + idx_b]`).", forms_anchor="hl")
     return exc.UnsupportedOperation(
         f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
         "the same element would have to be combined in an order, and a TPU has no atomic scatter "
@@ -169,4 +169,4 @@ def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperatio
         "tiles (each element then belongs to one program), or loop over tiles of the destination "
         f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
         f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
-        f"identity)` over the sources' axis.")
+        f"identity)` over the sources' axis.", forms_anchor="hl")

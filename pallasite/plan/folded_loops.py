@@ -143,7 +143,9 @@ def _grid_trips(loop: TileLoop, top: TileLoop) -> dict[int, int]:
         if begin is None or prefetched(begin) or prefetched(end):
             raise _refused(loop, "its range has no compile-time bound the grid could span: it is read from a "
                            "tensor or a runtime scalar (a range computed from the outer tiles and ints, as "
-                           "[0, min(n, tile_q.end)), folds; hl.specialize makes an argument's size an int)")
+                           "[0, min(n, tile_q.end)), folds; a scalar argument in it, as a window's width w, is a runtime "
+                           "scalar: w = hl.specialize(w) in host code makes it a constant of the kernel, as "
+                           "hl.specialize(x.size(0)) does a size)")
         begins, ends = evaluate_grid(begin, shape), evaluate_grid(end, shape)
         visited = ends > begins  # the programs whose range holds a tile
         if visited.any():  # as a loop of static bounds, a range past a tensor is refused here
