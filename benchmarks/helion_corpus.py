@@ -302,6 +302,10 @@ def child_main(path: Path, stand_in_warnings: bool = False) -> int:
         else:
             with _helion_names.cuda_as_cpu():
                 for entry, call_args in calls:
+                    # the same inputs on every run: a program whose own bf16 check passes for most
+                    # inputs (xsa's near-zero row: about 1 in 100, in reference mode too) is measured
+                    # the same way each time, not by luck
+                    torch.manual_seed(0)
                     if isinstance(entry, str):
                         getattr(module, entry)(*call_args)
                     else:
