@@ -44,6 +44,9 @@ LOOP_TYPES = ("unroll", "fori_loop", "emit_pipeline")  # `pallas_loop_type`: how
 # ... or folded into the grid (the autotuner offers it to loops directly in a device loop's body)
 # (plan/folded_loops.py): no longer an inner loop
 FOLDED_LOOP_TYPE = "outer_pipeline"
+# ... or (Helion's name) the q loop of a grid over jagged segments, run as the items of a flattened
+# worklist (plan/worklists.py; the items' loop runs as the default type): the kernel must have that shape
+COMPACT_WORKLIST = "compact_worklist"
 
 
 class IndirectAccessMode(str, enum.Enum):
@@ -80,7 +83,9 @@ class Config(Mapping[str, Any]):
       pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline" for every inner loop, or a
         list of them, one per inner loop (every device loop's, in source order, a nested
         loop after the loop holding it), e.g. ["unroll", "emit_pipeline"]; "outer_pipeline"
-        folds a device loop's last inner loop into its grid (plan/folded_loops.py).
+        folds a device loop's last inner loop into its grid (plan/folded_loops.py);
+        "compact_worklist" (Helion's) runs the q loop of a grid over jagged segments as the
+        items of a flattened worklist (plan/worklists.py), or is refused where it cannot.
       vmem_limit_bytes: the scoped VMEM limit handed to Mosaic.
       loop_orders: per multi-dim hl.tile loop (device loops and inner loops, in
         order of appearance, as Helion counts them), a permutation of its dims:
@@ -205,10 +210,10 @@ def resolve(config: Mapping[str, Any]) -> ResolvedConfig:
 
 
 def check_loop_type(name: str) -> None:
-    if name not in (*LOOP_TYPES, FOLDED_LOOP_TYPE):
+    if name not in (*LOOP_TYPES, FOLDED_LOOP_TYPE, COMPACT_WORKLIST):
         raise exc.InvalidConfig(
             f"Invalid pallas_loop_type {name!r}: expected one of "
-            f"{', '.join(repr(n) for n in (*LOOP_TYPES, FOLDED_LOOP_TYPE))}.")
+            f"{', '.join(repr(n) for n in (*LOOP_TYPES, FOLDED_LOOP_TYPE, COMPACT_WORKLIST))}.")
 
 
 def _freeze(value: Any) -> Any:

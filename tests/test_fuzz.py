@@ -61,7 +61,7 @@ def test_the_three_issue_13_shapes_are_generated():
     assert any("hl.tile(offsets[g], offsets[g + 1]" in s and "x[t, :].mean(" in s for s in sources)
     # A tile's id (or begin // block) as an output row.
     assert any("out[tm.id, tn]" in s or "out[tn.id, tm]" in s for s in sources)
-    assert any("out[tm.begin // " in s for s in _sources(SEED, 90))
+    assert any("out[tm.begin // " in generate(SEED, i, kinds=("tile_rows",)).source() for i in range(20))
 
 
 def test_a_one_tuple_of_tiles_is_used_as_an_index():
@@ -137,6 +137,17 @@ def test_the_scans_kind_generates_every_scan():
     assert any("reverse=True" in s for s in sources) and any("other=" in s for s in sources)
     assert {case.inputs[0].dtype for case in cases} == {torch.float32, torch.bfloat16}
     assert {case.loop_type for case in cases if case.loop_type is not None} == set(LOOP_TYPES)
+
+
+def test_the_segment_rows_kind_flattens_worklists_both_ways():
+    """compact_worklist half the time, a drawn loop type (flattened or not) otherwise; and the
+    cases run: a sample matches reference mode, one of them flattened."""
+    cases = [generate(SEED, i, kinds=("segment_rows",)) for i in range(60)]
+    assert {case.tags[1] for case in cases} == {"pointwise", "attend"}
+    assert {case.tags[2] for case in cases} == {"compact", "drawn"}
+    assert any(dict(case.knobs).get("pallas_flatten_worklist") is False for case in cases)
+    compact = next(case for case in cases if case.tags[1:] == ("attend", "compact"))
+    assert run_case(compact).outcome is Outcome.MATCH
 
 
 def test_the_shape_ops_kind_generates_every_form():

@@ -19,6 +19,7 @@ from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops
+from .worklist_kinds import segment_rows
 from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
 from .scan_kinds import scans
@@ -586,6 +587,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "shape_ops": shape_ops,  # fuzz/shape_kinds.py: torch.cat/stack, hl.split/join, tile gather, einsum
     "window_shapes": window_shapes,  # fuzz/window_kinds.py: static slices, shifted tiles, F.pad
     "tile_ranges": tile_ranges,  # fuzz/range_kinds.py: causal, lookahead and windowed inner ranges
+    "segment_rows": segment_rows,  # fuzz/worklist_kinds.py: flattened worklists, compact_worklist
 }
 
 

@@ -17,6 +17,7 @@ from ..ir import DeviceLoopCall, KernelIR, TileDim
 from .bounds import DataDependentRange
 from .folded_loops import folded_loop_ids
 from .loops import LoopStrategy, buffer_counts, loop_strategies, multi_dim_loops
+from .worklists import check_compact_worklist_named
 from .plans import (
     Access, CarriedMask, GridAxis, InPlaceUpdate, LoopPlan, Mask, Operand, PallasCallPlan, PlanTarget, RangeCheck,
     Scratch, Stream, SubviewRead, BlockCopy,
@@ -40,6 +41,7 @@ class KernelContext:
     @classmethod
     def of(cls, ir: KernelIR, target: PlanTarget) -> KernelContext:
         knobs = target.knobs
+        check_compact_worklist_named(ir, knobs.pallas_loop_type)
         strategies = loop_strategies(ir, knobs.pallas_loop_type)
         loop_orders = {loop.id: tuple(order) for loop, order in zip(multi_dim_loops(ir), knobs.loop_orders)}
         return cls(ir, target, knobs, strategies, folded_loop_ids(ir, knobs.pallas_loop_type), loop_orders,

@@ -23,13 +23,14 @@ from .scatters import is_scatter, scatter_grid_reason, with_scatter_lanes
 from .subviews import plan_subviews
 from .vmem import estimate_vmem_bytes, vmem_limit_for
 from .worklists import (
-    WORKLISTS, flatten_call, with_isolation, worklist_check, worklist_end_check, worklist_overlap_check,
+    WORKLISTS, check_compact_worklist, flatten_call, with_isolation, worklist_check, worklist_end_check, worklist_overlap_check,
 )
 
 
 def decide_worklist(draft: CallDraft) -> CallDraft:
     """A grid over segments becomes a grid over (segment, q-tile) items (plan/worklists.py)."""
     decision = WORKLISTS.decide(draft.call, draft.kernel.knobs)
+    check_compact_worklist(draft.kernel, draft.call, decision)
     if decision.worklist is None:
         return dataclasses.replace(draft, worklist_reason=decision.reason)
     call, worklist = flatten_call(draft.call, decision.worklist)

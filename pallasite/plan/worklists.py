@@ -37,10 +37,12 @@ from typing import Any, Mapping
 
 import torch
 
-from ..config import ResolvedConfig
+from .. import exc
+from ..config import COMPACT_WORKLIST, ResolvedConfig
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
 from ..ir import TileSlice, cdiv, walk_loops, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
+from .loops import loop_type_names
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
 from .plans import RangeCheck
 from .tpu_tiling import SMEM_MAX_ELEMENTS
@@ -102,6 +104,32 @@ class WorklistDecision:
 
 
 FLATTEN_OFF = "pallas_flatten_worklist=False"  # the reason when only the config flag said no
+
+
+def check_compact_worklist(kernel: Any, call: DeviceLoopCall, decision: WorklistDecision) -> None:
+    """`pallas_loop_type="compact_worklist"` (Helion's name) asks for a loop of `call` to be
+    the q loop of a flattened worklist: `exc.InvalidConfig` saying why where it is not."""
+    names = loop_type_names(kernel.ir, kernel.knobs.pallas_loop_type)
+    asked = [loop for loop in walk_loops(call.loop.body) if names.get(loop.id) == COMPACT_WORKLIST]
+    if not asked:
+        return
+    flattened = decision.worklist.tile_dim.id if decision.worklist is not None else None
+    for loop in asked:
+        if loop.dims[0].id != flattened:
+            why = decision.reason if decision.worklist is None else "it is not the segment's q loop"
+            raise exc.InvalidConfig(
+                f"pallas_loop_type='{COMPACT_WORKLIST}' for the loop over {loop.dims[0].name}: it does not run as a "
+                f"flattened worklist ({why}). A compact worklist needs `for g in hl.grid(n):` around one "
+                "`for tile_q in hl.tile(offsets[g], offsets[g + 1]):` (plan/worklists.py); give this loop "
+                "another loop type.", loop.location)
+
+
+def check_compact_worklist_named(ir: Any, value: Any) -> None:
+    """`compact_worklist` given where the kernel has no inner loop to flatten."""
+    given = [value] if isinstance(value, str) else list(value or ())
+    if COMPACT_WORKLIST in given and COMPACT_WORKLIST not in loop_type_names(ir, value).values():
+        raise exc.InvalidConfig(f"pallas_loop_type='{COMPACT_WORKLIST}': the kernel has no q loop inside a grid "
+                                "over segments to run as a flattened worklist.")
 
 
 class WorklistStrategy:

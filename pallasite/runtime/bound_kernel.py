@@ -263,6 +263,13 @@ class BoundKernel:
         return self._default
 
     @with_ignored_warnings
+    def ensure_config_exists(self, args: tuple, kwargs: dict | None = None) -> Config:
+        """Helion's: choose (tune, where the kernel tunes) and compile the config a call with
+        `args` runs, without running it; the config. A config the kernel cannot take raises
+        here, as it would at the call."""
+        return self._default_compiled(tuple(args), kwargs).config
+
+    @with_ignored_warnings
     def autotune(self, args: tuple, kwargs: dict | None = None, **options: Any):
         """Search this signature's configs for `args` (see `autotune.tuner.autotune`); returns
         the `SearchResult` without changing the config calls run."""

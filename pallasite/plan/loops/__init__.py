@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 
 from ... import exc
-from ...config import FOLDED_LOOP_TYPE, KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
+from ...config import COMPACT_WORKLIST, FOLDED_LOOP_TYPE, KNOB_DEFAULTS, LOOP_TYPES, check_loop_type
 from ...ir import TileLoop
 from ..plans import LoopPlan, Scratch, Stream
 from .base import LoopStrategy, inner_loops
@@ -52,9 +52,12 @@ def loop_types(**facts) -> tuple[str, ...]:
 
 
 def strategy_named(name: str) -> LoopStrategy:
-    """The strategy a config names (`outer_pipeline`: the folded loop's grid steps)."""
+    """The strategy a config names (`outer_pipeline`: the folded loop's grid steps;
+    `compact_worklist`: the default one, for the items of a flattened worklist)."""
     if name == FOLDED_LOOP_TYPE:
         return FOLDED_STEPS
+    if name == COMPACT_WORKLIST:  # the q loop of a flattened worklist: each item's tiles run as the default
+        return STRATEGIES[KNOB_DEFAULTS["pallas_loop_type"]]
     check_loop_type(name)
     return STRATEGIES[name]
 

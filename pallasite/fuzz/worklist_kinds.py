@@ -1,0 +1,52 @@
+"""The `segment_rows` kind: a grid over jagged segments whose q-tile loop writes each
+tile's rows, the shape plan/worklists.py flattens into (segment, q-tile) work items.
+
+The rows are a pointwise function of the segment's own rows, or (`attend`) each q row
+combined with every row of its segment up to its tile's end through a nested loop (a
+causal jagged reduction, as jagged attention walks its keys). Half the cases name the q
+loop `compact_worklist` (Helion's loop type: flatten, or the config is refused), the others
+a loop type drawn for it; `pallas_worklist_grouping` and `pallas_flatten_worklist` are
+drawn too, so flattened and per-segment grids are both compared with reference mode.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..config import COMPACT_WORKLIST
+from .cases import Case, InputSpec, Line
+
+_POINTWISE = ("x[tq, :] * 2.0", "torch.sigmoid(x[tq, :]) - 0.5", "torch.abs(x[tq, :]) + x[tq, :]")
+
+
+def segment_rows(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    count = rng.randint(1, 6)
+    segments = tuple(rng.choice((0, 1, 3, 8, 13, 16, 29, 40)) for _ in range(count))
+    dims = {"d": rng.choice((8, 128, 200))}
+    block = rng.choice(("", ", block_size=8", ", block_size=16"))
+    form = rng.choice(("pointwise", "attend"))
+    body = [Line(0, "segments = offsets.size(0) - 1"), Line(0, "out = torch.zeros_like(x)"),
+            Line(0, "for g in hl.grid(segments):"),
+            Line(1, f"for tq in hl.tile(offsets[g], offsets[g + 1]{block}):")]
+    if form == "pointwise":
+        body.append(Line(2, f"out[tq, :] = {rng.choice(_POINTWISE)}"))
+        loops = 1
+    else:
+        body += [Line(2, "acc = hl.zeros([tq, x.size(1)], dtype=torch.float32)"),
+                 Line(2, f"for tk in hl.tile(offsets[g], tq.end{block}):"),
+                 Line(3, "w = (tk.index[None, :] <= tq.index[:, None]).to(torch.float32)"),
+                 Line(3, "acc = acc + w @ x[tk, :]"),
+                 Line(2, "out[tq, :] = acc")]
+        loops = 2
+    body.append(Line(0, "return out"))
+    compact = rng.random() < 0.5
+    first = COMPACT_WORKLIST if compact else draw.loop_type()
+    loop_type = first if loops == 1 else (first, draw.loop_type())
+    knobs = [("pallas_worklist_grouping", rng.choice((1, 2)))]
+    if not compact and rng.random() < 0.3:
+        knobs.append(("pallas_flatten_worklist", False))
+    inputs = (InputSpec("x", ("T", "d"), torch.float32), InputSpec("offsets", (), torch.int32, "offsets"))
+    return Case("segment_rows", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
+                knobs=tuple(knobs), tags=("segment_rows", form, "compact" if compact else "drawn"))
