@@ -116,7 +116,7 @@ def test_einsum_plans(equation, ranks, plan):
 
 
 @pytest.mark.parametrize("equation, ranks, why", [
-    ("ij,ij->i", (2, 2), "exactly one free letter"),
+    ("ij,ij->i", (2, 2), "no free letter (a dot product per batch letter)"),
     ("ij,jk,kl->il", (2, 2, 2), "3 operand"),
     ("ii,ij->ij", (2, 2), "repeated letter"),
     ("...ik,...kj->...ij", (3, 3), "'...'"),

@@ -77,7 +77,8 @@ def einsum_plan(equation: str, ranks: tuple[int, ...]) -> tuple[tuple[int, ...],
     if len(free_lhs) > 1 or len(free_rhs) > 1 or set(free_lhs + free_rhs) - set(output):
         raise refuse("each operand needs at most one free letter, kept in the output")
     if not free_lhs and not free_rhs:
-        raise refuse("a dot product of two vectors (no free letter): write (a * b).sum()")
+        raise refuse("no free letter (a dot product" + (" per batch letter" if batch else "")
+                     + "): write (a * b).sum(" + ("-1" if batch else "") + ")")
     if len(batch) > 1 or (batch and not (free_lhs and free_rhs)):
         raise refuse(f"{len(batch)} batch letters" if len(batch) > 1 else "a batch letter beside a vector")
     lhs_perm = tuple(lhs.index(c) for c in (*batch, *free_lhs, *contracted))
