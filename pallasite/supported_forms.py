@@ -179,7 +179,7 @@ def op_sections() -> list[str]:
     forms = {"size": "host code", "like": "host and device code", "new": "host and device code"}
     lines += _table(("Function", "Spellings", "Where"), [
         (f"`{f.name}`", _code(spelling_texts(f.name)), forms[f.form]) for f in ops.FACTORIES.values()])
-    lines += [HOST_ARANGE, "", HOST_ITEM, ""]
+    lines += [HOST_ARANGE, "", HOST_TENSOR, "", HOST_ITEM, ""]
     return lines
 
 
@@ -189,6 +189,12 @@ HOST_ARANGE = ("`torch.arange(start, end, step, dtype=...)` in host code, of com
                "like an argument: int32 (torch's default int64 is refused: pass `dtype=torch.int32`) or float32, "
                "whole-number start and step, values within int32. In device code write `hl.arange(n)` or "
                "`tile.index`.")
+
+# frontend/op_recorder.py `OpRecorder.torch_function`; frontend/operands.py (0-d tensors in device code)
+HOST_TENSOR = ("`torch.tensor(number, dtype=...)` in host code, of a compile-time number, is "
+               "`torch.full([], number)`: a 0-d tensor (int64 without a dtype, as in torch: device code may not "
+               "read that one; give `dtype=torch.int32`). A 0-d tensor used whole in device code "
+               "(`torch.minimum(kv_len, limit)`) is its one value, as `limit[()]` reads it.")
 
 # frontend/host_items.py
 HOST_ITEM = ("`t[i].item()` in host code, of an integer element of a tensor argument chosen by numbers "

@@ -189,16 +189,35 @@ def keep_above_threshold_whole(x: torch.Tensor, thr: torch.Tensor) -> torch.Tens
     return out
 
 
-def test_a_0d_tensor_used_whole_is_told_to_read_its_value():
+def test_a_0d_tensor_used_whole_is_its_value():
+    """As in torch (and Helion): a 0-d tensor broadcasts; the kernel reads its one value."""
     x, thr = torch.randn(256), torch.tensor(0.5)
-    with pytest.raises(exc.IndexingError) as info:
-        keep_above_threshold_whole(x, thr)
-    message = info.value.message
-    assert "'thr' is a 0-d tensor" in message and "thr[()]" in message and "thr.item()" in message
-    assert "thr[tile]" not in message  # a 0-d tensor has no axis to index with a tile
-    assert_points_at(info.value, keep_above_threshold_whole, "torch.where(x[tile] > thr, x[tile], 0.0)")
-    with pytest.raises(exc.IndexingError, match=r"0-d .* t\[\(\)\] \(or t.item\(\)\)"):  # reference mode too
-        pallasite.testing.run_ref(keep_above_threshold_whole, (x, thr), block_sizes=[128])
+    expected = torch.where(x > thr, x, 0.0)
+    torch.testing.assert_close(keep_above_threshold_whole(x, thr), expected)
+    torch.testing.assert_close(pallasite.testing.run_ref(keep_above_threshold_whole, (x, thr), block_sizes=[128]),
+                               expected)
+
+
+@pallasite.kernel
+def capped_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """decoding_attention's form: a host constant made with torch.tensor, used whole in device code."""
+    limit = torch.tensor(x.size(1) // 2, device=x.device, dtype=torch.int32)
+    out = torch.empty_like(x)
+    for tb, tn in hl.tile(x.size()):
+        cap = torch.minimum(lengths[tb], limit)
+        out[tb, tn] = torch.where(tn.index[None, :] < cap[:, None], x[tb, tn], 0.0)
+    return out
+
+
+@pytest.mark.parametrize("block_sizes", [[8, 128], [16, 64]])
+def test_a_host_torch_tensor_constant_is_a_0d_allocation(block_sizes):
+    x, lengths = torch.randn(24, 200), torch.randint(0, 200, (24,), dtype=torch.int32)
+    columns = torch.arange(200)[None, :]
+    expected = torch.where(columns < torch.minimum(lengths, torch.tensor(100))[:, None], x, 0.0)
+    _, out = pallasite.testing.code_and_output(capped_lengths, (x, lengths), block_sizes=block_sizes)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(pallasite.testing.run_ref(capped_lengths, (x, lengths), block_sizes=block_sizes),
+                               expected)
 
 
 @pallasite.kernel

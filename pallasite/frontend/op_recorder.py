@@ -214,6 +214,10 @@ class OpRecorder:
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
         if func is torch.arange and self.device is None and not (self._in_meta or internal):
             return self.host.arange(args, kwargs)  # a ramp of compile-time numbers: an allocation
+        if (func is torch.tensor and self.device is None and not (self._in_meta or internal) and args
+                and isinstance(args[0], (bool, int, float))):  # a 0-d constant: torch.full([], value)
+            dtype = kwargs.get("dtype") or (torch.get_default_dtype() if isinstance(args[0], float) else None)
+            return self.host.allocate(ops.FACTORIES["full"], ([], args[0]), {"dtype": dtype} if dtype else {})
         if self._in_meta or internal or not has_proxy(args, kwargs) and name not in ops.FACTORIES:
             return func(*args, **kwargs)
         self._reject_real_tensors(args, kwargs)
@@ -318,6 +322,8 @@ class OpRecorder:
         if isinstance(item, HostScalar):
             return self.scalar_value(item)
         if isinstance(item, HostTensor):
+            if not item.symbol.shape:  # a 0-d tensor used whole: its one value, read as `t[()]` reads it
+                return self.subscript(item, ()).value
             raise whole_host_tensor_error(item)
         if isinstance(item, TileProxy):
             raise exc.UnsupportedSyntax(

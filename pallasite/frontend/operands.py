@@ -71,10 +71,6 @@ def has_proxy(args: Any, kwargs: Any = None) -> bool:
 
 def whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
     name = tensor.symbol.name
-    if not tensor.symbol.shape:  # no axis a tile could index: read the one value
-        return exc.IndexingError(
-            f"Host tensor '{name}' is a 0-d tensor used whole inside a device loop; read its value "
-            f"with {name}[()] (or {name}.item()) there.")
     return exc.IndexingError(
         f"Host tensor '{name}' is used whole inside a device loop; index it with tiles, "
         f"e.g. {name}[tile]."
@@ -86,7 +82,7 @@ def reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
     stack = list(args) + list(kwargs.values())
     while stack:
         item = stack.pop()
-        if isinstance(item, HostTensor):
+        if isinstance(item, HostTensor) and item.symbol.shape:  # a 0-d one is its value (`t[()]`)
             raise whole_host_tensor_error(item)
         if isinstance(item, (list, tuple)):
             stack.extend(item)

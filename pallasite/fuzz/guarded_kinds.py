@@ -16,7 +16,8 @@ import torch
 
 from .cases import Case, InputSpec, Line
 
-_CONDITIONS = ("rows != 0", "rows > 0", "end > start", "flags[g] != 0", "rows != 0 and flags[g] > 0")
+_CONDITIONS = ("rows != 0", "rows > 0", "end > start", "flags[g] != 0", "rows != 0 and flags[g] > 0",
+               "rows > limit")  # limit: a host torch.tensor constant, a 0-d tensor used whole
 
 
 def guarded_loops(draw: Any, name: str) -> Case:
@@ -31,6 +32,8 @@ def guarded_loops(draw: Any, name: str) -> Case:
               InputSpec("offsets", (), torch.int32, "offsets"),
               InputSpec("flags", ("G",), torch.int32, "randint")]
     body = [Line(0, "segments = offsets.size(0) - 1"), Line(0, "d = x.size(1)")]
+    if condition == "rows > limit":
+        body.append(Line(0, f"limit = torch.tensor({rng.choice((0, 3, 8))}, dtype=torch.int32, device=x.device)"))
     form = rng.choice(("copy", "accumulate", "accumulate_else"))
     bound_inside = rng.random() < 0.4  # the loop's end read from the tensor inside the if
     acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"

@@ -183,11 +183,7 @@ def _flatten(item: Any):
 
 def _check_operands(args: Any) -> None:
     for item in _flatten(args):
-        if isinstance(item, torch.Tensor) and not lanes.is_device(item):
-            if item.ndim == 0:
-                raise exc.IndexingError(
-                    "A 0-d host tensor is used whole inside a device loop; read its value there "
-                    "with t[()] (or t.item()), t being the tensor.")
+        if isinstance(item, torch.Tensor) and not lanes.is_device(item) and item.ndim > 0:  # a 0-d one: its value
             raise exc.IndexingError(
                 "A host tensor is used whole inside a device loop; index it with tiles, "
                 "e.g. x[tile].")
