@@ -197,7 +197,11 @@ def _only_backends(backends=(), *_args, **_kwargs):
     return unittest.skip(f"only for backends {list(backends)}")
 
 
+EXAMPLES_ENV = "PALLASITE_HELION_EXAMPLES_DIR"
+
+
 def _testing_stand_ins() -> dict:
+    import _helion_names
     import torch
 
     return dict(
@@ -217,6 +221,10 @@ def _testing_stand_ins() -> dict:
         skipIfTileIR=_decorator(lambda reason=None, *_: (lambda obj: obj)),
         is_pallas_interpret=lambda: True,
         assert_ref_eager_mode=_assert_ref_eager_mode,
+        # Helion's examples folder (`--examples-dir`; beside the test folder, as in Helion's tree, by
+        # default) and its loader: a test importing an example gets it under the name mapping
+        EXAMPLES_DIR=Path(os.environ.get(EXAMPLES_ENV) or Path.cwd().parent / "examples"),
+        import_path=_helion_names.load_program,
     )
 
 
@@ -247,6 +255,9 @@ class _InternalModule(types.ModuleType):
         return _Internal(f"{self.__name__}.{attr}")
 
 
+_LOADING = False  # while the test file itself runs (its module level), not its tests
+
+
 class _Internal:
     def __init__(self, name: str) -> None:
         self._name = name
@@ -257,6 +268,8 @@ class _Internal:
         return _Internal(f"{self._name}.{attr}")
 
     def __call__(self, *args, **kwargs):
+        if _LOADING:  # at module level: a placeholder, refused where a test uses it
+            return _Internal(f"{self._name}(...)")
         raise ReadsInternals(f"uses {self._name}")
 
     def __mro_entries__(self, bases):
@@ -297,7 +310,19 @@ def _install() -> None:
     from pallasite.runtime.kernel import BoundKernel
 
     to_code = BoundKernel.to_code
-    BoundKernel.to_code = lambda self, *a, **k: GeneratedCode(to_code(self, *a, **k))
+
+    def generated_code(self, *args, **kwargs):
+        if any(isinstance(a, _Internal) for a in (*args, *kwargs.values())):  # Helion's code options
+            raise ReadsInternals(next(a._name for a in (*args, *kwargs.values()) if isinstance(a, _Internal)))
+        return GeneratedCode(to_code(self, *args, **kwargs))
+
+    BoundKernel.to_code = generated_code
+    helion = sys.modules["helion"]
+    missing = helion.__getattr__
+    # A name pallasite lacks, met while the file loads (`_OPTIONS = helion.OutputCodeOptions(...)`
+    # at module level), is a placeholder: the tests that use it read Helion internals, the others run.
+    helion.__getattr__ = lambda attr: _Internal(f"helion.{attr}") if _LOADING and not attr.startswith("__") \
+        else missing(attr)
     testing = sys.modules["helion._testing"]
     testing.__dict__.update(_testing_stand_ins())
     sys.meta_path.insert(0, _InternalFinder())
@@ -323,7 +348,7 @@ def _reads_internals(error: BaseException) -> str | None:
 # Attributes of Helion's kernel objects and generated modules that say nothing of results.
 _HELION_ONLY_ATTRIBUTES = ("to_triton_code", "config_spec", "_bound_kernels", "__globals__",
                            "host_function", "'env'", "_helion_",
-                           "'BlockSizeSpec'", "_flat_fields")
+                           "'BlockSizeSpec'", "'ConfigSpec'", "_flat_fields")
 
 
 class _Result(unittest.TestResult):
@@ -415,6 +440,8 @@ def child_main(path: Path, timeout: float, done: set[str], only: list[str]) -> i
     spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
+    global _LOADING
+    _LOADING = True
     try:
         spec.loader.exec_module(module)
     except BaseException as error:  # noqa: BLE001 - a file that does not load is one row
@@ -423,6 +450,7 @@ def child_main(path: Path, timeout: float, done: set[str], only: list[str]) -> i
         traceback.print_exc()
         print(_DONE, flush=True)
         return 0
+    _LOADING = False
     tests = [t for t in _tests_of(unittest.defaultTestLoader.loadTestsFromModule(module))
              if _test_name(t) not in done and (not only or any(o in _test_name(t) for o in only))]
     result = _Result(timeout)
@@ -505,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     parser.add_argument("--only", default="", help="comma-separated substrings of test names")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument("--examples-dir", type=Path,
+                        help="Helion's examples folder, for tests that import an example (default: "
+                             "the test file's folder's sibling 'examples', as in Helion's tree)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--done", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -514,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         return child_main(args.child, args.timeout, done, only)
     if not args.files:
         parser.error("give one or more test files")
+    if args.examples_dir:
+        os.environ[EXAMPLES_ENV] = str(args.examples_dir.resolve())  # the children read it
     out = open(args.out, "w") if args.out else None
 
     def write(text: str) -> None:

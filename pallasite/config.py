@@ -33,9 +33,27 @@ GPU_ONLY_PREFIXES = ("tcgen05_",)
 _RESERVED_PREFIXES = ("pallas_", "tcgen")
 
 
+# Keys of Helion's Pallas megakernel schedule, which runs several device loops (roots) in one
+# pallas_call: weight rings streamed across roots (`pallas_stream_depth`, `_arena`, `_unroll`,
+# `_wait_group`), state kept in HBM between roots (`pallas_hbm_resident`), lane-dense
+# re-layouts (`pallas_lane_dense`), root order. pallasite runs each device loop as its own
+# pallas_call (the schedule these knobs tune does not exist here), so they are dropped and
+# named like the GPU keys; the kernel's results do not depend on them.
+MEGAKERNEL_KEYS = frozenset({
+    "pallas_stream_depth", "pallas_stream_arena", "pallas_stream_unroll", "pallas_stream_wait_group",
+    "pallas_hbm_resident", "pallas_lane_dense", "pallas_sequential_roots",
+})
+
+
 def is_gpu_only_key(key: str) -> bool:
     """Whether a config key names a choice of Helion's GPU backends only."""
     return key in GPU_ONLY_KEYS or key.startswith(GPU_ONLY_PREFIXES)
+
+
+def is_ignored_key(key: str) -> bool:
+    """Whether a config key names a choice Helion has and pallasite has no schedule for: its
+    GPU backends' (`is_gpu_only_key`) or its Pallas megakernel's (`MEGAKERNEL_KEYS`)."""
+    return is_gpu_only_key(key) or key in MEGAKERNEL_KEYS
 
 
 # The config sits below the plan: it names the values of its knobs, and plan/ implements
@@ -79,7 +97,8 @@ class Config(Mapping[str, Any]):
     """An immutable set of schedule choices.
 
     Keys:
-      block_sizes: one int per tiled dimension, in order of appearance.
+      block_sizes: one int per tiled dimension, in order of appearance, or one per hl.tile
+        source site (Helion's count: a host loop re-tracing a line gives it one size).
       pallas_loop_type: "unroll" | "fori_loop" | "emit_pipeline" for every inner loop, or a
         list of them, one per inner loop (every device loop's, in source order, a nested
         loop after the loop holding it), e.g. ["unroll", "emit_pipeline"]; "outer_pipeline"
@@ -124,9 +143,9 @@ class Config(Mapping[str, Any]):
             if "block_sizes" in values:
                 raise exc.InvalidConfig("Give block_size or block_sizes, not both.")
             values["block_sizes"] = list(size) if isinstance(size, (list, tuple)) else [size]
-        # GPU-only keys: dropped (a None is Helion's "not set", dropped unnamed)
-        self.ignored_keys = tuple(sorted(k for k, v in values.items() if is_gpu_only_key(k) and v is not None))
-        values = {k: v for k, v in values.items() if not is_gpu_only_key(k)}
+        # GPU-only and megakernel keys: dropped (a None is Helion's "not set", dropped unnamed)
+        self.ignored_keys = tuple(sorted(k for k, v in values.items() if is_ignored_key(k) and v is not None))
+        values = {k: v for k, v in values.items() if not is_ignored_key(k)}
         for key, value in values.items():
             _validate_key(key, value)
         if "block_sizes" in values:
@@ -141,6 +160,11 @@ class Config(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The keys and values, as a dict (Helion's `Config.config`)."""
+        return dict(self._values)
 
     @property
     def block_sizes(self) -> list[int] | None:
@@ -284,7 +308,7 @@ def kernel_keys_error(config: Mapping[str, Any], tunables: Any) -> str | None:
     """Why `config` does not fit a kernel whose hl.register_tunable names are `tunables`: the
     first key that is neither built in nor one of them, or None."""
     for key in config:
-        if key not in Config.KNOWN_KEYS and key not in tunables and not is_gpu_only_key(key) and key != "block_size":
+        if key not in Config.KNOWN_KEYS and key not in tunables and not is_ignored_key(key) and key != "block_size":
             near = difflib.get_close_matches(key, [*Config.KNOWN_KEYS, *tunables], n=1, cutoff=0.8)
             return unknown_key_message(key, near[0] if near else None, tunables)
     return None
@@ -292,7 +316,7 @@ def kernel_keys_error(config: Mapping[str, Any], tunables: Any) -> str | None:
 
 def check_tunable_name(name: str) -> None:
     """Refuse an hl.register_tunable name that is a built-in config key."""
-    if name in Config.KNOWN_KEYS or is_gpu_only_key(name) or name == "block_size" or name.startswith(_RESERVED_PREFIXES):
+    if name in Config.KNOWN_KEYS or is_ignored_key(name) or name == "block_size" or name.startswith(_RESERVED_PREFIXES):
         raise exc.InvalidConfig(f"hl.register_tunable({name!r}, ...): {name!r} is a built-in config key; "
                                 "choose another name.")
 

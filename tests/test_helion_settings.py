@@ -250,3 +250,15 @@ def test_config_json_round_trip(tmp_path):
         pallasite.Config.from_json("{block_sizes")
     with pytest.raises(exc.InvalidConfig, match="block_sizes must be"):
         pallasite.Config.from_json('{"block_sizes": [0]}')
+
+
+def test_megakernel_keys_are_dropped_with_their_own_warning():
+    """Helion's Pallas megakernel knobs tune a schedule pallasite does not have (every device
+    loop is its own pallas_call): the kernel runs, says so once, and the result is torch's."""
+    with pytest.warns(exc.IgnoredConfigKeys, match="pallas_stream_depth.*megakernel") as record:
+        kernel = _add(config={"block_sizes": [8, 128], "pallas_stream_depth": 4, "pallas_lane_dense": False})
+        torch.testing.assert_close(kernel(*ARGS), ARGS[0] + ARGS[1])
+    assert len([w for w in record if "megakernel" in str(w.message)]) == 1
+    assert pallasite.Config(block_sizes=[8, 128], pallas_hbm_resident=True).config == {"block_sizes": [8, 128]}
+    with pytest.raises(exc.InvalidConfig, match="Unknown config key 'pallas_stream_dept'"):
+        pallasite.Config(pallas_stream_dept=4)  # a misspelling stays an error

@@ -168,6 +168,9 @@ class ConfigSpec:
                           dynamic=isinstance(extent, SymbolicSize))
             for i, (dim, extent) in enumerate(zip(ir.block_dims, extents))
         ]
+        # each slot's position among the distinct source sites (first appearance order)
+        sites = list(dict.fromkeys(ir.block_sites))
+        self.site_of = [sites.index(site) for site in ir.block_sites] if ir.block_sites else []
 
     @property
     def loop_types(self) -> tuple[str, ...]:
@@ -230,6 +233,14 @@ class ConfigSpec:
                 return
             sizes = smaller
 
+    def _per_site(self, sizes: list[int]) -> list[int] | None:
+        """Helion's block_sizes, one per source site: a host loop that traces one hl.tile line
+        again (`for layer in range(n): for tm in hl.tile(m)`) gives that line's slots one
+        size. The per-slot list, or None where `sizes` does not count the sites."""
+        if not self.site_of or len(sizes) != max(self.site_of) + 1:
+            return None
+        return [sizes[site] for site in self.site_of]
+
     def normalize(self, config: Config) -> Config:
         """`config` completed with defaults (block sizes, the resident loop strategy)
         and checked against this kernel."""
@@ -241,11 +252,16 @@ class ConfigSpec:
             values["block_sizes"] = [spec.default() for spec in self.block_sizes]
         elif not self.has_device_loops:
             values["block_sizes"] = []
+        elif len(sizes) != len(self.block_sizes) and self._per_site(sizes) is not None:
+            values["block_sizes"] = self._per_site(sizes)
         elif len(sizes) != len(self.block_sizes):
             names = ", ".join(spec.name for spec in self.block_sizes) or "none"
             raise exc.InvalidConfig(
                 f"block_sizes has {len(sizes)} entries but the kernel has "
-                f"{len(self.block_sizes)} tunable block sizes ({names})."
+                f"{len(self.block_sizes)} tunable block sizes ({names})"
+                + (f", from {max(self.site_of) + 1} hl.tile sites (a list of one size per site, Helion's "
+                   "count, is taken too)." if self.site_of and max(self.site_of) + 1 < len(self.block_sizes)
+                   else ".")
             )
         problem = kernel_keys_error(values, tuple(self.tunables))
         if problem:

@@ -25,6 +25,9 @@ class TileDims:
         """`choose_block_size(slot, extent)`: the config's block size for a slot."""
         self.choose_block_size = choose_block_size
         self.block_dims: list[TileDim | None] = []
+        # each slot's source site (line, loop variable): a host loop re-tracing one hl.tile line
+        # gives slots of one site, which Helion counts once (ConfigSpec.normalize maps such configs)
+        self.block_sites: list[tuple] = []
         self._max_extents: dict[int, int] = {}  # registered block size's slot -> its loops' max_extent
 
     def loop_dims(self, stmt: ast.For, spec: hl.TileIterable, bound: Callable, loc) -> list[TileDim]:
@@ -64,11 +67,11 @@ class TileDims:
                     f"Conflicting hl.tile(max_extent=...) values {seen} and {max_extent} for loops sharing "
                     "one block size: every loop of a registered block size takes the same bound.", loc)
 
-    def register_block_size(self, args: tuple) -> BlockSize:
+    def register_block_size(self, args: tuple, loc=None) -> BlockSize:
         if not args or len(args) > 2:
             raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
         extent = int(args[-1])
-        block_id = self._new_block_id()
+        block_id = self._new_block_id((getattr(loc, "lineno", None), "register_block_size"))
         size = self.choose_block_size(block_id, extent)
         self.block_dims[block_id] = TileDim(f"block_{block_id}", 0, extent, size, block_id, False)
         return BlockSize(size, block_id)
@@ -82,7 +85,7 @@ class TileDims:
         if kind == "grid":  # block: 1, or a stepped grid's step (hl.grid checked it)
             return TileDim(name, begin, end, block, None, True)
         if block is None:
-            block_id = self._new_block_id()
+            block_id = self._new_block_id((getattr(loc, "lineno", None), name))
             size = self.choose_block_size(block_id, extent)
         elif isinstance(block, BlockSize):
             block_id, size = block.block_id, int(block)
@@ -95,8 +98,9 @@ class TileDims:
             self.block_dims[block_id] = dim
         return dim
 
-    def _new_block_id(self) -> int:
+    def _new_block_id(self, site: tuple) -> int:
         self.block_dims.append(None)
+        self.block_sites.append(site)
         return len(self.block_dims) - 1
 
 

@@ -137,6 +137,7 @@ class Tracer:
             steps=self.recorder.host.steps,
             result=result,
             block_dims=self.dims.block_dims,
+            block_sites=self.dims.block_sites,
             device_loops=self.statements.device_loops,
             jagged_sites=self.statements.jagged.sites,
             captured=tuple(self.captured),
@@ -200,7 +201,7 @@ class Tracer:
         return pin(value, requested=True)  # a dynamic size (static_shapes=False): a constant of its variant
 
     def register_block_size(self, args: tuple) -> BlockSize:
-        return self.dims.register_block_size(args)
+        return self.dims.register_block_size(args, self.recorder.location)
 
     def register_tunable(self, name: Any, fragment: Any) -> Any:
         from ..config import check_tunable_name

@@ -565,6 +565,9 @@ class KernelIR:
     collective_id: int | None = None
     # hl.jagged_tile: each masked access's decision, by (line, column, ordinal in its statement)
     jagged_sites: dict[tuple[int, int, int], JaggedMask] = field(default_factory=dict)
+    # each block_id's source site (line, loop variable): slots of one site came from one
+    # hl.tile line traced again by a host loop (frontend/tile_dims.py)
+    block_sites: list[tuple] = field(default_factory=list)
 
     def host_computations(self) -> list[HostOp | HostStore]:
         """The host steps that compute on whole tensors (not allocations, not views, not

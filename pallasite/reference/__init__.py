@@ -81,7 +81,8 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
     bind: Callable | None = getattr(kernel, "bind", None)
     sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
-    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites)
+    runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites,
+                             None if bind is None else lambda: _slots_per_site(bind, args, kwargs, config))
     result = runner.run(tuple(map(hl.constexpr_value, args)), {k: hl.constexpr_value(v) for k, v in kwargs.items()})
     left = runner.loop_orders_left()
     if left:
@@ -110,6 +111,18 @@ def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[in
         err.add_note("Reference mode took its block sizes from the compiler's config resolution; pass "
                      "config=pallasite.Config(block_sizes=[...]) to a plain function to run without the compiler.")
         raise
+
+
+def _slots_per_site(bind: Callable, args: tuple, kwargs: dict, config: Any) -> list[int] | None:
+    """The compiler's per-slot block sizes for `config` (Helion's one size per hl.tile line
+    spread over the slots a host loop made of it: `ConfigSpec.normalize`); None where the
+    compiler cannot trace the kernel."""
+    try:
+        return list(bind(args, kwargs).resolve_config(config).block_sizes)
+    except exc.InvalidConfig:
+        raise
+    except exc.PallasiteError:
+        return None
 
 
 def _check_block_count(kernel: Any, args: tuple, kwargs: dict, given: list[int], used: int) -> None:

@@ -28,13 +28,16 @@ class ReferenceRunner:
 
     def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=(),
                  tunable_values: dict[str, Any] | None = None,
-                 jagged_sites: Callable[[], dict] | None = None):
+                 jagged_sites: Callable[[], dict] | None = None,
+                 slots_per_site: Callable[[], list[int] | None] | None = None):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
         has a tunable block size. `loop_orders`: the config's dim order per multi-dim
         hl.tile loop, device and inner loops in order of appearance (the order programs
         and inner tiles run, which decides a scatter's last writer). `jagged_sites()`: the
         compiler's decisions for the accesses inside hl.jagged_tile loops
-        (`KernelIR.jagged_sites`), asked for when the run meets such a loop."""
+        (`KernelIR.jagged_sites`), asked for when the run meets such a loop. `slots_per_site()`:
+        the compiler's per-slot block sizes for the config, asked for when a host loop reaches an
+        hl.tile line again (the config may give one size per line, as Helion counts them)."""
         self.fn = fn
         self._jagged_sites_of_kernel = jagged_sites
         self._jagged_sites: dict | None = None
@@ -47,6 +50,8 @@ class ReferenceRunner:
         self._block_sizes_of_config = block_sizes
         self._block_sizes: list[int] | None = None
         self._slots: dict[tuple, int] = {}
+        self._slots_per_site = slots_per_site
+        self._sites: set[tuple] = set()  # slot keys without the host loops' state
         self._calls_in_statement = 0
         self.walker = StatementWalker(self.filename, {}, "while pallasite ran {location} in reference mode")
         self.device_depth = 0
@@ -256,6 +261,13 @@ class ReferenceRunner:
         if self._block_sizes is None:
             with self.mode.paused():
                 self._block_sizes = list(self._block_sizes_of_config())
+        if key[:-1] in self._sites and self._slots_per_site is not None:  # a site again: ask once
+            with self.mode.paused():
+                per_slot = self._slots_per_site()
+            self._slots_per_site = None
+            if per_slot is not None:  # earlier slots are the same either way: sites appear in order
+                self._block_sizes = list(per_slot)
+        self._sites.add(key[:-1])
         if index >= len(self._block_sizes):
             raise exc.InvalidConfig(
                 f"The config has {len(self._block_sizes)} block sizes, but the kernel has more "

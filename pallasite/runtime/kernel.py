@@ -14,7 +14,7 @@ import torch
 from .. import exc
 from .. import language as hl
 from ..autotune.settings import parse_settings
-from ..config import Config, as_config, ignored_keys_of, kernel_keys_error
+from ..config import MEGAKERNEL_KEYS, Config, as_config, ignored_keys_of, kernel_keys_error
 from ..frontend import ArgSpec, source
 from ..frontend.operands import check_argument_dtype
 from ..reference import REF_ENV, RefMode, run_reference
@@ -134,9 +134,17 @@ class Kernel:
         new = sorted(set(keys) - self._ignored_keys)
         if new:
             self._ignored_keys.update(new)
-            exc.warn_user(f"pallasite kernel '{self.fn.__name__}' ignores {', '.join(new)}: Helion settings of "
-                          "GPU kernels (warps, pipeline stages, pointer indexing, persistent programs, ...), "
-                          "which a TPU kernel has no such choice of.", exc.IgnoredConfigKeys)
+            megakernel = [key for key in new if key in MEGAKERNEL_KEYS]
+            gpu = [key for key in new if key not in MEGAKERNEL_KEYS]
+            if gpu:
+                exc.warn_user(f"pallasite kernel '{self.fn.__name__}' ignores {', '.join(gpu)}: Helion settings of "
+                              "GPU kernels (warps, pipeline stages, pointer indexing, persistent programs, ...), "
+                              "which a TPU kernel has no such choice of.", exc.IgnoredConfigKeys)
+            if megakernel:
+                exc.warn_user(f"pallasite kernel '{self.fn.__name__}' ignores {', '.join(megakernel)}: knobs of "
+                              "Helion's Pallas megakernel (several device loops in one pallas_call, weight rings "
+                              "streamed across them); pallasite runs each device loop as its own pallas_call, "
+                              "so they have nothing to choose.", exc.IgnoredConfigKeys)
 
     def note_host_computations(self, ir: Any) -> None:
         """Say once per kernel and source line where host code computes on whole tensors

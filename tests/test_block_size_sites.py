@@ -1,0 +1,63 @@
+"""Helion counts a config's block sizes per source site: a host loop that traces one
+hl.tile line again (`for layer in range(n): for tm in hl.tile(m)`, decode stacks) gives
+that line one size. pallasite numbers a slot per traced loop and takes both lists: one
+size per slot, or one per site (`ConfigSpec.normalize` spreads it over the site's slots)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.config import FOLDED_LOOP_TYPE
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+
+@pallasite.kernel(static_shapes=True)
+def layered_matmuls(x, w):
+    """x @ w[i] summed over the layers; each layer traces the same two hl.tile lines."""
+    m, k = x.shape
+    n = w.size(2)
+    out = torch.zeros([m, n], dtype=torch.float32, device=x.device)
+    for i in range(w.size(0)):
+        for tm, tn in hl.tile([m, n]):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(k):
+                acc = torch.addmm(acc, x[tm, tk], w[i, tk, tn])
+            out[tm, tn] = out[tm, tn] + acc
+    return out
+
+
+def _args():
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(24, 200, generator=generator), torch.randn(3, 200, 136, generator=generator) * 0.1
+
+
+@pytest.mark.parametrize("loop_type", [*LOOP_TYPES, FOLDED_LOOP_TYPE])
+def test_one_block_size_per_site_spreads_over_the_layers(loop_type):
+    x, w = _args()
+    expected = sum(x @ w[i] for i in range(3))
+    config = {"block_sizes": [8, 128, 64], "pallas_loop_type": loop_type}
+    bound = layered_matmuls.bind((x, w))
+    assert bound.resolve_config(config).block_sizes == [8, 128, 64] * 3
+    _, out = code_and_output(layered_matmuls, (x, w), **config)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run_ref(layered_matmuls, (x, w), **config), expected, atol=1e-4, rtol=1e-4)
+    check_tpu_lowering(layered_matmuls, (x, w), **config)
+
+
+def test_one_block_size_per_slot_still_chooses_each_layers():
+    x, w = _args()
+    per_slot = [8, 128, 64, 16, 128, 128, 8, 256, 64]
+    _, out = code_and_output(layered_matmuls, (x, w), block_sizes=per_slot)
+    torch.testing.assert_close(out, sum(x @ w[i] for i in range(3)), atol=1e-4, rtol=1e-4)
+    assert layered_matmuls.bind((x, w)).resolve_config({"block_sizes": per_slot}).block_sizes == per_slot
+
+
+def test_a_count_of_neither_names_both():
+    x, w = _args()
+    with pytest.raises(exc.InvalidConfig, match=r"has 2 entries but the kernel has 9 tunable block sizes .*"
+                                                r"from 3 hl.tile sites"):
+        layered_matmuls.bind((x, w)).resolve_config({"block_sizes": [8, 128]})
