@@ -302,7 +302,11 @@ def dtype_section() -> list[str]:
             "casts), checked before each call to stay within int32. Device code may compute with such a "
             "tensor's values once it casts them where it reads them (`labels[tile].to(torch.int32) + 1`: torch "
             "computes in int32 from there too); computing with them uncast (`labels[tile] // 2`, int64 in torch) "
-            "and storing the result is refused. An int64 tensor host code allocates (`torch.empty([m], "
+            "and storing the result is refused. Uncast integer steps that end in a float or a comparison "
+            "(`(labels[t] * 1000).float()`, `labels[t].sum().float()`, a cumsum) are followed as host steps "
+            "are and checked before each call to stay within int32 (a step that could leave it is an "
+            "`exc.KernelArgumentError` naming its line); a step without a range rule (a product with another "
+            "tensor's values) is refused there, and so is a number past int32 beside an integer device value. An int64 tensor host code allocates (`torch.empty([m], "
             "dtype=torch.long)`, `torch.empty_like(labels)`) that the kernel only stores integers into (argmax's "
             "indices) is held as int32 and returned as int64; a device read of it, a float stored into it, "
             "host code using it, or a fill past int32 is refused.", ""]

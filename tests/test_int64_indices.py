@@ -388,3 +388,77 @@ def test_int64_values_host_code_returns_or_computes_without_a_range_are_refused(
 def test_float64_stays_refused_at_the_call():
     with pytest.raises(exc.KernelArgumentError, match="float64"):
         jagged_row_mean(torch.randn(8, 128, dtype=torch.float64), _offsets([3, 5]))
+
+
+# ------------------------------------- int64 values computed with, then converted --
+
+
+@pallasite.kernel
+def scaled_label_sums(labels, x):
+    """int64 values multiplied, summed and compared in device code, then made floats: torch
+    computes those steps in int64 (a trial's wrong answer: int32 wrapped them silently)."""
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + (x[tm, tn] * (labels[tn] * 1000)[None, :].float()).sum(1)
+        acc = acc + labels[tm].sum().float() + (labels[tm] * labels[tm] > 5000).float()
+        out[tm] = acc
+    return out
+
+
+def _scaled_label_sums(labels, x):
+    m = x.size(0)
+    tiles = [(labels[i:i + 16].sum()).float().expand(len(labels[i:i + 16])) for i in range(0, m, 16)]
+    return (x * (labels * 1000).float()[None, :]).sum(1) + torch.cat(tiles) + (labels * labels > 5000).float()
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_values_computed_with_then_converted_are_exact_or_refused(loop_type):
+    x = torch.randn(48, 48, generator=torch.Generator().manual_seed(4))
+    labels = torch.arange(-24, 24)  # int64; the steps stay within int32: run, as torch
+    config = dict(block_sizes=[16, 16], pallas_loop_type=loop_type)
+    _, out = code_and_output(scaled_label_sums, (labels, x), **config)
+    torch.testing.assert_close(out, _scaled_label_sums(labels, x), atol=1e-2, rtol=1e-4)  # float sums reordered
+    big = labels * 100_000  # 2.4e6 * 1000 leaves int32: the host says which step, before the call
+    with pytest.raises(exc.KernelArgumentError, match=r"'labels'.*its mul.*labels\[tn\] \* 1000"):
+        code_and_output(scaled_label_sums, (big, x), **config)
+
+
+@pallasite.kernel
+def label_cumsum_as_float(labels):
+    """A scan's steps are adds of the values: ranged like any other add."""
+    out = torch.empty(labels.size(), dtype=torch.float32, device=labels.device)
+    for tile in hl.tile(labels.size(0)):
+        out[tile] = torch.cumsum(labels[tile], 0).float()
+    return out
+
+
+@pallasite.kernel
+def label_times_counts(labels, counts):
+    """labels * counts: counts' values have no range the host knows, so int32 may wrap."""
+    out = torch.empty(labels.size(), dtype=torch.float32, device=labels.device)
+    for tile in hl.tile(labels.size(0)):
+        out[tile] = (labels[tile] * counts[tile]).float()
+    return out
+
+
+@pallasite.kernel
+def label_above_int32(labels):
+    out = torch.empty(labels.size(), dtype=torch.float32, device=labels.device)
+    for tile in hl.tile(labels.size(0)):
+        out[tile] = torch.where(labels[tile] > 3_000_000_000, 1.0, 0.0)
+    return out
+
+
+def test_int64_values_without_a_range_rule_or_past_int32_constants_are_refused():
+    labels = torch.arange(32)
+    torch.testing.assert_close(label_cumsum_as_float(labels), torch.cumsum(labels, 0).float())
+    with pytest.raises(exc.KernelArgumentError, match=r"'labels'.*its add"):
+        label_cumsum_as_float(labels * 2**26)  # the running sum leaves int32
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*converts integers computed from its values \(to of its mul\)"):
+        label_times_counts(labels, torch.arange(32, dtype=torch.int32))
+    with pytest.raises(exc.UnsupportedDtype, match=r"3000000000 does not fit int32") as info:
+        label_above_int32(torch.arange(32))
+    assert "labels[tile] > 3_000_000_000" in str(info.value)

@@ -337,6 +337,7 @@ class OpRecorder:
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = [self.device_operand(o) for o in operands]
+        _check_int32_numbers(operands, display)
         if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
             interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))
             if interleaved is not None:
@@ -439,6 +440,28 @@ class CompositeRecord:
         if self.recorder.device is None:
             raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
         return device_values.arange(self.recorder, (length,), torch.int32)
+
+
+def _check_int32_numbers(operands: list, display: str) -> None:
+    """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
+    integers are int32, where torch computes in int64; refused (JAX would overflow)."""
+    flat = list(_flat_operands(operands))
+    if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
+        return
+    for number in flat:
+        if type(number) is int and not -2**31 <= number < 2**31:
+            raise exc.UnsupportedDtype(
+                f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
+                "64-bit vectors; torch computes this in int64). Compare or compute in float32 "
+                "(`x.float()`), or keep the number within int32.")
+
+
+def _flat_operands(items: Any):
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flat_operands(item)
+        else:
+            yield item
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:

@@ -23,6 +23,7 @@ operand of unknown range (another int tensor, a runtime scalar) stays refused. T
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -76,6 +77,9 @@ class RangeStep:
             return lo, hi
         if self.op == "where":
             return min(values[1][0], values[2][0]), max(values[1][1], values[2][1])
+        if self.op == "sum":  # device code: up to `count` values (a partial tile's padding adds 0)
+            count, (lo, hi) = kwargs["count"], values[0]
+            return min(0, count * lo), max(0, count * hi)
         if self.op == "clamp":  # min/max: numbers among the operands or the attributes, or None
             bounds = [*self.operands[1:3], None, None][:2]
             low, high = (kwargs.get(key, bound) for key, bound in zip(("min", "max"), bounds))
@@ -166,7 +170,9 @@ class _Provenance:
         self.arguments = set(narrowed)
         self.read: set[str] = set()
         self.computed: dict[str, list[RangeStep]] = {}  # argument name -> its host steps
-        self.step_of: dict[int, int] = {}  # a host symbol's id -> its step's position
+        self.step_of: dict[int, int] = {}  # a host symbol's (or device value's) id -> its step's position
+        self.stepped: set[int] = set()  # device nodes seen (the propagation repeats to a fixed point)
+        self.unbounded: dict[int, str] = {}  # device values computed without a range rule -> the op
 
     def _of(self, item: Any) -> TensorSymbol | None:
         return self.origin.get(id(item))
@@ -294,9 +300,67 @@ class _Provenance:
                 sources = [self._of(arg) for arg in _flat(_value_operands(item)) if isinstance(arg, Value)]
                 source = next((s for s in sources if s is not None), None)
                 if source is not None:
+                    self._device_step(item, source, {s.name for s in sources if s is not None})
                     for out in item.outputs:
                         if _is_integer(out.dtype):  # a comparison or a float result leaves the positions
                             self.origin[id(out)] = source
+
+    def _device_step(self, node: Node, source: TensorSymbol, names: set[str]) -> None:
+        """Device code computes with a narrowed argument's values: an integer result is a
+        `RangeStep` (checked before each call to stay within int32, so int32 arithmetic gives
+        torch's int64 result) where the op has an interval rule and its other operands are
+        numbers; else it is unbounded, and a comparison or a float made from it is refused
+        (torch would compute it from int64 values the kernel's int32 ones may have wrapped)."""
+        if id(node) in self.stepped:
+            return
+        self.stepped.add(id(node))
+        integer = [out for out in node.outputs if _is_integer(out.dtype)]
+        if not integer:  # the values leave as a comparison or a float: exact if nothing wrapped
+            wrapped = next((arg for arg in _flat(_value_operands(node)) if id(arg) in self.unbounded), None)
+            if wrapped is not None:
+                raise _data_use(source, f"converts integers computed from its values ({node.op} of "
+                                        f"{self.unbounded[id(wrapped)]}), which int32 may not hold where torch's "
+                                        "int64 does", node.location)
+            return
+        first = node.args[0] if node.args else None
+        if _keeps_values(node) and isinstance(first, Value) and len(integer) == 1:  # a view: the same values
+            if id(first) in self.step_of:
+                self.step_of[id(integer[0])] = self.step_of[id(first)]
+            elif id(first) in self.unbounded:
+                self.unbounded[id(integer[0])] = self.unbounded[id(first)]
+            return
+        step = self._device_range_step(node, source) if len(names) == 1 and len(integer) == 1 else None
+        if step is None:
+            for out in integer:
+                self.unbounded[id(out)] = f"its {node.op}"
+            return
+        steps = self.computed.setdefault(source.name, [])
+        self.step_of[id(integer[0])] = len(steps)
+        steps.append(step)
+
+    def _device_range_step(self, node: Node, source: TensorSymbol) -> RangeStep | None:
+        op = "sum" if node.op == "sum" and _is_integer(node.output.dtype) else node.op
+        if op not in _STEP_OPS | {"sum"}:
+            return None
+        operands = []
+        for position, item in enumerate(node.args):
+            if (op == "where" and position == 0) or (op == "clamp" and item is None):
+                operands.append(None)
+            elif isinstance(item, Value) and self._of(item) is source and id(item) not in self.unbounded:
+                operands.append(("step", self.step_of[id(item)]) if id(item) in self.step_of else ARGUMENT)
+            elif isinstance(item, int) and not isinstance(item, bool):
+                operands.append(pin(item))
+            elif op == "sum" and position > 0:
+                continue  # the dims and keepdim: the lane count below bounds the sum
+            else:
+                return None
+        kwargs = [(key, value) for key, value in node.kwargs.items() if key in ("alpha", "min", "max", "dtype")
+                  and (isinstance(value, torch.dtype) or type(value) is int or value is None)]
+        if op == "sum":
+            kwargs = [("count", max(1, math.prod(node.args[0].shape) // max(1, math.prod(node.output.shape))))]
+        if op in ("floor_divide", "remainder") and (not isinstance(operands[1], int) or operands[1] == 0):
+            return None
+        return RangeStep(op, tuple(operands), tuple(kwargs), f"its {node.op}", node.location)
 
     def _merge(self, target: Value | None, *values: Value | None) -> None:
         source = next((self._of(v) for v in values if v is not None and self._of(v) is not None), None)
@@ -335,6 +399,15 @@ def _exact_cast(node: Any) -> bool:
             and out.dtype.itemsize <= 4)
 
 
+def _keeps_values(node: Node) -> bool:
+    """A node whose result holds values of its first operand and no others: a view or part
+    of it (`v[:, None]`, a reshape, a narrowing read), a broadcast, a copy."""
+    if node.op in ("subview", "identity", "clone", "contiguous"):
+        return True
+    definition = ops.OPS.get(node.op)
+    return definition is not None and definition.kind is ops.OpKind.VIEW and node.op not in ("cat", "stack")
+
+
 def _value_operands(node: Node) -> tuple:
     """The operands whose values a node's result holds or computes from: not the positions a
     gather (`x[rows[t], cols[t]]`) or a narrowing read (`blk[i]`) reads at."""
@@ -370,6 +443,12 @@ def _is_integer(dtype: torch.dtype) -> bool:
 
 def _data_use(symbol: TensorSymbol, what: str, location: Any) -> exc.UnsupportedDtype:
     wide, narrow = (str(dtype).removeprefix("torch.") for dtype in (symbol.caller_dtype, symbol.dtype))
+    if what == "writes it":  # an output passed in: the kernel may allocate it instead
+        return exc.UnsupportedDtype(
+            f"'{symbol.name}' is an {wide} tensor argument the kernel writes; the kernel holds {wide} as {narrow} "
+            f"(TPU has no 64-bit vectors) and cannot write the caller's {wide} tensor. Allocate the output in the "
+            f"kernel (`torch.empty([...], dtype=torch.long)` is returned as {wide}) or pass an {narrow} tensor.",
+            location)
     return exc.UnsupportedDtype(
         f"'{symbol.name}' is an {wide} tensor, which the kernel can read only as {narrow} (TPU has no 64-bit "
         f"vectors): an {wide} tensor may index, offset and bound loops, but the kernel {what}. Cast the "

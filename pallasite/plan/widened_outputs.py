@@ -57,7 +57,10 @@ def _check_device_uses(nodes: Iterable[Any], widened: dict[int, Allocate]) -> No
         tensor = getattr(node, "tensor", None)
         if id(tensor) not in widened:
             continue
-        if isinstance(node, Load) or not isinstance(node, Store) or node.kwargs.get("atomic"):
+        if isinstance(node, Store) and node.kwargs.get("atomic") or not isinstance(node, (Load, Store)):
+            raise _narrowing_shows(tensor, "updates it atomically (hl.atomic_*: torch would combine in int64)",
+                                   node.location)
+        if isinstance(node, Load):
             raise _narrowing_shows(tensor, "reads it in device code (torch would compute in int64 from "
                                            "the values read)", node.location)
         value = node.args[0] if node.args else None

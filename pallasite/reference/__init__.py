@@ -54,7 +54,8 @@ from typing import Any, Callable, Mapping
 
 from .. import exc
 from .. import language as hl
-from ..config import Config, as_config
+from ..config import Config, as_config, kernel_keys_error
+from ..frontend import source
 from .runner import ReferenceRunner
 
 REF_ENV = "PALLASITE_REF"
@@ -76,7 +77,14 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     check_arguments = getattr(kernel, "_arg_specs", None)
     if check_arguments is not None:  # the argument errors of a compiled call (kinds, 64-bit dtypes)
         check_arguments(kernel.bind_arguments(args, kwargs))
+    declared = getattr(kernel, "config", None)
+    if config is not None and isinstance(declared, Config):  # as the compiler: it completes the decorator's
+        config = Config({**declared, **as_config(config)})
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
+    names = source.tunable_names_of(fn)  # the keys a config may name, checked as the compiler checks them
+    problem = None if chosen is None or names is None else kernel_keys_error(chosen, names)
+    if problem:
+        raise exc.InvalidConfig(problem)
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
     bind: Callable | None = getattr(kernel, "bind", None)

@@ -205,8 +205,11 @@ class CompiledKernel:
             original = values[self._param_index[structure.name]]
             if isinstance(original, torch.Tensor):
                 return original
-        if isinstance(structure, (list, tuple)) and isinstance(result, (list, tuple)):
-            return type(result)(self._torch_result(r, s, values) for r, s in zip(result, structure))
+        if isinstance(structure, (list, tuple)) and isinstance(result, (list, tuple)):  # the kernel's own type
+            items = [self._torch_result(r, s, values) for r, s in zip(result, structure)]
+            return type(structure)(*items) if hasattr(structure, "_fields") else type(structure)(items)
+        if isinstance(structure, dict) and isinstance(result, dict):
+            return {key: self._torch_result(result[key], structure[key], values) for key in structure}
         if isinstance(structure, TensorSymbol) and structure.name in self.widened:
             return tree_to_torch(result).to(structure.caller_dtype)
         return tree_to_torch(result)

@@ -82,7 +82,7 @@ def narrow_argument(value: Any, argument: Any) -> Any:
             step, (low, high) = past
             where = f" at {step.location}" if step.location is not None else ""
             raise exc.KernelArgumentError(
-                f"Argument '{argument.name}' holds values in [{lo}, {hi}]: host code computes {step.text}{where} "
+                f"Argument '{argument.name}' holds values in [{lo}, {hi}]: the kernel computes {step.text}{where} "
                 f"from them in int32 (the kernel reads this {str(argument.caller_dtype).removeprefix('torch.')} "
                 f"tensor as int32), and the result could reach [{low}, {high}], past int32's range, where torch's "
                 "int64 result would differ.")
