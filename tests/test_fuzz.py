@@ -154,7 +154,7 @@ def test_the_shape_ops_kind_generates_every_form():
     cases = [generate(SEED, i, kinds=("shape_ops",)) for i in range(150)]
     tags = {case.tags[1] for case in cases}
     assert {"cat_lanes", "cat_rows", "stack_0", "stack_1", "stack_2", "rope", "tile_gather", "cat_inner_loop",
-            "einsum:ik,kj->ij", "einsum:ij,kj->ik", "matvec", "vecmat", "einsum_matvec"} <= tags
+            "einsum:ik,kj->ij", "einsum:ij,kj->ik", "matvec", "vecmat", "einsum_matvec", "two_batch_dims"} <= tags
     sources = [case.source() for case in cases]
     assert any("hl.split(" in s and "hl.join(" in s for s in sources)
     # the vector products' inner loop may fold

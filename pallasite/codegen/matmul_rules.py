@@ -3,6 +3,8 @@ hl.dot: `lax.dot_general` at the chip's dot precision) and creation ops (full, i
 counter-based uniform draw); registered in the same `RULES` as codegen/lowering.py's."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .op_calls import OpCall, jnp_dtype, literal, rule
@@ -67,6 +69,13 @@ def _dot_text(call: OpCall, a: int, b: int) -> str:
         dims = "(((2,), (1,)), ((0,), (0,)))"
     elif ra == 3 and rb == 2:
         dims = "(((2,), (0,)), ((), ()))"
+    elif ra == rb > 3 and ta.shape[:-2] == tb.shape[:-2]:
+        # Mosaic's matmul takes one batch dim: the leading batch dims merge into one, and back
+        batch = math.prod(ta.shape[:-2])
+        (m, k), n = ta.shape[-2:], tb.shape[-1]
+        merged = (f"lax.dot_general({x}.reshape({literal((batch, m, k))}), {y}.reshape({literal((batch, k, n))}), "
+                  f"(((2,), (1,)), ((0,), (0,))), preferred_element_type={acc})")
+        return f"{merged}.reshape({literal((*ta.shape[:-2], m, n))})"
     else:
         return f"jnp.matmul({x}, {y}, preferred_element_type={acc})"
     return f"lax.dot_general({x}, {y}, {dims}, preferred_element_type={acc})"

@@ -122,7 +122,18 @@ def _vector_products(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dic
     return body, inputs, dims, tag
 
 
-_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop, _vector_products)
+def _two_batch_dims(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
+    """A product of 4-D tiles (batch and head dims both tiled): Mosaic's matmul takes one
+    batch dim, so codegen merges them (a trial's lowering failure)."""
+    dims = {"b": rng.choice((1, 2, 3)), "h": rng.choice((1, 2, 4)), "s": rng.choice((8, 40, 64)), "d": 64}
+    inputs = (InputSpec("q", ("b", "h", "s", "d")), InputSpec("k", ("b", "h", "s", "d")))
+    body = [Line(0, "b, h, s, d = q.size()"), Line(0, "out = torch.empty([b, h, s, s], device=q.device)"),
+            Line(0, "for tb, th, tq in hl.tile([b, h, s]):"),
+            Line(1, "out[tb, th, tq, :] = q[tb, th, tq, :] @ k[tb, th, :, :].transpose(-1, -2)")]
+    return body, inputs, dims, "two_batch_dims"
+
+
+_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop, _vector_products, _two_batch_dims)
 _LOOPED = (_cat_in_inner_loop, _vector_products)  # forms with an inner loop, under each loop type
 
 
@@ -130,7 +141,7 @@ def shape_ops(draw: Any, name: str) -> Case:
     rng = draw.rng
     form = rng.choice(_FORMS)
     dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.int32))
-    if form in (_rope, _einsum, _vector_products):
+    if form in (_rope, _einsum, _vector_products, _two_batch_dims):
         dtype = rng.choice((torch.float32, torch.bfloat16)) if form in (_rope, _vector_products) else torch.float32
     body, inputs, dims, tag = form(rng, dtype)
     loop_type = (draw.foldable_loop_type() if form is _vector_products else draw.loop_type()) \
