@@ -262,3 +262,8 @@ def test_megakernel_keys_are_dropped_with_their_own_warning():
     assert pallasite.Config(block_sizes=[8, 128], pallas_hbm_resident=True).config == {"block_sizes": [8, 128]}
     with pytest.raises(exc.InvalidConfig, match="Unknown config key 'pallas_stream_dept'"):
         pallasite.Config(pallas_stream_dept=4)  # a misspelling stays an error
+
+
+def test_a_misspelled_kernel_setting_says_which_it_may_mean():
+    with pytest.raises(exc.InvalidConfig, match=r"Unknown kernel settings: static_shape .*did you mean 'static_shapes'\?"):
+        pallasite.kernel(static_shape=True)(lambda x: x)

@@ -23,6 +23,8 @@
 """
 from __future__ import annotations
 
+import difflib
+
 import functools
 import logging
 import os
@@ -129,7 +131,12 @@ def parse_settings(effort: str | None, settings: dict[str, Any]) -> TuneSettings
     """The settings, checked; unknown keys raise `exc.InvalidConfig`."""
     unknown = sorted(set(settings) - set(KEYS))
     if unknown:
-        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)} (neither pallasite's nor Helion's).")
+        known = [*KEYS, "static_shapes", "config", "configs", "ref_mode", "backend", "use_default_config",
+                 "print_output_code", "collective_id", "autotune_effort"]
+        hints = [f"{key!r}: did you mean {near[0]!r}?" for key in unknown
+                 for near in [difflib.get_close_matches(key, known, n=1, cutoff=0.75)] if near]
+        raise exc.InvalidConfig(f"Unknown kernel settings: {', '.join(unknown)} (neither pallasite's nor Helion's)"
+                                + (f"; {'; '.join(hints)}" if hints else "."))
     asked = effort is not None or bool(os.environ.get(EFFORT_ENV))
     if effort is None:
         effort = os.environ.get(EFFORT_ENV) or "quick"
