@@ -44,7 +44,7 @@ def test_int64_data_tensor_argument():
     with pytest.raises(exc.UnsupportedDtype) as info:
         double_it(x)
     assert "TPU has no 64-bit vectors" in info.value.message
-    assert "stores its values" in info.value.message
+    assert "stores integers computed from its values" in info.value.message
     assert_points_at(info.value, double_it, "out[tile] = x[tile] * 2")
     narrow = x.to(torch.int32)
     torch.testing.assert_close(double_it(narrow), narrow * 2)

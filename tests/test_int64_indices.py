@@ -214,7 +214,7 @@ def bump_in_place(counts):
 
 def test_int64_values_stored_as_data_are_refused_at_the_users_line():
     labels = torch.arange(16)
-    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*int64.*stores its values") as info:
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*int64.*stores integers computed from its values") as info:
         shifted_labels(labels)
     assert "out[tile] = labels[tile] + 1" in str(info.value)
     shifted_labels(labels.to(torch.int32))  # the same kernel on int32 data runs
@@ -267,7 +267,7 @@ def cast_after_adding(labels):
 def test_a_cast_after_int64_arithmetic_is_still_refused():
     """torch computes `labels[tile] // 2` in int64 before the cast: only a cast of the values
     as read is exact, so the error stays and says where to cast."""
-    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*stores its values.*labels\[\.\.\.\]\.to\(torch\.int32\)"):
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*stores integers computed from its values.*labels\[\.\.\.\]\.to\(torch\.int32\)"):
         cast_after_adding(torch.arange(16))
 
 

@@ -107,3 +107,22 @@ def test_where_int32_would_show_an_int64_output_is_refused_at_the_users_line(ker
     with pytest.raises(exc.UnsupportedDtype, match=f"is an int64 tensor.*{what}") as info:
         kernel(torch.randn(64))
     assert line in str(info.value)
+
+
+@pallasite.kernel
+def copied_labels(labels):
+    """The values as read, stored as they are (torch's cast of each value, which fits int32)."""
+    out = torch.empty_like(labels)
+    small = torch.empty(labels.size(), dtype=torch.int16, device=labels.device)
+    for t in hl.tile(labels.size(0)):
+        out[t] = labels[t]
+        small[t] = labels[t]
+    return out, small
+
+
+def test_int64_values_stored_as_read_are_copied():
+    labels = torch.arange(-40_000, 40_000, 997)
+    out, small = copied_labels(labels)
+    assert out.dtype == torch.int64 and small.dtype == torch.int16
+    torch.testing.assert_close(out, labels)
+    torch.testing.assert_close(small, labels.to(torch.int16))  # wraps as torch's cast does

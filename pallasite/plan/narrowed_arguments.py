@@ -373,8 +373,9 @@ class _Provenance:
                 if self._of(item.tensor) is not None:
                     raise _data_use(self._of(item.tensor), "writes it", item.location)
                 value = item.args[0] if item.args else None
-                if isinstance(value, Value) and self._of(value) is not None:
-                    raise _data_use(self._of(value), "stores its values (or integers computed from them) as data",
+                computed = isinstance(value, Value) and (id(value) in self.step_of or id(value) in self.unbounded)
+                if computed and self._of(value) is not None:  # its values as read are stored as torch casts them
+                    raise _data_use(self._of(value), "stores integers computed from its values as data",
                                     item.location)
             elif isinstance(item, RemoteCopy):
                 for tensor in (item.src, item.dst):
