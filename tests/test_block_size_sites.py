@@ -61,3 +61,26 @@ def test_a_count_of_neither_names_both():
     with pytest.raises(exc.InvalidConfig, match=r"has 2 entries but the kernel has 9 tunable block sizes .*"
                                                 r"from 3 hl.tile sites"):
         layered_matmuls.bind((x, w)).resolve_config({"block_sizes": [8, 128]})
+
+
+@pallasite.kernel
+def chained_layers(x):
+    """Each layer allocates `out` and reads the previous layer's: two host tensors of one
+    name in one kernel (the generated code named both `out_ref`: a SyntaxError)."""
+    (m,) = x.shape
+    h = x
+    for _layer in range(3):
+        out = torch.empty_like(x)
+        for tm in hl.tile(m):
+            out[tm] = h[tm] * 2.0 + 1.0
+        h = out
+    return h
+
+
+@pytest.mark.parametrize("block_sizes", [[32], [32, 64, 16]])
+def test_layers_that_chain_host_tensors_of_one_name(block_sizes):
+    x = torch.randn(100)
+    _, out = code_and_output(chained_layers, (x,), block_sizes=block_sizes)
+    torch.testing.assert_close(out, ((x * 2 + 1) * 2 + 1) * 2 + 1)
+    torch.testing.assert_close(run_ref(chained_layers, (x,), block_sizes=block_sizes), out)
+    check_tpu_lowering(chained_layers, (x,), block_sizes=block_sizes)

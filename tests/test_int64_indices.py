@@ -462,3 +462,41 @@ def test_int64_values_without_a_range_rule_or_past_int32_constants_are_refused()
     with pytest.raises(exc.UnsupportedDtype, match=r"3000000000 does not fit int32") as info:
         label_above_int32(torch.arange(32))
     assert "labels[tile] > 3_000_000_000" in str(info.value)
+
+
+@pallasite.kernel
+def carried_label_sum(labels):
+    """An int32 accumulator carried through an inner loop takes int64 values: torch adds in
+    int64 (a second trial's wrong answer: the carried sum wrapped, unchecked)."""
+    m, n = labels.shape
+    out = torch.empty([m], dtype=torch.float32, device=labels.device)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int32)
+        for tn in hl.tile(n):
+            acc = acc + labels[tm, tn].amax(1)
+        out[tm] = acc.float()
+    return out
+
+
+@pallasite.kernel(ignore_warnings=[exc.TensorOperationInWrapper])
+def host_then_device_steps(labels):
+    lab2 = labels * 1000  # a host step, checked
+    out = torch.empty(labels.size(), dtype=torch.float32, device=labels.device)
+    for t in hl.tile(labels.size(0)):
+        out[t] = (lab2[t] * 3).float()  # and a device step on its values
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_carried_accumulation_of_int64_values_is_refused(loop_type):
+    labels = torch.full((16, 300), 1_000_000_000)
+    with pytest.raises(exc.UnsupportedDtype, match=r"'labels'.*converts integers computed from its values"):
+        code_and_output(carried_label_sum, (labels,), block_sizes=[16, 128], pallas_loop_type=loop_type)
+
+
+def test_a_device_step_on_a_host_step_is_checked_with_it():
+    labels = torch.randint(-50, 50, (300,))
+    torch.testing.assert_close(host_then_device_steps(labels), (labels * 3000).float())
+    labels[0] = 1_000_000  # 1e9 fits int32, 3e9 does not
+    with pytest.raises(exc.KernelArgumentError, match=r"'labels'.*its mul.*lab2\[t\] \* 3"):
+        host_then_device_steps(labels)

@@ -31,6 +31,7 @@ class TracedStatements:
         self.ifs = DeviceIfs(walker, recorder)
         self.device_loops: list[DeviceLoopCall] = []
         self.jagged = JaggedLoops(recorder)  # the hl.jagged_tile loops around the statement
+        self._host_names: set[str] = set()  # the user names host tensors took (`_host_name`)
 
     def enter_statement(self, stmt: ast.stmt, location: exc.SourceLocation) -> None:
         self.recorder.location = location  # every node recorded from now on carries it
@@ -54,7 +55,18 @@ class TracedStatements:
                     value.value.name = name_node.id
                 elif (isinstance(value, HostTensor) and value.symbol.origin != "arg"
                       and value.symbol.name.startswith("_t")):
-                    value.symbol.name = name_node.id
+                    value.symbol.name = self._host_name(name_node.id)
+
+    def _host_name(self, name: str) -> str:
+        """`name`, or `name_1`, `name_2`, ... when an earlier host tensor took it (a host loop
+        allocating `out` in every layer): one kernel may read one layer's `out` and write the
+        next's, and the generated code names each apart."""
+        chosen, n = name, 0
+        while chosen in self._host_names:
+            n += 1
+            chosen = f"{name}_{n}"
+        self._host_names.add(chosen)
+        return chosen
 
     def check_python_iterable(self, iterable: Any, location: exc.SourceLocation) -> None:
         if isinstance(iterable, Traced):

@@ -280,10 +280,10 @@ class _Provenance:
         for item in body:
             if isinstance(item, TileLoop):
                 for carried in item.carried:
-                    self._merge(carried.param, carried.init, carried.result)
+                    self._merge(carried.param, carried.init, carried.result, carried=True)
                 self._propagate(item.body)
                 for carried in item.carried:
-                    self._merge(carried.out, carried.init, carried.result)
+                    self._merge(carried.out, carried.init, carried.result, carried=True)
             elif isinstance(item, IfBlock):
                 for body_of_branch in item.bodies:
                     self._propagate(body_of_branch)
@@ -294,6 +294,8 @@ class _Provenance:
                 if source is not None:
                     self.read.add(source.name)
                     self.origin[id(item.output)] = source
+                    if id(item.tensor) in self.step_of:  # a host step's values: that step's range
+                        self.step_of[id(item.output)] = self.step_of[id(item.tensor)]
             elif _exact_cast(item):
                 continue  # the user's int32 of the caller's int64 values: torch's result too
             elif isinstance(item, Node):
@@ -362,10 +364,16 @@ class _Provenance:
             return None
         return RangeStep(op, tuple(operands), tuple(kwargs), f"its {node.op}", node.location)
 
-    def _merge(self, target: Value | None, *values: Value | None) -> None:
+    def _merge(self, target: Value | None, *values: Value | None, carried: bool = False) -> None:
+        """`target` holds one of `values` (an if's branches) or, `carried`, whatever a loop's
+        iterations made of them: integers computed from a narrowed argument's values there have
+        no range a finite chain of steps bounds."""
         source = next((self._of(v) for v in values if v is not None and self._of(v) is not None), None)
         if target is not None and source is not None:
             self.origin[id(target)] = source
+            computed = [v for v in values if v is not None and (id(v) in self.step_of or id(v) in self.unbounded)]
+            if _is_integer(target.dtype) and (carried or computed):
+                self.unbounded[id(target)] = "a value carried through a loop" if carried else "an if's result"
 
     def _check_writes(self, body: list) -> None:
         for item in _nodes(body):

@@ -88,6 +88,9 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     orders = (chosen.get("loop_orders") if chosen is not None else None) or ()
     tunables = {key: chosen[key] for key in chosen if key not in Config.KNOWN_KEYS} if chosen else {}
     bind: Callable | None = getattr(kernel, "bind", None)
+    check_narrowed = getattr(kernel, "check_narrowed_arguments", None)
+    if check_narrowed is not None:  # int64 arguments: the compiler's checks (reference mode mirrors int32)
+        check_narrowed(args, kwargs, config)
     sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites,
                              None if bind is None else lambda: _slots_per_site(bind, args, kwargs, config))

@@ -257,11 +257,12 @@ class ReferenceRunner:
         `hl.tile(..., block_size=None)` dim and `hl.register_block_size` call,
         which is the order the compiler's trace numbers them in.
         """
+        new_slot = key not in self._slots
         index = self._slots.setdefault(key, len(self._slots))
         if self._block_sizes is None:
             with self.mode.paused():
                 self._block_sizes = list(self._block_sizes_of_config())
-        if key[:-1] in self._sites and self._slots_per_site is not None:  # a site again: ask once
+        if new_slot and key[:-1] in self._sites and self._slots_per_site is not None:  # a site again: ask once
             with self.mode.paused():
                 per_slot = self._slots_per_site()
             self._slots_per_site = None

@@ -19,7 +19,7 @@ from ..frontend import ArgSpec, source
 from ..frontend.operands import check_argument_dtype
 from ..reference import REF_ENV, RefMode, run_reference
 from ..settings import split_settings
-from .convert import torch_dtype_of
+from .convert import narrow_argument, torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, symbolic_specs
 from .scope import argument_fingerprint, read_scope
@@ -168,6 +168,25 @@ class Kernel:
         return self.config or (self.configs[0] if self.configs else None)
 
     # ------------------------------------------------------------ binding --
+
+    def check_narrowed_arguments(self, args: tuple, kwargs: dict, config: Any = None) -> None:
+        """Reference mode's int64 checks, the compiler's: the plan's narrowed arguments (values
+        past int32, integer steps that could leave it: `exc.KernelArgumentError`) and its
+        refusals of int64 values int32 could not hold (`exc.UnsupportedDtype`), so reference
+        mode never answers with numbers int32 wrapped. A kernel the compiler cannot plan for
+        another reason runs in reference mode unchecked."""
+        values = self.bind_arguments(tuple(args), kwargs)
+        if not any(isinstance(v, torch.Tensor) and v.dtype == torch.int64 for v in values):
+            return
+        try:
+            plan = self.bind(tuple(args), kwargs).plan(config)
+        except (exc.UnsupportedDtype, exc.KernelArgumentError, exc.InvalidConfig):
+            raise
+        except exc.PallasiteError:
+            return
+        for argument in plan.narrowed_arguments:
+            if argument.position < len(values):
+                narrow_argument(values[argument.position], argument)
 
     def bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
         try:
