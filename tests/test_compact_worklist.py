@@ -77,3 +77,14 @@ def test_compact_worklist_where_the_kernel_cannot_flatten_is_invalid(kernel, arg
     declared = pallasite.kernel(config={**config, "pallas_loop_type": "compact_worklist"})(kernel.fn)
     with pytest.raises(exc.InvalidConfig, match=why):  # Helion's spelling of the same question
         declared.bind(args).ensure_config_exists(args)
+
+
+def test_one_compact_worklist_name_for_every_inner_loop():
+    """A string names every inner loop: the q loop flattens, the key loop inside it runs as
+    the default type (a trial found it refused for the key loop)."""
+    q, k, v = qkv(sum(LENGTHS), 64)
+    offsets = offsets_of(LENGTHS)
+    config = dict(block_sizes=[8, 8], pallas_loop_type="compact_worklist")
+    _, out = code_and_output(jagged_attention, (q, k, v, offsets), **config)
+    torch.testing.assert_close(out, causal_reference(q, k, v, offsets), atol=1e-4, rtol=1e-4)
+    assert plan_of(jagged_attention, (q, k, v, offsets), **config).worklist is not None

@@ -114,6 +114,8 @@ def check_compact_worklist(kernel: Any, call: DeviceLoopCall, decision: Worklist
     if not asked:
         return
     flattened = decision.worklist.tile_dim.id if decision.worklist is not None else None
+    if isinstance(kernel.knobs.pallas_loop_type, str) and flattened is not None:
+        return  # one name for every inner loop: the q loop flattens, the loops inside it run as the default
     for loop in asked:
         if loop.dims[0].id != flattened:
             why = decision.reason if decision.worklist is None else "it is not the segment's q loop"
