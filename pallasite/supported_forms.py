@@ -194,7 +194,8 @@ HOST_ARANGE = ("`torch.arange(start, end, step, dtype=...)` in host code, of com
 HOST_TENSOR = ("`torch.tensor(number, dtype=...)` in host code, of a compile-time number, is "
                "`torch.full([], number)`: a 0-d tensor (int64 without a dtype, as in torch: device code may not "
                "read that one; give `dtype=torch.int32`). A 0-d tensor used whole in device code "
-               "(`torch.minimum(kv_len, limit)`) is its one value, as `limit[()]` reads it.")
+               "(`torch.minimum(kv_len, limit)`) is its one value, as `limit[()]` reads it; it must be 32-bit "
+               "(float32, int32, or int64 narrowed): a TPU kernel reads it as a scalar.")
 
 # frontend/host_items.py
 HOST_ITEM = ("`t[i].item()` in host code, of an integer element of a tensor argument chosen by numbers "

@@ -473,3 +473,12 @@ def test_an_atomic_the_index_tensor_form_lacks_points_at_the_hl_section():
     with pytest.raises(exc.UnsupportedOperation, match="through an index tensor") as info:
         or_through_index(x, x % 8)
     assert "supported-forms.md#hl " in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.bool])
+def test_a_0d_tensor_of_16_bits_or_bool_is_refused_before_it_fails_to_lower(dtype):
+    """Interpret mode ran it; Mosaic takes no 0-d block (a trial's finding)."""
+    x, thr = torch.randn(256), torch.tensor(0.5).to(dtype)
+    with pytest.raises(exc.UnsupportedDtype, match=r"'thr' is a 0-d .* tensor.*32-bit") as info:
+        keep_above_threshold_whole(x, thr)
+    assert_points_at(info.value, keep_above_threshold_whole, "torch.where(x[tile] > thr, x[tile], 0.0)")

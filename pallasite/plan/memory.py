@@ -76,6 +76,12 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     padded = array_shape if array_shape != tuple(symbol.shape) else None
     if scalar_only and numel <= SMEM_MAX_ELEMENTS and symbol.dtype in _SMEM_DTYPES:
         return Operand(symbol, f"{symbol.name}_ref", Memory.SMEM, padded_shape=padded), frozenset()
+    if rank == 0:  # a 0-d block: interpret mode runs it, Mosaic takes blocks of rank >= 1 only
+        dtype = str(symbol.dtype).removeprefix("torch.")
+        raise exc.UnsupportedDtype(
+            f"'{symbol.name}' is a 0-d {dtype} tensor: a TPU kernel reads a 0-d tensor as a scalar, which "
+            f"must be 32-bit (int32 or float32). Pass {symbol.name}.float() (or .int()) and cast it back "
+            f"where it is used ({symbol.name}.to(torch.{dtype})).", use.nodes[0].location if use.nodes else None)
     axes = []
     used: set[int] = set()
     view_shape = None
