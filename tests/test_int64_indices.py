@@ -500,3 +500,26 @@ def test_a_device_step_on_a_host_step_is_checked_with_it():
     labels[0] = 1_000_000  # 1e9 fits int32, 3e9 does not
     with pytest.raises(exc.KernelArgumentError, match=r"'labels'.*its mul.*lab2\[t\] \* 3"):
         host_then_device_steps(labels)
+
+
+@pallasite.kernel
+def label_extremes(labels):
+    """A max or min of int64 values holds some of them; an argmax holds positions."""
+    m = labels.size(0)
+    top = torch.empty([m], dtype=torch.float32, device=labels.device)
+    at = torch.empty([m], dtype=torch.long, device=labels.device)
+    low = torch.empty([m], dtype=torch.long, device=labels.device)
+    for t in hl.tile(m):
+        top[t] = labels[t, :].amax(1).float()
+        at[t] = labels[t, :].argmax(1)
+        low[t] = labels[t, :].amin(1)
+    return top, at, low
+
+
+@pytest.mark.parametrize("block_sizes", [[8], [16]])
+def test_max_min_and_argmax_of_int64_values(block_sizes):
+    labels = torch.randint(-2**31, 2**31 - 1, (20, 130))
+    _, (top, at, low) = code_and_output(label_extremes, (labels,), block_sizes=block_sizes)
+    torch.testing.assert_close(top, labels.amax(1).float())
+    torch.testing.assert_close(at, labels.argmax(1))
+    torch.testing.assert_close(low, labels.amin(1))

@@ -126,3 +126,22 @@ def test_int64_values_stored_as_read_are_copied():
     assert out.dtype == torch.int64 and small.dtype == torch.int16
     torch.testing.assert_close(out, labels)
     torch.testing.assert_close(small, labels.to(torch.int16))  # wraps as torch's cast does
+
+
+@pallasite.kernel
+def plus_long_constant(x, counts):
+    c = torch.tensor(5)  # int64, as torch makes it
+    out = torch.empty_like(x)
+    bumped = torch.empty_like(counts)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + c
+        bumped[t] = counts[t] + c  # int32 in torch too: a 0-d tensor does not promote
+    return out, bumped
+
+
+def test_an_int64_0d_constant_reads_as_torch_promotes_it():
+    x, counts = torch.randn(100), torch.arange(100, dtype=torch.int32)
+    out, bumped = plus_long_constant(x, counts)
+    torch.testing.assert_close(out, x + 5)
+    assert bumped.dtype == torch.int32
+    torch.testing.assert_close(bumped, counts + torch.tensor(5))

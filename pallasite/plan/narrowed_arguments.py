@@ -296,8 +296,8 @@ class _Provenance:
                     self.origin[id(item.output)] = source
                     if id(item.tensor) in self.step_of:  # a host step's values: that step's range
                         self.step_of[id(item.output)] = self.step_of[id(item.tensor)]
-            elif _exact_cast(item):
-                continue  # the user's int32 of the caller's int64 values: torch's result too
+            elif _exact_cast(item) or getattr(item, "op", None) in _POSITIONS:
+                continue  # the user's int32 of the caller's int64 values; or positions, not values
             elif isinstance(item, Node):
                 sources = [self._of(arg) for arg in _flat(_value_operands(item)) if isinstance(arg, Value)]
                 source = next((s for s in sources if s is not None), None)
@@ -408,10 +408,14 @@ def _exact_cast(node: Any) -> bool:
             and out.dtype.itemsize <= 4)
 
 
+# Ops whose results are positions in their operand (not its values): they leave the values
+_POSITIONS = frozenset({"argmax", "argmin"})
+
+
 def _keeps_values(node: Node) -> bool:
     """A node whose result holds values of its first operand and no others: a view or part
-    of it (`v[:, None]`, a reshape, a narrowing read), a broadcast, a copy."""
-    if node.op in ("subview", "identity", "clone", "contiguous"):
+    of it (`v[:, None]`, a reshape, a narrowing read), a broadcast, a copy, a max or min."""
+    if node.op in ("subview", "identity", "clone", "contiguous", "amax", "amin"):
         return True
     definition = ops.OPS.get(node.op)
     return definition is not None and definition.kind is ops.OpKind.VIEW and node.op not in ("cat", "stack")

@@ -31,11 +31,17 @@ def plan_widened_outputs(ir: KernelIR) -> tuple[str, ...]:
                if isinstance(step, Allocate) and step.symbol.caller_dtype is not None}
     if not widened:
         return ()
+    written = {id(node.tensor) for step in ir.steps if isinstance(step, DeviceLoopCall)
+               for node in walk_nodes(step.loop.body) if isinstance(node, Store)}
+    # a 0-d constant (`torch.tensor(5)`): its one value, within int32, reads as torch's 0-d int64
+    # does (a 0-d tensor takes the other operand's integer dtype in torch's promotion)
+    constants = {key for key, step in widened.items() if not step.symbol.shape and step.symbol.fill is not None
+                 and step.ramp is None and key not in written}
     for step in ir.steps:
         if isinstance(step, Allocate) and id(step.symbol) in widened:
             _check_fill(step)
         elif isinstance(step, DeviceLoopCall):
-            _check_device_uses(walk_nodes(step.loop.body), widened)
+            _check_device_uses(walk_nodes(step.loop.body), {k: v for k, v in widened.items() if k not in constants})
         elif isinstance(step, (HostOp, HostStore)):
             used = next((s for s in _symbols(_host_operands(step)) if id(s) in widened), None)
             if used is not None:
