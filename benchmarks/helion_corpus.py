@@ -182,6 +182,7 @@ _CUDA_ONLY_PATTERNS = [
     (r"hl\.inline_triton|hl\.triton_kernel", "calls inline Triton (CUDA only)"),
     (r"torch\.distributed|symm_mem", "needs several GPUs (torch.distributed / symmetric memory)"),
     (r"from helion\.experimental|helion\.experimental", "uses Helion experimental APIs (ahead-of-time / CUDA only)"),
+    (r"backend\s*=\s*[\"']cute[\"']", "a CuTe kernel (backend='cute': NVIDIA's CuTe DSL, GPUs only)"),
 ]
 _SKIP_NAMES = [
     (r"(^|_)triton", "a Triton program (CUDA only)"),
