@@ -37,6 +37,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import queue
 import signal
 import subprocess
@@ -82,6 +83,15 @@ for _name in ("__contains__", "count", "find", "rfind", "index", "rindex", "spli
     setattr(GeneratedCode, _name, _reading(_name))
 GeneratedCode.__eq__ = lambda self, other: _reading("__eq__")(self)  # type: ignore[method-assign]
 GeneratedCode.__hash__ = str.__hash__  # type: ignore[method-assign]
+
+
+def _regex_reading_code(function):
+    """`re.findall(pattern, code)` and kin: reading the generated code's text, as str methods do."""
+    def read(*args, **kwargs):
+        if _reads_code(*args, *kwargs.values()):
+            raise ReadsInternals(f"inspects the generated code (re.{function.__name__})")
+        return function(*args, **kwargs)
+    return read
 
 
 def _reads_code(*values) -> bool:
@@ -326,6 +336,8 @@ def _install() -> None:
     testing = sys.modules["helion._testing"]
     testing.__dict__.update(_testing_stand_ins())
     sys.meta_path.insert(0, _InternalFinder())
+    for name in ("findall", "finditer", "search", "match", "fullmatch", "sub", "subn", "split"):
+        setattr(re, name, _regex_reading_code(getattr(re, name)))
 
 
 def _first_line(error: BaseException) -> str:
@@ -340,6 +352,8 @@ def _reads_internals(error: BaseException) -> str | None:
         return "imports " + text.split("'")[1]
     if type(error).__name__ == "MissingName" and ("._" in text.split(" ")[0]):
         return "uses the private " + text.split(" ")[0]
+    if "unexpected keyword argument '_" in text:  # `kernel(..., _launcher=...)`: Helion's private hooks
+        return "passes a Helion-private argument (" + text.split("argument ")[-1].splitlines()[0][:40] + ")"
     if isinstance(error, AttributeError) and any(name in text for name in _HELION_ONLY_ATTRIBUTES):
         return "uses a Helion-only attribute (" + text.splitlines()[0][:80] + ")"
     return None
