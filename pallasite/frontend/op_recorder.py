@@ -28,7 +28,7 @@ from ..ir import (
 from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced, flatten_operands
 from .operands import (  # check_dtype: also for runtime/kernel.py
     check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
     whole_host_tensor_error,
@@ -445,7 +445,7 @@ class CompositeRecord:
 def _check_int32_numbers(operands: list, display: str) -> None:
     """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
     integers are int32, where torch computes in int64; refused (JAX would overflow)."""
-    flat = list(_flat_operands(operands))
+    flat = list(flatten_operands(operands))
     if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
         return
     for number in flat:
@@ -454,14 +454,6 @@ def _check_int32_numbers(operands: list, display: str) -> None:
                 f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
                 "64-bit vectors; torch computes this in int64). Compare or compute in float32 "
                 "(`x.float()`), or keep the number within int32.")
-
-
-def _flat_operands(items: Any):
-    for item in items:
-        if isinstance(item, (list, tuple)):
-            yield from _flat_operands(item)
-        else:
-            yield item
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:

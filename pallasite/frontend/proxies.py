@@ -26,7 +26,7 @@ class Traced:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        tracer = next(a._tracer for a in _flatten(args, kwargs) if isinstance(a, Traced))
+        tracer = next(a._tracer for a in flatten_operands(args, kwargs) if isinstance(a, Traced))
         return tracer.torch_function(func, args, kwargs or {})
 
     def __getattr__(self, name: str) -> Any:
@@ -85,10 +85,10 @@ for _op in ops.OPS.values():
 Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 
-def _flatten(args: Any, kwargs: Any = None):
+def flatten_operands(args: Any, kwargs: Any = None):
     for item in list(args) + list((kwargs or {}).values()):
         if isinstance(item, (list, tuple)):
-            yield from _flatten(item)
+            yield from flatten_operands(item)
         else:
             yield item
 

@@ -17,21 +17,20 @@ from ..config import FOLDED_LOOP_TYPE  # draws give it only where it may fold (D
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
+from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops
-from .worklist_kinds import segment_rows
-from .expressions import FLOATS, ChainBuilder, Value, dtype_name
 from .narrowing import narrowing
+from .range_kinds import tile_ranges
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
-from .range_kinds import tile_ranges
-from .window_kinds import window_shapes
 from .statistics_kinds import statistics
+from .window_kinds import window_shapes
+from .worklist_kinds import segment_rows
 
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
 LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
 MIXED_DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
-
 
 FUZZ_LOOP_TYPES = (*LOOP_TYPES, FOLDED_LOOP_TYPE)  # what --loop-types may name (the default: all)
 
@@ -423,10 +422,8 @@ def bounds(draw: Draw, name: str) -> Case:
 # ------------------------------------------------- issue #13: the three shapes --
 
 _LANE_FINAL = {
-    "sum": ("torch.sum(acc, dim=1)", "acc.sum(1)"),
-    "amax": ("torch.amax(acc, dim=1)",),
-    "amin": ("acc.min(dim=1).values", "torch.amin(acc, 1)"),
-    "mean": ("acc.mean(dim=1)",),
+    "sum": ("torch.sum(acc, dim=1)", "acc.sum(1)"), "amax": ("torch.amax(acc, dim=1)",),
+    "amin": ("acc.min(dim=1).values", "torch.amin(acc, 1)"), "mean": ("acc.mean(dim=1)",),
     "argmax": ("torch.argmax(acc, dim=1)",),
 }
 
