@@ -81,7 +81,8 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     if config is not None and isinstance(declared, Config):  # as the compiler: it completes the decorator's
         config = Config({**declared, **as_config(config)})
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
-    names = source.tunable_names_of(fn)  # the keys a config may name, checked as the compiler checks them
+    # the keys a config may name, checked as the compiler checks them (a Kernel read them once)
+    names = kernel.tunable_names if hasattr(kernel, "tunable_names") else source.tunable_names_of(fn)
     problem = None if chosen is None or names is None else kernel_keys_error(chosen, names)
     if problem:
         raise exc.InvalidConfig(problem)

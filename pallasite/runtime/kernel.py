@@ -84,7 +84,9 @@ class Kernel:
         self.fn = fn
         self.config = as_config(config) if config is not None else None
         self.configs = [as_config(c) for c in (configs or [])]
-        self._check_config_keys(fn, config, configs, settings.get("autotune_config_overrides"))
+        # the names `fn` declares with hl.register_tunable (None: a computed name), read once
+        self.tunable_names = source.tunable_names_of(fn)
+        self._check_config_keys(settings.get("autotune_config_overrides"))
         self._ignored_keys: set[str] = set()
         self._noted_host_lines: set[Any] = set()
         with exc.ignoring(self.settings.ignore_warnings):
@@ -113,20 +115,18 @@ class Kernel:
         """The kernel function's name (Helion's `Kernel.name`)."""
         return self.fn.__name__
 
-    def _check_config_keys(self, fn: Callable, config: Any, configs: Any, overrides: Any) -> None:
-        """Refuse, at decoration, a config key that is neither built in nor one of the names
-        `fn` declares with hl.register_tunable (a `Config` holds any such key until it meets
-        its kernel, as Helion's does)."""
-        names = source.tunable_names_of(fn)
-        if names is None:  # a computed tunable name: BoundKernel's config_spec checks at the call
+    def _check_config_keys(self, overrides: Any) -> None:
+        """Refuse, at decoration, a config key that is neither built in nor one of the kernel's
+        `tunable_names` (a `Config` holds any such key until it meets its kernel, as Helion's does)."""
+        if self.tunable_names is None:  # a computed tunable name: BoundKernel's config_spec checks at the call
             return
-        given = [("config=", self.config, config), *((f"configs[{i}]=", c, c) for i, c in enumerate(self.configs)),
-                 ("autotune_config_overrides=", overrides, overrides),
-                 *(("autotune_seed_configs=", c, c) for c in self.tune.seed_configs)]
-        for where, checked, written in given:
-            problem = None if checked is None else kernel_keys_error(checked, names)
+        given = [("config=", self.config), *((f"configs[{i}]=", c) for i, c in enumerate(self.configs)),
+                 ("autotune_config_overrides=", overrides),
+                 *(("autotune_seed_configs=", c) for c in self.tune.seed_configs)]
+        for where, config in given:
+            problem = None if config is None else kernel_keys_error(config, self.tunable_names)
             if problem:
-                raise exc.InvalidConfig(f"{where}{written!r}: {problem}")
+                raise exc.InvalidConfig(f"{where}{config!r}: {problem}")
 
     def note_ignored_keys(self, keys: Any) -> None:
         """Warn once per kernel about the GPU-only config keys and settings it ignores (a
