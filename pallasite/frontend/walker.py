@@ -75,10 +75,12 @@ class StatementWalker:
         self.scoped_out: dict[str, str] = {}
         self._code: dict[int, Any] = {}
         self._locations: dict[int, exc.SourceLocation] = {}
+        self._blocks: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]] = {}
 
     def run_kernel(self, body: list[ast.stmt], semantics: StatementSemantics) -> Any:
         """Run the kernel's body; its returned value (None without a `return`)."""
         self.semantics = semantics
+        self._blocks = statement_blocks(body)
         self.run_host_block(body)
         return self.result
 
@@ -289,7 +291,9 @@ class StatementWalker:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", location)
         assigned = assigned_names(stmt.body)
         before = {name: self.scope.get(name, MISSING) for name in assigned}
-        carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), assigned)
+        may_carry = [name for name in assigned
+                     if reads_before_assigning(stmt.body, name) or read_after(self._blocks, stmt, name)]
+        carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), may_carry)
         for name, old in before.items():
             if name in carried:
                 continue
@@ -313,6 +317,41 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     """The names a block of statements assigns, sorted."""
     return sorted({node.id for stmt in stmts for node in ast.walk(stmt)
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)})
+
+
+def statement_blocks(body: list[ast.stmt]) -> dict[int, tuple[list[ast.stmt], int, ast.stmt | None]]:
+    """Where each statement of a kernel's body sits: (its block, its index in it, the
+    statement owning the block; None for the body itself), by the statement's id."""
+    blocks = {}
+
+    def visit(block: list[ast.stmt], owner: ast.stmt | None) -> None:
+        for index, stmt in enumerate(block):
+            blocks[id(stmt)] = (block, index, owner)
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    visit(inner, stmt)
+            for handler in getattr(stmt, "handlers", ()):
+                visit(handler.body, stmt)
+
+    visit(body, None)
+    return blocks
+
+
+def read_after(blocks: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]], stmt: ast.stmt,
+               name: str) -> bool:
+    """Whether `name` may be read after `stmt` ends, before being assigned again: by the
+    statements after it in each enclosing block, or by an enclosing loop's next step.
+    Conservative: a read on any path counts."""
+    while id(stmt) in blocks:
+        block, index, owner = blocks[id(stmt)]
+        first = _block_first_use(block[index + 1:], name)
+        if first is not None:
+            return first == "read"
+        if isinstance(owner, (ast.For, ast.While)) and _block_first_use(owner.body, name) == "read":
+            return True
+        stmt = owner
+    return False
 
 
 def reads_before_assigning(stmts: list[ast.stmt], name: str) -> bool:

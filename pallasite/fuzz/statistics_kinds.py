@@ -3,7 +3,8 @@
 A 2-D or 3-D input read as tiles (partial tails included) is reduced over one or
 more axes by sum/mean/amax/amin (a list or tuple of dims, sometimes keepdim),
 var/std/var_mean/std_mean (with `correction` or `unbiased`), or logsumexp, directly
-in the device loop or summed over the tiles of an inner loop under each loop type.
+in the device loop or summed over the tiles of an inner loop under each loop type
+(where the inner loop's `v` may reuse a name holding a value of another shape before it).
 """
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ def statistics(draw: Any, name: str) -> Case:
     if inner:
         body += [Line(0, f"out = torch.zeros([{axes[0]}], dtype=torch.float32, device=x.device)"),
                  Line(0, f"for to in hl.tile({axes[0]}, block_size=8):"),
-                 Line(1, "acc = hl.zeros([to], dtype=torch.float32)"),
-                 Line(1, f"for tn in hl.tile({axes[1]}):"),
+                 Line(1, "acc = hl.zeros([to], dtype=torch.float32)")]
+        if rng.random() < 0.5:  # a name the inner loop assigns before reading it: the body's own
+            body.append(Line(1, f"v = x[to, {rng.choice((0, -1))}].float() * 2.0", droppable=True))
+        body += [Line(1, f"for tn in hl.tile({axes[1]}):"),
                  Line(2, "v = x[to, tn]"),
                  Line(2, f"acc = acc + {result}"),
                  Line(1, "out[to] = acc")]
