@@ -57,6 +57,20 @@ def test_every_spelling_is_reachable():
     assert set(ops.SPELLINGS).isdisjoint(ops.FACTORIES)
 
 
+def test_shape_rules_take_the_signatures_names():
+    """A torch keyword (`torch.pow(x, exponent=2)`, `torch.maximum(x, other=y)`) reaches the
+    op's own shape rule by its signature's name, so the rule must take that name."""
+    import inspect
+    for name, op in ops.OPS.items():
+        if op.meta is None or op.meta is torch.where:
+            continue
+        parameters = inspect.signature(op.meta).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            continue
+        names = [*op.signature.operands, *op.signature.attrs]
+        assert set(names) <= set(parameters), f"{name}: its shape rule takes {list(parameters)}, not {names}"
+
+
 def test_composites_are_torch_functions_and_no_op():
     """A composite (softmax) is recorded as registry ops, so it is a spelling of no op."""
     owners = (torch, torch.Tensor, F, torch.special)

@@ -26,6 +26,8 @@ from .runtime_imports import ELEMENTWISE, INTEGER_ARG_EXTREME, PROD_BY_HALVES, R
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 _NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
+# Mosaic reduces 32-bit values only: a max/min (and its position) of these is taken in int32
+NARROW_EXTREMES = (*_NARROW_INTS, torch.bool)
 
 # -------------------------------------------------------------- pointwise --
 
@@ -83,7 +85,11 @@ def _sign(call: OpCall) -> str:
 @rule("round")
 def _round(call: OpCall) -> str:
     decimals = call.attrs.get("decimals", 0)
-    return f"jnp.round({call.cast(0, call.out_dtype)}, {decimals})"
+    if decimals == 0:
+        return f"jnp.round({call.cast(0, call.out_dtype)})"
+    # scaled, rounded and scaled back in float32, as torch does for 16-bit floats (scaling
+    # in bfloat16 lands a step off)
+    return _rounded(f"jnp.round({call.cast(0, torch.float32)}, {decimals})", call.out_dtype)
 
 
 @rule("gelu", imports=ELEMENTWISE)
@@ -155,10 +161,10 @@ def _binary(call: OpCall) -> str:
     dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
     a, b = call.cast(0, dtype), call.cast(1, dtype)
     alpha = call.attrs.get("alpha", 1)
+    if op == "rsub":  # other - alpha * input
+        return f"({b} - {literal(alpha)} * {a})" if alpha != 1 else f"({b} - {a})"
     if alpha != 1:
         b = f"({literal(alpha)} * {b})"
-    if op == "rsub":
-        return f"({b} - {a})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
@@ -255,8 +261,8 @@ def _reduce(call: OpCall) -> str:
         x = f"{x}.astype(jnp.float32)"  # accumulate in f32 as torch does
     elif reduction.accumulator is Accumulator.RESULT and call.out_dtype != source_dtype:
         x = call.cast(0, call.out_dtype)
-    elif source_dtype in _NARROW_INTS:  # Mosaic reduces 32-bit integers only
-        x = call.cast(0, torch.int32)
+    elif source_dtype in _NARROW_INTS or source_dtype == torch.bool and _picks_extreme(reduction):
+        x = call.cast(0, torch.int32)  # Mosaic reduces 32-bit values only
     elif reduction.flat_index and source_dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
         x = call.cast(0, torch.float32)
     if reduction.flat_index and not source_dtype.is_floating_point:
@@ -278,11 +284,16 @@ def _reduce(call: OpCall) -> str:
         text = f"(jnp.sum({x}, axis={_axis_text(dims)}, keepdims={keepdim}) / {call.attrs['count']})"
     else:
         text = f"{function}({x}, axis={_axis_text(dims)}, keepdims={keepdim})"
-    if source_dtype in _NARROW_INTS and call.out_dtype == source_dtype:  # amax/amin: back to its dtype
+    if source_dtype in NARROW_EXTREMES and call.out_dtype == source_dtype:  # amax/amin: back to its dtype
         return f"{text}.astype({jnp_dtype(source_dtype)})"
     if widened:
         return f"{text}.astype({jnp_dtype(call.out_dtype)})"
     return text
+
+
+def _picks_extreme(reduction) -> bool:
+    """amax/amin/argmax/argmin: the result is (the position of) one of the values."""
+    return reduction.partials in (Partials.MAXIMUM, Partials.MINIMUM, Partials.ARGMAX, Partials.ARGMIN)
 
 
 def _valid_flat_index(flat: str, block: tuple[int, ...], extents: list[str]) -> str:

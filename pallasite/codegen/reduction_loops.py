@@ -8,7 +8,7 @@ from ..ir import Load, Node, Value, walk_nodes
 from ..ir.ops import OPS, Accumulator, Partials
 from ..plan.plans import LoopedReduction
 from .frames import typed_fill
-from .lowering import Arg, OpCall, jnp_dtype, literal, lower
+from .lowering import NARROW_EXTREMES, Arg, OpCall, jnp_dtype, literal, lower
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 # How each kind of partial (the registry's `Reduction.partials`) is reduced over a chunk and combined.
@@ -26,7 +26,10 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction) -> None:
     reduction = OPS[op].reduction
     partials = reduction.partials
     accumulates = reduction.accumulator is Accumulator.RESULT
-    acc_dtype = (torch.float32 if source.dtype in _LOW_PRECISION else out.dtype) if accumulates else source.dtype
+    if accumulates:
+        acc_dtype = torch.float32 if source.dtype in _LOW_PRECISION else out.dtype
+    else:  # Mosaic reduces 32-bit values only: narrow extremes are carried in int32
+        acc_dtype = torch.int32 if source.dtype in NARROW_EXTREMES else source.dtype
     counter = k.names.fresh("chunk")
     body = k.names.fresh(f"{op}_chunks")
     partial = k.names.fresh("partial")
@@ -87,6 +90,8 @@ def _emit_chunk_body(k, node: Node, looped: LoopedReduction, producers: dict, sa
         text = f"jnp.where({valid}, {text}, {typed_fill(looped.fill, source.dtype)})"
     keepdim = node.kwargs.get("keepdim", False)
     if partials in _ARG:
+        if source.dtype in NARROW_EXTREMES:
+            text = f"({text}).astype(jnp.int32)"
         _emit_arg_partial(k, node, looped, text, counter, partial)
         return
     if source.dtype != acc_dtype:

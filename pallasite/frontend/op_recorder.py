@@ -242,6 +242,9 @@ class OpRecorder:
                 + (" in device code." if self.device is not None else " in host code.")
                 + unsupported_hint(name)
             )
+        if name == "where":  # Tensor.where(condition, other) is torch.where(condition, self, other)
+            return self.apply(spelling, torch.where, *_where_method_arguments(obj, args, kwargs),
+                              display="Tensor.where")
         meta = lambda m, *a, **k: getattr(m, name)(*a, **k)  # noqa: E731
         return self.apply(spelling, meta, (obj, *args), kwargs, display=f"Tensor.{name}")
 
@@ -262,8 +265,11 @@ class OpRecorder:
         op, bind = ops.SPELLINGS[spelling]
         bound = bind(op, call)
         if isinstance(bound, ops.Redirect):  # a subscript (x.narrow, x.split) goes where subscripts go
-            return bound.pack([self.subscript(*a) if name == "getitem" else self.apply(name, None, a, k, display)
-                               for name, a, k in bound.calls])
+            results = []
+            for name, a, k in bound.calls:
+                a = tuple(results[item.index] if isinstance(item, ops.Earlier) else item for item in a)
+                results.append(self.subscript(*a) if name == "getitem" else self.apply(name, None, a, k, display))
+            return bound.pack(results)
         operands, attrs, meta_out = bound
         if self.device is not None:
             if op.name == "to" and function is not None:  # the user's own cast (not a composite's step)
@@ -514,3 +520,12 @@ def _values_and_dims(operand: Any) -> Iterator[Any]:
     elif isinstance(operand, INDEX_ITEMS):
         for field in dataclasses.fields(operand):
             yield from _values_and_dims(getattr(operand, field.name))
+
+
+def _where_method_arguments(obj: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """`obj.where(condition, other)` as torch.where's arguments: (condition, obj, other)."""
+    names = ("condition", "other")
+    given = dict(zip(names, args), **kwargs)
+    if len(args) > 2 or set(given) != set(names) or set(kwargs) & set(names[:len(args)]):
+        raise exc.UnsupportedOperation("Tensor.where takes (condition, other), as torch.where(condition, self, other).")
+    return (given["condition"], obj, given["other"]), {}

@@ -19,7 +19,7 @@ import torch
 
 DTYPE_NAMES = {torch.float32: "torch.float32", torch.bfloat16: "torch.bfloat16", torch.int32: "torch.int32",
                torch.bool: "torch.bool", torch.float16: "torch.float16", torch.int8: "torch.int8",
-               torch.int16: "torch.int16", torch.int64: "torch.int64"}
+               torch.int16: "torch.int16", torch.int64: "torch.int64", torch.uint8: "torch.uint8"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class InputSpec:
     name: str
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
-    fill: str = "randn"  # "randn" | "randint" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
+    fill: str = "randn"  # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
 
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
@@ -50,6 +50,8 @@ class InputSpec:
         if self.fill.startswith("index:"):  # indices into a named dim, duplicates included
             return (f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, "
                     f"dtype={DTYPE_NAMES[self.dtype]})")
+        if self.fill == "bytes":  # uint8's whole range
+            return f"torch.randint(0, 256, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         if self.fill == "randint":
             return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         if self.fill == "bool":  # about half True

@@ -36,9 +36,13 @@ _FLOAT_UNARY = (
     "{a} * 0.5", "{a} + 1.5", "{a} * 3",
 )
 _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1")
-_BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "torch.minimum({a}, {b})")
+_BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "torch.minimum({a}, {b})",
+           # spellings whose keywords or argument order mean something: other - alpha * input
+           "torch.rsub({a}, {b}, alpha=2)", "torch.sub({a}, other={b}, alpha=3)", "torch.maximum({a}, other={b})")
 _INT_TO_FLOAT = ("{a} * 0.25", "{a}.to(torch.float32)", "{a}.to(torch.bfloat16)", "{a}.float()")
 _FLOAT_CASTS = ("{a}.to(torch.float32)", "{a}.to(torch.bfloat16)")
+# of a loaded input only: a computed value's rounding differs by a last bit between the modes
+_LEAF_UNARY = ("torch.round({a}, decimals=1)", "torch.pow({a}, exponent=2)")
 
 
 class ChainBuilder:
@@ -92,7 +96,11 @@ class ChainBuilder:
             if float_only and dtype not in FLOATS:
                 dtype = torch.float32
                 return self._new(f"torch.where({x.name} {op} {y.name}, {a.name}, {b.name}).float()", dtype)
+            if self.rng.random() < 0.3:  # Tensor.where(condition, other) is torch.where(condition, self, other)
+                return self._new(f"{a.name}.where({x.name} {op} {y.name}, {b.name})", dtype)
             return self._new(f"torch.where({x.name} {op} {y.name}, {a.name}, {b.name})", dtype)
+        if a.leaf and a.dtype in FLOATS and rng.random() < 0.5:
+            return self._new(rng.choice(_LEAF_UNARY).format(a=a.name), a.dtype)
         if a.dtype in FLOATS:
             text = rng.choice(_FLOAT_CASTS).format(a=a.name)
             return self._new(text, torch.bfloat16 if "bfloat16" in text else torch.float32)
@@ -107,6 +115,18 @@ class ChainBuilder:
         if float_only and result.dtype not in FLOATS:
             result = self._new(f"{result.name}.to(torch.float32)", torch.float32)
         return result
+
+
+# the 8/16-bit and bool inputs each reducer may take (torch has no argmax of bool)
+NARROW_EXTREMES = {"amax": (torch.int8, torch.uint8, torch.int16, torch.bool),
+                   "amin": (torch.int8, torch.uint8, torch.int16, torch.bool),
+                   "argmax": (torch.int8, torch.uint8, torch.int16), "sum": (), "mean": ()}
+
+
+def fill_of(dtype: torch.dtype) -> str:
+    """How an input of `dtype` is filled (`InputSpec.fill`)."""
+    return {torch.int32: "randint", torch.int8: "randint", torch.int16: "randint", torch.uint8: "bytes",
+            torch.bool: "bool"}.get(dtype, "randn")
 
 
 def dtype_name(dtype: torch.dtype) -> str:

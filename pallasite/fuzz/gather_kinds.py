@@ -25,15 +25,12 @@ from typing import Any
 import torch
 
 from .cases import Case, InputSpec, Line
+from .expressions import fill_of
 
 _DTYPES = (torch.float32, torch.float32, torch.bfloat16, torch.int32)
 # a flat gather's table: every dtype a gather reads (the 16- and 8-bit ones widen)
 _TABLE_DTYPES = (torch.float32, torch.bfloat16, torch.int32, torch.float16, torch.int8, torch.int16)
 _VALUES = ("{x}", "({x} * 2)", "({x} + 1)")
-
-
-def _fill(dtype: torch.dtype) -> str:
-    return "randn" if dtype.is_floating_point else "randint"
 
 
 def _size(rng, small: bool = False) -> int:
@@ -43,7 +40,7 @@ def _size(rng, small: bool = False) -> int:
 def paired_indices(draw: Any, name: str) -> Case:
     rng = draw.rng
     dtype = rng.choice(_DTYPES)
-    fill = _fill(dtype)
+    fill = fill_of(dtype)
     value = rng.choice(_VALUES)
     form = rng.choice(("diagonal", "target", "rows_cols", "row_then_tile", "separated", "broadcast",
                        "index_tiles", "inner"))
@@ -115,7 +112,7 @@ def flat_gather(draw: Any, name: str) -> Case:
         dtype = rng.choice(_TABLE_DTYPES)
         # real: a 16 MiB (f32) table, past a quarter of a v7x's VMEM, with no knob
         dims = {"n": 64 if real else _size(rng), "v": 65536 if real else rng.choice((1000, 4096, 5000))}
-        inputs = (InputSpec("logits", ("n", "v"), dtype, _fill(dtype)),
+        inputs = (InputSpec("logits", ("n", "v"), dtype, fill_of(dtype)),
                   InputSpec("labels", ("n",), torch.int32, "index:v"))
         body = [Line(0, "n, v = logits.size()"), Line(0, "flat = logits.view(-1)"),
                 Line(0, "out = torch.empty([n], dtype=logits.dtype, device=logits.device)"),
@@ -151,7 +148,7 @@ def flat_gather(draw: Any, name: str) -> Case:
         dtype = rng.choice(_TABLE_DTYPES[:3])
         dims = {"r": rng.choice((1, 8, 13)), "s": rng.choice((128, 200, 256))}
         shift = rng.choice((1, 3, 7))
-        inputs = (InputSpec("x", ("r", "s"), dtype, _fill(dtype)),)
+        inputs = (InputSpec("x", ("r", "s"), dtype, fill_of(dtype)),)
         body = [Line(0, "r, s = x.size()"), Line(0, "out = torch.empty_like(x)"),
                 Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
                 Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
@@ -171,7 +168,7 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
     if form == "row_windows":  # each index's row read at a tile of the other dim
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((128, 256, 384))}
-        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+        inputs = (InputSpec("table", ("r", "d"), dtype, fill_of(dtype)),
                   InputSpec("indices", ("n",), torch.int32, "index:r"))
         body = [Line(0, "n, d = indices.size(0), table.size(1)"),
                 Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)")]
@@ -198,7 +195,7 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng, small=True), "r": rng.choice((5, 8, 21, 300, 1024)),
                 "d": rng.choice((128, 256, 384))}
-        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+        inputs = (InputSpec("table", ("r", "d"), dtype, fill_of(dtype)),
                   InputSpec("ids", ("n",), torch.int32, "index:r"))
         row = rng.choice(("ids[i]", "ids[i]", f"(i * {rng.choice((1, 3, 7))} + 2) % r"))
         read = rng.choice(_VALUES)
@@ -218,7 +215,7 @@ def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
         dtype = rng.choice(_TABLE_DTYPES)
         dims = {"n": _size(rng), "r": rng.choice((300, 1024, 2048)), "d": rng.choice((1, 16, 128))}
         step = rng.choice((1, 3, 7))
-        inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),)
+        inputs = (InputSpec("table", ("r", "d"), dtype, fill_of(dtype)),)
         body = [Line(0, "r, d = table.size()"), Line(0, f"n = {dims['n']}"),
                 Line(0, "out = torch.empty([n, d], dtype=table.dtype, device=table.device)"),
                 Line(0, "for t in hl.tile(n):"), Line(1, f"out[t, :] = table[(t.index * {step} + 1) % r, :]")]
@@ -231,7 +228,7 @@ def _flat_rows(draw: Any) -> tuple:
     rng, loop_type, knobs = draw.rng, None, None
     dtype = rng.choice(_TABLE_DTYPES)
     dims = {"n": _size(rng, small=True), "r": rng.choice((5, 40, 300)), "d": rng.choice((8, 128, 256))}
-    inputs = (InputSpec("table", ("r", "d"), dtype, _fill(dtype)),
+    inputs = (InputSpec("table", ("r", "d"), dtype, fill_of(dtype)),
               InputSpec("idx", ("n",), torch.int32, "index:r"))
     body = [Line(0, "r, d = table.size()"), Line(0, "n = idx.size(0)"), Line(0, "flat = table.view(-1)"),
             Line(0, "out = torch.zeros([n, d], dtype=table.dtype, device=table.device)"),

@@ -17,7 +17,7 @@ from ..config import FOLDED_LOOP_TYPE  # draws give it only where it may fold (D
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
-from .expressions import FLOATS, ChainBuilder, Value, dtype_name
+from .expressions import FLOATS, NARROW_EXTREMES, ChainBuilder, Value, dtype_name, fill_of
 from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops
 from .narrowing import narrowing
@@ -72,10 +72,6 @@ class Draw:
         return self.rng.random() < p
 
 
-def _fill(dtype: torch.dtype) -> str:
-    return "randint" if dtype == torch.int32 else "randn"
-
-
 def _lines(indent: int, *texts: str) -> list[Line]:
     return [Line(indent, text) for text in texts]
 
@@ -96,7 +92,7 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
     dtypes = [draw.dtype() for _ in range(count)]
     if in_place:
         dtypes[0] = draw.dtype(FLOATS)
-    inputs = [InputSpec(f"x{i}", axes, d, _fill(d)) for i, d in enumerate(dtypes)]
+    inputs = [InputSpec(f"x{i}", axes, d, fill_of(d)) for i, d in enumerate(dtypes)]
     tiles = [f"t{a}" for a in axes]
     inner = in_place and rank >= 2 and draw.chance(0.5)  # the last dim as an inner loop
     loop_type = draw.loop_type() if inner else None
@@ -118,7 +114,7 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
     body += [Line(indent, f"a{i} = x{i}[{index}]") for i in range(count)]
     if rank >= 2 and draw.chance(0.3):  # a row vector broadcast over the other axes
         dtype = draw.dtype()
-        inputs.append(InputSpec("r", ("n",), dtype, _fill(dtype)))
+        inputs.append(InputSpec("r", ("n",), dtype, fill_of(dtype)))
         none_axes = ", ".join(["None"] * (rank - 1))
         body.append(Line(indent, f"a{count} = r[{tiles[-1]}][{none_axes}, :]"))
         leaves.append(Value(f"a{count}", dtype, leaf=True))
@@ -129,7 +125,7 @@ def _elementwise_body(draw: Draw, in_place: bool) -> tuple[list[InputSpec], list
     if rank >= 2 and draw.chance(0.2):  # a size-1 axis read by its tile: broadcast, as torch does
         dtype = draw.dtype()
         ones = rng.randrange(rank)
-        inputs.append(InputSpec("s", tuple(1 if i == ones else a for i, a in enumerate(axes)), dtype, _fill(dtype)))
+        inputs.append(InputSpec("s", tuple(1 if i == ones else a for i, a in enumerate(axes)), dtype, fill_of(dtype)))
         if draw.chance(0.4):  # or by the tile's begin: index 0 too, the axis dropped (put back)
             items = ", ".join(f"{t}.begin" if i == ones else t for i, t in enumerate(tiles))
             body.append(Line(indent, f"a{len(leaves)} = s[{items}].unsqueeze({ones})"))
@@ -236,7 +232,9 @@ def reduction(draw: Draw, name: str) -> Case:
     reduced = rng.randrange(rank)
     reducer = rng.choice(tuple(_REDUCERS))
     dtype = draw.dtype((torch.float32, torch.bfloat16)) if reducer == "mean" else draw.dtype()
-    inputs = [InputSpec("x", axes, dtype, _fill(dtype))]
+    if reducer in ("amax", "amin", "argmax") and draw.chance(0.25):  # Mosaic reduces 32-bit values only
+        dtype = rng.choice(NARROW_EXTREMES[reducer])
+    inputs = [InputSpec("x", axes, dtype, fill_of(dtype))]
     kept = [a for i, a in enumerate(axes) if i != reduced]
     keepdim = draw.chance(0.3)
     tiles = {a: f"t{a}" for a in kept}
@@ -245,7 +243,7 @@ def reduction(draw: Draw, name: str) -> Case:
     leaf = Value("v", dtype, leaf=True)
     chain = ChainBuilder(rng, 1, [leaf], prefix="w")
     value = leaf
-    if reducer != "argmax" and draw.chance(0.6):
+    if reducer != "argmax" and dtype not in NARROW_EXTREMES[reducer] and draw.chance(0.6):
         value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
     if value.dtype == torch.int32 and reducer == "mean":
         value = Value(value.name, torch.float32)
@@ -263,7 +261,7 @@ def reduction(draw: Draw, name: str) -> Case:
     text = rng.choice(_REDUCERS[reducer]).format(v=value.name, d=d, k=", keepdim=True" if keepdim else "")
     body.append(Line(1, f"out[{store_index}] = {text}"))
     body.append(Line(0, "return out"))
-    return Case("reduction", name, tuple(inputs), tuple(body), dims, exact=result_dtype == torch.int32)
+    return Case("reduction", name, tuple(inputs), tuple(body), dims, exact=not result_dtype.is_floating_point)
 
 
 # -------------------------------------------------------------------- matmul --
@@ -356,13 +354,13 @@ def bounds(draw: Draw, name: str) -> Case:
     if form == "static_outer":
         dims = {"m": draw.size(0.6), "n": rng.choice((1, 128, 200))}
         begin = rng.randint(0, dims["m"])
-        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        inputs = [InputSpec("x", ("m", "n"), dtype, fill_of(dtype))]
         body = _lines(0, "m, n = x.size()", "out = torch.zeros_like(x)", f"for t in hl.tile({begin}, m):")
         body.append(Line(1, "out[t, :] = x[t, :] * 2 + 1"))
     elif form == "end_inside":  # an inner loop ending inside its output: rows past it stay as they were
         dims = {"m": draw.size(0.6), "n": rng.choice((1, 128, 200))}
         end = rng.randint(1, dims["m"])
-        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        inputs = [InputSpec("x", ("m", "n"), dtype, fill_of(dtype))]
         body = _lines(0, "m, n = x.size()", "out = torch.zeros_like(x)", "for tc in hl.tile(n):")
         body.append(Line(1, f"for t in hl.tile({end}):"))
         body.append(Line(2, "out[t, tc] = x[t, tc] * 2 + 1"))
@@ -370,7 +368,7 @@ def bounds(draw: Draw, name: str) -> Case:
     elif form == "static_inner":
         dims = {"m": draw.size(0.3), "n": draw.size(0.8)}
         begin = rng.randint(0, dims["n"])
-        inputs = [InputSpec("x", ("m", "n"), dtype, _fill(dtype))]
+        inputs = [InputSpec("x", ("m", "n"), dtype, fill_of(dtype))]
         acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
         body = _lines(0, "m, n = x.size()", f"out = torch.empty([m], dtype={acc_dtype}, device=x.device)",
                       "for tm in hl.tile(m):")
@@ -381,7 +379,7 @@ def bounds(draw: Draw, name: str) -> Case:
     else:
         segments = _segments(draw)
         dims = {"d": d}
-        inputs = [InputSpec("x", ("T", "d"), dtype, _fill(dtype)), InputSpec("offsets", (), torch.int32, "offsets")]
+        inputs = [InputSpec("x", ("T", "d"), dtype, fill_of(dtype)), InputSpec("offsets", (), torch.int32, "offsets")]
         loop_type = draw.loop_type()
         body = _lines(0, "segments = offsets.size(0) - 1", "d = x.size(1)")
         if form == "jagged_rows":
@@ -518,7 +516,7 @@ def scatter(draw: Draw, name: str) -> Case:
     value = rng.choice(("{x}", "({x} * 2)", "({x} + 1)"))
     form = rng.choice(("rows", "rows_tiled", "columns", "inner", "atomic", "masked_rows", "atomic_rows",
                        "atomic_inner"))
-    fill = _fill(dtype)
+    fill = fill_of(dtype)
     dims = {"n": draw.size(0.4), "d": rng.choice((1, 16, 128, 200)), "r": draw.size(0.2)}
     index = InputSpec("dest", ("n",), torch.int32, "index:r")
     loop_type = None

@@ -15,19 +15,15 @@ from typing import Any
 import torch
 
 from .cases import Case, InputSpec, Line
-from .expressions import dtype_name
+from .expressions import dtype_name, fill_of
 
 _ROWS = (3, 8, 13, 16, 37)
 _WIDTHS = (32, 64, 96, 128, 256)
 
 
-def _fill(dtype: torch.dtype) -> str:
-    return "randint" if dtype == torch.int32 else "randn"
-
-
 def _cat(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
     dims = {"m": rng.choice(_ROWS), "p": rng.choice(_WIDTHS), "q": rng.choice(_WIDTHS)}
-    inputs = (InputSpec("x", ("m", "p"), dtype, _fill(dtype)), InputSpec("y", ("m", "q"), dtype, _fill(dtype)))
+    inputs = (InputSpec("x", ("m", "p"), dtype, fill_of(dtype)), InputSpec("y", ("m", "q"), dtype, fill_of(dtype)))
     pieces = rng.choice(("[a, b]", "(b, a, b)", "[a * 2, b]"))
     width = {"[a, b]": "p + q", "(b, a, b)": "p + 2 * q", "[a * 2, b]": "p + q"}[pieces]
     dim = rng.choice(("1", "-1", "dim=1"))
@@ -40,7 +36,7 @@ def _cat(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int],
 
 def _cat_rows(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
     dims = {"b": rng.choice((2, 3, 5)), "r": rng.choice((4, 8, 16)), "s": rng.choice((4, 8)), "n": 128}
-    inputs = (InputSpec("x", ("b", "r", "n"), dtype, _fill(dtype)), InputSpec("y", ("b", "s", "n"), dtype, _fill(dtype)))
+    inputs = (InputSpec("x", ("b", "r", "n"), dtype, fill_of(dtype)), InputSpec("y", ("b", "s", "n"), dtype, fill_of(dtype)))
     body = [Line(0, "b, r, n = x.size()"),
             Line(0, f"out = torch.zeros([b, r + y.size(1), n], dtype={dtype_name(dtype)}, device=x.device)"),
             Line(0, "for tb in hl.tile(b):"),
@@ -50,7 +46,7 @@ def _cat_rows(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, 
 
 def _stack(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
     dims = {"m": rng.choice(_ROWS), "n": rng.choice((64, 128))}
-    inputs = (InputSpec("x", ("m", "n"), dtype, _fill(dtype)), InputSpec("y", ("m", "n"), dtype, _fill(dtype)))
+    inputs = (InputSpec("x", ("m", "n"), dtype, fill_of(dtype)), InputSpec("y", ("m", "n"), dtype, fill_of(dtype)))
     dim = rng.choice((0, 1, 2))
     shape = {0: "[2, m, n]", 1: "[m, 2, n]", 2: "[m, n, 2]"}[dim]
     target = {0: "out[:, tm, :]", 1: "out[tm, :, :]", 2: "out[tm, :, :]"}[dim]
@@ -77,7 +73,7 @@ def _rope(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int]
 
 def _gather(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
     dims = {"m": rng.choice(_ROWS), "n": rng.choice((64, 128)), "k": rng.choice((32, 128))}
-    inputs = (InputSpec("x", ("m", "n"), dtype, _fill(dtype)), InputSpec("idx", ("m", "k"), torch.int32, "index:n"))
+    inputs = (InputSpec("x", ("m", "n"), dtype, fill_of(dtype)), InputSpec("idx", ("m", "k"), torch.int32, "index:n"))
     call = rng.choice(("torch.gather(x[tm, :], 1, idx[tm, :])", "x[tm, :].gather(-1, idx[tm, :])"))
     body = [Line(0, "m, k = idx.size()"),
             Line(0, f"out = torch.zeros([m, k], dtype={dtype_name(dtype)}, device=x.device)"),
@@ -98,7 +94,7 @@ def _einsum(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, in
 
 def _cat_in_inner_loop(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
     dims = {"m": rng.choice(_ROWS), "n": rng.choice((128, 256, 384))}
-    inputs = (InputSpec("x", ("m", "n"), dtype, _fill(dtype)), InputSpec("y", ("m", "n"), dtype, _fill(dtype)))
+    inputs = (InputSpec("x", ("m", "n"), dtype, fill_of(dtype)), InputSpec("y", ("m", "n"), dtype, fill_of(dtype)))
     body = [Line(0, "m, n = x.size()"), Line(0, "out = torch.zeros([m, 256], device=x.device)"),
             Line(0, "for tm in hl.tile(m):"), Line(1, "acc = hl.zeros([tm, 256])"),
             Line(1, "for tn in hl.tile(n, block_size=128):"),

@@ -19,7 +19,8 @@ _STATISTICS = (
     "{v}.sum({d}{k})", "torch.mean({v}, dim={d}{k})", "torch.amax({v}, {d}{k})", "{v}.amin(dim={d}{k})",
     "torch.var({v}, dim={d}{k})", "{v}.var({d}, correction=0{k})", "torch.std({v}, {d}, unbiased=False{k})",
     "{v}.std(dim={d}{k})", "torch.var_mean({v}, dim={d}{k})[0]", "torch.std_mean({v}, {d}, correction=0{k})[1]",
-    "torch.logsumexp({v}, dim={d}{k})",
+    "torch.logsumexp({v}, dim={d}{k})", "{v}.sum({d}{k}, dtype=torch.float32)",
+    "torch.mean({v}, dim={d}{k}, dtype=torch.float32)",
 )
 
 

@@ -14,7 +14,7 @@ from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
     BITS, BOOL, EVERY_DTYPE, FLOATS, INTEGERS, NUMBERS, FILL_ARGUMENT, REQUIRED, Accumulator, Binder, new_tensor_size_and_fill, Bound, Call, Composite, Contraction,
-    Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, ScalarArithmetic,
+    Earlier, Elementwise, Factory, OpDef, OpKind, Partials, PythonOperator, Record, Reduction, Redirect, ScalarArithmetic,
     Signature, Spelling, ViewRule,
 )
 
@@ -55,5 +55,5 @@ __all__ = [
     "BITS", "BOOL", "EVERY_DTYPE", "FLOATS", "INTEGERS", "NUMBERS",
     "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
-    "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
+    "Earlier", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
 ]

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ... import exc
-from .definition import Bound, Call, OpDef, OpKind, Redirect
+from .definition import Accumulator, Bound, Call, Earlier, OpDef, OpKind, Redirect
 from ..sizes import broadcast_shape, keep_symbolic
 
 
@@ -108,7 +108,7 @@ def one_sided_clamp(side: str) -> Callable:
 
 
 def reduction(tuple_dims: bool) -> Callable:
-    """`dim` normalized to a sorted tuple of axes (None: all); `dtype=` is rejected.
+    """`dim` normalized to a sorted tuple of axes (None: all); `dtype=` casts first.
     `tuple_dims`: torch's function takes several dims at once (sum does, argmax does not)."""
 
     def bind(op: OpDef, call: Call) -> Bound:
@@ -117,7 +117,12 @@ def reduction(tuple_dims: bool) -> Callable:
     return bind
 
 
-def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound:
+def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound | Redirect:
+    if call.kwargs.get("dtype") is not None and op.reduction.accumulator is Accumulator.RESULT:
+        # torch casts the input to `dtype`, then reduces: the same two ops here
+        kwargs = {key: value for key, value in call.kwargs.items() if key != "dtype"}
+        return Redirect((("to", (call.args[0], call.kwargs["dtype"]), {}),
+                         (call.spelling, (Earlier(0), *call.args[1:]), kwargs)), _last)
     operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
     rank = call.rank_of(operands[0])
     attrs["dim"] = normalize_dims(attrs["dim"], rank)
@@ -186,6 +191,10 @@ def max_min(reduce_op: str, arg_op: str, binary_op: str, result_type: type) -> C
 
 def _first(results: list) -> Any:
     return results[0]
+
+
+def _last(results: list) -> Any:
+    return results[-1]
 
 
 # ------------------------------------------------------------------ casts --

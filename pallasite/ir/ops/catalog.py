@@ -53,19 +53,19 @@ def _with_scalar_tensors(function: Callable) -> Callable:
     """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors
     (on the other operand's device: the rule also runs on CPU probes, `binders.on_probes`)."""
 
-    def meta(a, b):
-        device = next((t.device for t in (a, b) if isinstance(t, torch.Tensor)), torch.device("meta"))
-        return function(_scalar_tensor(a, device), _scalar_tensor(b, device))
+    def meta(input, other):  # noqa: A002 - torch's parameter names: its keywords reach the rule
+        device = next((t.device for t in (input, other) if isinstance(t, torch.Tensor)), torch.device("meta"))
+        return function(_scalar_tensor(input, device), _scalar_tensor(other, device))
 
     return meta
 
 
-def _clamp(x, min=None, max=None):  # noqa: A002 - torch's parameter names
-    return torch.clamp(x, min=min, max=max)
+def _clamp(input, min=None, max=None):  # noqa: A002 - torch's parameter names
+    return torch.clamp(input, min=min, max=max)
 
 
-def _pow(a, b):
-    return torch.pow(a, b)
+def _pow(input, exponent):  # noqa: A002 - torch's parameter names: its keywords reach the rule
+    return torch.pow(input, exponent)
 
 
 def _accumulate(function: Callable) -> Callable:
@@ -266,7 +266,8 @@ REDUCTION_OPS = (
                dtypes=EVERY_DTYPE, note="dim= an int or a list, keepdim=, dtype=; an integer sum is int32 (torch: int64)"),
     _reduction("mean", Reduction(identity=0, averages=True, flat_index=False, accumulator=_RESULT,
                                  partials=Partials.ADD, transcendental=False), tuple_dims=True,
-               dtypes=FLOATS, note="dim= an int or a list; divides by the count of valid elements (a partial tile's padding is not counted)"),
+               dtypes=FLOATS, note="dim= an int or a list, keepdim=, dtype=; divides by the count of valid elements (a partial tile's "
+                    "padding is not counted)"),
     _reduction("amax", Reduction(identity=-_INF, averages=False, flat_index=False, accumulator=_SOURCE,
                                  partials=Partials.MAXIMUM, transcendental=False),
                Spelling("max", binders.max_min("amax", "argmax", "maximum", torch.return_types.max)),
@@ -279,7 +280,7 @@ REDUCTION_OPS = (
                note="dim= an int or a list; torch.min(x, dim) gives (values, indices); torch.min(a, b) is minimum"),
     _reduction("prod", Reduction(identity=1, averages=False, flat_index=False, accumulator=_RESULT,
                                  partials=Partials.MULTIPLY, transcendental=False),
-               dtypes=EVERY_DTYPE),
+               dtypes=EVERY_DTYPE, note="dim= one int, keepdim=, dtype="),
     _reduction("argmax", Reduction(identity=-_INF, averages=False, flat_index=True, accumulator=_SOURCE,
                                    partials=Partials.ARGMAX, transcendental=False),
                dtypes=NUMBERS, note="ties: the lowest index, as in torch; without dim, the flat index of the "
@@ -351,7 +352,7 @@ VIEW_OPS = (
     # A scan's step (ir/ops/scans.py): lane i of the result is lane i - shift of the input along
     # `axis`, wrapping around (torch.roll of one axis); no torch spelling records it.
     OpDef("shift_lanes", OpKind.VIEW, by_signature, (), Signature(attrs={"shift": REQUIRED, "axis": REQUIRED}),
-          meta=lambda x, shift, axis: x, view=ViewRule.SHIFT),
+          meta=lambda input, shift, axis: input, view=ViewRule.SHIFT),
     # torch.cat(tensors, dim): its operands are the tensors (any number), `dim` non-negative.
     # torch.stack is its composite (each tensor unsqueezed at dim, then cat; ir/ops/shapes.py)
     OpDef("cat", OpKind.VIEW, binders.concatenated, _spellings(("cat", "concat", "concatenate")),

@@ -253,10 +253,19 @@ Bound = tuple[list, dict, Any]  # operands, attrs, the meta result (its shape an
 @dataclass(frozen=True)
 class Redirect:
     """A spelling that is one of several ops, or several at once (torch.max: `maximum`,
-    `amax`, or `amax` + `argmax`). The frontend applies each call and packs the results."""
+    `amax`, or `amax` + `argmax`). The frontend applies each call in order (an `Earlier`
+    argument is an earlier call's result) and packs the results."""
 
     calls: tuple[tuple[str, tuple, dict], ...]  # (spelling, args, kwargs)
     pack: Callable[[list], Any]
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An argument of a `Redirect`'s call: the result of one of its earlier calls
+    (`x.sum(1, dtype=torch.float32)`: the cast's result is the sum's operand)."""
+
+    index: int
 
 
 Binder = Callable[["OpDef", Call], "Bound | Redirect"]
