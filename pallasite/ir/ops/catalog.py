@@ -244,7 +244,8 @@ OTHER_ELEMENTWISE_OPS = (
                  note="value= supported"),
     _elementwise("to", VPU, "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
                  bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED}), dtypes=EVERY_DTYPE,
-                 note="also .float(), .half(), .int(), ...; float to integer rounds toward 0; float64 is refused"),
+                 note="also .float(), .half(), .int(), ...; float to integer rounds toward 0 and saturates out of "
+                      "range (torch calls that undefined; its CPU wraps); float64 is refused"),
 )
 
 # ------------------------------------------------------------- reductions --
