@@ -19,6 +19,7 @@ from .runtime.chips import lowering_facts, simulated_chip
 from .runtime.compiled import CompiledKernel
 from .runtime.convert import torch_dtype_of
 from .runtime.dynamic import specs_at
+from .runtime.code_files import host_function
 from .runtime.kernel import Kernel, _for_user, load_module
 
 DEFAULT_CHIPS = ("v5e", "v6e", "v7x")
@@ -156,7 +157,7 @@ def _lower_for_chips(name: str, generate, structs: list, chips: Sequence[str], *
             if mosaic is None and key in _LOWERED:
                 continue
             module = load_module(code, f"<{name} for {chip}>", None)
-            host = getattr(module, name)
+            host = host_function(module, name)
             structs_here = structs
             if mesh_shape is not None:
                 host, structs_here = _on_mesh(host, mesh_shape, structs)

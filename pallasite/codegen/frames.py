@@ -21,8 +21,8 @@ class LoopFrame:
 
 def typed_fill(fill, dtype: torch.dtype) -> str:
     """A mask's fill (0, ±inf, ...) as a constant of `dtype` (an int dtype's extremes for ±inf)."""
-    if dtype == torch.bool:
-        return literal(bool(fill))
+    if dtype == torch.bool:  # -inf (a max's identity) is False, inf (a min's) True
+        return literal(fill > 0 if fill in (float("inf"), float("-inf")) else bool(fill))
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         if fill == float("inf"):

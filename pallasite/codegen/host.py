@@ -80,6 +80,8 @@ class HostEmitter:
 
     def function_source(self) -> str:
         ir = self.ir
+        # the kernel's own name, unless the module already uses it (a kernel named `elementwise`)
+        self.function_name = self.names.fresh(ir.name)
         params = []
         for name, arg in zip(ir.params, ir.arguments):
             if isinstance(arg, (TensorSymbol, ScalarSymbol)):
@@ -89,7 +91,7 @@ class HostEmitter:
                 params.append(name)
         if ir.random_seed is not None:  # torch.rand_like's seed, drawn by the runtime per call
             params.append(self.define(ir.random_seed))
-        with self.block(f"def {ir.name}({', '.join(params)}):") as function:
+        with self.block(f"def {self.function_name}({', '.join(params)}):") as function:
             self._emit_steps()
         return "\n".join(render([function], self._source))
 

@@ -453,6 +453,9 @@ class KernelEmitter:
         operand = node.args[mask.operand]
         shape = tuple(operand.shape)
         fill = typed_fill(mask.fill, operand.dtype)
+        if _float_result_of(node) and not operand.dtype.is_floating_point:
+            # logsumexp of bool/int values: their padding is -inf in float32, which they have none of
+            text, fill = f"{text}.astype(jnp.float32)", literal(float(mask.fill))
         key = ("masked", text, shape, mask.axis, mask.range, fill)
         known = self._in_scope(key)
         if known is not None:
@@ -500,3 +503,9 @@ def _empty_result(node: Node, op) -> str | None:
         return None
     fill = math.nan if op.reduction.averages else op.reduction.identity
     return f"jnp.full({literal(tuple(out.shape))}, {typed_fill(fill, out.dtype)}, {jnp_dtype(out.dtype)})"
+
+
+def _float_result_of(node: Node) -> bool:
+    """A reduction that computes in float32 whatever its operand (logsumexp)."""
+    reduction = ops.OPS[node.op].reduction
+    return reduction is not None and reduction.accumulator is ops.Accumulator.WIDENED

@@ -33,7 +33,7 @@ NARROW_EXTREMES = (*_NARROW_INTS, torch.bool)
 
 _UNARY_TEMPLATES = {
     "neg": "-{0}", "pos": "{0}", "abs": "jnp.abs({0})", "exp": "jnp.exp({0})",
-    "exp2": "jnp.exp2({0})", "log": "jnp.log({0})",
+    "log": "jnp.log({0})",
     "log2": "jnp.log2({0})", "log10": "jnp.log10({0})", "log1p": "jnp.log1p({0})",
     "sqrt": "jnp.sqrt({0})", "rsqrt": "lax.rsqrt({0})", "sin": "jnp.sin({0})",
     "cos": "jnp.cos({0})", "tan": "jnp.tan({0})", "tanh": "jnp.tanh({0})",
@@ -52,12 +52,14 @@ _UNARY_TEMPLATES = {
 # elementwise.py, imported by a module that uses them as `elementwise`).
 _ELEMENTWISE_TEMPLATES = {
     name: f"elementwise.{name}({{0}})"
-    for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc")
+    for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc", "exp2")
 }
 
 
 def _unary(call: OpCall) -> str:
     dtype = call.compute_dtype() if OPS[call.op].elementwise.predicate else call.out_dtype
+    if call.op in ("isfinite", "isinf") and dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
+        dtype = torch.float32
     template = _UNARY_TEMPLATES.get(call.op) or _ELEMENTWISE_TEMPLATES[call.op]
     return template.format(call.cast(0, dtype))
 
@@ -94,8 +96,8 @@ def _round(call: OpCall) -> str:
 
 @rule("gelu", imports=ELEMENTWISE)
 def _gelu(call: OpCall) -> str:
-    if call.attrs.get("approximate", "none") == "tanh":
-        return f"jax.nn.gelu({call.cast(0, call.out_dtype)}, approximate=True)"
+    if call.attrs.get("approximate", "none") == "tanh":  # in float32, as torch computes 16-bit floats
+        return _rounded(f"jax.nn.gelu({call.cast(0, torch.float32)}, approximate=True)", call.out_dtype)
     # x * Phi(x) in float32, rounded once as torch does; Phi through erfc (accurate in the
     # lower tail; Mosaic has no erfc primitive)
     x = call.cast(0, torch.float32)
@@ -120,10 +122,18 @@ def _elu(call: OpCall) -> str:
                     call.out_dtype)
 
 
+def _scalar_of(value, dtype: torch.dtype):
+    """A Python number argument (alpha, value, min_val) as torch takes it for `dtype`: an
+    integer or bool result casts it (truncating), so the arithmetic keeps that dtype."""
+    if dtype == torch.bool:
+        return bool(value)
+    return value if dtype.is_floating_point else int(value)
+
+
 @rule("hardtanh")
 def _hardtanh(call: OpCall) -> str:
-    a = call.attrs
-    return f"jnp.clip({call.cast(0, call.out_dtype)}, {literal(a['min_val'])}, {literal(a['max_val'])})"
+    low, high = (_scalar_of(call.attrs[key], call.out_dtype) for key in ("min_val", "max_val"))
+    return f"jnp.clip({call.cast(0, call.out_dtype)}, {literal(low)}, {literal(high)})"
 
 
 @rule("softplus")
@@ -160,17 +170,22 @@ def _binary(call: OpCall) -> str:
     op = call.op
     dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
     a, b = call.cast(0, dtype), call.cast(1, dtype)
-    alpha = call.attrs.get("alpha", 1)
+    alpha = _scalar_of(call.attrs.get("alpha", 1), dtype)
     if op == "rsub":  # other - alpha * input
         return f"({b} - {literal(alpha)} * {a})" if alpha != 1 else f"({b} - {a})"
     if alpha != 1:
         b = f"({literal(alpha)} * {b})"
+    if op == "pow" and call.args[1].is_constant and call.args[1].raw in (0.5, -0.5) and dtype.is_floating_point:
+        # torch takes x ** 0.5 as sqrt (and ** -0.5 as rsqrt): NaN at -inf, where pow gives inf
+        return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
         return f"jnp.trunc({a} / {b})" if dtype.is_floating_point else f"lax.div({a}, {b})"
     if op in _BINARY_OPERATORS:
         return f"({a} {_BINARY_OPERATORS[op]} {b})"
+    if op in ("maximum", "minimum") and dtype == torch.bool:  # Mosaic has no bool max/min
+        return f"jnp.logical_{'or' if op == 'maximum' else 'and'}({a}, {b})"
     return f"{_BINARY_FUNCTIONS[op]}({a}, {b})"
 
 
@@ -216,7 +231,7 @@ def _lerp(call: OpCall) -> str:
 def _addc(call: OpCall) -> str:
     a, t1, t2 = call.all_cast(call.out_dtype)
     op = "*" if call.op == "addcmul" else "/"
-    return f"({a} + {literal(call.attrs['value'])} * ({t1} {op} {t2}))"
+    return f"({a} + {literal(_scalar_of(call.attrs['value'], call.out_dtype))} * ({t1} {op} {t2}))"
 
 
 @rule("to")

@@ -61,6 +61,8 @@ def generate_module(plan: KernelPlan) -> str:
         reserved.append(call.kernel_name)
     host = HostEmitter(plan, NameTable(tuple(reserved)), helpers)
     parts.append(host.function_source())
+    if host.function_name != ir.name:
+        parts.append(f"# The host function: the kernel's name is one this module uses.\nHOST_FUNCTION = {host.function_name!r}")
     mutated = tuple(s.name for s in host.mutated_args)
     parts.append(f"# Arguments the kernel updates in place, returned after the result.\nMUTATED_ARGS = {mutated!r}")
     if ir.random_seed is not None:

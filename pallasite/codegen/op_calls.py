@@ -87,6 +87,13 @@ class OpCall:
             return arg.text
         if dtype == torch.bool:
             return f"({arg.text} != 0)"
+        if arg.dtype == torch.bool and dtype.is_floating_point:
+            # a select, not a convert: XLA rewrites x * convert(p) into select(p, x, 0), which
+            # drops NaN and inf where torch's x * 0.0 keeps them
+            ones = f"jnp.where({arg.text}, 1.0, 0.0)"
+            return ones if dtype == torch.float32 else f"{ones}.astype({jnp_dtype(dtype)})"
+        if {arg.dtype, dtype} == {torch.float16, torch.bfloat16}:  # Mosaic casts between them through float32
+            return f"{arg.text}.astype(jnp.float32).astype({jnp_dtype(dtype)})"  # (exact, then one rounding)
         if not arg.shape:  # a scalar may be a Python int (an unrolled loop's tile begin)
             return f"{jnp_dtype(dtype)}({arg.text})"
         return f"{arg.text}.astype({jnp_dtype(dtype)})"

@@ -82,6 +82,26 @@ def _install_operator(op: ops.OpDef) -> None:
 for _op in ops.OPS.values():
     if _op.operator is not None:
         _install_operator(_op)
+
+# `x op= v` on a device value: torch's in-place update (DeviceTensor installs these)
+AUGMENTED_OPERATORS = {"__iadd__": ("__add__", "+"), "__isub__": ("__sub__", "-"), "__imul__": ("__mul__", "*"),
+                       "__itruediv__": ("__truediv__", "/"), "__ifloordiv__": ("__floordiv__", "//"),
+                       "__imod__": ("__mod__", "%"), "__ipow__": ("__pow__", "**"), "__iand__": ("__and__", "&"),
+                       "__ior__": ("__or__", "|"), "__ixor__": ("__xor__", "^"),
+                       "__ilshift__": ("__lshift__", "<<"), "__irshift__": ("__rshift__", ">>")}
+
+
+def _make_augmented(binary: str, symbol: str):
+    def op(self, other):
+        result = getattr(self, binary)(other)
+        if not isinstance(result, _TensorLike):
+            return result
+        cast = ops.augmented_dtype(tuple(self.shape), self.dtype, tuple(result.shape), result.dtype, symbol)
+        if cast is None:
+            return result
+        return self._tracer.apply("to", None, (result, cast), {}, display=f"x {symbol}= v")
+
+    return op
 Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 
@@ -226,6 +246,10 @@ class DeviceTensor(_TensorLike):
         raise exc.UnsupportedSyntax(
             "A device value was used where a compile-time integer is needed."
         )
+
+
+for _dunder, (_binary, _symbol) in AUGMENTED_OPERATORS.items():
+    setattr(DeviceTensor, _dunder, _make_augmented(_binary, _symbol))
 
 
 class HostScalar(Traced):

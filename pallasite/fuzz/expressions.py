@@ -65,6 +65,12 @@ class ChainBuilder:
         self.values.append(value)
         return value
 
+    def _augmented(self, a: Value, b: Value, symbol: str) -> Value:
+        """`vN = a` then `vN op= b`: torch's in-place update keeps a's dtype (bf16 += f32 is bf16)."""
+        value = self._new(a.name, a.dtype)
+        self.lines.append(Line(self.indent, f"{value.name} {symbol}= {b.name}", droppable=True))
+        return value
+
     def _pick(self, recent_bias: bool = True) -> Value:
         if recent_bias and self.rng.random() < 0.6:
             return self.values[-1]
@@ -85,6 +91,8 @@ class ChainBuilder:
         if choice < 0.8:
             b = self._pick(recent_bias=False)
             dtype = promote(a.dtype, b.dtype)
+            if rng.random() < 0.25 and (a.dtype == dtype or a.dtype in FLOATS and dtype in FLOATS):
+                return self._augmented(a, b, rng.choice(("+", "-", "*")))
             if float_only and dtype not in FLOATS:
                 return self._new(f"{a.name} * 0.5 + {b.name}", torch.float32)
             return self._new(rng.choice(_BINARY).format(a=a.name, b=b.name), dtype)

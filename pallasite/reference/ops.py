@@ -21,6 +21,7 @@ tile never broadcasts.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 from typing import Any, Callable
 
@@ -29,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from .. import exc
 from .. import language as hl
-from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, new_tensor_size_and_fill
+from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, augmented_dtype, new_tensor_size_and_fill
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
@@ -121,6 +122,7 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return None
         if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
             func, name = _out_of_place(name, runner.augmented)
+            return _updated_in_place(args[0], device_call(func, args, kwargs, runner), runner.walker.statement)
         if name == "__get__":
             return _property(func, args)
         if name in _POINTWISE:
@@ -160,6 +162,21 @@ def _out_of_place(name: str, augmented: bool) -> tuple[Callable, str]:
             f"Tensor.{name} updates a value in place, which device code does not support; "
             f"write `x = x.{base}(...)` or `x = x + ...`.")
     return getattr(torch.Tensor, base), base
+
+
+def _updated_in_place(target: Any, result: Any, statement: Any) -> Any:
+    """`x op= v`: the result in x's shape and dtype, as torch's in-place update leaves it."""
+    if not (isinstance(target, torch.Tensor) and isinstance(result, torch.Tensor)):
+        return result
+    symbol = _AUGMENTED_SYMBOLS.get(type(getattr(statement, "op", None)), "op")
+    cast = augmented_dtype(tuple(target.shape), target.dtype, tuple(result.shape), result.dtype, symbol,
+                           partial=True)
+    return result if cast is None else lanes.mark(result.to(cast), lanes.of(result))
+
+
+_AUGMENTED_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+                      ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+                      ast.RShift: ">>"}
 
 
 def _display(func: Callable, name: str) -> str:

@@ -21,6 +21,12 @@ def load_module(code: str, path: str, interpret: Any) -> types.ModuleType:
     return module
 
 
+def host_function(module: types.ModuleType, kernel_name: str) -> Any:
+    """The generated module's host function: the kernel's own name, or the one `HOST_FUNCTION`
+    gives when the module uses that name for something else (a kernel named `elementwise`)."""
+    return getattr(module, getattr(module, "HOST_FUNCTION", kernel_name))
+
+
 def code_dir() -> str:
     default = os.path.join(os.path.expanduser("~"), ".cache", "pallasite", "code")
     return os.environ.get(CODE_DIR_ENV, default)

@@ -15,7 +15,7 @@ import torch
 from .. import exc
 from ..config import Config
 from ..ir import TensorSymbol
-from .code_files import _write_code, load_module
+from .code_files import _write_code, host_function, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
 from .interpret import compiler_options, interpret_params, interpreter_reports, without_gpu_interpreter
@@ -85,7 +85,7 @@ class CompiledKernel:
             # "on_wait", an 8-device ring all-gather here lost a forwarded slot now and then.
             params = dataclasses.replace(params, dma_execution_mode="eager")
         self.module = load_module(code, self.code_path, params)
-        self.host_fn = getattr(self.module, bound.kernel.fn.__name__)
+        self.host_fn = host_function(self.module, bound.kernel.fn.__name__)
         if getattr(self.module, "CHECKS", None) is not None:  # pallasite.range_checked() quotes the lines
             self.module.CHECKS.locations = {i: check.location for i, check in self.range_checks.items()}
         self.mutated_args = self.module.MUTATED_ARGS

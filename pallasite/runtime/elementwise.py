@@ -18,7 +18,10 @@ forms that keep float32's accuracy where the textbook identity loses it:
   `exp(-x^2) * g(2 / (2 + x))`, `g` a degree-10 polynomial fitted (least squares on a
   Chebyshev basis, weighted for relative error) to `erfc(x) * exp(x^2)` over [0.5, 10],
   within 3e-7 relative in float32 (tests/test_elementwise_lowering.py checks each function
-  against float64 references).
+  against float64 references);
+- exp2: Mosaic and XLA compute it as `exp(x * ln 2)`, off by many ulps at large x and not
+  exact at integers; here `exp(f * ln 2) * 2 ** n` with `x = n + f`, the power of two
+  built from exponent bits.
 """
 from __future__ import annotations
 
@@ -111,7 +114,8 @@ def asinh(x):
 def acosh(x):
     bounded = jnp.minimum(x, _SQUARE_OVERFLOWS)
     near = jnp.log1p((bounded - 1.0) + jnp.sqrt((bounded - 1.0) * (bounded + 1.0)))
-    return jnp.where(x < _SQUARE_OVERFLOWS, near, jnp.log(x) + _LN2)
+    # below 1 there is none (the log1p form rounds to log1p(-1) = -inf for large negatives)
+    return jnp.where(x < 1.0, jnp.nan, jnp.where(x < _SQUARE_OVERFLOWS, near, jnp.log(x) + _LN2))
 
 
 @_in_f32
@@ -123,7 +127,7 @@ def atanh(x):
 @_in_f32
 def erfc(x):
     """1 - erf(x), accurate in the tail."""
-    tail = jnp.maximum(x, 0.5)
+    tail = jnp.clip(x, 0.5, 11.0)  # erfc(11) underflows float32: +inf gives 0, not inf - inf
     t = 2.0 / (2.0 + tail)
     scaled = jnp.full_like(t, _ERFC_SCALED[-1])
     for coefficient in reversed(_ERFC_SCALED[:-1]):
@@ -134,4 +138,17 @@ def erfc(x):
     return jnp.where(x < 0.5, 1.0 - lax.erf(x), decay * scaled)
 
 
-__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "expm1", "sinh"]
+def _power_of_two(n):
+    """2 ** n for integer-valued float32 n in [-126, 127], built from its exponent bits."""
+    return lax.bitcast_convert_type((n.astype(jnp.int32) + 127) << 23, jnp.float32)
+
+
+@_in_f32
+def exp2(x):
+    """2 ** x: exact at integers, within an ulp between (XLA's exp(x * ln 2) is not)."""
+    n = jnp.clip(jnp.floor(x), -252.0, 254.0)  # past these the result is 0 or inf anyway
+    half = jnp.floor(n * 0.5)  # 2 ** n in two normal factors: their product may be subnormal
+    return jnp.exp((x - n) * _LN2) * _power_of_two(half) * _power_of_two(n - half)
+
+
+__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "sinh"]

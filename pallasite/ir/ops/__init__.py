@@ -9,7 +9,7 @@ functions recorded as several ops (softmax), by spelling.
 """
 from __future__ import annotations
 
-from .binders import matmul_rule, normalize_dims
+from .binders import augmented_dtype, matmul_rule, normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (
@@ -55,5 +55,5 @@ __all__ = [
     "BITS", "BOOL", "EVERY_DTYPE", "FLOATS", "INTEGERS", "NUMBERS",
     "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
-    "Earlier", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
+    "Earlier", "augmented_dtype", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
 ]

@@ -464,3 +464,27 @@ def concatenated(op: OpDef, call: Call) -> Bound:
         raise exc.ShapeMismatch(f"{call.display}: dim {dim!r} is not an axis of a rank-{rank} tensor.")
     meta = call.run_meta(lambda *pieces: torch.cat(pieces, dim), tuple(tensors), {})
     return list(tensors), {"dim": dim % max(rank, 1)}, meta
+
+
+# ------------------------------------------------------------ x op= v --
+
+
+def augmented_dtype(target_shape: tuple, target_dtype: torch.dtype, result_shape: tuple,
+                    result_dtype: torch.dtype, operator: str, partial: bool = False) -> torch.dtype | None:
+    """`x op= v` on a device value, as torch updates x in place: the result keeps x's shape and
+    dtype. The dtype to cast `x op v` to (None: it has x's already); ShapeMismatch where torch
+    refuses (a result x's dtype cannot hold, `int_tile += 1.5`, or one that broadcasts x).
+    `partial`: shapes are reference mode's, where a partial tile's axis may be shorter."""
+    fits = (len(result_shape) == len(target_shape)
+            and all(r <= t if partial else r == t for r, t in zip(result_shape, target_shape)))
+    if not fits:
+        raise exc.ShapeMismatch(
+            f"x {operator}= v updates x in place: its result has shape {list(result_shape)}, x has "
+            f"{list(target_shape)} (torch refuses a result that broadcasts x). Write x = x {operator} v.")
+    if result_dtype == target_dtype:
+        return None
+    if not torch.can_cast(result_dtype, target_dtype):
+        raise exc.ShapeMismatch(
+            f"x {operator}= v updates x in place: its result is {result_dtype}, which torch does not cast to "
+            f"x's {target_dtype}. Write x = x {operator} v (a new value), or cast v first.")
+    return target_dtype

@@ -208,9 +208,9 @@ BINARY_OPS = (
     _elementwise("bitwise_xor", VPU, signature=BINARY,
                  operator=PythonOperator(operator.xor, "__xor__", "__rxor__"), dtypes=BITS),
     _elementwise("bitwise_left_shift", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.lshift, "__lshift__"), dtypes=INTEGERS),
+                 operator=PythonOperator(operator.lshift, "__lshift__", "__rlshift__"), dtypes=INTEGERS),
     _elementwise("bitwise_right_shift", VPU, signature=BINARY,
-                 operator=PythonOperator(operator.rshift, "__rshift__"), dtypes=INTEGERS,
+                 operator=PythonOperator(operator.rshift, "__rshift__", "__rrshift__"), dtypes=INTEGERS,
                  note="arithmetic shift of signed integers, as in torch"),
 )
 
