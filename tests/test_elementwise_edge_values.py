@@ -29,11 +29,11 @@ def _kernel(op, out_dtype):
     return elementwise
 
 
-def _check(op, a, b=None, exact=False):
+def _check(op, a, b=None, exact=False, atol=None, rtol=0.0):
     b = torch.zeros_like(a) if b is None else b
     expected = op(a, b)
     kernel = _kernel(op, expected.dtype)
-    tolerance = {"atol": 0, "rtol": 0} if exact else {}
+    tolerance = {"atol": 0, "rtol": 0} if exact else {} if atol is None else {"atol": atol, "rtol": rtol}
     _, out = code_and_output(kernel, (a, b), block_sizes=[16])
     torch.testing.assert_close(out, expected, equal_nan=True, **tolerance)
     torch.testing.assert_close(run_ref(kernel, (a, b), block_sizes=[16]), expected, equal_nan=True, **tolerance)
@@ -199,3 +199,47 @@ def test_an_in_place_update_keeps_its_dtype():
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(run_ref(accumulate_in_bf16, (x, w), block_sizes=[16]), expected)
+
+
+_SIXTEEN_BIT_FORMULAS = {
+    "lerp": lambda a, b: torch.lerp(a, b, 0.3),
+    "addcmul": lambda a, b: torch.addcmul(a, b, a, value=0.7),
+    "hardsigmoid": lambda a, b: F.hardsigmoid(a * 4),
+    "hardswish": lambda a, b: F.hardswish(a * 4),
+    "log1p": lambda a, b: torch.log1p(a.abs()),
+    "mish": lambda a, b: F.mish(a),
+    "silu": lambda a, b: F.silu(a),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("formula", sorted(_SIXTEEN_BIT_FORMULAS))
+def test_16_bit_formulas_round_once_as_torch(formula, dtype):
+    """torch computes these in float32 for 16-bit floats and rounds once; rounding each step
+    in 16 bits lands an ulp off (over float16's tolerance)."""
+    generator = torch.Generator().manual_seed(6)
+    a = (torch.randn(300, generator=generator) * 3).to(dtype)
+    b = (torch.randn(300, generator=generator) * 3).to(dtype)
+    _check(_SIXTEEN_BIT_FORMULAS[formula], a, b)
+
+
+_SCALED_SUMS = {
+    "rsub_alpha": lambda a, b: torch.rsub(a, b, alpha=-3),
+    "sub_alpha": lambda a, b: a.sub(b, alpha=3),
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=0.3),
+    "addcdiv": lambda a, b: torch.addcdiv(a, b, a.abs() + 1, value=0.7),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("formula", sorted(_SCALED_SUMS))
+def test_16_bit_scaled_sums_round_once(formula, dtype):
+    """a + alpha * b in float32, rounded once. torch itself is not consistent here (its sub
+    rounds alpha * b to 16 bits first, its add fuses the multiply-add), so where the sum
+    cancels, the result may be a 16-bit ulp of the operands' scale from torch's: that is the
+    tolerance beside torch's own for the dtype (rounding each step, as before, was not within it)."""
+    generator = torch.Generator().manual_seed(6)
+    a = (torch.randn(300, generator=generator) * 3).to(dtype)
+    b = (torch.randn(300, generator=generator) * 3).to(dtype)
+    ulp_at_scale = torch.finfo(dtype).eps * float(torch.cat([a, b]).abs().max())
+    _check(_SCALED_SUMS[formula], a, b, atol=ulp_at_scale, rtol={torch.bfloat16: 1.6e-2, torch.float16: 1e-3}[dtype])

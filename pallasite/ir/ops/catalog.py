@@ -105,14 +105,16 @@ def _out_dtype(function: Callable) -> Callable:
 # ------------------------------------------------------------ elementwise --
 
 # Each elementwise entry states its facts (`Elementwise`), one of these:
-VPU = Elementwise(transcendental=False, predicate=False, scalar=None)  # arithmetic on the vector ALU
-EUP = Elementwise(transcendental=True, predicate=False, scalar=None)  # also through the transcendental unit
-PREDICATE = Elementwise(transcendental=False, predicate=True, scalar=None)  # a bool result, computed in its operands' dtype
+VPU = Elementwise(transcendental=False, predicate=False, scalar=None, widened=False)  # arithmetic on the vector ALU
+EUP = Elementwise(transcendental=True, predicate=False, scalar=None, widened=True)  # also through the transcendental unit
+# a formula of several VPU steps, rounded once for 16-bit floats (lerp, addcmul, hardswish)
+FORMULA = Elementwise(transcendental=False, predicate=False, scalar=None, widened=True)
+PREDICATE = Elementwise(transcendental=False, predicate=True, scalar=None, widened=False)  # a bool result, computed in its operands' dtype
 
 
 def _integer(spelling: str, function: Callable) -> Elementwise:
     """VPU arithmetic that is also integer arithmetic on scalars (`ScalarArithmetic`)."""
-    return Elementwise(transcendental=False, predicate=False, scalar=ScalarArithmetic(spelling, function))
+    return Elementwise(transcendental=False, predicate=False, scalar=ScalarArithmetic(spelling, function), widened=False)
 
 
 _INPLACE = {"inplace": False}
@@ -152,7 +154,7 @@ UNARY_OPS = (
     *(_elementwise(name, facts, signature=Signature(attrs=_INPLACE), dtypes=dtypes, note=_NO_INPLACE)
       for name, facts, dtypes in (
           ("relu", VPU, NUMBERS), ("relu6", VPU, NUMBERS), ("silu", EUP, FLOATS), ("mish", EUP, FLOATS),
-          ("hardsigmoid", VPU, FLOATS), ("hardswish", VPU, FLOATS),
+          ("hardsigmoid", FORMULA, FLOATS), ("hardswish", FORMULA, FLOATS),
     )),
     _elementwise("leaky_relu", VPU, signature=Signature(attrs={"negative_slope": 0.01, **_INPLACE}), dtypes=FLOATS,
                  note=f"negative_slope=; {_NO_INPLACE}"),
@@ -236,9 +238,9 @@ OTHER_ELEMENTWISE_OPS = (
                  Spelling("clamp_max", binders.one_sided_clamp("max")),
                  signature=Signature(("input", "min", "max"), optional=frozenset({"min", "max"})), meta=_clamp,
                  dtypes=NUMBERS, note="min=/max= numbers or tensors; clamp_min/clamp_max are one-sided"),
-    _elementwise("lerp", VPU, signature=Signature(("input", "end", "weight")), dtypes=FLOATS,
+    _elementwise("lerp", FORMULA, signature=Signature(("input", "end", "weight")), dtypes=FLOATS,
                  note="torch's two-sided formula: exact at weight 0 and 1"),
-    _elementwise("addcmul", VPU, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=NUMBERS,
+    _elementwise("addcmul", FORMULA, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=NUMBERS,
                  note="value= supported"),
     _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=FLOATS,
                  note="value= supported"),

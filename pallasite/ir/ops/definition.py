@@ -90,6 +90,11 @@ class Elementwise:
     # the op on int scalars (add, floor_divide, minimum, ...); None: the planner does not
     # compute with it when it evaluates or rebuilds a scalar
     scalar: ScalarArithmetic | None
+    # a 16-bit float result is computed in float32 and rounded once, as torch computes it: a
+    # function or a formula of several steps (lerp, addcmul), where rounding each step in 16
+    # bits lands an ulp off. False: one correctly rounded step, the same either way (add also
+    # widens when its alpha is not 1: codegen/op_calls.py:lower)
+    widened: bool
 
 
 class Accumulator(enum.Enum):
