@@ -423,3 +423,27 @@ def test_a_moved_tile_beside_a_scalar_index(loop_type):
     _, out = code_and_output(moved_beside_a_row_index, (x,), block_sizes=[128], pallas_loop_type=loop_type)
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(run_ref(moved_beside_a_row_index, (x,)), expected)
+
+
+@pallasite.kernel(static_shapes=True)
+def shifted_flags(x, y):
+    """A shifted tile of bool and 8/16-bit tensors: the positions outside the tensor read 0."""
+    n, = x.shape
+    out = torch.empty_like(x)
+    small = torch.empty_like(y)
+    for t in hl.tile(n):
+        out[t] = x[t - 1]
+        small[t] = y[t + 2]
+    return out, small
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8])
+@pytest.mark.parametrize("block", [4, 16])
+def test_a_shifted_tile_of_a_bool_or_narrow_tensor(block, dtype):
+    x = torch.tensor([True, False, False, True, True, False, True] * 3)
+    y = torch.arange(21, dtype=torch.int32).to(dtype)
+    expected = (torch.cat([torch.tensor([False]), x[:-1]]), torch.cat([y[2:], torch.zeros(2, dtype=dtype)]))
+    for result in (code_and_output(shifted_flags, (x, y), block_sizes=[block])[1],
+                   run_ref(shifted_flags, (x, y), block_sizes=[block])):
+        torch.testing.assert_close(result[0], expected[0])
+        torch.testing.assert_close(result[1], expected[1])

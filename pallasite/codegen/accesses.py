@@ -10,6 +10,7 @@ import torch
 from ..ir import FullSlice, Load, ScalarIndex, ShiftedTile, Store, Value
 from ..plan.access_plans import AlignedRun, GroupRow
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
+from .frames import typed_fill
 from .gathers import gather_text, one_hot_text
 from .lowering import jnp_dtype, literal
 from .row_gathers import emit_row_gather
@@ -118,7 +119,7 @@ def _shifted_read(k, node: Load, access) -> str:
     for shift, lane in zip(access.shifts, lanes):
         position = f"{lane} + ({_plus(k.render(shift.dim.begin_value), shift.offset)})"
         inside.append(f"({position} >= 0) & ({position} < {shift.size})")
-    return f"jnp.where({' & '.join(inside)}, {text}, 0)"
+    return f"jnp.where({' & '.join(inside)}, {text}, {typed_fill(0, node.tensor.dtype)})"  # (a bool's is False)
 
 
 def _shifted_write(k, node: Store, access, value: str) -> None:

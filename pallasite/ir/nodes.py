@@ -146,8 +146,10 @@ class GatherIndex:
         "range-checked in interpret mode; a load gathers rows (index tiles of any rank): from a table past the "
         "VMEM threshold by one DMA per index, of the whole row or of a tile's block of it (`table[idx[tb], te]`, "
         "te's blocks dividing the dim); a flat index `rows[:, None] * w + hl.arange(w)` (or + a tile's positions "
-        "over [0, w)) into a 1-D view reads or writes whole rows of it seen as [n // w, w]; a store scatters (lanes naming one row: the last lane wins, in every mode; torch leaves duplicates "
-        "undefined, so a kernel should not rely on which)")
+        "over [0, w)) into a 1-D view reads whole rows of it seen as [n // w, w] (a store takes that index "
+        "flattened: `flat[i.reshape(-1)] = v.reshape(-1)`); a store scatters float32, bfloat16, float16 or "
+        "int32 values through a 1-D index (lanes naming one row: the last lane wins, in every mode; torch "
+        "leaves duplicates undefined, so a kernel should not rely on which)")
 
 
 @dataclass(frozen=True)
