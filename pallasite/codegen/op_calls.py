@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir.ops import OPS
+from ..ir.ops import computes_in_float32
 from .runtime_imports import RUNTIME_IMPORTS, RuntimeImport
 
 JNP_DTYPES = {
@@ -154,15 +154,6 @@ def lower(call: OpCall) -> str:
         fn = RULES[call.op]
     except KeyError:
         raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
-    if _rounds_once(call):  # computed in float32, rounded once to the 16-bit result, as torch does
+    if computes_in_float32(call.op, call.attrs, call.out_dtype):  # rounded once to the 16-bit result
         return f"({fn(replace(call, out_dtype=torch.float32))}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)
-
-
-def _rounds_once(call: OpCall) -> bool:
-    """A 16-bit float result of a function or formula (the registry's `Elementwise.widened`),
-    or of an add/sub with an alpha (a product, then a sum)."""
-    facts = OPS[call.op].elementwise if call.op in OPS else None
-    if facts is None or call.out_dtype not in (torch.bfloat16, torch.float16):
-        return False
-    return facts.widened or call.attrs.get("alpha", 1) != 1

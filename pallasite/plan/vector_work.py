@@ -9,7 +9,8 @@ model charges padded vregs because the hardware pays for them.
 
 Per node (`VectorCounter.work`):
 - elementwise and creation ops: one VALU op per vreg of the widest of their
-  result and operands (a cast reads bf16 vregs and writes f32 ones); the
+  result and operands (a cast reads bf16 vregs and writes f32 ones; a 16-bit result
+  computed in float32, `ops.computes_in_float32`, is as wide as its f32 values); the
   transcendental ones (`OpDef.transcendental`, stated by each registry entry: exp,
   log, tanh, rsqrt, division's reciprocal, ...) also push each vreg through the
   EUP, the one transcendental unit;
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from ..ir import IfBlock, Load, Store, TileLoop, Value, cdiv
-from ..ir.ops import OPS
+from ..ir.ops import OPS, computes_in_float32
 from ..ir.ops.definition import OpKind, ViewRule
 from .tpu_tiling import LANES, SUBLANES, aligned_concatenation
 from .vmem import sublane_tile
@@ -136,6 +137,8 @@ class VectorCounter:
         kind = definition.kind
         if kind in (OpKind.ELEMENTWISE, OpKind.CREATION):
             width = max([out, *(_value_vregs(a) for a in node.args)])
+            if computes_in_float32(node.op, node.kwargs, node.outputs[0].dtype):  # a 16-bit result of f32 math
+                width = max(width, vregs(node.outputs[0].shape, torch.float32))
             eup = width if definition.transcendental else 0
             return VectorWork(valu=width, eup=eup, stores=stored)
         if kind is OpKind.REDUCTION:

@@ -9,6 +9,8 @@ functions recorded as several ops (softmax), by spelling.
 """
 from __future__ import annotations
 
+import torch
+
 from .binders import augmented_dtype, matmul_rule, normalize_dims
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
@@ -51,9 +53,21 @@ def scalar_arithmetic(op: str) -> ScalarArithmetic | None:
     definition = OPS.get(op)
     return definition.scalar if definition is not None else None
 
+
+def computes_in_float32(op: str, attrs, out_dtype) -> bool:
+    """Whether an elementwise op's 16-bit float result is computed in float32 and rounded
+    once, as torch computes it: a function or formula (`Elementwise.widened`), or an add/sub
+    with an alpha (a product, then a sum). Codegen emits it so; the cost model charges it so."""
+    definition = OPS.get(op)
+    facts = definition.elementwise if definition is not None else None
+    if facts is None or out_dtype not in (torch.bfloat16, torch.float16):
+        return False
+    return facts.widened or attrs.get("alpha", 1) != 1
+
+
 __all__ = [
     "BITS", "BOOL", "EVERY_DTYPE", "FLOATS", "INTEGERS", "NUMBERS",
-    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic",
+    "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic", "computes_in_float32",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
     "Earlier", "augmented_dtype", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
 ]
