@@ -15,7 +15,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.plan.loops import LOOP_TYPES
-from pallasite.testing import check_tpu_lowering, code_and_output
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 
 
@@ -204,3 +204,33 @@ def test_a_scatter_by_table_rows_is_sequential_and_the_last_writer_wins(monkeypa
     out = torch.zeros(16, 128)
     scatter_rows(x, idx, out)  # no DataRace on two simulated cores
     assert torch.equal(out[5], x[2]) and torch.equal(out[1], x[1]) and torch.equal(out[2], x[3])
+
+
+@pallasite.kernel(static_shapes=True)
+def previous_row(x):
+    n, d = x.shape
+    out = torch.zeros_like(x)
+    for g in hl.grid(n):
+        out[g, :] = x[g - 1, :]
+    return out
+
+
+@pallasite.kernel(static_shapes=True)
+def row_before_tile(x):
+    n, d = x.shape
+    out = torch.zeros([(n + 7) // 8, d], dtype=x.dtype, device=x.device)
+    for t in hl.tile(n, block_size=8):
+        out[t.id, :] = x[t.begin - 1, :]
+    return out
+
+
+@pytest.mark.parametrize("kernel", [previous_row, row_before_tile])
+def test_a_runtime_index_below_zero_does_not_wrap_in_either_mode(kernel):
+    """A grid index or a tile's begin is a runtime value: the compiled kernel refuses one that
+    reaches -1 (it does not count from the end, as a Python int would), and so does reference
+    mode, which used to wrap x[g - 1] to the last row."""
+    x = torch.arange(48.0).reshape(16, 3)
+    with pytest.raises(exc.ShapeMismatch):
+        code_and_output(kernel, (x,))
+    with pytest.raises(exc.ShapeMismatch, match="does not wrap"):
+        run_ref(kernel, (x,))

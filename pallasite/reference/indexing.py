@@ -19,7 +19,7 @@ import torch
 from .. import exc
 from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
 from . import lanes
-from .tiles import MOVED_TILE, RefTile, TileBegin
+from .tiles import MOVED_TILE, RefTile, RuntimeInt, TileBegin
 
 NameOf = Callable[[torch.Tensor], str]
 
@@ -179,11 +179,14 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             axis, out_axis = axis + 1, out_axis + int(kept)
         elif isinstance(item, int):
             size = tensor.shape[axis]
-            if not (0 if read_from_data else -size) <= item < size:
+            runtime = isinstance(item, RuntimeInt)
+            if not (0 if read_from_data or runtime else -size) <= item < size:
                 raise exc.ShapeMismatch(
                     f"{name_of(tensor)}[...]: index {item} is outside axis {axis} of size {size}"
                     + ("; indices read from data must lie in [0, size) (they do not wrap)."
-                       if read_from_data else "."))
+                       if read_from_data else "; a grid index or a tile's begin (and ints computed from them) "
+                       "must lie in [0, size): it does not wrap as a negative Python int does." if runtime
+                       else "."))
             subscript.basic.append(item)
             axis += 1
         elif isinstance(item, slice):

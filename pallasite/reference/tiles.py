@@ -40,10 +40,47 @@ class BlockSize(int):
         return other * int(self)
 
 
-class TileBegin(int):
+class RuntimeInt(int):
+    """An int the compiled kernel knows only at run time: an `hl.grid` index, a tile's begin,
+    and ints computed from them (arithmetic keeps the mark). As an index it does not count
+    from the end when negative, as the compiled kernel's range check refuses it
+    (reference/indexing.py); a Python int written in the kernel does."""
+
+    def _keep(self, value):
+        return RuntimeInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def __add__(self, other):
+        return self._keep(int(self) + other)
+
+    def __radd__(self, other):
+        return self._keep(other + int(self))
+
+    def __sub__(self, other):
+        return self._keep(int(self) - other)
+
+    def __rsub__(self, other):
+        return self._keep(other - int(self))
+
+    def __mul__(self, other):
+        return self._keep(int(self) * other)
+
+    def __rmul__(self, other):
+        return self._keep(other * int(self))
+
+    def __floordiv__(self, other):
+        return self._keep(int(self) // other)
+
+    def __mod__(self, other):
+        return self._keep(int(self) % other)
+
+    def __neg__(self):
+        return RuntimeInt(-int(self))
+
+
+class TileBegin(RuntimeInt):
     """`tile.begin` in reference mode: an int that knows its tile, so a subscript of a size-1
     axis reads index 0 as the compiled kernel does (reference/indexing.py); arithmetic on it
-    gives plain ints."""
+    gives a `RuntimeInt`."""
 
     tile: "RefTile"
 
@@ -176,7 +213,7 @@ def iterate(kind: str, names: list[str], begins: list[int], ends: list[int], blo
     per_dim = []
     for dim, (name, begin, end, block) in enumerate(zip(names, begins, ends, blocks)):
         if kind == "grid":  # block: 1, or hl.grid's step
-            per_dim.append(list(range(begin, end, block)))
+            per_dim.append([RuntimeInt(i) for i in range(begin, end, block)])
         else:
             per_dim.append(dim_tiles(name, begin, end, block, in_device))
             if static is not None and static[dim]:
