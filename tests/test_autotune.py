@@ -432,3 +432,39 @@ def test_a_finished_search_shows_the_candidates_it_tried_as_its_total(capfd):
     err = capfd.readouterr().err
     tried = len(result.trials)
     assert tried < 160 and f"{tried}/{tried}" in err and "/160" not in err.rsplit("\r", 1)[-1]
+
+
+@pallasite.kernel
+def weighted_histogram(bins, weights, nbins: int):
+    nbins = hl.specialize(nbins)
+    hist = torch.zeros([nbins], dtype=torch.float32, device=weights.device)
+    for t in hl.tile(bins.size(0)):
+        hl.atomic_add(hist, [bins[t]], weights[t])
+    return hist
+
+
+@pallasite.kernel
+def embedding_rows(table, idx):
+    out = torch.empty([idx.size(0), table.size(1)], dtype=table.dtype, device=table.device)
+    for tn, td in hl.tile([idx.size(0), table.size(1)]):
+        out[tn, td] = table[idx[tn], td]
+    return out
+
+
+def test_the_space_offers_dma_only_for_read_only_tables_and_every_offer_is_legal_or_invalid():
+    """A table the kernel also writes (an atomic histogram) must stay whole in VMEM: 'dma' is not
+    offered. Where it is offered but a config cannot use it (a partial block of the row), the
+    refusal is an InvalidConfig, so legal() and enumerate() go on (a trial user's sweep)."""
+    histogram_args = (torch.randint(0, 37, (300,)), torch.rand(300), 37)
+    spec = weighted_histogram.bind(histogram_args).config_spec
+    assert spec.indirect_access_modes == ("auto", "resident")
+    assert "dma" not in dict((g.path, g.choices) for g in spec.genes())[("pallas_indirect_access_mode",)]
+    configs = list(spec.enumerate())
+    assert configs and all(spec.legal(c) for c in configs)
+    with pytest.raises(exc.InvalidConfig, match="dma"):
+        spec.check(pallasite.Config(block_sizes=[300], pallas_indirect_access_mode="dma"))
+    table, idx = torch.randn(50, 200), torch.randint(0, 50, (129,))
+    spec = embedding_rows.bind((table, idx)).config_spec
+    assert "dma" in spec.indirect_access_modes
+    assert not spec.legal(pallasite.Config(block_sizes=[128, 128], pallas_indirect_access_mode="dma"))
+    assert list(spec.enumerate(limit=50))

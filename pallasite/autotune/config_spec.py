@@ -136,9 +136,13 @@ class ConfigSpec:
         # loops and inner loops alike, in the order they appear (as Helion counts them).
         self.multi_dim_loops = [len(loop.dims) for loop in multi_dim_loops(ir)]
         # `pallas_indirect_access_mode` chooses how gathers (`table[idx, :]`) read their table.
-        self.has_gathers = any(
-            isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)
-            for call in ir.device_loops for node in walk_nodes(call.loop.body))
+        # Per-row DMA copies a table only the kernel reads: 'dma' is offered unless a gathered
+        # table is also written (an atomic histogram, a scatter into it), which stays in VMEM.
+        nodes = [node for call in ir.device_loops for node in walk_nodes(call.loop.body)]
+        gathered = {node.tensor.name for node in nodes
+                    if isinstance(node, Load) and any(isinstance(item, GatherIndex) for item in node.index)}
+        self.has_gathers = bool(gathered)
+        self._dma_gathers = not gathered & {node.tensor.name for node in nodes if isinstance(node, Store)}
         # `reduction_loops` has one entry per reduction dim (a whole-dim extent reduced),
         # each None or a chunk size its tensors' tiling rules allow (`ReductionDim.candidates`).
         self.reduction_dims: list[ReductionDim] = reduction_dims(ir)
@@ -181,7 +185,9 @@ class ConfigSpec:
     def indirect_access_modes(self) -> tuple[str, ...]:
         """The gather lowerings this kernel can choose between (none without gathers);
         "auto" (the plan decides by the table's size) is the default."""
-        return INDIRECT_ACCESS_MODES if self.has_gathers else ()
+        if not self.has_gathers:
+            return ()
+        return INDIRECT_ACCESS_MODES if self._dma_gathers else tuple(m for m in INDIRECT_ACCESS_MODES if m != "dma")
 
     @property
     def worklist_groupings(self) -> tuple[int, ...]:
@@ -295,7 +301,7 @@ class ConfigSpec:
             out.append(Gene(("pallas_pre_broadcast",), (False, True),
                             implicit=implicit["pallas_pre_broadcast"]))
         if self.has_gathers:
-            out.append(Gene(("pallas_indirect_access_mode",), tuple(INDIRECT_ACCESS_MODES),
+            out.append(Gene(("pallas_indirect_access_mode",), self.indirect_access_modes,
                             implicit=implicit["pallas_indirect_access_mode"]))
         if self.has_jagged_grid:  # a grid over segments: flatten it into work items, q tiles per item
             out.append(Gene(("pallas_flatten_worklist",), (True, False),

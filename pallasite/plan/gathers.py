@@ -118,7 +118,7 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     if refusal is not None:
         why, location = refusal
         if mode is IndirectAccessMode.DMA:
-            raise exc.UnsupportedOperation(
+            raise exc.BackendUnsupported(  # an InvalidConfig: this config cannot serve this kernel
                 f"pallas_indirect_access_mode='dma' cannot copy the rows of '{name}' by DMA: {why}. "
                 "Use 'auto' or 'resident' for this kernel.", location, forms_anchor="index-forms")
         raise _too_large(operand, size, threshold, vmem_capacity, vmem_limit, gathers[0],

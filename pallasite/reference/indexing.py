@@ -178,15 +178,7 @@ def _split(tensor: torch.Tensor, key: Any, name_of: NameOf, store: bool = False)
             subscript.basic.append(slice(0, 1) if kept else 0)
             axis, out_axis = axis + 1, out_axis + int(kept)
         elif isinstance(item, int):
-            size = tensor.shape[axis]
-            runtime = isinstance(item, RuntimeInt)
-            if not (0 if read_from_data or runtime else -size) <= item < size:
-                raise exc.ShapeMismatch(
-                    f"{name_of(tensor)}[...]: index {item} is outside axis {axis} of size {size}"
-                    + ("; indices read from data must lie in [0, size) (they do not wrap)."
-                       if read_from_data else "; a grid index or a tile's begin (and ints computed from them) "
-                       "must lie in [0, size): it does not wrap as a negative Python int does." if runtime
-                       else "."))
+            _check_int_index(item, tensor.shape[axis], axis, read_from_data, name_of(tensor))
             subscript.basic.append(item)
             axis += 1
         elif isinstance(item, slice):
@@ -264,6 +256,18 @@ def _moved_axis(subscript: _Subscript, positions: torch.Tensor, size: int, out_a
     if 0 in lanes.of(positions):
         subscript.lanes.add(out_axis)
 
+
+
+def _check_int_index(item: int, size: int, axis: int, read_from_data: bool, name: str) -> None:
+    """An int index: a Python int counts from the end when negative, as in torch; one read
+    from data, a grid index or a tile's begin (a `RuntimeInt`) does not, as in the kernel."""
+    runtime = isinstance(item, RuntimeInt)
+    if not (0 if read_from_data or runtime else -size) <= item < size:
+        raise exc.ShapeMismatch(
+            f"{name}[...]: index {item} is outside axis {axis} of size {size}"
+            + ("; indices read from data must lie in [0, size) (they do not wrap)." if read_from_data
+               else "; a grid index or a tile's begin (and ints computed from them) must lie in [0, size): "
+               "it does not wrap as a negative Python int does." if runtime else "."))
 
 def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, name_of: NameOf) -> bool | None:
     """Whether `item` reads a size-1 axis broadcast: True for a tile (the axis kept), False

@@ -115,7 +115,7 @@ class RefTile(hl.Tile):
 
     @property
     def extent(self) -> int:
-        return self.end - self.begin
+        return int(self.end) - int(self.begin)  # a size: a plain int, not a RuntimeInt
 
     @property
     def block_size(self) -> BlockSize:
