@@ -171,7 +171,9 @@ def _updated_in_place(target: Any, result: Any, statement: Any) -> Any:
     symbol = _AUGMENTED_SYMBOLS.get(type(getattr(statement, "op", None)), "op")
     cast = augmented_dtype(tuple(target.shape), target.dtype, tuple(result.shape), result.dtype, symbol,
                            partial=True)
-    return result if cast is None else lanes.mark(result.to(cast), lanes.of(result))
+    if cast is None:
+        return result
+    return lanes.mark_tiles(lanes.mark(result.to(cast), lanes.of(result)), lanes.tiles_of(result))
 
 
 _AUGMENTED_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
