@@ -82,6 +82,7 @@ def _install_operator(op: ops.OpDef) -> None:
 for _op in ops.OPS.values():
     if _op.operator is not None:
         _install_operator(_op)
+Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 # `x op= v` on a device value: torch's in-place update (DeviceTensor installs these)
 AUGMENTED_OPERATORS = {"__iadd__": ("__add__", "+"), "__isub__": ("__sub__", "-"), "__imul__": ("__mul__", "*"),
@@ -102,7 +103,6 @@ def _make_augmented(binary: str, symbol: str):
         return self._tracer.apply("to", None, (result, cast), {}, display=f"x {symbol}= v")
 
     return op
-Traced.__hash__ = object.__hash__  # __eq__ is traced; identity hashing stays
 
 
 def flatten_operands(args: Any, kwargs: Any = None):
