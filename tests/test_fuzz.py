@@ -150,6 +150,18 @@ def test_the_segment_rows_kind_flattens_worklists_both_ways():
     assert run_case(compact).outcome is Outcome.MATCH
 
 
+def test_the_shared_rows_kind_revisits_rows_out_of_order():
+    """Every write and row form is drawn, and a sample of each write matches reference mode."""
+    cases = [generate(SEED, i, kinds=("shared_rows",)) for i in range(80)]
+    assert {case.tags[1] for case in cases} == {"store", "update", "atomic_add", "atomic_max"}
+    sources = [case.source() for case in cases]
+    for form in ("g % ", "g // ", "seg[g]", "tm.id % ", "tm.id // 2"):
+        assert any(form in source for source in sources), form
+    for write in ("store", "update", "atomic_add"):
+        case = next(case for case in cases if case.tags[1] == write and "% " in case.source())
+        assert run_case(case).outcome is Outcome.MATCH
+
+
 def test_the_shape_ops_kind_generates_every_form():
     cases = [generate(SEED, i, kinds=("shape_ops",)) for i in range(150)]
     tags = {case.tags[1] for case in cases}

@@ -22,6 +22,7 @@ from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops
 from .narrowing import narrowing
 from .range_kinds import tile_ranges
+from .row_kinds import shared_rows
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
 from .statistics_kinds import statistics
@@ -583,6 +584,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "window_shapes": window_shapes,  # fuzz/window_kinds.py: static slices, shifted tiles, F.pad
     "tile_ranges": tile_ranges,  # fuzz/range_kinds.py: causal, lookahead and windowed inner ranges
     "segment_rows": segment_rows,  # fuzz/worklist_kinds.py: flattened worklists, compact_worklist
+    "shared_rows": shared_rows,  # fuzz/row_kinds.py: rows written at steps that need not be consecutive
 }
 
 

@@ -94,6 +94,25 @@ def grid_axes(expr: IndexExpr) -> frozenset[int]:
     return frozenset()
 
 
+def distinct_per_step(expr: IndexExpr) -> bool:
+    """Whether steps that differ along the grid axis `expr` reads get different values: a
+    grid index times a nonzero constant plus a constant, or a constant. A written block
+    chosen so is revisited only along the axes it does not read; `g % 3`, `g // 2` or a
+    prefetched `seg[g]` choose one block at steps that need not be consecutive."""
+    if isinstance(expr, (GridIndex, Const)):
+        return True
+    if not isinstance(expr, Binary):
+        return False
+    left, right = expr.left, expr.right
+    if expr.op in (BinaryOp.ADD, BinaryOp.SUB):
+        return (isinstance(right, Const) and distinct_per_step(left)) or \
+            (isinstance(left, Const) and distinct_per_step(right))
+    if expr.op is BinaryOp.MUL:
+        return (isinstance(right, Const) and right.value != 0 and distinct_per_step(left)) or \
+            (isinstance(left, Const) and left.value != 0 and distinct_per_step(right))
+    return False
+
+
 def prefetched(expr: IndexExpr) -> frozenset:
     """The symbols an expression reads through scalar prefetch."""
     if isinstance(expr, TableRead):

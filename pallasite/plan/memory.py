@@ -7,8 +7,11 @@ Decides, per Load/Store, the subscript of the kernel ref.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .. import exc
@@ -22,7 +25,9 @@ from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
 from .grid_exprs import NotAGridExpression, clamped_tile_block, distinguishing_axes, grid_expression
-from .index_expr import ZERO, BinaryOp, Const, GridIndex, binary, grid_axes
+from .index_expr import (
+    ZERO, BinaryOp, Const, GridIndex, binary, distinct_per_step, evaluate_grid, grid_axes, prefetched,
+)
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
@@ -61,8 +66,10 @@ def _tensor_items(index) -> list:
     return [item for item in index if not isinstance(item, NewAxis)]
 
 
-def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand, frozenset[int]]:
-    """The operand (memory, block per axis) of one tensor, and the grid axes its index map uses."""
+def plan_operand(use: TensorUse, grid_axis_of: dict[int, int], grid_trips: dict[int, int | None]
+                 ) -> tuple[Operand, frozenset[int]]:
+    """The operand (memory, block per axis) of one tensor, and the grid axes its index map uses
+    (`grid_trips`: each grid axis's step count, None where it is not known when planning)."""
     symbol = use.symbol
     rank = len(symbol.shape)
     per_axis = [[_tensor_items(n.index)[axis] for n in use.nodes] for axis in range(rank)]
@@ -88,6 +95,7 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int]) -> tuple[Operand,
     blocks = [_axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores))
               for axis, items in enumerate(per_axis)]
     if use.stores:
+        blocks = _distinct_written_rows(use, blocks, array_shape, grid_axis_of, grid_trips)
         blocks = _resident_inside_revisits(symbol, blocks, array_shape, grid_axis_of)
     if any(is_scatter(node) or node.kwargs.get("atomic") for node in use.stores):
         blocks = widened_for_scatter(symbol, blocks, grid_axis_of, lambda dim, size, axis: _resident_length(
@@ -214,6 +222,55 @@ def _gathered_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list
     rule = AxisRule(symbol.name, axis, len(symbol.shape), size, symbol.dtype)
     length = max(_resident_length(dim, size, rule) for dim in tiles)
     return AxisBlock(BlockKind.RESIDENT, length, ZERO, tiles[0], reason=f"{reason} ({_forms(items)})")
+
+
+def _distinct_written_rows(use: TensorUse, blocks: list[AxisBlock], shape, grid_axis_of,
+                           grid_trips: dict[int, int | None]) -> list[AxisBlock]:
+    """A written tensor's rows chosen by the index map should tell apart the steps of the grid
+    axes they read (`out[bh // h, bh % h]` does, jointly): the block is then revisited only
+    along the axes it does not read, which plan/grid_order.py walks innermost. `out[g % 3]`,
+    `out[tile.id % 2]` or `out[seg[g]]` choose one block at steps that need not be
+    consecutive. Where every visit writes the whole block (plain stores of grid tiles and
+    whole axes), the block stays one per step and `repeats`: the steps run in order and the
+    last writer wins. Where a visit reads the block or writes part of it (an update, an
+    atomic, a masked or inner-tile store), the block written back between visits would lose
+    the earlier visit's writes, so that axis stays whole in VMEM."""
+    rows = [block for block in blocks if block.kind is BlockKind.SQUEEZED]
+    if all(distinct_per_step(block.index) for block in rows) or _jointly_distinct(blocks, grid_trips):
+        return blocks
+    if _whole_block_writes(use, grid_axis_of):
+        return [dataclasses.replace(block, repeats=True)
+                if block.kind is BlockKind.SQUEEZED and not distinct_per_step(block.index) else block
+                for block in blocks]
+    reason = ("a row is read or partly written at steps that need not be consecutive (its index may choose it "
+              "again later), so the whole axis stays in VMEM and those steps run in order")
+    return [AxisBlock(BlockKind.FULL, shape[axis], ZERO, reason=reason)
+            if block.kind is BlockKind.SQUEEZED and not distinct_per_step(block.index) else block
+            for axis, block in enumerate(blocks)]
+
+
+def _whole_block_writes(use: TensorUse, grid_axis_of) -> bool:
+    """Whether each step only stores, plainly, whole blocks: no load of the tensor, no scatter,
+    atomic or masked store, every index item a scalar, ':' or a grid tile."""
+    return not use.loads and all(
+        len(node.args) < 2 and not is_scatter(node) and not node.kwargs.get("atomic") and all(
+            isinstance(item, (ScalarIndex, FullSlice)) or (isinstance(item, TileSlice) and item.dim.id in grid_axis_of)
+            for item in _tensor_items(node.index))
+        for node in use.stores)
+
+
+def _jointly_distinct(blocks: list[AxisBlock], grid_trips: dict[int, int | None], limit: int = 1 << 20) -> bool:
+    """Whether the block indices together take a different value at every step of the grid axes
+    they read, evaluated over those axes (a grid known when planning, no data read)."""
+    indices = [block.index for block in blocks if grid_axes(block.index)]
+    axes = frozenset().union(*(grid_axes(index) for index in indices))
+    trips = [grid_trips.get(axis) for axis in sorted(axes)]
+    if any(prefetched(index) for index in indices) or any(
+            not isinstance(t, int) or isinstance(t, SymbolicSize) for t in trips) or math.prod(trips) > limit:
+        return False
+    grid = tuple(grid_trips[axis] if axis in axes else 1 for axis in range(max(axes) + 1))
+    values = np.stack([evaluate_grid(index, grid).reshape(-1) for index in indices], axis=1)
+    return len(np.unique(values, axis=0)) == math.prod(trips)
 
 
 def _resident_inside_revisits(symbol: TensorSymbol, blocks: list[AxisBlock], shape, grid_axis_of) -> list[AxisBlock]:

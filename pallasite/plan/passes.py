@@ -148,6 +148,9 @@ def _arbitrary_reason(axis: int, output_axes, scattered: set[int]) -> str:
         if chosen_by:
             return (f"'{chosen_by}' chooses which block of output '{operand.symbol.name}' a program "
                     "writes, so two programs may write one block (the last one wins)")
+        if any(block.repeats and axis in grid_axes(block.index) for block in operand.axes):
+            return (f"the row index of output '{operand.symbol.name}' may choose one block at steps that are "
+                    "not consecutive, so the steps run in order (the last one to write a block wins)")
     return ""
 
 

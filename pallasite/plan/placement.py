@@ -69,13 +69,15 @@ class _Placing:
         self.scratch: list = []
         self.scratch_names: set[str] = set()
         self.data_dependent: list = []
+        self.grid_trips = {draft.grid_axis_of[dim.id]: dim.static_trips
+                           for dim in draft.loop.dims if dim.id in draft.grid_axis_of}
 
     def place(self, use) -> None:
         draft = self.draft
         stream = draft.streams.get(use.symbol.id)
         if stream is not None:
             return self._place_stream(stream, use)
-        operand, used_axes = plan_operand(use, draft.grid_axis_of)
+        operand, used_axes = plan_operand(use, draft.grid_axis_of, self.grid_trips)
         operand = draft.looped.pad_operand(operand)
         try:
             check_block_legality(operand)

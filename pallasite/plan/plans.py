@@ -69,6 +69,9 @@ class AxisBlock:
     dim: TileDim | None = None
     reason: str = ""  # why a scalar-indexed axis is FULL rather than SQUEEZED
     row: IndexExpr | None = None  # ROW_GROUP: the row chosen (`index` is its group, row // size)
+    # SQUEEZED, written: the index may choose one block at steps that are not consecutive
+    # (`g % 3`); each visit writes the whole block, so the steps run in order, the last wins
+    repeats: bool = False
 
     @property
     def chosen_row(self) -> IndexExpr | None:
