@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..ir import TensorSymbol, TileDim, Value
-from ..ir.sizes import broadcast_shape
+from ..ir.sizes import broadcast_shape, exact_quotient
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
@@ -74,8 +74,9 @@ def row_form(index: Value, length: int, load_masked: bool = False) -> RowForm | 
             continue
         count, dim = columns
         width = count if dim is None else dim.end
-        if (width <= 0 or length % width or count != flat.shape[-1]
-                or any(factor % width for _, factor in terms)):
+        quotients = [_quotient(factor, width) for _, factor in terms]
+        if (int(width) <= 0 or _quotient(length, width) is None or count != flat.shape[-1]
+                or any(q is None for q in quotients)):
             continue
         try:
             shape = broadcast_shape(*(tuple(x.shape) for x, _ in terms))
@@ -83,12 +84,21 @@ def row_form(index: Value, length: int, load_masked: bool = False) -> RowForm | 
             continue
         if len(shape) != len(flat.shape) or shape[-1] != 1 or tuple(shape[:-1]) != tuple(flat.shape[:-1]):
             continue
-        return RowForm(tuple((x, factor // width) for x, factor in terms), width, dim, mask)
+        return RowForm(tuple((x, q) for (x, _), q in zip(terms, quotients)), width, dim, mask)
     return None
 
 
+def _quotient(a: Any, b: Any) -> Any:
+    """`a // b` when b divides a: for every size (`exact_quotient`), else, b a plain int, at
+    the sizes of a guard (`hl.arange(d)` pins d, so `r * d` over its width divides); None."""
+    quotient = exact_quotient(a, b)
+    if quotient is None and type(b) is int and b > 0 and a % b == 0:
+        quotient = a // b
+    return quotient
+
+
 def _scaled_terms(value: Any) -> list[tuple[Value, int]] | None:
-    """[(x, c), ...] for `x * c + ...` (c ints, x int32 values), else None."""
+    """[(x, c), ...] for `x * c + ...` (c ints or sizes, x int32 values), else None."""
     if not isinstance(value, Value) or value.producer is None:
         return None
     node = value.producer
@@ -98,11 +108,16 @@ def _scaled_terms(value: Any) -> list[tuple[Value, int]] | None:
     if node.op != "mul" or len(node.args) != 2:
         return None
     left, right = node.args
-    if type(left) is int:
+    if _is_int(left):
         left, right = right, left
-    if not (isinstance(left, Value) and type(right) is int and left.dtype == torch.int32):
+    if not (isinstance(left, Value) and _is_int(right) and left.dtype == torch.int32):
         return None
     return [(left, right)]
+
+
+def _is_int(value: Any) -> bool:
+    """An int or a size (a `SymbolicSize` under static_shapes=False), not a bool or a value."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _columns(value: Any) -> tuple[int, TileDim | None] | None:
@@ -124,7 +139,7 @@ def _columns(value: Any) -> tuple[int, TileDim | None] | None:
         return value.shape[0], None
     if node.op == "tile_index":
         dim = node.args[0]
-        if dim.begin == 0 and type(dim.end) is int and not dim.is_grid:
+        if _is_int(dim.begin) and dim.begin == 0 and _is_int(dim.end) and not dim.is_grid:
             return dim.block_size, dim
     return None
 
@@ -135,7 +150,7 @@ def _flat_target(tensor: Any, key: Any) -> tuple | None:
     if not isinstance(tensor, HostTensor) or len(items) != 1 or not isinstance(items[0], DeviceTensor):
         return None
     symbol = tensor.symbol
-    if len(symbol.shape) != 1 or type(symbol.shape[0]) is not int:
+    if len(symbol.shape) != 1 or not _is_int(symbol.shape[0]):
         return None
     return symbol, items[0].value
 
@@ -149,13 +164,43 @@ def read_rows(recorder: Any, tensor: HostTensor, key: Any, subscript: Any) -> De
     if form is None or not _may_use_view(recorder, target[0], write=False):
         return None
     view = _rows_view(recorder, tensor, form.width)
+    columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
+    tile = _tile_rows(form)
+    if tile is not None:  # the rows of one tile (`zero * 0 + tile_k.index * n`): a tile of the view
+        position, dim = tile
+        block = subscript(recorder, view, (TileProxy(recorder, dim), columns))
+        shape = [1] * len(target[1].shape)
+        shape[position], shape[-1] = dim.block_size, block.shape[-1]
+        return block.reshape(tuple(shape)).expand(tuple(target[1].shape))
     rows = _row_numbers(recorder, form).expand(tuple(target[1].shape[:-1]) + (1,))
     if form.mask is not None:  # masked-off rows read row 0 (hl.load's where gives them 0)
         rows = torch.where(DeviceTensor(recorder, form.mask).expand(tuple(rows.shape)), rows, 0)
     rows = rows.reshape(tuple(rows.shape[:-1])) if len(rows.shape) > 1 else rows.reshape(())
     rows.value.name = f"{target[1].name or 'index'}_rows"
-    columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
     return subscript(recorder, view, (rows, columns))
+
+
+def _tile_rows(form: RowForm) -> tuple[int, TileDim] | None:
+    """(axis, tile) when the row numbers are one tile's positions along one axis of the index
+    and every other term is multiplied by 0 (Helion broadcasts B over a group axis so:
+    `starts[:, None, None] * 0 + tile_k.index[None, :, None] * n`): the rows are that tile
+    of the view, read as a block instead of gathered row by row."""
+    if form.mask is not None:
+        return None
+    ones = [x for x, quotient in form.terms if not (type(quotient) is int and quotient == 0)]
+    if len(ones) != 1 or not any(x is ones[0] and type(q) is int and q == 1 for x, q in form.terms):
+        return None
+    value = ones[0]
+    wide = [axis for axis, extent in enumerate(value.shape) if extent != 1]
+    while value.producer is not None and value.producer.op in ("getitem", "reshape") and len(value.shape) != 1:
+        value = value.producer.args[0]
+        if not isinstance(value, Value):
+            return None
+    node = value.producer
+    if node is None or node.op != "tile_index" or len(value.shape) != 1 or len(wide) != 1:
+        return None
+    dim = node.args[0]
+    return (wide[0], dim) if ones[0].shape[wide[0]] == dim.block_size else None
 
 
 def write_rows(recorder: Any, tensor: HostTensor, key: Any, value: Any, lane_mask: Any, store: Any) -> bool:
@@ -192,7 +237,7 @@ def _row_numbers(recorder: Any, form: RowForm) -> DeviceTensor:
     total = None
     for x, factor in form.terms:
         term = DeviceTensor(recorder, x)
-        term = term if factor == 1 else term * factor
+        term = term if type(factor) is int and factor == 1 else term * factor
         total = term if total is None else total + term
     return total
 
@@ -256,10 +301,10 @@ def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
 def _rows_view(recorder: Any, tensor: HostTensor, width: int) -> HostTensor:
     """`tensor.reshape(n // width, width)`, recorded as host code before the device loop
     (once per loop and width); the loop's reads and writes of the buffer then go through it."""
-    key = (recorder.device.index, tensor.symbol.id, width)
+    key = (recorder.device.index, tensor.symbol.id, str(width))  # a size's formula, not its value
     view = recorder.rows_views.get(key)
     if view is None:
-        shape = (tensor.symbol.shape[0] // width, width)
+        shape = (_quotient(tensor.symbol.shape[0], width), width)
         same = recorder.host.same_order_view(tensor.symbol, shape)
         if same is not None:  # `x` itself for `x.view(-1)`: one operand, so the planner sees
             view = HostTensor(recorder, same)  # its reads and writes together

@@ -13,7 +13,7 @@ import torch
 
 from .. import exc
 from ..ir import Allocate, HostOp, HostStore, ScalarSymbol, TensorSymbol, ops
-from ..ir.sizes import SymbolicSize
+from ..ir.sizes import SymbolicSize, same_shape
 from .indexing import check_host_subscript
 from .operands import check_dtype, shape_key, symbolic_result_shape
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
@@ -50,12 +50,12 @@ class HostProgram:
         if self.root_of(symbol).name in self.noncontiguous:
             return None
         for step in self.view_chain(symbol):
-            if tuple(symbol.shape) == tuple(shape):
+            if same_shape(tuple(symbol.shape), tuple(shape)):
                 return symbol
             if step.op != "reshape":
                 return None
             symbol = step.view_of
-        return symbol if tuple(symbol.shape) == tuple(shape) else None
+        return symbol if same_shape(tuple(symbol.shape), tuple(shape)) else None
 
     def _copied_flat(self, op: ops.OpDef, operands: tuple, results: list) -> bool:
         """`x.reshape(-1)` of an argument the caller passed non-contiguous (`w.t()`): torch

@@ -96,6 +96,7 @@ class Case:
     # runner calls the kernel, runs `rebind_constants()`, then compares the second call.
     constants: tuple[ScopeConstant, ...] = ()
     closure: bool = False
+    static_shapes: bool = True  # False: `@pallasite.kernel(static_shapes=False)`, sizes as formulas
 
     def size(self, dim: str | int) -> int:
         if isinstance(dim, int):
@@ -127,7 +128,8 @@ class Case:
         """The kernel module's source: imports, then the decorated function (with `constants`:
         their definitions before it and `rebind_constants()` after it)."""
         params = ", ".join(spec.name for spec in self.inputs)
-        kernel = ["@pallasite.kernel", f"def {self.name}({params}):"]
+        decorator = "@pallasite.kernel" if self.static_shapes else "@pallasite.kernel(static_shapes=False)"
+        kernel = [decorator, f"def {self.name}({params}):"]
         kernel += ["    " * (line.indent + 1) + line.text for line in self.body]
         if not self.constants:
             return "\n".join([*self.imports(), "", "", *kernel]) + "\n"

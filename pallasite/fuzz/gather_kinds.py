@@ -157,8 +157,10 @@ def flat_gather(draw: Any, name: str) -> Case:
         dims, inputs, body, knobs, loop_type = _row_forms(draw, form, knobs)
         exact = True
     body.append(Line(0, "return out"))
+    # drawn last: sizes as formulas (a flat view's length, a row width), one variant for the bucket
+    static = form in ("shifted", "chosen_rows", "computed_rows") or rng.random() < 0.7
     return Case("flat_gather", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
-                knobs=knobs, exact=exact, tags=("flat_gather", form, _table_tag(real, knobs)))
+                knobs=knobs, exact=exact, tags=("flat_gather", form, _table_tag(real, knobs)), static_shapes=static)
 
 
 def _row_forms(draw: Any, form: str, knobs: tuple) -> tuple:
@@ -254,6 +256,13 @@ def _flat_rows(draw: Any) -> tuple:
                 Line(0, "for t in hl.tile(r):"), Line(1, f"table[t, :] = {read.format(x=load)}"),
                 Line(0, "out = table")]
         loop_type, knobs = None, ()  # a written table is whole in VMEM: no small budget
+    elif rng.random() < 0.25:  # drawn last: one tile's rows for every index, broadcast (a tile of the view)
+        body = [Line(0, "r, d = table.size()"), Line(0, "n = idx.size(0)"), Line(0, "flat = table.view(-1)"),
+                Line(0, "out = torch.zeros([n, r, d], dtype=table.dtype, device=table.device)"),
+                Line(0, "for t, tr, tc in hl.tile([n, r, d]):"), Line(1, "rows = idx[t]"),
+                Line(1, "out[t, tr, tc] = " + read.format(
+                    x="hl.load(flat, [rows[:, None, None] * 0 + tr.index[None, :, None] * d + tc.index[None, None, :]])"))]
+        loop_type = None
     return dims, inputs, body, knobs, loop_type
 
 

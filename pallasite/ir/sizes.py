@@ -238,6 +238,41 @@ def size_max(a: int, b: int) -> int:
     return SymbolicSize(max(int(a), int(b)), SizeOp("max", _expr(a), _expr(b)))
 
 
+def exact_quotient(a: Any, b: Any) -> Any:
+    """`a // b` when b divides a for every size, else None, without a guard: plain ints that
+    divide, the same formula (1), or a product with b among its factors (`x_size0 * x_size1`
+    by `x_size1`: `x_size0`)."""
+    if not _is_int(a) or not _is_int(b) or int(b) == 0:
+        return None
+    if not isinstance(a, SymbolicSize) and not isinstance(b, SymbolicSize):
+        return a // b if a % b == 0 else None
+    quotient = _quotient_expr(_expr(a), _expr(b))
+    if quotient is None or isinstance(quotient, int):
+        return quotient
+    return SymbolicSize(int(a) // int(b), quotient)
+
+
+def _quotient_expr(a: Any, b: Any) -> Any:
+    if a == b:
+        return 1
+    if isinstance(b, int) and b == 1:
+        return a
+    if isinstance(a, int):
+        return a // b if isinstance(b, int) and a % b == 0 else (0 if a == 0 else None)
+    if isinstance(a, SizeOp) and a.op == "*":
+        for factor, other in ((a.left, a.right), (a.right, a.left)):
+            quotient = _quotient_expr(factor, b)
+            if quotient is not None:
+                return other if quotient == 1 else 0 if quotient == 0 else SizeOp("*", quotient, other)
+    return None
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    """Whether two shapes are equal: ranks first (a tuple compares items before lengths),
+    then each size, the same formula without a guard, other sizes compared (a guard)."""
+    return len(a) == len(b) and all(same_size(x, y) or x == y for x, y in zip(a, b))
+
+
 def keep_symbolic(shape: tuple, sources: list) -> tuple:
     """`shape` (from a torch meta tensor: plain ints) with the symbolic size of each axis put
     back from the source shapes whose axis is at the same position counted from the right

@@ -14,7 +14,7 @@ import torch
 
 from ... import exc
 from .definition import Accumulator, Bound, Call, Earlier, OpDef, OpKind, Redirect
-from ..sizes import broadcast_shape, keep_symbolic
+from ..sizes import SymbolicSize, broadcast_shape, exact_quotient, keep_symbolic
 
 
 def by_signature(op: OpDef, call: Call) -> Bound:
@@ -258,7 +258,8 @@ def sized_view(op: OpDef, call: Call) -> Bound:
     kwargs = {k: call.size_of(v) if k in ("size", "shape") else v for k, v in call.kwargs.items()}
     function = call.function or getattr(torch, call.spelling)
     out = call.run_meta(function, args, kwargs)
-    return [call.args[0]], {"shape": _requested_sizes(args[1:], kwargs, tuple(out.shape))}, out
+    base = tuple(getattr(call.args[0], "shape", ()))
+    return [call.args[0]], {"shape": _requested_sizes(args[1:], kwargs, tuple(out.shape), base)}, out
 
 
 def unflattened_view(op: OpDef, call: Call) -> Bound:
@@ -272,13 +273,31 @@ def unflattened_view(op: OpDef, call: Call) -> Bound:
     return [call.args[0]], {"shape": tuple(out.shape)}, out
 
 
-def _requested_sizes(sizes: tuple, kwargs: dict, shape: tuple) -> tuple:
+def _requested_sizes(sizes: tuple, kwargs: dict, shape: tuple, base: tuple) -> tuple:
     """The result shape with the symbolic sizes (static_shapes=False) the call asked for,
     where torch's meta tensor knows only their values."""
     requested = kwargs.get("size", kwargs.get("shape", sizes))
     if len(requested) == 1 and isinstance(requested[0], (list, tuple)):
         requested = tuple(requested[0])
-    return keep_symbolic(shape, [tuple(requested)]) if len(requested) == len(shape) else shape
+    if len(requested) != len(shape):
+        return shape
+    return keep_symbolic(shape, [_inferred_size(tuple(requested), base)])
+
+
+def _inferred_size(requested: tuple, base: tuple) -> tuple:
+    """The requested sizes with a -1 as a formula when the base has symbolic sizes:
+    `x.view(-1)` of an [m, n] x is `x_size0 * x_size1` long, the base's element count over
+    the other sizes asked for."""
+    free = [i for i, extent in enumerate(requested) if type(extent) is int and extent == -1]
+    if len(free) != 1 or not any(isinstance(extent, SymbolicSize) for extent in base):
+        return requested
+    count, known = 1, 1
+    for extent in base:
+        count = count * extent
+    for i, extent in enumerate(requested):
+        known = known if i == free[0] else known * extent
+    fill = exact_quotient(count, known)
+    return requested if fill is None else requested[:free[0]] + (fill,) + requested[free[0] + 1:]
 
 
 def result_shape(call: Call, out: Any) -> dict:
