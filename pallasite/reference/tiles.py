@@ -163,13 +163,6 @@ class RefTile(hl.Tile):
             f"{self.name}.index for numbers."
         )
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        """Marks a tile as an argument torch hands to the active TorchFunctionMode
-        (`DeviceSemantics`), so `x.new_zeros([tile, n])` reaches it instead of failing in
-        torch's parser; with no mode to take it, torch rejects the call."""
-        return NotImplemented
-
     def __repr__(self) -> str:
         return f"RefTile({self.name}: {self.begin}:{self.end}/{self.block_size})"
 
