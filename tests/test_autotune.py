@@ -468,3 +468,24 @@ def test_the_space_offers_dma_only_for_read_only_tables_and_every_offer_is_legal
     assert "dma" in spec.indirect_access_modes
     assert not spec.legal(pallasite.Config(block_sizes=[128, 128], pallas_indirect_access_mode="dma"))
     assert list(spec.enumerate(limit=50))
+
+
+@pallasite.kernel
+def lse_rows(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(m):
+        out[tm] = torch.logsumexp(x[tm, :], dim=1)
+    return out
+
+
+def test_reduction_loops_are_offered_only_for_reductions_that_combine_chunks():
+    """logsumexp cannot carry partials across chunks: its dim offers no chunk, and a chunk asked
+    for anyway is a config this kernel cannot take (legal() says no, it does not raise)."""
+    spec = lse_rows.bind((torch.randn(19, 300),)).config_spec
+    assert not any(gene.path[0] == "reduction_loops" for gene in spec.genes())
+    config = pallasite.Config(block_sizes=[8], reduction_loops=[128])
+    assert spec.legal(config) is False
+    with pytest.raises(exc.BackendUnsupported, match="logsumexp"):
+        spec.check(config)
+    assert all(spec.legal(c) for c in spec.enumerate(limit=20))

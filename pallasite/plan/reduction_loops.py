@@ -27,8 +27,9 @@ norm) are correct: each pass is its own chunk loop.
 
 A region that cannot be chunked (a matmul, view or another reduction along
 the dim, a loop-carried value, a tensor written in the same device loop)
-raises `exc.UnsupportedOperation` naming the line and saying to set that
-entry to None.
+raises `exc.BackendUnsupported` (an `InvalidConfig`: another config runs the
+kernel) naming the line and saying to set that entry to None. A dim with a
+reduction that carries no partials (logsumexp, all, any) offers no chunks.
 """
 from __future__ import annotations
 
@@ -56,14 +57,16 @@ class ReductionDim:
 
     extent: int
     rules: tuple[AxisRule, ...]
+    combinable: bool = True  # every reduction of the dim carries partials across chunks
 
     def allows(self, chunk: int) -> bool:
         return all(rule.allows(chunk) for rule in self.rules)
 
     def candidates(self) -> list[int]:
-        """Legal chunk sizes below the extent (powers of two), ascending."""
+        """Legal chunk sizes below the extent (powers of two), ascending; none for a dim some
+        reduction of which cannot run in chunks (logsumexp, all, any)."""
         sizes, size = [], 8
-        while size < self.extent:
+        while self.combinable and size < self.extent:
             if self.allows(size):
                 sizes.append(size)
             size *= 2
@@ -153,6 +156,7 @@ def reduction_dims(ir: KernelIR) -> list[ReductionDim]:
     """The kernel's reduction dims (`reduction_loops` entries), in order of first appearance."""
     extents: list[int] = []
     rules: dict[int, list[AxisRule]] = {}
+    combinable: dict[int, bool] = {}
     for call in ir.device_loops:
         producers = _producers(call.loop.body)
         for node in walk_nodes(call.loop.body):
@@ -163,12 +167,13 @@ def reduction_dims(ir: KernelIR) -> list[ReductionDim]:
             if extent not in extents:
                 extents.append(extent)
                 rules[extent] = []
+            combinable[extent] = combinable.get(extent, True) and node.op in COMBINABLE
             for load, tensor_axis in _full_loads(node.args[0], axis, producers):
                 tensor = load.tensor
                 rule = AxisRule(tensor.name, tensor_axis, len(tensor.shape), tensor.shape[tensor_axis], tensor.dtype)
                 if rule not in rules[extent]:
                     rules[extent].append(rule)
-    return [ReductionDim(extent, tuple(rules[extent])) for extent in extents]
+    return [ReductionDim(extent, tuple(rules[extent]), combinable[extent]) for extent in extents]
 
 
 def plan_reduction_loops(ir: KernelIR, body: list, chunks: list | None) -> LoopedReductions:
@@ -200,7 +205,7 @@ def plan_reduction_loops(ir: KernelIR, body: list, chunks: list | None) -> Loope
 
 def _draft(node, axis, extent, chunk, entry, dim: ReductionDim, producers, stored) -> _Draft:
     def refuse(why: str):
-        return exc.UnsupportedOperation(
+        return exc.BackendUnsupported(
             f"reduction_loops[{entry}]={chunk}: this {node.op} over a dim of {extent} cannot run as a "
             f"loop over chunks: {why}. Set reduction_loops[{entry}] to None for it.", node.location)
 
@@ -258,7 +263,7 @@ def _chunk_access(draft: _Draft, node: Load, access: Access, padded: set) -> Acc
     where = f"the read of '{node.tensor.name}'"
 
     def refuse(why: str):
-        return exc.UnsupportedOperation(
+        return exc.BackendUnsupported(
             f"reduction_loops[{draft.entry}]={draft.chunk}: {where} {why}, so it cannot be read in chunks. "
             f"Set reduction_loops[{draft.entry}] to None for it.", node.location)
 
