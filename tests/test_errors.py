@@ -482,3 +482,22 @@ def test_a_0d_tensor_of_16_bits_or_bool_is_refused_before_it_fails_to_lower(dtyp
     with pytest.raises(exc.UnsupportedDtype, match=r"'thr' is a 0-d .* tensor.*32-bit") as info:
         keep_above_threshold_whole(x, thr)
     assert_points_at(info.value, keep_above_threshold_whole, "torch.where(x[tile] > thr, x[tile], 0.0)")
+
+
+@pallasite.kernel
+def int_fill_of_infinity(x):
+    out = torch.empty([x.size(0)], dtype=torch.int32, device=x.device)
+    for tm in hl.tile(x.size(0)):
+        out[tm] = hl.full([tm], float("-inf"), dtype=torch.int32)
+    return out
+
+
+def test_a_fill_value_its_dtype_cannot_hold_is_refused_in_both_modes():
+    """torch.full refuses -inf as int32; the compiled kernel filled garbage (with a JAX
+    warning) and reference mode raised torch's RuntimeError (trial)."""
+    from pallasite.testing import run_ref
+
+    for run in (lambda: int_fill_of_infinity(torch.randn(16)), lambda: run_ref(int_fill_of_infinity, (torch.randn(16),))):
+        with pytest.raises(exc.UnsupportedDtype, match="cannot be converted") as info:
+            run()
+        assert "test_errors.py" in str(info.value)

@@ -120,6 +120,17 @@ def bump_then_read(x, other, out):
     return out
 
 
+def test_an_expanded_argument_the_kernel_writes_is_refused_before_it_runs():
+    """An expanded tensor's rows share memory: torch refuses to write it in place, and the
+    write-back after the kernel raised torch's own error without the argument's name (trial)."""
+    x, other = randn(16, 128), randn(16, 128)
+    out = torch.zeros(1, 128).expand(16, 128)
+    with pytest.raises(exc.KernelArgumentError, match="'x' .*stride 0"):
+        bump_then_read(torch.zeros(1, 128).expand(16, 128), other, torch.zeros(16, 128))
+    with pytest.raises(exc.KernelArgumentError, match="'out' .*stride 0"):
+        bump_then_read(x.clone(), other, out)
+
+
 def test_arguments_sharing_a_written_buffer_are_refused():
     """k(x, x, out) read x's values from before the write (found by the trial): the kernel
     takes each argument as its own buffer, so the caller must not pass one it writes twice."""

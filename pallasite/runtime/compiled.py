@@ -196,6 +196,14 @@ class CompiledKernel:
             written = values[self._param_index[name]]
             if not isinstance(written, torch.Tensor):
                 continue
+            shared = [axis for axis, (size, stride) in enumerate(zip(written.shape, written.stride()))
+                      if size > 1 and stride == 0]
+            if shared:
+                raise exc.KernelArgumentError(
+                    f"Argument '{name}' is written by the kernel, but it has stride 0 along axis {shared[0]} "
+                    "(an expanded tensor: several of its elements are one memory location), so its values "
+                    f"cannot be written back; torch refuses such in-place writes too. Pass {name}.contiguous() "
+                    "(a copy), or a tensor of its own.")
             for other_name, other in zip(self._names, values):
                 if other_name != name and isinstance(other, torch.Tensor) and _overlap(written, other):
                     raise exc.KernelArgumentError(
