@@ -13,6 +13,7 @@ from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _tpu_inter
 from jax.experimental.pallas import tpu as pltpu
 
 from .chips import default_chip, on_tpu, register_cpu_chip
+from .interpret_dots import widened_dots
 
 RACES_ENV = "PALLASITE_INTERPRET_DETECT_RACES"
 CORES_ENV = "PALLASITE_INTERPRET_CORES"  # simulated TensorCores: `parallel` grid axes split across them
@@ -126,15 +127,18 @@ def _trim_aliased_outputs() -> None:
     output aliased to an input, reads the result back at the padded shape, so
     an in-place update of a tensor the blocks do not divide fails to lower
     ("doesn't match function result type"). Slicing each result to its
-    declared shape gives what a TPU returns.
+    declared shape gives what a TPU returns. The wrapper also hands the
+    interpreter the kernel's jaxpr with float32 operands for its 16-bit dots
+    (runtime/interpret_dots.py).
     """
     original = _tpu_interpret.interpret_pallas_call
     if getattr(original, "_pallasite_trims_outputs", False):
         return
 
     @functools.wraps(original)
-    def interpret_pallas_call(*args, out_avals, **kwargs):
-        results = original(*args, out_avals=out_avals, **kwargs)
+    def interpret_pallas_call(*args, out_avals, jaxpr, **kwargs):
+        # XLA's CPU runtime fails on some 16-bit dots in loops: float32 operands (exact)
+        results = original(*args, out_avals=out_avals, jaxpr=widened_dots(jaxpr), **kwargs)
         return [
             result if result.shape == aval.shape else result[tuple(slice(0, d) for d in aval.shape)]
             for result, aval in zip(results, out_avals)

@@ -1,0 +1,67 @@
+"""16-bit dots in interpret mode: float32 operands for XLA's CPU runtime.
+
+XLA's CPU runtime cannot run every 16-bit dot it compiles: inside a loop, a bfloat16 (or
+float16) dot with a float32 result whose left operand is contracted along its first axis
+(`x[tk, tm].T @ y[tk, tn]` after a mask) fails at run time ("Unsupported element type for
+DotThunk::Execute: BF16 x BF16 = F32"). A TPU runs the generated code as written, so the
+generated code keeps its 16-bit MXU inputs; only the interpreted kernel's jaxpr is rewritten:
+each such dot takes its operands converted to float32 first. That changes no value: a
+product of two 16-bit floats is exact in float32, and the result accumulates in float32
+either way.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import lax
+from jax._src import core as jax_core
+
+_NARROW = (jnp.bfloat16, jnp.float16)
+
+
+def widened_dots(jaxpr: jax_core.Jaxpr) -> jax_core.Jaxpr:
+    """`jaxpr` (and the jaxprs in its equations' parameters) with each 16-bit dot that has a
+    float32 result computed from float32 operands; `jaxpr` itself when it has none."""
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        params = {name: _widened_param(value) for name, value in eqn.params.items()}
+        changed |= any(params[name] is not eqn.params[name] for name in params)
+        if _narrow_dot(eqn):
+            eqns.extend(_widened_dot(eqn))
+            changed = True
+        else:
+            eqns.append(eqn.replace(params=params) if params != eqn.params else eqn)
+    return jaxpr.replace(eqns=eqns) if changed else jaxpr
+
+
+def _widened_param(value: Any) -> Any:
+    if isinstance(value, jax_core.Jaxpr):
+        return widened_dots(value)
+    if isinstance(value, jax_core.ClosedJaxpr):
+        inner = widened_dots(value.jaxpr)
+        return value if inner is value.jaxpr else jax_core.ClosedJaxpr(inner, value.consts)
+    if isinstance(value, tuple) and any(isinstance(v, (jax_core.Jaxpr, jax_core.ClosedJaxpr)) for v in value):
+        widened = tuple(_widened_param(v) for v in value)
+        return value if all(a is b for a, b in zip(widened, value)) else widened
+    return value
+
+
+def _narrow_dot(eqn) -> bool:
+    if eqn.primitive is not lax.dot_general_p:
+        return False
+    lhs, rhs = (v.aval for v in eqn.invars[:2])
+    return (lhs.dtype in _NARROW and rhs.dtype in _NARROW
+            and eqn.outvars[0].aval.dtype == jnp.float32)
+
+
+def _widened_dot(eqn) -> list:
+    """The dot's operands converted to float32, then the dot of those."""
+    converts, operands = [], []
+    for var in eqn.invars[:2]:
+        wide = jax_core.Var(jax_core.ShapedArray(var.aval.shape, jnp.float32))
+        params = dict(new_dtype=jnp.dtype(jnp.float32), weak_type=False, sharding=None)
+        converts.append(jax_core.new_jaxpr_eqn([var], [wide], lax.convert_element_type_p, params, set(),
+                                               eqn.source_info, eqn.ctx))
+        operands.append(wide)
+    return [*converts, eqn.replace(invars=[*operands, *eqn.invars[2:]])]

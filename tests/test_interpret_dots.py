@@ -1,0 +1,40 @@
+"""XLA's CPU runtime cannot run some 16-bit dots inside a loop (`x[tk, tm].T @ y[tk, tn]` in
+bfloat16 with a float32 result: "Unsupported element type for DotThunk::Execute: BF16 x BF16
+= F32", a raw JaxRuntimeError; plain JAX reproduces it with a masked transposed operand in a
+fori_loop). In interpret mode only, the kernel's 16-bit dots take float32 operands (exact:
+a product of two 16-bit floats fits float32), so the generated code, what a TPU runs, keeps its
+16-bit MXU inputs (runtime/interpret_dots.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def transposed_lhs_matmul(x, y):  # x is [k, m]: x.T @ y
+    k, m = x.size()
+    n = y.size(1)
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(k):
+            acc = hl.dot(x[tk, tm].T, y[tk, tn], acc=acc)
+        out[tm, tn] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_16bit_dot_of_a_transposed_masked_operand_runs_in_interpret_mode(dtype, loop_type):
+    x, y = torch.randn(300, 64).to(dtype), torch.randn(300, 64).to(dtype)
+    config = dict(block_sizes=[64, 64, 128], pallas_loop_type=loop_type)
+    code, out = code_and_output(transposed_lhs_matmul, (x, y), **config)
+    expected = x.float().T @ y.float()
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(run_ref(transposed_lhs_matmul, (x, y), **config), expected, rtol=1e-4, atol=1e-3)
+    assert "astype(jnp.float32)" not in code.split("def transposed_lhs_matmul(")[0]  # TPU code keeps 16-bit inputs
