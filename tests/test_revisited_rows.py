@@ -130,3 +130,49 @@ def test_an_injective_row_still_takes_one_block_per_step():
     expected[2:] = ROWS * 2
     torch.testing.assert_close(result, expected)
     assert "'parallel'" in code  # each step owns its row
+
+
+@pallasite.kernel
+def row_at_a_read_position(x, pos, out):
+    for g in hl.grid(x.size(0)):
+        out[pos[0], :] = x[g, :]  # one row for every step: a table read no grid index chooses
+    return out
+
+
+def test_a_row_no_grid_index_chooses_is_revisited_by_every_step():
+    x, pos = torch.randn(6, 128), torch.tensor([2], dtype=torch.int32)
+    expected = torch.zeros(4, 128)
+    expected[2] = x[5]
+    _, result = code_and_output(row_at_a_read_position, (x, pos, torch.zeros(4, 128)))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(row_at_a_read_position, (x, pos, torch.zeros(4, 128))), expected)
+
+
+@pallasite.kernel
+def atomic_rows_of_the_inner_axis(x):
+    a, b, d = x.size()
+    out = torch.zeros([b, d], dtype=x.dtype, device=x.device)
+    for i, j in hl.grid([a, b]):
+        hl.atomic_add(out, [j, slice(None)], x[i, j, :])
+    return out
+
+
+@pallasite.kernel
+def atomic_rows_of_a_tile_id(x):
+    m, n = x.size()
+    out = torch.zeros([n // 128, 128], dtype=x.dtype, device=x.device)
+    for tm, tn in hl.tile([m, n], block_size=[8, 128]):
+        hl.atomic_add(out, [tn.id, slice(None)], x[tm, tn].sum(0))
+    return out
+
+
+def test_atomics_into_rows_of_an_inner_axis_accumulate_over_the_outer_one():
+    """An atomic exists to add from several programs into one row: the grid walks the axis
+    the row does not depend on innermost (trial C: refused as programs overwriting each other)."""
+    x = torch.randn(3, 5, 128)
+    _, result = code_and_output(atomic_rows_of_the_inner_axis, (x,))
+    torch.testing.assert_close(result, x.sum(0), rtol=1e-5, atol=1e-5)
+    y = torch.randn(32, 256)
+    _, result = code_and_output(atomic_rows_of_a_tile_id, (y,))
+    torch.testing.assert_close(result, y.sum(0).view(2, 128), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(run_ref(atomic_rows_of_a_tile_id, (y,)), y.sum(0).view(2, 128), rtol=1e-5, atol=1e-5)

@@ -17,7 +17,8 @@ element share those axes and differ only along the moved ones, whose order is
 kept. A store whose elements do not depend on a moved axis at all (`out[tn]` in
 a loop over `[tm, tn]`: every row tile overwrites the same columns) is left to
 the error: that kernel keeps only its last tile's values, which is rarely what
-its author meant.
+its author meant. An atomic is meant so (`hl.atomic_add(out, [j, :], v)` over
+`[i, j]` adds every i into row j): its block's kept axes move innermost.
 """
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def plan_in_order(call: DeviceLoopCall, user_order, plan_with: Callable[[tuple[i
         first = err
     dims = call.loop.dims
     moved = [dims[axis] for axis in first.unused]  # source order: grid axis a walks dim a
-    if user_order is not None or not first.reorderable or \
-            not all(_varies_along(store, dim) for store in first.stores for dim in moved):
+    if user_order is not None or not first.reorderable or not all(
+            _varies_along(store, dim) for store in first.stores if not store.kwargs.get("atomic") for dim in moved):
         raise first
     order = tuple([axis for axis in source if axis not in first.unused] + first.unused)
     try:

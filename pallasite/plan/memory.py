@@ -264,6 +264,8 @@ def _jointly_distinct(blocks: list[AxisBlock], grid_trips: dict[int, int | None]
     they read, evaluated over those axes (a grid known when planning, no data read)."""
     indices = [block.index for block in blocks if grid_axes(block.index)]
     axes = frozenset().union(*(grid_axes(index) for index in indices))
+    if not axes:  # one block for every step (a row no grid index chooses): revisited by each in turn
+        return True
     trips = [grid_trips.get(axis) for axis in sorted(axes)]
     if any(prefetched(index) for index in indices) or any(
             not isinstance(t, int) or isinstance(t, SymbolicSize) for t in trips) or math.prod(trips) > limit:
