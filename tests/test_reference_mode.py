@@ -597,22 +597,3 @@ def test_a_config_with_extra_block_sizes_is_rejected_as_when_compiling():
     with pytest.raises(exc.InvalidConfig, match="block_sizes has 2 entries"):
         run_ref(lane_sums, (torch.randn(8, 300),), config=pallasite.Config(block_sizes=[1, 128]))
 
-
-@pallasite.kernel
-def tile_sizes_as_arguments(x):
-    m, n = x.size()
-    out = torch.empty_like(x)
-    for tm in hl.tile(m):
-        acc = x.new_zeros([tm, n]) + x.new_full([tm, n], 2.0) + x[tm, :].view(tm, n)
-        out[tm, :] = acc + x[tm, :1].expand(tm, n)  # a tile as expand's first positional size
-    return out
-
-
-def test_a_tile_as_a_positional_size_is_its_extent_in_reference_mode():
-    """torch's argument parser took a tile with a `__torch_function__` as expand's size list
-    and raised a TypeError before any torch function mode saw the call."""
-    x = torch.randn(20, 130)
-    expected = 2 + x + x[:, :1]
-    for result in (run_ref(tile_sizes_as_arguments, (x,), block_sizes=[16]),
-                   code_and_output(tile_sizes_as_arguments, (x,), block_sizes=[16])[1]):
-        torch.testing.assert_close(result, expected)
