@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..ir import TensorSymbol, TileDim, Value
-from ..ir.sizes import broadcast_shape, exact_quotient
+from ..ir.sizes import broadcast_shape, exact_quotient, is_int
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 
@@ -108,16 +108,11 @@ def _scaled_terms(value: Any) -> list[tuple[Value, int]] | None:
     if node.op != "mul" or len(node.args) != 2:
         return None
     left, right = node.args
-    if _is_int(left):
+    if is_int(left):
         left, right = right, left
-    if not (isinstance(left, Value) and _is_int(right) and left.dtype == torch.int32):
+    if not (isinstance(left, Value) and is_int(right) and left.dtype == torch.int32):
         return None
     return [(left, right)]
-
-
-def _is_int(value: Any) -> bool:
-    """An int or a size (a `SymbolicSize` under static_shapes=False), not a bool or a value."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _columns(value: Any) -> tuple[int, TileDim | None] | None:
@@ -139,7 +134,7 @@ def _columns(value: Any) -> tuple[int, TileDim | None] | None:
         return value.shape[0], None
     if node.op == "tile_index":
         dim = node.args[0]
-        if _is_int(dim.begin) and dim.begin == 0 and _is_int(dim.end) and not dim.is_grid:
+        if is_int(dim.begin) and dim.begin == 0 and is_int(dim.end) and not dim.is_grid:
             return dim.block_size, dim
     return None
 
@@ -150,7 +145,7 @@ def _flat_target(tensor: Any, key: Any) -> tuple | None:
     if not isinstance(tensor, HostTensor) or len(items) != 1 or not isinstance(items[0], DeviceTensor):
         return None
     symbol = tensor.symbol
-    if len(symbol.shape) != 1 or not _is_int(symbol.shape[0]):
+    if len(symbol.shape) != 1 or not is_int(symbol.shape[0]):
         return None
     return symbol, items[0].value
 

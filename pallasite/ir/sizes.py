@@ -119,7 +119,8 @@ def _expr(value: Any) -> Any:
     return value.expr if isinstance(value, SymbolicSize) else int(value)
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An int or a size (a `SymbolicSize` under static_shapes=False), not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -152,7 +153,7 @@ class SymbolicSize(int):
         return (SymbolicSize, (int(self), self.expr))
 
     def _binary(self, other: Any, op: str, reflected: bool = False) -> Any:
-        if not _is_int(other):
+        if not is_int(other):
             return NotImplemented
         left, right = (other, self) if reflected else (self, other)
         value = _OPERATORS[op](int(left), int(right))
@@ -198,7 +199,7 @@ class SymbolicSize(int):
         return self
 
     def _compare(self, other: Any, op: str) -> Any:
-        if not _is_int(other):
+        if not is_int(other):
             return NotImplemented
         outcome = _COMPARISONS[op](int(self), int(other))
         guard = Guard(self.expr, op, _expr(other), outcome)
@@ -242,7 +243,7 @@ def exact_quotient(a: Any, b: Any) -> Any:
     """`a // b` when b divides a for every size, else None, without a guard: plain ints that
     divide, the same formula (1), or a product with b among its factors (`x_size0 * x_size1`
     by `x_size1`: `x_size0`)."""
-    if not _is_int(a) or not _is_int(b) or int(b) == 0:
+    if not is_int(a) or not is_int(b) or int(b) == 0:
         return None
     if not isinstance(a, SymbolicSize) and not isinstance(b, SymbolicSize):
         return a // b if a % b == 0 else None

@@ -244,7 +244,7 @@ def zeros(shape: Sequence[Any], dtype: torch.dtype = torch.float32, device: Any 
 def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A device tensor filled with `value`; a number `dtype` cannot hold (`-inf` as int32)
     is refused, as torch.full refuses it, in compiled and reference mode alike."""
-    if isinstance(value, (int, float)) and not isinstance(dtype, bool) and isinstance(dtype, torch.dtype):
+    if isinstance(value, (int, float)) and isinstance(dtype, torch.dtype):
         try:
             with torch._C.DisableTorchFunction():  # torch's own check, past the tracer's mode
                 torch.full((), value, dtype=dtype)

@@ -235,18 +235,16 @@ def _distinct_written_rows(use: TensorUse, blocks: list[AxisBlock], shape, grid_
     last writer wins. Where a visit reads the block or writes part of it (an update, an
     atomic, a masked or inner-tile store), the block written back between visits would lose
     the earlier visit's writes, so that axis stays whole in VMEM."""
-    rows = [block for block in blocks if block.kind is BlockKind.SQUEEZED]
-    if all(distinct_per_step(block.index) for block in rows) or _jointly_distinct(blocks, grid_trips):
+    repeating = [block.kind is BlockKind.SQUEEZED and not distinct_per_step(block.index) for block in blocks]
+    if not any(repeating) or _jointly_distinct(blocks, grid_trips):
         return blocks
     if _whole_block_writes(use, grid_axis_of):
-        return [dataclasses.replace(block, repeats=True)
-                if block.kind is BlockKind.SQUEEZED and not distinct_per_step(block.index) else block
-                for block in blocks]
+        return [dataclasses.replace(block, repeats=True) if repeats else block
+                for block, repeats in zip(blocks, repeating)]
     reason = ("a row is read or partly written at steps that need not be consecutive (its index may choose it "
               "again later), so the whole axis stays in VMEM and those steps run in order")
-    return [AxisBlock(BlockKind.FULL, shape[axis], ZERO, reason=reason)
-            if block.kind is BlockKind.SQUEEZED and not distinct_per_step(block.index) else block
-            for axis, block in enumerate(blocks)]
+    return [AxisBlock(BlockKind.FULL, shape[axis], ZERO, reason=reason) if repeats else block
+            for axis, (block, repeats) in enumerate(zip(blocks, repeating))]
 
 
 def _whole_block_writes(use: TensorUse, grid_axis_of) -> bool:
