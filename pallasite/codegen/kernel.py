@@ -318,8 +318,10 @@ class KernelEmitter:
         """Interpret mode checks a named scalar read from data where it is computed, before
         any access (or stream copy) uses it; the checked value keeps the name."""
         for check in self.plan.range_checks:
-            # a masked scatter's index is checked at its store, where its lane mask exists
-            if check.value is value and check.check_id not in self._checks_done and check.lane_mask is None:
+            # a masked scatter's index is checked at its store, where its lane mask exists, and an
+            # access under a device `if` where it runs
+            if (check.value is value and check.check_id not in self._checks_done and check.lane_mask is None
+                    and not check.guarded):
                 self._checks_done.add(check.check_id)
                 name = self.render(value)
                 call = self._check_call(check, name)

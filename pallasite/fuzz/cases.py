@@ -38,7 +38,9 @@ class InputSpec:
     name: str
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
-    fill: str = "randn"  # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
+    # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
+    # | "sentinel:<dim>" (in [-1, dim): -1 marks "no row", about one in four)
+    fill: str = "randn"
 
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
@@ -50,6 +52,10 @@ class InputSpec:
         if self.fill.startswith("index:"):  # indices into a named dim, duplicates included
             return (f"torch.randint(0, {case.size(self.fill[6:])}, {shape}, generator={generator}, "
                     f"dtype={DTYPE_NAMES[self.dtype]})")
+        if self.fill.startswith("sentinel:"):
+            return (f"torch.randint(0, {case.size(self.fill[9:])}, {shape}, generator={generator}, "
+                    f"dtype={DTYPE_NAMES[self.dtype]}).masked_fill(torch.randn({shape}, generator={generator}) "
+                    "< -0.67, -1)")
         if self.fill == "bytes":  # uint8's whole range
             return f"torch.randint(0, 256, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         if self.fill == "randint":
@@ -165,8 +171,8 @@ class Case:
         integer type, which the host narrows to int32 where the kernel reads them as indices)."""
         if dtype == torch.int32:
             return self
-        inputs = tuple(replace(spec, dtype=dtype) if spec.fill == "offsets" or spec.fill.startswith("index:")
-                       else spec for spec in self.inputs)
+        indices = ("offsets", "index:", "sentinel:")
+        inputs = tuple(replace(spec, dtype=dtype) if spec.fill.startswith(indices) else spec for spec in self.inputs)
         if inputs == self.inputs:
             return self
         return replace(self, inputs=inputs, tags=(*self.tags, f"{DTYPE_NAMES[dtype].removeprefix('torch.')}_indices"))

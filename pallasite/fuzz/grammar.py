@@ -19,7 +19,7 @@ from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .expressions import FLOATS, NARROW_EXTREMES, ChainBuilder, Value, dtype_name, fill_of
 from .gather_kinds import flat_gather, paired_indices
-from .guarded_kinds import guarded_loops
+from .guarded_kinds import guarded_loops, guarded_rows
 from .narrowing import narrowing
 from .range_kinds import tile_ranges
 from .row_kinds import shared_rows
@@ -575,7 +575,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "bounds": bounds, "in_place": in_place, "lane_accumulator": lane_accumulator,
     "segment_mean": segment_mean, "tile_rows": tile_rows, "scatter": scatter, "narrowing": narrowing,
     "scope_constants": scope_constants,  # fuzz/constants.py: globals changed between two calls
-    "guarded_loops": guarded_loops,  # fuzz/guarded_kinds.py: a device if around tile loops
+    "guarded_loops": guarded_loops, "guarded_rows": guarded_rows,  # fuzz/guarded_kinds.py: device ifs
     # fuzz/gather_kinds.py: several index tensors in one subscript; computed-index gathers
     "paired_indices": paired_indices, "flat_gather": flat_gather,
     "statistics": statistics,  # fuzz/statistics_kinds.py: multi-dim reductions, var/std, logsumexp

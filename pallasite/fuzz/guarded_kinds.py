@@ -1,4 +1,6 @@
-"""The `guarded_loops` kind: a device `if` that encloses tile loops (Helion's grouped GEMM
+"""Kinds whose accesses a device `if` guards.
+
+`guarded_loops`: a device `if` that encloses tile loops (Helion's grouped GEMM
 and MoE: `if rows != 0: for tile in hl.tile(...)`).
 
 A grid over jagged segments reads each segment's bounds, tests them (or a value read
@@ -63,3 +65,57 @@ def guarded_loops(draw: Any, name: str) -> Case:
     return Case("guarded_loops", name, tuple(inputs), tuple(body), dims, segments=segments,
                 loop_type=draw.loop_type(), exact=dtype == torch.int32, tags=(form, condition))
 
+
+
+_SENTINEL_TESTS = ("s >= 0", "s != -1", "s > -1")
+_EDGE_FORMS = (  # (condition, statement) over rows g of x, c drawn in [1, 3]
+    ("g > {c1}", "out[g, :] = x[g - {c}, :] + x[g, :]"),
+    ("g >= {c}", "out[g - {c}, :] = x[g, :] * 2"),
+    ("g < m - {c}", "out[g + {c}, :] = x[g, :]"),
+    ("g + {c} < m", "out[g, :] = x[g + {c}, :] - x[g, :]"),
+)
+
+
+def guarded_rows(draw: Any, name: str) -> Case:
+    rng = draw.rng
+    dtype = draw.dtype((torch.float32, torch.float32, torch.int32, torch.bfloat16))
+    fill = "randint" if dtype == torch.int32 else "randn"
+    dims = {"m": rng.choice((1, 3, 8, 13)), "n": rng.choice((1, 16, 128, 200)), "r": rng.choice((1, 3, 8, 20, 40))}
+    name_of = {torch.float32: "torch.float32", torch.int32: "torch.int32", torch.bfloat16: "torch.bfloat16"}[dtype]
+    if draw.chance(0.3):  # a neighbour's row at the grid's edges
+        c = rng.randint(1, 3)
+        condition, statement = (part.format(c=c, c1=c - 1) for part in rng.choice(_EDGE_FORMS))
+        inputs = (InputSpec("x", ("m", "n"), dtype, fill),)
+        body = [Line(0, "m, n = x.size()"), Line(0, "out = torch.zeros_like(x)"), Line(0, "for g in hl.grid(m):"),
+                Line(1, f"if {condition}:"), Line(2, statement), Line(0, "return out")]
+        return Case("guarded_rows", name, inputs, tuple(body), dims, exact=True, tags=("edge", condition))
+    test = rng.choice(_SENTINEL_TESTS)
+    form = rng.choice(("read", "read_else", "read_3d", "store", "update", "atomic_add"))
+    if form == "atomic_add" and dtype == torch.bfloat16:
+        form = "store"
+    three_d = form == "read_3d"
+    table = ("r", "k", "n") if three_d else ("r", "n")
+    dims["k"] = rng.choice((1, 4, 8))
+    inputs = (InputSpec("x", ("m", "k", "n") if three_d else ("m", "n"), dtype, fill),
+              InputSpec("table", table, dtype, fill), InputSpec("seg", ("m",), torch.int32, "sentinel:r"))
+    body = [Line(0, "m = x.size(0)")]
+    if form.startswith("read"):
+        body.append(Line(0, "out = torch.zeros_like(x)"))
+    else:
+        body.append(Line(0, f"out = torch.zeros([table.size(0), x.size(1)], dtype={name_of}, device=x.device)"))
+    body += [Line(0, "for g in hl.grid(m):"), Line(1, "s = seg[g]"), Line(1, f"if {test}:")]
+    whole = ", :, :" if three_d else ", :"
+    if form.startswith("read"):
+        body.append(Line(2, f"out[g{whole}] = table[s{whole}] {rng.choice(('* 2', '+ x[g' + whole + ']'))}"))
+        if form == "read_else":
+            body += [Line(1, "else:"), Line(2, "out[g, :] = x[g, :] - 1")]
+    elif form == "store":
+        body.append(Line(2, "out[s, :] = x[g, :] + table[s, :]"))
+    elif form == "update":
+        body.append(Line(2, "out[s, :] = out[s, :] + x[g, :]"))
+    else:
+        body.append(Line(2, "hl.atomic_add(out, [s, slice(None)], x[g, :])"))
+    body.append(Line(0, "return out"))
+    # a float sum's last bits depend on its order (updates and atomics of repeated rows)
+    exact = dtype == torch.int32 or form.startswith("read") or form == "store"
+    return Case("guarded_rows", name, inputs, tuple(body), dims, exact=exact, tags=(form, test))

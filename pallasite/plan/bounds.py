@@ -38,11 +38,14 @@ class DataDependentRange:
     message: str  # with `{lo}` and `{hi}` for the values seen
     dim: TileDim | None = None
     value: Value | None = None
+    guarded: bool = False  # the access runs under a device `if`: checked there, not before the call
 
 
-def check_access_bounds(node) -> list[DataDependentRange]:
+def check_access_bounds(node, guarded: bool = False) -> list[DataDependentRange]:
     """Raise if `node` (a Load or Store) can reach outside its tensor; return the
-    index forms whose range depends on data (checked at run time)."""
+    index forms whose range depends on data (checked at run time). A scalar index of an
+    access a device `if` encloses (`guarded`) that would reach outside is checked at run
+    time where the access runs: `if g > 0: x[g - 1, :]` never reads row -1."""
     tensor = node.tensor
     axis = 0
     pending = []
@@ -77,7 +80,11 @@ def check_access_bounds(node) -> list[DataDependentRange]:
             if interval is None:
                 message = _message(node, f"{describe(item.index)} is {{lo}}", tensor.name, axis, size,
                                    "indices read from data must lie in [0, {limit}) (they do not wrap).")
-                pending.append(DataDependentRange(node, axis, size, message, value=item.index))
+                pending.append(DataDependentRange(node, axis, size, message, value=item.index, guarded=guarded))
+            elif guarded and (interval[0] < 0 or interval[1] >= size):
+                message = _message(node, f"{describe(item.index)} is {{lo}}", tensor.name, axis, size,
+                                   "an index must lie in [0, {limit}) where its access runs (it does not wrap).")
+                pending.append(DataDependentRange(node, axis, size, message, value=item.index, guarded=True))
             elif interval[0] < 0 or interval[1] >= size:
                 what = f"{describe(item.index)} covers [{interval[0]}, {interval[1]}]"
                 raise _error(node, what, tensor.name, axis, size)

@@ -18,15 +18,16 @@ from .. import exc
 from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, Load, NewAxis, RemoteCopy, ScalarIndex, ShiftedTile, StaticSlice, Store,
     TensorSymbol, TileSlice,
-    Value, cdiv, walk_nodes,
+    Value, cdiv, guarded_node_ids, walk_nodes,
 )
+from .bounds import scalar_interval
 from .remote_copies import synthetic_accesses
 from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
 from .scatters import is_scatter, plan_scatter, widened_for_scatter
 from .grid_exprs import NotAGridExpression, clamped_tile_block, distinguishing_axes, grid_expression
 from .index_expr import (
-    ZERO, BinaryOp, Const, GridIndex, binary, distinct_per_step, evaluate_grid, grid_axes, prefetched,
+    ZERO, BinaryOp, Const, GridIndex, IndexExpr, binary, distinct_per_step, evaluate_grid, grid_axes, prefetched,
 )
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
@@ -44,6 +45,7 @@ class TensorUse:
     symbol: TensorSymbol
     loads: list[Load]
     stores: list[Store]
+    guarded: frozenset[int] = frozenset()  # the accesses a device `if` encloses (ir guarded_node_ids)
 
     @property
     def nodes(self) -> list:
@@ -52,12 +54,15 @@ class TensorUse:
 
 def collect_uses(call: DeviceLoopCall) -> list[TensorUse]:
     uses: dict[int, TensorUse] = {}
+    guarded = guarded_node_ids(call.loop.body)
     for node in walk_nodes(call.loop.body):
         # a remote copy reads its whole source and writes its whole destination (plan/remote_copies.py)
         for access in synthetic_accesses(node) if isinstance(node, RemoteCopy) else (node,):
             if isinstance(access, (Load, Store)):
                 use = uses.setdefault(access.tensor.id, TensorUse(access.tensor, [], []))
                 (use.loads if isinstance(access, Load) else use.stores).append(access)
+                if node.id in guarded:
+                    use.guarded |= {access.id}
     return list(uses.values())
 
 
@@ -92,7 +97,8 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int], grid_trips: dict[
     axes = []
     used: set[int] = set()
     view_shape = None
-    blocks = [_axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores))
+    blocks = [_axis_block(symbol, axis, array_shape[axis], items, grid_axis_of, written=bool(use.stores),
+                          guarded=_guarded_outside(use, axis, symbol.shape[axis]))
               for axis, items in enumerate(per_axis)]
     if use.stores:
         blocks = _distinct_written_rows(use, blocks, array_shape, grid_axis_of, grid_trips)
@@ -115,7 +121,30 @@ def plan_operand(use: TensorUse, grid_axis_of: dict[int, int], grid_trips: dict[
     return operand, frozenset(used)
 
 
-def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_axis_of, written: bool) -> AxisBlock:
+def _guarded_outside(use: TensorUse, axis: int, size) -> bool:
+    """Whether an access a device `if` encloses indexes `axis` by a scalar not known to lie in
+    [0, size) (read from data, or `g - 1` under `if g > 0`): at a step whose condition is
+    false it may lie outside the tensor, where no block may be chosen."""
+    for node in use.nodes:
+        if node.id in use.guarded:
+            item = _tensor_items(node.index)[axis]
+            if isinstance(item, ScalarIndex) and isinstance(item.index, Value):
+                interval = scalar_interval(item.index)
+                if interval is None or interval[0] < 0 or isinstance(size, SymbolicSize) or interval[1] >= size:
+                    return True
+    return False
+
+
+def _inside(expr, size) -> IndexExpr:
+    """`expr` clamped into [0, size): the block a guarded access's index map chooses at a step
+    whose `if` is false (nothing reads it there) must still lie in the tensor."""
+    return binary(BinaryOp.MIN, binary(BinaryOp.MAX, expr, ZERO), Const(size - 1))
+
+
+def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_axis_of, written: bool,
+                guarded: bool = False) -> AxisBlock:
+    """The block of one axis of `symbol` from the index items of its accesses; `guarded`: a
+    scalar index of an access under a device `if` may lie outside the axis (_guarded_outside)."""
     rank = len(symbol.shape)
     first = items[0]
     if any(isinstance(i, GatherIndex) for i in items):
@@ -162,10 +191,13 @@ def _axis_block(symbol: TensorSymbol, axis: int, size: int, items: list, grid_ax
             reason = "it is indexed at several scalar positions"
         elif exprs and axis == rank - 1:
             reason = "a TPU block cannot select one position of a tensor's last dim"
+        elif exprs and guarded and written:
+            reason = ("a row written under a device `if` may lie outside the tensor where the condition is "
+                      "false, and a block per step would be written back there too")
         elif exprs and axis == rank - 2 and not written:
-            return _row_group_block(symbol, axis, size, exprs.pop())
+            return _row_group_block(symbol, axis, size, _inside(exprs.pop(), size) if guarded else exprs.pop())
         elif exprs:  # one block per step, chosen by the index map (prefetching data it reads)
-            return AxisBlock(BlockKind.SQUEEZED, 1, exprs.pop())
+            return AxisBlock(BlockKind.SQUEEZED, 1, _inside(exprs.pop(), size) if guarded else exprs.pop())
     tiles = [item.dim for item in items if isinstance(item, TileSlice)]
     if tiles:  # several forms: one block from element 0 holds every access's part
         rule = AxisRule(symbol.name, axis, rank, size, symbol.dtype)
@@ -249,9 +281,11 @@ def _distinct_written_rows(use: TensorUse, blocks: list[AxisBlock], shape, grid_
 
 def _whole_block_writes(use: TensorUse, grid_axis_of) -> bool:
     """Whether each step only stores, plainly, whole blocks: no load of the tensor, no scatter,
-    atomic or masked store, every index item a scalar, ':' or a grid tile."""
+    atomic, masked store or store under a device `if` (a step that stores nothing would write
+    its block back too), every index item a scalar, ':' or a grid tile."""
     return not use.loads and all(
-        len(node.args) < 2 and not is_scatter(node) and not node.kwargs.get("atomic") and all(
+        node.id not in use.guarded and len(node.args) < 2 and not is_scatter(node)
+        and not node.kwargs.get("atomic") and all(
             isinstance(item, (ScalarIndex, FullSlice)) or (isinstance(item, TileSlice) and item.dim.id in grid_axis_of)
             for item in _tensor_items(node.index))
         for node in use.stores)

@@ -240,7 +240,9 @@ def _range_checks(ranges, check_ids, operands, gather_lanes, padded) -> tuple[Ra
     checks = []
     for rng in ranges:
         if rng.dim is None:
-            block = _table_chosen_block(rng, operands) if isinstance(rng.node, (Load, Store)) else None
+            # a guarded access's row is checked under its `if`, in the kernel, not at every step
+            block = (_table_chosen_block(rng, operands)
+                     if isinstance(rng.node, (Load, Store)) and not rng.guarded else None)
             if block is not None:
                 checks.append(RangeCheck(next(check_ids), rng.limit, rng.message, rng.node.location,
                                          block_index=block.chosen_row))
@@ -250,7 +252,7 @@ def _range_checks(ranges, check_ids, operands, gather_lanes, padded) -> tuple[Ra
                                          value=rng.value, node_id=rng.node.id,
                                          valid_lanes=None if indexed else gather_lanes.get(rng.node.id),
                                          lane_mask=rng.node.args[1] if isinstance(rng.node, Store)
-                                         and len(rng.node.args) > 1 else None,
+                                         and len(rng.node.args) > 1 else None, guarded=rng.guarded,
                                          valid_axes=tuple(sorted(padded.get(rng.value.id, {}).items()))
                                          if indexed else ()))
         elif rng.dim.id not in tightest or rng.limit < tightest[rng.dim.id].limit:

@@ -35,7 +35,7 @@ def place_operands(draft: CallDraft) -> CallDraft:
     placing = _Placing(draft)
     for use in draft.uses:
         for node in use.nodes:
-            placing.data_dependent += check_access_bounds(node)
+            placing.data_dependent += check_access_bounds(node, guarded=node.id in use.guarded)
         placing.place(use)
     placing.data_dependent += indexed_bounds(draft.loop.body)
     placing.inputs += placing.index_operands.values()

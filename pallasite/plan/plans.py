@@ -298,6 +298,9 @@ class RangeCheck:
     host_index: tuple[int, int] | None = None  # (host step id, position in its subscript)
     valid_lanes: LaneRange | None = None  # a gather's index vector: the lanes that hold indices
     lane_mask: Any = None  # ir.Value: a masked scatter's kept lanes (the others hold no index)
+    # `node_id`'s access runs under a device `if`: checked there, not where its index is computed
+    # (`if s >= 0: x[s, :]` with s = -1 at a step that does not read)
+    guarded: bool = False
     # a torch.gather's N-D index: per padded axis, the range of positions that hold indices
     valid_axes: tuple = ()
     worklist_items: bool = False  # the item count of a flattened worklist, against its grid bound
