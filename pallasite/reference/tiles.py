@@ -40,11 +40,72 @@ class BlockSize(int):
         return other * int(self)
 
 
-class RuntimeInt(int):
+def _as_operands(value, scalar: bool):
+    """`value` (an argument of a torch call, lists and dicts walked) with each run-time int or
+    bool a plain Python one (`scalar`) or a 0-d tensor, as the compiled kernel's device scalar."""
+    if isinstance(value, RuntimeBool):
+        return bool(value) if scalar else torch.tensor(bool(value))
+    if isinstance(value, RuntimeInt):
+        return int(value) if scalar else torch.tensor(int(value), dtype=torch.int32)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_operands(item, scalar) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_operands(item, scalar) for key, item in value.items()}
+    return value
+
+
+class _RuntimeScalar(int):
+    """An int or bool the compiled kernel knows only at run time. Torch takes it where it takes
+    a number; where only a tensor will do (`torch.where(g > 5, g - 6, g)`, `torch.clamp(g - 2,
+    min=0)`), as a 0-d tensor, which the compiled kernel's device scalar is."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*_as_operands(args, True), **_as_operands(kwargs, True))
+        except TypeError:
+            return func(*_as_operands(args, False), **_as_operands(kwargs, False))
+
+
+class RuntimeBool(_RuntimeScalar):
+    """A comparison of `RuntimeInt`s (`g > 5`): a Python bool in an `if`, a 0-d bool tensor where
+    torch needs a tensor (bool itself cannot be subclassed)."""
+
+    def __new__(cls, value: bool) -> "RuntimeBool":
+        return super().__new__(cls, bool(value))
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+    def __invert__(self):
+        return RuntimeBool(not self)
+
+    def __and__(self, other):
+        return RuntimeBool(bool(self) and bool(other)) if isinstance(other, (bool, RuntimeBool)) else NotImplemented
+
+    def __or__(self, other):
+        return RuntimeBool(bool(self) or bool(other)) if isinstance(other, (bool, RuntimeBool)) else NotImplemented
+
+    __rand__, __ror__ = __and__, __or__
+
+
+def _compared(name: str):
+    def compare(self, other):
+        result = getattr(int(self), name)(other)
+        return RuntimeBool(result) if isinstance(result, bool) else result
+    return compare
+
+
+class RuntimeInt(_RuntimeScalar):
     """An int the compiled kernel knows only at run time: an `hl.grid` index, a tile's begin,
-    and ints computed from them (arithmetic keeps the mark). As an index it does not count
-    from the end when negative, as the compiled kernel's range check refuses it
-    (reference/indexing.py); a Python int written in the kernel does."""
+    and ints computed from them (arithmetic keeps the mark, a comparison gives a `RuntimeBool`).
+    As an index it does not count from the end when negative, as the compiled kernel's range
+    check refuses it (reference/indexing.py); a Python int written in the kernel does."""
+
+    __lt__, __le__, __gt__, __ge__ = (_compared(name) for name in ("__lt__", "__le__", "__gt__", "__ge__"))
+    __eq__, __ne__ = _compared("__eq__"), _compared("__ne__")
+    __hash__ = int.__hash__
 
     def _keep(self, value):
         return RuntimeInt(value) if isinstance(value, int) and not isinstance(value, bool) else value

@@ -1,0 +1,67 @@
+"""A grid index in reference mode is an int the compiled kernel knows only at run time
+(`reference/tiles.py:RuntimeInt`). Torch functions take it as the compiled kernel takes its
+device scalar: `torch.where(g > 5, g - 6, g)` and `torch.clamp(g - 2, min=0)` raised torch's
+own TypeError in reference mode (a Python bool or int is no tensor) while the compiled
+kernel ran them."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def row_by_where(x):
+    out = torch.zeros_like(x)
+    for g in hl.grid(x.size(0)):
+        out[g, :] = x[torch.where(g > 5, g - 6, g), :]
+    return out
+
+
+@pallasite.kernel
+def row_by_clamp(x):
+    out = torch.zeros_like(x)
+    for g in hl.grid(x.size(0)):
+        out[g, :] = x[torch.clamp(g - 2, min=0), :]
+    return out
+
+
+@pallasite.kernel
+def row_by_combined_conditions(x):
+    out = torch.zeros_like(x)
+    for g in hl.grid(x.size(0)):
+        inside = (g > 1) & (g < 7)
+        out[g, :] = x[torch.where(~inside, 0, g), :] * torch.where(g == 3, 2.0, 1.0)
+    return out
+
+
+@pallasite.kernel
+def scaled_by_comparison(x):
+    out = torch.zeros_like(x)
+    for g in hl.grid(x.size(0)):
+        out[g, :] = x[g, :] * (g >= 4) + torch.clamp(g, max=5)
+    return out
+
+
+def _rows(x, rows):
+    return x[torch.tensor(rows)]
+
+
+X = torch.arange(10.0)[:, None] * 3 + torch.arange(128.0)[None, :] / 128
+CASES = [
+    (row_by_where, _rows(X, [g - 6 if g > 5 else g for g in range(10)])),
+    (row_by_clamp, _rows(X, [max(g - 2, 0) for g in range(10)])),
+    (row_by_combined_conditions,
+     _rows(X, [g if 1 < g < 7 else 0 for g in range(10)]) * torch.tensor([2.0 if g == 3 else 1.0 for g in range(10)])[:, None]),
+    (scaled_by_comparison, X * (torch.arange(10) >= 4)[:, None] + torch.arange(10).clamp(max=5)[:, None]),
+]
+
+
+@pytest.mark.parametrize("kernel,expected", CASES, ids=[c[0].__name__ for c in CASES])
+def test_torch_functions_of_a_grid_index_run_in_both_modes(kernel, expected):
+    _, result = code_and_output(kernel, (X,))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(kernel, (X,)), expected)
