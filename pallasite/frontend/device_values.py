@@ -49,6 +49,7 @@ def dot(recorder: Any, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) 
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.dot is for device code; use torch.matmul in host code.")
     meta = recorder.run_on_meta(ops.matmul_rule, (a, b), {}, "hl.dot")
+    ops.check_dot_accumulator(a.dtype, b.dtype, None if acc is None else acc.dtype)
     if out_dtype is None:
         if acc is not None:
             out_dtype = acc.dtype

@@ -304,6 +304,8 @@ class OpRecorder:
         except exc.PallasiteError:
             raise
         except (RuntimeError, TypeError, ValueError, IndexError) as err:
+            if ops.refuses_dtype(err):
+                raise ops.dtype_refusal(display, [*args, *kwargs.values()], err) from None
             if _data_dependent(err):
                 raise exc.UnsupportedOperation(
                     f"{display}: the result's shape depends on the values of a device tensor, which are "

@@ -30,7 +30,10 @@ from torch.overrides import TorchFunctionMode
 
 from .. import exc
 from .. import language as hl
-from ..ir.ops import FILL_ARGUMENT, OPS, OpKind, augmented_dtype, new_tensor_size_and_fill
+from ..ir.ops import (
+    FILL_ARGUMENT, OPS, OpKind, augmented_dtype, check_dot_accumulator, dtype_refusal, new_tensor_size_and_fill,
+    refuses_dtype,
+)
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import indexing, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
@@ -151,6 +154,8 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     except IndexError as err:
         raise exc.IndexingError(f"indexing: {err}") from None
     except (RuntimeError, TypeError, ValueError) as err:
+        if refuses_dtype(err):
+            raise dtype_refusal(_display(func, name), [*args, *kwargs.values()], err) from None
         raise exc.ShapeMismatch(f"{_display(func, name)}: {err}") from None
 
 
@@ -396,6 +401,7 @@ def _matmul(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
 def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, out_dtype: torch.dtype | None) -> torch.Tensor:
     """`hl.dot`: `acc + a @ b` accumulated in f32; the result has `out_dtype`, else acc's dtype,
     else f32 for float operands (int32 for integers)."""
+    check_dot_accumulator(a.dtype, b.dtype, None if acc is None else acc.dtype)
     if out_dtype is None:
         if acc is not None:
             out_dtype = acc.dtype

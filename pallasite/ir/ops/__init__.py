@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from .binders import augmented_dtype, matmul_rule, normalize_dims
+from .binders import (
+    augmented_dtype, check_dot_accumulator, dtype_refusal, matmul_rule, normalize_dims, refuses_dtype,
+)
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
 from .composites import COMPOSITE_DEFINITIONS
 from .definition import (

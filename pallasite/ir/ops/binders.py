@@ -7,6 +7,7 @@ rewritten to the IR's form.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -48,13 +49,50 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
             else:
                 shape = shape_of(*args, **kwargs)
             out = function(*_probes(args), **{k: _probes(v) for k, v in kwargs.items()})
-        except Exception:  # noqa: BLE001 - torch's own message comes from the meta run below
+        except Exception as err:  # noqa: BLE001 - torch's own message comes from the meta run below
+            if refuses_dtype(err):  # which a meta run, checking no dtype, would not say
+                raise
             return function(*args, **kwargs)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,) * len(shape):
             return function(*args, **kwargs)  # not elementwise after all: no shortcut
         return torch.empty(shape, dtype=out.dtype, device="meta")
 
     return rule
+
+
+# torch's refusals of an operand's dtype (its CPU kernels are dispatched by dtype; a few ops
+# check the dtype themselves). A 16-bit float named there may be a gap of torch's CPU build
+# that a TPU does not have, so it is no refusal.
+_DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|"
+                            r"Input dtype must be either a floating point")
+_CPU_GAPS = ("Half", "BFloat16")
+
+
+def refuses_dtype(err: BaseException) -> bool:
+    """Whether torch's error `err` refuses its operands' dtype (both modes report it so)."""
+    match = _DTYPE_REFUSAL.search(str(err)) if isinstance(err, RuntimeError) else None
+    return match is not None and match.group(1) not in _CPU_GAPS
+
+
+def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.UnsupportedDtype:
+    """The error for a call torch refuses for its operands' dtypes (`refuses_dtype`)."""
+    dtypes = []
+    for item in operands if isinstance(operands, (list, tuple)) else (operands,):
+        dtype = getattr(item, "dtype", None)
+        if isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") not in dtypes:
+            dtypes.append(str(dtype).removeprefix("torch."))
+    of = f" of {' and '.join(dtypes)}" if dtypes else ""
+    return exc.UnsupportedDtype(f"{display}{of}: torch refuses this dtype ({str(err).splitlines()[0]}); cast "
+                                "the operand (e.g. `.float()`, `.to(torch.int32)`) where torch would need it.")
+
+
+def check_dot_accumulator(a: torch.dtype, b: torch.dtype, acc: torch.dtype | None) -> None:
+    """`hl.dot(a, b, acc=...)` of float factors adds into a float accumulator only."""
+    if acc is not None and torch.promote_types(a, b).is_floating_point and not acc.is_floating_point:
+        raise exc.UnsupportedDtype(
+            f"hl.dot: the factors are {str(torch.promote_types(a, b)).removeprefix('torch.')} but acc is "
+            f"{str(acc).removeprefix('torch.')}: a float product is accumulated in a float acc (hl.zeros(..., "
+            "dtype=torch.float32)); cast the result where an integer is needed.")
 
 
 # The factors' rank where torch's function takes no other (torch.matmul takes 1-D to N-D).
