@@ -95,6 +95,24 @@ def guarded_repeated_row(x, keep):
 
 
 @pallasite.kernel
+def guarded_half_row(x):
+    out = torch.zeros([x.size(0) // 2, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(x.size(0)):
+        if g % 2 == 0:
+            out[g // 2, :] = x[g, :]
+    return out
+
+
+@pallasite.kernel
+def flagged_segment_row(x, seg, w):
+    out = torch.zeros([3, x.size(1)], dtype=x.dtype, device=x.device)
+    for g in hl.grid(x.size(0)):
+        if w[g] > 0:
+            out[seg[g], :] = x[g, :]
+    return out
+
+
+@pallasite.kernel
 def unguarded_previous_row(x):
     out = torch.zeros_like(x)
     for g in hl.grid(x.size(0)):
@@ -146,6 +164,11 @@ CASES = [  # (kernel, args, expected)
     (guarded_row_before, (X,), torch.cat([X[1:], torch.full((1, 128), 5.0)])),
     (guarded_next_row_else, (X,), torch.roll(X, 1, 0)),
     (guarded_repeated_row, (X, KEEP), _repeated(X, KEEP)),
+    # (trial D) steps that share a row's block, only some storing: a step that did not store
+    # copied the output's first contents over the earlier step's write
+    (guarded_half_row, (X,), X[0::2]),
+    (flagged_segment_row, (X, torch.tensor([0, 0, 1, 1, 1, 2, 2, 2], dtype=torch.int32),
+                           torch.tensor([1, 0, 0, 1, 0, 1, 0, 0], dtype=torch.int32)), X[[0, 3, 5]]),
 ]
 
 

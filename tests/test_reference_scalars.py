@@ -65,3 +65,29 @@ def test_torch_functions_of_a_grid_index_run_in_both_modes(kernel, expected):
     _, result = code_and_output(kernel, (X,))
     torch.testing.assert_close(result, expected)
     torch.testing.assert_close(run_ref(kernel, (X,)), expected)
+
+
+@pallasite.kernel
+def row_by_converted_comparison(x):
+    out = torch.empty_like(x)
+    for g in hl.grid(x.size(0)):
+        out[g, :] = x[g - (g > 0).to(torch.int32), :]
+    return out
+
+
+@pallasite.kernel
+def store_masked_by_comparison(x, out):
+    for g in hl.grid(x.size(0)):
+        hl.store(out, [g // 2, slice(None)], x[g, :], extra_mask=g % 2 == 0)
+    return out
+
+
+def test_a_comparison_of_a_grid_index_works_as_a_device_bool():
+    """(trial D) `(g > 0).to(torch.int32)` raised AttributeError and `extra_mask=g % 2 == 0`
+    torch's TypeError in reference mode."""
+    expected = X[[max(g - 1, 0) for g in range(10)]]
+    torch.testing.assert_close(code_and_output(row_by_converted_comparison, (X,))[1], expected)
+    torch.testing.assert_close(run_ref(row_by_converted_comparison, (X,)), expected)
+    for run in (lambda args: code_and_output(store_masked_by_comparison, args)[1],
+                lambda args: run_ref(store_masked_by_comparison, args)):
+        torch.testing.assert_close(run((X, torch.zeros(5, 128))), X[0::2])

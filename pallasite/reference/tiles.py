@@ -67,6 +67,12 @@ class _RuntimeScalar(int):
         except TypeError:
             return func(*_as_operands(args, False), **_as_operands(kwargs, False))
 
+    def __getattr__(self, name: str):
+        """A tensor method (`(g > 0).to(torch.int32)`, `g.float()`) of the 0-d tensor it stands for."""
+        if name.startswith("__") or not hasattr(torch.Tensor, name):
+            raise AttributeError(name)
+        return getattr(_as_operands(self, False), name)
+
 
 class RuntimeBool(_RuntimeScalar):
     """A comparison of `RuntimeInt`s (`g > 5`): a Python bool in an `if`, a 0-d bool tensor where
