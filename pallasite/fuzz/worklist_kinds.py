@@ -7,6 +7,9 @@ causal jagged reduction, as jagged attention walks its keys). Half the cases nam
 loop `compact_worklist` (Helion's loop type: flatten, or the config is refused), the others
 a loop type drawn for it; `pallas_worklist_grouping` and `pallas_flatten_worklist` are
 drawn too, so flattened and per-segment grids are both compared with reference mode.
+Outside `compact_worklist`, a pointwise store may sit under a device `if` on a per-segment
+flag (rows it skips keep their zeros) and the grid may step by 2 (`g` scales the rows): forms
+plan/worklists.py does not flatten.
 """
 from __future__ import annotations
 
@@ -27,11 +30,18 @@ def segment_rows(draw: Any, name: str) -> Case:
     dims = {"d": rng.choice((8, 128, 200))}
     block = rng.choice(("", ", block_size=8", ", block_size=16"))
     form = rng.choice(("pointwise", "attend"))
+    compact = rng.random() < 0.5
+    stepped = not compact and rng.random() < 0.3
     body = [Line(0, "segments = offsets.size(0) - 1"), Line(0, "out = torch.zeros_like(x)"),
-            Line(0, "for g in hl.grid(segments):"),
+            Line(0, "for g in hl.grid(0, segments, 2):" if stepped else "for g in hl.grid(segments):"),
             Line(1, f"for tq in hl.tile(offsets[g], offsets[g + 1]{block}):")]
+    flagged = form == "pointwise" and not compact and rng.random() < 0.6
     if form == "pointwise":
-        body.append(Line(2, f"out[tq, :] = {rng.choice(_POINTWISE)}"))
+        value = rng.choice(_POINTWISE) + (" * (g + 1)" if stepped else "")
+        if flagged:
+            body += [Line(2, "if flags[g] > 0:"), Line(3, f"out[tq, :] = {value}")]
+        else:
+            body.append(Line(2, f"out[tq, :] = {value}"))
         loops = 1
     else:
         body += [Line(2, "acc = hl.zeros([tq, x.size(1)], dtype=torch.float32)"),
@@ -41,12 +51,14 @@ def segment_rows(draw: Any, name: str) -> Case:
                  Line(2, "out[tq, :] = acc")]
         loops = 2
     body.append(Line(0, "return out"))
-    compact = rng.random() < 0.5
     first = COMPACT_WORKLIST if compact else draw.loop_type()
     loop_type = first if loops == 1 else (first, draw.loop_type())
     knobs = [("pallas_worklist_grouping", rng.choice((1, 2)))]
     if not compact and rng.random() < 0.3:
         knobs.append(("pallas_flatten_worklist", False))
     inputs = (InputSpec("x", ("T", "d"), torch.float32), InputSpec("offsets", (), torch.int32, "offsets"))
+    if flagged:
+        inputs += (InputSpec("flags", (len(segments),), torch.int32, "randint"),)
     return Case("segment_rows", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
-                knobs=tuple(knobs), tags=("segment_rows", form, "compact" if compact else "drawn"))
+                knobs=tuple(knobs), tags=("segment_rows", form, "compact" if compact else "drawn",
+                                           *(("stepped",) if stepped else ()), *(("flagged",) if flagged else ())))

@@ -40,7 +40,7 @@ import torch
 from .. import exc
 from ..config import COMPACT_WORKLIST, ResolvedConfig
 from ..ir import DeviceLoopCall, IfBlock, Load, Node, ScalarIndex, Store, TensorSymbol, TileDim, TileLoop, Value
-from ..ir import TileSlice, cdiv, walk_loops, walk_nodes
+from ..ir import TileSlice, cdiv, guarded_node_ids, walk_loops, walk_nodes
 from .grid_exprs import NotAGridExpression, grid_expression
 from .loops import loop_type_names
 from .index_expr import BinaryOp, Const, IndexExpr, TableRead, binary, evaluate, prefetched
@@ -152,6 +152,8 @@ class WorklistStrategy:
         grid, heads = loop.dims[0], loop.dims[1:]
         if grid.begin != 0 or not isinstance(grid.end, int) or type(grid.end) is not int or grid.end < 1:
             return WorklistDecision(None, "the segment count is not a static positive int")
+        if grid.block_size != 1:  # an item's segment number would stand for g (0, 1, 2 for g = 0, 4, 8)
+            return WorklistDecision(None, f"the grid steps by {grid.block_size}: its index is no segment number")
         found = _q_loop(loop)
         if isinstance(found, str):
             return WorklistDecision(None, found)
@@ -163,6 +165,10 @@ class WorklistStrategy:
             return WorklistDecision(None, "the q loop carries values from tile to tile (items would split them)")
         if outside:
             return WorklistDecision(None, outside)
+        if any(isinstance(node, Store) for node in walk_nodes(tile_loop.body)
+               if node.id in guarded_node_ids(tile_loop.body)):
+            return WorklistDecision(None, "a store in the q loop is under a device `if` (an item's rows are "
+                                          "written back whole: rows it skips would lose their contents)")
         if not (isinstance(tile_dim.begin, Value) or isinstance(tile_dim.end, Value)):
             return WorklistDecision(None, "the q loop's bounds do not depend on the segment")
         begin_node = grid.begin_value.producer if grid.begin_value is not None else None
