@@ -10,6 +10,7 @@ import pallasite
 import pallasite.language as hl
 from plan_helpers import matmul
 from pallasite import exc
+from pallasite.testing import code_and_output
 
 
 @pallasite.kernel
@@ -56,3 +57,30 @@ def test_a_scalar_index_past_the_end_on_the_last_tile():
 def test_in_bounds_accesses_still_run():
     x, y = torch.randn(300, 200), torch.randn(300, 200)
     torch.testing.assert_close(add_tiles(x, y), x + y)
+
+
+@pallasite.kernel
+def hashed_row(x, out):
+    n = x.size(0)
+    for g in hl.grid(out.size(0)):
+        out[g, :] = x[((g + 3000) * 1000003) % n, :]
+    return out
+
+
+@pallasite.kernel
+def reduced_hashed_row(x, out):
+    n = x.size(0)
+    for g in hl.grid(out.size(0)):
+        out[g, :] = x[((g + 3000) % n) * (1000003 % n) % n, :]
+    return out
+
+
+def test_grid_index_arithmetic_past_int32_is_refused():
+    """(trial D) A device integer is 32-bit and wraps; torch computes a grid index's arithmetic
+    with Python ints: `(g + 3000) * 1000003` gave other rows than torch and reference mode."""
+    x = torch.arange(97.0)[:, None].repeat(1, 128)
+    with pytest.raises(exc.UnsupportedOperation, match=r"\(g \+ 3000\) \* 1000003 covers \[3000009000, "):
+        hashed_row(x, torch.zeros(8, 128))
+    rows = ((torch.arange(8) + 3000) * 1000003) % 97
+    _, result = code_and_output(reduced_hashed_row, (x, torch.zeros(8, 128)))
+    torch.testing.assert_close(result, x[rows])

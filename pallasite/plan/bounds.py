@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..ir import (
     FullSlice, GatherIndex, Load, NewAxis, ScalarIndex, ShiftedTile, StaticSlice, Store, TileDim, TileSlice, Value,
     walk_nodes,
@@ -90,6 +92,24 @@ def check_access_bounds(node, guarded: bool = False) -> list[DataDependentRange]
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
     return pending
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def check_int32_arithmetic(body: list) -> None:
+    """Raise where integer arithmetic on grid indices, tile positions and constants leaves int32
+    over the loop's range: device integers are 32-bit and wrap, where torch computes a grid
+    index's arithmetic with Python ints (`((g + 3000) * 1000003) % n` differed from torch)."""
+    for node in walk_nodes(body):
+        if isinstance(node, Load) or scalar_arithmetic(node.op) is None or len(node.outputs) != 1:
+            continue
+        interval = value_interval(node.output) if node.output.dtype == torch.int32 else None
+        if interval is not None and (interval[0] < _INT32[0] or interval[1] > _INT32[1]):
+            raise exc.UnsupportedOperation(
+                f"{describe(node.output)} covers [{interval[0]}, {interval[1]}], past int32: device integers are "
+                "32-bit and would wrap, where torch computes it exactly. Reduce it before it grows (take the "
+                "% of each factor first) or compute in float32.", node.location)
 
 
 def check_tile_range(body: list, dim: TileDim, low: int, high: int) -> None:

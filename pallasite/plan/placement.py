@@ -17,7 +17,7 @@ import dataclasses
 from .. import exc
 from ..config import IndirectAccessMode
 from ..ir import FullSlice
-from .bounds import check_access_bounds, indexed_bounds
+from .bounds import check_access_bounds, check_int32_arithmetic, indexed_bounds
 from .draft import CallDraft, Placement
 from .gathers import choose_table_lowering, gather_vmem_threshold
 from .grid_order import RevisitedBlock
@@ -33,6 +33,7 @@ from .scatters import check_scattered_output
 def place_operands(draft: CallDraft) -> CallDraft:
     """Every tensor the loop touches placed in memory, in order of first use."""
     placing = _Placing(draft)
+    check_int32_arithmetic(draft.loop.body)
     for use in draft.uses:
         for node in use.nodes:
             placing.data_dependent += check_access_bounds(node, guarded=node.id in use.guarded)
