@@ -18,8 +18,10 @@ from .operands import check_dtype, shape_entry
 from .proxies import DeviceTensor, TileProxy
 
 
-def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTensor:
-    """`hl.full(shape, value, dtype)`: `shape`'s entries are tiles and ints."""
+def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype, like: DeviceTensor | None = None) -> DeviceTensor:
+    """`hl.full(shape, value, dtype)`: `shape`'s entries are tiles and ints; `like`: the value a
+    `torch.*_like` copies the shape of, whose partial tiles' padding the result has too (a
+    reduction of `torch.ones_like(v)` counts only v's valid elements, as torch does)."""
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
     check_dtype(dtype, "hl.full")
@@ -29,7 +31,8 @@ def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype) -> DeviceTen
     tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
     operand = recorder.device_operand(value)
     attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
-    return DeviceTensor(recorder, recorder.record("full", (operand,), attrs, dims, dtype))
+    operands = (operand,) if like is None else (operand, like.value)
+    return DeviceTensor(recorder, recorder.record("full", operands, attrs, dims, dtype))
 
 
 def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
@@ -76,7 +79,7 @@ def factory_value(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict
         fill = 0 if factory.fill is None else factory.fill
         if fill is ops.FILL_ARGUMENT:
             fill = args[1] if len(args) > 1 else kwargs["fill_value"]
-        return full(recorder, tuple(like.shape), fill, kwargs.get("dtype") or like.dtype)
+        return full(recorder, tuple(like.shape), fill, kwargs.get("dtype") or like.dtype, like=like)
     raise exc.UnsupportedOperation(
         f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
     )

@@ -468,9 +468,9 @@ def segment_mean(draw: Draw, name: str) -> Case:
     body += _lines(1, "acc = hl.zeros([d], dtype=torch.float32)",
                    f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw, (None, 4, 8, 16, 32))}):")
     body.append(Line(2, rng.choice(("acc = acc + x[t, :].mean(0)", "acc = acc + torch.abs(x[t, :]).mean(0)",
-                                    "acc = torch.maximum(acc, x[t, :].mean(dim=0))"))))
-    body.append(Line(1, "out[g, :] = acc"))
-    body.append(Line(0, "return out"))
+                                    "acc = torch.maximum(acc, x[t, :].mean(dim=0))",
+                                    "acc = acc + torch.ones_like(x[t, :]).sum(0)"))))  # like: the tile's rows
+    body += [Line(1, "out[g, :] = acc"), Line(0, "return out")]
     inputs = (InputSpec("x", ("T", "d"), dtype), InputSpec("offsets", (), torch.int32, "offsets"))
     return Case("segment_mean", name, inputs, tuple(body), dims, segments=_segments(draw),
                 loop_type=draw.loop_type(), tags=("segment_mean",))

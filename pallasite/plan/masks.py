@@ -179,7 +179,10 @@ def _visit(node: Node, padded: dict[int, Padded], needs_mask) -> tuple[list[Mask
     if op.kind in (OpKind.CREATION, OpKind.STRUCTURAL):
         # hl.full([tile, ...]), tile.index: axes sized by a partial tile extend past its end
         tiles = op.tiles_of(node.args, node.kwargs)
-        return [], [{axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}]
+        out = {axis: needs_mask(dim) for axis, dim in enumerate(tiles) if dim is not None and needs_mask(dim)}
+        if node.op == "full" and len(node.args) > 1:  # torch.*_like(v): v's padding is its own
+            out.update(_pads(node.args[1], padded))
+        return [], [out]
     # Elementwise ops and broadcasting views (expand, identity): broadcast union, right-aligned.
     rank = len(node.outputs[0].shape)
     out, unit = {}, {}

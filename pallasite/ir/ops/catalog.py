@@ -414,8 +414,10 @@ CONTRACTION_OPS = (
 CREATION_OPS = (
     # hl.full / hl.zeros, and device `torch.*_like` factories. `tiles` says which tile sizes
     # each axis, so a reduction over a partial tile sees only its valid part.
+    # `like`: the value a `torch.*_like(v)` copies the shape of (its padding is the result's).
     _op("full", OpKind.CREATION, spelled=False, bind=binders.unbound,
-        signature=Signature(("fill_value",), {"shape": REQUIRED, "dtype": REQUIRED, "tiles": ()}),
+        signature=Signature(("fill_value", "like"), {"shape": REQUIRED, "dtype": REQUIRED, "tiles": ()},
+                            optional=frozenset({"like"})),
         tiles=lambda args, attrs: attrs.get("tiles", ())),
     # hl.arange
     _op("iota", OpKind.CREATION, spelled=False, bind=binders.unbound,
