@@ -38,3 +38,21 @@ def test_a_16bit_dot_of_a_transposed_masked_operand_runs_in_interpret_mode(dtype
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(run_ref(transposed_lhs_matmul, (x, y), **config), expected, rtol=1e-4, atol=1e-3)
     assert "astype(jnp.float32)" not in code.split("def transposed_lhs_matmul(")[0]  # TPU code keeps 16-bit inputs
+
+
+@pallasite.kernel
+def rounded_sum(x, y):
+    out = torch.empty([x.size(0)], dtype=torch.float32, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[t] = (x[t] + y[t]).float() + (x[t] * y[t] * 3.0).float()
+    return out
+
+
+def test_a_16_bit_result_is_rounded_as_a_tpu_rounds_it():
+    """(trials E, G) XLA's CPU compiler kept a bf16/f16 sum in float32 before `.float()`
+    (1 + 1e-3 gave 1.0009995, not bf16's 1.0); interpret mode compiles without excess precision."""
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.tensor([1.0, 1.5, -2.25, 0.3] * 2, dtype=dtype)
+        y = torch.full((8,), 1e-3, dtype=dtype)
+        expected = (x + y).float() + (x * y * 3.0).float()
+        torch.testing.assert_close(code_and_output(rounded_sum, (x, y))[1], expected, rtol=0, atol=0)

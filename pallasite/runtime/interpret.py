@@ -51,12 +51,18 @@ def interpret_params():
     )
 
 
+# XLA's CPU compiler may keep a bf16/f16 intermediate in float32 (`x_bf16 * 3.14159` stored as
+# float32 kept bits bf16 rounding drops); a TPU rounds each op's 16-bit result, as torch does.
+_EXACT_PRECISION = {"xla_allow_excess_precision": False}
+
+
 def compiler_options() -> dict:
-    """XLA options for compiling a kernel's program: none on a TPU; in interpret mode, a
-    fast compile unless PALLASITE_INTERPRET_FAST_COMPILE=0."""
-    if on_tpu() or not _flag(FAST_COMPILE_ENV, "1"):
+    """XLA options for compiling a kernel's program: none on a TPU; in interpret mode, 16-bit
+    results rounded as a TPU rounds them, and a fast compile unless
+    PALLASITE_INTERPRET_FAST_COMPILE=0."""
+    if on_tpu():
         return {}
-    return dict(_FAST_CPU_COMPILE)
+    return {**_EXACT_PRECISION, **(_FAST_CPU_COMPILE if _flag(FAST_COMPILE_ENV, "1") else {})}
 
 
 # JAX's pallas_call lowering, in interpret mode, imports its Mosaic GPU interpreter only to
