@@ -56,3 +56,26 @@ def test_a_16_bit_result_is_rounded_as_a_tpu_rounds_it():
         y = torch.full((8,), 1e-3, dtype=dtype)
         expected = (x + y).float() + (x * y * 3.0).float()
         torch.testing.assert_close(code_and_output(rounded_sum, (x, y))[1], expected, rtol=0, atol=0)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[32]))
+def row_extremes(x):
+    out = torch.empty([x.size(0), 3], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(x.size(0)):
+        out[tm, 0] = torch.amax(x[tm, :], dim=1)
+        out[tm, 1] = torch.amin(x[tm, :], dim=1)
+        out[tm, 2] = x[tm, :].max(1).values
+    return out
+
+
+def test_a_nan_reaches_a_max_over_a_large_block():
+    """(trial E) XLA's CPU runtime dropped a NaN in a max/min over 4096 or more elements (plain
+    jnp.max of a 32x128 array does), where torch, a TPU and reference mode give NaN."""
+    x = torch.zeros(64, 128)
+    x[0, 3], x[1, 127], x[33, 64] = float("nan"), float("nan"), float("nan")
+    x[2, :] = float("nan")
+    x[5, 7] = 4.0
+    expected = torch.stack([torch.amax(x, 1), torch.amin(x, 1), x.max(1).values], 1)
+    _, result = code_and_output(row_extremes, (x,))
+    torch.testing.assert_close(result, expected, equal_nan=True)
+    torch.testing.assert_close(run_ref(row_extremes, (x,)), expected, equal_nan=True)

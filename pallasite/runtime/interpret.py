@@ -143,7 +143,8 @@ def _trim_aliased_outputs() -> None:
 
     @functools.wraps(original)
     def interpret_pallas_call(*args, out_avals, jaxpr, **kwargs):
-        # XLA's CPU runtime fails on some 16-bit dots in loops: float32 operands (exact)
+        # XLA's CPU runtime fails on some 16-bit dots in loops (float32 operands, exact) and drops
+        # NaN from large float max/min reductions (NaN restored): interpret_dots.py
         results = original(*args, out_avals=out_avals, jaxpr=widened_dots(jaxpr), **kwargs)
         return [
             result if result.shape == aval.shape else result[tuple(slice(0, d) for d in aval.shape)]

@@ -1,4 +1,6 @@
-"""16-bit dots in interpret mode: float32 operands for XLA's CPU runtime.
+"""The interpreted kernel's jaxpr, mended where XLA's CPU compiler and runtime differ from a TPU.
+
+16-bit dots: float32 operands for XLA's CPU runtime.
 
 XLA's CPU runtime cannot run every 16-bit dot it compiles: inside a loop, a bfloat16 (or
 float16) dot with a float32 result whose left operand is contracted along its first axis
@@ -8,11 +10,18 @@ generated code keeps its 16-bit MXU inputs; only the interpreted kernel's jaxpr 
 each such dot takes its operands converted to float32 first. That changes no value: a
 product of two 16-bit floats is exact in float32, and the result accumulates in float32
 either way.
+
+NaN in max/min: XLA's CPU compiler drops a NaN from a float `reduce_max`/`reduce_min` over
+4096 or more elements (a 32x128 block's row max of a row holding NaN is 0, an all-NaN row's
+-inf), where a TPU and torch give NaN. Each such reduction also reduces `x != x` with `or`
+and gives NaN where that holds (`nan_propagating_extremes`).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax._src import core as jax_core
@@ -29,6 +38,9 @@ def widened_dots(jaxpr: jax_core.Jaxpr) -> jax_core.Jaxpr:
         changed |= any(params[name] is not eqn.params[name] for name in params)
         if _narrow_dot(eqn):
             eqns.extend(_widened_dot(eqn))
+            changed = True
+        elif _float_extreme(eqn):
+            eqns.extend(_nan_propagating(eqn.replace(params=params)))
             changed = True
         else:
             eqns.append(eqn.replace(params=params) if params != eqn.params else eqn)
@@ -53,6 +65,33 @@ def _narrow_dot(eqn) -> bool:
     lhs, rhs = (v.aval for v in eqn.invars[:2])
     return (lhs.dtype in _NARROW and rhs.dtype in _NARROW
             and eqn.outvars[0].aval.dtype == jnp.float32)
+
+
+def _float_extreme(eqn) -> bool:
+    return eqn.primitive in (lax.reduce_max_p, lax.reduce_min_p) and jnp.issubdtype(
+        eqn.invars[0].aval.dtype, jnp.floating)
+
+
+def _nan_propagating(eqn) -> list:
+    """The reduction's equations, and NaN where its operand holds one along the reduced axes:
+    a traced helper's equations, its input and output variables the equation's own."""
+    (source,), (result,) = eqn.invars, eqn.outvars
+    helper = _nan_helper(eqn.primitive, eqn.params["axes"], source.aval.shape, source.aval.dtype)
+    if helper.consts:
+        return [eqn]
+    inner_in, inner_out = helper.jaxpr.invars[0], helper.jaxpr.outvars[0]
+    return [inner.replace(invars=[source if var is inner_in else var for var in inner.invars],
+                          outvars=[result if var is inner_out else var for var in inner.outvars])
+            for inner in helper.jaxpr.eqns]
+
+
+@functools.lru_cache(maxsize=256)
+def _nan_helper(primitive, axes: tuple, shape: tuple, dtype) -> jax_core.ClosedJaxpr:
+    def extreme(x):
+        reduced = primitive.bind(x, axes=axes)
+        nan = lax.reduce_or_p.bind(lax.ne(x, x), axes=axes)
+        return lax.select(nan, jnp.full_like(reduced, jnp.nan), reduced)
+    return jax.make_jaxpr(extreme)(jax.ShapeDtypeStruct(shape, dtype))
 
 
 def _widened_dot(eqn) -> list:
