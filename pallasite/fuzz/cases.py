@@ -39,7 +39,8 @@ class InputSpec:
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
     # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
-    # | "sentinel:<dim>" (in [-1, dim): -1 marks "no row", about one in four)
+    # | "sentinel:<dim>" (in [-1, dim): -1 marks "no row", about one in four) | "specials" (randn
+    # with NaN, inf and -inf)
     fill: str = "randn"
 
     def expression(self, case: Case, seed: int) -> str:
@@ -63,6 +64,10 @@ class InputSpec:
         if self.fill == "bool":  # about half True
             return f"torch.randn({shape}, generator={generator}) > 0"
         value = f"torch.randn({shape}, generator={generator})"
+        if self.fill == "specials":  # about 1 in 20 of each: NaN, inf, -inf
+            value = (f"(lambda u, r: r.masked_fill(u < 0.05, float('nan')).masked_fill(u > 0.95, float('inf'))"
+                     f".masked_fill((u > 0.5) & (u < 0.55), float('-inf')))(torch.rand({shape}, "
+                     f"generator=torch.Generator().manual_seed({seed + 1})), {value})")
         if self.fill == "positive":
             value = f"{value}.abs().add(0.5)"
         if self.dtype != torch.float32:

@@ -27,7 +27,7 @@ from .scan_kinds import scans
 from .shape_kinds import shape_ops
 from .statistics_kinds import statistics
 from .window_kinds import window_shapes
-from .worklist_kinds import segment_rows
+from .worklist_kinds import segment_mean, segment_rows
 
 SMALL_SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 37, 64)
 LARGE_SIZES = (100, 127, 128, 129, 200, 256, 257, 300)
@@ -235,7 +235,9 @@ def reduction(draw: Draw, name: str) -> Case:
     dtype = draw.dtype((torch.float32, torch.bfloat16)) if reducer == "mean" else draw.dtype()
     if reducer in ("amax", "amin", "argmax") and draw.chance(0.25):  # Mosaic reduces 32-bit values only
         dtype = rng.choice(NARROW_EXTREMES[reducer])
-    inputs = [InputSpec("x", axes, dtype, fill_of(dtype))]
+    # NaN and +-inf among the values (a reduction of the loaded block itself, no chain)
+    specials = dtype.is_floating_point and reducer != "argmax" and draw.chance(0.4)
+    inputs = [InputSpec("x", axes, dtype, "specials" if specials else fill_of(dtype))]
     kept = [a for i, a in enumerate(axes) if i != reduced]
     keepdim = draw.chance(0.3)
     tiles = {a: f"t{a}" for a in kept}
@@ -244,7 +246,7 @@ def reduction(draw: Draw, name: str) -> Case:
     leaf = Value("v", dtype, leaf=True)
     chain = ChainBuilder(rng, 1, [leaf], prefix="w")
     value = leaf
-    if reducer != "argmax" and dtype not in NARROW_EXTREMES[reducer] and draw.chance(0.6):
+    if reducer != "argmax" and dtype not in NARROW_EXTREMES[reducer] and not specials and draw.chance(0.6):
         value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
     if value.dtype == torch.int32 and reducer == "mean":
         value = Value(value.name, torch.float32)
@@ -455,25 +457,6 @@ def lane_accumulator(draw: Draw, name: str) -> Case:
     body.append(Line(0, "return out"))
     return Case("lane_accumulator", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
                 loop_type=draw.foldable_loop_type(), exact=final == "argmax", tags=("lane_accumulator", final))
-
-
-def segment_mean(draw: Draw, name: str) -> Case:
-    """A masked mean inside a jagged segment loop: `x[t, :].mean(0)` per tile."""
-    rng = draw.rng
-    dtype = draw.dtype(FLOATS)
-    dims = {"d": rng.choice((1, 16, 128, 200, 256))}
-    body = _lines(0, "segments = offsets.size(0) - 1", "d = x.size(1)",
-                  "out = torch.empty([segments, d], dtype=torch.float32, device=x.device)",
-                  "for g in hl.grid(segments):")
-    body += _lines(1, "acc = hl.zeros([d], dtype=torch.float32)",
-                   f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw, (None, 4, 8, 16, 32))}):")
-    body.append(Line(2, rng.choice(("acc = acc + x[t, :].mean(0)", "acc = acc + torch.abs(x[t, :]).mean(0)",
-                                    "acc = torch.maximum(acc, x[t, :].mean(dim=0))",
-                                    "acc = acc + torch.ones_like(x[t, :]).sum(0)"))))  # like: the tile's rows
-    body += [Line(1, "out[g, :] = acc"), Line(0, "return out")]
-    inputs = (InputSpec("x", ("T", "d"), dtype), InputSpec("offsets", (), torch.int32, "offsets"))
-    return Case("segment_mean", name, inputs, tuple(body), dims, segments=_segments(draw),
-                loop_type=draw.loop_type(), tags=("segment_mean",))
 
 
 def tile_rows(draw: Draw, name: str) -> Case:

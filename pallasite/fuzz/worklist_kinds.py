@@ -1,5 +1,6 @@
-"""The `segment_rows` kind: a grid over jagged segments whose q-tile loop writes each
-tile's rows, the shape plan/worklists.py flattens into (segment, q-tile) work items.
+"""The `segment_rows` and `segment_mean` kinds. `segment_rows`: a grid over jagged segments
+whose q-tile loop writes each tile's rows, the shape plan/worklists.py flattens into
+(segment, q-tile) work items.
 
 The rows are a pointwise function of the segment's own rows, or (`attend`) each q row
 combined with every row of its segment up to its tile's end through a nested loop (a
@@ -62,3 +63,25 @@ def segment_rows(draw: Any, name: str) -> Case:
     return Case("segment_rows", name, inputs, tuple(body), dims, segments=segments, loop_type=loop_type,
                 knobs=tuple(knobs), tags=("segment_rows", form, "compact" if compact else "drawn",
                                            *(("stepped",) if stepped else ()), *(("flagged",) if flagged else ())))
+
+
+def segment_mean(draw: Any, name: str) -> Case:
+    """The `segment_mean` kind: a masked mean inside a jagged segment loop (`x[t, :].mean(0)`
+    per tile), or the tile's rows counted with `torch.ones_like`."""
+    rng = draw.rng
+    dtype = draw.dtype((torch.float32, torch.bfloat16, torch.float16))
+    dims = {"d": rng.choice((1, 16, 128, 200, 256))}
+    size = rng.choice((None, 4, 8, 16, 32))
+    block = "" if size is None else f", block_size={size}"
+    body = [Line(0, "segments = offsets.size(0) - 1"), Line(0, "d = x.size(1)"),
+            Line(0, "out = torch.empty([segments, d], dtype=torch.float32, device=x.device)"),
+            Line(0, "for g in hl.grid(segments):"), Line(1, "acc = hl.zeros([d], dtype=torch.float32)"),
+            Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{block}):"),
+            Line(2, rng.choice(("acc = acc + x[t, :].mean(0)", "acc = acc + torch.abs(x[t, :]).mean(0)",
+                                "acc = torch.maximum(acc, x[t, :].mean(dim=0))",
+                                "acc = acc + torch.ones_like(x[t, :]).sum(0)"))),
+            Line(1, "out[g, :] = acc"), Line(0, "return out")]
+    inputs = (InputSpec("x", ("T", "d"), dtype), InputSpec("offsets", (), torch.int32, "offsets"))
+    segments = tuple(rng.choice((0, 0, 1, 3, 5, 8, 13, 16, 20, 37, 64)) for _ in range(rng.randint(1, 6)))
+    return Case("segment_mean", name, inputs, tuple(body), dims, segments=segments,
+                loop_type=draw.loop_type(), tags=("segment_mean",))
