@@ -15,6 +15,7 @@ from .config import Config, as_config
 from .reference import prng, run_reference
 from .report import schedule_report
 from .codegen import generate_module
+from .codegen.op_calls import jnp_dtype
 from .runtime.chips import lowering_facts, simulated_chip
 from .runtime.compiled import CompiledKernel
 from .runtime.convert import torch_dtype_of
@@ -261,11 +262,9 @@ def _on_mesh(host, mesh_shape: tuple[int, ...], structs: list) -> tuple[Any, lis
 
 
 def _jax_dtype(dtype: torch.dtype):
-    return {
-        torch.float32: jnp.float32, torch.bfloat16: jnp.bfloat16, torch.float16: jnp.float16,
-        torch.int32: jnp.int32, torch.int8: jnp.int8, torch.uint8: jnp.uint8,
-        torch.int16: jnp.int16, torch.bool: jnp.bool_,
-    }[dtype]
+    """The JAX dtype of a kernel argument's dtype (codegen's table: float8 too); a dtype no
+    kernel takes is the UnsupportedDtype a call of the kernel raises."""
+    return getattr(jnp, jnp_dtype(dtype).removeprefix("jnp."))
 
 
 __all__ = ["code_and_output", "check_compiled_lowering", "check_tpu_lowering", "lowered_vmem_buffers",

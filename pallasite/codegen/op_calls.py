@@ -93,6 +93,9 @@ class OpCall:
             # drops NaN and inf where torch's x * 0.0 keeps them
             ones = f"jnp.where({arg.text}, 1.0, 0.0)"
             return ones if dtype == torch.float32 else f"{ones}.astype({jnp_dtype(dtype)})"
+        if dtype == torch.float8_e4m3fn and arg.dtype.is_floating_point:
+            # torch saturates to float8_e4m3fn's largest finite value (+-448, inf too); XLA gives NaN
+            return f"jnp.clip({arg.text}, -448.0, 448.0).astype({jnp_dtype(dtype)})"
         if {arg.dtype, dtype} == {torch.float16, torch.bfloat16}:  # Mosaic casts between them through float32
             return f"{arg.text}.astype(jnp.float32).astype({jnp_dtype(dtype)})"  # (exact, then one rounding)
         if not arg.shape:  # a scalar may be a Python int (an unrolled loop's tile begin)
