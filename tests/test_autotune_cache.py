@@ -287,6 +287,53 @@ def test_a_script_and_its_import_share_one_cache_name(tmp_path):
     assert kernel_identity(module.scale.fn) != names[0]  # another file: another kernel
 
 
+FACTORY_MODULE = textwrap.dedent('''
+    import torch
+    import pallasite
+    import pallasite.language as hl
+
+    SCALE = 3.0
+
+    def epilogue(v):
+        return v * SCALE
+
+    def make(offset):
+        @pallasite.kernel
+        def shifted(x, fn):
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = fn(x[tile]) + offset
+            return out
+        return shifted
+
+    shifted = make(1.0)
+''')
+
+
+def test_a_script_and_its_import_share_the_whole_cache_key(tmp_path):
+    """(trial F) The key's other fields named the module too (the closure's identity, an
+    epilogue argument's), so `python mykernels.py` and `pallasite run mykernels` still
+    searched and stored apart."""
+    import importlib.util
+
+    from pallasite.autotune.tuner import cache_fields
+
+    path = tmp_path / "factory_kernels.py"
+    path.write_text(FACTORY_MODULE)
+    keys = []
+    for module_name in ("__main__", "factory_kernels"):
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        keys.append(cache_fields(module.shifted.bind((torch.randn(64), module.epilogue))))
+    assert keys[0] == keys[1]
+    spec = importlib.util.spec_from_file_location("factory_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    other = cache_fields(module.make(2.0).bind((torch.randn(64), module.epilogue)))
+    assert other["closure"] != keys[0]["closure"]  # another closure value: another kernel
+
+
 class _Stream:
     """stderr as a test sees it: a terminal or not."""
 
@@ -324,3 +371,15 @@ def test_progress_in_a_log_is_one_line_per_search(terminal, monkeypatch):
     else:
         lines = [line for line in text.splitlines() if line]
         assert len(lines) == 1 and "search: 5/5 candidates" in lines[0], text
+
+
+def test_a_cache_entry_is_readable_as_a_file_open_creates(tmp_path, monkeypatch):
+    """(trial F) Entries were written 0600 (mkstemp's mode), their locks 0644: a cache directory
+    shared between users could not be read by the others."""
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
+    umask = os.umask(0o022)
+    try:
+        path = cache.store("perm", {"kernel": "k"}, pallasite.Config(block_sizes=[8]))
+    finally:
+        os.umask(umask)
+    assert path is not None and (os.stat(path).st_mode & 0o777) == 0o644

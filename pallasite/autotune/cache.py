@@ -100,6 +100,9 @@ def store(name: str, fields: dict[str, Any], config: Config, extra: dict[str, An
             handle, temp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
             with os.fdopen(handle, "w") as out:
                 out.write(text)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o666 & ~umask)  # readable as its .lock is (mkstemp makes it 0600): a shared cache
             os.replace(temp, path)
             temp = None
         finally:

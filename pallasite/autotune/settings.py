@@ -81,17 +81,24 @@ class TuneSettings:
 
 
 def callable_identity(fn: Callable) -> str:
-    """A stable identity of a callable across processes: its module and qualified name, and
-    a hash of its source (or, without source, of its bytecode, constants and closure), so a
-    baseline edited under the same name is a different baseline. A callable with neither
-    (a builtin such as `torch.add`) is identified by its name alone."""
+    """A stable identity of a callable across processes: its source file (else its module) and
+    qualified name, and a hash of its source (or, without source, of its bytecode, constants
+    and closure), so a baseline edited under the same name is a different baseline. A callable
+    with neither (a builtin such as `torch.add`) is identified by its name alone. The file, not
+    the module, names it: a script's functions are `__main__`'s when it runs as a script and
+    its own module's when imported (`pallasite run`), and both share tuned configs."""
     import hashlib
     import inspect
+    import os
 
     target = inspect.unwrap(fn) if callable(fn) else fn
     while isinstance(target, functools.partial):
         target = target.func
-    name = f"{getattr(target, '__module__', None) or type(target).__module__}." \
+    try:
+        where = os.path.realpath(inspect.getsourcefile(target) or "")
+    except TypeError:  # a builtin or a C function: no file
+        where = ""
+    name = f"{where or getattr(target, '__module__', None) or type(target).__module__}." \
            f"{getattr(target, '__qualname__', None) or type(target).__qualname__}"
     code = getattr(target, "__code__", None) or getattr(getattr(target, "__call__", None), "__code__", None)
     try:
