@@ -338,3 +338,22 @@ def test_a_scan_is_log_step_rotates_in_the_generated_code():
     body = code[code.index("def tile_map_kernel"):code.index("\ndef tile_map(")]
     assert body.count("pltpu.roll(") == 7 and "cumsum" not in body.replace("torch.cumsum", "")
     assert "scan_128 = jnp.where(scan_index >= 64" in body
+
+
+@pallasite.kernel
+def scan_with_a_local_combine(x):
+    def mul_combine(a, b):
+        return a * b
+
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m, :] = hl.associative_scan(mul_combine, x[tile_m, :], dim=1)
+    return out
+
+
+def test_a_combine_function_defined_in_the_kernel_body():
+    """(trial G) A `def` in the kernel's body was refused as 'a return inside a FunctionDef
+    statement in host code': its own return was taken for the kernel's."""
+    x = torch.rand(8, 128) + 0.5
+    torch.testing.assert_close(scan_with_a_local_combine(x), x.cumprod(1), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(run_ref(scan_with_a_local_combine, (x,)), x.cumprod(1), rtol=1e-4, atol=1e-5)

@@ -65,7 +65,10 @@ def _walk_own_code(node: ast.AST):
 
 
 def contains_return(stmt: ast.stmt) -> bool:
-    """Whether `stmt` holds a `return` of the kernel itself (not of a nested function)."""
+    """Whether `stmt` holds a `return` of the kernel itself (not of a nested function, nor is
+    it one: a `def` in the kernel's body, such as a scan's combine function, runs as written)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
     return any(isinstance(node, ast.Return) for node in _walk_own_code(stmt))
 
 
