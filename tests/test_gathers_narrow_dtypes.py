@@ -13,6 +13,7 @@ import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite import exc
 from pallasite.plan.loops import LOOP_TYPES
 from pallasite.plan.plans import GatherMethod
 from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
@@ -96,3 +97,23 @@ def test_narrow_table_gathered_in_an_inner_loop(dtype, loop_type):
     expected = table[indices.long()].to(torch.float32).sum(1)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-3)
     torch.testing.assert_close(run_ref(embedding_sum, args, **config), out, rtol=1e-5, atol=1e-3)
+
+
+@pallasite.kernel
+def gather_by_index_tensor(table, idx):
+    out = torch.empty([idx.size(0), table.size(1)], dtype=table.dtype, device=table.device)
+    for t in hl.tile(idx.size(0)):
+        out[t, :] = table[idx[t], :]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+def test_a_narrow_integer_index_tensor_is_refused_as_torch_refuses_it(dtype):
+    """(trial D) The compiled kernel gathered with a uint8 or int16 index, where torch (and
+    reference mode) reads a uint8 index as a boolean mask and refuses int8/int16 indices."""
+    table, idx = torch.randn(50, 128), torch.randint(0, 50, (37,)).to(dtype)
+    with pytest.raises(exc.IndexingError, match="cast it with .int()"):
+        gather_by_index_tensor(table, idx)
+    with pytest.raises(exc.IndexingError):
+        run_ref(gather_by_index_tensor, (table, idx))
+    torch.testing.assert_close(gather_by_index_tensor(table, idx.int()), table[idx.long()])

@@ -70,6 +70,9 @@ REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the n
 )
 
 
+_NARROW_INDEX_DTYPES = (torch.uint8, torch.int8, torch.int16)  # torch indexes with none of them
+
+
 def normalize_subscript(
     key: Any,
     shape: tuple[int, ...],
@@ -170,6 +173,11 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
         if shifted is not None:  # tile.index, tile.index + c, tile - c
             dim, offset = shifted
             return TileSlice(dim) if offset == 0 else ShiftedTile(dim, offset)
+        if value.dtype in _NARROW_INDEX_DTYPES:  # torch: uint8 is a boolean mask, int8/int16 no index
+            raise exc.IndexingError(
+                f"{tensor_name}[...]: a {str(value.dtype).removeprefix('torch.')} index: torch indexes with "
+                "int32 or int64 tensors (a uint8 one is a boolean mask, an int8 or int16 one is refused); "
+                "cast it with .int().")
         if value.shape == () and not value.dtype.is_floating_point and value.dtype != torch.bool:
             return ScalarIndex(value)
         if value.shape == ():
