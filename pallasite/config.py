@@ -337,6 +337,8 @@ def as_config(config: Config | Mapping[str, Any] | None) -> Config:
         return config
     if isinstance(config, Mapping):
         return Config(config)
+    if isinstance(getattr(config, "best", None), Config):  # a SearchResult (`bound.autotune(args)`): its best
+        return config.best
     raise exc.InvalidConfig(f"Expected a pallasite.Config or a dict, got {type(config).__name__}.")
 
 

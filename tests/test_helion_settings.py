@@ -267,3 +267,21 @@ def test_megakernel_keys_are_dropped_with_their_own_warning():
 def test_a_misspelled_kernel_setting_says_which_it_may_mean():
     with pytest.raises(exc.InvalidConfig, match=r"Unknown kernel settings: static_shape .*did you mean 'static_shapes'\?"):
         pallasite.kernel(static_shape=True)(lambda x: x)
+
+
+def test_helions_autotune_flow(tmp_path, monkeypatch):
+    """(trial G) Helion's `best = kernel.autotune(args, force=True)` (a Config later calls run)
+    raised AttributeError, and `kernel.bind(args).autotune(args)` (a SearchResult here) could
+    not be passed to compile_config or saved, as Helion's examples do."""
+    monkeypatch.setenv("PALLASITE_CACHE_DIR", str(tmp_path))
+    kernel = _add(autotune_effort="quick")
+    best = kernel.autotune(ARGS, force=True)
+    assert isinstance(best, pallasite.Config) and best.block_sizes
+    bound = kernel.bind(ARGS)
+    assert bound.resolve_config() == best  # later calls run it
+    torch.testing.assert_close(kernel(*ARGS), ARGS[0] + ARGS[1])
+    assert kernel.autotune(ARGS, force=False) == best  # the cached choice serves
+    result = bound.autotune(ARGS)
+    torch.testing.assert_close(bound.compile_config(result)(*ARGS), ARGS[0] + ARGS[1])
+    result.save(tmp_path / "best.json")
+    assert pallasite.Config.load(tmp_path / "best.json") == result.best

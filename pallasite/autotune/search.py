@@ -29,7 +29,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import exc
 from ..config import Config
@@ -65,6 +65,10 @@ class SearchResult:
     rejected_configs: list[tuple[int, Config, str]] = field(default_factory=list)
     # `autotune_seed_configs` entries rejected (position, the config as given, why)
     rejected_seeds: list[tuple[int, Config, str]] = field(default_factory=list)
+
+    def save(self, path: Any) -> None:
+        """Helion's `bound.autotune(args).save(path)`: the best config's `Config.save`."""
+        self.best.save(path)
 
     def ranked(self) -> list[Trial]:
         """Distinct legal trials, fastest first."""

@@ -19,7 +19,9 @@ from .interpret import interpret_params
 from ..frontend import host_items
 from ..frontend.flat_rows import RowsReadConflict
 from .compiled import CompiledKernel
-from ..autotune.tuner import autotune, is_traced, note_untuned, traced_config, tuned_config, wants_tuning
+from ..autotune.tuner import (
+    autotune, cache_fields, is_traced, note_untuned, searched_config, traced_config, tuned_config, wants_tuning,
+)
 
 
 _CONFIGS_AT_SIZES = 1024  # sizes whose resolved config a dynamic BoundKernel remembers
@@ -274,6 +276,16 @@ class BoundKernel:
         """Search this signature's configs for `args` (see `autotune.tuner.autotune`); returns
         the `SearchResult` without changing the config calls run."""
         return autotune(self, tuple(args), kwargs, **options)
+
+    @with_ignored_warnings
+    def tune_for_calls(self, args: tuple, force: bool = True, effort: str | None = None) -> Config:
+        """`Kernel.autotune`: the searched (or, without `force`, cached) config for `args`,
+        cached and run by this signature's later calls."""
+        chosen = searched_config(self, args, {}, cache_fields(self), effort=effort) if force \
+            else tuned_config(self, args, {})
+        self._resolved, self._default = (chosen or self.config_spec.default_config()), None
+        self._resolved = self.resolve_config(self._resolved)
+        return self._resolved
 
     @with_ignored_warnings
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

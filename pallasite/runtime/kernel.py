@@ -342,6 +342,13 @@ class Kernel:
             raise _needs_shard_map(self.fn.__name__)
         return bound._default_compiled(args, kwargs).run(args, kwargs, scope[0])
 
+    def autotune(self, args: tuple, force: bool = True, **options: Any) -> Config:
+        """Helion's `kernel.autotune(args, force=...)`: search the configs of `args`' signature
+        (force=False: a cached choice serves), cache the choice, and make later calls with that
+        signature run it; the chosen config (`kernel.bind(args).autotune(args)` returns the
+        whole `SearchResult` instead)."""
+        return _for_user(lambda: self.bind(tuple(args)).tune_for_calls(tuple(args), force, **options), (), {})
+
     @property
     def cache_size(self) -> int:
         """How many compiled variants this kernel holds (shapes, dtypes, constants and
