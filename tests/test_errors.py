@@ -497,7 +497,17 @@ def test_a_fill_value_its_dtype_cannot_hold_is_refused_in_both_modes():
     warning) and reference mode raised torch's RuntimeError (trial)."""
     from pallasite.testing import run_ref
 
-    for run in (lambda: int_fill_of_infinity(torch.randn(16)), lambda: run_ref(int_fill_of_infinity, (torch.randn(16),))):
+    for run in (lambda: int_fill_of_infinity(torch.randn(16)), lambda: run_ref(int_fill_of_infinity, (torch.randn(16),)),
+                lambda: half_fill_past_its_range(torch.randn(16)),  # (trial E: compiled gave inf)
+                lambda: run_ref(half_fill_past_its_range, (torch.randn(16),))):
         with pytest.raises(exc.UnsupportedDtype, match="cannot be converted") as info:
             run()
         assert "test_errors.py" in str(info.value)
+
+
+@pallasite.kernel
+def half_fill_past_its_range(x):
+    out = torch.empty([x.size(0)], dtype=torch.float16, device=x.device)
+    for tm in hl.tile(x.size(0)):
+        out[tm] = hl.full([tm], 1e5, dtype=torch.float16)
+    return out

@@ -7,6 +7,7 @@ raise a clear error.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -247,7 +248,10 @@ def full(shape: Sequence[Any], value: Any, dtype: torch.dtype = torch.float32, d
     if isinstance(value, (int, float)) and isinstance(dtype, torch.dtype):
         try:
             with torch._C.DisableTorchFunction():  # torch's own check, past the tracer's mode
-                torch.full((), value, dtype=dtype)
+                torch.full((1,), value, dtype=dtype)
+            if dtype.is_floating_point and math.isfinite(value) and abs(value) > torch.finfo(dtype).max:
+                # torch.full's check of a float dtype's range, which the call above skips
+                raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
         except (RuntimeError, OverflowError) as err:
             raise exc.UnsupportedDtype(f"hl.full(..., {value!r}, dtype={dtype}): {err}.") from None
     return _tracer("full").full(shape, value, dtype)
