@@ -262,29 +262,32 @@ def test_a_first_call_under_jax_jit_runs_the_cached_config(tmp_path, monkeypatch
     assert list(bound.resolve_config().block_sizes) == other
 
 
+def _load_as(module_name: str, path):
+    """The file at `path` run as module `module_name` (`__main__`: as a script runs)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_a_script_and_its_import_share_one_cache_name(tmp_path):
     """`python mykernels.py` (module `__main__`) and `pallasite run mykernels` (module
     `mykernels`) name the kernel by its file, so they share tuned configs (issue 23)."""
-    import importlib.util
-
     from pallasite.autotune.tuner import kernel_identity
 
     path = tmp_path / "mykernels.py"
     path.write_text(MODULE)
     names = []
     for module_name in ("__main__", "mykernels"):
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _load_as(module_name, path)
         assert module.scale.fn.__module__ == module_name
         names.append(kernel_identity(module.scale.fn))
     assert names[0] == names[1] == f"{os.path.realpath(path)}:scale"
     other = tmp_path / "elsewhere.py"
     other.write_text(MODULE)
-    spec = importlib.util.spec_from_file_location("mykernels", other)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert kernel_identity(module.scale.fn) != names[0]  # another file: another kernel
+    assert kernel_identity(_load_as("mykernels", other).scale.fn) != names[0]  # another file: another kernel
 
 
 FACTORY_MODULE = textwrap.dedent('''
@@ -314,22 +317,16 @@ def test_a_script_and_its_import_share_the_whole_cache_key(tmp_path):
     """(trial F) The key's other fields named the module too (the closure's identity, an
     epilogue argument's), so `python mykernels.py` and `pallasite run mykernels` still
     searched and stored apart."""
-    import importlib.util
-
     from pallasite.autotune.tuner import cache_fields
 
     path = tmp_path / "factory_kernels.py"
     path.write_text(FACTORY_MODULE)
     keys = []
     for module_name in ("__main__", "factory_kernels"):
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _load_as(module_name, path)
         keys.append(cache_fields(module.shifted.bind((torch.randn(64), module.epilogue))))
     assert keys[0] == keys[1]
-    spec = importlib.util.spec_from_file_location("factory_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_as("factory_kernels", path)
     other = cache_fields(module.make(2.0).bind((torch.randn(64), module.epilogue)))
     assert other["closure"] != keys[0]["closure"]  # another closure value: another kernel
 

@@ -283,8 +283,8 @@ class BoundKernel:
         cached and run by this signature's later calls."""
         chosen = searched_config(self, args, {}, cache_fields(self), effort=effort) if force \
             else tuned_config(self, args, {})
-        self._resolved, self._default = (chosen or self.config_spec.default_config()), None
-        self._resolved = self.resolve_config(self._resolved)
+        self._resolved = self.resolve_config(chosen or self.config_spec.default_config())
+        self._default = None  # compiled again at the chosen config by the next call
         return self._resolved
 
     @with_ignored_warnings
