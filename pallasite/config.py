@@ -145,6 +145,7 @@ class Config(Mapping[str, Any]):
             values["block_sizes"] = list(size) if isinstance(size, (list, tuple)) else [size]
         # GPU-only and megakernel keys: dropped (a None is Helion's "not set", dropped unnamed)
         self.ignored_keys = tuple(sorted(k for k, v in values.items() if is_ignored_key(k) and v is not None))
+        self._ignored = {k: values[k] for k in self.ignored_keys}
         values = {k: v for k, v in values.items() if not is_ignored_key(k)}
         for key, value in values.items():
             _validate_key(key, value)
@@ -154,6 +155,13 @@ class Config(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
+
+    def __getattr__(self, name: str) -> Any:
+        """A GPU-only key read back (`config.num_warps`, as Helion's Config has it): the value
+        given, None where unset; the config itself ignores it."""
+        if name.startswith("_") or not is_ignored_key(name):
+            raise AttributeError(f"'Config' object has no attribute {name!r}")
+        return self.__dict__.get("_ignored", {}).get(name)
 
     def __iter__(self):
         return iter(self._values)

@@ -89,3 +89,13 @@ def test_worklist_keys_are_in_the_compile_key_and_the_config_space():
     codes = {code_and_output(jagged_attention, args, block_sizes=[16, 16], **extra)[0]
              for extra in ({}, {"pallas_worklist_grouping": 2}, {"pallas_flatten_worklist": False})}
     assert len(codes) == 3
+
+
+def test_a_gpu_only_key_reads_back_from_the_config():
+    """(trial G) Helion's Config exposes `num_warps` and its other GPU keys as attributes;
+    programs read them back (`config.num_warps`), which raised AttributeError here."""
+    config = pallasite.Config(block_sizes=[8], num_warps=4)
+    assert config.num_warps == 4 and config.num_stages is None
+    assert dict(config) == {"block_sizes": [8]}  # the config itself ignores them
+    with pytest.raises(AttributeError):
+        config.warps
