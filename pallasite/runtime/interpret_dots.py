@@ -18,7 +18,6 @@ and gives NaN where that holds (`nan_propagating_extremes`).
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -85,8 +84,9 @@ def _nan_propagating(eqn) -> list:
             for inner in helper.jaxpr.eqns]
 
 
-@functools.lru_cache(maxsize=256)
 def _nan_helper(primitive, axes: tuple, shape: tuple, dtype) -> jax_core.ClosedJaxpr:
+    """The reduction with NaN restored, traced where the kernel is (not cached: its values
+    carry the mesh a kernel under `jax.shard_map` is traced in)."""
     def extreme(x):
         reduced = primitive.bind(x, axes=axes)
         nan = lax.reduce_or_p.bind(lax.ne(x, x), axes=axes)
