@@ -57,8 +57,12 @@ def _dot_text(call: OpCall, a: int, b: int) -> str:
     ta, tb = call.args[a], call.args[b]
     ra, rb = len(ta.shape), len(tb.shape)
     dtype = torch.promote_types(ta.dtype, tb.dtype)
-    x, y = call.cast(a, dtype), call.cast(b, dtype)
+    if dtype == torch.uint8:  # Mosaic has no unsigned dot: int16 holds every uint8 (as int8 x uint8 does)
+        dtype = torch.int16
     acc = "jnp.float32" if dtype.is_floating_point else "jnp.int32"
+    if ta.shape and ta.shape[-1] == 0:  # nothing to contract (K = 0): zeros, with no 0-sized vector
+        return f"jnp.zeros({literal(tuple(call.out_shape))}, {acc})"
+    x, y = call.cast(a, dtype), call.cast(b, dtype)
     # the kernel's dot_precision (the plan's `dot_precision`); DEFAULT is Mosaic's own, so it is not written
     precision = call.attrs.get("precision", "DEFAULT")
     if precision != "DEFAULT" and dtype.is_floating_point:
