@@ -272,35 +272,39 @@ def reduction(draw: Draw, name: str) -> Case:
 def matmul(draw: Draw, name: str) -> Case:
     rng = draw.rng
     batched = draw.chance(0.3)
-    dtype = draw.dtype(FLOATS)
+    integer = draw.chance(0.2)  # int8 or uint8 factors into an int32 acc (hl.dot's integer product)
+    dtype = draw.dtype((torch.int8, torch.uint8) if integer else FLOATS)
     dims = {"m": draw.size(0.4), "k": draw.size(0.6), "n": draw.size(0.6)}
-    out_dtype = draw.dtype((torch.float32, dtype))
+    out_dtype = torch.int32 if integer else draw.dtype((torch.float32, dtype))
+    acc_dtype, fill = (torch.int32, fill_of(dtype)) if integer else (torch.float32, "randn")
     if batched:
         dims["b"] = rng.choice((1, 2, 3))
-        inputs = [InputSpec("x", ("b", "m", "k"), dtype), InputSpec("y", ("b", "k", "n"), dtype)]
+        inputs = [InputSpec("x", ("b", "m", "k"), dtype, fill), InputSpec("y", ("b", "k", "n"), dtype, fill)]
         body = _lines(0, "b, m, k = x.size()", "n = y.size(2)",
                       f"out = torch.empty([b, m, n], dtype={dtype_name(out_dtype)}, device=x.device)",
                       "for tb, tm, tn in hl.tile([b, m, n]):")
-        body += _lines(1, "acc = hl.zeros([tb, tm, tn], dtype=torch.float32)", "for tk in hl.tile(k):")
+        body += _lines(1, f"acc = hl.zeros([tb, tm, tn], dtype={dtype_name(acc_dtype)})", "for tk in hl.tile(k):")
         a, b = "x[tb, tm, tk]", "y[tb, tk, tn]"
         update = rng.choice((f"torch.baddbmm(acc, {a}, {b})", f"acc + torch.bmm({a}, {b})",
                              f"hl.dot({a}, {b}, acc=acc)"))
         store = "out[tb, tm, tn]"
     else:
-        inputs = [InputSpec("x", ("m", "k"), dtype), InputSpec("y", ("k", "n"), dtype)]
+        inputs = [InputSpec("x", ("m", "k"), dtype, fill), InputSpec("y", ("k", "n"), dtype, fill)]
         body = _lines(0, "m, k = x.size()", "n = y.size(1)",
                       f"out = torch.empty([m, n], dtype={dtype_name(out_dtype)}, device=x.device)",
                       "for tm, tn in hl.tile([m, n]):")
-        body += _lines(1, "acc = hl.zeros([tm, tn], dtype=torch.float32)", "for tk in hl.tile(k):")
+        body += _lines(1, f"acc = hl.zeros([tm, tn], dtype={dtype_name(acc_dtype)})", "for tk in hl.tile(k):")
         a, b = "x[tm, tk]", "y[tk, tn]"
         update = rng.choice((f"torch.addmm(acc, {a}, {b})", f"hl.dot({a}, {b}, acc=acc)",
                              f"acc + hl.dot({a}, {b})", f"acc + torch.mm({a}, {b}).float()"))
         store = "out[tm, tn]"
+    update = rng.choice((f"hl.dot({a}, {b}, acc=acc)", f"acc + hl.dot({a}, {b})")) if integer else update
     body.append(Line(2, f"acc = {update}"))
-    epilogue = rng.choice(("acc", "torch.relu(acc)", "acc * 0.5 + 1.0", "torch.sigmoid(acc)"))
+    epilogue = rng.choice(("acc", "torch.relu(acc)", "acc * 0.5 + 1.0", "torch.sigmoid(acc)") if not integer
+                          else ("acc", "acc * 2 - 1", "torch.relu(acc)"))
     body.append(Line(1, f"{store} = ({epilogue}).to({dtype_name(out_dtype)})"))
     body.append(Line(0, "return out"))
-    return Case("matmul", name, tuple(inputs), tuple(body), dims, loop_type=draw.foldable_loop_type())
+    return Case("matmul", name, tuple(inputs), tuple(body), dims, loop_type=draw.foldable_loop_type(), exact=integer)
 
 
 # ----------------------------------------------------------------- attention --
