@@ -23,6 +23,7 @@ from ..ir import (
 )
 from .. import exc
 from ..ir.index_forms import moved_scatter
+from ..ir.sizes import SymbolicSize
 from ..ir.ops import ScalarArithmetic, scalar_arithmetic
 
 Interval = tuple[int, int]  # inclusive
@@ -92,6 +93,14 @@ def check_access_bounds(node, guarded: bool = False) -> list[DataDependentRange]
                 raise _error(node, what, tensor.name, axis, size)
         axis += 1
     return pending
+
+
+def proven_inside(index, size) -> bool:
+    """Whether the int scalar `index` lies in [0, size) at every step, as planning can tell
+    (`scalar_interval`; a data read or a dynamic size never is)."""
+    interval = scalar_interval(index)
+    return (interval is not None and not isinstance(size, SymbolicSize)
+            and interval[0] >= 0 and interval[1] < size)
 
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)

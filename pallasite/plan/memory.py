@@ -20,7 +20,7 @@ from ..ir import (
     TensorSymbol, TileSlice,
     Value, cdiv, guarded_node_ids, walk_nodes,
 )
-from .bounds import scalar_interval
+from .bounds import proven_inside
 from .remote_copies import synthetic_accesses
 from ..ir.sizes import SymbolicSize
 from .gathers import plan_gather
@@ -128,10 +128,8 @@ def _guarded_outside(use: TensorUse, axis: int, size) -> bool:
     for node in use.nodes:
         if node.id in use.guarded:
             item = _tensor_items(node.index)[axis]
-            if isinstance(item, ScalarIndex) and isinstance(item.index, Value):
-                interval = scalar_interval(item.index)
-                if interval is None or interval[0] < 0 or isinstance(size, SymbolicSize) or interval[1] >= size:
-                    return True
+            if isinstance(item, ScalarIndex) and isinstance(item.index, Value) and not proven_inside(item.index, size):
+                return True
     return False
 
 

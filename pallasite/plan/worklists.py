@@ -165,8 +165,8 @@ class WorklistStrategy:
             return WorklistDecision(None, "the q loop carries values from tile to tile (items would split them)")
         if outside:
             return WorklistDecision(None, outside)
-        if any(isinstance(node, Store) for node in walk_nodes(tile_loop.body)
-               if node.id in guarded_node_ids(tile_loop.body)):
+        guarded = guarded_node_ids(tile_loop.body)
+        if any(isinstance(node, Store) and node.id in guarded for node in walk_nodes(tile_loop.body)):
             return WorklistDecision(None, "a store in the q loop is under a device `if` (an item's rows are "
                                           "written back whole: rows it skips would lose their contents)")
         if not (isinstance(tile_dim.begin, Value) or isinstance(tile_dim.end, Value)):
