@@ -217,7 +217,13 @@ def tile_attribute_section() -> list[str]:
              "static or computed from the outer tiles, at run time in interpret mode if data decides them. "
              "Unlike torch, a value built from the block size (`hl.zeros([tm, tn.block_size])`, "
              "`hl.arange(tile.block_size)`) beside or into a partial tile is cut to the tile's extent, as "
-             "Helion's masked tiles are (reference mode does the same).", ""]
+             "Helion's masked tiles are (reference mode does the same).", "",
+             "The sizes of a value along such a tile (`v.size(d)`, `v.shape`, `v.numel()`) are the tile's, as in "
+             "torch: in arithmetic its extent, a device scalar (`v.sum(1) / v.size(1)` is the mean, "
+             "`count + chunk.size(-1)` counts the valid elements), and as a size of a device value "
+             "(`hl.zeros([v.size(0)])`, `v.new_ones(v.shape)`, `v.reshape(v.size(0), -1)`) the tile's axis, "
+             "padding included. Such a size has no Python number (`math.sqrt(v.size(1))`, `range(v.size(0))` "
+             "are refused; `tile.block_size` is the block). Along a dim its blocks divide, sizes are ints.", ""]
     return lines + _table(("Attribute", "Value"), [
         (f"`tile.{attribute}`", op.note) for attribute, op in ops.TILE_ATTRIBUTES.items()])
 

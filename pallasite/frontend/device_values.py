@@ -16,6 +16,7 @@ from .. import exc
 from ..ir import Node, Value, ops
 from .operands import check_dtype, shape_entry
 from .proxies import DeviceTensor, TileProxy
+from .tile_sizes import TileExtent
 
 
 def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype, like: DeviceTensor | None = None) -> DeviceTensor:
@@ -28,7 +29,7 @@ def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype, like: Device
     entries = shape if isinstance(shape, (list, tuple)) else [shape]
     dims = tuple(shape_entry(s) for s in entries)
     # Which tile sizes each axis, so a reduction over a partial tile sees only its valid part.
-    tiles = tuple(s.dim if isinstance(s, TileProxy) else None for s in entries)
+    tiles = tuple(s.dim if isinstance(s, (TileProxy, TileExtent)) else None for s in entries)
     operand = recorder.device_operand(value)
     attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
     operands = (operand,) if like is None else (operand, like.value)
@@ -79,7 +80,7 @@ def factory_value(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict
         fill = 0 if factory.fill is None else factory.fill
         if fill is ops.FILL_ARGUMENT:
             fill = args[1] if len(args) > 1 else kwargs["fill_value"]
-        return full(recorder, tuple(like.shape), fill, kwargs.get("dtype") or like.dtype, like=like)
+        return full(recorder, tuple(like.meta.shape), fill, kwargs.get("dtype") or like.dtype, like=like)
     raise exc.UnsupportedOperation(
         f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
     )

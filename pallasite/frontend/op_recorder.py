@@ -29,6 +29,7 @@ from . import atomics, device_values, host_items, lane_pairs, random_values, rem
 from .host_program import HostProgram
 from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced, flatten_operands
+from .tile_sizes import TileExtent
 from .operands import (  # check_dtype: also for runtime/kernel.py
     check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
     whole_host_tensor_error,
@@ -337,6 +338,8 @@ class OpRecorder:
             raise exc.UnsupportedSyntax(
                 f"Tile '{item.dim.name}' used as a value; use {item.dim.name}.index or .begin."
             )
+        if isinstance(item, TileExtent):  # `x / v.size(1)`: the tile's extent
+            return item.extent().value
         if isinstance(item, (list, tuple)):
             return type(item)(self.device_operand(i) for i in item)
         if isinstance(item, torch.Tensor):

@@ -11,6 +11,7 @@ from .. import exc
 from ..ir import ScalarSymbol, TensorSymbol, ops
 from ..ir.sizes import keep_symbolic
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
+from .tile_sizes import TileExtent, as_meta
 
 
 # The dtype the kernel sees of a caller's tensor whose own dtype a TPU cannot hold: an
@@ -92,7 +93,7 @@ def reject_whole_host_tensors(args: Any, kwargs: Any) -> None:
 def size_of(item: Any) -> Any:
     """A size argument of a view: a tile stands for its block size (the shape of device
     values); a runtime scalar or device value raises its own 'not known when compiling'."""
-    if isinstance(item, TileProxy):
+    if isinstance(item, (TileProxy, TileExtent)):  # `v.size(0)` of a partial tile: its axis too
         return item.dim.block_size
     if isinstance(item, (HostScalar, DeviceTensor)):
         return item.__index__()
@@ -105,6 +106,8 @@ def size_of(item: Any) -> Any:
 def to_meta(item: Any) -> Any:
     if isinstance(item, Traced):
         return item.meta
+    if isinstance(item, TileExtent):
+        return as_meta(item)
     if isinstance(item, (list, tuple)) and not isinstance(item, torch.Size):
         return type(item)(to_meta(i) for i in item)
     return item
@@ -112,7 +115,7 @@ def to_meta(item: Any) -> Any:
 
 
 def shape_entry(entry: Any) -> int:
-    if isinstance(entry, TileProxy):
+    if isinstance(entry, (TileProxy, TileExtent)):
         return entry.dim.block_size
     if isinstance(entry, int) and not isinstance(entry, bool):
         return entry

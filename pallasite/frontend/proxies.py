@@ -9,6 +9,7 @@ to the active `Tracer`, which records IR.
 from __future__ import annotations
 
 import math
+import operator
 
 from typing import Any, Callable
 
@@ -17,6 +18,7 @@ import torch
 from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
 from .tile_runs import tile_run
+from .tile_sizes import sizes
 
 
 class Traced:
@@ -97,7 +99,7 @@ def _make_augmented(binary: str, symbol: str):
         result = getattr(self, binary)(other)
         if not isinstance(result, _TensorLike):
             return result
-        cast = ops.augmented_dtype(tuple(self.shape), self.dtype, tuple(result.shape), result.dtype, symbol)
+        cast = ops.augmented_dtype(tuple(self.meta.shape), self.dtype, tuple(result.meta.shape), result.dtype, symbol)
         if cast is None:
             return result
         return self._tracer.apply("to", None, (result, cast), {}, display=f"x {symbol}= v")
@@ -224,6 +226,25 @@ class DeviceTensor(_TensorLike):
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.value!r})"
+
+    # Sizes along a tile with a partial tail are that tile's (frontend/tile_sizes.py): its
+    # extent in arithmetic, its axis in a shape; internal code reads `meta.shape`.
+    @property
+    def shape(self) -> Any:
+        return sizes(self)
+
+    def size(self, dim: int | None = None) -> Any:
+        shape = sizes(self)
+        return shape if dim is None else shape[dim]
+
+    def numel(self) -> Any:
+        total = 1
+        for size in sizes(self):
+            total = total * size
+        return total
+
+    def __len__(self) -> int:
+        return operator.index(sizes(self)[0])
 
     def item(self) -> "DeviceTensor":
         """`t.item()` in device code: the one element as a device scalar (it has no Python

@@ -58,7 +58,7 @@ def rand_like(recorder: Any, args: tuple, kwargs: dict) -> DeviceTensor:
         recorder.random_seed = ScalarSymbol("random_seed", torch.int32)
     seed = recorder.scalar_value(HostScalar(recorder, recorder.random_seed, int))
     recorder.random_streams += 1
-    return _uniform(recorder, list(like.shape), seed, recorder.random_streams, dtype, sized_by_tiles=False)
+    return _uniform(recorder, list(like.meta.shape), seed, recorder.random_streams, dtype, sized_by_tiles=False)
 
 
 def _seed_operand(recorder: Any, seed: Any) -> Any:

@@ -1,0 +1,121 @@
+"""Sizes of device values along partial tiles: `v.size(d)`, `v.shape`, `v.numel()`.
+
+A tile's block holds `block_size` lanes, but the last tile of a dim the block does not
+divide holds fewer valid ones (72 of 128 where a dim of 200 ends). torch, and reference
+mode, answer `v.size(d)` with the valid count, so a size that a tile with a partial tail
+gives is a `TileExtent`, which stands for the tile:
+
+- as a size of a device value (`hl.zeros([v.size(0)])`, `v.new_ones(v.shape)`,
+  `v.reshape(v.size(0), -1)`) it is the tile's axis: block_size lanes carrying the tile's
+  padding, which reductions mask as they mask the tile's own;
+- in arithmetic (`v.sum(1) / v.size(1)`, `count + chunk.size(-1)`) it is the tile's extent,
+  `tile.end - tile.begin`, a device scalar;
+- as a Python number (`math.sqrt(v.size(1))`, `range(v.size(0))`) it has no compile-time
+  value, and is refused.
+
+An axis that no tile with a partial tail indexes gives its plain int, as before. Which
+tile indexes an axis is the padding analysis's own propagation (`plan/masks.py:tile_axes`)
+over the nodes recorded so far, so sizes and masks agree.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import TileDim
+from ..plan.masks import tile_axes
+
+
+class TileExtent:
+    """`v.size(d)` where a tile with a partial tail indexes axis d of v."""
+
+    def __init__(self, recorder: Any, dim: TileDim):
+        self._recorder = recorder
+        self.dim = dim
+
+    @property
+    def block_size(self) -> int:
+        return self.dim.block_size
+
+    def extent(self) -> Any:
+        """The tile's valid length, `tile.end - tile.begin`: a device scalar."""
+        return self._recorder.tile_attribute(self.dim, "end") - self._recorder.tile_attribute(self.dim, "begin")
+
+    def _no_number(self, *_: Any) -> Any:
+        name = self.dim.name
+        extent = self.dim.static_extent
+        last = (f"the last tile of {extent} holds {extent % self.block_size} of its {self.block_size} lanes"
+                if isinstance(extent, int) and extent % self.block_size else
+                f"a partial tile holds fewer than its {self.block_size} lanes")
+        raise exc.UnsupportedOperation(
+            f"This size is the extent of tile '{name}', which differs between tiles ({last}), so it has no "
+            "compile-time value as a Python number. Use it as a size of a device value (hl.zeros([v.size(0)])) or "
+            f"in device arithmetic (v.sum(1) / v.size(1)), or write {name}.block_size for the block size.")
+
+    __index__ = __int__ = __float__ = __complex__ = _no_number
+
+    # Sizes compare as the shapes of device values do (`v.shape == w.shape`): by block size.
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, TileExtent):
+            return self.dim.id == other.dim.id
+        return isinstance(other, int) and not isinstance(other, bool) and other == self.block_size
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.block_size)
+
+    def __repr__(self) -> str:
+        return f"{self.dim.name}.size"
+
+    def __neg__(self) -> Any:
+        return -self.extent()
+
+    def __pos__(self) -> Any:
+        return self.extent()
+
+    def __abs__(self) -> Any:
+        return self.extent()
+
+
+def _arithmetic(function: Any, reflected: bool):
+    def op(self: TileExtent, other: Any) -> Any:
+        other = other.extent() if isinstance(other, TileExtent) else other
+        return function(other, self.extent()) if reflected else function(self.extent(), other)
+
+    return op
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge"):
+    _function = getattr(operator, _name)
+    setattr(TileExtent, f"__{_name}__", _arithmetic(_function, False))
+    if _name not in ("lt", "le", "gt", "ge"):
+        setattr(TileExtent, f"__r{_name}__", _arithmetic(_function, True))
+
+
+def sizes(tensor: Any) -> tuple:
+    """`tensor.shape` for user code: a `TileExtent` on each axis a tile with a partial tail
+    indexes, the int elsewhere (the meta shape itself where no such tile is open)."""
+    recorder = tensor._tracer
+    shape = tensor.meta.shape
+    partial = {dim.id: dim for dim in recorder.active_dims() if dim.has_partial_tail}
+    if not partial or not shape:
+        return shape
+    recorded = [node for body in recorder.open_bodies() for node in body]
+    axes = tile_axes(recorded, set(partial)).get(tensor.value.id, {})
+    if not axes:
+        return shape
+    return tuple(TileExtent(recorder, partial[axes[axis]]) if axis in axes else size
+                 for axis, size in enumerate(shape))
+
+
+def as_meta(extent: TileExtent) -> torch.Tensor:
+    """What shape rules see for a size in arithmetic: the int32 device scalar it is."""
+    return torch.empty((), dtype=torch.int32, device="meta")
+
+
+__all__ = ["TileExtent", "as_meta", "sizes"]

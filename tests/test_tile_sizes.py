@@ -1,0 +1,160 @@
+"""`v.size(d)`, `v.shape`, `v.numel()` of a value a partial tile indexes: torch's answer is the
+tile's extent (72 where the last tile of 200 holds 72 of a 128 block), and reference mode gave it,
+but the compiled kernel gave the block size, so `v.new_ones(v.shape).sum()`, `v.sum(1) / v.size(1)`
+and a chunked Welford counting `chunk.size(-1)` differed (trial G). Such a size stands for the tile:
+as a shape (`hl.zeros([v.size(0)])`, `v.new_full(v.shape, 1)`) it is the tile's axis with the tile's
+padding, in arithmetic the tile's extent (a device scalar); a dim no partial tile indexes keeps its
+plain int."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def row_means(x):
+    n, m = x.shape
+    out = torch.zeros([n, 5], dtype=torch.float32, device=x.device)
+    for tn in hl.tile(n):
+        mean = hl.zeros([tn], dtype=torch.float32)
+        ones = hl.zeros([tn], dtype=torch.float32)
+        full = hl.zeros([tn], dtype=torch.float32)
+        counted = hl.zeros([tn], dtype=torch.float32)
+        numel = hl.zeros([tn], dtype=torch.float32)
+        for tm in hl.tile(m):
+            v = x[tn, tm]
+            mean = mean + v.sum(1) / v.size(1)
+            ones = ones + v.new_ones(v.shape).sum(1)
+            full = full + v.new_full(v.shape, 2.0).sum(1)
+            counted = counted + (hl.zeros([v.size(0), v.size(1)], dtype=torch.float32) + 1).sum(1)
+            numel = numel + v.numel() / v.size(0)
+        out[tn, 0] = mean
+        out[tn, 1] = ones
+        out[tn, 2] = full
+        out[tn, 3] = counted
+        out[tn, 4] = numel
+    return out
+
+
+def _row_means_expected(x):
+    chunks = [x[:, :128], x[:, 128:]]
+    mean = sum(chunk.mean(1) for chunk in chunks)
+    m = float(x.size(1))
+    return torch.stack([mean, torch.full_like(mean, m), torch.full_like(mean, 2 * m),
+                        torch.full_like(mean, m), torch.full_like(mean, m)], 1)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_sizes_of_a_partial_tile_are_its_extent_under_every_loop_type(loop_type):
+    x = torch.randn(8, 200)
+    expected = _row_means_expected(x)
+    _, result = code_and_output(row_means, (x,), pallas_loop_type=loop_type)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(row_means, (x,)), expected)
+
+
+def test_sizes_of_a_partial_tile_lower_for_every_chip():
+    check_tpu_lowering(row_means, (torch.randn(8, 200),))
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[128]))
+def count_outer(x):
+    n = x.size(0)
+    out = torch.zeros([n, 3], dtype=torch.float32, device=x.device)
+    for t in hl.tile(n):
+        v = x[t]
+        out[t, 0] = v * 0 + v.new_ones(v.shape).sum()
+        out[t, 1] = v * 0 + v.size(0)
+        out[t, 2] = v * 0 + 1.0 / v.shape[0] * v.numel()
+    return out
+
+
+def test_sizes_of_a_partial_outer_tile():
+    x = torch.randn(200)
+    counts = torch.tensor([128.0] * 128 + [72.0] * 72)
+    expected = torch.stack([counts, counts, torch.ones(200)], 1)
+    _, result = code_and_output(count_outer, (x,))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(count_outer, (x,)), expected)
+
+
+@pallasite.kernel
+def chunked_welford(x):
+    n, m = x.shape
+    mean_out = torch.empty([n], dtype=torch.float32, device=x.device)
+    var_out = torch.empty([n], dtype=torch.float32, device=x.device)
+    for tn in hl.tile(n):
+        count = hl.zeros([tn], dtype=torch.float32)
+        mean = hl.zeros([tn], dtype=torch.float32)
+        m2 = hl.zeros([tn], dtype=torch.float32)
+        for tm in hl.tile(m):
+            chunk = x[tn, tm].float()
+            size = chunk.size(-1)
+            chunk_mean = chunk.sum(-1) / size
+            chunk_m2 = ((chunk - chunk_mean[:, None]) ** 2).sum(-1)
+            total = count + size
+            delta = chunk_mean - mean
+            mean = mean + delta * size / total
+            m2 = m2 + chunk_m2 + delta * delta * count * size / total
+            count = total
+        mean_out[tn] = mean
+        var_out[tn] = m2 / count
+    return mean_out, var_out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_chunked_welford_over_a_partial_tile(loop_type):
+    x = torch.randn(16, 300)
+    expected = (x.mean(1), x.var(1, correction=0))
+    config = pallasite.Config(block_sizes=[8, 128], pallas_loop_type=loop_type)
+    _, result = code_and_output(chunked_welford, (x,), **config)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(chunked_welford, (x,)), expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def aligned_sizes(x):
+    n, m = x.shape
+    out = torch.zeros([n], dtype=torch.float32, device=x.device)
+    for tn in hl.tile(n):
+        acc = hl.zeros([tn], dtype=torch.float32)
+        for tm in hl.tile(m):
+            v = x[tn, tm]
+            assert isinstance(v.size(1), int) and v.size(1) == 128  # whole tiles: the plain int
+            acc = acc + v.sum(1) / math.sqrt(v.size(1))
+        out[tn] = acc
+    return out
+
+
+def test_a_dim_without_partial_tiles_keeps_its_int():
+    x = torch.randn(8, 256)
+    expected = (x[:, :128].sum(1) + x[:, 128:].sum(1)) / math.sqrt(128)
+    _, result = code_and_output(aligned_sizes, (x,))
+    torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def float_of_size(x):
+    n, m = x.shape
+    out = torch.zeros([n], dtype=torch.float32, device=x.device)
+    for tn in hl.tile(n):
+        acc = hl.zeros([tn], dtype=torch.float32)
+        for tm in hl.tile(m):
+            v = x[tn, tm]
+            acc = acc + v.sum(1) / math.sqrt(v.size(1))
+        out[tn] = acc
+    return out
+
+
+def test_a_python_float_of_a_partial_tile_size_is_refused_clearly():
+    with pytest.raises(exc.UnsupportedOperation, match=r"extent of tile 'tm'.*differs between tiles") as info:
+        float_of_size(torch.randn(8, 200))
+    assert "math.sqrt(v.size(1))" in str(info.value)
