@@ -10,7 +10,7 @@ import pallasite
 import pallasite.language as hl
 from plan_helpers import matmul
 from pallasite import exc
-from pallasite.testing import code_and_output
+from pallasite.testing import code_and_output, run_ref
 
 
 @pallasite.kernel
@@ -84,3 +84,28 @@ def test_grid_index_arithmetic_past_int32_is_refused():
     rows = ((torch.arange(8) + 3000) * 1000003) % 97
     _, result = code_and_output(reduced_hashed_row, (x, torch.zeros(8, 128)))
     torch.testing.assert_close(result, x[rows])
+
+
+@pallasite.kernel
+def argument_hashed_row(x, r: int):
+    n = x.size(0)
+    out = torch.empty_like(x)
+    for g in hl.grid(n):
+        out[g, :] = x[((r + g) * 1000003) % n, :]
+    return out
+
+
+def test_runtime_argument_arithmetic_past_int32_is_checked_per_call():
+    """An int argument's value is unknown when planning, so `(r + g) * 1000003` wrapped on the
+    device for r = 5000 (torch computes it exactly): each call checks the plan's arithmetic on
+    int arguments against its values; a value that stays inside int32 runs."""
+    x = torch.arange(7.0)[:, None].repeat(1, 128)
+
+    def expected(r):
+        return x[[((r + g) * 1000003) % 7 for g in range(7)]]
+
+    torch.testing.assert_close(argument_hashed_row(x, 3), expected(3))
+    torch.testing.assert_close(run_ref(argument_hashed_row, (x, 3)), expected(3))
+    with pytest.raises(exc.KernelArgumentError, match=r"With r = 5000: \(r \+ g\) \* 1000003 covers \[5000015000, "):
+        argument_hashed_row(x, 5000)
+    torch.testing.assert_close(argument_hashed_row(x, 4), expected(4))  # the same variant still runs

@@ -14,6 +14,7 @@ runs (`RangeCheck`); so does every gather's index vector.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 
@@ -110,15 +111,46 @@ def check_int32_arithmetic(body: list) -> None:
     """Raise where integer arithmetic on grid indices, tile positions and constants leaves int32
     over the loop's range: device integers are 32-bit and wrap, where torch computes a grid
     index's arithmetic with Python ints (`((g + 3000) * 1000003) % n` differed from torch)."""
+    for node in _int_arithmetic(body):
+        _check_int32(node, value_interval(node.output))
+
+
+def scalar_dependent_arithmetic(body: list) -> tuple:
+    """The integer arithmetic nodes of `body` whose interval only the runtime int arguments'
+    values decide (`(r + g) * 1000003` of an int argument r): checked before each call
+    (`check_scalar_arithmetic`), since a value past int32 would wrap on the device."""
+    names = {node.args[0].name for node in walk_nodes(body) if not isinstance(node, Load)
+             and node.op == "scalar_arg" and node.args[0].dtype == torch.int32}
+    known = dict.fromkeys(names, 0)
+    return tuple(node for node in _int_arithmetic(body)
+                 if value_interval(node.output) is None and value_interval(node.output, known) is not None)
+
+
+def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, int]) -> None:
+    """Raise `exc.KernelArgumentError` where the call's int arguments take one of `nodes`
+    (`scalar_dependent_arithmetic`) past int32."""
+    for node in nodes:
+        try:
+            _check_int32(node, value_interval(node.output, scalars))
+        except exc.UnsupportedOperation as err:
+            given = ", ".join(f"{name} = {value}" for name, value in sorted(scalars.items()))
+            raise exc.KernelArgumentError(f"With {given}: {err.message}", node.location) from None
+
+
+def _int_arithmetic(body: list):
     for node in walk_nodes(body):
         if isinstance(node, Load) or scalar_arithmetic(node.op) is None or len(node.outputs) != 1:
             continue
-        interval = value_interval(node.output) if node.output.dtype == torch.int32 else None
-        if interval is not None and (interval[0] < _INT32[0] or interval[1] > _INT32[1]):
-            raise exc.UnsupportedOperation(
-                f"{describe(node.output)} covers [{interval[0]}, {interval[1]}], past int32: device integers are "
-                "32-bit and would wrap, where torch computes it exactly. Reduce it before it grows (take the "
-                "% of each factor first) or compute in float32.", node.location)
+        if node.output.dtype == torch.int32:
+            yield node
+
+
+def _check_int32(node, interval: Interval | None) -> None:
+    if interval is not None and (interval[0] < _INT32[0] or interval[1] > _INT32[1]):
+        raise exc.UnsupportedOperation(
+            f"{describe(node.output)} covers [{interval[0]}, {interval[1]}], past int32: device integers are "
+            "32-bit and would wrap, where torch computes it exactly. Reduce it before it grows (take the "
+            "% of each factor first) or compute in float32.", node.location)
 
 
 def check_tile_range(body: list, dim: TileDim, low: int, high: int) -> None:
@@ -282,22 +314,23 @@ def _is_window(value: Value) -> bool:
         isinstance(arg, Value) and arg.producer is not None and arg.producer.op == "iota" for arg in node.args[:2])
 
 
-def value_interval(operand) -> Interval | None:
+def value_interval(operand, scalars: Mapping[str, int] | None = None) -> Interval | None:
     """The values every element of an int value can take, or None if unknown: iotas, their
-    views and integer arithmetic on them and on scalars (`scalar_interval`)."""
+    views and integer arithmetic on them and on scalars (`scalar_interval`); `scalars`: the
+    values of runtime int arguments, by name, where a call knows them."""
     if not isinstance(operand, Value) or operand.producer is None or isinstance(operand.producer, Load):
-        return scalar_interval(operand)
+        return scalar_interval(operand, scalars)
     node = operand.producer
     if node.op == "iota" and operand.shape and int(operand.shape[0]) > 0:
         start, step = node.kwargs["start"], node.kwargs["step"]
         last = start + step * (int(operand.shape[0]) - 1)
         return min(start, last), max(start, last)
     if node.op in ("reshape", "expand", "identity"):
-        return value_interval(node.args[0])
+        return value_interval(node.args[0], scalars)
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is None or node.kwargs.get("alpha", 1) != 1:
-        return scalar_interval(operand)
-    left, right = value_interval(node.args[0]), value_interval(node.args[1])
+        return scalar_interval(operand, scalars)
+    left, right = value_interval(node.args[0], scalars), value_interval(node.args[1], scalars)
     if arithmetic.spelling == "%" and right is not None and right[0] == right[1] > 0:
         return 0, right[0] - 1
     if left is None or right is None:
@@ -305,7 +338,7 @@ def value_interval(operand) -> Interval | None:
     return _combine(arithmetic, left, right)
 
 
-def scalar_interval(operand) -> Interval | None:
+def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interval | None:
     """The values an int scalar can take over every tile of its loops, or None if unknown."""
     if isinstance(operand, bool):
         return None
@@ -314,6 +347,9 @@ def scalar_interval(operand) -> Interval | None:
     if not isinstance(operand, Value) or operand.producer is None:
         return None
     node = operand.producer
+    if node.op == "scalar_arg" and scalars is not None and node.args[0].name in scalars:
+        value = scalars[node.args[0].name]
+        return value, value
     if node.op in ("tile_begin", "tile_id", "tile_end"):
         dim = node.args[0]
         trips = dim.static_trips
@@ -329,7 +365,7 @@ def scalar_interval(operand) -> Interval | None:
     if arithmetic is not None and not isinstance(node, Load):
         if node.kwargs.get("alpha", 1) != 1:
             return None
-        left, right = scalar_interval(node.args[0]), scalar_interval(node.args[1])
+        left, right = scalar_interval(node.args[0], scalars), scalar_interval(node.args[1], scalars)
         if arithmetic.spelling == "%" and left is None and right is not None and right[0] == right[1] > 0:
             return 0, right[0] - 1  # floor mod by a positive constant (torch and jnp alike), whatever `left` is
         if left is None or right is None:

@@ -29,6 +29,7 @@ from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, Load, St
 from .draft import CallDraft, KernelContext
 from .folded_loops import fold, folded_order, refused_fold
 from .grid_order import RevisitedBlock, plan_in_order
+from .bounds import scalar_dependent_arithmetic
 from .host_indices import plan_host_index_checks
 from .memory import collect_uses
 from .narrowed_arguments import plan_narrowed_arguments
@@ -72,7 +73,9 @@ def build_plan(ir: KernelIR, target: PlanTarget) -> KernelPlan:
             if call is written:
                 raise
             raise refused_fold(call, err) from None
-    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed, widened)
+    arithmetic = tuple(node for call in calls for node in scalar_dependent_arithmetic(call.call.loop.body))
+    return KernelPlan(ir, tuple(calls), target, plan_host_index_checks(ir, kernel.check_ids), narrowed, widened,
+                      arithmetic)
 
 
 def plan_call(kernel: KernelContext, call: DeviceLoopCall, defined: frozenset[int], view_bases: Mapping,

@@ -412,6 +412,9 @@ class KernelPlan:
     # int64 host allocations the kernel fills with int32 values, returned widened to int64
     # (plan/widened_outputs.py), by name
     widened_outputs: tuple[str, ...] = ()
+    # int arithmetic whose interval only runtime int arguments decide (`(r + g) * 1000003`):
+    # the host checks it against each call's values before running (plan/bounds.py)
+    scalar_arithmetic: tuple = ()
 
     @property
     def range_checks(self) -> tuple[RangeCheck, ...]:

@@ -176,7 +176,7 @@ class BoundKernel:
                 plan = self.plan(config)
                 compiled = CompiledKernel(self, config, generate_module(plan), plan.ir.result, plan.range_checks,
                                           narrowed=plan.narrowed_arguments, widened=plan.widened_outputs,
-                                          chip=plan.chip)
+                                          chip=plan.chip, arithmetic=plan.scalar_arithmetic)
                 self._compiled[key] = compiled
             return compiled
         given = config
@@ -237,7 +237,8 @@ class BoundKernel:
         code, guards = generate_variant(generate, self.specs, sizes, self.fn.__name__)
         plan = plans[0]
         compiled = CompiledKernel(self, config, code, plan.ir.result, plan.range_checks, sizes,
-                                  narrowed=plan.narrowed_arguments, widened=plan.widened_outputs)
+                                  narrowed=plan.narrowed_arguments, widened=plan.widened_outputs,
+                                  arithmetic=plan.scalar_arithmetic)
         compiled.guards = guards
         self._compiled[(key, guards)] = compiled
         return compiled

@@ -15,6 +15,7 @@ import torch
 from .. import exc
 from ..config import Config
 from ..ir import TensorSymbol
+from ..plan.bounds import check_scalar_arithmetic
 from .code_files import _write_code, host_function, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
@@ -59,14 +60,18 @@ class CompiledKernel:
 
     def __init__(self, bound: BoundSignature, config: Config, code: str, result_structure: Any = None,
                  range_checks: list | None = None, sizes: dict[str, int] | None = None, narrowed: tuple = (),
-                 widened: tuple[str, ...] = (), chip: str | None = None):
+                 widened: tuple[str, ...] = (), chip: str | None = None, arithmetic: tuple = ()):
         """`narrowed`: the plan's `NarrowedArgument`s, converted before every call (`narrow_argument`);
         `widened`: the plan's int64 outputs held as int32, widened after every call;
+        `arithmetic`: the plan's int arithmetic on runtime int arguments, checked against int32
+        before every call (`bounds.check_scalar_arithmetic`);
         `chip`: the TPU generation `code` was planned for, when one plan made it (static shapes)."""
         self.bound = bound
         self.chip = chip
         self.narrowed = {argument.position: argument for argument in narrowed}
         self.widened = frozenset(widened)
+        self.arithmetic = arithmetic
+        self._arithmetic_checked: tuple | None = None  # the int arguments last found inside int32
         self.sizes = dict(sizes or {})  # static_shapes=False: the dynamic sizes it was generated at
         self.range_checks = {check.check_id: check for check in range_checks or ()}
         self.result_structure = result_structure  # the IR's symbols, mirroring the result
@@ -159,9 +164,21 @@ class CompiledKernel:
                         "in the kernel (TPU has no 64-bit scalars). Pass it as a float, or make it a constant "
                         f"of the kernel with {self._names[i]} = hl.specialize({self._names[i]}) in host code.")
                 out.append(jnp.asarray(value, dtype=jnp.int32 if spec.python_type is int else jnp.float32))
+        if self.arithmetic:
+            self._check_arithmetic(values)
         if self.draws_seed:
             out.append(self._draw_seed(out))
         return out
+
+    def _check_arithmetic(self, values: list[Any]) -> None:
+        """The plan's int arithmetic on runtime int arguments (`(r + g) * 1000003`), at this
+        call's values: past int32 it would wrap on the device, where torch computes exactly."""
+        scalars = {self._names[i]: values[i] for i, spec in self._runtime_params
+                   if spec.kind == "scalar" and spec.python_type is int and isinstance(values[i], int)}
+        key = tuple(sorted(scalars.items()))
+        if key != self._arithmetic_checked:
+            check_scalar_arithmetic(self.arithmetic, scalars)
+            self._arithmetic_checked = key
 
     def _draw_seed(self, args: list[Any]) -> Any:
         """torch.rand_like's seed for one call, from torch's default generator (so
