@@ -79,3 +79,26 @@ def test_a_nan_reaches_a_max_over_a_large_block():
     _, result = code_and_output(row_extremes, (x,))
     torch.testing.assert_close(result, expected, equal_nan=True)
     torch.testing.assert_close(run_ref(row_extremes, (x,)), expected, equal_nan=True)
+
+
+@pallasite.kernel
+def product_sums(a, b):
+    n = a.size(0)
+    out = torch.empty([n, 2], dtype=torch.float32, device=a.device)
+    for t in hl.tile(n):
+        out[t, 0] = (a[t, :] * b[t, :]).float().sum(1)
+        out[t, 1] = (torch.exp(a[t, :]) + b[t, :]).float().sum(1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_each_16_bit_op_rounds_before_a_fused_reduction(dtype):
+    """(trial G) XLA's CPU compiler fused `(a * b).float().sum(1)` of bfloat16 a, b and summed
+    the exact float32 products, even with excess precision disabled; torch and a TPU round
+    each product to bfloat16 first (a difference of 0.07 in a sum of 256)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(16, 256, dtype=dtype), torch.randn(16, 256, dtype=dtype)
+    expected = torch.stack([(a * b).float().sum(1), (torch.exp(a) + b).float().sum(1)], 1)
+    _, result = code_and_output(product_sums, (a, b))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(product_sums, (a, b)), expected)

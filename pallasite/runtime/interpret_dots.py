@@ -15,6 +15,13 @@ NaN in max/min: XLA's CPU compiler drops a NaN from a float `reduce_max`/`reduce
 4096 or more elements (a 32x128 block's row max of a row holding NaN is 0, an all-NaN row's
 -inf), where a TPU and torch give NaN. Each such reduction also reduces `x != x` with `or`
 and gives NaN where that holds (`nan_propagating_extremes`).
+
+16-bit arithmetic rounded at each op: XLA's CPU compiler computes a bfloat16 (or float16)
+op in float32 and, inside a fusion, may hand the float32 value to the next op without
+rounding it to 16 bits (`(a * b).float().sum(1)` of bfloat16 a, b summed the exact
+products; torch, and a TPU, round each product to bfloat16 first), even with excess
+precision disabled. Each such op computes in float32 explicitly and passes through a
+`reduce_precision` to the 16-bit format's bits, which no pass removes (`rounded_narrow`).
 """
 from __future__ import annotations
 
@@ -37,6 +44,9 @@ def widened_dots(jaxpr: jax_core.Jaxpr) -> jax_core.Jaxpr:
         changed |= any(params[name] is not eqn.params[name] for name in params)
         if _narrow_dot(eqn):
             eqns.extend(_widened_dot(eqn))
+            changed = True
+        elif _narrow_arithmetic(eqn):
+            eqns.extend(_rounded_narrow(eqn.replace(params=params)))
             changed = True
         elif _float_extreme(eqn):
             eqns.extend(_nan_propagating(eqn.replace(params=params)))
@@ -64,6 +74,52 @@ def _narrow_dot(eqn) -> bool:
     lhs, rhs = (v.aval for v in eqn.invars[:2])
     return (lhs.dtype in _NARROW and rhs.dtype in _NARROW
             and eqn.outvars[0].aval.dtype == jnp.float32)
+
+
+# Elementwise primitives whose 16-bit result XLA's CPU compiler computes in float32; ops that
+# only move or pick values (convert, select, max, neg, ...) are exact in any format.
+_ROUNDING = frozenset(getattr(lax, name) for name in (
+    "add_p", "sub_p", "mul_p", "div_p", "rem_p", "pow_p", "integer_pow_p", "square_p", "sqrt_p", "rsqrt_p",
+    "cbrt_p", "exp_p", "exp2_p", "log_p", "log1p_p", "expm1_p", "tanh_p", "logistic_p", "sin_p", "cos_p",
+    "tan_p", "atan2_p", "asin_p", "acos_p", "atan_p", "sinh_p", "cosh_p", "asinh_p", "acosh_p", "atanh_p",
+    "erf_p", "erfc_p", "erf_inv_p", "lgamma_p", "digamma_p") if hasattr(lax, name))
+_BITS = {jnp.dtype(jnp.bfloat16): (8, 7), jnp.dtype(jnp.float16): (5, 10)}  # exponent, mantissa
+
+
+def _narrow_arithmetic(eqn) -> bool:
+    return (eqn.primitive in _ROUNDING and len(eqn.outvars) == 1
+            and eqn.outvars[0].aval.dtype in _BITS and eqn.outvars[0].aval.shape is not None)
+
+
+def _rounded_narrow(eqn) -> list:
+    """The op on float32 operands, its result rounded to the 16-bit format by
+    `reduce_precision`, then converted to it (exact by then)."""
+    (result,) = eqn.outvars
+    exponent, mantissa = _BITS[result.aval.dtype]
+    steps, operands = [], []
+    for var in eqn.invars:
+        if var.aval.dtype in _BITS:
+            wide = _f32_var(var.aval.shape)
+            steps.append(_convert(var, wide, eqn))
+            var = wide
+        operands.append(var)
+    wide_result, rounded = _f32_var(result.aval.shape), _f32_var(result.aval.shape)
+    steps.append(eqn.replace(invars=operands, outvars=[wide_result]))
+    steps.append(jax_core.new_jaxpr_eqn([wide_result], [rounded], lax.reduce_precision_p,
+                                        dict(exponent_bits=exponent, mantissa_bits=mantissa), set(),
+                                        eqn.source_info, eqn.ctx))
+    steps.append(_convert(rounded, result, eqn))
+    return steps
+
+
+def _f32_var(shape: tuple) -> jax_core.Var:
+    return jax_core.Var(jax_core.ShapedArray(shape, jnp.float32))
+
+
+def _convert(source, target, eqn):
+    params = dict(new_dtype=jnp.dtype(target.aval.dtype), weak_type=False, sharding=None)
+    return jax_core.new_jaxpr_eqn([source], [target], lax.convert_element_type_p, params, set(),
+                                  eqn.source_info, eqn.ctx)
 
 
 def _float_extreme(eqn) -> bool:
@@ -98,9 +154,7 @@ def _widened_dot(eqn) -> list:
     """The dot's operands converted to float32, then the dot of those."""
     converts, operands = [], []
     for var in eqn.invars[:2]:
-        wide = jax_core.Var(jax_core.ShapedArray(var.aval.shape, jnp.float32))
-        params = dict(new_dtype=jnp.dtype(jnp.float32), weak_type=False, sharding=None)
-        converts.append(jax_core.new_jaxpr_eqn([var], [wide], lax.convert_element_type_p, params, set(),
-                                               eqn.source_info, eqn.ctx))
+        wide = _f32_var(var.aval.shape)
+        converts.append(_convert(var, wide, eqn))
         operands.append(wide)
     return [*converts, eqn.replace(invars=[*operands, *eqn.invars[2:]])]
