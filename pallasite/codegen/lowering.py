@@ -165,10 +165,25 @@ _BINARY_FUNCTIONS = {
 }
 
 
+def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
+    """Whether a 16-bit float product `x * c` or quotient `x / c` has a Python number c with no
+    exact value in that dtype (`x * 0.1` of bfloat16 x): torch's CPU kernels for these two take
+    the number in float32 and round the result once, where JAX would round the number to 16 bits
+    first (torch's add and sub do round it first, as JAX does)."""
+    if dtype not in (torch.bfloat16, torch.float16) or call.attrs.get("rounding_mode") is not None:
+        return False
+    numbers = [arg.raw for arg in (call.args if call.op == "mul" else call.args[1:]) if arg.is_constant]
+    return any(isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)
+               and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
+
+
 @rule(*_BINARY_OPERATORS, *_BINARY_FUNCTIONS, "rsub")
 def _binary(call: OpCall) -> str:
     op = call.op
     dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
+    if op in ("mul", "div") and _wide_scalar(call, dtype):
+        wide = OpCall(op, call.args, call.attrs, call.out_shape, torch.float32)
+        return _rounded(_binary(wide), dtype)
     a, b = call.cast(0, dtype), call.cast(1, dtype)
     alpha = _scalar_of(call.attrs.get("alpha", 1), dtype)
     if op == "rsub":  # other - alpha * input
