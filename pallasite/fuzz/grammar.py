@@ -207,6 +207,10 @@ def _two_pass(draw: Draw, name: str) -> Case:
          "torch.exp(x[tm, tn] - stat[:, None])"),
         ("sumsq", "hl.zeros([tm], dtype=torch.float32)", "stat + (x[tm, tn] * x[tm, tn]).sum(-1)",
          "x[tm, tn] * torch.rsqrt(stat / n + 1e-5)[:, None]"),
+        # the sizes of a partial tile's block are its extent (frontend/tile_sizes.py)
+        ("count", "hl.zeros([tm], dtype=torch.float32)",
+         rng.choice(("stat + x[tm, tn].size(1)", "stat + x[tm, tn].new_ones(x[tm, tn].shape).sum(1)",
+                     "stat + x[tm, tn].numel() / x[tm, tn].size(0)")), "x[tm, tn] * stat[:, None]"),
     ))
     body = _lines(0, "m, n = x.size()", "out = torch.empty([m, n], dtype=torch.float32, device=x.device)",
                   "for tm in hl.tile(m):")

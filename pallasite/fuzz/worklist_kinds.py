@@ -67,7 +67,7 @@ def segment_rows(draw: Any, name: str) -> Case:
 
 def segment_mean(draw: Any, name: str) -> Case:
     """The `segment_mean` kind: a masked mean inside a jagged segment loop (`x[t, :].mean(0)`
-    per tile), or the tile's rows counted with `torch.ones_like`."""
+    per tile), or the tile's rows counted with `torch.ones_like` or its size."""
     rng = draw.rng
     dtype = draw.dtype((torch.float32, torch.bfloat16, torch.float16))
     dims = {"d": rng.choice((1, 16, 128, 200, 256))}
@@ -79,7 +79,9 @@ def segment_mean(draw: Any, name: str) -> Case:
             Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{block}):"),
             Line(2, rng.choice(("acc = acc + x[t, :].mean(0)", "acc = acc + torch.abs(x[t, :]).mean(0)",
                                 "acc = torch.maximum(acc, x[t, :].mean(dim=0))",
-                                "acc = acc + torch.ones_like(x[t, :]).sum(0)"))),
+                                "acc = acc + torch.ones_like(x[t, :]).sum(0)",
+                                "acc = acc + x[t, :].sum(0) / x[t, :].size(0)",
+                                "acc = acc + x[t, :].new_ones(x[t, :].shape).sum(0)"))),
             Line(1, "out[g, :] = acc"), Line(0, "return out")]
     inputs = (InputSpec("x", ("T", "d"), dtype), InputSpec("offsets", (), torch.int32, "offsets"))
     segments = tuple(rng.choice((0, 0, 1, 3, 5, 8, 13, 16, 20, 37, 64)) for _ in range(rng.randint(1, 6)))
