@@ -158,3 +158,47 @@ def test_a_python_float_of_a_partial_tile_size_is_refused_clearly():
     with pytest.raises(exc.UnsupportedOperation, match=r"extent of tile 'tm'.*differs between tiles") as info:
         float_of_size(torch.randn(8, 200))
     assert "math.sqrt(v.size(1))" in str(info.value)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def size_forms(x):
+    n, m = x.shape
+    out = torch.zeros([n, 6], dtype=torch.float32, device=x.device)
+    for t in hl.tile(n):
+        v = x[t, :]
+        z = hl.zeros([t], dtype=torch.float32)
+        out[t, 0] = z + v.size()[0]
+        out[t, 1] = z + v.shape[-2]
+        out[t, 2] = z + hl.zeros([t]).size(0)
+        if v.size(0) == 8:  # a comparison of the extent: a device if
+            out[t, 3] = z + 1.0
+        out[t, 4] = z + v.numel() / m
+        out[t, 5] = torch.cumsum(v, 0)[:, 0]  # pallasite's own code (a scan) still sees whole blocks
+    return out
+
+
+def test_every_spelling_of_a_partial_tile_size():
+    """(trial J) `v.size()[0]`, `v.shape[-2]`, `hl.zeros([t]).size(0)`, `v.numel()` and
+    `if v.size(0) == 8:` on the last tile of 20 rows in blocks of 8 (4 valid)."""
+    x = torch.randn(20, 16)
+    rows = torch.tensor([8.0] * 16 + [4.0] * 4)
+    scan = torch.cat([x[:16, 0].reshape(2, 8).cumsum(1).reshape(-1), x[16:, 0].cumsum(0)])
+    expected = torch.stack([rows, rows, rows, (rows == 8).float(), rows, scan], 1)
+    _, result = code_and_output(size_forms, (x,))
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(size_forms, (x,)), expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def length_of(x):
+    out = torch.zeros([x.size(0)], dtype=torch.float32, device=x.device)
+    for t in hl.tile(x.size(0)):
+        v = x[t, :]
+        out[t] = v[:, 0] * 0 + len(v)
+    return out
+
+
+def test_len_of_a_partial_tile_value_is_refused_clearly():
+    with pytest.raises(exc.UnsupportedOperation, match=r"extent of tile 't'.*the last tile of 20 holds 4 of its 8"):
+        length_of(torch.randn(20, 16))
+    torch.testing.assert_close(length_of(torch.randn(16, 16)), torch.full((16,), 8.0))  # whole tiles: an int

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ import torch
 from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
 from .tile_runs import tile_run
-from .tile_sizes import sizes
+from .tile_sizes import sizes, user_frame
 
 
 class Traced:
@@ -227,24 +228,28 @@ class DeviceTensor(_TensorLike):
     def __repr__(self) -> str:
         return f"DeviceTensor({self.value!r})"
 
-    # Sizes along a tile with a partial tail are that tile's (frontend/tile_sizes.py): its
-    # extent in arithmetic, its axis in a shape; internal code reads `meta.shape`.
+    # To the user's code, sizes along a tile with a partial tail are that tile's
+    # (frontend/tile_sizes.py: its extent in arithmetic, its axis in a shape), as in torch.
+    # pallasite's own code (composites, language functions) reasons in whole blocks, whose
+    # padding the mask planner handles, and sees the block shape.
     @property
     def shape(self) -> Any:
-        return sizes(self)
+        return sizes(self) if user_frame(sys._getframe(1)) else self.meta.shape
 
     def size(self, dim: int | None = None) -> Any:
-        shape = sizes(self)
+        shape = sizes(self) if user_frame(sys._getframe(1)) else self.meta.shape
         return shape if dim is None else shape[dim]
 
     def numel(self) -> Any:
+        if not user_frame(sys._getframe(1)):
+            return self.meta.numel()
         total = 1
         for size in sizes(self):
             total = total * size
         return total
 
     def __len__(self) -> int:
-        return operator.index(sizes(self)[0])
+        return operator.index(sizes(self)[0]) if user_frame(sys._getframe(1)) else self.meta.shape[0]
 
     def item(self) -> "DeviceTensor":
         """`t.item()` in device code: the one element as a device scalar (it has no Python

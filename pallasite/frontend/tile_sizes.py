@@ -11,7 +11,11 @@ gives is a `TileExtent`, which stands for the tile:
 - in arithmetic (`v.sum(1) / v.size(1)`, `count + chunk.size(-1)`) it is the tile's extent,
   `tile.end - tile.begin`, a device scalar;
 - as a Python number (`math.sqrt(v.size(1))`, `range(v.size(0))`) it has no compile-time
-  value, and is refused.
+  value, and is refused; compared, it is the extent too (`if v.size(0) == 8:` is a device
+  if), except that a tile's sizes equal each other (`v.shape == w.shape`).
+
+Only the user's code sees them (`user_frame`): pallasite's own code (composites, `hl`
+functions) reasons in whole blocks, whose padding the mask planner handles.
 
 An axis that no tile with a partial tail indexes gives its plain int, as before. Which
 tile indexes an axis is the padding analysis's own propagation (`plan/masks.py:tile_axes`)
@@ -20,6 +24,8 @@ over the nodes recorded so far, so sizes and masks agree.
 from __future__ import annotations
 
 import operator
+import os
+from types import FrameType
 from typing import Any
 
 import torch
@@ -53,21 +59,25 @@ class TileExtent:
         raise exc.UnsupportedOperation(
             f"This size is the extent of tile '{name}', which differs between tiles ({last}), so it has no "
             "compile-time value as a Python number. Use it as a size of a device value (hl.zeros([v.size(0)])) or "
-            f"in device arithmetic (v.sum(1) / v.size(1)), or write {name}.block_size for the block size.")
+            f"in device arithmetic (v.sum(1) / v.size(1)), or write {name}.block_size for the block size.",
+            forms_anchor="tile-attributes")
 
     __index__ = __int__ = __float__ = __complex__ = _no_number
 
-    # Sizes compare as the shapes of device values do (`v.shape == w.shape`): by block size.
-    def __eq__(self, other: Any) -> bool:
-        if isinstance(other, TileExtent):
-            return self.dim.id == other.dim.id
-        return isinstance(other, int) and not isinstance(other, bool) and other == self.block_size
+    # The same tile's sizes are equal (`v.shape == w.shape`); any other comparison is of the
+    # extent, a device bool (`if v.size(0) == 8:` is a device if).
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, TileExtent) and other.dim.id == self.dim.id:
+            return True
+        return self.extent() == (other.extent() if isinstance(other, TileExtent) else other)
 
-    def __ne__(self, other: Any) -> bool:
-        return not self == other
+    def __ne__(self, other: Any) -> Any:
+        if isinstance(other, TileExtent) and other.dim.id == self.dim.id:
+            return False
+        return self.extent() != (other.extent() if isinstance(other, TileExtent) else other)
 
     def __hash__(self) -> int:
-        return hash(self.block_size)
+        return hash(("tile extent", self.dim.id))
 
     def __repr__(self) -> str:
         return f"{self.dim.name}.size"
@@ -95,6 +105,15 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "l
     setattr(TileExtent, f"__{_name}__", _arithmetic(_function, False))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(TileExtent, f"__r{_name}__", _arithmetic(_function, True))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_frame(frame: FrameType) -> bool:
+    """Whether `frame` runs the user's code (a kernel body, a helper it calls), not pallasite's
+    own: only the user's code sees `TileExtent`s."""
+    return not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)
 
 
 def sizes(tensor: Any) -> tuple:
