@@ -5,13 +5,16 @@
 - a q loop whose store is under a device `if`: an item's rows are written back whole from a
   scratch never filled with the output's contents, so rows an item skipped came out as the
   previous item's values (or NaN) instead of keeping theirs.
-Both now run per segment, as `pallas_flatten_worklist=False` did, and say why."""
+Both now run per segment, as `pallas_flatten_worklist=False` did, and say why.
+A grid whose segments end at a constant (`hl.tile(g, n)`) is flattened, without an end check."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite.plan.loops import LOOP_TYPES
 from pallasite.testing import code_and_output, run_ref
 
 
@@ -73,3 +76,26 @@ def test_rows_a_guarded_store_skips_keep_their_contents():
         expected[begin + 8:end] = x[begin + 8:end] * 3
     _, result = code_and_output(skipped_first_tiles, (x, offsets))
     torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def suffix_rows(x):
+    n, m = x.size()
+    out = torch.zeros([n, m])
+    for g in hl.grid(n):
+        for t in hl.tile(g, n):
+            out[t, :] = x[t, :] + g  # row r is written last by g = r
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_worklist_whose_segments_end_at_a_constant(loop_type):
+    """(trial J) `hl.tile(g, n)`: the segments' end is the constant n, which the interpret-mode
+    check of segment ends took for an array (AttributeError: 'int' object has no attribute
+    'shape'). A constant end inside the rows needs no check."""
+    x = torch.randn(20, 128)
+    expected = x + torch.arange(20.0)[:, None]
+    code, result = code_and_output(suffix_rows, (x,), pallas_loop_type=loop_type)
+    assert "worklist" in code
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(suffix_rows, (x,)), expected)

@@ -220,8 +220,8 @@ def number_range_checks(draft: CallDraft) -> CallDraft:
                              draft.gather_lanes, draft.padded),
               *(RangeCheck(next(check_ids), 0, agreement.message, agreement.location, dim=agreement.checked_at,
                            extents=(agreement.dim, agreement.other)) for agreement in draft.extent_agreements),
-              *([worklist_end_check(worklist, next(check_ids), location),
-                 worklist_check(worklist, next(check_ids), location)] if worklist else []),
+              *([worklist_end_check(worklist, next(check_ids), location)] if worklist and worklist.end_checked else []),
+              *([worklist_check(worklist, next(check_ids), location)] if worklist else []),
               *(remote_index_checks(body, check_ids) if remote else ()),
               *(remote_device_checks(body, check_ids) if remote else ()),
               *([worklist_overlap_check(worklist, next(check_ids), location)]

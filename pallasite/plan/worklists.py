@@ -94,6 +94,12 @@ class Worklist:
     def tables(self) -> tuple[TensorSymbol, ...]:
         return (self.owner, self.start, self.extent)
 
+    @property
+    def end_checked(self) -> bool:
+        """Whether data decides the q ranges' end, so interpret mode checks it against the rows
+        (`hl.tile(g, n)` ends at n, inside them: nothing to check)."""
+        return not (isinstance(self.end, Const) and 0 <= self.end.value <= self.rows)
+
 
 @dataclass(frozen=True)
 class WorklistDecision:

@@ -159,6 +159,7 @@ class RangeChecks:
                 self._check(check_id, bad.flat[0], bad.flat[0] + 1, limit)
             return values
 
+        values = jnp.asarray(values)  # a worklist's constant segment end is a Python int
         return io_callback(check, jax.ShapeDtypeStruct(values.shape, values.dtype), values)
 
     # --- host side ------------------------------------------------------------
