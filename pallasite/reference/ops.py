@@ -128,6 +128,8 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return _updated_in_place(args[0], device_call(func, args, kwargs, runner), runner.walker.statement)
         if name == "__get__":
             return _property(func, args)
+        if name in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype.is_floating_point:
+            return _float_cast(func, args, kwargs)
         if name in _POINTWISE:
             return _pointwise(func, args, kwargs, name)
         if name in _REDUCTIONS:
@@ -211,6 +213,24 @@ def _check_operands(args: Any) -> None:
             raise exc.IndexingError(
                 "A host tensor is used whole inside a device loop; index it with tiles, "
                 "e.g. x[tile].")
+
+
+_CASTS = _torch_names([OPS["to"]])
+
+
+def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """A float value cast to an integer dtype saturates, as the compiled kernel's does (torch
+    calls an out-of-range value undefined, and its CPU wraps): NaN is 0, a value past the
+    device dtype's range (int32 for int64) its nearest end, others round toward 0."""
+    result = _generic(func, args, kwargs)
+    if not isinstance(result, torch.Tensor) or result.dtype.is_floating_point or result.dtype == torch.bool:
+        return result
+    source = args[0]
+    wide = torch.int32 if result.dtype == torch.int64 else result.dtype
+    bounds = torch.iinfo(wide)
+    with torch._C.DisableTorchFunction():
+        saturated = source.double().nan_to_num(0.0).clamp(bounds.min, bounds.max).trunc().to(result.dtype)
+    return lanes.mark_tiles(lanes.mark(saturated, lanes.of(result)), lanes.tiles_of(result))
 
 
 def _generic(func: Callable, args: tuple, kwargs: dict) -> Any:
