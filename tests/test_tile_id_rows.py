@@ -110,11 +110,17 @@ def column_sums_overwritten_per_row_tile(x):
     return out
 
 
-def test_output_block_revisited_across_an_outer_axis_is_rejected():
-    # `out`'s block does not depend on tm (grid axis 0): it would be written back and
-    # revisited after tn moves on, overwriting the first visit with a stale buffer.
-    with pytest.raises(exc.UnsupportedOperation, match="does not change along grid axis 0"):
-        column_sums_overwritten_per_row_tile(randn(16, 256))
+def test_output_block_revisited_across_an_outer_axis_walks_it_innermost():
+    """`out`'s block does not depend on tm (grid axis 0): in source order it would be written
+    back and revisited after tn moves on, overwriting the first visit with a stale buffer. Each
+    element's writers are the tm steps of one tn (every index item depends on one grid dim at
+    most), so walking tm innermost keeps torch's last writer, the last row tile (trial J)."""
+    x = randn(16, 256)
+    torch.testing.assert_close(column_sums_overwritten_per_row_tile(x), x[8:].sum(0))
+    call = only_call(column_sums_overwritten_per_row_tile, (x,))
+    assert [axis.dim.name for axis in call.grid] == ["tn", "tm"]
+    assert [axis.semantics.value for axis in call.grid] == ["parallel", "arbitrary"]
+
 
 
 @pallasite.kernel

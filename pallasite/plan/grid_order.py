@@ -52,7 +52,7 @@ def plan_in_order(call: DeviceLoopCall, user_order, plan_with: Callable[[tuple[i
     dims = call.loop.dims
     moved = [dims[axis] for axis in first.unused]  # source order: grid axis a walks dim a
     if user_order is not None or not first.reorderable or not all(
-            _varies_along(store, dim) for store in first.stores if not store.kwargs.get("atomic") for dim in moved):
+            _keeps_last_writer(store, moved, dims) for store in first.stores if not store.kwargs.get("atomic")):
         raise first
     order = tuple([axis for axis in source if axis not in first.unused] + first.unused)
     try:
@@ -80,6 +80,17 @@ def moves_with_its_axes(operand: Operand) -> bool:
         if not isinstance(index, (Const, GridIndex)) or block.prefetch:
             return False
     return True
+
+
+def _keeps_last_writer(store, moved: list, dims) -> bool:
+    """Whether each element `store` writes keeps its last writer when the grid walks `moved`
+    innermost: the store varies along each moved dim (no element is written twice along it),
+    or each of its index items depends on one grid dim at most, so the steps writing an element
+    form a box, whose last step is the same in every order (`out[0, tn] = x[tm.end - 1, tn]`:
+    the last tm's row, as torch leaves it)."""
+    if all(_varies_along(store, dim) for dim in moved):
+        return True
+    return all(sum(_item_depends(item, dim, set()) for dim in dims) <= 1 for item in store.index)
 
 
 def _varies_along(store, dim: TileDim) -> bool:
