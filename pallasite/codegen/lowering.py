@@ -177,7 +177,16 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
                and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
 
 
-@rule(*_BINARY_OPERATORS, *_BINARY_FUNCTIONS, "rsub")
+def _tensor_int_power(node) -> bool:
+    """An integer power whose exponent is a value (not a number): `elementwise.int_power`."""
+    base, exponent = node.args[:2]
+    if isinstance(exponent, (bool, int, float)) or isinstance(base, float):
+        return False
+    dtype = exponent.dtype if isinstance(base, int) else torch.promote_types(base.dtype, exponent.dtype)
+    return not dtype.is_floating_point and dtype != torch.bool
+
+
+@rule(*_BINARY_OPERATORS, *(op for op in _BINARY_FUNCTIONS if op != "pow"), "rsub")
 def _binary(call: OpCall) -> str:
     op = call.op
     dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
@@ -193,6 +202,8 @@ def _binary(call: OpCall) -> str:
     if op == "pow" and call.args[1].is_constant and call.args[1].raw in (0.5, -0.5) and dtype.is_floating_point:
         # torch takes x ** 0.5 as sqrt (and ** -0.5 as rsqrt): NaN at -inf, where pow gives inf
         return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
+    if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
+        return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
@@ -202,6 +213,9 @@ def _binary(call: OpCall) -> str:
     if op in ("maximum", "minimum") and dtype == torch.bool:  # Mosaic has no bool max/min
         return f"jnp.logical_{'or' if op == 'maximum' else 'and'}({a}, {b})"
     return f"{_BINARY_FUNCTIONS[op]}({a}, {b})"
+
+
+rule("pow", imports=ELEMENTWISE, when=_tensor_int_power)(_binary)
 
 
 @rule("bitwise_and", "bitwise_or", "bitwise_xor")

@@ -35,7 +35,8 @@ _FLOAT_UNARY = (
     "torch.exp(-torch.abs({a}))", "torch.rsqrt(torch.abs({a}) + 1.0)", "torch.log(torch.abs({a}) + 1.0)",
     "{a} * 0.5", "{a} + 1.5", "{a} * 3",
 )
-_INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1")
+_INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
+              "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it
 _BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "torch.minimum({a}, {b})",
            # spellings whose keywords or argument order mean something: other - alpha * input
            "torch.rsub({a}, {b}, alpha=2)", "torch.sub({a}, other={b}, alpha=3)", "torch.maximum({a}, other={b})")
@@ -95,6 +96,9 @@ class ChainBuilder:
                 return self._augmented(a, b, rng.choice(("+", "-", "*")))
             if float_only and dtype not in FLOATS:
                 return self._new(f"{a.name} * 0.5 + {b.name}", torch.float32)
+            if a.dtype == b.dtype == torch.int32 and rng.random() < 0.2:
+                # an integer power of a tensor exponent: every bit of it, negative ones too
+                return self._new(f"torch.pow({a.name}, torch.remainder({b.name}, 80) - 4)", torch.int32)
             return self._new(rng.choice(_BINARY).format(a=a.name, b=b.name), dtype)
         if choice < 0.9 and len(self.leaves) >= 2:
             x, y = rng.sample(self.leaves, 2)

@@ -21,7 +21,9 @@ forms that keep float32's accuracy where the textbook identity loses it:
   against float64 references);
 - exp2: Mosaic and XLA compute it as `exp(x * ln 2)`, off by many ulps at large x and not
   exact at integers; here `exp(f * ln 2) * 2 ** n` with `x = n + f`, the power of two
-  built from exponent bits.
+  built from exponent bits;
+- int_power: an integer `x ** y` of a tensor (or runtime) exponent, squaring over every bit
+  of it (jnp.power reads only its low 6 bits), 0 for negative exponents but of bases +-1.
 """
 from __future__ import annotations
 
@@ -151,4 +153,19 @@ def exp2(x):
     return jnp.exp((x - n) * _LN2) * _power_of_two(half) * _power_of_two(n - half)
 
 
-__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "sinh"]
+def int_power(base, exponent, dtype):
+    """torch's integer `base ** exponent` in `dtype` for an integer tensor exponent, wrapping as
+    torch does: squaring over every bit of the exponent (jnp.power takes only its low 6 bits:
+    3 ** 64 gave 1); a negative exponent gives 0, except 1 for base 1 and +-1 for base -1."""
+    base, exponent = jnp.broadcast_arrays(jnp.asarray(base, dtype), jnp.asarray(exponent, dtype))
+    bits = jnp.iinfo(exponent.dtype).bits - (1 if jnp.issubdtype(exponent.dtype, jnp.signedinteger) else 0)
+    result, square, rest = jnp.ones_like(base), base, jnp.maximum(exponent, 0)
+    for bit in range(bits):
+        result = jnp.where((rest >> bit) & 1 == 1, result * square, result)
+        if bit + 1 < bits:
+            square = square * square
+    negative = jnp.where(base == 1, 1, jnp.where(base == -1, jnp.where(exponent & 1 == 1, -1, 1), 0))
+    return jnp.where(exponent < 0, negative.astype(base.dtype), result)
+
+
+__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "int_power", "sinh"]
