@@ -123,3 +123,22 @@ def test_a_16_bit_product_takes_its_number_in_float32(dtype):
     _, result = code_and_output(scaled, (x,))
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
     torch.testing.assert_close(run_ref(scaled, (x,)), expected, rtol=0, atol=0)
+
+
+@pallasite.kernel
+def halved(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.fmod(x[t], 0.25) * 0.5 - x[t] * 2 ** -12
+    return out
+
+
+def test_float16_subnormals_survive_the_rounding_of_each_op():
+    """reduce_precision flushes what would be a float16 subnormal (below 2 ** -14): the rounding
+    of each 16-bit op kept 0.0 where torch keeps 5.4e-05 (a bfloat16 floor division was off by
+    2 through it). Such values are rounded to their multiple of 2 ** -24 by hand."""
+    x = torch.tensor([2.0 ** -20, -3 * 2.0 ** -18, 2.0 ** -14 + 2.0 ** -24, 0.2501, -1.3e-5, 0.1] * 2,
+                     dtype=torch.float16)
+    expected = torch.fmod(x, 0.25) * 0.5 - x * 2 ** -12
+    assert (expected.abs() < 2.0 ** -14).sum() >= 4
+    torch.testing.assert_close(code_and_output(halved, (x,))[1], expected, rtol=0, atol=0)

@@ -177,6 +177,19 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
                and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
 
 
+def _SIXTEEN_BIT(dtype: torch.dtype) -> bool:  # noqa: N802 - read as a predicate on dtypes
+    return dtype in (torch.bfloat16, torch.float16)
+
+
+def _elementwise_binary(node) -> bool:
+    """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
+    a floor division of 16-bit floats."""
+    if node.op != "pow":
+        return _SIXTEEN_BIT(node.outputs[0].dtype if hasattr(node, "outputs") else node.result.dtype) and (
+            node.op == "floor_divide" or node.kwargs.get("rounding_mode") == "floor")
+    return _tensor_int_power(node)
+
+
 def _tensor_int_power(node) -> bool:
     """An integer power whose exponent is a value (not a number): `elementwise.int_power`."""
     base, exponent = node.args[:2]
@@ -186,7 +199,8 @@ def _tensor_int_power(node) -> bool:
     return not dtype.is_floating_point and dtype != torch.bool
 
 
-@rule(*_BINARY_OPERATORS, *(op for op in _BINARY_FUNCTIONS if op != "pow"), "rsub")
+@rule(*(op for op in _BINARY_OPERATORS if op not in ("div", "floor_divide")),
+      *(op for op in _BINARY_FUNCTIONS if op != "pow"), "rsub")
 def _binary(call: OpCall) -> str:
     op = call.op
     dtype = call.compute_dtype() if OPS[op].elementwise.predicate else call.out_dtype
@@ -204,6 +218,8 @@ def _binary(call: OpCall) -> str:
         return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
+    if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _SIXTEEN_BIT(dtype):
+        return f"elementwise.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
@@ -215,7 +231,7 @@ def _binary(call: OpCall) -> str:
     return f"{_BINARY_FUNCTIONS[op]}({a}, {b})"
 
 
-rule("pow", imports=ELEMENTWISE, when=_tensor_int_power)(_binary)
+rule("pow", "div", "floor_divide", imports=ELEMENTWISE, when=_elementwise_binary)(_binary)
 
 
 @rule("bitwise_and", "bitwise_or", "bitwise_xor")

@@ -22,6 +22,7 @@ forms that keep float32's accuracy where the textbook identity loses it:
 - exp2: Mosaic and XLA compute it as `exp(x * ln 2)`, off by many ulps at large x and not
   exact at integers; here `exp(f * ln 2) * 2 ** n` with `x = n + f`, the power of two
   built from exponent bits;
+- floor_divide: torch's floor division of 16-bit floats, each step rounded to 16 bits;
 - int_power: an integer `x ** y` of a tensor (or runtime) exponent, squaring over every bit
   of it (jnp.power reads only its low 6 bits), 0 for negative exponents but of bases +-1.
 """
@@ -168,4 +169,19 @@ def int_power(base, exponent, dtype):
     return jnp.where(exponent < 0, negative.astype(base.dtype), result)
 
 
-__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "int_power", "sinh"]
+def floor_divide(a, b):
+    """torch's floor division of 16-bit floats: the remainder's correction of the quotient, each
+    step rounded to the operands' dtype as torch's CPU computes it (the float32 quotient
+    floored, or jnp.floor_divide's rounding, differed from torch by 1 in ~1% of bfloat16 lanes)."""
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    quotient = a / b
+    negative = (quotient < 0) | (1 / quotient < 0)  # -0.0 too, as torch's copysign(0, a / b)
+    floor = jnp.where(div == 0, jnp.where(negative, -0.0, 0.0).astype(a.dtype), floor)
+    return jnp.where(b == 0, quotient, floor)
+
+
+__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "floor_divide", "int_power", "sinh"]

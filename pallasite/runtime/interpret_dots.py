@@ -21,7 +21,8 @@ op in float32 and, inside a fusion, may hand the float32 value to the next op wi
 rounding it to 16 bits (`(a * b).float().sum(1)` of bfloat16 a, b summed the exact
 products; torch, and a TPU, round each product to bfloat16 first), even with excess
 precision disabled. Each such op computes in float32 explicitly and passes through a
-`reduce_precision` to the 16-bit format's bits, which no pass removes (`rounded_narrow`).
+`reduce_precision` to the 16-bit format's bits, which no pass removes (`rounded_narrow`; a
+float16 subnormal, which reduce_precision would flush, is rounded by hand).
 """
 from __future__ import annotations
 
@@ -92,10 +93,8 @@ def _narrow_arithmetic(eqn) -> bool:
 
 
 def _rounded_narrow(eqn) -> list:
-    """The op on float32 operands, its result rounded to the 16-bit format by
-    `reduce_precision`, then converted to it (exact by then)."""
+    """The op on float32 operands, its result rounded to the 16-bit format (`_rounding`)."""
     (result,) = eqn.outvars
-    exponent, mantissa = _BITS[result.aval.dtype]
     steps, operands = [], []
     for var in eqn.invars:
         if var.aval.dtype in _BITS:
@@ -103,13 +102,33 @@ def _rounded_narrow(eqn) -> list:
             steps.append(_convert(var, wide, eqn))
             var = wide
         operands.append(var)
-    wide_result, rounded = _f32_var(result.aval.shape), _f32_var(result.aval.shape)
+    wide_result = _f32_var(result.aval.shape)
     steps.append(eqn.replace(invars=operands, outvars=[wide_result]))
-    steps.append(jax_core.new_jaxpr_eqn([wide_result], [rounded], lax.reduce_precision_p,
-                                        dict(exponent_bits=exponent, mantissa_bits=mantissa), set(),
-                                        eqn.source_info, eqn.ctx))
-    steps.append(_convert(rounded, result, eqn))
-    return steps
+    return steps + _spliced(_rounding(result.aval.shape, result.aval.dtype), wide_result, result)
+
+
+def _rounding(shape: tuple, dtype) -> jax_core.ClosedJaxpr:
+    """float32 -> `dtype` through `reduce_precision`, which flushes what would be a subnormal
+    of the format: a float16 subnormal (below 2 ** -14) is rounded to its multiple of 2 ** -24
+    instead, exactly (bfloat16's subnormals are float32's). Traced where the kernel is, as
+    `_nan_helper`."""
+    exponent, mantissa = _BITS[jnp.dtype(dtype)]
+
+    def rounded(x):
+        normal = lax.reduce_precision(x, exponent_bits=exponent, mantissa_bits=mantissa)
+        if jnp.dtype(dtype) == jnp.float16:
+            steps = lax.round(x * 2.0 ** 24, lax.RoundingMethod.TO_NEAREST_EVEN) * 2.0 ** -24
+            normal = jnp.where(jnp.abs(x) < 2.0 ** -14, steps, normal)
+        return normal.astype(dtype)
+    return jax.make_jaxpr(rounded)(jax.ShapeDtypeStruct(shape, jnp.float32))
+
+
+def _spliced(helper: jax_core.ClosedJaxpr, source, result) -> list:
+    """A traced one-input helper's equations, its input and output variables `source`, `result`."""
+    inner_in, inner_out = helper.jaxpr.invars[0], helper.jaxpr.outvars[0]
+    return [inner.replace(invars=[source if var is inner_in else var for var in inner.invars],
+                          outvars=[result if var is inner_out else var for var in inner.outvars])
+            for inner in helper.jaxpr.eqns]
 
 
 def _f32_var(shape: tuple) -> jax_core.Var:
@@ -134,10 +153,7 @@ def _nan_propagating(eqn) -> list:
     helper = _nan_helper(eqn.primitive, eqn.params["axes"], source.aval.shape, source.aval.dtype)
     if helper.consts:
         return [eqn]
-    inner_in, inner_out = helper.jaxpr.invars[0], helper.jaxpr.outvars[0]
-    return [inner.replace(invars=[source if var is inner_in else var for var in inner.invars],
-                          outvars=[result if var is inner_out else var for var in inner.outvars])
-            for inner in helper.jaxpr.eqns]
+    return _spliced(helper, source, result)
 
 
 def _nan_helper(primitive, axes: tuple, shape: tuple, dtype) -> jax_core.ClosedJaxpr:

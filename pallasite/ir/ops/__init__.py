@@ -64,6 +64,8 @@ def computes_in_float32(op: str, attrs, out_dtype) -> bool:
     facts = definition.elementwise if definition is not None else None
     if facts is None or out_dtype not in (torch.bfloat16, torch.float16):
         return False
+    if attrs.get("rounding_mode") is not None or op == "floor_divide":
+        return False  # torch truncates the quotient rounded to 16 bits; it floors in 16-bit steps
     return facts.widened or attrs.get("alpha", 1) != 1
 
 
