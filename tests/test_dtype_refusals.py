@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
-from pallasite.testing import run_ref
+from pallasite.testing import check_tpu_lowering, run_ref
 
 
 def _unary(fn):
@@ -77,3 +77,31 @@ def test_a_float_dot_into_an_integer_accumulator_is_refused():
         int_accumulated_float_dot(x, y)
     with pytest.raises(exc.UnsupportedDtype, match="acc"):
         run_ref(int_accumulated_float_dot, (x, y))
+
+
+def test_argmax_of_a_bool_tile_is_refused_in_both_modes():
+    """(trial I) torch refuses argmax of bool ("does not support bool input"): the compiled kernel
+    ran it and reference mode raised ShapeMismatch."""
+    kernel, x = _unary(lambda v: v.argmax(0, keepdim=True).expand(v.size(0))), torch.arange(8) % 3 == 0
+    with pytest.raises(exc.UnsupportedDtype, match="bool"):
+        kernel(x)
+    with pytest.raises(exc.UnsupportedDtype, match="bool"):
+        run_ref(kernel, (x,))
+
+
+@pallasite.kernel
+def clamped_bools(x, y):
+    out = torch.empty([2, x.size(0)], dtype=torch.bool, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = torch.clamp(x[t], min=y[t])
+        out[1, t] = torch.clamp(x[t], max=y[t])
+    return out
+
+
+def test_clamp_of_bool_tiles_lowers():
+    """(trial I) torch.clamp of bool tiles ran in interpret mode but did not lower (Mosaic has no
+    bool max/min): it is an or with the low and an and with the high (torch takes one bound only)."""
+    x, y = torch.arange(16) % 2 == 0, torch.arange(16) % 3 == 0
+    expected = torch.stack([torch.clamp(x, min=y), torch.clamp(x, max=y)])
+    torch.testing.assert_close(clamped_bools(x, y), expected)
+    check_tpu_lowering(clamped_bools, (x, y))

@@ -262,6 +262,9 @@ def _clamp(call: OpCall) -> str:
     x = call.cast(0, call.out_dtype)
     low = "None" if call.args[1].raw is None else call.cast(1, call.out_dtype)
     high = "None" if call.args[2].raw is None else call.cast(2, call.out_dtype)
+    if call.out_dtype == torch.bool:  # Mosaic has no bool max/min: or with the low, and with the high
+        low_text = x if low == "None" else f"jnp.logical_or({x}, {low})"
+        return low_text if high == "None" else f"jnp.logical_and({low_text}, {high})"
     return f"jnp.clip({x}, {low}, {high})"
 
 

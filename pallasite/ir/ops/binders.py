@@ -64,7 +64,7 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
 # check the dtype themselves). A 16-bit float named there may be a gap of torch's CPU build
 # that a TPU does not have, so it is no refusal.
 _DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|"
-                            r"Input dtype must be either a floating point")
+                            r"Input dtype must be either a floating point|does not support bool input")
 _CPU_GAPS = ("Half", "BFloat16")
 
 
