@@ -318,7 +318,11 @@ def dtype_section() -> list[str]:
             "tensor's values) is refused there, and so is a number past int32 beside an integer device value. An int64 tensor host code allocates (`torch.empty([m], "
             "dtype=torch.long)`, `torch.empty_like(labels)`) that the kernel only stores integers into (argmax's "
             "indices) is held as int32 and returned as int64; a device read of it, a float stored into it, "
-            "host code using it, or a fill past int32 is refused.", ""]
+            "host code using it, or a fill past int32 is refused.", "",
+            "Numerics as a TPU computes them: float32 subnormals (below 2 ** -126) flush to zero in device code "
+            "(torch keeps them; interpret mode flushes them too); 16-bit float ops are rounded to 16 bits at each op, "
+            "as torch rounds them, float16 subnormals included; a float cast to an integer saturates (NaN is 0; "
+            "torch calls an out-of-range value undefined), in both modes.", ""]
 
 
 def missing_facts() -> list[str]:
