@@ -268,6 +268,26 @@ def _clamp(call: OpCall) -> str:
     return f"jnp.clip({x}, {low}, {high})"
 
 
+@rule("frac")
+def _frac(call: OpCall) -> str:
+    x = call.cast(0, call.out_dtype)
+    return f"({x} - jnp.trunc({x}))"
+
+
+@rule("logaddexp")
+def _logaddexp(call: OpCall) -> str:
+    a, b = call.all_cast(call.out_dtype)
+    # torch's form: the larger plus log1p of the smaller's share; equal infinities are themselves
+    return (f"jnp.where(jnp.isinf({a}) & ({a} == {b}), {a}, "
+            f"jnp.maximum({a}, {b}) + jnp.log1p(jnp.exp(-jnp.abs({a} - {b}))))")
+
+
+@rule("xlogy")
+def _xlogy(call: OpCall) -> str:
+    x, y = call.all_cast(call.out_dtype)
+    return f"jnp.where(jnp.isnan({y}), jnp.nan, jnp.where({x} == 0, 0.0, {x} * jnp.log({y})))"
+
+
 @rule("lerp")
 def _lerp(call: OpCall) -> str:
     a, b, w = call.all_cast(call.out_dtype)

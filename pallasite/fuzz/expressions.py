@@ -33,7 +33,8 @@ class Value:
 _FLOAT_UNARY = (
     "torch.sigmoid({a})", "torch.tanh({a})", "torch.relu({a})", "torch.abs({a})", "-{a}",
     "torch.exp(-torch.abs({a}))", "torch.rsqrt(torch.abs({a}) + 1.0)", "torch.log(torch.abs({a}) + 1.0)",
-    "{a} * 0.5", "{a} + 1.5", "{a} * 3",
+    "{a} * 0.5", "{a} + 1.5", "{a} * 3", "torch.logaddexp({a}, -{a})",
+    "torch.xlogy(torch.abs({a}), torch.abs({a}) + 1.0)",
 )
 _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
               "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it
@@ -43,7 +44,7 @@ _BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "to
 _INT_TO_FLOAT = ("{a} * 0.25", "{a}.to(torch.float32)", "{a}.to(torch.bfloat16)", "{a}.float()")
 _FLOAT_CASTS = ("{a}.to(torch.float32)", "{a}.to(torch.bfloat16)")
 # of a loaded input only: a computed value's rounding differs by a last bit between the modes
-_LEAF_UNARY = ("torch.round({a}, decimals=1)", "torch.pow({a}, exponent=2)")
+_LEAF_UNARY = ("torch.round({a}, decimals=1)", "torch.pow({a}, exponent=2)", "torch.frac({a})")
 
 
 class ChainBuilder:

@@ -302,6 +302,12 @@ def _statistic(func: Callable, args: tuple, kwargs: dict) -> Any:
     """var/std/var_mean/std_mean: 16-bit floats in float32, rounded once, as the kernel does."""
     _check_operands((args, kwargs))
     source = args[0]
+    if getattr(func, "__name__", "") == "layer_norm":  # the shape kept; weight and bias in float32 too
+        wide = source.dtype in _LOW_PRECISION
+        widened = [a.float() if wide and isinstance(a, torch.Tensor) else a for a in args]
+        result = func(*widened, **{k: v.float() if wide and isinstance(v, torch.Tensor) else v
+                                   for k, v in kwargs.items()})
+        return lanes.finish(result.to(source.dtype), lanes.of(source))
     positional = list(args[1:])
     if positional and isinstance(positional[0], bool):  # var(x, unbiased)
         positional = []

@@ -1,4 +1,4 @@
-"""Composites for torch's variance family: var, std, var_mean, std_mean.
+"""Composites for torch's variance family: var, std, var_mean, std_mean, and F.layer_norm.
 
 Each is the two-pass program a careful kernel writes: the mean, then the sum of
 squared deviations from it, divided by max(N - correction, 0) as torch does (so
@@ -84,6 +84,35 @@ def _statistic(root: bool, with_mean: bool) -> Callable[[Call, Record], Any]:
     return expand
 
 
+def _layer_norm(call: Call, record: Record) -> Any:
+    """F.layer_norm(x, normalized_shape, weight, bias, eps): over the trailing normalized dims,
+    (x - mean) * rsqrt(biased var + eps) * weight + bias, in float32 for 16-bit inputs and
+    rounded once (torch's CPU kernel)."""
+    names = ("input", "normalized_shape", "weight", "bias", "eps")
+    if len(call.args) > len(names) or set(call.kwargs) - set(names):
+        raise exc.UnsupportedOperation(f"{call.display} takes (input, normalized_shape, weight, bias, eps).")
+    given = {**dict(zip(names, call.args)), **call.kwargs}
+    x, shape, weight, bias = (given.get(name) for name in names[:4])
+    eps = given.get("eps", 1e-5)
+    source = call.meta_of(x)
+    shape = tuple(shape) if isinstance(shape, (list, tuple, torch.Size)) else (shape,)
+    if not isinstance(source, torch.Tensor) or tuple(source.shape[source.dim() - len(shape):]) != tuple(
+            int(size) for size in shape) or len(shape) > source.dim():
+        raise exc.ShapeMismatch(f"{call.display}: normalized_shape {list(shape)} is not the trailing shape of "
+                                f"the input {list(getattr(source, 'shape', []))}.")
+    dims = tuple(range(source.dim() - len(shape), source.dim()))
+    if source.dtype in _LOW_PRECISION:
+        x = record("to", x, torch.float32)
+    deviation = record("sub", x, record("mean", x, dims, True))
+    variance = record("mean", record("mul", deviation, deviation), dims, True)
+    out = record("mul", deviation, record("rsqrt", record("add", variance, float(eps))))
+    if weight is not None:
+        out = record("mul", out, weight)
+    if bias is not None:
+        out = record("add", out, bias)
+    return record("to", out, source.dtype) if source.dtype in _LOW_PRECISION else out
+
+
 _NOTE = ("correction= (or unbiased=), dim= an int or a list, keepdim=; two passes (mean, then squared "
          "deviations): no cancellation; 16-bit inputs compute in float32")
 
@@ -94,4 +123,7 @@ STATISTIC_DEFINITIONS = (
               note=f"(var, mean); {_NOTE}"),
     Composite("std_mean", ("std_mean",), _statistic(root=True, with_mean=True), dtypes=FLOATS,
               note=f"(std, mean); {_NOTE}"),
+    Composite("layer_norm", ("layer_norm",), _layer_norm, dtypes=FLOATS,
+              note="F.layer_norm over the trailing normalized dims (two passes: mean, then squared deviations); "
+                   "weight, bias, eps; 16-bit inputs compute in float32, rounded once"),
 )
