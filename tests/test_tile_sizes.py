@@ -202,3 +202,23 @@ def test_len_of_a_partial_tile_value_is_refused_clearly():
     with pytest.raises(exc.UnsupportedOperation, match=r"extent of tile 't'.*the last tile of 20 holds 4 of its 8"):
         length_of(torch.randn(20, 16))
     torch.testing.assert_close(length_of(torch.randn(16, 16)), torch.full((16,), 8.0))  # whole tiles: an int
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def last_rows(x):
+    n, m = x.shape
+    out = torch.zeros([n, m], dtype=torch.float32, device=x.device)
+    for t in hl.tile(n):
+        v = x[t, :]
+        out[t, :] = v * 0 + x[t.begin + v.size(0) - 1, :]
+    return out
+
+
+def test_an_index_from_a_partial_tile_size_is_bounded_exactly():
+    """(trial J) `x[t.begin + v.size(0) - 1, :]` is `t.end - 1`: interval arithmetic on
+    `t.begin + (t.end - t.begin) - 1` gave [-9, 35] and refused it; a scalar of one tile dim's
+    begin and end is bounded by evaluating it at each tile ([7, 19])."""
+    x = torch.randn(20, 128)
+    expected = torch.cat([x[7].expand(8, 128), x[15].expand(8, 128), x[19].expand(4, 128)])
+    torch.testing.assert_close(code_and_output(last_rows, (x,))[1], expected)
+    torch.testing.assert_close(run_ref(last_rows, (x,)), expected)

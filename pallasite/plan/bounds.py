@@ -365,6 +365,9 @@ def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interv
     if arithmetic is not None and not isinstance(node, Load):
         if node.kwargs.get("alpha", 1) != 1:
             return None
+        exact = _per_tile_interval(operand)
+        if exact is not None:
+            return exact
         left, right = scalar_interval(node.args[0], scalars), scalar_interval(node.args[1], scalars)
         if arithmetic.spelling == "%" and left is None and right is not None and right[0] == right[1] > 0:
             return 0, right[0] - 1  # floor mod by a positive constant (torch and jnp alike), whatever `left` is
@@ -372,6 +375,57 @@ def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interv
             return None
         return _combine(arithmetic, left, right)
     return None
+
+
+_ENUMERATED_TILES = 4096
+
+
+def _per_tile_interval(operand) -> Interval | None:
+    """The exact interval of integer arithmetic on one static tile dim's begin and end (both
+    read) and constants, evaluated at each of its tiles: intervals lose that both move together
+    (`t.begin + (t.end - t.begin) - 1`, which `v.size(0)` of a tile's value writes, is `t.end - 1`:
+    [7, 19], not [-9, 35]). None for any other expression."""
+    leaves: dict[str, set] = {}
+    if not _tile_leaves(operand, leaves) or len({dim.id for dim in leaves.get("dims", ())}) != 1 \
+            or leaves.get("ops") != {"tile_begin", "tile_end"}:
+        return None
+    (dim,) = {dim.id: dim for dim in leaves["dims"]}.values()
+    trips = dim.static_trips
+    if not trips or trips > _ENUMERATED_TILES or not isinstance(dim.begin, int) or not isinstance(dim.end, int):
+        return None
+    values = []
+    for step in range(trips):
+        begin = dim.begin + step * dim.block_size
+        values.append(_evaluate(operand, begin, min(begin + dim.block_size, dim.end)))
+    return None if None in values else (min(values), max(values))
+
+
+def _tile_leaves(operand, leaves: dict) -> bool:
+    """Whether `operand` is integer arithmetic on tile begins, ends and ints (recording them)."""
+    if isinstance(operand, int) and not isinstance(operand, bool):
+        return True
+    if not isinstance(operand, Value) or operand.producer is None or isinstance(operand.producer, Load):
+        return False
+    node = operand.producer
+    if node.op in ("tile_begin", "tile_end"):
+        leaves.setdefault("dims", []).append(node.args[0])
+        leaves.setdefault("ops", set()).add(node.op)
+        return True
+    if scalar_arithmetic(node.op) is None or node.kwargs.get("alpha", 1) != 1 or operand.shape != ():
+        return False
+    return all(_tile_leaves(arg, leaves) for arg in node.args[:2])
+
+
+def _evaluate(operand, begin: int, end: int) -> int | None:
+    if isinstance(operand, int):
+        return operand
+    node = operand.producer
+    if node.op in ("tile_begin", "tile_end"):
+        return begin if node.op == "tile_begin" else end
+    left, right = _evaluate(node.args[0], begin, end), _evaluate(node.args[1], begin, end)
+    if left is None or right is None or (scalar_arithmetic(node.op).spelling in ("//", "%") and right == 0):
+        return None
+    return scalar_arithmetic(node.op).function(left, right)
 
 
 def _combine(arithmetic: ScalarArithmetic, a: Interval, b: Interval) -> Interval | None:
