@@ -121,15 +121,14 @@ def test_chunked_welford_over_a_partial_tile(loop_type):
 
 
 @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
-def aligned_sizes(x):
+def root_scaled(x):
     n, m = x.shape
     out = torch.zeros([n], dtype=torch.float32, device=x.device)
     for tn in hl.tile(n):
         acc = hl.zeros([tn], dtype=torch.float32)
         for tm in hl.tile(m):
             v = x[tn, tm]
-            assert isinstance(v.size(1), int) and v.size(1) == 128  # whole tiles: the plain int
-            acc = acc + v.sum(1) / math.sqrt(v.size(1))
+            acc = acc + v.sum(1) / math.sqrt(v.size(1))  # a Python number: whole tiles only
         out[tn] = acc
     return out
 
@@ -137,26 +136,13 @@ def aligned_sizes(x):
 def test_a_dim_without_partial_tiles_keeps_its_int():
     x = torch.randn(8, 256)
     expected = (x[:, :128].sum(1) + x[:, 128:].sum(1)) / math.sqrt(128)
-    _, result = code_and_output(aligned_sizes, (x,))
+    _, result = code_and_output(root_scaled, (x,))
     torch.testing.assert_close(result, expected)
-
-
-@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
-def float_of_size(x):
-    n, m = x.shape
-    out = torch.zeros([n], dtype=torch.float32, device=x.device)
-    for tn in hl.tile(n):
-        acc = hl.zeros([tn], dtype=torch.float32)
-        for tm in hl.tile(m):
-            v = x[tn, tm]
-            acc = acc + v.sum(1) / math.sqrt(v.size(1))
-        out[tn] = acc
-    return out
 
 
 def test_a_python_float_of_a_partial_tile_size_is_refused_clearly():
     with pytest.raises(exc.UnsupportedOperation, match=r"extent of tile 'tm'.*differs between tiles") as info:
-        float_of_size(torch.randn(8, 200))
+        root_scaled(torch.randn(8, 200))
     assert "math.sqrt(v.size(1))" in str(info.value)
 
 
