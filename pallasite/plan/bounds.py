@@ -121,7 +121,7 @@ def scalar_dependent_arithmetic(body: list) -> tuple:
     (`check_scalar_arithmetic`), since a value past int32 would wrap on the device."""
     names = {node.args[0].name for node in walk_nodes(body) if not isinstance(node, Load)
              and node.op == "scalar_arg" and node.args[0].dtype == torch.int32}
-    known = dict.fromkeys(names, 0)
+    known = dict.fromkeys(names, 1)  # any value: whether the interval is known once they are (1: a divisor too)
     return tuple(node for node in _int_arithmetic(body)
                  if value_interval(node.output) is None and value_interval(node.output, known) is not None)
 
