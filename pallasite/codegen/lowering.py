@@ -177,7 +177,7 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
                and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
 
 
-def _SIXTEEN_BIT(dtype: torch.dtype) -> bool:  # noqa: N802 - read as a predicate on dtypes
+def _sixteen_bit(dtype: torch.dtype) -> bool:
     return dtype in (torch.bfloat16, torch.float16)
 
 
@@ -185,7 +185,7 @@ def _elementwise_binary(node) -> bool:
     """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
     a floor division of 16-bit floats."""
     if node.op != "pow":
-        return _SIXTEEN_BIT(node.outputs[0].dtype if hasattr(node, "outputs") else node.result.dtype) and (
+        return _sixteen_bit(node.outputs[0].dtype if hasattr(node, "outputs") else node.result.dtype) and (
             node.op == "floor_divide" or node.kwargs.get("rounding_mode") == "floor")
     return _tensor_int_power(node)
 
@@ -218,7 +218,7 @@ def _binary(call: OpCall) -> str:
         return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
-    if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _SIXTEEN_BIT(dtype):
+    if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _sixteen_bit(dtype):
         return f"elementwise.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
