@@ -40,13 +40,15 @@ class InputSpec:
     dtype: torch.dtype = torch.float32
     # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
     # | "sentinel:<dim>" (in [-1, dim): -1 marks "no row", about one in four) | "specials" (randn
-    # with NaN, inf and -inf)
+    # with NaN, inf and -inf) | "int:<value>" (a Python int argument, not a tensor)
     fill: str = "randn"
 
     def expression(self, case: Case, seed: int) -> str:
         """Python source building this input (deterministic: its own seeded generator)."""
         if self.fill == "offsets":
             return f"torch.tensor({list(case.offsets())}, dtype={DTYPE_NAMES[self.dtype]})"
+        if self.fill.startswith("int:"):  # a runtime int argument: the number itself
+            return self.fill[4:]
         shape = ", ".join(str(case.size(d)) for d in self.dims)
         shape = f"({shape},)" if len(self.dims) == 1 else f"({shape})"
         generator = f"torch.Generator().manual_seed({seed})"

@@ -15,6 +15,7 @@ import torch
 
 from ..config import FOLDED_LOOP_TYPE  # draws give it only where it may fold (Draw.foldable_loop_type)
 from ..plan.loops import LOOP_TYPES  # every registered strategy, in the registry's order
+from .argument_kinds import argument_rows
 from .cases import Case, InputSpec, Line
 from .constants import scope_constants
 from .expressions import FLOATS, NARROW_EXTREMES, ChainBuilder, Value, dtype_name, fill_of
@@ -576,6 +577,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "tile_ranges": tile_ranges,  # fuzz/range_kinds.py: causal, lookahead and windowed inner ranges
     "segment_rows": segment_rows,  # fuzz/worklist_kinds.py: flattened worklists, compact_worklist
     "shared_rows": shared_rows,  # fuzz/row_kinds.py: rows written at steps that need not be consecutive
+    "argument_rows": argument_rows,  # fuzz/argument_kinds.py: runtime int arguments in index arithmetic
 }
 
 
