@@ -179,7 +179,7 @@ def _lowered_texts():
 def _node(name, dtype, args=None):
     """An IR node as `runtime_imports` reads it: its op, its operands and results."""
     if args is None:
-        return SimpleNamespace(op=name, args=[SimpleNamespace(dtype=dtype)])
+        return SimpleNamespace(op=name, args=[SimpleNamespace(dtype=dtype)] * 2, kwargs={})  # a binary op's two
     width = sum(arg.shape[1] for arg in args)
     return SimpleNamespace(op=name, args=[SimpleNamespace(shape=a.shape, dtype=a.dtype) for a in args],
                            kwargs={"dim": 1}, outputs=[SimpleNamespace(shape=(8, width), dtype=dtype)])

@@ -185,8 +185,9 @@ def _elementwise_binary(node) -> bool:
     """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
     a floor division of 16-bit floats."""
     if node.op != "pow":
-        return _sixteen_bit(node.outputs[0].dtype if hasattr(node, "outputs") else node.result.dtype) and (
-            node.op == "floor_divide" or node.kwargs.get("rounding_mode") == "floor")
+        dtypes = [arg.dtype for arg in node.args[:2] if hasattr(arg, "dtype")]
+        return bool(dtypes) and _sixteen_bit(functools.reduce(torch.promote_types, dtypes)) and (
+            node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor")
     return _tensor_int_power(node)
 
 

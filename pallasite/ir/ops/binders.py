@@ -218,11 +218,14 @@ def max_min(reduce_op: str, arg_op: str, binary_op: str, result_type: type) -> C
         keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
         if dim is None:
             return Redirect(((reduce_op, (args[0],), {}),), _first)
-        return Redirect(
-            ((reduce_op, (args[0],), {"dim": dim, "keepdim": keepdim}),
-             (arg_op, (args[0],), {"dim": dim, "keepdim": keepdim})),
-            lambda results: result_type(tuple(results)),
-        )
+        reduced = {"dim": dim, "keepdim": keepdim}
+        if getattr(call.meta_of(args[0]), "dtype", None) == torch.bool:
+            # torch.max of bool has indices, but argmax refuses bool: the indices of its int32 copy
+            return Redirect(((reduce_op, (args[0],), reduced), ("to", (args[0], torch.int32), {}),
+                             (arg_op, (Earlier(1),), reduced)),
+                            lambda results: result_type((results[0], results[2])))
+        return Redirect(((reduce_op, (args[0],), reduced), (arg_op, (args[0],), reduced)),
+                        lambda results: result_type(tuple(results)))
 
     return bind
 

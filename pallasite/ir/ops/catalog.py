@@ -206,7 +206,7 @@ BINARY_OPS = (
     _elementwise("hypot", EUP, signature=BINARY, dtypes=FLOATS),
     _elementwise("logaddexp", EUP, signature=BINARY, dtypes=FLOATS,
                  note="max + log1p(exp(-|a - b|)): no overflow; equal infinities give themselves"),
-    _elementwise("xlogy", EUP, "special_xlogy", signature=BINARY, meta=_with_scalar_tensors(torch.xlogy),
+    _elementwise("xlogy", EUP, signature=BINARY, meta=_with_scalar_tensors(torch.xlogy),
                  dtypes=EVERY_DTYPE, note=f"0 where x is 0 (NaN where y is NaN); {_FLOAT_RESULT}"),
     _elementwise("bitwise_and", VPU, signature=BINARY,
                  operator=PythonOperator(operator.and_, "__and__", "__rand__"), dtypes=BITS),
