@@ -208,3 +208,34 @@ def test_an_index_from_a_partial_tile_size_is_bounded_exactly():
     expected = torch.cat([x[7].expand(8, 128), x[15].expand(8, 128), x[19].expand(4, 128)])
     torch.testing.assert_close(code_and_output(last_rows, (x,))[1], expected)
     torch.testing.assert_close(run_ref(last_rows, (x,)), expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def sizes_in_torch_calls(x):
+    n, m = x.shape
+    out = torch.zeros([6, n, m], dtype=torch.float32, device=x.device)
+    for tn, tm in hl.tile([n, m]):
+        v = x[tn, tm]
+        out[0, tn, tm] = torch.where(v > 0, v.size(1), v.size(0)).float()
+        out[1, tn, tm] = torch.full_like(v, v.size(1))
+        out[2, tn, tm] = torch.clamp(v * 100, max=v.size(1))
+        out[3, tn, tm] = v * 0 + hl.arange(v.size(1))[None, :].float()
+        out[4, tn, tm] = v * max(v.size(1), 100)
+        out[5, tn, tm] = v * 0 + torch.numel(v)
+    return out
+
+
+def test_a_partial_tile_size_in_torch_calls():
+    """(trial K) torch.where / full_like / clamp of a partial tile's size raised torch's raw
+    TypeError (its argument parser took the size for neither a number nor a tensor);
+    hl.arange(v.size(1)) and builtin max(v.size(1), 100) were refused; torch.numel(v) too."""
+    x = torch.randn(20, 200)
+    cols = torch.tensor([128.0] * 128 + [72.0] * 72)
+    rows = torch.tensor([8.0] * 16 + [4.0] * 4)
+    positions = torch.cat([torch.arange(128.0), torch.arange(72.0)])
+    expected = torch.stack([
+        torch.where(x > 0, cols[None, :], rows[:, None]), cols[None, :].expand(20, 200),
+        torch.clamp(x * 100, max=cols[None, :]), positions[None, :].expand(20, 200),
+        x * torch.clamp(cols, min=100)[None, :], rows[:, None] * cols[None, :]])
+    torch.testing.assert_close(code_and_output(sizes_in_torch_calls, (x,))[1], expected)
+    torch.testing.assert_close(run_ref(sizes_in_torch_calls, (x,)), expected)

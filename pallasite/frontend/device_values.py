@@ -40,6 +40,10 @@ def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
     """`hl.arange(end)` / `hl.arange(begin, end[, step])` of compile-time ints."""
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.arange creates device values; use torch.arange in host code.")
+    if len(args) == 1 and isinstance(args[0], TileExtent):  # `hl.arange(v.size(1))` of a partial tile:
+        dim = args[0].dim  # its lanes' positions in it, padded where the tile is
+        positions = recorder.tile_attribute(dim, "index") - recorder.tile_attribute(dim, "begin")
+        return positions if dtype == torch.int32 else positions.to(dtype)
     if not all(isinstance(a, int) for a in args):
         raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
     rng = range(*args)

@@ -29,6 +29,7 @@ from . import atomics, device_values, host_items, lane_pairs, random_values, rem
 from .host_program import HostProgram
 from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced, flatten_operands
+from . import tile_sizes
 from .tile_sizes import TileExtent
 from .operands import (  # check_dtype: also for runtime/kernel.py
     check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
@@ -213,6 +214,8 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
+        if func is torch.numel and len(args) == 1 and isinstance(args[0], DeviceTensor) and not kwargs:
+            return tile_sizes.numel(args[0])  # as v.numel() in the user's code
         if func is torch.arange and self.device is None and not (self._in_meta or internal):
             return self.host.arange(args, kwargs)  # a ramp of compile-time numbers: an allocation
         if (func is torch.tensor and self.device is None and not (self._in_meta or internal) and args

@@ -62,7 +62,7 @@ def has_proxy(args: Any, kwargs: Any = None) -> bool:
     stack = list(args) + list((kwargs or {}).values())
     while stack:
         item = stack.pop()
-        if isinstance(item, (Traced, TileProxy)):
+        if isinstance(item, (Traced, TileProxy, TileExtent)):  # a partial tile's size is a device scalar
             return True
         if isinstance(item, (list, tuple)):
             stack.extend(item)

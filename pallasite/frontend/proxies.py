@@ -19,7 +19,7 @@ import torch
 from .. import exc
 from ..ir import TensorSymbol, TileDim, Value, ops
 from .tile_runs import tile_run
-from .tile_sizes import sizes, user_frame
+from .tile_sizes import numel, sizes, user_frame
 
 
 class Traced:
@@ -241,12 +241,7 @@ class DeviceTensor(_TensorLike):
         return shape if dim is None else shape[dim]
 
     def numel(self) -> Any:
-        if not user_frame(sys._getframe(1)):
-            return self.meta.numel()
-        total = 1
-        for size in sizes(self):
-            total = total * size
-        return total
+        return numel(self) if user_frame(sys._getframe(1)) else self.meta.numel()
 
     def __len__(self) -> int:
         return operator.index(sizes(self)[0]) if user_frame(sys._getframe(1)) else self.meta.shape[0]

@@ -42,6 +42,13 @@ class TileExtent:
         self._recorder = recorder
         self.dim = dim
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """A torch call with such a size among its arguments (`torch.where(c, v.size(1), 0)`) is
+        traced as device code: torch's argument parser takes the size as a tensor-like."""
+        extent = next(item for item in _flatten((args, kwargs or {})) if isinstance(item, TileExtent))
+        return extent._recorder.torch_function(func, args, kwargs or {})
+
     @property
     def block_size(self) -> int:
         return self.dim.block_size
@@ -92,6 +99,16 @@ class TileExtent:
         return self.extent()
 
 
+def _flatten(value: Any):
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flatten(item)
+    else:
+        yield value
+
+
 def _arithmetic(function: Any, reflected: bool):
     def op(self: TileExtent, other: Any) -> Any:
         other = other.extent() if isinstance(other, TileExtent) else other
@@ -132,9 +149,17 @@ def sizes(tensor: Any) -> tuple:
                  for axis, size in enumerate(shape))
 
 
+def numel(tensor: Any) -> Any:
+    """`tensor.numel()` for user code: the product of `sizes` (a device scalar along a partial tile)."""
+    total = 1
+    for size in sizes(tensor):
+        total = total * size
+    return total
+
+
 def as_meta(extent: TileExtent) -> torch.Tensor:
     """What shape rules see for a size in arithmetic: the int32 device scalar it is."""
     return torch.empty((), dtype=torch.int32, device="meta")
 
 
-__all__ = ["TileExtent", "as_meta", "sizes"]
+__all__ = ["TileExtent", "as_meta", "numel", "sizes", "user_frame"]

@@ -27,6 +27,7 @@ from . import closures, device_values, lane_pairs, scans, source
 from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
+from .tile_sizes import TileExtent
 from .tile_dims import TileDims
 from .traced_statements import TracedStatements
 from .walker import StatementWalker, kernel_scope
@@ -302,7 +303,7 @@ class Tracer:
 
     def _fold_builtin(self, op: str, python_fn: Callable, args: tuple, kwargs: dict) -> Any:
         items = list(args[0]) if len(args) == 1 and not isinstance(args[0], Traced) else list(args)
-        if kwargs or not any(isinstance(i, Traced) for i in items):
+        if kwargs or not any(isinstance(i, (Traced, TileExtent)) for i in items):  # a partial tile's size too
             return python_fn(*args, **kwargs)
         result = items[0]
         for item in items[1:]:
