@@ -109,3 +109,36 @@ def test_runtime_argument_arithmetic_past_int32_is_checked_per_call():
     with pytest.raises(exc.KernelArgumentError, match=r"With r = 5000: \(r \+ g\) \* 1000003 covers \[5000015000, "):
         argument_hashed_row(x, 5000)
     torch.testing.assert_close(argument_hashed_row(x, 4), expected(4))  # the same variant still runs
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[4]))
+def argument_scaled_positions(x, r: int):
+    n = x.size(0)
+    out = torch.empty_like(x)
+    for t in hl.tile(n):
+        out[t, :] = x[(t.index * r) % n, :]
+    return out
+
+
+@pallasite.kernel
+def argument_powers(x, r: int):
+    n = x.size(0)
+    out = torch.empty_like(x)
+    for g in hl.grid(n):
+        out[g, :] = x[(3 ** (g + r)) % n, :] + x[(g << r) % n, :]
+    return out
+
+
+def test_tile_positions_and_powers_on_arguments_are_checked_per_call():
+    """(trial K) `t.index * r` (a tile's positions, their interval now known) and `3 ** (g + r)`,
+    `g << r` (powers and shifts follow interval rules too) wrapped silently for large r."""
+    x = torch.arange(37.0)[:, None].repeat(1, 128)
+    rows = [(i * 5) % 37 for i in range(37)]
+    torch.testing.assert_close(argument_scaled_positions(x, 5), x[rows])
+    with pytest.raises(exc.KernelArgumentError, match=r"With r = 1073741824: .* past int32"):
+        argument_scaled_positions(x, 1 << 30)
+    expected = x[[(3 ** (g + 2)) % 37 for g in range(37)]] + x[[(g << 2) % 37 for g in range(37)]]
+    torch.testing.assert_close(argument_powers(x, 2), expected)
+    torch.testing.assert_close(run_ref(argument_powers, (x, 2)), expected)
+    with pytest.raises(exc.KernelArgumentError, match=r"With r = 28: .* past int32"):
+        argument_powers(x, 28)

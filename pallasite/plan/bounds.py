@@ -139,7 +139,8 @@ def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, int]) -> None:
 
 def _int_arithmetic(body: list):
     for node in walk_nodes(body):
-        if isinstance(node, Load) or scalar_arithmetic(node.op) is None or len(node.outputs) != 1:
+        if isinstance(node, Load) or (scalar_arithmetic(node.op) is None and node.op not in _POWERS) \
+                or len(node.outputs) != 1:
             continue
         if node.output.dtype == torch.int32:
             yield node
@@ -327,6 +328,12 @@ def value_interval(operand, scalars: Mapping[str, int] | None = None) -> Interva
         return min(start, last), max(start, last)
     if node.op in ("reshape", "expand", "identity"):
         return value_interval(node.args[0], scalars)
+    if node.op == "tile_index" and node.args[0].static_trips:  # its padding lanes too
+        dim = node.args[0]
+        return dim.begin, dim.begin + dim.static_trips * dim.block_size - 1
+    if node.op in _POWERS:
+        left, right = value_interval(node.args[0], scalars), value_interval(node.args[1], scalars)
+        return None if left is None or right is None else _POWERS[node.op](left, right)
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is None or node.kwargs.get("alpha", 1) != 1:
         return scalar_interval(operand, scalars)
@@ -361,6 +368,9 @@ def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interv
         if node.op == "tile_begin":
             return dim.begin, last_begin
         return min(dim.begin + dim.block_size, dim.end), dim.end
+    if node.op in _POWERS and not isinstance(node, Load):
+        left, right = scalar_interval(node.args[0], scalars), scalar_interval(node.args[1], scalars)
+        return None if left is None or right is None else _POWERS[node.op](left, right)
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is not None and not isinstance(node, Load):
         if node.kwargs.get("alpha", 1) != 1:
@@ -376,6 +386,33 @@ def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interv
         return _combine(arithmetic, left, right)
     return None
 
+
+def _power(a: Interval, b: Interval) -> Interval | None:
+    """The interval of `x ** y` for ints x in `a`, y in `b` (a negative exponent: unknown)."""
+    if b[0] < 0:
+        return None
+    if b[1] > 64 and max(abs(a[0]), abs(a[1])) > 1:
+        return -(1 << 64), 1 << 64  # past int32 either way, without computing the power
+    if a[0] >= 1:
+        return a[0] ** b[0], a[1] ** b[1]
+    if a[0] == 0:
+        return (0 if b[1] > 0 else 1), max(1, a[1] ** b[1])
+    bound = max(abs(a[0]), abs(a[1])) ** b[1]
+    return -bound, bound
+
+
+def _shift(a: Interval, b: Interval) -> Interval | None:
+    """The interval of `x << y` (x * 2 ** y) for y in `b`, non-negative."""
+    if b[0] < 0:
+        return None
+    if b[1] > 64:
+        return -(1 << 96), 1 << 96
+    corners = [x << y for x in a for y in b]
+    return min(corners), max(corners)
+
+
+# int ops the interval rules follow though no index map computes them (no `ScalarArithmetic`)
+_POWERS = {"pow": _power, "bitwise_left_shift": _shift}
 
 _ENUMERATED_TILES = 4096
 
