@@ -137,7 +137,8 @@ def test_tile_positions_and_powers_on_arguments_are_checked_per_call():
     torch.testing.assert_close(argument_scaled_positions(x, 5), x[rows])
     with pytest.raises(exc.KernelArgumentError, match=r"With r = 1073741824: .* past int32"):
         argument_scaled_positions(x, 1 << 30)
-    expected = x[[(3 ** (g + 2)) % 37 for g in range(37)]] + x[[(g << 2) % 37 for g in range(37)]]
+    x = x[:12]
+    expected = x[[(3 ** (g + 2)) % 12 for g in range(12)]] + x[[(g << 2) % 12 for g in range(12)]]
     torch.testing.assert_close(argument_powers(x, 2), expected)
     torch.testing.assert_close(run_ref(argument_powers, (x, 2)), expected)
     with pytest.raises(exc.KernelArgumentError, match=r"With r = 28: .* past int32"):
