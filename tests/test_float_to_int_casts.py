@@ -32,3 +32,25 @@ def test_float_to_int_casts_saturate_in_both_modes():
     _, result = code_and_output(casts, (x,))
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
     torch.testing.assert_close(run_ref(casts, (x,)), expected, rtol=0, atol=0)
+
+
+@pallasite.kernel
+def stored(x, out8, out32):
+    for t in hl.tile(x.size(0)):
+        out8[t] = x[t]
+        out32[t] = x[t] * 1
+    return out8, out32
+
+
+def test_a_float_stored_into_an_int_tensor_saturates_in_both_modes():
+    """(trial K) The store's implicit cast: reference mode wrapped as torch's CPU does (300 gave 44
+    in int8, 3e9 INT_MIN in int32) where the kernel saturated."""
+    x = torch.tensor([3e9, -3e9, float("inf"), float("-inf"), float("nan"), 300.0, -300.0, 127.9] * 2)
+    values = x.double().nan_to_num(0.0)
+    expected = (values.clamp(-128, 127).trunc().to(torch.int8), values.clamp(-2**31, 2**31 - 1).trunc().int())
+
+    def fresh():
+        return x, torch.zeros(16, dtype=torch.int8), torch.zeros(16, dtype=torch.int32)
+
+    torch.testing.assert_close(code_and_output(stored, fresh())[1], expected, rtol=0, atol=0)
+    torch.testing.assert_close(run_ref(stored, fresh()), expected, rtol=0, atol=0)

@@ -50,6 +50,15 @@ def finish(result: Any, axes: Iterable[int] = ()) -> Any:
     return result
 
 
+def saturated(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Float `values` cast to the integer `dtype` as the compiled kernel casts them: NaN is 0,
+    a value past the device dtype's range (int32 for int64) its nearest end, others round
+    toward 0 (torch calls an out-of-range value undefined; its CPU wraps)."""
+    bounds = torch.iinfo(torch.int32 if dtype == torch.int64 else dtype)
+    with torch._C.DisableTorchFunction():
+        return values.double().nan_to_num(0.0).clamp(bounds.min, bounds.max).trunc().to(dtype)
+
+
 TILE_ATTRIBUTE = "_pallasite_tile_axes"
 
 

@@ -225,11 +225,7 @@ def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
     result = _generic(func, args, kwargs)
     if not isinstance(result, torch.Tensor) or result.dtype.is_floating_point or result.dtype == torch.bool:
         return result
-    source = args[0]
-    wide = torch.int32 if result.dtype == torch.int64 else result.dtype
-    bounds = torch.iinfo(wide)
-    with torch._C.DisableTorchFunction():
-        saturated = source.double().nan_to_num(0.0).clamp(bounds.min, bounds.max).trunc().to(result.dtype)
+    saturated = lanes.saturated(args[0], result.dtype)
     return lanes.mark_tiles(lanes.mark(saturated, lanes.of(result)), lanes.tiles_of(result))
 
 
