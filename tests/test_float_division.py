@@ -35,3 +35,28 @@ def test_rounding_divisions_match_torch(dtype):
     torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(run_ref(divisions, (x, y)), expected, rtol=0, atol=0, equal_nan=True)
     check_tpu_lowering(divisions, (x[:, :512], y[:, :512]))
+
+
+@pallasite.kernel
+def by_numbers(x):
+    out = torch.empty([4, x.size(0)], dtype=x.dtype, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = x[t] // 0.3
+        out[1, t] = torch.div(x[t], 0.7, rounding_mode="floor")
+        out[2, t] = 3.3 / x[t]
+        out[3, t] = x[t] / 3.3
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_divisions_by_and_of_numbers_match_torch(dtype):
+    """(trial K) torch floors `x // 0.3` of 16-bit x in float32 with the number as given (the
+    16-bit steps of a tensor divisor differed in ~0.3% of lanes), and computes `3.3 / x` as
+    x.reciprocal() * 3.3 (a direct float32 quotient differed in a quarter of the lanes)."""
+    torch.manual_seed(0)
+    x = (torch.randn(4096) * 5).to(dtype)
+    expected = torch.stack([x // 0.3, torch.div(x, 0.7, rounding_mode="floor"), 3.3 / x, x / 3.3])
+    _, result = code_and_output(by_numbers, (x,))
+    torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(run_ref(by_numbers, (x,)), expected, rtol=0, atol=0, equal_nan=True)
+    check_tpu_lowering(by_numbers, (x[:512],))

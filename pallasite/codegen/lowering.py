@@ -183,11 +183,12 @@ def _sixteen_bit(dtype: torch.dtype) -> bool:
 
 def _elementwise_binary(node) -> bool:
     """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
-    a floor division of 16-bit floats."""
+    a floor division of 16-bit floats by a tensor."""
     if node.op != "pow":
         dtypes = [arg.dtype for arg in node.args[:2] if hasattr(arg, "dtype")]
         return bool(dtypes) and _sixteen_bit(functools.reduce(torch.promote_types, dtypes)) and (
-            node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor")
+            node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor") and (
+            hasattr(node.args[1], "dtype"))  # by a number: float32 jnp.floor_divide
     return _tensor_int_power(node)
 
 
@@ -220,7 +221,14 @@ def _binary(call: OpCall) -> str:
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
     if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _sixteen_bit(dtype):
+        if call.args[1].is_constant:  # torch's floor division by a number: in float32, rounded once
+            return _rounded(f"jnp.floor_divide({call.cast(0, torch.float32)}, {b})", dtype)
         return f"elementwise.floor_divide({a}, {b})"
+    if op == "div" and call.args[0].is_constant and _sixteen_bit(call.args[1].dtype) and (
+            call.attrs.get("rounding_mode") is None):
+        # `c / x` is torch's x.reciprocal() * c: the reciprocal rounded to 16 bits, the product in
+        # float32, rounded once (div computes in float32: `lower` rounds the result)
+        return f"((1 / {call.args[1].text}).astype(jnp.float32) * {a})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
