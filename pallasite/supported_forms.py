@@ -222,7 +222,9 @@ def tile_attribute_section() -> list[str]:
              "torch: in arithmetic its extent, a device scalar (`v.sum(1) / v.size(1)` is the mean, "
              "`count + chunk.size(-1)` counts the valid elements), and as a size of a device value "
              "(`hl.zeros([v.size(0)])`, `v.new_ones(v.shape)`, `v.reshape(v.size(0), -1)`) the tile's axis, "
-             "padding included; compared, its extent too (`if v.size(0) == 8:` is a device if). Such a size has no "
+             "padding included; compared, its extent too (`if v.size(0) == 8:` is a device if); torch calls and builtin "
+             "min/max take it as that device scalar (`torch.clamp(i, max=v.size(1))`), `hl.arange(v.size(1))` is the "
+             "tile's lane positions. Such a size has no "
              "Python number (`math.sqrt(v.size(1))`, `range(v.size(0))`, `len(v)` are refused; `tile.block_size` "
              "is the block). Along a dim its blocks divide, sizes are ints.", ""]
     return lines + _table(("Attribute", "Value"), [
