@@ -4,10 +4,12 @@ toward 0. torch calls an out-of-range value undefined (its CPU wraps, `3e9.long(
 in int64); the compiled kernel saturated while reference mode wrapped (trial G)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import pallasite
 import pallasite.language as hl
+from pallasite import exc
 from pallasite.testing import code_and_output, run_ref
 
 
@@ -54,3 +56,19 @@ def test_a_float_stored_into_an_int_tensor_saturates_in_both_modes():
 
     torch.testing.assert_close(code_and_output(stored, fresh())[1], expected, rtol=0, atol=0)
     torch.testing.assert_close(run_ref(stored, fresh()), expected, rtol=0, atol=0)
+
+
+@pallasite.kernel
+def store_number(x, out):
+    for t in hl.tile(x.size(0)):
+        out[t] = 300
+    return out
+
+
+def test_a_number_an_int_tensor_cannot_hold_is_refused_in_both_modes():
+    """(trial L) `out[t] = 300` into int8 stored 44 compiled; torch's store refuses it."""
+    args = (torch.zeros(8), torch.zeros(8, dtype=torch.int8))
+    with pytest.raises(exc.UnsupportedDtype, match="cannot be converted to type int8_t"):
+        store_number(*args)
+    with pytest.raises(exc.UnsupportedDtype, match="cannot be converted to type int8_t"):
+        run_ref(store_number, args)

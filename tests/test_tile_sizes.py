@@ -239,3 +239,34 @@ def test_a_partial_tile_size_in_torch_calls():
         x * torch.clamp(cols, min=100)[None, :], rows[:, None] * cols[None, :]])
     torch.testing.assert_close(code_and_output(sizes_in_torch_calls, (x,))[1], expected)
     torch.testing.assert_close(run_ref(sizes_in_torch_calls, (x,)), expected)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 16]))
+def size_bits(x, r: int):
+    n, m = x.shape
+    out = torch.zeros([4, n, m], dtype=torch.int32, device=x.device)
+    for tn, tm in hl.tile([n, m]):
+        v = x[tn, tm]
+        z = hl.zeros([tn, tm], dtype=torch.int32)
+        out[0, tn, tm] = z + (v.size(1) << 2) + (1 << v.size(0))
+        out[1, tn, tm] = z + (v.size(1) & 3) + (v.size(1) >> 1)
+        q, rest = divmod(v.size(1), 3)
+        out[2, tn, tm] = z + q * 10 + rest
+        out[3, tn, tm] = z + (v.size(1) * r) % 1000
+    return out
+
+
+def test_shifts_bitwise_and_divmod_of_a_partial_tile_size():
+    """(trial L) `v.size(1) << 2`, `& 3`, `divmod(v.size(1), 3)` raised torch's raw TypeError; and
+    `(v.size(1) * r) % 1000` with r = 2**26 was refused as past int32 (the extent's interval is
+    [5, 16], evaluated at each tile, not [-16, 37])."""
+    x = torch.randn(20, 37)
+    r = 1 << 26
+    cols = torch.tensor([16] * 32 + [5] * 5)
+    rows = torch.tensor([8] * 16 + [4] * 4)
+    expected = torch.stack([((cols << 2)[None, :] + (1 << rows)[:, None]),
+                            ((cols & 3) + (cols >> 1))[None, :].expand(20, 37),
+                            ((cols // 3) * 10 + cols % 3)[None, :].expand(20, 37),
+                            ((cols * r) % 1000)[None, :].expand(20, 37)]).int()
+    torch.testing.assert_close(size_bits(x, r), expected)
+    torch.testing.assert_close(run_ref(size_bits, (x, r)), expected)

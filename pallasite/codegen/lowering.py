@@ -172,7 +172,10 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
     first (torch's add and sub do round it first, as JAX does)."""
     if dtype not in (torch.bfloat16, torch.float16) or call.attrs.get("rounding_mode") is not None:
         return False
-    numbers = [arg.raw for arg in (call.args if call.op == "mul" else call.args[1:]) if arg.is_constant]
+    scalars = call.args if call.op == "mul" else call.args[1:]
+    if any(arg.shape == () and arg.dtype == torch.float32 for arg in scalars):
+        return True  # a float32 scalar (a float argument): torch takes a scalar operand in float32 too
+    numbers = [arg.raw for arg in scalars if arg.is_constant]
     return any(isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)
                and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
 
@@ -185,10 +188,14 @@ def _elementwise_binary(node) -> bool:
     """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
     a floor division of 16-bit floats by a tensor."""
     if node.op != "pow":
-        dtypes = [arg.dtype for arg in node.args[:2] if hasattr(arg, "dtype")]
-        return bool(dtypes) and _sixteen_bit(functools.reduce(torch.promote_types, dtypes)) and (
+        outputs = getattr(node, "outputs", None)  # the rule's dtype: the result's (a HostOp's `result`)
+        dtype = outputs[0].dtype if outputs else getattr(getattr(node, "result", None), "dtype", None)
+        if dtype is None:
+            dtype = functools.reduce(torch.promote_types, [arg.dtype for arg in node.args[:2] if hasattr(arg, "dtype")])
+        return _sixteen_bit(dtype) and (
             node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor") and (
-            hasattr(node.args[1], "dtype"))  # by a number: float32 jnp.floor_divide
+            hasattr(node.args[1], "dtype")) and not (  # by a number or float32 scalar: jnp.floor_divide
+            tuple(getattr(node.args[1], "shape", (1,))) == () and node.args[1].dtype == torch.float32)
     return _tensor_int_power(node)
 
 
@@ -221,16 +228,21 @@ def _binary(call: OpCall) -> str:
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
     if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _sixteen_bit(dtype):
-        if call.args[1].is_constant:  # torch's floor division by a number: in float32, rounded once
-            return _rounded(f"jnp.floor_divide({call.cast(0, torch.float32)}, {b})", dtype)
+        if call.args[1].is_constant or (call.args[1].shape == () and call.args[1].dtype == torch.float32):
+            # torch's floor division by a number (or float scalar): in float32, rounded once
+            return _rounded(f"jnp.floor_divide({call.cast(0, torch.float32)}, {call.cast(1, torch.float32)})", dtype)
         return f"elementwise.floor_divide({a}, {b})"
-    if op == "div" and call.args[0].is_constant and _sixteen_bit(call.args[1].dtype) and (
-            call.attrs.get("rounding_mode") is None):
+    if op == "div" and (call.args[0].is_constant or call.args[0].shape == () and call.args[0].dtype == torch.float32) \
+            and _sixteen_bit(call.args[1].dtype) and call.attrs.get("rounding_mode") is None:
         # `c / x` is torch's x.reciprocal() * c: the reciprocal rounded to 16 bits, the product in
         # float32, rounded once (div computes in float32: `lower` rounds the result)
         return f"((1 / {call.args[1].text}).astype(jnp.float32) * {a})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
+    if op == "div" and call.attrs.get("rounding_mode") == "trunc" and _sixteen_bit(dtype) and (
+            call.args[1].is_constant or (call.args[1].shape == () and call.args[1].dtype == torch.float32)):
+        # by a number, torch truncates the float32 quotient (a tensor divisor: the 16-bit one)
+        return _rounded(f"jnp.trunc({call.cast(0, torch.float32)} / {call.cast(1, torch.float32)})", dtype)
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
         return f"jnp.trunc({a} / {b})" if dtype.is_floating_point else f"lax.div({a}, {b})"
     if op in _BINARY_OPERATORS:

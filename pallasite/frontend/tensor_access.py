@@ -15,7 +15,7 @@ import torch
 
 from .. import exc
 from .. import language as hl
-from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value
+from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value, ops
 from ..ir.index_forms import splice_tile_tuples
 from ..ir.sizes import broadcast_shape
 from . import flat_rows, lane_pairs, paired_indexing
@@ -180,6 +180,8 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
             )
     elif not isinstance(operand, (int, float, bool)):
         raise exc.UnsupportedOperation(f"Cannot store {value!r} into {symbol.name}.")
+    else:
+        ops.check_number_fits(f"{symbol.name}[...]", operand, symbol.caller_dtype or symbol.dtype)
     kwargs = {"atomic": True} if atomic else {}
     args: tuple = (operand,)
     if lane_mask is not None:

@@ -98,6 +98,15 @@ class TileExtent:
     def __abs__(self) -> Any:
         return self.extent()
 
+    def __round__(self, digits: Any = None) -> Any:
+        return self.extent()  # an integer already
+
+    def __divmod__(self, other: Any) -> tuple:
+        return self // other, self % other
+
+    def __rdivmod__(self, other: Any) -> tuple:
+        return other // self, other % self
+
 
 def _flatten(value: Any):
     if isinstance(value, dict):
@@ -117,8 +126,9 @@ def _arithmetic(function: Any, reflected: bool):
     return op
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge"):
-    _function = getattr(operator, _name)
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or", "xor",
+              "lt", "le", "gt", "ge"):
+    _function = getattr(operator, f"{_name}_" if _name in ("and", "or") else _name)
     setattr(TileExtent, f"__{_name}__", _arithmetic(_function, False))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(TileExtent, f"__r{_name}__", _arithmetic(_function, True))

@@ -337,6 +337,9 @@ def value_interval(operand, scalars: Mapping[str, int] | None = None) -> Interva
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is None or node.kwargs.get("alpha", 1) != 1:
         return scalar_interval(operand, scalars)
+    exact = _per_tile_interval(operand)  # `tn.end - tn.begin` (a partial tile's size): [5, 16]
+    if exact is not None:
+        return exact
     left, right = value_interval(node.args[0], scalars), value_interval(node.args[1], scalars)
     if arithmetic.spelling == "%" and right is not None and right[0] == right[1] > 0:
         return 0, right[0] - 1

@@ -18,6 +18,7 @@ import torch
 
 from .. import exc
 from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
+from ..ir.ops import check_number_fits
 from . import lanes
 from .tiles import MOVED_TILE, RefTile, RuntimeInt, TileBegin
 
@@ -67,6 +68,8 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
     if lanes.is_device(tensor):
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where.")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        check_number_fits(f"{name_of(tensor)}[...]", value, tensor.dtype)
     subscript = _split(tensor, key, name_of, store=True)
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and not (
             tensor.dtype.is_floating_point or tensor.dtype == torch.bool):  # the store's cast saturates

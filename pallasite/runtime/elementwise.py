@@ -180,7 +180,7 @@ def floor_divide(a, b):
     floor = jnp.where(div - floor > 0.5, floor + 1, floor)
     quotient = a / b
     negative = (quotient < 0) | (1 / quotient < 0)  # -0.0 too, as torch's copysign(0, a / b)
-    floor = jnp.where(div == 0, jnp.where(negative, -0.0, 0.0).astype(a.dtype), floor)
+    floor = jnp.where(div == 0, jnp.where(negative, -0.0, 0.0).astype(quotient.dtype), floor)
     return jnp.where(b == 0, quotient, floor)
 
 

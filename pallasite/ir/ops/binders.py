@@ -86,6 +86,16 @@ def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.Unsupp
                                 "the operand (e.g. `.float()`, `.to(torch.int32)`) where torch would need it.")
 
 
+def check_number_fits(target: str, number: Any, dtype: torch.dtype) -> None:
+    """A number stored into a tensor of `dtype` that cannot hold it (300 into int8, NaN into int32)
+    is torch's own store error, `exc.UnsupportedDtype`, in both modes."""
+    try:
+        with torch._C.DisableTorchFunction():
+            torch.empty((1,), dtype=dtype)[0] = number
+    except (RuntimeError, OverflowError) as err:
+        raise exc.UnsupportedDtype(f"{target} = {number!r}: {err} (as torch's store refuses it).") from None
+
+
 def check_dot_accumulator(a: torch.dtype, b: torch.dtype, acc: torch.dtype | None) -> None:
     """`hl.dot(a, b, acc=...)` of float factors adds into a float accumulator only."""
     if acc is not None and torch.promote_types(a, b).is_floating_point and not acc.is_floating_point:
