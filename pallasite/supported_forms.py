@@ -323,7 +323,9 @@ def dtype_section() -> list[str]:
             "host code using it, or a fill past int32 is refused.", "",
             "Numerics as a TPU computes them: float32 subnormals (below 2 ** -126) flush to zero in device code "
             "(torch keeps them; interpret mode flushes them too); 16-bit float ops are rounded to 16 bits at each op, "
-            "as torch rounds them, float16 subnormals included; a float cast to an integer saturates (NaN is 0; "
+            "as torch rounds them, float16 subnormals included, and a number (a literal or a float argument) a 16-bit "
+            "value is multiplied, divided or floor-divided by is taken in float32, as torch's CPU takes it; "
+            "a float cast to an integer saturates (NaN is 0; "
             "torch calls an out-of-range value undefined), in both modes.", ""]
 
 
