@@ -73,8 +73,7 @@ def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
     subscript = _split(tensor, key, name_of, store=True)
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and not (
             tensor.dtype.is_floating_point or tensor.dtype == torch.bool):  # the store's cast saturates
-        value = lanes.mark_tiles(lanes.mark(lanes.saturated(value, tensor.dtype), lanes.of(value)),
-                                 lanes.tiles_of(value))
+        value = lanes.marked_as(lanes.saturated(value, tensor.dtype), value)
     if len(subscript.gather) > 1:  # as the compiler says (frontend/indexing.py)
         name = name_of(tensor)
         raise exc.IndexingError(

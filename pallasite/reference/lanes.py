@@ -50,6 +50,11 @@ def finish(result: Any, axes: Iterable[int] = ()) -> Any:
     return result
 
 
+def marked_as(tensor: torch.Tensor, model: torch.Tensor) -> torch.Tensor:
+    """`tensor` with `model`'s lane and tile marks (a cast or a store's conversion of it)."""
+    return mark_tiles(mark(tensor, of(model)), tiles_of(model))
+
+
 def saturated(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Float `values` cast to the integer `dtype` as the compiled kernel casts them: NaN is 0,
     a value past the device dtype's range (int32 for int64) its nearest end, others round

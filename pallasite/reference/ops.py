@@ -10,14 +10,12 @@ routed here:
 - reductions of bf16/f16 accumulate in f32; matmuls (`mm`, `bmm`, `matmul`,
   `@`, `addmm`, `baddbmm`, `hl.dot`) accumulate in f32 (int32 for integers)
   and return the promoted dtype (an `addmm` its input's dtype);
-- int64 results narrow to int32 (device index arithmetic is 32-bit);
-- `x += v` on a device value is `x = x + v` (no aliasing, as in the compiled
-  kernel); other in-place methods on device values are rejected, as there;
-- a whole host tensor used as an operand is rejected, as in the compiled
-  kernel: index it with tiles.
+- int64 results narrow to int32 (device index arithmetic is 32-bit); a float cast to an
+  integer saturates (`lanes.saturated`), as the compiled kernel's does;
+- `x += v` on a device value is `x = x + v` (no aliasing, as in the compiled kernel);
+  other in-place methods on device values and whole host tensors are rejected, as there.
 
-Lanes (see `lanes.py`) are tracked through every op here so that a one-index
-tile never broadcasts.
+Lanes (see `lanes.py`) are tracked through every op here: a one-index tile never broadcasts.
 """
 from __future__ import annotations
 
@@ -58,10 +56,10 @@ def _of_kind(kind: OpKind) -> list:
 # Lane by lane, under the extent rule: the registry's elementwise ops but casts (`x.to(y)` takes
 # only y's dtype, so y is no operand whose extent counts), and torch functions pallasite has
 # no op for, which reference mode still runs lane by lane.
-_POINTWISE = (_torch_names(_of_kind(OpKind.ELEMENTWISE)) - _torch_names([OPS["to"]])) | frozenset({
-    "positive", "special_expit", "erfinv", "sgn", "isposinf", "isneginf", "selu", "celu", "frac", "logit",
-    "fmax", "fmin", "xlogy", "masked_fill", "__div__", "__rdiv__", "__rlshift__", "__rrshift__",
-})
+_CASTS = _torch_names([OPS["to"]])
+_POINTWISE = (_torch_names(_of_kind(OpKind.ELEMENTWISE)) - _CASTS) | frozenset({
+    "positive", "special_expit", "erfinv", "sgn", "isposinf", "isneginf", "selu", "celu", "logit",
+    "fmax", "fmin", "masked_fill", "__div__", "__rdiv__", "__rlshift__", "__rrshift__"})
 _IN_PLACE_OPERATORS = {
     "__ior__": "__or__", "__iand__": "__and__", "__ixor__": "__xor__",
     "__ilshift__": "__lshift__", "__irshift__": "__rshift__",
@@ -180,7 +178,7 @@ def _updated_in_place(target: Any, result: Any, statement: Any) -> Any:
                            partial=True)
     if cast is None:
         return result
-    return lanes.mark_tiles(lanes.mark(result.to(cast), lanes.of(result)), lanes.tiles_of(result))
+    return lanes.marked_as(result.to(cast), result)
 
 
 _AUGMENTED_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -215,18 +213,12 @@ def _check_operands(args: Any) -> None:
                 "e.g. x[tile].")
 
 
-_CASTS = _torch_names([OPS["to"]])
-
-
 def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
-    """A float value cast to an integer dtype saturates, as the compiled kernel's does (torch
-    calls an out-of-range value undefined, and its CPU wraps): NaN is 0, a value past the
-    device dtype's range (int32 for int64) its nearest end, others round toward 0."""
+    """A float value cast to an integer dtype saturates, as the kernel's does (`lanes.saturated`)."""
     result = _generic(func, args, kwargs)
     if not isinstance(result, torch.Tensor) or result.dtype.is_floating_point or result.dtype == torch.bool:
         return result
-    saturated = lanes.saturated(args[0], result.dtype)
-    return lanes.mark_tiles(lanes.mark(saturated, lanes.of(result)), lanes.tiles_of(result))
+    return lanes.marked_as(lanes.saturated(args[0], result.dtype), result)
 
 
 def _generic(func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -300,9 +292,8 @@ def _statistic(func: Callable, args: tuple, kwargs: dict) -> Any:
     source = args[0]
     if getattr(func, "__name__", "") == "layer_norm":  # the shape kept; weight and bias in float32 too
         wide = source.dtype in _LOW_PRECISION
-        widened = [a.float() if wide and isinstance(a, torch.Tensor) else a for a in args]
-        result = func(*widened, **{k: v.float() if wide and isinstance(v, torch.Tensor) else v
-                                   for k, v in kwargs.items()})
+        result = func(*(a.float() if wide and isinstance(a, torch.Tensor) else a for a in args),
+                      **{k: v.float() if wide and isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
         return lanes.finish(result.to(source.dtype), lanes.of(source))
     positional = list(args[1:])
     if positional and isinstance(positional[0], bool):  # var(x, unbiased)
