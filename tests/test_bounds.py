@@ -143,3 +143,22 @@ def test_tile_positions_and_powers_on_arguments_are_checked_per_call():
     torch.testing.assert_close(run_ref(argument_powers, (x, 2)), expected)
     with pytest.raises(exc.KernelArgumentError, match=r"With r = 28: .* past int32"):
         argument_powers(x, 28)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[4]))
+def negated_argument(x, r: int):
+    m = x.size(0)
+    out = torch.empty_like(x)
+    for t in hl.tile(m):
+        out[t, :] = x[(-r + t.index) % m, :] + x[(abs(r) + t.index) % m, :]
+    return out
+
+
+def test_negating_the_smallest_int_argument_is_checked_per_call():
+    """(trial L) -r and abs(r) of r = -2**31 wrapped back to -2**31 (negation had no interval
+    rule): past int32 now, where torch computes 2**31."""
+    x = torch.arange(12.0)[:, None].repeat(1, 128)
+    rows = [(3 + i) % 12 for i in range(12)]
+    torch.testing.assert_close(negated_argument(x, -3), x[rows] + x[rows])
+    with pytest.raises(exc.KernelArgumentError, match=r"With r = -2147483648: neg covers \[2147483648, "):
+        negated_argument(x, -(1 << 31))

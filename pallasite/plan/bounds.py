@@ -139,8 +139,8 @@ def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, int]) -> None:
 
 def _int_arithmetic(body: list):
     for node in walk_nodes(body):
-        if isinstance(node, Load) or (scalar_arithmetic(node.op) is None and node.op not in _POWERS) \
-                or len(node.outputs) != 1:
+        if isinstance(node, Load) or (scalar_arithmetic(node.op) is None and node.op not in _POWERS
+                                      and node.op not in _SIGNS) or len(node.outputs) != 1:
             continue
         if node.output.dtype == torch.int32:
             yield node
@@ -334,6 +334,9 @@ def value_interval(operand, scalars: Mapping[str, int] | None = None) -> Interva
     if node.op in _POWERS:
         left, right = value_interval(node.args[0], scalars), value_interval(node.args[1], scalars)
         return None if left is None or right is None else _POWERS[node.op](left, right)
+    if node.op in _SIGNS:
+        inner = value_interval(node.args[0], scalars)
+        return None if inner is None else _SIGNS[node.op](inner)
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is None or node.kwargs.get("alpha", 1) != 1:
         return scalar_interval(operand, scalars)
@@ -374,6 +377,9 @@ def scalar_interval(operand, scalars: Mapping[str, int] | None = None) -> Interv
     if node.op in _POWERS and not isinstance(node, Load):
         left, right = scalar_interval(node.args[0], scalars), scalar_interval(node.args[1], scalars)
         return None if left is None or right is None else _POWERS[node.op](left, right)
+    if node.op in _SIGNS and not isinstance(node, Load):
+        inner = scalar_interval(node.args[0], scalars)
+        return None if inner is None else _SIGNS[node.op](inner)
     arithmetic = scalar_arithmetic(node.op)
     if arithmetic is not None and not isinstance(node, Load):
         if node.kwargs.get("alpha", 1) != 1:
@@ -416,6 +422,9 @@ def _shift(a: Interval, b: Interval) -> Interval | None:
 
 # int ops the interval rules follow though no index map computes them (no `ScalarArithmetic`)
 _POWERS = {"pow": _power, "bitwise_left_shift": _shift}
+# -x and |x| (of -2 ** 31: 2 ** 31, past int32)
+_SIGNS = {"neg": lambda a: (-a[1], -a[0]),
+          "abs": lambda a: (0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1])), max(abs(a[0]), abs(a[1])))}
 
 _ENUMERATED_TILES = 4096
 
