@@ -173,8 +173,8 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
     if dtype not in (torch.bfloat16, torch.float16) or call.attrs.get("rounding_mode") is not None:
         return False
     scalars = call.args if call.op == "mul" else call.args[1:]
-    if any(arg.shape == () and arg.dtype == torch.float32 for arg in scalars):
-        return True  # a float32 scalar (a float argument): torch takes a scalar operand in float32 too
+    if any(_number_like(arg) and not arg.is_constant for arg in scalars):
+        return True  # a float32 scalar (a float argument)
     numbers = [arg.raw for arg in scalars if arg.is_constant]
     return any(isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)
                and float(torch.tensor(number, dtype=dtype)) != number for number in numbers)
@@ -182,6 +182,12 @@ def _wide_scalar(call: OpCall, dtype: torch.dtype) -> bool:
 
 def _sixteen_bit(dtype: torch.dtype) -> bool:
     return dtype in (torch.bfloat16, torch.float16)
+
+
+def _number_like(arg: Arg) -> bool:
+    """A Python number, or a float32 scalar (a float argument): torch takes either in float32
+    beside a 16-bit value."""
+    return arg.is_constant or (arg.shape == () and arg.dtype == torch.float32)
 
 
 def _elementwise_binary(node) -> bool:
@@ -228,19 +234,19 @@ def _binary(call: OpCall) -> str:
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
     if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _sixteen_bit(dtype):
-        if call.args[1].is_constant or (call.args[1].shape == () and call.args[1].dtype == torch.float32):
+        if _number_like(call.args[1]):
             # torch's floor division by a number (or float scalar): in float32, rounded once
             return _rounded(f"jnp.floor_divide({call.cast(0, torch.float32)}, {call.cast(1, torch.float32)})", dtype)
         return f"elementwise.floor_divide({a}, {b})"
-    if op == "div" and (call.args[0].is_constant or call.args[0].shape == () and call.args[0].dtype == torch.float32) \
-            and _sixteen_bit(call.args[1].dtype) and call.attrs.get("rounding_mode") is None:
+    if op == "div" and _number_like(call.args[0]) and _sixteen_bit(call.args[1].dtype) and (
+            call.attrs.get("rounding_mode") is None):
         # `c / x` is torch's x.reciprocal() * c: the reciprocal rounded to 16 bits, the product in
         # float32, rounded once (div computes in float32: `lower` rounds the result)
         return f"((1 / {call.args[1].text}).astype(jnp.float32) * {a})"
     if op == "div" and call.attrs.get("rounding_mode") == "floor":
         return f"jnp.floor_divide({a}, {b})"
-    if op == "div" and call.attrs.get("rounding_mode") == "trunc" and _sixteen_bit(dtype) and (
-            call.args[1].is_constant or (call.args[1].shape == () and call.args[1].dtype == torch.float32)):
+    if op == "div" and call.attrs.get("rounding_mode") == "trunc" and _sixteen_bit(dtype) and _number_like(
+            call.args[1]):
         # by a number, torch truncates the float32 quotient (a tensor divisor: the 16-bit one)
         return _rounded(f"jnp.trunc({call.cast(0, torch.float32)} / {call.cast(1, torch.float32)})", dtype)
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
