@@ -432,6 +432,9 @@ class _Result(unittest.TestResult):
 
 
 def _test_name(test) -> str:
+    """The test's row name; a subtest's (`with self.subTest(...)`) is its test's, so a subtest
+    that reads Helion internals or fails marks the whole test."""
+    test = getattr(test, "test_case", test)
     return test.id().split(".", 1)[-1]
 
 
