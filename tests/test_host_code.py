@@ -172,6 +172,54 @@ def test_assigning_into_an_argument_updates_the_callers_tensor():
     torch.testing.assert_close(x, expected)
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128, 8, 128]))
+def augmented_in_host_code(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    x += 1.0  # the caller's x changes, as in torch
+    alias = y
+    alias *= 2.0  # y itself
+    flat = x.view(-1)
+    flat -= 0.25  # x, through a view
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = x[tm, tn] + y[tm, tn]
+    same = out
+    same += 3.0  # after the last loop: the returned tensor
+    for tm, tn in hl.tile([m, n]):
+        y[tm, tn] = y[tm, tn] + out[tm, tn]
+    return out
+
+
+def test_augmented_assignment_in_host_code_updates_the_tensor_in_place():
+    """`x op= v` on a host tensor is torch's in-place update: the caller's argument, every
+    other name and every view of it see it (trial M: `x += 1` reached later loops through
+    the name x only; the caller's x, `v = x.view(-1); v += 1` and `z = x; z += 1` did not)."""
+    x, y = randn(16, 256, seed=21), randn(16, 256, seed=22)
+    xc, yc, xr, yr = x.clone(), y.clone(), x.clone(), y.clone()
+    out = augmented_in_host_code(xc, yc)
+    ref = run_ref(augmented_in_host_code, [xr, yr])
+    expected_x = x + 0.75
+    expected_out = expected_x + 2 * y + 3.0
+    for got in (out, ref):
+        torch.testing.assert_close(got, expected_out)
+    for got_x, got_y in ((xc, yc), (xr, yr)):
+        torch.testing.assert_close(got_x, expected_x)
+        torch.testing.assert_close(got_y, 2 * y + expected_out)
+
+
+def test_augmented_assignment_torch_refuses_is_refused():
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+    def int_plus_float(x: torch.Tensor) -> torch.Tensor:
+        x += 1.5
+        out = torch.empty_like(x)
+        for tm, tn in hl.tile(list(x.shape)):
+            out[tm, tn] = x[tm, tn]
+        return out
+
+    with pytest.raises(exc.ShapeMismatch, match="does not cast to x's torch.int32"):
+        int_plus_float(torch.zeros(8, 128, dtype=torch.int32))
+
+
 @pallasite.kernel
 def scatter_rows(x: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(x)

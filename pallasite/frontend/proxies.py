@@ -214,6 +214,26 @@ class HostTensor(_TensorLike):
     __index__ = __int__
 
 
+def _make_host_augmented(binary: str, symbol: str):
+    """`x op= v` in host code updates the tensor x names in place, as torch does: the caller
+    sees it (an argument) and so does every view or other name of it (`v = x.view(-1);
+    v += 1`), not only the name x."""
+    augmented = _make_augmented(binary, symbol)
+
+    def op(self, other):
+        result = augmented(self, other)
+        if not isinstance(result, _TensorLike):
+            return result
+        self[(slice(None),) * len(self.shape) if self.shape else ...] = result
+        return self
+
+    return op
+
+
+for _dunder, (_binary, _symbol) in AUGMENTED_OPERATORS.items():
+    setattr(HostTensor, _dunder, _make_host_augmented(_binary, _symbol))
+
+
 class DeviceTensor(_TensorLike):
     """A value inside a device loop."""
 
