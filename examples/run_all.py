@@ -33,7 +33,7 @@ EXAMPLES = [
     "add", "softmax", "layer_norm", "geglu", "swiglu", "argmax",
     "matmul", "bmm", "attention", "jagged_sum", "centering", "softmax_dropout",
     "embedding_bag", "routing_scatter", "sliding_window_attention", "jagged_attention", "short_conv", "gdn",
-    "ring_all_gather", "ring_attention", "ring_attention_bidirectional",
+    "ring_all_gather", "ring_attention", "ring_attention_bidirectional", "tp_all_reduce",
 ]
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from pallasite.runtime.interpret import interpreter_reports  # noqa: E402
 install()  # before any kernel is traced: the interpreter's callbacks are bound then
 
 SEEDS = (0, 1, 2)
-CASE_TIMEOUT_S = 240  # one case's budget (~30 s idle, ~3 min on a machine loaded 5x)
+CASE_TIMEOUT_S = int(os.environ.get("CASE_TIMEOUT_S", "240"))  # one case's budget (~30 s idle, ~3 min on a machine loaded 5x)
 
 
 def _race_free(fn, *args):
@@ -502,23 +502,29 @@ def lowering(name: str) -> None:
     assert set(codes) == {"v5e", "v6e", "v7x"}
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def run_cases(cases: list[str], namespace: dict) -> None:
+    """Run each case ("name arg ..."), a function of `namespace`; print "OK <case>" after each.
+    As in the suite (tests/tpu_lowering.py), every variant a case compiles lowers to Mosaic."""
+    import faulthandler
+
     from pallasite.runtime.compiled import COMPILE_OBSERVERS
     from pallasite.testing import check_compiled_lowering
 
-    compiled: list = []  # as in the suite (tests/tpu_lowering.py): every variant a case compiles lowers
+    compiled: list = []
     COMPILE_OBSERVERS.append(compiled.append)
-    import faulthandler
-
-    for case in sys.argv[1:]:  # each argument is one case: "name arg ..."
+    for case in cases:
         name, *case_args = case.split()
         # A case that hangs (a deadlock no interleaving reports) prints every thread's stack
         # and ends the process, so the test fails naming where each device waits.
         faulthandler.dump_traceback_later(CASE_TIMEOUT_S, exit=True)
-        globals()[name](*case_args)
+        namespace[name](*case_args)
         faulthandler.cancel_dump_traceback_later()
         for variant in compiled:
             check_compiled_lowering(variant)
         compiled.clear()
-        print("OK", case)
+        print("OK", case, flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run_cases(sys.argv[1:], globals())

@@ -40,7 +40,7 @@ def test_example_lowers_to_mosaic(name):
 # on, as conftest.py sets it), once per seed of MESH_SEEDS, each a seeded interleaving
 # of the devices (pallasite/interleavings.py: whether a race is seen is a function of
 # the seed, not of the machine's load), then lowers as every device of its mesh runs it.
-MESH_EXAMPLES = ["ring_all_gather", "ring_attention", "ring_attention_bidirectional"]
+MESH_EXAMPLES = ["ring_all_gather", "ring_attention", "ring_attention_bidirectional", "tp_all_reduce"]
 MESH_SEEDS = (0, 1, 2)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # examples/ring_attention.py's check() runs five meshes x dtypes x masks; the suite runs

@@ -343,8 +343,10 @@ class _Renderer:
         pad = _INDENT * depth
         for item in body:
             location = item.location
-            if location is not None and location.lineno != self.last_line:
-                self.last_line = location.lineno
+            # a line and its text: the statements an `hl` function expands into share the
+            # user's line, each with its own text (frontend/walker.py:run_expansion)
+            if location is not None and (location.lineno, location.text) != self.last_line:
+                self.last_line = (location.lineno, location.text)
                 self.out.append(f"{pad}# {self.source_file}:{location.lineno}: {location.text.strip()}")
             if isinstance(item, Comment):
                 if item.text:  # an empty one only quotes its source line (`_remove`)

@@ -23,7 +23,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
-from . import closures, device_values, lane_pairs, scans, source
+from . import closures, collectives, device_values, lane_pairs, scans, source
 from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced
@@ -292,6 +292,9 @@ class Tracer:
 
     def remote_barrier(self, device_ids: Any) -> None:
         self.recorder.remote_barrier(device_ids)
+
+    def all_reduce(self, dst: Any, src: Any, peers: Any, rank: Any, algorithm: Any) -> None:
+        collectives.all_reduce(self.walker, self.recorder, dst, src, peers, rank, algorithm)
 
     # ------------------------------------------ min/max of traced values --
 

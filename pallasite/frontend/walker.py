@@ -76,6 +76,7 @@ class StatementWalker:
         self._code: dict[int, Any] = {}
         self._locations: dict[int, exc.SourceLocation] = {}
         self._blocks: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]] = {}
+        self._expansions: list[list[ast.stmt]] = []  # kept alive: the caches above key on id()
 
     def run_kernel(self, body: list[ast.stmt], semantics: StatementSemantics) -> Any:
         """Run the kernel's body; its returned value (None without a `return`)."""
@@ -83,6 +84,35 @@ class StatementWalker:
         self._blocks = statement_blocks(body)
         self.run_host_block(body)
         return self.result
+
+    def run_expansion(self, stmts: list[ast.stmt], scope: dict[str, Any], what: str) -> None:
+        """Run host statements pallasite wrote for an `hl` function (`hl.all_reduce`'s
+        loops) inside the running statement, in their own `scope`: each is located at the
+        running statement's line, its text `<the user's line>  # <what>: <the statement>`,
+        so errors and the generated code's comments name both."""
+        outer = self.statement
+        user = self.location_of(outer)
+
+        def locate(node: ast.AST, location: exc.SourceLocation) -> None:
+            if isinstance(node, ast.stmt):
+                own = ast.unparse(node).splitlines()[0].strip()
+                location = exc.SourceLocation(user.filename, user.lineno, f"{user.text.rstrip()}  # {what}: {own}")
+            if hasattr(node, "lineno"):
+                node.lineno = node.end_lineno = user.lineno
+                self._locations[id(node)] = location
+            for child in ast.iter_child_nodes(node):
+                locate(child, location)
+
+        for stmt in stmts:
+            locate(stmt, user)
+        self._expansions.append(stmts)
+        saved = self.scope, self._blocks, self.scoped_out
+        self.scope, self._blocks, self.scoped_out = scope, statement_blocks(stmts), {}
+        try:
+            self.run_host_block(stmts)
+        finally:
+            self.scope, self._blocks, self.scoped_out = saved
+            self.enter(outer)
 
     # --------------------------------------------------------- statements --
 

@@ -28,7 +28,7 @@ __all__ = [
     "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "Tile", "TileIterable", "static_range",
     "register_tunable", "Fragment", "IntegerFragment", "PowerOfTwoFragment", "EnumFragment",
     "BooleanFragment",
-    "make_async_remote_copy", "remote_barrier",
+    "make_async_remote_copy", "remote_barrier", "all_reduce",
     "tile_begin", "tile_end", "tile_block_size", "tile_id", "tile_index", "subscript",
     "barrier", "signal", "wait", "StackTensor", "stacktensor_like", "inline_asm_elementwise",
     "inline_triton", "triton_kernel",
@@ -398,6 +398,18 @@ def remote_barrier(device_ids: Any) -> None:
     peer that never names this device back leaves it waiting. The barrier may be passed
     again every hop and every call (docs/design/remote-copies.md: the ring barrier protocol)."""
     _tracer("remote_barrier").remote_barrier(device_ids)
+
+
+def all_reduce(dst: Any, src: Any, peers: Any, rank: Any, algorithm: str | None = None) -> None:
+    """`dst` = the sum of `src` over every device of the mesh, in float32 (int32 for
+    integers), cast to `dst`'s dtype; the same bits on every device. Called between device
+    loops (after the loop that writes `src`); `peers` is a 1-D int tensor of the other
+    devices' flat ranks (`peers[0, :]`), `rank` this device's as a one-element tensor.
+    `algorithm`: "one_shot" (push `src` to every peer, then sum), "reduce_scatter" (each
+    device sums one chunk of the last dim and pushes it to every peer; the dim must divide
+    by the device count), or None (chosen by payload). Runs in a kernel launched on every
+    device of a mesh (`kernel.jax_fn` under `jax.shard_map`)."""
+    _tracer("all_reduce").all_reduce(dst, src, peers, rank, algorithm)
 
 
 def associative_scan(combine_fn: Any, input_tensor: Any, dim: int, reverse: bool = False) -> Any:

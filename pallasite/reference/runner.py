@@ -403,6 +403,9 @@ class ReferenceRunner:
     def remote_barrier(self, device_ids: Any) -> None:
         raise _single_device("hl.remote_barrier")
 
+    def all_reduce(self, *args: Any) -> None:
+        raise _single_device("hl.all_reduce")
+
     def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
         with self.mode.paused():
             return scans.associative_scan(combine_fn, values, dim, reverse)

@@ -18,14 +18,22 @@ import os
 # Seconds a device may wait at a collective before XLA warns, and before it exits.
 COLLECTIVE_WARN_SECONDS = 600
 COLLECTIVE_TERMINATE_SECONDS = 3600
+# CPU devices asked for beyond the mesh's. When a shard_mapped interpret-mode kernel runs on
+# every CPU device of the process, a callback converting a buffer of ~100 KiB or more to
+# numpy (the interpreter's `_allocate_buffer`) waits forever: each device's thread is in a
+# callback and none is left to finish the transfer (a plain Pallas copy of a [256, 128]
+# float32 block hangs on 2 of 2 devices; with a third, unused device it runs, as 8 of 9
+# do with [1024, 128]). One device nobody maps keeps a thread free.
+SPARE_CPU_DEVICES = 1
 
 
 def cpu_mesh_flags(devices: int, flags: str = "") -> str:
-    """`flags` (an `XLA_FLAGS` value) with `devices` host CPU devices and collective
+    """`flags` (an `XLA_FLAGS` value) with `devices` host CPU devices (and
+    `SPARE_CPU_DEVICES` more, which a mesh of `devices` leaves unused) and collective
     timeouts no load reaches. A flag `flags` already sets keeps its value, except the
-    device count, which becomes `devices`."""
+    device count."""
     wanted = {
-        "--xla_force_host_platform_device_count": devices,
+        "--xla_force_host_platform_device_count": devices + SPARE_CPU_DEVICES,
         "--xla_cpu_collective_call_warn_stuck_timeout_seconds": COLLECTIVE_WARN_SECONDS,
         "--xla_cpu_collective_call_terminate_timeout_seconds": COLLECTIVE_TERMINATE_SECONDS,
     }
