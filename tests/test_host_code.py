@@ -207,6 +207,36 @@ def test_augmented_assignment_in_host_code_updates_the_tensor_in_place():
         torch.testing.assert_close(got_y, 2 * y + expected_out)
 
 
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128, 8, 128]))
+def in_place_methods(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    tmp = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        tmp[tm, tn] = x[tm, tn] + 5.0
+    tmp.data.add_(y, alpha=2.0)
+    tmp.sub_(1.0).mul_(3.0)
+    tmp.div_(2.0, rounding_mode="floor")
+    y.real.copy_(tmp[0])  # every row of y: tmp's first row, broadcast
+    x.zero_()
+    out = torch.empty_like(x)
+    out.fill_(0.5)
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = out[tm, tn] + tmp[tm, tn] + x[tm, tn]
+    return out
+
+
+def test_in_place_methods_in_host_code():
+    """zero_, fill_, copy_, add_ (alpha), sub_, mul_, div_ (rounding_mode) and .data/.real in
+    host code, as torch runs them (trial M: refused, or a raw TypeError for x.data)."""
+    x, y = randn(16, 256, seed=23), randn(16, 256, seed=24)
+    expected_tmp = torch.div(((x + 5.0 + 2.0 * y) - 1.0) * 3.0, 2.0, rounding_mode="floor")
+    xc, yc, xr, yr = x.clone(), y.clone(), x.clone(), y.clone()
+    for got, got_x, got_y in ((in_place_methods(xc, yc), xc, yc), (run_ref(in_place_methods, [xr, yr]), xr, yr)):
+        torch.testing.assert_close(got, expected_tmp + 0.5)
+        torch.testing.assert_close(got_x, torch.zeros_like(x))
+        torch.testing.assert_close(got_y, expected_tmp[0].expand_as(y))
+
+
 def test_augmented_assignment_torch_refuses_is_refused():
     @pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
     def int_plus_float(x: torch.Tensor) -> torch.Tensor:

@@ -166,6 +166,18 @@ class _TensorLike(Traced):
     def mT(self) -> Any:  # noqa: N802
         return self._tracer.call_method(self, "transpose", (-2, -1), {})
 
+    @property
+    def data(self) -> Any:
+        """`x.data`: the same tensor (nothing here records gradients)."""
+        return self
+
+    @property
+    def real(self) -> Any:
+        """`x.real` of a real tensor: the tensor itself, as in torch."""
+        if self.dtype.is_complex:
+            raise exc.UnsupportedDtype(f"{self.dtype} tensors are not supported.")
+        return self
+
     def __getitem__(self, key: Any) -> Any:
         return self._tracer.subscript(self, key)
 
@@ -232,6 +244,46 @@ def _make_host_augmented(binary: str, symbol: str):
 
 for _dunder, (_binary, _symbol) in AUGMENTED_OPERATORS.items():
     setattr(HostTensor, _dunder, _make_host_augmented(_binary, _symbol))
+
+
+def _whole(tensor: HostTensor) -> Any:
+    return (slice(None),) * len(tensor.shape) if tensor.shape else ...
+
+
+def _host_in_place_methods() -> dict[str, Any]:
+    """torch's in-place methods in host code, each the in-place update its operator or
+    `x[...] = v` spelling makes (so the caller and every view see it)."""
+    def zero_(self):
+        self[_whole(self)] = 0
+        return self
+
+    def fill_(self, value):
+        self[_whole(self)] = value
+        return self
+
+    def copy_(self, src, non_blocking=False):
+        self[_whole(self)] = src
+        return self
+
+    def add_(self, other, *, alpha=1):
+        return self.__iadd__(other if alpha == 1 else other * alpha)
+
+    def sub_(self, other, *, alpha=1):
+        return self.__isub__(other if alpha == 1 else other * alpha)
+
+    def mul_(self, other):
+        return self.__imul__(other)
+
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return self.__itruediv__(other)
+        return self.copy_(self._tracer.torch_function(torch.div, (self, other), {"rounding_mode": rounding_mode}))
+
+    return {fn.__name__: fn for fn in (zero_, fill_, copy_, add_, sub_, mul_, div_)}
+
+
+for _name, _method in _host_in_place_methods().items():
+    setattr(HostTensor, _name, _method)
 
 
 class DeviceTensor(_TensorLike):
