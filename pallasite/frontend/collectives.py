@@ -48,18 +48,26 @@ def choose_algorithm(payload_bytes: int, world: int, chip: str | None = None) ->
     return "reduce_scatter" if saved / link > ROUND_SECONDS else "one_shot"
 
 
+# One copy site inside `hl.grid(world - 1)`, pushed to each peer and waited world - 1 times
+# at the last step: one site, so the world - 1 copies landing here (from whichever peers)
+# all count on its receive semaphore. `{push}`: the descriptor; `{copy}`: its arguments.
+_PUSH_TO_PEERS = """
+    for j in hl.grid(world - 1):
+        peer = peers[j]
+        {push} = hl.make_async_remote_copy({copy})
+        {push}.start()
+        if j == world - 2:
+            for _w in hl.static_range(world - 1):
+                {push}.wait()
+"""
+
 _ONE_SHOT = """
 all_reduce_recv = torch.empty([world] + shape, dtype=src.dtype)
 for _ in hl.grid(1):
     me = rank[RANK]
     hl.remote_barrier(peers[:])
     all_reduce_recv[me, ALL] = src[ALL]
-    for j in hl.grid(world - 1):
-        push = hl.make_async_remote_copy(all_reduce_recv, me, peers[j])
-        push.start()
-        if j == world - 2:
-            for _w in hl.static_range(world - 1):
-                push.wait()
+""" + _PUSH_TO_PEERS.format(push="push", copy="all_reduce_recv, me, peer") + """
     dst[ALL] = all_reduce_recv[:, ALL].to(acc_dtype).sum(0).to(dst.dtype)
 """
 
@@ -73,20 +81,10 @@ for _ in hl.grid(1):
     for c in hl.static_range(world):
         all_reduce_stage[c, ALL] = src[LEAD c * chunk:(c + 1) * chunk]
     all_reduce_scatter[me, ALL] = all_reduce_stage[me, ALL]
-    for j in hl.grid(world - 1):
-        peer = peers[j]
-        scatter_push = hl.make_async_remote_copy(all_reduce_stage, peer, peer, dst=all_reduce_scatter, dst_index=me)
-        scatter_push.start()
-        if j == world - 2:
-            for _w in hl.static_range(world - 1):
-                scatter_push.wait()
+""" + _PUSH_TO_PEERS.format(
+    push="scatter_push", copy="all_reduce_stage, peer, peer, dst=all_reduce_scatter, dst_index=me") + """
     all_reduce_gather[me, ALL] = all_reduce_scatter[:, ALL].to(acc_dtype).sum(0).to(dst.dtype)
-    for j in hl.grid(world - 1):
-        gather_push = hl.make_async_remote_copy(all_reduce_gather, me, peers[j])
-        gather_push.start()
-        if j == world - 2:
-            for _w in hl.static_range(world - 1):
-                gather_push.wait()
+""" + _PUSH_TO_PEERS.format(push="gather_push", copy="all_reduce_gather, me, peer") + """
     for c in hl.static_range(world):
         dst[LEAD c * chunk:(c + 1) * chunk] = all_reduce_gather[c, ALL]
 """
