@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # "sums 8 one_shot f32 16x256": a 128 KiB receive buffer per device, which hung JAX's
 # interpreter before the spare CPU device (docs/design/remote-copies.md).
 CASES = ["sums 8 one_shot f32 16x256", "sums 8 reduce_scatter bf16 3x1024 float32", "sums 4 auto i32 2x4x256",
-         "sums 4 auto f16 256 float32", "sums 2 one_shot f32 1x128 bfloat16", "algorithms_agree 4"]
+         "sums 4 auto f16 256 float32", "sums 2 one_shot f32 1x128 bfloat16", "algorithms_agree 4",
+         "algorithms_agree 8"]
 
 
 def test_on_cpu_mesh():
@@ -66,7 +67,9 @@ def test_one_shot_code_reads_like_the_algorithm():
     assert "all_reduce_recv_ref[me, :, :] = partial" in code
     assert code.count("pltpu.make_async_remote_copy(") == 1
     assert code.count(".wait_recv()") == 7
-    assert "jnp.sum(all_reduce_recv" in code
+    # the slots summed in rank order, one add each (not a sum over the axis, whose order is
+    # the compiler's: trial O saw one-shot and reduce-scatter differ in 940 of 2048 lanes)
+    assert code.count("all_reduce_recv_ref[") >= 8 and "jnp.sum" not in code
     assert "# hl.all_reduce (one-shot): hl.remote_barrier(peers[:])" in code
     assert "hl.all_reduce(total, partial, peers[0, :], rank[0], algorithm=algorithm)" in code
 

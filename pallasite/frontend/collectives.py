@@ -15,9 +15,9 @@ by a later call, which every device enters after finishing this one. Two algorit
   summed chunk (in `dst`'s dtype) to every peer (`all_reduce_gather`). Each device moves
   2 (world - 1) / world of the payload instead of world - 1 times it, in two rounds.
 
-Both sum every device's values in rank order, in float32 for floating dtypes (int32 for
-integers), then cast to `dst`'s dtype: every device gets the same bits, and the two
-algorithms the same result. `algorithm=None` picks by payload (`choose_algorithm`).
+Both sum every device's values in rank order (one add per device, `_RANK_ORDER_SUM`), in
+float32 for floating dtypes (int32 for integers), then cast to `dst`'s dtype: every device
+gets the same bits, and the two algorithms the same result. `algorithm=None` picks by payload (`choose_algorithm`).
 """
 from __future__ import annotations
 
@@ -61,15 +61,24 @@ _PUSH_TO_PEERS = """
                 {push}.wait()
 """
 
+# `{out} = the slots of {buf} summed in rank order`, in acc_dtype: one add per slot, so the
+# order is the rank order on every device and in either algorithm (a sum over the slot
+# axis leaves the order to the compiler: XLA's CPU one is not sequential).
+_RANK_ORDER_SUM = """
+    total = {buf}[0, ALL].to(acc_dtype)
+    for r in hl.static_range(1, world):
+        total = total + {buf}[r, ALL].to(acc_dtype)
+    {out} = total.to(dst.dtype)
+"""
+
 _ONE_SHOT = """
 all_reduce_recv = torch.empty([world] + shape, dtype=src.dtype)
 for _ in hl.grid(1):
     me = rank[RANK]
     hl.remote_barrier(peers[:])
     all_reduce_recv[me, ALL] = src[ALL]
-""" + _PUSH_TO_PEERS.format(push="push", copy="all_reduce_recv, me, peer") + """
-    dst[ALL] = all_reduce_recv[:, ALL].to(acc_dtype).sum(0).to(dst.dtype)
-"""
+""" + _PUSH_TO_PEERS.format(push="push", copy="all_reduce_recv, me, peer") \
+    + _RANK_ORDER_SUM.format(buf="all_reduce_recv", out="dst[ALL]")
 
 _REDUCE_SCATTER = """
 all_reduce_stage = torch.empty([world] + chunk_shape, dtype=src.dtype)
@@ -82,9 +91,8 @@ for _ in hl.grid(1):
         all_reduce_stage[c, ALL] = src[LEAD c * chunk:(c + 1) * chunk]
     all_reduce_scatter[me, ALL] = all_reduce_stage[me, ALL]
 """ + _PUSH_TO_PEERS.format(
-    push="scatter_push", copy="all_reduce_stage, peer, peer, dst=all_reduce_scatter, dst_index=me") + """
-    all_reduce_gather[me, ALL] = all_reduce_scatter[:, ALL].to(acc_dtype).sum(0).to(dst.dtype)
-""" + _PUSH_TO_PEERS.format(push="gather_push", copy="all_reduce_gather, me, peer") + """
+    push="scatter_push", copy="all_reduce_stage, peer, peer, dst=all_reduce_scatter, dst_index=me") \
+    + _RANK_ORDER_SUM.format(buf="all_reduce_scatter", out="all_reduce_gather[me, ALL]") + _PUSH_TO_PEERS.format(push="gather_push", copy="all_reduce_gather, me, peer") + """
     for c in hl.static_range(world):
         dst[LEAD c * chunk:(c + 1) * chunk] = all_reduce_gather[c, ALL]
 """
