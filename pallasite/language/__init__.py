@@ -408,7 +408,10 @@ def all_reduce(dst: Any, src: Any, peers: Any, rank: Any, algorithm: str | None 
     `algorithm`: "one_shot" (push `src` to every peer, then sum), "reduce_scatter" (each
     device sums one chunk of the last dim and pushes it to every peer; the dim must divide
     by the device count), or None (chosen by payload). Runs in a kernel launched on every
-    device of a mesh (`kernel.jax_fn` under `jax.shard_map`)."""
+    device of a mesh (`kernel.jax_fn` under `jax.shard_map`). `peers` must name every other
+    device of the mesh once and `rank` this device's own rank: neither is checked yet, and
+    a table that misses a device or repeats one, or a wrong rank, gives a wrong sum or
+    waits forever."""
     _tracer("all_reduce").all_reduce(dst, src, peers, rank, algorithm)
 
 
