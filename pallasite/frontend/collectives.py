@@ -92,7 +92,8 @@ for _ in hl.grid(1):
     all_reduce_scatter[me, ALL] = all_reduce_stage[me, ALL]
 """ + _PUSH_TO_PEERS.format(
     push="scatter_push", copy="all_reduce_stage, peer, peer, dst=all_reduce_scatter, dst_index=me") \
-    + _RANK_ORDER_SUM.format(buf="all_reduce_scatter", out="all_reduce_gather[me, ALL]") + _PUSH_TO_PEERS.format(push="gather_push", copy="all_reduce_gather, me, peer") + """
+    + _RANK_ORDER_SUM.format(buf="all_reduce_scatter", out="all_reduce_gather[me, ALL]") \
+    + _PUSH_TO_PEERS.format(push="gather_push", copy="all_reduce_gather, me, peer") + """
     for c in hl.static_range(world):
         dst[LEAD c * chunk:(c + 1) * chunk] = all_reduce_gather[c, ALL]
 """
