@@ -22,6 +22,7 @@ gets the same bits, and the two algorithms the same result. `algorithm=None` pic
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 import torch
@@ -37,13 +38,16 @@ ALGORITHMS = ("one_shot", "reduce_scatter")
 # two-round reduce-scatter pays it once more than one-shot and wins when the bytes it saves
 # take longer than that on one link.
 ROUND_SECONDS = 2e-6
+# One link's bandwidth for a chip whose ICI figure is not published (runtime/chips.py gives
+# 0.0): v5e's, the slowest listed (400 GB/s bidirectional over 4 ports).
+UNLISTED_LINK_BYTES_PER_SECOND = 50e9
 
 
 def choose_algorithm(payload_bytes: int, world: int, chip: str | None = None) -> str:
     """One-shot sends (world - 1) * payload from each device in one round; reduce-scatter +
     all-gather 2 (world - 1) / world * payload in two. Reduce-scatter when the bytes saved
     take longer than a round at one ICI link's bandwidth."""
-    link = chip_figures(chip).ici_link_bytes_per_second or 50e9
+    link = chip_figures(chip).ici_link_bytes_per_second or UNLISTED_LINK_BYTES_PER_SECOND
     saved = payload_bytes * (world - 1) * (1 - 2 / world)
     return "reduce_scatter" if saved / link > ROUND_SECONDS else "one_shot"
 
@@ -162,7 +166,4 @@ def _algorithm(algorithm: Any, shape: list[int], world: int, src: Any, location:
             f"device ({world}), which must divide it; use algorithm='one_shot' or None.", location)
     if algorithm is not None:
         return algorithm
-    payload = src.dtype.itemsize
-    for size in shape:
-        payload *= size
-    return choose_algorithm(payload, world) if divisible else "one_shot"
+    return choose_algorithm(src.dtype.itemsize * math.prod(shape), world) if divisible else "one_shot"
