@@ -226,6 +226,11 @@ class HostTensor(_TensorLike):
     __index__ = __int__
 
 
+def _whole(tensor: HostTensor) -> Any:
+    """The index of every element of `tensor` (`...` for a 0-d one)."""
+    return (slice(None),) * len(tensor.shape) if tensor.shape else ...
+
+
 def _make_host_augmented(binary: str, symbol: str):
     """`x op= v` in host code updates the tensor x names in place, as torch does: the caller
     sees it (an argument) and so does every view or other name of it (`v = x.view(-1);
@@ -236,7 +241,7 @@ def _make_host_augmented(binary: str, symbol: str):
         result = augmented(self, other)
         if not isinstance(result, _TensorLike):
             return result
-        self[(slice(None),) * len(self.shape) if self.shape else ...] = result
+        self[_whole(self)] = result
         return self
 
     return op
@@ -244,10 +249,6 @@ def _make_host_augmented(binary: str, symbol: str):
 
 for _dunder, (_binary, _symbol) in AUGMENTED_OPERATORS.items():
     setattr(HostTensor, _dunder, _make_host_augmented(_binary, _symbol))
-
-
-def _whole(tensor: HostTensor) -> Any:
-    return (slice(None),) * len(tensor.shape) if tensor.shape else ...
 
 
 def _host_in_place_methods() -> dict[str, Any]:
