@@ -238,6 +238,7 @@ class StatementWalker:
                 else:
                     self.run_device_block(self.branch(stmt, test))
             elif isinstance(stmt, _SIMPLE_DEVICE_STATEMENTS):
+                self._check_shared_update(stmt)
                 self.execute(stmt)
             elif isinstance(stmt, ast.Return):
                 raise exc.UnsupportedSyntax(
@@ -253,6 +254,40 @@ class StatementWalker:
             else:
                 raise exc.UnsupportedSyntax(
                     f"{type(stmt).__name__} statements are not supported in device code.", self.location)
+
+    def _check_shared_update(self, stmt: ast.stmt) -> None:
+        """`a += v` on a device value another name also holds, read later (`b = a; a += 1;
+        ... b`): torch would change both names' tensor, device values are values here; refuse."""
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            self._refuse_shared_update(stmt, lambda other: read_after(self._blocks, stmt, other))
+
+    def _check_carried_updates(self, loop: ast.For, assigned: list[str]) -> None:
+        """`_check_shared_update` for the updates in an inner loop's body of a value another
+        name holds from before the loop (`prev = acc`, then `acc += x` in the loop): tracing
+        carries the updated name alone, so the check is made when the loop starts."""
+        def read_later(other: str) -> bool:  # in the body, or after the loop if the body keeps it
+            return reads_before_assigning(loop.body, other) or (
+                other not in assigned and read_after(self._blocks, loop, other))
+
+        for node in (node for body in loop.body for node in ast.walk(body)):
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
+                    and reads_before_assigning(loop.body, node.target.id):
+                self._refuse_shared_update(node, read_later)
+
+    def _refuse_shared_update(self, stmt: ast.AugAssign, read_later: Callable[[str], bool]) -> None:
+        name = stmt.target.id
+        value = self.scope.get(name, MISSING)
+        if not self.semantics.is_device_value(value):
+            return
+        others = sorted(other for other, held in self.scope.items()
+                        if held is value and other != name and read_later(other))
+        if others:
+            rebound = ast.unparse(ast.BinOp(ast.Name(name), stmt.op, stmt.value))
+            raise exc.UnsupportedOperation(
+                f"`{ast.unparse(stmt)}` would change `{others[0]}` too in torch (both names hold the same "
+                f"tensor), and `{others[0]}` is read later; pallasite's device values are values, not shared "
+                f"tensors. Write `{name} = {rebound}` to leave `{others[0]}` as it was, or update "
+                f"`{others[0]}` the same way.", self.location_of(stmt))
 
     def _unless(self, guard: ast.If, rest: list[ast.stmt]) -> None:
         """`if <test>: continue` followed by `rest`: `rest` runs when the test is false, as the
@@ -321,6 +356,7 @@ class StatementWalker:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", location)
         assigned = assigned_names(stmt.body)
         before = {name: self.scope.get(name, MISSING) for name in assigned}
+        self._check_carried_updates(stmt, assigned)
         may_carry = [name for name in assigned
                      if reads_before_assigning(stmt.body, name) or read_after(self._blocks, stmt, name)]
         carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), may_carry)

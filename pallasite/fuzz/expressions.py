@@ -68,8 +68,9 @@ class ChainBuilder:
         return value
 
     def _augmented(self, a: Value, b: Value, symbol: str) -> Value:
-        """`vN = a` then `vN op= b`: torch's in-place update keeps a's dtype (bf16 += f32 is bf16)."""
-        value = self._new(a.name, a.dtype)
+        """`vN = a.clone()` then `vN op= b`: torch's in-place update keeps a's dtype (bf16 += f32
+        is bf16). A copy: after `vN = a`, torch's `vN op= b` would change `a` too (refused)."""
+        value = self._new(f"{a.name}.clone()", a.dtype)
         self.lines.append(Line(self.indent, f"{value.name} {symbol}= {b.name}", droppable=True))
         return value
 

@@ -1,0 +1,206 @@
+"""`a += v` in device code when another name holds the same tile value.
+
+In torch both names hold one tensor and `+=` changes it in place, so `b = a; a += 1`
+changes `b` too; pallasite's device values are values (as Helion's are), so the kernel
+would read the old `b`. Such an update is refused, in both modes, when the other name is
+read later; an update no other live name sees runs as before."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+
+from source_lines import assert_points_at
+
+RUNS = {"compiled": lambda kernel, args, **config: pallasite.testing.code_and_output(kernel, args, **config)[1],
+        "reference": lambda kernel, args, **config: pallasite.testing.run_ref(kernel, args, **config)}
+
+
+@pallasite.kernel
+def copy_then_update(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t]
+        b = a
+        a *= 2
+        out[t] = b + a
+    return out
+
+
+@pallasite.kernel
+def snapshot_before_an_inner_loop(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        first = acc
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1)
+        out[tm] = first + acc
+    return out
+
+
+@pallasite.kernel
+def snapshot_read_in_the_loop(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        start = acc
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1) + start
+        out[tm] = acc
+    return out
+
+
+@pallasite.kernel
+def tuple_bound_then_updated_under_an_if(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a, keep = x[t], 0
+        keep = a
+        if x.size(0) > 4:
+            a -= 1
+        out[t] = keep
+    return out
+
+
+@pallasite.kernel
+def both_names_carried(x):
+    """In torch, the first `acc +=` changes `best` too (both start as one tensor)."""
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        best = acc
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1)
+            best = torch.maximum(best, acc)
+        out[tm] = best + acc
+    return out
+
+
+def _x():
+    return torch.randn(16, 256)
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("kernel, args, words, line", [
+    (copy_then_update, (torch.randn(16),), "`a \\*= 2` would change `b` too", "a *= 2"),
+    (snapshot_before_an_inner_loop, (_x(),), "`acc \\+= x\\[tm, tn\\].sum\\(1\\)` would change `first` too",
+     "acc += x[tm, tn].sum(1)"),
+    (snapshot_read_in_the_loop, (_x(),), "would change `start` too", "acc += x[tm, tn].sum(1) + start"),
+    (tuple_bound_then_updated_under_an_if, (torch.randn(16),), "`a -= 1` would change `keep` too", "a -= 1"),
+    (both_names_carried, (_x(),), "would change `best` too", "acc += x[tm, tn].sum(1)"),
+])
+def test_an_update_another_live_name_would_see_is_refused(kernel, args, words, line, run):
+    """Each ran before, the other name keeping the old value where torch changes it."""
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        RUNS[run](kernel, args)
+    assert_points_at(error.value, kernel, line)
+    assert "Write `" in str(error.value)
+
+
+@pallasite.kernel
+def copy_no_longer_read(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t]
+        b = a
+        out[t] = b * 3
+        a += 1
+        out[t] = out[t] + a
+    return out
+
+
+@pallasite.kernel
+def copy_then_rebind(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t]
+        b = a
+        a = a * 2
+        out[t] = b + a
+    return out
+
+
+@pallasite.kernel
+def fresh_accumulator_in_the_loop(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        total = acc
+        for tn in hl.tile(n):
+            acc = hl.zeros([tm], dtype=torch.float32)
+            acc += x[tm, tn].sum(1)
+            total = total + acc
+        out[tm] = total
+    return out
+
+
+@pallasite.kernel
+def running_best(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        best = hl.full([tm], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1)
+            best = torch.maximum(best, acc)
+        out[tm] = best + acc
+    return out
+
+
+def _torch_running_best(x):
+    sums = x.reshape(x.shape[0], -1, 128).sum(2).cumsum(1)
+    return sums.amax(1) + sums[:, -1]
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("kernel, expected", [
+    (copy_no_longer_read, lambda x: x * 3 + x + 1),
+    (copy_then_rebind, lambda x: x * 3),
+])
+def test_updates_no_other_live_name_sees_run(kernel, expected, run):
+    x = torch.randn(300)
+    torch.testing.assert_close(RUNS[run](kernel, (x,), block_sizes=[128]), expected(x))
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel, expected", [
+    (fresh_accumulator_in_the_loop, lambda x: x.sum(1)),
+    (running_best, _torch_running_best),
+])
+def test_inner_loop_updates_no_other_live_name_sees_run(kernel, expected, loop_type, run):
+    x = torch.randn(16, 256)
+    out = RUNS[run](kernel, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected(x), rtol=1e-5, atol=1e-4)
+
+
+def test_the_refused_forms_ran_before_as_values():
+    """What the refusal replaces: the snapshot keeps the old value (the rebinding spelling
+    still does, and lowers), where torch's in-place `+=` would change it."""
+    x = torch.randn(16, 256)
+    _, out = pallasite.testing.code_and_output(snapshot_rebound, (x,), block_sizes=[8, 128])
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-4)
+    pallasite.testing.check_tpu_lowering(snapshot_rebound, (x,), block_sizes=[8, 128])
+
+
+@pallasite.kernel
+def snapshot_rebound(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        first = acc
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(1)
+        out[tm] = first + acc
+    return out
