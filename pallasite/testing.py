@@ -101,7 +101,8 @@ def check_compiled_lowering(compiled: CompiledKernel, chips: Sequence[str] = DEF
     each TPU generation, as `check_tpu_lowering` does; returns the code per chip. The test
     suite calls it for every variant it compiles (tests/tpu_lowering.py). A kernel with remote
     copies is lowered as a one-device mesh runs it (device ids are flat ranks, so the
-    module is the same for every mesh)."""
+    module is the same for every mesh), or as the mesh its barriers name every device of
+    (`hl.remote_barrier(peers, rank=...)`: their count is checked when traced)."""
     bound = compiled.bound
     specs = specs_at(bound.specs, compiled.sizes) if compiled.sizes else bound.specs
     shapes = [tuple(int(e) for e in spec.shape) if spec.kind == "tensor" else None for spec in specs]
@@ -117,7 +118,16 @@ def check_compiled_lowering(compiled: CompiledKernel, chips: Sequence[str] = DEF
                                         f"{chip}: {type(err).__name__}: {err.message}") from err
 
     return _lower_for_chips(bound.kernel.fn.__name__, generate, _argument_structs(bound, shapes), chips,
-                            mesh_shape=(1,) if bound.remote else None)
+                            mesh_shape=_lowering_mesh(compiled))
+
+
+def _lowering_mesh(compiled: CompiledKernel) -> tuple[int, ...] | None:
+    """The mesh a variant with remote copies is lowered on: one device, or as many as its
+    barriers' peer groups name (None: no remote copies)."""
+    if not compiled.bound.remote:
+        return None
+    groups = {len(check.device) for check in compiled.range_checks.values() if check.peer_group}
+    return (groups.pop(),) if len(groups) == 1 else (1,)
 
 
 def _argument_structs(bound, shapes: list) -> list:
@@ -242,14 +252,15 @@ def _dims(text: str) -> tuple[int, ...]:
 
 
 def _on_mesh(host, mesh_shape: tuple[int, ...], structs: list) -> tuple[Any, list]:
-    """`host` run by every device of a mesh on its shard (a new leading axis split over the mesh)."""
-    from jax.sharding import NamedSharding, PartitionSpec
+    """`host` run by every device of a mesh on its shard (a new leading axis split over the
+    mesh). An abstract mesh: lowering needs no devices, so any mesh lowers in any process."""
+    from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
     count = 1
     for size in mesh_shape:
         count *= size
     names = tuple(f"mesh{axis}" for axis in range(len(mesh_shape)))
-    mesh = jax.make_mesh(mesh_shape, names, devices=jax.devices()[:count])
+    mesh = AbstractMesh(tuple(mesh_shape), names)
     spec = PartitionSpec(names)
 
     def body(*shards):

@@ -37,7 +37,7 @@ def _peers(devices: int) -> tuple[np.ndarray, np.ndarray]:
     return peers, np.arange(devices, dtype=np.int32)[:, None]
 
 
-def _run(xs, devices: int, algorithm, out_dtype=None) -> np.ndarray:
+def _run(xs, devices: int, algorithm, out_dtype=None, tables=None) -> np.ndarray:
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -48,7 +48,7 @@ def _run(xs, devices: int, algorithm, out_dtype=None) -> np.ndarray:
         return summed.jax_fn(x[0], peers[0], rank[0], algorithm, out_dtype)[None]
 
     step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"),) * 3, out_specs=P("x"), check_vma=False))
-    peers, rank = _peers(devices)
+    peers, rank = _peers(devices) if tables is None else tables
     sharding = NamedSharding(mesh, P("x"))
     return np.asarray(step(*(jax.device_put(jnp.asarray(a), sharding) for a in (xs, peers, rank))))
 
@@ -94,6 +94,42 @@ def algorithms_agree(devices: str) -> None:
     for result in (one_shot, scattered):
         for device in range(n):
             np.testing.assert_array_equal(result[device], in_order)
+
+
+def bad_tables(devices: str) -> None:
+    """A peers table that names one device twice (on one device), or every device calling
+    itself rank 0: the barrier's check sees it before any signal, and inside
+    pallasite.range_checked() the call raises exc.ShapeMismatch at the all_reduce line
+    (unchecked, the first gave a wrong sum and the second a hang: trial O). A table for a
+    bigger mesh is an error when traced. A good call still runs after them."""
+    import jax.numpy as jnp
+
+    n = int(devices)
+    xs = jnp.asarray(np.random.default_rng(3).standard_normal((n, 8, 128)), jnp.float32)
+    peers, rank = _peers(n)
+    repeated = peers.copy()
+    repeated[1, 0, 0] = repeated[1, 0, 1]
+    line = "hl.all_reduce(out, x, peers[0, :], rank[0], algorithm=algorithm)"
+    for tables, what in (((repeated, rank), "repeated peer"), ((peers, np.zeros_like(rank)), "rank 0 everywhere")):
+        for algorithm in ("one_shot", "reduce_scatter"):
+            try:
+                with pallasite.range_checked():
+                    _run(xs, n, algorithm, tables=tables)
+            except pallasite.exc.ShapeMismatch as err:
+                assert f"must name every device of the {n}-device mesh once" in str(err), str(err)
+                assert line in str(err), str(err)
+            else:
+                raise AssertionError(f"{what}, {algorithm}: no error")
+    wider = np.array([[[(r + off) % (n + 1) for off in range(1, n + 1)]] for r in range(n)], np.int32)
+    try:
+        _run(xs, n, "one_shot", tables=(wider, rank))
+    except pallasite.exc.IndexingError as err:
+        assert f"{n}-device mesh once, the rank this device's own; got {n} peers" in str(err), str(err)
+        assert line in str(err), str(err)
+    else:
+        raise AssertionError("a table of the wrong size was traced")
+    expected = np.asarray(xs).sum(0)
+    np.testing.assert_allclose(_race_free(_run, xs, n, None)[n - 1], expected, rtol=1e-5, atol=1e-5)
 
 
 if __name__ == "__main__":

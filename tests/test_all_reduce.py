@@ -24,13 +24,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # interpreter before the spare CPU device (docs/design/remote-copies.md).
 CASES = ["sums 8 one_shot f32 16x256", "sums 8 reduce_scatter bf16 3x1024 float32", "sums 4 auto i32 2x4x256",
          "sums 4 auto f16 256 float32", "sums 2 one_shot f32 1x128 bfloat16", "algorithms_agree 4",
-         "algorithms_agree 8"]
+         "algorithms_agree 8", "bad_tables 4"]
 
 
 def test_on_cpu_mesh():
     """Every device gets the float32 (int32) sum of every device's values in the output's
     dtype, the same bits on each, for one-shot, reduce-scatter and the payload's choice;
-    1-D to 3-D; race-free under each seed; every compiled variant lowers for v5e/v6e/v7x."""
+    1-D to 3-D; race-free under each seed; every compiled variant lowers for v5e/v6e/v7x.
+    A peers table that repeats a device, a wrong rank, or a table for another mesh size
+    is an error, not a wrong sum or a hang (`bad_tables`)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, "-m", "tests.all_reduce_cases", *CASES], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -70,8 +72,31 @@ def test_one_shot_code_reads_like_the_algorithm():
     # the slots summed in rank order, one add each (not a sum over the axis, whose order is
     # the compiler's: trial O saw one-shot and reduce-scatter differ in 940 of 2048 lanes)
     assert code.count("all_reduce_recv_ref[") >= 8 and "jnp.sum" not in code
-    assert "# hl.all_reduce (one-shot): hl.remote_barrier(peers[:])" in code
+    assert "# hl.all_reduce (one-shot): hl.remote_barrier(peers[:], rank=me)" in code
     assert "hl.all_reduce(total, partial, peers[0, :], rank[0], algorithm=algorithm)" in code
+
+
+def test_the_barrier_checks_the_peer_table():
+    """The expansion's barrier names every device of the mesh with `rank=me`: the peers go
+    through CHECKS.peer_group before any signal (the count when traced, the values in
+    interpret mode), and its message names the peer group (trial O: a table that misses or
+    repeats a device, or a wrong rank, gave a wrong sum or a hang, unchecked)."""
+    bound = residual.bind(_args(1, 1024, algorithm="one_shot"))
+    code = bound.to_code()
+    assert code.index("CHECKS.peer_group(") < code.index("pl.semaphore_signal(barrier_sems")
+    assert "device_id=peer_group[6]" in code
+    (group,) = [check for call in bound.plan().calls for check in call.range_checks if check.peer_group]
+    assert len(group.device) == 8
+    assert "must name every device of the {limit}-device mesh once" in group.message
+
+
+def test_peer_group_check_when_traced():
+    from pallasite.runtime.checks import RangeChecks
+    checks = RangeChecks({0: ("the peers and the rank must name every device of the {limit}-device mesh once; "
+                              "got {lo}", "f.py:1")})
+    assert checks.peer_group(0, 0, [1, 2, 3], limit=4, run_time=False) == [1, 2, 3]
+    with pytest.raises(exc.IndexingError, match="of the 8-device mesh once; got 3 peers"):
+        checks.peer_group(0, 0, [1, 2, 3], limit=8, run_time=False)
 
 
 def test_reduce_scatter_code_moves_chunks():

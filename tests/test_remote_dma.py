@@ -399,3 +399,30 @@ def test_too_few_cpu_devices_once_jax_started_is_a_clear_error():
     jax.devices()  # this process's backend has started, with the suite's device count
     with pytest.raises(RuntimeError, match="before JAX starts"):
         request_cpu_devices(jax.device_count() + 1)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[]))
+def _barrier_with_everyone(acc: torch.Tensor, peers: torch.Tensor, rank: torch.Tensor) -> torch.Tensor:
+    for _ in hl.grid(1):
+        me = rank[0]
+        hl.remote_barrier(peers[0, :], rank=me)
+        acc[me, :] = acc[me, :] + 1
+    return acc
+
+
+def test_a_barrier_with_its_rank_checks_the_whole_peer_group():
+    """`hl.remote_barrier(peers, rank=me)`: one peer-group check in place of one device-id
+    check per peer, run before the first signal (hl.all_reduce's barrier; multi-device runs
+    with bad tables: all_reduce_cases.bad_tables)."""
+    bound = _barrier_with_everyone.bind((torch.zeros(4, 128), torch.arange(1, 4, dtype=torch.int32)[None],
+                                         torch.zeros(1, dtype=torch.int32)))
+    (call,) = bound.plan().calls
+    (group,) = [check for check in call.range_checks if check.mesh_rank]
+    assert group.peer_group and len(group.device) == 4
+    assert group.message.startswith("hl.remote_barrier(peers, rank=me): the peers and the rank must name")
+    code = bound.to_code()
+    assert code.index("CHECKS.peer_group(") < code.index("pl.semaphore_signal(barrier_sems")
+    assert "CHECKS.device_id(" not in code
+    pallasite.testing.check_tpu_lowering(_barrier_with_everyone, (torch.zeros(4, 128),
+                                         torch.arange(1, 4, dtype=torch.int32)[None],
+                                         torch.zeros(1, dtype=torch.int32)), mesh_shape=(4,))

@@ -46,15 +46,15 @@ def emit_remote(emitter, node) -> None:
             if kind in ("both", "recv"):
                 emitter.emit(f"{site.descriptor}.wait_recv()")
     elif isinstance(node, RemoteBarrier):
-        peers = _checked_devices(emitter, node)
+        peers = _checked_group(emitter, node) if node.rank is not None else _checked_devices(emitter, node)
         sems, rank = remote.barrier_semaphores, emitter.barrier_rank
-        named = ", ".join(emitter.describe(peer) for peer in node.args)
+        named = ", ".join(emitter.describe(peer) for peer in node.peers)
         emitter.comment(f"barrier with {named}: tell each peer this device got here (its semaphore for "
                         f"this device's rank)")
         for peer in peers:
             emitter.emit(f"pl.semaphore_signal({sems}.at[{rank}], 1, device_id={peer}, "
                          f"device_id_type={DEVICE_ID_TYPE})")
-        for peer, text in zip(peers, node.args):
+        for peer, text in zip(peers, node.peers):
             emitter.emit(f"pl.semaphore_wait({sems}.at[{peer}], 1)",
                          comment=f"{emitter.describe(text)} got to its matching barrier (only it signals this one)")
     else:
@@ -99,6 +99,19 @@ def _checked_devices(emitter, node) -> list[str]:
         emitter.emit(f"{name} = {call} if INTERPRET is not None else {text}")
         texts.append(name)
     return texts
+
+
+def _checked_group(emitter, node) -> list[str]:
+    """The peers of `hl.remote_barrier(peers, rank=...)`, through `CHECKS.peer_group`: their
+    count against the mesh's when traced, their values (every device once, the rank this
+    device's) in interpret mode; a list variable holding them."""
+    (check,) = [check for check in emitter.plan.range_checks if check.peer_group and check.remote_node == node.id]
+    rank, *peers = (emitter.render(device) for device in check.device)
+    name = emitter.names.fresh("peer_group")
+    emitter.emit(f"{name} = CHECKS.peer_group({check.check_id}, {rank}, [{', '.join(peers)}], "
+                 "limit=CHECKS.mesh_devices(), run_time=INTERPRET is not None)",
+                 comment=f"the peers and {emitter.describe(node.rank)} name every device of the mesh once")
+    return [f"{name}[{position}]" for position in range(len(peers))]
 
 
 def _at(ref: str, index: list[str]) -> str:

@@ -3,9 +3,12 @@
 The call expands, where the user wrote it (between device loops), into host allocations
 and one `hl.grid(1)` device loop of remote copies (frontend/remote.py), which the rest of
 the compiler plans like any user's copies (plan/remote_copies.py: the barrier protocol,
-semaphores, VMEM). The loop starts with `hl.remote_barrier(peers)`, so every device is in
-the call before anyone copies into it (the entry rendezvous), and a buffer is reused only
-by a later call, which every device enters after finishing this one. Two algorithms:
+semaphores, VMEM). The loop starts with `hl.remote_barrier(peers, rank=me)`, so every device
+is in the call before anyone copies into it (the entry rendezvous), and a buffer is reused
+only by a later call, which every device enters after finishing this one. Its `rank` makes
+the barrier check that `peers` and `rank` name every device of the mesh once, `rank` this
+device's (the count when traced, the values in interpret mode): otherwise two devices would
+fill one slot (a wrong sum) or a device would wait for a copy nobody sends. Two algorithms:
 
 - one-shot: each device puts `src` in its slot of `all_reduce_recv` ([world, *shape]) and
   pushes that slot to every peer's same slot; once the world - 1 copies into its own
@@ -79,7 +82,7 @@ _ONE_SHOT = """
 all_reduce_recv = torch.empty([world] + shape, dtype=src.dtype)
 for _ in hl.grid(1):
     me = rank[RANK]
-    hl.remote_barrier(peers[:])
+    hl.remote_barrier(peers[:], rank=me)
     all_reduce_recv[me, ALL] = src[ALL]
 """ + _PUSH_TO_PEERS.format(push="push", copy="all_reduce_recv, me, peer") \
     + _RANK_ORDER_SUM.format(buf="all_reduce_recv", out="dst[ALL]")
@@ -90,7 +93,7 @@ all_reduce_scatter = torch.empty([world] + chunk_shape, dtype=src.dtype)
 all_reduce_gather = torch.empty([world] + chunk_shape, dtype=dst.dtype)
 for _ in hl.grid(1):
     me = rank[RANK]
-    hl.remote_barrier(peers[:])
+    hl.remote_barrier(peers[:], rank=me)
     for c in hl.static_range(world):
         all_reduce_stage[c, ALL] = src[LEAD c * chunk:(c + 1) * chunk]
     all_reduce_scatter[me, ALL] = all_reduce_stage[me, ALL]

@@ -413,8 +413,8 @@ class OpRecorder:
     def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
         return remote.remote_copy(self, src, src_index, device_id, dst, dst_index)
 
-    def remote_barrier(self, device_ids: Any) -> None:
-        remote.remote_barrier(self, device_ids)
+    def remote_barrier(self, device_ids: Any, rank: Any = None) -> None:
+        remote.remote_barrier(self, device_ids, rank)
 
     def rand(self, shape: Any, seed: Any) -> DeviceTensor:
         if self.device is None:

@@ -133,7 +133,7 @@ class RemoteCopyDescriptor:
         self._step("remote_copy_wait", {"kind": "recv"})
 
 
-def remote_barrier(recorder: Any, device_ids: Any) -> None:
+def remote_barrier(recorder: Any, device_ids: Any, rank: Any = None) -> None:
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.remote_barrier synchronizes devices inside a device loop.",
                                     recorder.location)
@@ -145,7 +145,9 @@ def remote_barrier(recorder: Any, device_ids: Any) -> None:
         peers = [_device(recorder, device_ids, "hl.remote_barrier peer")]
     if not peers:
         raise exc.UnsupportedOperation("hl.remote_barrier needs at least one peer.", recorder.location)
-    recorder.append_node(RemoteBarrier("remote_barrier", tuple(peers), {}, [], recorder.location))
+    mine = None if rank is None else _device(recorder, rank, "hl.remote_barrier rank")
+    recorder.append_node(RemoteBarrier("remote_barrier", (*peers, *(() if mine is None else (mine,))), {}, [],
+                                       recorder.location, peers=tuple(peers), rank=mine))
 
 
 def _peers_of_slice(recorder: Any, device_ids: DeviceTensor) -> list:

@@ -290,8 +290,8 @@ class Tracer:
     def remote_copy(self, src: Any, src_index: Any, device_id: Any, dst: Any, dst_index: Any) -> Any:
         return self.recorder.remote_copy(src, src_index, device_id, dst, dst_index)
 
-    def remote_barrier(self, device_ids: Any) -> None:
-        self.recorder.remote_barrier(device_ids)
+    def remote_barrier(self, device_ids: Any, rank: Any = None) -> None:
+        self.recorder.remote_barrier(device_ids, rank)
 
     def all_reduce(self, dst: Any, src: Any, peers: Any, rank: Any, algorithm: Any) -> None:
         collectives.all_reduce(self.walker, self.recorder, dst, src, peers, rank, algorithm)

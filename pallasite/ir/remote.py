@@ -44,7 +44,12 @@ class RemoteCopyStep(Node):
 
 @dataclass(eq=False)
 class RemoteBarrier(Node):
-    """`hl.remote_barrier(device_ids)`: `args` are the peers' flat ranks."""
+    """`hl.remote_barrier(device_ids, rank=None)`: `peers` are the peers' flat ranks; with
+    `rank` (this device's), they name every other device of the mesh once (a checked
+    claim). `args` hold the peers, then the rank, so every pass sees the values it reads."""
+
+    peers: tuple[Operand, ...] = ()
+    rank: Operand | None = None
 
 
 def remote_nodes(nodes) -> list[Node]:

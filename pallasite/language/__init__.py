@@ -390,14 +390,17 @@ def make_async_remote_copy(src: Any, src_index: Any, device_id: Any, dst: Any = 
     return _tracer("make_async_remote_copy").remote_copy(src, src_index, device_id, dst, dst_index)
 
 
-def remote_barrier(device_ids: Any) -> None:
+def remote_barrier(device_ids: Any, rank: Any = None) -> None:
     """Wait until every device in `device_ids` (a flat rank, a list of them, or a 1-D
     slice of an int tensor) has reached its matching barrier; what each did before it
     happens before what this device does after. Peers must name each other, barrier for
     barrier (ring neighbours do): each waits for one signal from each peer it names, so a
     peer that never names this device back leaves it waiting. The barrier may be passed
-    again every hop and every call (docs/design/remote-copies.md: the ring barrier protocol)."""
-    _tracer("remote_barrier").remote_barrier(device_ids)
+    again every hop and every call (docs/design/remote-copies.md: the ring barrier protocol).
+    With `rank` (this device's flat rank), `device_ids` name every other device of the mesh
+    once: their count is checked when traced, and interpret mode checks the values (each
+    device once, `rank` this device's) before any signal; a violation fails the run."""
+    _tracer("remote_barrier").remote_barrier(device_ids, rank)
 
 
 def all_reduce(dst: Any, src: Any, peers: Any, rank: Any, algorithm: str | None = None) -> None:
@@ -409,9 +412,9 @@ def all_reduce(dst: Any, src: Any, peers: Any, rank: Any, algorithm: str | None 
     device sums one chunk of the last dim and pushes it to every peer; the dim must divide
     by the device count), or None (chosen by payload). Runs in a kernel launched on every
     device of a mesh (`kernel.jax_fn` under `jax.shard_map`). `peers` must name every other
-    device of the mesh once and `rank` this device's own rank: neither is checked yet, and
-    a table that misses a device or repeats one, or a wrong rank, gives a wrong sum or
-    waits forever."""
+    device of the mesh once and `rank` this device's own rank: their count is checked when
+    traced, and interpret mode checks the values (a violation fails the run; inside
+    `pallasite.range_checked()` it is `exc.ShapeMismatch` naming the call); a TPU does not."""
     _tracer("all_reduce").all_reduce(dst, src, peers, rank, algorithm)
 
 

@@ -316,6 +316,9 @@ class RangeCheck:
     device: Any = None
     remote_node: int | None = None
     bounds: tuple[int, int] | None = None
+    # `device` is (rank, *peers) of `hl.remote_barrier(peers, rank=...)`: every device of the
+    # mesh once, the rank this device's (the count checked when traced, the values at run time)
+    peer_group: bool = False
     # tiles of a data-dependent range meeting another tile dim or a fixed size on one axis
     # (plan/extents.py): checked where the loop of `dim` starts that every tile of both has
     # one and the same extent; `{lo}` and `{hi}` are the two ranges' lengths

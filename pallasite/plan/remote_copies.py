@@ -212,6 +212,17 @@ def remote_index_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
     return tuple(checks)
 
 
+def _peer_group_check(node: RemoteBarrier, check_id: int) -> RangeCheck:
+    """`hl.remote_barrier(peers, rank=me)`: the peers and `me` name every device of the mesh
+    once, `me` this device's own rank (the count when traced, the values in interpret mode);
+    `device` holds (rank, *peers); `{lo}` is what the check saw."""
+    rank = describe(node.rank).replace("{", "{{").replace("}", "}}")
+    message = (f"hl.remote_barrier(peers, rank={rank}): the peers and the rank must name every device of the "
+               "{limit}-device mesh once, the rank this device's own; got {lo}")
+    return RangeCheck(check_id, 0, message, node.location, mesh_rank=True,
+                      device=(node.rank, *node.peers), remote_node=node.id, peer_group=True)
+
+
 def remote_device_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
     """One check per device id of a copy or a barrier peer, against the mesh's device
     count (known when traced); a computed interval that starts below 0 is an error now."""
@@ -219,8 +230,11 @@ def remote_device_checks(body: list, check_ids) -> tuple[RangeCheck, ...]:
     for node in walk_nodes(body):
         if isinstance(node, RemoteCopy):
             what, ids = "hl.make_async_remote_copy: device_id", (node.device_id,)
+        elif isinstance(node, RemoteBarrier) and node.rank is not None:
+            checks.append(_peer_group_check(node, next(check_ids)))
+            continue
         elif isinstance(node, RemoteBarrier):
-            what, ids = "hl.remote_barrier: peer", node.args
+            what, ids = "hl.remote_barrier: peer", node.peers
         else:
             continue
         for device in ids:

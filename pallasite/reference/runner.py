@@ -400,7 +400,7 @@ class ReferenceRunner:
     def remote_copy(self, *args: Any) -> Any:
         raise _single_device("hl.make_async_remote_copy")
 
-    def remote_barrier(self, device_ids: Any) -> None:
+    def remote_barrier(self, device_ids: Any, rank: Any = None) -> None:
         raise _single_device("hl.remote_barrier")
 
     def all_reduce(self, *args: Any) -> None:

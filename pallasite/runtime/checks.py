@@ -121,6 +121,32 @@ class RangeChecks:
         ok = io_callback(lambda rank: self._check(check_id, rank, rank + 1, limit, _RUN_FAILS), _OK, device)
         return jnp.where(ok != 0, device, limit)
 
+    def peer_group(self, check_id: int, rank, peers: list, *, limit: int, run_time: bool) -> list:
+        """`peers` of a barrier that, with `rank`, name every device of the `limit`-device mesh
+        once, `rank` this device's own: their count is checked when traced (else
+        `exc.IndexingError`), their values at run time in interpret mode (`run_time`), where a
+        violation replaces every peer by `limit` (a rank the interpreter fails on)."""
+        if len(peers) + 1 != limit:
+            from .. import exc
+            message, where = self.checks[check_id]
+            text = message.format(lo=f"{len(peers)} peers", hi="", limit=limit)
+            location = self.locations.get(check_id)
+            raise exc.IndexingError(text if location is not None else f"{where}: {text}", location)
+        if not run_time:
+            return peers
+        from .mesh import mesh_rank
+
+        def check(rank, mine, *values):
+            rank, mine, values = int(rank), int(mine), [int(value) for value in values]
+            if rank == mine and sorted([rank, *values]) == list(range(limit)):
+                return np.int32(1)
+            self._record(check_id, f"rank {rank} on device {mine} and peers {values}", "", limit, _RUN_FAILS)
+            return np.int32(0)
+
+        ok = io_callback(check, _OK, jnp.asarray(rank, jnp.int32), mesh_rank(),
+                         *(jnp.asarray(peer, jnp.int32) for peer in peers))
+        return [jnp.where(ok != 0, peer, limit) for peer in peers]
+
     @staticmethod
     def mesh_devices() -> int:
         """The device count of the mesh the kernel is being traced under (runtime/mesh.py)."""
