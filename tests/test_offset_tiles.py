@@ -3,8 +3,8 @@ positions tile.index + c; a position outside the tensor reads 0 (as a tile's tai
 so a causal convolution needs no bounds arithmetic; a store at a shifted tile writes the
 positions inside the tensor and drops the rest. The axis stays resident; each access takes
 the two block-aligned runs holding its lanes, selects and rotates them (`pltpu.roll`)
-(plan: `TileShift`). A shift that is not a compile-time int and tiles that do not start at
-block multiples are refused."""
+(plan: `TileShift`); tiles that start past a block multiple (`hl.tile(1, n)`) shift by that
+much more. A shift that is not a compile-time int is refused."""
 from __future__ import annotations
 
 import pytest
@@ -193,19 +193,8 @@ def float_shift(x):
     return out
 
 
-@pallasite.kernel
-def unaligned_begin(x):
-    n, = x.shape
-    out = torch.zeros_like(x)
-    for t in hl.tile(3, n, block_size=128):
-        out[t] = x[t - 1]
-    return out
-
-
 @pytest.mark.parametrize("kernel, error, message, in_reference", [
     (float_shift, exc.UnsupportedSyntax, "compile-time int", True),
-    # reference mode reads any tile as a slice: only the compiled read needs aligned runs
-    (unaligned_begin, exc.UnsupportedOperation, "not a multiple of the block size", False),
 ])
 def test_refused(kernel, error, message, in_reference):
     x = torch.randn(256)
@@ -215,6 +204,64 @@ def test_refused(kernel, error, message, in_reference):
     if in_reference:
         with pytest.raises(error, match=message):
             run_ref(kernel, (x,))
+
+
+@pallasite.kernel
+def lanes_from(x, begin: hl.constexpr, shift: hl.constexpr):
+    n, = x.shape
+    out = torch.zeros_like(x)
+    for t in hl.tile(begin, n, block_size=128):
+        out[t] = x[t + shift] + x[t]
+    return out
+
+
+@pallasite.kernel
+def rows_from(x, begin: hl.constexpr, shift: hl.constexpr):
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tm in hl.tile(begin, m, block_size=8):
+        out[tm, :] = x[tm.index + shift, :] * 2 + x[tm, :]
+    return out
+
+
+@pallasite.kernel
+def stored_from(x, begin: hl.constexpr, shift: hl.constexpr):
+    n, = x.shape
+    out = torch.zeros_like(x)
+    for t in hl.tile(begin, n, block_size=128):
+        out[t + shift] = x[t]
+    return out
+
+
+def _from(x, begin, shift, dim=0, scale=1):
+    expected = _shifted(x, shift, dim) * scale + x
+    expected.narrow(dim, 0, begin).zero_()
+    return expected
+
+
+@pytest.mark.parametrize("begin, shift", [(1, -1), (3, -1), (3, -3), (130, 5), (1, 127), (5, 200), (2, -130)])
+def test_tiles_that_start_past_a_block_multiple(begin, shift):
+    """`hl.tile(1, m)` with `x[t.index - 1]` (trial M: refused, as its tiles do not start
+    at block multiples): the runs are the block multiples the tiles start in, rotated by
+    the tile's lead plus the shift; lanes and rows, loads and stores, lowered (suite hook)."""
+    x = torch.arange(1, 301, dtype=torch.float32)
+    for kernel, expected in ((lanes_from, _from(x, begin, shift)),):
+        _, out = code_and_output(kernel, (x, begin, shift))
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(run_ref(kernel, (x, begin, shift)), expected)
+    rows = torch.randn(50, 128)
+    row_begin, row_shift = begin % 8, shift % 11 - 5
+    expected = _from(rows, row_begin, row_shift, scale=2)
+    _, out = code_and_output(rows_from, (rows, row_begin, row_shift))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(rows_from, (rows, row_begin, row_shift)), expected)
+    stored = torch.zeros_like(x)
+    positions = torch.arange(begin, 300) + shift
+    inside = (positions >= 0) & (positions < 300)
+    stored[positions[inside]] = x[begin:][inside]
+    _, out = code_and_output(stored_from, (x, begin, shift))
+    torch.testing.assert_close(out, stored)
+    torch.testing.assert_close(run_ref(stored_from, (x, begin, shift)), stored)
 
 
 @pallasite.kernel

@@ -84,6 +84,32 @@ def both_names_carried(x):
     return out
 
 
+def _bump(v, w):
+    v += w
+    return v * 2
+
+
+@pallasite.kernel
+def helper_updates_its_argument(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t]
+        r = _bump(a, 1.0)
+        out[t] = a + r
+    return out
+
+
+@pallasite.kernel
+def list_item_updated(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        values = [v, v * 2]
+        values[0] += 10
+        out[t] = v + values[0]
+    return out
+
+
 def _x():
     return torch.randn(16, 256)
 
@@ -96,6 +122,9 @@ def _x():
     (snapshot_read_in_the_loop, (_x(),), "would change `start` too", "acc += x[tm, tn].sum(1) + start"),
     (tuple_bound_then_updated_under_an_if, (torch.randn(16),), "`a -= 1` would change `keep` too", "a -= 1"),
     (both_names_carried, (_x(),), "would change `best` too", "acc += x[tm, tn].sum(1)"),
+    # compiled, `a` kept its value where torch's `v += w` in the helper changes it (trial P)
+    (helper_updates_its_argument, (torch.randn(16),), "`x \\+= v` would change `a` too", "r = _bump(a, 1.0)"),
+    (list_item_updated, (torch.randn(16),), "`x \\+= v` would change `v` too", "values[0] += 10"),
 ])
 def test_an_update_another_live_name_would_see_is_refused(kernel, args, words, line, run):
     """Each ran before, the other name keeping the old value where torch changes it."""
@@ -204,3 +233,31 @@ def snapshot_rebound(x):
             acc = acc + x[tm, tn].sum(1)
         out[tm] = first + acc
     return out
+
+
+def _accumulate(acc, block):
+    acc += block.sum(1)
+    return acc
+
+
+@pallasite.kernel
+def helper_result_rebinds_its_argument(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = _accumulate(acc, x[tm, tn])
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_helper_updating_a_value_its_caller_rebinds_runs(loop_type):
+    """Helion's helper form `acc = accum(acc, blk)` with `acc += ...` inside: the caller's
+    old value dies with the call, so no name sees the difference (compiled; reference mode
+    refuses an in-place update inside a helper, not telling `v += w` from `v.add_(w)`)."""
+    x = torch.randn(16, 256)
+    _, out = pallasite.testing.code_and_output(helper_result_rebinds_its_argument, (x,), block_sizes=[8, 128],
+                                               pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-4)

@@ -54,7 +54,7 @@ def _ref_item(k, item) -> str:
         dim = item.dim
         begin, block = k.render(dim.begin_value), dim.block_size
         frame = k.frame_of(dim)
-        start = _plus(begin, item.blocks * block)
+        start = _plus(begin, item.blocks * block - item.lead)
         if frame is not None and not frame.traced:  # an unrolled step: a Python int
             return f"pl.ds(max({start}, 0), {block})"
         return f"pl.ds(pl.multiple_of(jnp.maximum({start}, 0), {block}), {block})"
@@ -108,7 +108,7 @@ def _shifted_read(k, node: Load, access) -> str:
             return text
         text = named(f"{node.tensor.name}_run", text)
         later = list(items)
-        later[shift.item] = AlignedRun(shift.dim, shift.blocks + 1)
+        later[shift.item] = shift.run(shift.blocks + 1)
         following = named(f"{node.tensor.name}_next", read(later, level + 1))
         return bind(f"{node.tensor.name}_shifted",
                     f"pltpu.roll(jnp.where({lanes[level]} < {shift.rotate}, {following}, {text}), "
@@ -143,9 +143,9 @@ def _shifted_write(k, node: Store, access, value: str) -> None:
         runs = [(shift.blocks, f"{lane} >= {shift.rotate}" if shift.rotate else None)]
         if shift.rotate:
             runs.append((shift.blocks + 1, f"{lane} < {shift.rotate}"))
-        per_axis.append([(AlignedRun(dim, blocks), " & ".join(filter(None, (
-            held and f"({held})", f"({lane} + ({_plus(begin, blocks * block)}) >= 0)",
-            f"({lane} + ({_plus(begin, blocks * block)}) < {limit})")))) for blocks, held in runs])
+        per_axis.append([(shift.run(blocks), " & ".join(filter(None, (
+            held and f"({held})", f"({lane} + ({_plus(begin, blocks * block - shift.lead)}) >= 0)",
+            f"({lane} + ({_plus(begin, blocks * block - shift.lead)}) < {limit})")))) for blocks, held in runs])
     kept = [k.range_condition(shape, m.axis, m.range) for m in access.store_masks]
     for combination in itertools.product(*per_axis):
         items = list(access.ref_index)

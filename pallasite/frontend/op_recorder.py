@@ -57,6 +57,8 @@ class OpRecorder:
         self._ended: dict[int, exc.SourceLocation | None] = {}
         self._in_meta = False
         self._remote_sites = 0
+        # the walker's check of `x op= v` on a value another live name holds (set by the Tracer)
+        self.check_in_place: Callable | None = None
         # flat accesses of whole rows (frontend/flat_rows.py): the rows views made (per loop
         # and width), how the open device loop uses each buffer (`RowsUse`, by root name), and
         # the buffers this trace reads element-wise (a loop conflicted: traced again)

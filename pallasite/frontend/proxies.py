@@ -97,6 +97,9 @@ AUGMENTED_OPERATORS = {"__iadd__": ("__add__", "+"), "__isub__": ("__sub__", "-"
 
 def _make_augmented(binary: str, symbol: str):
     def op(self, other):
+        check = self._tracer.check_in_place  # refuses when another live name holds this value
+        if check is not None:
+            check(self, symbol)
         result = getattr(self, binary)(other)
         if not isinstance(result, _TensorLike):
             return result

@@ -88,6 +88,7 @@ class Tracer:
         self.dims = TileDims(choose_block_size)
         self.walker = StatementWalker(self.filename, {}, "while pallasite traced {location}")
         self.statements = TracedStatements(self.walker, self.recorder, self.dims)
+        self.recorder.check_in_place = self.walker.check_in_place_update  # `x op= v` on a value others hold
 
     def run(self) -> KernelIR:
         params = [a.arg for a in self.fn_ast.args.args]

@@ -238,7 +238,6 @@ class StatementWalker:
                 else:
                     self.run_device_block(self.branch(stmt, test))
             elif isinstance(stmt, _SIMPLE_DEVICE_STATEMENTS):
-                self._check_shared_update(stmt)
                 self.execute(stmt)
             elif isinstance(stmt, ast.Return):
                 raise exc.UnsupportedSyntax(
@@ -255,14 +254,22 @@ class StatementWalker:
                 raise exc.UnsupportedSyntax(
                     f"{type(stmt).__name__} statements are not supported in device code.", self.location)
 
-    def _check_shared_update(self, stmt: ast.stmt) -> None:
-        """`a += v` on a device value another name also holds, read later (`b = a; a += 1;
-        ... b`): torch would change both names' tensor, device values are values here; refuse."""
-        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-            self._refuse_shared_update(stmt, lambda other: read_after(self._blocks, stmt, other))
+    def check_in_place_update(self, target: Any, symbol: str) -> None:
+        """`x op= v` on a device value `target` (at the running statement, or in a helper it
+        calls) that another name holds and reads later (`b = a; a += 1; ... b`, or
+        `r = bump(a, w)` whose `v += w` updates `a`): torch would change that name's tensor
+        too, device values are values here; refused (both modes call this)."""
+        stmt = self.statement
+        if stmt is None or not self.semantics.is_device_value(target):
+            return
+        rebound = {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        others = sorted(name for name, held in self.scope.items()
+                        if held is target and name not in rebound and read_after(self._blocks, stmt, name))
+        if others:
+            self._refuse_shared_update(stmt, symbol, others[0])
 
     def _check_carried_updates(self, loop: ast.For, assigned: list[str]) -> None:
-        """`_check_shared_update` for the updates in an inner loop's body of a value another
+        """`check_in_place_update` for the updates in an inner loop's body of a value another
         name holds from before the loop (`prev = acc`, then `acc += x` in the loop): tracing
         carries the updated name alone, so the check is made when the loop starts."""
         def read_later(other: str) -> bool:  # in the body, or after the loop if the body keeps it
@@ -270,24 +277,27 @@ class StatementWalker:
                 other not in assigned and read_after(self._blocks, loop, other))
 
         for node in (node for body in loop.body for node in ast.walk(body)):
-            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
-                    and reads_before_assigning(loop.body, node.target.id):
-                self._refuse_shared_update(node, read_later)
+            if not (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+                    and reads_before_assigning(loop.body, node.target.id)):
+                continue
+            value = self.scope.get(node.target.id, MISSING)
+            if not self.semantics.is_device_value(value):
+                continue
+            others = sorted(other for other, held in self.scope.items()
+                            if held is value and other != node.target.id and read_later(other))
+            if others:
+                self._refuse_shared_update(node, "", others[0])
 
-    def _refuse_shared_update(self, stmt: ast.AugAssign, read_later: Callable[[str], bool]) -> None:
-        name = stmt.target.id
-        value = self.scope.get(name, MISSING)
-        if not self.semantics.is_device_value(value):
-            return
-        others = sorted(other for other, held in self.scope.items()
-                        if held is value and other != name and read_later(other))
-        if others:
-            rebound = ast.unparse(ast.BinOp(ast.Name(name), stmt.op, stmt.value))
-            raise exc.UnsupportedOperation(
-                f"`{ast.unparse(stmt)}` would change `{others[0]}` too in torch (both names hold the same "
-                f"tensor), and `{others[0]}` is read later; pallasite's device values are values, not shared "
-                f"tensors. Write `{name} = {rebound}` to leave `{others[0]}` as it was, or update "
-                f"`{others[0]}` the same way.", self.location_of(stmt))
+    def _refuse_shared_update(self, stmt: ast.stmt, symbol: str, other: str) -> None:
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            name, update = stmt.target.id, ast.unparse(stmt)
+            rewrite = f"{name} = {ast.unparse(ast.BinOp(ast.Name(name), stmt.op, stmt.value))}"
+        else:  # in a helper function the statement calls
+            update, rewrite = f"x {symbol}= v", f"x = x {symbol} v"
+        raise exc.UnsupportedOperation(
+            f"`{update}` would change `{other}` too in torch (both names hold the same tensor), and `{other}` "
+            f"is read later; pallasite's device values are values, not shared tensors. Write `{rewrite}` to "
+            f"leave `{other}` as it was, or update `{other}` the same way.", self.location_of(stmt))
 
     def _unless(self, guard: ast.If, rest: list[ast.stmt]) -> None:
         """`if <test>: continue` followed by `rest`: `rest` runs when the test is false, as the
@@ -344,7 +354,24 @@ class StatementWalker:
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         if stmt.orelse:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location_of(stmt))
+        before = {name: self.scope.get(name, MISSING) for name in assigned_names(stmt.body)}
         self.semantics.device_loop(stmt, spec, self._body_runner(stmt))
+        self._check_host_numbers(stmt, before)
+
+    def _check_host_numbers(self, loop: ast.For, before: dict[str, Any]) -> None:
+        """A Python number the loop's body updates from its own value (`count += 1`): the body
+        is traced once for every tile, so compiled it would take one tile's update (and reference
+        mode every tile's); refused in both modes."""
+        for name, old in before.items():
+            new = self.scope.get(name, MISSING)
+            if (isinstance(old, (int, float)) and isinstance(new, (int, float)) and new != old
+                    and reads_before_assigning(loop.body, name)):
+                raise exc.UnsupportedOperation(
+                    f"'{name}' is the Python {type(old).__name__} {old!r} before this loop and its body updates "
+                    f"it from its own value: a tile loop's body is traced once for every tile, so it would not "
+                    f"count tiles. Keep it on the device (`{name} = hl.zeros([...])`, a carried tensor) or "
+                    f"compute it from the tile (`{loop.target.id if isinstance(loop.target, ast.Name) else 'tile'}"
+                    ".id`, `.begin`).", self.location_of(loop))
 
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """Device values assigned in an inner loop do not escape it, but for the carried ones:
@@ -360,6 +387,7 @@ class StatementWalker:
         may_carry = [name for name in assigned
                      if reads_before_assigning(stmt.body, name) or read_after(self._blocks, stmt, name)]
         carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), may_carry)
+        self._check_host_numbers(stmt, before)
         for name, old in before.items():
             if name in carried:
                 continue

@@ -152,6 +152,11 @@ def flat_gather(draw: Any, name: str) -> Case:
         body = [Line(0, "r, s = x.size()"), Line(0, "out = torch.empty_like(x)"),
                 Line(0, "for tr, ts in hl.tile([r, s]):"), Line(1, f"idx = ts.index - {shift}"),
                 Line(1, "out[tr, ts] = hl.load(x, [tr, idx], extra_mask=(idx >= 0)[None, :])")]
+        if rng.random() < 0.5:  # tiles that start past a block multiple (`hl.tile(1, s)`), shifted back
+            begin = rng.choice((1, 3, 5, 100))
+            body = [Line(0, "r, s = x.size()"), Line(0, "out = torch.zeros_like(x)"),
+                    Line(0, f"for ts in hl.tile({begin}, s):"),
+                    Line(1, f"out[:, ts] = x[:, ts.index - {shift}] + x[:, ts]")]
         knobs, exact = (), True
     else:  # rows of a 2-D table: a tile's window of each gathered row, flat, chosen or computed rows
         dims, inputs, body, knobs, loop_type = _row_forms(draw, form, knobs)

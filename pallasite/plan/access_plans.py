@@ -56,11 +56,13 @@ class RefOffset:
 @dataclass(frozen=True)
 class AlignedRun:
     """A ref subscript item of a shifted tile's read (`TileShift`): the block-long run at
-    `dim`'s begin + `blocks` * block size, at 0 if that is negative (a run wholly before the
-    tensor, whose lanes the read masks), `pl.ds(pl.multiple_of(start, block), block)`."""
+    `dim`'s begin - `lead` + `blocks` * block size, at 0 if that is negative (a run wholly
+    before the tensor, whose lanes the read masks), `pl.ds(pl.multiple_of(start, block),
+    block)`. `lead`: how far the loop's tiles start past a block multiple (`hl.tile(1, m)`: 1)."""
 
     dim: TileDim
     blocks: int
+    lead: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,10 @@ def keeps_axis(item) -> bool:
 @dataclass(frozen=True)
 class TileShift:
     """A load or store at `tile + offset` (`ShiftedTile`) on a resident axis (ref axis `axis`
-    of the window; the tensor's axis holds `size` positions). With offset = q * block + r
-    (0 <= r < block) the lanes lie in the aligned runs q and q + 1 blocks past the tile's
-    begin (`AlignedRun`). A load reads both, selects `r` lanes of the later one and rotates by
+    of the window; the tensor's axis holds `size` positions). Tiles start `lead` past a block
+    multiple (a static begin: `hl.tile(1, m)` has lead 1); with lead + offset = q * block + r
+    (0 <= r < block) the lanes lie in the aligned runs q and q + 1 blocks past the block
+    multiple the tile starts in (`AlignedRun`). A load reads both, selects `r` lanes of the later one and rotates by
     r with `pltpu.roll` (aligned reads and a static rotate, which every TPU lowers); lanes whose
     position lies outside [0, size) become 0. A store rotates the value the other way and
     rewrites each run where its lanes hold the tile's valid lanes inside [0, size): a lane
@@ -100,12 +103,25 @@ class TileShift:
     item: int  # its position in the access's `ref_index` (a scalar item drops an axis: not `axis`)
 
     @property
+    def lead(self) -> int:
+        return tile_lead(self.dim)
+
+    @property
     def blocks(self) -> int:
-        return self.offset // self.dim.block_size
+        return (self.lead + self.offset) // self.dim.block_size
 
     @property
     def rotate(self) -> int:
-        return self.offset % self.dim.block_size
+        return (self.lead + self.offset) % self.dim.block_size
+
+    def run(self, blocks: int) -> AlignedRun:
+        """The aligned run `blocks` blocks past the block multiple its tile starts in."""
+        return AlignedRun(self.dim, blocks, self.lead)
+
+
+def tile_lead(dim: TileDim) -> int:
+    """How far each tile of a loop with a static begin starts past a block multiple."""
+    return dim.begin % dim.block_size
 
 
 @dataclass(frozen=True)

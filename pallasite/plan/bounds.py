@@ -169,7 +169,8 @@ def check_tile_range(body: list, dim: TileDim, low: int, high: int) -> None:
 
 def _check_shifted(node, item: ShiftedTile) -> None:
     """A shifted tile (`x[tile - 3]`) reads or writes aligned runs of a resident axis: its loop
-    needs static bounds and block-aligned tiles."""
+    needs static bounds (tiles that start past a block multiple, `hl.tile(1, m)`, shift by
+    that much more)."""
     dim = item.dim
     text = f"{access_text(node)}: {item.text()}"
     if not (isinstance(dim.begin, int) and isinstance(dim.end, int)) or isinstance(dim.end, bool):
@@ -177,10 +178,6 @@ def _check_shifted(node, item: ShiftedTile) -> None:
             f"{text}: a shifted tile needs a loop with compile-time bounds (this one is "
             f"hl.tile({describe(dim.begin)}, {describe(dim.end)})); index with {dim.name}.index + c through "
             "a gather, or shift the loop's range.", node.location)
-    if not dim.begin_aligned:
-        raise exc.UnsupportedOperation(
-            f"{text}: a shifted tile is read from block-aligned runs, but tiles of '{dim.name}' start at "
-            f"{dim.begin}, not a multiple of the block size {dim.block_size}.", node.location)
 
 
 def indexed_bounds(body: list) -> list[DataDependentRange]:

@@ -32,7 +32,7 @@ from .index_expr import (
 from .plans import (
     Access, AxisBlock, BlockKind, InnerTileSlice, Memory, Operand, PrefixSlice, RefOffset, StoreMask, TileRange,
 )
-from .access_plans import AlignedRun, GroupRow, TileShift
+from .access_plans import GroupRow, TileShift, tile_lead
 from .tpu_tiling import SMEM_MAX_ELEMENTS, AxisRule, sublane_tile
 
 _SMEM_DTYPES = (torch.int32, torch.float32)
@@ -231,9 +231,10 @@ def _shifted_axis_block(symbol: TensorSymbol, axis: int, size: int, items: list)
     for item in items:
         if isinstance(item, ShiftedTile):
             dim, block = item.dim, item.dim.block_size
-            last_begin = dim.begin + (dim.static_trips - 1) * block
-            runs = 1 if item.offset % block == 0 else 2
-            needed = max(needed, last_begin + (item.offset // block + runs) * block, block)
+            lead = tile_lead(dim)
+            last_run = dim.begin - lead + (dim.static_trips - 1) * block  # the block multiple it starts in
+            runs = 1 if (lead + item.offset) % block == 0 else 2
+            needed = max(needed, last_run + ((lead + item.offset) // block + runs) * block, block)
         elif isinstance(item, TileSlice):
             needed = max(needed, _resident_length(item.dim, size, rule))
     length = size if needed <= size else rule.round_up(needed)
@@ -418,10 +419,10 @@ def plan_access(node, operand: Operand) -> Access:
             ref_shape.append(size)
             continue
         if isinstance(item, ShiftedTile):  # two aligned runs, lane-selected and rotated (TileShift)
-            ref_index.append(AlignedRun(item.dim, item.offset // item.dim.block_size))
+            shift = TileShift(len(ref_shape), item.dim, item.offset, operand.symbol.shape[axis], len(ref_index))
+            ref_index.append(shift.run(shift.blocks))
             ref_shape.append(item.dim.block_size)
-            shifts.append(TileShift(len(ref_shape) - 1, item.dim, item.offset, operand.symbol.shape[axis],
-                                    len(ref_index) - 1))
+            shifts.append(shift)
             continue
         if isinstance(item, StaticSlice):  # its window of the whole (or resident) axis: a static sub-view
             ref_index.append(RefOffset((item.start,), item.size))

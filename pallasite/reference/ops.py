@@ -123,6 +123,7 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             return None
         if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
             func, name = _out_of_place(name, runner.augmented)
+            runner.walker.check_in_place_update(args[0], _AUGMENTED_SYMBOLS.get(type(runner.walker.statement.op), "op"))
             return _updated_in_place(args[0], device_call(func, args, kwargs, runner), runner.walker.statement)
         if name == "__get__":
             return _property(func, args)

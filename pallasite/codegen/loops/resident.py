@@ -2,6 +2,7 @@
 else a `lax.fori_loop` over them."""
 from __future__ import annotations
 
+import ast
 from contextlib import ExitStack
 
 from ...ir.sizes import SymbolicSize
@@ -31,7 +32,20 @@ def emit_resident_loop(k, loop: TileLoop, loop_plan: ResidentLoopPlan) -> list:
             nest.enter_context(k.block(f"for {counter} in range({trips}):"))
         k.frames[loop.id] = LoopFrame(counters)
         k.emit_loop_body(loop)
-        for (item, var), result in zip(carried, k.carried_results(loop, carried)):
-            if result != var:
-                k.emit(f"{var} = {result}")
+        _rebind(k, [(var, result) for (_, var), result in zip(carried, k.carried_results(loop, carried))
+                     if result != var])
     return carried
+
+
+def _rebind(k, updates: list[tuple[str, str]]) -> None:
+    """The carried variables rebound to this step's results, all at once when a result reads
+    a variable rebound before it (`a, b = b + s, a`: a swap through `tmp = a` read the new a
+    when written one by one; trial P)."""
+    rebound: set[str] = set()
+    for var, result in updates:
+        if rebound & {node.id for node in ast.walk(ast.parse(result, mode="eval")) if isinstance(node, ast.Name)}:
+            k.emit(f"{', '.join(var for var, _ in updates)} = {', '.join(result for _, result in updates)}")
+            return
+        rebound.add(var)
+    for var, result in updates:
+        k.emit(f"{var} = {result}")

@@ -1,0 +1,146 @@
+"""Carried values that rebind each other in an inner loop (`tmp = a; a = b + s; b = tmp`),
+and Python numbers a loop's body updates from their own value.
+
+An unrolled loop rebinds its carried variables at the end of each step; written one by one,
+a result that reads another carried variable read its new value (trial P: the swap gave
+384/384 where torch gives 256/128, `prev = acc` the final sum). A Python number counted in
+a loop's body (`count += 1`) took one tile's update compiled (the body is traced once) and
+every tile's in reference mode: refused in both."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+from source_lines import assert_points_at
+
+
+@pallasite.kernel
+def swap_through_tmp(x):
+    m, n = x.shape
+    first = torch.empty([m], dtype=torch.float32)
+    second = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        a = hl.zeros([tm], dtype=torch.float32)
+        b = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            tmp = a
+            a = b + x[tm, tn].sum(1)
+            b = tmp
+        first[tm] = a
+        second[tm] = b
+    return first, second
+
+
+@pallasite.kernel
+def previous_sums(x):
+    m, n = x.shape
+    out = torch.empty([m, 3], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        prev = acc
+        older = acc
+        for tn in hl.tile(n):
+            older = prev
+            prev = acc
+            acc = acc + x[tm, tn].sum(1)
+        out[tm, 0] = acc
+        out[tm, 1] = prev
+        out[tm, 2] = older
+    return out
+
+
+@pallasite.kernel
+def block_difference(x):
+    m, n = x.shape
+    out = torch.empty([m, 128], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm, 128], dtype=torch.float32)
+        old = acc
+        for tn in hl.tile(n):
+            old = acc
+            acc = acc + x[tm, tn]
+        out[tm, :] = acc - old
+    return out
+
+
+def _swap(x):
+    sums = x.reshape(x.shape[0], -1, 128).sum(2)
+    a = torch.zeros(x.shape[0])
+    b = torch.zeros(x.shape[0])
+    for step in range(sums.shape[1]):
+        a, b = b + sums[:, step], a
+    return a, b
+
+
+def _previous(x):
+    running = x.reshape(x.shape[0], -1, 128).sum(2).cumsum(1)
+    padded = torch.cat([torch.zeros(x.shape[0], 2), running], 1)
+    return torch.stack([padded[:, -1], padded[:, -2], padded[:, -3]], 1)
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+@pytest.mark.parametrize("kernel, expected", [
+    (swap_through_tmp, _swap),
+    (previous_sums, _previous),
+    (block_difference, lambda x: x[:, -128:]),
+])
+def test_carried_values_rebinding_each_other(kernel, expected, loop_type):
+    x = torch.randn(16, 384)
+    _, out = code_and_output(kernel, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected(x), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(run_ref(kernel, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type),
+                               expected(x), rtol=1e-5, atol=1e-4)
+
+
+def test_an_unrolled_swap_rebinds_at_once():
+    code, _ = code_and_output(swap_through_tmp, (torch.randn(16, 384),), block_sizes=[8, 128],
+                              pallas_loop_type="unroll")
+    assert "a, b = (a_1, a)" in code
+
+
+@pallasite.kernel
+def tiles_counted_in_python(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        count = 0
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(1)
+            count += 1
+        out[tm] = acc / count
+    return out
+
+
+@pallasite.kernel
+def programs_counted_in_python(x):
+    out = torch.empty_like(x)
+    scale = 0.0
+    for t in hl.tile(x.size(0)):
+        scale = scale + 1.0
+        out[t] = x[t] * scale
+    return out
+
+
+@pytest.mark.parametrize("run", ["compiled", "reference"])
+@pytest.mark.parametrize("kernel, args, words, line", [
+    (tiles_counted_in_python, (torch.randn(16, 384),), "'count' is the Python int 0 before this loop",
+     "for tn in hl.tile(n):"),
+    (programs_counted_in_python, (torch.randn(384),), "'scale' is the Python float 0.0 before this loop",
+     "for t in hl.tile(x.size(0)):"),
+])
+def test_a_python_number_counted_per_tile_is_refused(kernel, args, words, line, run):
+    """Compiled gave 384 for the mean of ones (count stuck at 1) and scaled every program by
+    1; reference mode counted."""
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        if run == "compiled":
+            code_and_output(kernel, args, block_sizes=[8, 128] if len(args[0].shape) == 2 else [128])
+        else:
+            run_ref(kernel, args, block_sizes=[8, 128] if len(args[0].shape) == 2 else [128])
+    assert_points_at(error.value, kernel, line)
