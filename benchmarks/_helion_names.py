@@ -325,6 +325,8 @@ def classify(error: BaseException) -> tuple[str, str]:
     if isinstance(error, ModuleNotFoundError) and error.name and error.name.split(".")[0] not in _STANDARD:
         return "not drivable", f"needs the module {error.name!r}, which is not part of the examples"
     where = _innermost_frame(error)
+    if "Torch not compiled with CUDA" in first_line:  # torch.cuda in the program's host code
+        return "other exception", f"outside pallasite: the program calls torch.cuda (GPU only): {first_line} [{where}]"
     inside = any("/pallasite/" in f.filename for f in traceback.extract_tb(error.__traceback__))
     prefix = "" if inside else "outside pallasite: "
     return "other exception", f"{prefix}{type(error).__name__}: {first_line} [{where}]"

@@ -116,6 +116,22 @@ def _gemma3_decode_stack(m) -> None:
         torch.testing.assert_close(s[name], s_ref[name], atol=5e-2, rtol=2e-2)
 
 
+def _ragged_attention(m) -> None:
+    # No main(): HSTU attention over sequences of lengths 40, 0, 100, 64 (one empty), against
+    # torch per sequence: silu(q k^T * alpha) / max_seq_len @ v.
+    lengths = torch.tensor([40, 0, 100, 64])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)]).to(torch.int32)
+    q, k, v = (torch.randn(int(offsets[-1]), 2, 64) * 0.5 for _ in range(3))
+    alpha, max_seq_len = 1.0 / 64, 128
+    expected = torch.zeros_like(q)
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        qs, ks, vs = (t[start:end].transpose(0, 1) for t in (q, k, v))
+        scores = torch.nn.functional.silu(qs @ ks.transpose(1, 2) * alpha) / max_seq_len
+        expected[start:end] = (scores @ vs).transpose(0, 1)
+    result = m.ragged_attention(q, k, v, offsets, alpha, max_seq_len)
+    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)  # counted (the stand-ins)
+
+
 def _grpo_loss(m) -> None:
     # The program's own test only prints differences; compare the same call with torch.
     b, length, vocab = 2, 8, 256
@@ -165,6 +181,7 @@ SMALL_RUNS: dict[str, list] = {
     "matmul_split_k": [("check", (64, 1024, 64))],
     "moe_matmul_ogs": [(_moe_matmul_ogs, ())],
     "gemma3_decode_stack": [(_gemma3_decode_stack, ())],
+    "ragged_attention": [(_ragged_attention, ())],
     "rms_norm": [("check", (64, 256))],
     "softmax": [("check", (64, 200))],
     "split_k_barrier": [("check", (16, 1024, 16))],

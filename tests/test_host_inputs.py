@@ -81,6 +81,26 @@ def test_a_scalar_sizing_a_host_tensor_needs_no_hl_specialize():
     assert padded_rows.cache_size == 2
 
 
+@pallasite.kernel(static_shapes=True)
+def scaled_by_reciprocal(x, n: int):
+    """Helion's ragged attention: `inv_max_seq_len = 1.0 / float(max_seq_len)` in host code."""
+    out = torch.empty_like(x)
+    inverse = 1.0 / float(n)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] * inverse
+    return out
+
+
+def test_float_of_a_scalar_argument_needs_no_hl_specialize():
+    """It was refused compiled (asking for hl.specialize) and ran in reference mode (trial Q)."""
+    x = torch.randn(300)
+    for n in (4, 7):
+        _, out = code_and_output(scaled_by_reciprocal, (x, n), block_sizes=[128])
+        torch.testing.assert_close(out, x * (1.0 / n))
+        torch.testing.assert_close(run_ref(scaled_by_reciprocal, (x, n), block_sizes=[128]), out)
+    assert scaled_by_reciprocal.bind((x, 4)).specialized == {"n"}
+
+
 def test_a_scalar_traced_by_jax_jit_cannot_size_a_host_tensor():
     x = jax.numpy.ones((16, 128))
     with pytest.raises(exc.UnsupportedSyntax, match="rows"):

@@ -252,12 +252,35 @@ def helper_result_rebinds_its_argument(x):
     return out
 
 
+@pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
-def test_a_helper_updating_a_value_its_caller_rebinds_runs(loop_type):
+def test_a_helper_updating_a_value_its_caller_rebinds_runs(loop_type, run):
     """Helion's helper form `acc = accum(acc, blk)` with `acc += ...` inside: the caller's
-    old value dies with the call, so no name sees the difference (compiled; reference mode
-    refuses an in-place update inside a helper, not telling `v += w` from `v.add_(w)`)."""
+    old value dies with the call, so no name sees the difference. Reference mode refused it
+    (torch hands `v += w` to its mode as `add_`, like `v.add_(w)`; trial P): it reads the
+    helper's running instruction now."""
     x = torch.randn(16, 256)
-    _, out = pallasite.testing.code_and_output(helper_result_rebinds_its_argument, (x,), block_sizes=[8, 128],
-                                               pallas_loop_type=loop_type)
+    out = RUNS[run](helper_result_rebinds_its_argument, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type)
     torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-4)
+
+
+def _add_in_place(acc, block):
+    return acc.add_(block.sum(1))
+
+
+@pallasite.kernel
+def helper_calls_an_in_place_method(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = _add_in_place(acc, x[tm, tn])
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_an_in_place_method_in_a_helper_stays_refused(run):
+    with pytest.raises(exc.UnsupportedOperation, match="add_"):
+        RUNS[run](helper_calls_an_in_place_method, (torch.randn(16, 256),), block_sizes=[8, 128])

@@ -397,7 +397,18 @@ class HostScalar(Traced):
         return self._needs_specialize()
 
     __index__ = __int__ = _as_size
-    __float__ = _needs_specialize
+
+    def __float__(self) -> float:
+        """`float(n)` of a scalar argument in host code (ragged attention's `1.0 / float(max_seq_len)`):
+        its value, made a constant of the variant as `hl.specialize` would (reference mode
+        reads the value too); another value computed from one still needs hl.specialize."""
+        from .. import language as hl
+
+        if not self.symbol.name.startswith("_t") and hl.active_tracer() is not None:
+            return float(hl.specialize(self))
+        if self.static_value is not None and hl.active_tracer() is not None:
+            return float(self.static_value())
+        return self._needs_specialize()
 
     def __bool__(self) -> bool:
         return self._needs_specialize()

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dis
+import os
+import sys
 from typing import Any, Callable
 
 import torch
@@ -122,8 +125,9 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
             indexing.store(args[0], args[1], args[2], runner.name_of)
             return None
         if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
-            func, name = _out_of_place(name, runner.augmented)
-            runner.walker.check_in_place_update(args[0], _AUGMENTED_SYMBOLS.get(type(runner.walker.statement.op), "op"))
+            symbol = _operator_symbol(runner)
+            func, name = _out_of_place(name, symbol is not None)
+            runner.walker.check_in_place_update(args[0], symbol)
             return _updated_in_place(args[0], device_call(func, args, kwargs, runner), runner.walker.statement)
         if name == "__get__":
             return _property(func, args)
@@ -158,6 +162,26 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
         if refuses_dtype(err):
             raise dtype_refusal(_display(func, name), [*args, *kwargs.values()], err) from None
         raise exc.ShapeMismatch(f"{_display(func, name)}: {err}") from None
+
+
+def _operator_symbol(runner: Any) -> str | None:
+    """The operator of the `x op= v` running, None for an in-place method (`x.add_(v)`): the
+    running statement's, else, in a helper function the kernel calls, the instruction its
+    frame runs (torch hands both spellings to the mode as `add_`)."""
+    if runner.augmented:
+        return _AUGMENTED_SYMBOLS.get(type(runner.walker.statement.op), "op")
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    instruction = next((i for i in dis.get_instructions(frame.f_code) if i.offset == frame.f_lasti), None)
+    if instruction is not None and instruction.opname == "BINARY_OP" and instruction.argrepr.endswith("="):
+        return instruction.argrepr[:-1]
+    return None
+
+
+_LIBRARIES = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _out_of_place(name: str, augmented: bool) -> tuple[Callable, str]:
