@@ -284,3 +284,89 @@ def helper_calls_an_in_place_method(x):
 def test_an_in_place_method_in_a_helper_stays_refused(run):
     with pytest.raises(exc.UnsupportedOperation, match="add_"):
         RUNS[run](helper_calls_an_in_place_method, (torch.randn(16, 256),), block_sizes=[8, 128])
+
+
+# ----------------------------------------------------------------------------- views --
+
+
+@pallasite.kernel
+def column_view_then_update(x):
+    out = torch.empty([x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        column = a[:, 0]
+        a += 5
+        out[t] = column
+    return out
+
+
+@pallasite.kernel
+def update_through_a_view(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        flat = a.T.reshape(-1)
+        flat *= 2
+        out[t, :] = a
+    return out
+
+
+@pallasite.kernel
+def same_dtype_cast_then_update(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        b = a.float()
+        a -= 1
+        out[t, :] = b
+    return out
+
+
+@pallasite.kernel
+def unpacked_views_then_update(x):
+    out = torch.empty([x.size(0), 2], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        first, second = a[:, 0], a[:, 1]
+        a += 1
+        out[t, 0] = first
+        out[t, 1] = second
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("kernel, words, line", [
+    (unpacked_views_then_update, "`a \\+= 1` would change `first` too", "a += 1"),
+    # torch: the column is a view of `a`, so it reads a + 5; pallasite read the old column (trial P)
+    (column_view_then_update, "`a \\+= 5` would change `column` too", "a += 5"),
+    (update_through_a_view, "`flat \\*= 2` would change `a` too", "flat *= 2"),
+    (same_dtype_cast_then_update, "`a -= 1` would change `b` too", "a -= 1"),
+])
+def test_an_update_a_view_would_see_is_refused(kernel, words, line, run):
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        RUNS[run](kernel, (torch.randn(16, 128),), block_sizes=[8])
+    assert_points_at(error.value, kernel, line)
+
+
+@pallasite.kernel
+def views_that_do_not_see_the_update(x):
+    out = torch.empty([x.size(0), 4], dtype=torch.float32)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        first, second = a[:, 0], a[:, 1]  # siblings: `first *= 2` leaves `second` as it was
+        kept = a[:, 2].clone()
+        widened = a.to(torch.bfloat16)  # another dtype: a copy
+        first *= 2
+        out[t, 0] = first
+        out[t, 1] = second
+        out[t, 2] = kept
+        out[t, 3] = widened[:, 3].float()
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_siblings_copies_and_casts_run(run):
+    x = torch.randn(16, 128)
+    out = RUNS[run](views_that_do_not_see_the_update, (x,), block_sizes=[8])
+    expected = torch.stack([x[:, 0] * 2, x[:, 1], x[:, 2], x[:, 3].to(torch.bfloat16).float()], 1)
+    torch.testing.assert_close(out, expected)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Protocol
 from .. import exc
 from .. import language as hl
 from . import source
+from .shared_values import SharedValues, refuse_shared_update
 
 MISSING = object()  # a name that had no value (before a loop or an if)
 
@@ -77,6 +78,7 @@ class StatementWalker:
         self._locations: dict[int, exc.SourceLocation] = {}
         self._blocks: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]] = {}
         self._expansions: list[list[ast.stmt]] = []  # kept alive: the caches above key on id()
+        self.shared = SharedValues()  # the views device statements took (`x op= v` checks them)
 
     def run_kernel(self, body: list[ast.stmt], semantics: StatementSemantics) -> Any:
         """Run the kernel's body; its returned value (None without a `return`)."""
@@ -136,6 +138,7 @@ class StatementWalker:
             code = self._code[id(stmt)] = self._compile(ast.Module(body=[stmt], type_ignores=[]), "exec")
         with self.user_code():
             exec(code, self.scope)
+        self.shared.record(stmt, self.scope, self.semantics.is_device_value)
         self.semantics.statement_executed(stmt)
 
     def evaluate(self, expr: ast.expr, stmt: ast.stmt) -> Any:
@@ -256,17 +259,18 @@ class StatementWalker:
 
     def check_in_place_update(self, target: Any, symbol: str) -> None:
         """`x op= v` on a device value `target` (at the running statement, or in a helper it
-        calls) that another name holds and reads later (`b = a; a += 1; ... b`, or
-        `r = bump(a, w)` whose `v += w` updates `a`): torch would change that name's tensor
-        too, device values are values here; refused (both modes call this)."""
+        calls) that another name holds, or a view relation of it, and reads later (`b = a;
+        a += 1; ... b`, `r = bump(a, w)` whose `v += w` updates `a`, `col = a[:, 0]`): torch
+        would change that name's tensor too; refused (both modes call this, shared_values.py)."""
         stmt = self.statement
         if stmt is None or not self.semantics.is_device_value(target):
             return
         rebound = {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
         others = sorted(name for name, held in self.scope.items()
-                        if held is target and name not in rebound and read_after(self._blocks, stmt, name))
+                        if name not in rebound and self.shared.related(target, held)
+                        and read_after(self._blocks, stmt, name))
         if others:
-            self._refuse_shared_update(stmt, symbol, others[0])
+            refuse_shared_update(stmt, symbol, others[0], self.location_of(stmt))
 
     def _check_carried_updates(self, loop: ast.For, assigned: list[str]) -> None:
         """`check_in_place_update` for the updates in an inner loop's body of a value another
@@ -284,20 +288,9 @@ class StatementWalker:
             if not self.semantics.is_device_value(value):
                 continue
             others = sorted(other for other, held in self.scope.items()
-                            if held is value and other != node.target.id and read_later(other))
+                            if other != node.target.id and self.shared.related(value, held) and read_later(other))
             if others:
-                self._refuse_shared_update(node, "", others[0])
-
-    def _refuse_shared_update(self, stmt: ast.stmt, symbol: str, other: str) -> None:
-        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-            name, update = stmt.target.id, ast.unparse(stmt)
-            rewrite = f"{name} = {ast.unparse(ast.BinOp(ast.Name(name), stmt.op, stmt.value))}"
-        else:  # in a helper function the statement calls
-            update, rewrite = f"x {symbol}= v", f"x = x {symbol} v"
-        raise exc.UnsupportedOperation(
-            f"`{update}` would change `{other}` too in torch (both names hold the same tensor), and `{other}` "
-            f"is read later; pallasite's device values are values, not shared tensors. Write `{rewrite}` to "
-            f"leave `{other}` as it was, or update `{other}` the same way.", self.location_of(stmt))
+                refuse_shared_update(node, "", others[0], self.location_of(node))
 
     def _unless(self, guard: ast.If, rest: list[ast.stmt]) -> None:
         """`if <test>: continue` followed by `rest`: `rest` runs when the test is false, as the
