@@ -64,12 +64,17 @@ def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
     return lanes.mark_tiles(lanes.finish(result, subscript.lanes), subscript.tiles)
 
 
-def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf) -> None:
+def store(tensor: torch.Tensor, key: Any, value: Any, name_of: NameOf,
+          own_view: Callable[[torch.Tensor], bool] | None = None) -> None:
     if lanes.is_device(tensor):
         raise exc.UnsupportedSyntax(
             "Assigning into part of a device value is not supported; build it with torch.where.")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         check_number_fits(f"{name_of(tensor)}[...]", value, tensor.dtype)
+    if own_view is not None and own_view(tensor):  # as codegen/host.py
+        raise exc.UnsupportedOperation(
+            f"A device loop writes into '{name_of(tensor)}', a getitem view of '{name_of(tensor._base)}'; only "
+            "reshape/view results can be written. Write the base tensor instead.")
     subscript = _split(tensor, key, name_of, store=True)
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and not (
             tensor.dtype.is_floating_point or tensor.dtype == torch.bool):  # the store's cast saturates

@@ -122,7 +122,7 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
         if name == "__getitem__":
             return indexing.load(args[0], args[1], runner.name_of)
         if name == "__setitem__":
-            indexing.store(args[0], args[1], args[2], runner.name_of)
+            indexing.store(args[0], args[1], args[2], runner.name_of, runner.own_view)
             return None
         if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
             symbol = _operator_symbol(runner)

@@ -39,6 +39,7 @@ class ReferenceRunner:
         the compiler's per-slot block sizes for the config, asked for when a host loop reaches an
         hl.tile line again (the config may give one size per line, as Helion counts them)."""
         self.fn = fn
+        self.arguments: set[int] = set()  # the argument tensors, by id (set by run)
         self._jagged_sites_of_kernel = jagged_sites
         self._jagged_sites: dict | None = None
         self._jagged: list[tuple[Any, Any]] = []  # (tile, lengths) of each enclosing hl.jagged_tile loop
@@ -70,6 +71,7 @@ class ReferenceRunner:
         bound.apply_defaults()
         self.walker.scope.update(kernel_scope(self.fn))
         self.walker.scope.update(bound.arguments)
+        self.arguments = {id(value) for value in bound.arguments.values() if isinstance(value, torch.Tensor)}
         previous = hl.set_active_tracer(self)
         try:
             with self.mode:
@@ -108,6 +110,13 @@ class ReferenceRunner:
     def augmented(self) -> bool:
         """Whether the running statement is `x op= v` (which rebinds x in device code)."""
         return isinstance(self.walker.statement, ast.AugAssign)
+
+    def own_view(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor` is a view the kernel's host code took of part of another tensor (the
+        compiled kernel writes only reshape/view results; a view the caller passed is its argument)."""
+        base = tensor._base
+        return base is not None and id(tensor) not in self.arguments and not (
+            tensor.numel() == base.numel() and tensor.storage_offset() == 0 and tensor.is_contiguous())
 
     def name_of(self, tensor: torch.Tensor) -> str:
         """The user's name for a tensor, for error messages."""
