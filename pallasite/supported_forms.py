@@ -326,7 +326,10 @@ def dtype_section() -> list[str]:
             "as torch rounds them, float16 subnormals included, and a number (a literal or a float argument) a 16-bit "
             "value is multiplied, divided or floor-divided by is taken in float32, as torch's CPU takes it; "
             "a float cast to an integer saturates (NaN is 0; "
-            "torch calls an out-of-range value undefined), in both modes.", ""]
+            "torch calls an out-of-range value undefined), in both modes. An integer `//`, `%`, `torch.fmod` "
+            "or rounded `torch.div` by 0 is an error in both modes (torch's ZeroDivisionError; a TPU "
+            "returns garbage): interpret mode checks each divisor planning cannot prove nonzero, on the lanes "
+            "that hold data, and the call raises `pallasite.exc.ShapeMismatch` at the line.", ""]
 
 
 def missing_facts() -> list[str]:

@@ -337,16 +337,22 @@ class KernelEmitter:
             value = check.value
             text = self.render(value)
             if not self.is_name(value) or self.branch_depth:  # a branch must not rebind outer names
-                name = self.bind(value, "index")
+                name = self.bind(value, "divisor" if check.nonzero else "index")
                 self.emit(f"{name} = {text}")
                 text = name
             call = self._check_call(check, text)
-            with self.block("if INTERPRET is not None:", "interpret mode checks the index read from data"):
+            what = "that the divisor holds no 0" if check.nonzero else "the index read from data"
+            with self.block("if INTERPRET is not None:", f"interpret mode checks {what}"):
                 self.emit(f"{text} = {call}")
 
     def _check_call(self, check, text: str) -> str:
-        """The check of a scalar index, or of a gather's index vector on its valid lanes."""
+        """The check of a scalar index, or of a gather's index vector on its valid lanes (or of
+        an integer divisor: no 0 on them)."""
         # The limit is a size variable under static_shapes=False: each call checks its own size.
+        if check.nonzero:
+            conditions = [self.range_condition(check.value.shape, axis, rng) for axis, rng in check.valid_axes]
+            valid = f", {' & '.join(conditions)}" if conditions else ""
+            return f"CHECKS.divisors({check.check_id}, {text}{valid})"
         if not check.value.shape:
             return f"CHECKS.index({check.check_id}, {text}, limit={check.limit})"
         conditions = [self.range_condition(check.value.shape, axis, rng) for axis, rng in
@@ -408,7 +414,7 @@ class KernelEmitter:
             name = self.bind(node.output, node.op)
             self.emit(f"{name} = {STRUCTURAL_RULES[node.op](self, node)}", pure=True)
             return
-        if op.kind is ops.OpKind.INDEXED:  # interpret mode checks the index against the axis
+        if op.kind is ops.OpKind.INDEXED or self.plan.index_checks(node.id):  # an index, or a divisor
             self.emit_index_checks(node)
         empty = _empty_result(node, op)
         if empty is not None:  # Mosaic has no zero-sized vectors: an empty value is never built

@@ -316,6 +316,9 @@ class RangeCheck:
     device: Any = None
     remote_node: int | None = None
     bounds: tuple[int, int] | None = None
+    # `value` is an integer division's divisor (`node_id`), which must hold no 0 on its valid
+    # lanes (plan/divisors.py)
+    nonzero: bool = False
     # `device` is (rank, *peers) of `hl.remote_barrier(peers, rank=...)`: every device of the
     # mesh once, the rank this device's (the count checked when traced, the values at run time)
     peer_group: bool = False
