@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import pallasite
+import pallasite.language as hl
 from pallasite import exc
 from pallasite.autotune.cost_model import TERMS, CostEstimate, estimate
 from pallasite.runtime.chips import chip_figures, default_chip
@@ -177,3 +179,35 @@ def test_every_example_is_estimated_at_its_default_config(name):
     cost = estimate(getattr(module, name), module.example_inputs(), chip="v6e")
     assert cost.seconds > 0 and cost.label == "model" and cost.chip == "v6e"
     assert cost.seconds >= max(cost.breakdown["memory"], cost.breakdown["compute"])
+
+
+@pallasite.kernel
+def _expert_rows(x, w):
+    """A row of `w` chosen by a value an earlier loop of the kernel computes (MoE decode's
+    `e = sel_idx[0, k]` then `w[e, tk, tn]`)."""
+    m, h = x.shape
+    chosen = torch.empty([1], dtype=torch.int32, device=x.device)
+    out = torch.empty([m, w.size(2)], dtype=torch.float32, device=x.device)
+    for _ in hl.grid(1):
+        chosen[0] = torch.argmax(x[0, :]).to(torch.int32) % w.size(0)
+    for tm, tn in hl.tile([m, w.size(2)]):
+        e = chosen[0]
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(h):
+            acc = hl.dot(x[tm, tk], w[e, tk, tn], acc=acc)
+        out[tm, tn] = acc
+    return out
+
+
+def test_a_block_chosen_by_a_value_the_kernel_computes_is_estimated():
+    """No argument holds the table the block index reads, so its copies cannot be counted:
+    the model counts a whole block at every step where the grid indices it reads change
+    (trial Q: moe_decode_stack's autotuning rejected every candidate). More blocks along n
+    copy more, fewer (wider ones) less."""
+    x, w = torch.randn(8, 256), torch.randn(4, 256, 512)
+    narrow = estimate(_expert_rows, (x, w), {"block_sizes": [8, 128, 128]})
+    wide = estimate(_expert_rows, (x, w), {"block_sizes": [8, 512, 256]})
+    assert narrow.breakdown["memory"] > 0 and wide.breakdown["memory"] > 0
+    assert wide.breakdown["overhead"] < narrow.breakdown["overhead"]
+    report = pallasite.testing.schedule_report(_expert_rows, (x, w), block_sizes=[8, 128, 128])
+    assert report["hbm_bytes"] is None  # the report says unknown; only the model estimates

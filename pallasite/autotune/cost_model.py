@@ -147,7 +147,7 @@ def mxu_figures(chip: str) -> tuple[int, int]:
 
 def schedule_metrics_of(plan, call: PallasCallPlan, tables, counts: CallCounts):
     """`schedule_metrics` of one call of `plan`."""
-    return schedule_metrics(dataclasses.replace(plan, calls=(call,)), tables, [counts])
+    return schedule_metrics(dataclasses.replace(plan, calls=(call,)), tables, [counts], estimate=True)
 
 
 def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigures,
@@ -156,8 +156,9 @@ def call_cost(call: PallasCallPlan, counts: CallCounts, metrics, chip: ChipFigur
     (`core_share`): the call's time is max(memory, compute + overhead) + exposed_dma."""
     if metrics.hbm_bytes is None:
         raise exc.UnsupportedOperation(
-            "The cost model needs the call's HBM traffic, which depends on values it could not "
-            "evaluate (pass the tensors the kernel's loop bounds read as real tensors).")
+            "The cost model needs the call's HBM traffic, which depends on values it could not evaluate: "
+            "an inner loop's trip count read from data no argument holds (values the kernel computes), or "
+            "an argument passed as a traced value (pass real tensors to rank configs).")
     bandwidth = chip.hbm_bytes_per_second
     mxu = (counts.flops + (F32_MXU_PASSES - 1) * counts.f32_flops) / chip.bf16_flops_per_second
     work = counts.vector

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..ir import FoldedSteps, IfBlock, TileLoop
-from .index_expr import DataDependent, evaluate_grid
+from .index_expr import DataDependent, evaluate_grid, grid_axes
 from .plans import BlockKind, KernelPlan, Memory, Operand, PallasCallPlan
 from .schedule import CallCounts, LoopCount
 
@@ -44,13 +44,15 @@ class ScheduleMetrics:
 
 
 def schedule_metrics(plan: KernelPlan, tables: Mapping[Any, Any] | None = None,
-                     counts: Sequence[CallCounts] | None = None) -> ScheduleMetrics:
+                     counts: Sequence[CallCounts] | None = None, estimate: bool = False) -> ScheduleMetrics:
     """The plan's metrics; with `tables` and `counts` (one per call), those of the
-    arguments they were evaluated from."""
+    arguments they were evaluated from. `estimate` (the cost model's): a block index read
+    from a table no argument holds (values an earlier loop of the kernel wrote) counts a
+    whole block copied at every step where the grid indices it reads change."""
     total, minimum, padding, waits, rows = 0, 0, 0, 0, 0
     for position, call in enumerate(plan.calls):
         loops = static_loop_counts(call) if counts is None else counts[position].loops
-        m = _call_metrics(call, tables, loops)
+        m = _call_metrics(call, tables, loops, estimate)
         minimum += m.min_hbm_bytes
         padding += m.host_padding_bytes
         total = None if total is None or m.hbm_bytes is None else total + m.hbm_bytes
@@ -71,7 +73,8 @@ def _nbytes(shape, dtype) -> int:
     return count
 
 
-def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | None]) -> ScheduleMetrics:
+def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | None],
+                  estimate: bool = False) -> ScheduleMetrics:
     operands = [*call.scalar_prefetch, *call.inputs, *call.outputs]  # prefetched tables: one SMEM copy
     distinct = {id(op.symbol): op for op in operands}
     # the user's tensors: a worklist's item tables are the schedule's, built on the host
@@ -85,6 +88,8 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
             traffic += _symbol_bytes(op.symbol)
         elif op.memory is Memory.VMEM_BLOCK:
             blocks = _block_traffic(op, grid, tables)
+            if blocks is None and estimate:
+                blocks = _estimated_block_traffic(op, grid)
             if blocks is None:
                 return ScheduleMetrics(None, minimum, _host_padding(call), None, None)
             traffic += blocks
@@ -131,6 +136,23 @@ def _block_traffic(op: Operand, grid: tuple[int, ...], tables=None) -> int | Non
         start = index * extent
         count *= np.maximum(0, np.minimum(size, start + extent) - start)
     return int(count[copied].sum())
+
+
+def _estimated_block_traffic(op: Operand, grid: tuple[int, ...]) -> int:
+    """A whole block copied at every step where a grid index its block index reads changes
+    (steps in grid order): the traffic when each table entry names another block."""
+    steps = math.prod(grid)
+    if not steps:
+        return 0
+    axes = frozenset().union(*(grid_axes(axis.index) for axis in op.axes))
+    positions = np.indices(grid).reshape(len(grid), -1)
+    copied = np.zeros(steps, dtype=bool)
+    copied[0] = True
+    for axis in axes:
+        copied[1:] |= positions[axis][1:] != positions[axis][:-1]
+    block = op.symbol.dtype.itemsize * math.prod(
+        1 if axis.kind is BlockKind.SQUEEZED else min(axis.size, size) for axis, size in zip(op.axes, op.call_shape))
+    return int(copied.sum()) * block
 
 
 def _item_write_back_traffic(call: PallasCallPlan, tables) -> tuple[int, int] | None:
