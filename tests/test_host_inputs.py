@@ -182,3 +182,26 @@ def test_the_same_view_ops_on_device_values(block):
     _, out = code_and_output(halves_of_rows, (x, y), block_sizes=[block])
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(run_ref(halves_of_rows, (x, y), block_sizes=[block]), expected)
+
+
+@pallasite.kernel
+def reciprocal_of_a_scaled(x, a: float):
+    scale = float(a)
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = 1.0 / (x[t] * scale)
+    return out
+
+
+def test_specialized_floats_key_by_their_bits():
+    """0.0 and -0.0 are equal but two constants (1 / 0.0 is inf, 1 / -0.0 is -inf): the
+    second call reused the first's variant (trial R); nan, never equal to itself, compiled a
+    new variant at every call."""
+    x = torch.ones(128)
+    reciprocal_of_a_scaled.reset()
+    assert reciprocal_of_a_scaled(x, 0.0)[0] == float("inf")
+    assert reciprocal_of_a_scaled(x, -0.0)[0] == float("-inf")
+    assert reciprocal_of_a_scaled.cache_size == 2
+    for _ in range(3):
+        assert reciprocal_of_a_scaled(x, float("nan")).isnan().all()
+    assert reciprocal_of_a_scaled.cache_size == 3

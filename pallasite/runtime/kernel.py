@@ -22,7 +22,7 @@ from ..settings import split_settings
 from .convert import narrow_argument, torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, symbolic_specs
-from .scope import argument_fingerprint, read_scope
+from .scope import argument_fingerprint, fingerprint, read_scope
 from ..frontend.closures import argument_closure_tensors
 from ..frontend import host_items
 from .compiled import CompiledKernel, _needs_shard_map  # noqa: F401 (CompiledKernel re-exported)
@@ -244,7 +244,9 @@ class Kernel:
                 shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
                 key.append((shape, spec.dtype, spec.items, spec.contiguous))
             elif spec.kind == "scalar":
-                key.append((spec.python_type, spec.value) if param.name in self._specialized else spec.python_type)
+                # by fingerprint: 0.0 and -0.0 are two constants (1 / s), and nan is one (trial R)
+                key.append((spec.python_type, fingerprint(spec.value)) if param.name in self._specialized
+                           else spec.python_type)
             else:
                 key.append(("const", argument_fingerprint(spec.value)))
         key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
