@@ -8,6 +8,8 @@ a loop's body (`count += 1`) took one tile's update compiled (the body is traced
 every tile's in reference mode: refused in both."""
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -220,3 +222,81 @@ def test_a_write_through_a_host_view_is_refused_in_both_modes_and_an_argument_vi
     compiled_base = torch.ones(16, 256)
     code_and_output(doubled_in_place, (compiled_base[:, :128],), block_sizes=[8])
     assert torch.equal(compiled_base, base)
+
+
+# -------------------------------------------------- Python state counted in containers --
+
+
+@pallasite.kernel
+def counted_in_a_list(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        count = [0]
+        for tn in hl.tile(n):
+            count[0] += 1
+            acc = acc + x[tm, tn].sum(1) * count[0]
+        out[tm] = acc
+    return out
+
+
+@pallasite.kernel
+def counted_in_an_object(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        state = types.SimpleNamespace(count=0)
+        for tn in hl.tile(n):
+            state.count = state.count + 1
+            acc = acc + x[tm, tn].sum(1) * state.count
+        out[tm] = acc
+    return out
+
+
+@pallasite.kernel
+def programs_counted_in_a_dict(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    seen = {"programs": 0}
+    for tm, tn in hl.tile([m, n]):
+        seen["programs"] += 1
+        out[tm, tn] = x[tm, tn] * seen["programs"]
+    return out
+
+
+@pallasite.kernel
+def a_setting_kept_in_a_dict(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    settings = {"scale": 1.0}
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            settings["scale"] = 2.0
+            out[tm, tn] = x[tm, tn] * settings["scale"]
+    return out
+
+
+@pytest.mark.parametrize("run", ["compiled", "reference"])
+@pytest.mark.parametrize("kernel, name, line", [
+    (counted_in_a_list, "count", "for tn in hl.tile(n):"),
+    (counted_in_an_object, "state", "for tn in hl.tile(n):"),
+    (programs_counted_in_a_dict, "seen", "for tm, tn in hl.tile([m, n]):"),
+])
+def test_python_state_a_container_counts_per_tile_is_refused(kernel, name, line, run):
+    """Compiled took one tile's update (384 where torch gives 768), reference mode every
+    tile's (trial R)."""
+    x = torch.ones(16, 384)
+    with pytest.raises(exc.UnsupportedOperation, match=f"'{name}' holds Python values the loop's body updates"):
+        if run == "compiled":
+            code_and_output(kernel, (x,), block_sizes=[8, 128])
+        else:
+            run_ref(kernel, (x,), block_sizes=[8, 128])
+
+
+def test_a_value_a_container_is_set_to_runs():
+    x = torch.randn(16, 384)
+    _, out = code_and_output(a_setting_kept_in_a_dict, (x,), block_sizes=[8, 128])
+    torch.testing.assert_close(out, x * 2)
+    torch.testing.assert_close(run_ref(a_setting_kept_in_a_dict, (x,), block_sizes=[8, 128]), x * 2)

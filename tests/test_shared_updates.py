@@ -370,3 +370,60 @@ def test_siblings_copies_and_casts_run(run):
     out = RUNS[run](views_that_do_not_see_the_update, (x,), block_sizes=[8])
     expected = torch.stack([x[:, 0] * 2, x[:, 1], x[:, 2], x[:, 3].to(torch.bfloat16).float()], 1)
     torch.testing.assert_close(out, expected)
+
+
+# ---------------------------------------------- names a device `if` or a tuple shares --
+
+
+@pallasite.kernel
+def shared_under_a_device_if(x, flags):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        a = x[tm, tn] * 1.0
+        b = a * 3
+        if flags[tn.id] > 0:
+            b = a
+        a += 1
+        out[tm, tn] = b
+    return out
+
+
+@pallasite.kernel
+def snapshot_under_an_if_in_the_loop(x, flags):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        snap = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            if flags[tn.id] > 0:
+                snap = acc
+            acc += x[tm, tn].sum(1)
+        out[tm] = snap
+    return out
+
+
+@pallasite.kernel
+def held_in_a_tuple(x, flags):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :] * 1.0
+        pair = (a, 2.0)
+        a += 1
+        out[t, :] = pair[0]
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("kernel, words, line", [
+    # compiled, b kept a's old value where the branch ran (torch: 2.0, compiled 1.0; trial R)
+    (shared_under_a_device_if, "`a \\+= 1` would change `b` too", "a += 1"),
+    (snapshot_under_an_if_in_the_loop, "would change `snap` too", "acc += x[tm, tn].sum(1)"),
+    (held_in_a_tuple, "`a \\+= 1` would change `pair` too", "a += 1"),
+])
+def test_an_update_a_merged_name_or_a_container_would_see_is_refused(kernel, words, line, run):
+    x, flags = torch.ones(8, 384), torch.tensor([0, 1, 0], dtype=torch.int32)
+    with pytest.raises(exc.UnsupportedOperation, match=words) as error:
+        RUNS[run](kernel, (x, flags), block_sizes=[8, 128])
+    assert_points_at(error.value, kernel, line)

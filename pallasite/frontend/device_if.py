@@ -135,6 +135,9 @@ class DeviceIfs:
         self.recorder.append_node(block)
         for name, value in merged.items():
             scope[name] = DeviceTensor(self.recorder, value) if isinstance(value, Value) else value
+            for branch in (then_values[name], else_values[name]):  # `if c: b = a` may make b a
+                if self.walker.semantics.is_device_value(branch) and branch is not scope[name]:
+                    self.walker.shared.may_be(scope[name], branch)
 
 
 def _merge(name: str, then_value: Any, else_value: Any, before: Any, block: IfBlock, loc) -> Any:

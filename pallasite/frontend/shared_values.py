@@ -33,6 +33,7 @@ class SharedValues:
 
     def __init__(self) -> None:
         self._parents: dict[int, tuple[Any, Any]] = {}  # id(view) -> (view, the value it views)
+        self._aliases: dict[int, tuple[Any, list]] = {}  # id(merged) -> (merged, the values it may be)
 
     def record(self, stmt: ast.stmt, scope: dict[str, Any], is_device: Callable[[Any], bool]) -> None:
         """After `stmt` ran: each name it bound to a view of a name's device value (`col = a[:, 0]`,
@@ -54,8 +55,31 @@ class SharedValues:
             if not cast or getattr(view, "dtype", None) == getattr(scope[base], "dtype", None):
                 self._parents[id(view)] = (view, scope[base])
 
+    def may_be(self, merged: Any, value: Any) -> None:
+        """`merged` (a name's value after a device `if`) may be `value` (one branch's): an
+        update of one is seen through the other (`if c: b = a`, then `a += 1`)."""
+        self._aliases.setdefault(id(merged), (merged, []))[1].append(value)
+
     def related(self, value: Any, other: Any) -> bool:
-        """Whether `other` is `value`, a view of it, or a value it views (through views)."""
+        """Whether `other` may be `value`, a view of it, or a value it views (through views and
+        the values a device `if` merged), or a list, tuple or dict holding one of those."""
+        if isinstance(other, (list, tuple, dict)):
+            items = other.values() if isinstance(other, dict) else other
+            return any(not isinstance(item, (list, tuple, dict)) and self.related(value, item) for item in items)
+        return any(self._views(a, b) for a in self._possible(value) for b in self._possible(other))
+
+    def _possible(self, value: Any) -> list:
+        """`value` and the branch values it may be (a merge of merges too)."""
+        found, pending = [value], [value]
+        while pending:
+            entry = self._aliases.get(id(pending.pop()))
+            if entry is not None:
+                fresh = [item for item in entry[1] if all(item is not seen for seen in found)]
+                found += fresh
+                pending += fresh
+        return found
+
+    def _views(self, value: Any, other: Any) -> bool:
         return other is value or self._derived(other, value) or self._derived(value, other)
 
     def _derived(self, value: Any, ancestor: Any) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Protocol
 from .. import exc
 from .. import language as hl
 from . import source
+from .loop_state import LoopState
 from .shared_values import SharedValues, refuse_shared_update
 
 MISSING = object()  # a name that had no value (before a loop or an if)
@@ -347,46 +348,9 @@ class StatementWalker:
     def _device_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         if stmt.orelse:
             raise exc.UnsupportedSyntax("for ... else on a device loop is not supported.", self.location_of(stmt))
-        before = {name: self.scope.get(name, MISSING) for name in assigned_names(stmt.body)}
+        state = LoopState(stmt, self.scope, self.semantics.is_device_value, reads_before_assigning)
         self.semantics.device_loop(stmt, spec, self._body_runner(stmt))
-        self._check_host_numbers(stmt, before)
-
-    def _check_host_numbers(self, loop: ast.For, before: dict[str, Any]) -> None:
-        """A Python number the loop's body updates from its own value (`count += 1`): the body
-        is traced once for every tile, so compiled it would take one tile's update (and reference
-        mode every tile's); refused in both modes."""
-        for name, old in before.items():
-            new = self.scope.get(name, MISSING)
-            if (isinstance(old, (int, float)) and isinstance(new, (int, float)) and new != old
-                    and reads_before_assigning(loop.body, name)):
-                raise exc.UnsupportedOperation(
-                    f"'{name}' is the Python {type(old).__name__} {old!r} before this loop and its body updates "
-                    f"it from its own value: a tile loop's body is traced once for every tile, so it would not "
-                    f"count tiles. Keep it on the device (`{name} = hl.zeros([...])`, a carried tensor) or "
-                    f"compute it from the tile (`{loop.target.id if isinstance(loop.target, ast.Name) else 'tile'}"
-                    ".id`, `.begin`).", self.location_of(loop))
-
-    def _held_in_containers(self) -> dict[int, str]:
-        """The device values the scope's lists, tuples and dicts hold: id -> the container's name."""
-        held = {}
-        for name, value in self.scope.items():
-            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-            for item in items:
-                if self.semantics.is_device_value(item):
-                    held[id(item)] = name
-        return held
-
-    def _check_collected(self, loop: ast.For, before: dict[int, str]) -> None:
-        """A list or dict filled with values of the loop's tiles (`parts.append(x[tm, tn].sum(1))`):
-        the body runs once per tile, and only carried tensors leave a loop; refused in both modes."""
-        new = {key: name for key, name in self._held_in_containers().items() if key not in before}
-        if new:
-            name = sorted(new.values())[0]
-            raise exc.UnsupportedOperation(
-                f"'{name}' collects values computed inside this loop (one per tile; a list's or dict's items are "
-                "not carried): only the values a loop carries come out of it. Accumulate into a tensor assigned "
-                "before the loop, one name each (`total = hl.zeros([...])`, then `total = total + v` in the loop), "
-                "or store each tile's value into an output tensor.", self.location_of(loop))
+        state.check(self.scope, self.location_of(stmt))
 
     def _inner_loop(self, stmt: ast.For, spec: hl.TileIterable) -> None:
         """Device values assigned in an inner loop do not escape it, but for the carried ones:
@@ -399,12 +363,11 @@ class StatementWalker:
         assigned = assigned_names(stmt.body)
         before = {name: self.scope.get(name, MISSING) for name in assigned}
         self._check_carried_updates(stmt, assigned)
-        held = self._held_in_containers()
+        state = LoopState(stmt, self.scope, self.semantics.is_device_value, reads_before_assigning)
         may_carry = [name for name in assigned
                      if reads_before_assigning(stmt.body, name) or read_after(self._blocks, stmt, name)]
         carried = self.semantics.inner_loop(stmt, spec, self._body_runner(stmt), may_carry)
-        self._check_host_numbers(stmt, before)
-        self._check_collected(stmt, held)
+        state.check(self.scope, location)
         for name, old in before.items():
             if name in carried:
                 continue
