@@ -494,3 +494,23 @@ def test_a_shifted_tile_of_a_bool_or_narrow_tensor(block, dtype):
                    run_ref(shifted_flags, (x, y), block_sizes=[block])):
         torch.testing.assert_close(result[0], expected[0])
         torch.testing.assert_close(result[1], expected[1])
+
+
+@pallasite.kernel
+def shifted_by_an_argument(x, shift: int):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0), block_size=128):
+        out[t] = x[t + shift]
+    return out
+
+
+def test_a_shift_an_int_argument_holds_is_a_constant_of_the_variant():
+    """`x[t + c]` with c an int argument was refused compiled and ran in reference mode
+    (trial R); c is now a constant of its variant, as an int argument sizing a tensor is."""
+    x = torch.arange(1, 301, dtype=torch.float32)
+    shifted_by_an_argument.reset()
+    for shift in (3, -5, 3):
+        _, out = code_and_output(shifted_by_an_argument, (x, shift))
+        torch.testing.assert_close(out, _shifted(x, shift))
+        torch.testing.assert_close(run_ref(shifted_by_an_argument, (x, shift)), _shifted(x, shift))
+    assert shifted_by_an_argument.cache_size == 2

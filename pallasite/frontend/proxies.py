@@ -478,6 +478,8 @@ class TileProxy:
         return positions
 
     def _offset(self, other: Any, symbol: str) -> int:
+        if isinstance(other, HostScalar) and other.is_int_argument:  # `x[t + shift]`: a constant of
+            return other._as_size()  # the variant, as a size is (reference mode reads the value)
         if isinstance(other, bool) or not isinstance(other, int):
             raise exc.UnsupportedSyntax(
                 f"{self.dim.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "

@@ -176,8 +176,9 @@ def _check_shifted(node, item: ShiftedTile) -> None:
     if not (isinstance(dim.begin, int) and isinstance(dim.end, int)) or isinstance(dim.end, bool):
         raise exc.UnsupportedOperation(
             f"{text}: a shifted tile needs a loop with compile-time bounds (this one is "
-            f"hl.tile({describe(dim.begin)}, {describe(dim.end)})); index with {dim.name}.index + c through "
-            "a gather, or shift the loop's range.", node.location)
+            f"hl.tile({describe(dim.begin)}, {describe(dim.end)})); make a bound an argument holds a constant "
+            f"of the variant with hl.specialize(...), index with {dim.name}.index + c through a gather, or shift "
+            "the loop's range.", node.location)
 
 
 def indexed_bounds(body: list) -> list[DataDependentRange]:
