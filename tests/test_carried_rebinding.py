@@ -300,3 +300,33 @@ def test_a_value_a_container_is_set_to_runs():
     _, out = code_and_output(a_setting_kept_in_a_dict, (x,), block_sizes=[8, 128])
     torch.testing.assert_close(out, x * 2)
     torch.testing.assert_close(run_ref(a_setting_kept_in_a_dict, (x,), block_sizes=[8, 128]), x * 2)
+
+
+@pallasite.kernel
+def tiles_as_a_list(x, scale: int):
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):  # a list of one tile per dim
+        out[tile] = x[tile] * scale
+    return out
+
+
+@pallasite.kernel
+def inner_tiles_as_a_list(x):
+    out = torch.empty_like(x)
+    for tm in hl.tile(x.size(0)):
+        for tiles in hl.tile([x.size(1)]):
+            out[tm, tiles] = x[tm, tiles] * 2
+    return out
+
+
+@pytest.mark.parametrize("run", ["compiled", "reference"])
+def test_a_loop_variable_holding_tiles_is_not_a_collected_value(run):
+    """`for tile in hl.tile(out.size())` binds a list of tiles (Helion's affine test): the
+    first version of the collected-values check refused it."""
+    x, y = torch.randn(1024), torch.randn(16, 256)
+    if run == "compiled":
+        out, inner = code_and_output(tiles_as_a_list, (x, 3))[1], code_and_output(inner_tiles_as_a_list, (y,))[1]
+    else:
+        out, inner = run_ref(tiles_as_a_list, (x, 3)), run_ref(inner_tiles_as_a_list, (y,))
+    torch.testing.assert_close(out, x * 3)
+    torch.testing.assert_close(inner, y * 2)

@@ -46,7 +46,8 @@ class LoopState:
                     f"it from its own value: a tile loop's body is traced once for every tile, so it would not "
                     f"count tiles. Keep it on the device (`{name} = hl.zeros([...])`, a carried tensor) or "
                     f"compute it from the tile (`{tile}.id`, `.begin`).", location)
-        new = {key: name for key, name in _held(scope, self.is_device).items() if key not in self.held}
+        new = {key: name for key, name in _held(scope, self.is_device).items()
+               if key not in self.held and name not in _loop_targets(self.loop)}
         if new:
             raise exc.UnsupportedOperation(
                 f"'{sorted(new.values())[0]}' collects values computed inside this loop (one per tile; a list's or "
@@ -108,6 +109,13 @@ def _updated_in_place(body: list[ast.stmt]) -> set[str]:
             if isinstance(node.func.value, ast.Name):
                 names.add(node.func.value.id)
     return names
+
+
+def _loop_targets(loop: ast.For) -> set[str]:
+    """The names this loop and the loops in its body iterate with (`for tile in hl.tile([m, n])`
+    binds a list of tiles: not values the body computes)."""
+    return {name.id for node in ast.walk(loop) if isinstance(node, ast.For)
+            for name in ast.walk(node.target) if isinstance(name, ast.Name)}
 
 
 def _base_name(target: ast.expr) -> str | None:
