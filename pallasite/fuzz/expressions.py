@@ -41,6 +41,8 @@ _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
 _BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "torch.minimum({a}, {b})",
            # spellings whose keywords or argument order mean something: other - alpha * input
            "torch.rsub({a}, {b}, alpha=2)", "torch.sub({a}, other={b}, alpha=3)", "torch.maximum({a}, other={b})")
+_INT_DIVISIONS = ("{a} // (torch.abs({b}) + 1)", "{a} % (torch.abs({b}) + 1)", "torch.fmod({a}, torch.abs({b}) + 1)",
+                  "torch.div({a}, torch.abs({b}) + 1, rounding_mode='trunc')")
 _INT_TO_FLOAT = ("{a} * 0.25", "{a}.to(torch.float32)", "{a}.to(torch.bfloat16)", "{a}.float()")
 _FLOAT_CASTS = ("{a}.to(torch.float32)", "{a}.to(torch.bfloat16)")
 # of a loaded input only: a computed value's rounding differs by a last bit between the modes
@@ -101,6 +103,9 @@ class ChainBuilder:
             if a.dtype == b.dtype == torch.int32 and rng.random() < 0.2:
                 # an integer power of a tensor exponent: every bit of it, negative ones too
                 return self._new(f"torch.pow({a.name}, torch.remainder({b.name}, 80) - 4)", torch.int32)
+            if a.dtype == b.dtype == torch.int32 and rng.random() < 0.2:
+                # a divisor planning cannot prove nonzero (interpret mode checks it; never 0 here)
+                return self._new(rng.choice(_INT_DIVISIONS).format(a=a.name, b=b.name), torch.int32)
             return self._new(rng.choice(_BINARY).format(a=a.name, b=b.name), dtype)
         if choice < 0.9 and len(self.leaves) >= 2:
             x, y = rng.sample(self.leaves, 2)
