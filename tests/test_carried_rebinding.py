@@ -288,7 +288,7 @@ def test_python_state_a_container_counts_per_tile_is_refused(kernel, name, line,
     """Compiled took one tile's update (384 where torch gives 768), reference mode every
     tile's (trial R)."""
     x = torch.ones(16, 384)
-    with pytest.raises(exc.UnsupportedOperation, match=f"'{name}' holds Python values the loop's body updates"):
+    with pytest.raises(exc.UnsupportedOperation, match=f"'{name}' holds Python numbers the loop's body updates"):
         if run == "compiled":
             code_and_output(kernel, (x,), block_sizes=[8, 128])
         else:
@@ -330,3 +330,45 @@ def test_a_loop_variable_holding_tiles_is_not_a_collected_value(run):
         out, inner = run_ref(tiles_as_a_list, (x, 3)), run_ref(inner_tiles_as_a_list, (y,))
     torch.testing.assert_close(out, x * 3)
     torch.testing.assert_close(inner, y * 2)
+
+
+@pallasite.kernel
+def containers_built_in_the_body(x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    for tm, tn in hl.tile([m, n]):
+        index = (tm, tn)
+        a = x[index]
+        pair = (a * 1, a * 2)
+        named = {"a": a * 2}
+        out[index] = pair[0] + pair[1] + named["a"] + torch.max(a, dim=1).values[:, None] * 0
+    return out
+
+
+@pallasite.kernel
+def parts_of_a_static_range(x):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            parts = []
+            for k in hl.static_range(2):
+                parts.append(x[tm, tn][:, k * 64:(k + 1) * 64].sum(1))
+            moments = torch.var_mean(x[tm, tn], dim=1)
+            acc = acc + parts[0] + parts[1] + moments[1] * 0
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("run", ["compiled", "reference"])
+def test_containers_the_body_builds_are_its_own(run):
+    """Tuples, lists and dicts a loop's body builds and reads in the same tile run (trial S:
+    the first collected-values check refused every one, Helion's add example included)."""
+    x = torch.randn(16, 256)
+    results = []
+    for kernel in (containers_built_in_the_body, parts_of_a_static_range):
+        results.append(code_and_output(kernel, (x,), block_sizes=[8, 128])[1] if run == "compiled"
+                       else run_ref(kernel, (x,), block_sizes=[8, 128]))
+    torch.testing.assert_close(results[0], x * 5)
+    torch.testing.assert_close(results[1], x.sum(1), rtol=1e-5, atol=1e-4)

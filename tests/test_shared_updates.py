@@ -123,8 +123,9 @@ def _x():
     (tuple_bound_then_updated_under_an_if, (torch.randn(16),), "`a -= 1` would change `keep` too", "a -= 1"),
     (both_names_carried, (_x(),), "would change `best` too", "acc += x[tm, tn].sum(1)"),
     # compiled, `a` kept its value where torch's `v += w` in the helper changes it (trial P)
-    (helper_updates_its_argument, (torch.randn(16),), "`x \\+= v` would change `a` too", "r = _bump(a, 1.0)"),
-    (list_item_updated, (torch.randn(16),), "`x \\+= v` would change `v` too", "values[0] += 10"),
+    (helper_updates_its_argument, (torch.randn(16),), "An `x \\+= v` in a function this line calls would change "
+     "`a` too", "r = _bump(a, 1.0)"),
+    (list_item_updated, (torch.randn(16),), "`values\\[0\\] \\+= 10` would change `v` too", "values[0] += 10"),
 ])
 def test_an_update_another_live_name_would_see_is_refused(kernel, args, words, line, run):
     """Each ran before, the other name keeping the old value where torch changes it."""

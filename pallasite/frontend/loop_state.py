@@ -30,13 +30,17 @@ class LoopState:
         self.loop = loop
         self.is_device = is_device
         self.names = {name: scope.get(name, MISSING) for name in _assigned(loop.body) if reads_first(loop.body, name)}
-        self.updated = _updated_in_place(loop.body)  # names whose contents the body changes from themselves
-        self.contents = {name: _contents(scope.get(name, MISSING)) for name in self.updated}
-        self.held = _held(scope, is_device)
+        # containers bound before the loop, whose contents the body changes from themselves
+        self.contents = {name: (scope[name], _numbers(scope[name])) for name in _updated_in_place(loop.body)
+                         if name in scope and _numbers(scope[name]) is not None}
+        # the lists, tuples and dicts bound before the loop, and the device values each holds
+        self.containers = {name: (value, _device_items(value, is_device)) for name, value in scope.items()
+                           if isinstance(value, (list, tuple, dict))}
 
     def check(self, scope: dict[str, Any], location: Any) -> None:
-        """After the loop: refuse a number or a container's contents the body updated from
-        themselves, and device values of the loop's tiles a container took out of it."""
+        """After the loop: refuse a number or a container's numbers the body updated from
+        themselves, and device values of the loop's tiles a container bound before the loop
+        took out of it (a container the body builds is the body's own)."""
         tile = self.loop.target.id if isinstance(self.loop.target, ast.Name) else "tile"
         for name, old in self.names.items():
             new = scope.get(name, MISSING)
@@ -44,28 +48,27 @@ class LoopState:
                 raise exc.UnsupportedOperation(
                     f"'{name}' is the Python {type(old).__name__} {old!r} before this loop and its body updates "
                     f"it from its own value: a tile loop's body is traced once for every tile, so it would not "
-                    f"count tiles. Keep it on the device (`{name} = hl.zeros([...])`, a carried tensor) or "
-                    f"compute it from the tile (`{tile}.id`, `.begin`).", location)
-        new = {key: name for key, name in _held(scope, self.is_device).items()
-               if key not in self.held and name not in _loop_targets(self.loop)}
-        if new:
-            raise exc.UnsupportedOperation(
-                f"'{sorted(new.values())[0]}' collects values computed inside this loop (one per tile; a list's or "
-                "dict's items are not carried): only the values a loop carries come out of it. Accumulate into "
-                "a tensor assigned before the loop, one name each (`total = hl.zeros([...])`, then "
-                "`total = total + v` in the loop), or store each tile's value into an output tensor.", location)
-        for name, old in self.contents.items():
-            new = _contents(scope.get(name, MISSING))
-            if old is not None and new is not None and new != old:
+                    f"count tiles. Compute it from the tile (`{tile}.id`, `{tile}.begin`) or keep it in a tensor "
+                    "(a tensor assigned before an inner loop and updated in it is carried).", location)
+        for name, (container, before) in self.containers.items():
+            if scope.get(name, MISSING) is container and _device_items(container, self.is_device) - before:
                 raise exc.UnsupportedOperation(
-                    f"'{name}' holds Python values the loop's body updates from themselves (its contents were "
-                    f"{_text(old)} before the loop and {_text(new)} after it): a tile loop's body is traced once "
-                    f"for every tile, so it would not count tiles. Keep the value on the device (a carried "
-                    f"tensor) or compute it from the tile (`{tile}.id`, `.begin`).", location)
+                    f"'{name}' collects values computed inside this loop (one per tile; a list's or dict's items "
+                    "are not carried): only the values a loop carries come out of it. Accumulate into a tensor "
+                    "assigned before the loop, one name each (`total = hl.zeros([...])`, then `total = total + v` "
+                    "in the loop), or store each tile's value into an output tensor.", location)
+        for name, (container, before) in self.contents.items():
+            after = _numbers(container)
+            if scope.get(name, MISSING) is container and after != before:
+                raise exc.UnsupportedOperation(
+                    f"'{name}' holds Python numbers the loop's body updates from themselves (they were "
+                    f"{_text(before)} before the loop and {_text(after)} after it): a tile loop's body is traced "
+                    f"once for every tile, so it would not count tiles. Compute the value from the tile "
+                    f"(`{tile}.id`, `{tile}.begin`) or keep it in a tensor.", location)
 
 
-def _contents(value: Any) -> tuple | None:
-    """A list's, tuple's, dict's or plain object's Python numbers and length (None: not one)."""
+def _numbers(value: Any) -> tuple | None:
+    """A list's, tuple's, dict's or plain object's Python numbers, by key (None: not one)."""
     if isinstance(value, (list, tuple)):
         items = list(enumerate(value))
     elif isinstance(value, dict):
@@ -74,8 +77,7 @@ def _contents(value: Any) -> tuple | None:
         items = list(vars(value).items())
     else:
         return None
-    return (len(items), tuple((key, item) for key, item in items
-                              if isinstance(item, (int, float)) and not isinstance(item, bool)))
+    return tuple((key, item) for key, item in items if isinstance(item, (int, float)) and not isinstance(item, bool))
 
 
 def _plain_object(value: Any) -> bool:
@@ -86,9 +88,8 @@ def _plain_object(value: Any) -> bool:
                                                                    "numpy", "types")))
 
 
-def _text(contents: tuple) -> str:
-    return "{" + ", ".join(f"{key!r}: {value!r}" for key, value in contents[1][:4]) + (
-        ", ..." if len(contents[1]) > 4 else "") + f"}} (length {contents[0]})"
+def _text(numbers: tuple) -> str:
+    return "{" + ", ".join(f"{key!r}: {value!r}" for key, value in numbers[:4]) + (", ...}" if len(numbers) > 4 else "}")
 
 
 def _updated_in_place(body: list[ast.stmt]) -> set[str]:
@@ -111,28 +112,16 @@ def _updated_in_place(body: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _loop_targets(loop: ast.For) -> set[str]:
-    """The names this loop and the loops in its body iterate with (`for tile in hl.tile([m, n])`
-    binds a list of tiles: not values the body computes)."""
-    return {name.id for node in ast.walk(loop) if isinstance(node, ast.For)
-            for name in ast.walk(node.target) if isinstance(name, ast.Name)}
-
-
 def _base_name(target: ast.expr) -> str | None:
     while isinstance(target, (ast.Subscript, ast.Attribute)):
         target = target.value
     return target.id if isinstance(target, ast.Name) else None
 
 
-def _held(scope: dict[str, Any], is_device: Callable[[Any], bool]) -> dict[int, str]:
-    """The device values the scope's lists, tuples and dicts hold: id -> the container's name."""
-    held = {}
-    for name, value in scope.items():
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-        for item in items:
-            if is_device(item):
-                held[id(item)] = name
-    return held
+def _device_items(container: Any, is_device: Callable[[Any], bool]) -> set[int]:
+    """The ids of the device values a list, tuple or dict holds."""
+    items = container.values() if isinstance(container, dict) else container
+    return {id(item) for item in items if is_device(item)}
 
 
 def _assigned(body: list[ast.stmt]) -> list[str]:

@@ -121,15 +121,18 @@ def _basic(key: ast.expr) -> bool:
 
 
 def refuse_shared_update(stmt: ast.stmt, symbol: str, other: str, location: Any) -> None:
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-        name, update = stmt.target.id, ast.unparse(stmt)
-        rewrite = f"{name} = {ast.unparse(ast.BinOp(ast.Name(name), stmt.op, stmt.value))}"
-    else:  # in a helper function the statement calls, or a list's item
-        update, rewrite = f"x {symbol}= v", f"x = x {symbol} v"
+    """The error for an `x op= v` at `stmt` that torch would show through `other`."""
+    if isinstance(stmt, ast.AugAssign):  # `a += 1`, `values[0] += 1`
+        target = ast.unparse(stmt.target)
+        update = f"`{ast.unparse(stmt)}`"
+        rewrite = f"`{target} = {ast.unparse(ast.BinOp(stmt.target, stmt.op, stmt.value))}`"
+    else:  # in a function this statement calls
+        update = f"An `x {symbol}= v` in a function this line calls"
+        rewrite = f"`x = x {symbol} v` in the function (and return x)"
     raise exc.UnsupportedOperation(
-        f"`{update}` would change `{other}` too in torch (they hold the same tensor, or one is a view of the "
+        f"{update} would change `{other}` too in torch (they hold the same tensor, or one is a view of the "
         f"other), and `{other}` is read later; pallasite's device values are values, not shared tensors. "
-        f"Write `{rewrite}` to leave `{other}` as it was (`.clone()` a view to keep it), or update `{other}` "
+        f"Write {rewrite} to leave `{other}` as it was (`.clone()` a view to keep it), or update `{other}` "
         "the same way.", location)
 
 

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dis
-import os
-import sys
 from typing import Any, Callable
 
 import torch
@@ -36,7 +33,7 @@ from ..ir.ops import (
     refuses_dtype,
 )
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
-from . import indexing, lanes, scans, tiles
+from . import in_place, indexing, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -63,10 +60,6 @@ _CASTS = _torch_names([OPS["to"]])
 _POINTWISE = (_torch_names(_of_kind(OpKind.ELEMENTWISE)) - _CASTS) | frozenset({
     "positive", "special_expit", "erfinv", "sgn", "isposinf", "isneginf", "selu", "celu", "logit",
     "fmax", "fmin", "masked_fill", "__div__", "__rdiv__", "__rlshift__", "__rrshift__"})
-_IN_PLACE_OPERATORS = {
-    "__ior__": "__or__", "__iand__": "__and__", "__ixor__": "__xor__",
-    "__ilshift__": "__lshift__", "__irshift__": "__rshift__",
-}
 # 16-bit floats are reduced in float32 (`Accumulator.widens_half_floats`), as the kernel does;
 # nansum and nanmean have no op, and do so too.
 _ACCUMULATING = _torch_names(op for op in _of_kind(OpKind.REDUCTION)
@@ -124,11 +117,8 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
         if name == "__setitem__":
             indexing.store(args[0], args[1], args[2], runner.name_of, runner.own_view)
             return None
-        if name in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_")):
-            symbol = _operator_symbol(runner)
-            func, name = _out_of_place(name, symbol is not None)
-            runner.walker.check_in_place_update(args[0], symbol)
-            return _updated_in_place(args[0], device_call(func, args, kwargs, runner), runner.walker.statement)
+        if in_place.is_in_place(name):
+            return in_place.updated(name, args, kwargs, runner, device_call)
         if name == "__get__":
             return _property(func, args)
         if name in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype.is_floating_point:
@@ -162,53 +152,6 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
         if refuses_dtype(err):
             raise dtype_refusal(_display(func, name), [*args, *kwargs.values()], err) from None
         raise exc.ShapeMismatch(f"{_display(func, name)}: {err}") from None
-
-
-def _operator_symbol(runner: Any) -> str | None:
-    """The operator of the `x op= v` running, None for an in-place method (`x.add_(v)`): the
-    running statement's, else, in a helper function the kernel calls, the instruction its
-    frame runs (torch hands both spellings to the mode as `add_`)."""
-    if runner.augmented:
-        return _AUGMENTED_SYMBOLS.get(type(runner.walker.statement.op), "op")
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    instruction = next((i for i in dis.get_instructions(frame.f_code) if i.offset == frame.f_lasti), None)
-    if instruction is not None and instruction.opname == "BINARY_OP" and instruction.argrepr.endswith("="):
-        return instruction.argrepr[:-1]
-    return None
-
-
-_LIBRARIES = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _out_of_place(name: str, augmented: bool) -> tuple[Callable, str]:
-    """`x += v` (an augmented assignment) rebinds x to `x + v`; in-place methods are not device ops."""
-    base = _IN_PLACE_OPERATORS.get(name, name.rstrip("_"))
-    if not augmented:
-        raise exc.UnsupportedOperation(
-            f"Tensor.{name} updates a value in place, which device code does not support; "
-            f"write `x = x.{base}(...)` or `x = x + ...`.")
-    return getattr(torch.Tensor, base), base
-
-
-def _updated_in_place(target: Any, result: Any, statement: Any) -> Any:
-    """`x op= v`: the result in x's shape and dtype, as torch's in-place update leaves it."""
-    if not (isinstance(target, torch.Tensor) and isinstance(result, torch.Tensor)):
-        return result
-    symbol = _AUGMENTED_SYMBOLS.get(type(getattr(statement, "op", None)), "op")
-    cast = augmented_dtype(tuple(target.shape), target.dtype, tuple(result.shape), result.dtype, symbol,
-                           partial=True)
-    if cast is None:
-        return result
-    return lanes.marked_as(result.to(cast), result)
-
-
-_AUGMENTED_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-                      ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
-                      ast.RShift: ">>"}
 
 
 def _display(func: Callable, name: str) -> str:
