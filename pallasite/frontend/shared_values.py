@@ -21,11 +21,13 @@ from .. import exc
 # Tensor methods and attributes whose result is a view of the tensor (or views: split, ...)
 VIEW_METHODS = frozenset((
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "expand",
-    "expand_as", "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "narrow",
-    "select", "diagonal", "unbind", "split", "chunk", "detach", "contiguous"))
+    "expand_as", "broadcast_to", "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis",
+    "narrow", "select", "diagonal", "unbind", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit",
+    "ravel", "detach", "contiguous"))
 VIEW_ATTRIBUTES = frozenset(("T", "mT", "data"))
 # casts, which return the tensor itself when it has the dtype already (`b = a.float()` of float32)
-CAST_METHODS = frozenset(("to", "float", "half", "bfloat16", "int", "long", "short", "bool", "double", "type_as"))
+CAST_METHODS = frozenset(("to", "type", "float", "half", "bfloat16", "int", "long", "short", "bool", "double",
+                          "type_as"))
 
 
 class SharedValues:
@@ -105,7 +107,8 @@ def _viewed_name(expr: ast.expr) -> tuple[str | None, bool]:
         elif (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
               and expr.func.attr in VIEW_METHODS | CAST_METHODS):
             cast = cast or expr.func.attr in CAST_METHODS
-            expr = expr.func.value
+            # `torch.reshape(a, ...)`, `torch.Tensor.reshape(a, ...)`: the tensor is the first argument
+            expr = expr.args[0] if _is_torch(expr.func.value) and expr.args else expr.func.value
         else:
             break
         if isinstance(expr, ast.Name):
@@ -113,11 +116,33 @@ def _viewed_name(expr: ast.expr) -> tuple[str | None, bool]:
     return None, cast
 
 
+def _is_torch(expr: ast.expr) -> bool:
+    """`torch` or `torch.Tensor` (a function form of a tensor method)."""
+    text = ast.unparse(expr)
+    return text in ("torch", "torch.Tensor")
+
+
 def _basic(key: ast.expr) -> bool:
     """A subscript key of slices, integer constants, None and `...` (a view in torch)."""
     items = key.elts if isinstance(key, ast.Tuple) else [key]
     return all(isinstance(item, ast.Slice) or (isinstance(item, ast.Constant) and (
         item.value is None or item.value is Ellipsis or isinstance(item.value, int))) for item in items)
+
+
+def stored_names(stmt: ast.stmt) -> set[str]:
+    """The names `stmt` binds, and those whose item or attribute it sets (`accs[0] += 1` puts
+    the new value in `accs`: it holds no stale one)."""
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                names.add(base.id)
+    return names
 
 
 def refuse_shared_update(stmt: ast.stmt, symbol: str, other: str, location: Any) -> None:
@@ -136,4 +161,4 @@ def refuse_shared_update(stmt: ast.stmt, symbol: str, other: str, location: Any)
         "the same way.", location)
 
 
-__all__ = ["SharedValues", "refuse_shared_update"]
+__all__ = ["SharedValues", "refuse_shared_update", "stored_names"]

@@ -19,7 +19,7 @@ from .. import exc
 from .. import language as hl
 from . import source
 from .loop_state import LoopState
-from .shared_values import SharedValues, refuse_shared_update
+from .shared_values import SharedValues, refuse_shared_update, stored_names
 
 MISSING = object()  # a name that had no value (before a loop or an if)
 
@@ -266,7 +266,7 @@ class StatementWalker:
         stmt = self.statement
         if stmt is None or not self.semantics.is_device_value(target):
             return
-        rebound = {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        rebound = stored_names(stmt)
         others = sorted(name for name, held in self.scope.items()
                         if name not in rebound and self.shared.related(target, held)
                         and read_after(self._blocks, stmt, name))
