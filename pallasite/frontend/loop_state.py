@@ -34,8 +34,9 @@ class LoopState:
         self.contents = {name: (scope[name], _numbers(scope[name])) for name in _updated_in_place(loop.body)
                          if name in scope and _numbers(scope[name]) is not None}
         # the lists, tuples and dicts bound before the loop, and the device values each holds
-        self.containers = {name: (value, _device_items(value, is_device)) for name, value in scope.items()
-                           if isinstance(value, (list, tuple, dict))}
+        mentioned = {node.id for stmt in loop.body for node in ast.walk(stmt) if isinstance(node, ast.Name)}
+        self.containers = {name: (scope[name], _device_items(scope[name], is_device)) for name in mentioned
+                           if isinstance(scope.get(name), (list, tuple, dict))}
 
     def check(self, scope: dict[str, Any], location: Any) -> None:
         """After the loop: refuse a number or a container's numbers the body updated from

@@ -80,11 +80,12 @@ class StatementWalker:
         self._blocks: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]] = {}
         self._expansions: list[list[ast.stmt]] = []  # kept alive: the caches above key on id()
         self.shared = SharedValues()  # the views device statements took (`x op= v` checks them)
+        self._mentioned: frozenset[str] = frozenset()  # the names the running code mentions
 
     def run_kernel(self, body: list[ast.stmt], semantics: StatementSemantics) -> Any:
         """Run the kernel's body; its returned value (None without a `return`)."""
         self.semantics = semantics
-        self._blocks = statement_blocks(body)
+        self._blocks, self._mentioned = statement_blocks(body), mentioned_names(body)
         self.run_host_block(body)
         return self.result
 
@@ -109,12 +110,13 @@ class StatementWalker:
         for stmt in stmts:
             locate(stmt, user)
         self._expansions.append(stmts)
-        saved = self.scope, self._blocks, self.scoped_out
+        saved = self.scope, self._blocks, self.scoped_out, self._mentioned
         self.scope, self._blocks, self.scoped_out = scope, statement_blocks(stmts), {}
+        self._mentioned = mentioned_names(stmts)
         try:
             self.run_host_block(stmts)
         finally:
-            self.scope, self._blocks, self.scoped_out = saved
+            self.scope, self._blocks, self.scoped_out, self._mentioned = saved
             self.enter(outer)
 
     # --------------------------------------------------------- statements --
@@ -267,9 +269,8 @@ class StatementWalker:
         if stmt is None or not self.semantics.is_device_value(target):
             return
         rebound = stored_names(stmt)
-        others = sorted(name for name, held in self.scope.items()
-                        if name not in rebound and self.shared.related(target, held)
-                        and read_after(self._blocks, stmt, name))
+        others = sorted(name for name in self._mentioned - rebound if name in self.scope  # only these are read
+                        and self.shared.related(target, self.scope[name]) and read_after(self._blocks, stmt, name))
         if others:
             refuse_shared_update(stmt, symbol, others[0], self.location_of(stmt))
 
@@ -288,8 +289,8 @@ class StatementWalker:
             value = self.scope.get(node.target.id, MISSING)
             if not self.semantics.is_device_value(value):
                 continue
-            others = sorted(other for other, held in self.scope.items()
-                            if other != node.target.id and self.shared.related(value, held) and read_later(other))
+            others = sorted(other for other in self._mentioned if other in self.scope and other != node.target.id
+                            and self.shared.related(value, self.scope[other]) and read_later(other))
             if others:
                 refuse_shared_update(node, "", others[0], self.location_of(node))
 
@@ -385,6 +386,11 @@ class StatementWalker:
                 "ended: a loop's body runs once per tile, and only the values it carries come out of it "
                 "(a device tensor assigned before the loop and updated in it).")
         self.scope.update(carried)
+
+
+def mentioned_names(stmts: list[ast.stmt]) -> frozenset[str]:
+    """Every name `stmts` mention (only these can be read by them)."""
+    return frozenset(node.id for stmt in stmts for node in ast.walk(stmt) if isinstance(node, ast.Name))
 
 
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:
