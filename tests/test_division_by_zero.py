@@ -102,3 +102,27 @@ def test_a_divisor_proven_nonzero_is_not_checked():
     assert "CHECKS.divisors" not in code
     code, _ = code_and_output(quotients, (x + 1, x % 5 + 1), block_sizes=[128])
     assert code.count("CHECKS.divisors(") == 4
+
+
+@pallasite.kernel
+def by_an_argument_in_a_loop(x, group: int):
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.int32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(1) // group + tn.begin // group
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_argument_divisor_in_a_loop_body(loop_type):
+    """The divisor is the outer function's variable; the first version rebound it inside the
+    loop body's function (UnboundLocalError in Helion's int4_gemm_v2, found by the corpus)."""
+    x = torch.randint(-50, 50, (16, 256), dtype=torch.int32)
+    expected = (x[:, :128].sum(1) // 3 + x[:, 128:].sum(1) // 3 + 128 // 3).to(torch.int32)
+    _, out = code_and_output(by_an_argument_in_a_loop, (x, 3), block_sizes=[8, 128], pallas_loop_type=loop_type)
+    torch.testing.assert_close(out, expected)
+    with pytest.raises(exc.ShapeMismatch, match="division by zero"):
+        code_and_output(by_an_argument_in_a_loop, (x, 0), block_sizes=[8, 128], pallas_loop_type=loop_type)

@@ -336,13 +336,17 @@ class KernelEmitter:
             self._checks_done.add(check.check_id)
             value = check.value
             text = self.render(value)
+            if check.nonzero:  # a check only: the division reads the divisor as it is (the name may be
+                # an outer function's, which a loop body's function must not rebind)
+                with self.block("if INTERPRET is not None:", "interpret mode checks that the divisor holds no 0"):
+                    self.emit(self._check_call(check, text))
+                continue
             if not self.is_name(value) or self.branch_depth:  # a branch must not rebind outer names
-                name = self.bind(value, "divisor" if check.nonzero else "index")
+                name = self.bind(value, "index")
                 self.emit(f"{name} = {text}")
                 text = name
             call = self._check_call(check, text)
-            what = "that the divisor holds no 0" if check.nonzero else "the index read from data"
-            with self.block("if INTERPRET is not None:", f"interpret mode checks {what}"):
+            with self.block("if INTERPRET is not None:", "interpret mode checks the index read from data"):
                 self.emit(f"{text} = {call}")
 
     def _check_call(self, check, text: str) -> str:

@@ -121,9 +121,9 @@ class RangeChecks:
         ok = io_callback(lambda rank: self._check(check_id, rank, rank + 1, limit, _RUN_FAILS), _OK, device)
         return jnp.where(ok != 0, device, limit)
 
-    def divisors(self, check_id: int, divisor, valid=None):
-        """`divisor` (an integer division's), after checking that it holds no 0 where `valid`
-        (all lanes when None: the others are a partial tile's padding)."""
+    def divisors(self, check_id: int, divisor, valid=None) -> None:
+        """Check that `divisor` (an integer division's) holds no 0 where `valid` (all lanes when
+        None: the others are a partial tile's padding)."""
         def check(values, *valid):
             values = np.asarray(values)
             if valid:
@@ -133,8 +133,7 @@ class RangeChecks:
                 return np.int32(0)
             return np.int32(1)
 
-        ok = io_callback(check, _OK, divisor, *(() if valid is None else (valid,)))
-        return jnp.where(ok != 0, divisor, divisor)
+        io_callback(check, _OK, divisor, *(() if valid is None else (valid,)))  # effectful: it runs
 
     def peer_group(self, check_id: int, rank, peers: list, *, limit: int, run_time: bool) -> list:
         """`peers` of a barrier that, with `rank`, name every device of the `limit`-device mesh
