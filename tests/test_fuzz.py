@@ -99,9 +99,18 @@ def test_the_issue_20_index_forms_are_generated():
 
 def test_the_window_shapes_kind_reads_a_half_through_a_shifted_window():
     cases = [generate(SEED, i, kinds=("window_shapes",)) for i in range(120)]
-    halves = [case for case in cases if case.tags[1] == "half_window"]
+    halves = [case for case in cases if case.tags[1].startswith("half_window")]
     assert halves and any(case.loop_type for case in halves)
-    assert all("x[tm, start:start + tn.block_size]" in case.source() for case in halves)
+    windows = ("x[tm, start:start + tn.block_size]", "x[tm, tn.begin + h:tn.begin + h + tn.block_size]")
+    assert all(any(window in case.source() for window in windows) for case in halves)
+
+
+def test_the_window_shapes_kind_shifts_by_an_int_argument():
+    """`x[tm, tn.index - c]` with c an int argument: a shifted tile, as reference mode reads it."""
+    cases = [generate(SEED, i, kinds=("window_shapes",)) for i in range(120)]
+    shifted = [case for case in cases if case.tags[1].endswith(":argument")]
+    assert {case.tags[1].split(":")[1] for case in shifted} == {"+", "-"}
+    assert all(any(spec.name == "c" and spec.fill.startswith("int:") for spec in case.inputs) for case in shifted)
 
 
 def test_the_issue_22_scatter_and_masked_load_forms_are_generated():

@@ -514,3 +514,53 @@ def test_a_shift_an_int_argument_holds_is_a_constant_of_the_variant():
         torch.testing.assert_close(out, _shifted(x, shift))
         torch.testing.assert_close(run_ref(shifted_by_an_argument, (x, shift)), _shifted(x, shift))
     assert shifted_by_an_argument.cache_size == 2
+
+
+@pallasite.kernel
+def index_shifted_by_arguments(x, back: int, ahead: int):
+    """`tile.index - c`, `tile.index + c` with c an int argument: loads, `hl.load`, a store."""
+    m, n = x.shape
+    out = torch.zeros_like(x)
+    for tn in hl.tile(n, block_size=128):
+        for tm in hl.tile(m, block_size=8):
+            behind = x[tm.index - back, tn]
+            later = hl.load(x, [tm.index + ahead, tn])
+            out[tm.index + ahead, tn] = behind + later
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_index_shifted_by_an_int_argument_is_a_shifted_tile(loop_type):
+    """`x[t.index - c]` with c an int argument read as a gather compiled (ShapeMismatch at the
+    first position outside the tensor) and as a shift in reference mode (0 there): the two
+    modes disagreed. c is now a constant of the variant there too, as in `x[t + c]`."""
+    x = torch.randn(20, 256)
+    index_shifted_by_arguments.reset()
+    for back, ahead in ((2, 3), (1, 5), (2, 3)):
+        moved = _shifted(x, -back) + _shifted(x, ahead)
+        expected = torch.zeros_like(x)
+        expected[ahead:] = moved[:20 - ahead]
+        _, out = code_and_output(index_shifted_by_arguments, (x, back, ahead), pallas_loop_type=loop_type)
+        torch.testing.assert_close(out, expected)
+        reference = run_ref(index_shifted_by_arguments, (x, back, ahead), pallas_loop_type=loop_type)
+        torch.testing.assert_close(reference, expected)
+    assert index_shifted_by_arguments.cache_size == 2
+
+
+@pallasite.kernel
+def positions_from(x, start: int):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0), block_size=128):
+        out[t] = x[t] + (t.index + start).float()
+    return out
+
+
+def test_positions_an_argument_moves_stay_runtime_values():
+    """Only an index makes the argument a constant: `t.index + start` in arithmetic (RoPE's
+    positions) compiles once for every start."""
+    x = torch.randn(300)
+    positions_from.reset()
+    for start in (0, 7, 1000):
+        _, out = code_and_output(positions_from, (x, start))
+        torch.testing.assert_close(out, x + torch.arange(start, start + 300).float())
+    assert positions_from.cache_size == 1

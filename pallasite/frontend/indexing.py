@@ -24,7 +24,7 @@ from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
 from .tile_runs import tile_run
 from ..ir.index_forms import IndexForm, RefusedForm
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value
 
 # The supported-forms page's index forms beyond one item type each (each item type of
 # ir/nodes.py carries its own `FORM`): subscripts that combine items, and the subscripts
@@ -169,7 +169,7 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, DeviceTensor):
         value = item.value
         producer = value.producer
-        shifted = tile_run(value)
+        shifted = tile_run(value, int_argument_value)
         if shifted is not None:  # tile.index, tile.index + c, tile - c
             dim, offset = shifted
             return TileSlice(dim) if offset == 0 else ShiftedTile(dim, offset)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir import TensorSymbol, TileDim, Value, ops
+from ..ir import ScalarSymbol, TensorSymbol, TileDim, Value, ops
 from .tile_runs import tile_run
 from .tile_sizes import numel, sizes, user_frame
 
@@ -335,7 +335,7 @@ class DeviceTensor(_TensorLike):
     def tile_shift(self) -> int | None:
         """c when this is a tile's positions shifted by a constant (`tile.index + c`, a
         `ShiftedTile` index), else None."""
-        run = tile_run(self.value)
+        run = tile_run(self.value, int_argument_value)
         return None if run is None else run[1]
 
     # A device scalar used as a Python index or int needs a compile-time value.
@@ -426,6 +426,18 @@ class BlockSize(int):
         obj = super().__new__(cls, value)
         obj.block_id = block_id
         return obj
+
+
+def int_argument_value(symbol: ScalarSymbol) -> int | None:
+    """The value of an int kernel argument, made a constant of the variant (`tile.index - back`
+    as an index), or None for another scalar (a float, a value host code computed)."""
+    from .. import language as hl
+
+    tracer = hl.active_tracer()
+    if tracer is None or symbol.dtype != torch.int32:
+        return None
+    scalar = HostScalar(tracer.recorder, symbol, int)
+    return scalar._as_size() if scalar.is_int_argument else None
 
 
 class TileProxy:

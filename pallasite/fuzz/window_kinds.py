@@ -104,7 +104,11 @@ def window_shapes(draw: Any, name: str) -> Case:
     elif form == "shift":
         shift = rng.choice((1, 2, 3, 5, 127, 128, 130, 257))
         sign = rng.choice(("+", "-"))
-        index = rng.choice((f"tn {sign} {shift}", f"tn.index {sign} {shift}"))
+        amount = str(shift)
+        if rng.random() < 0.3:  # an int argument as the shift: a constant of the variant, as in reference mode
+            inputs += (InputSpec("c", (), torch.int32, f"int:{shift}"),)
+            amount = "c"
+        index = rng.choice((f"tn {sign} {amount}", f"tn.index {sign} {amount}"))
         # a moved row tile too (`tm - 1` is an axis, as tm is: a moved block, never paired
         # with the column's index vector)
         row = rng.choice(("tm", "tm", f"tm - {rng.choice((1, 3, 8))}", f"tm + {rng.choice((1, 5, 8))}"))
@@ -115,7 +119,7 @@ def window_shapes(draw: Any, name: str) -> Case:
         else:  # a read may also take one row at a scalar beside the moved columns
             row = row if rng.random() < 0.8 else "m - 1"
             body.append(Line(depth, f"out[tm, tn] = x[{row}, {index}] + x[tm, tn]"))
-        tag = f"shift:{sign}" + (":rows" if row != "tm" else "")
+        tag = f"shift:{sign}" + (":rows" if row != "tm" else "") + (":argument" if amount == "c" else "")
         if rng.random() < 0.3:  # drawn last: Helion's fused SwiGLU reads a half as a shifted tile's window
             body, inputs, tag = _half_window(rng, dims, dtype, inner, depth)
     else:
