@@ -304,7 +304,13 @@ def dtype_section() -> list[str]:
                        for word, group in _DTYPE_GROUPS[:-1])
     return ["## Dtypes", "",
             f"A TPU vector holds {groups} and bool. The Dtypes column lists the input dtypes an op accepts (torch's rule); "
-            "results follow torch's promotion, except that an int64 result is int32 in device code. 64-bit "
+            "results follow torch's promotion, except that an int64 result is int32 in device code: torch's "
+            "number while it fits int32. Where torch computes in int64 (an integer sum, prod, cumsum or "
+            "cumprod, `.long()`, and integer arithmetic on such a value) and an op could leave int32, interpret "
+            "mode recomputes it exactly and a number past int32 raises `exc.ShapeMismatch` at the line (reference "
+            "mode too; a TPU does not check): ask for int32 where torch would wrap too "
+            "(`.sum(dim, dtype=torch.int32)`, `s.to(torch.int32) * k`); sums of bools or bytes are proven and "
+            "not checked. 64-bit "
             "(float64, int64) and complex data are refused with `pallasite.exc.UnsupportedDtype` pointing "
             "here: cast to 32 bits first. int64 tensor arguments used only as indices, offsets or loop bounds "
             "are narrowed to int32 on the host, with a range check; host code may compute positions from them "

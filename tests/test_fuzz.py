@@ -113,6 +113,16 @@ def test_the_window_shapes_kind_shifts_by_an_int_argument():
     assert all(any(spec.name == "c" and spec.fill.startswith("int:") for spec in case.inputs) for case in shifted)
 
 
+def test_the_reduction_kind_draws_integer_sums_torch_holds_in_int64():
+    """Integer sums into torch's int64, arithmetic on them, and data whose sums leave int32
+    (both modes then raise at the line: plan/int64_values.py, reference/int64.py)."""
+    cases = [generate(SEED, i, kinds=("reduction",)) for i in range(600)]
+    sources = [case.source() for case in cases]
+    assert any("dtype=torch.int64" in s and ".sum(" in s or "torch.sum(" in s and "int64" in s for s in sources)
+    assert any(") * " in s and " + 1" in s for s in sources)
+    assert any(spec.fill == "large" for case in cases for spec in case.inputs)
+
+
 def test_the_issue_22_scatter_and_masked_load_forms_are_generated():
     cases = [generate(SEED, i, kinds=("scatter", "flat_gather")) for i in range(120)]
     forms = {case.tags[1] for case in cases}

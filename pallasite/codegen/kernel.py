@@ -335,11 +335,14 @@ class KernelEmitter:
                 continue
             self._checks_done.add(check.check_id)
             value = check.value
-            text = self.render(value)
-            if check.nonzero:  # a check only: the division reads the divisor as it is (the name may be
-                # an outer function's, which a loop body's function must not rebind)
-                with self.block("if INTERPRET is not None:", "interpret mode checks that the divisor holds no 0"):
-                    self.emit(self._check_call(check, text))
+            text = "" if value is None else self.render(value)
+            if check.nonzero or check.recompute is not None:  # a check only: the op reads its operands as
+                # they are (a name may be an outer function's, which a loop body's function must not rebind)
+                what = ("that the divisor holds no 0" if check.nonzero else
+                        "that torch's int64 result fits int32")
+                call = self._check_call(check, text)  # its lane conditions outside the if: a mask reuses them
+                with self.block("if INTERPRET is not None:", f"interpret mode checks {what}"):
+                    self.emit(call)
                 continue
             if not self.is_name(value) or self.branch_depth:  # a branch must not rebind outer names
                 name = self.bind(value, "index")
@@ -349,6 +352,19 @@ class KernelEmitter:
             with self.block("if INTERPRET is not None:", "interpret mode checks the index read from data"):
                 self.emit(f"{text} = {call}")
 
+    def _int64_check_call(self, check) -> str:
+        """`CHECKS.fits_int32(id, op, operands, valid lanes of each, **attrs)`: the op recomputed
+        exactly on the host from its operands (plan/int64_values.py)."""
+        op, attrs = check.recompute
+        operands = [self.render(item) for item in check.operands]
+        valid = []
+        for item, axes in zip(check.operands, check.operand_valid):
+            conditions = [self.range_condition(item.shape, axis, rng) for axis, rng in axes]
+            valid.append(" & ".join(conditions) if conditions else "None")
+        extra = "".join(f", {key}={value!r}" for key, value in attrs)
+        return (f"CHECKS.fits_int32({check.check_id}, {op!r}, ({', '.join(operands)},), "
+                f"({', '.join(valid)},){extra})")
+
     def _check_call(self, check, text: str) -> str:
         """The check of a scalar index, or of a gather's index vector on its valid lanes (or of
         an integer divisor: no 0 on them)."""
@@ -357,6 +373,8 @@ class KernelEmitter:
             conditions = [self.range_condition(check.value.shape, axis, rng) for axis, rng in check.valid_axes]
             valid = f", {' & '.join(conditions)}" if conditions else ""
             return f"CHECKS.divisors({check.check_id}, {text}{valid})"
+        if check.recompute is not None:
+            return self._int64_check_call(check)
         if not check.value.shape:
             return f"CHECKS.index({check.check_id}, {text}, limit={check.limit})"
         conditions = [self.range_condition(check.value.shape, axis, rng) for axis, rng in

@@ -56,6 +56,7 @@ class OpRecorder:
         # the code after a loop cannot read them (`_check_in_scope`)
         self._ended: dict[int, exc.SourceLocation | None] = {}
         self._in_meta = False
+        self._composite = ""  # the composite whose steps are being recorded (Node.composite)
         self._remote_sites = 0
         # the walker's check of `x op= v` on a value another live name holds (set by the Tracer)
         self.check_in_place: Callable | None = None
@@ -190,6 +191,7 @@ class OpRecorder:
             _check_registered(op)
         value = Value(tuple(shape), dtype, name)
         node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
+        node.composite = self._composite
         value.producer = node
         self._check_in_scope(node)
         self._device_body_stack[-1].append(node)
@@ -197,8 +199,8 @@ class OpRecorder:
 
     def _record_multi(self, op: str, args: tuple, kwargs: dict, metas: list[torch.Tensor]) -> list[Value]:
         _check_registered(op)
-        values = [Value(tuple(m.shape), self._device_dtype(m.dtype)) for m in metas]
-        node = Node(op, tuple(args), dict(kwargs), values, self.location)
+        values = [Value(tuple(m.shape), self._device_dtype(m.dtype), int64=m.dtype == torch.int64) for m in metas]
+        node = Node(op, tuple(args), dict(kwargs), values, self.location, composite=self._composite)
         for v in values:
             v.producer = node
         self._check_in_scope(node)
@@ -265,7 +267,11 @@ class OpRecorder:
         run_meta = functools.partial(self._shape_rule, display=display)
         call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
-            return ops.COMPOSITES[spelling].expand(call, CompositeRecord(self, display))
+            outer, self._composite = self._composite, self._composite or spelling
+            try:
+                return ops.COMPOSITES[spelling].expand(call, CompositeRecord(self, display))
+            finally:
+                self._composite = outer
         if spelling not in ops.SPELLINGS:
             raise exc.UnsupportedOperation(f"{display} is not supported by pallasite.")
         op, bind = ops.SPELLINGS[spelling]
@@ -365,7 +371,9 @@ class OpRecorder:
             return type(meta_out)(DeviceTensor(self, v) for v in values)
         dtype = self._device_dtype(meta_out.dtype)
         shape = symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
-        return DeviceTensor(self, self.record(op.name, operands, attrs, shape, dtype))
+        value = self.record(op.name, operands, attrs, shape, dtype)
+        value.int64 = meta_out.dtype == torch.int64  # torch's int64, held in int32 (plan/int64_values.py)
+        return DeviceTensor(self, value)
 
     def scalar_value(self, scalar: HostScalar) -> Value:
         """The device Value of a runtime scalar argument (read once per loop)."""
@@ -445,6 +453,14 @@ class CompositeRecord:
             raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
         value = recorder.device_operand(operand)
         return DeviceTensor(recorder, recorder.record(op, (value,), attrs, value.shape, value.dtype))
+
+    def holds_int64(self, result: Any, spelling: str, operands: tuple, **attrs: Any) -> None:
+        """`result` is what torch computes as int64 (`torch.cumsum` of integers): the call, to
+        recompute it where interpret mode checks that it fits int32 (plan/int64_values.py)."""
+        if isinstance(result, DeviceTensor) and result.value.producer is not None:
+            result.value.int64 = True
+            values = tuple(self.recorder.device_operand(item) for item in operands)
+            result.value.producer.int64_of = (spelling, values, attrs)
 
     def named(self, value: Any, name: str) -> Any:
         """`value`, which the generated code calls `name` (a composite's step has no user name)."""

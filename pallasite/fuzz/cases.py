@@ -38,7 +38,7 @@ class InputSpec:
     name: str
     dims: tuple[str | int, ...] = ()
     dtype: torch.dtype = torch.float32
-    # "randn" | "randint" | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
+    # "randn" | "randint" | "large" (int32 past int32 in sums) | "bytes" | "bool" | "offsets" | "positive" | "index:<dim>" (in [0, dim))
     # | "sentinel:<dim>" (in [-1, dim): -1 marks "no row", about one in four) | "specials" (randn
     # with NaN, inf and -inf) | "int:<value>" (a Python int argument, not a tensor)
     fill: str = "randn"
@@ -61,6 +61,8 @@ class InputSpec:
                     "< -0.67, -1)")
         if self.fill == "bytes":  # uint8's whole range
             return f"torch.randint(0, 256, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
+        if self.fill == "large":  # int32 values whose sums leave int32 (torch's int64 holds them)
+            return f"torch.randint(-2**30, 2**30, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         if self.fill == "randint":
             return f"torch.randint(-8, 9, {shape}, generator={generator}, dtype={DTYPE_NAMES[self.dtype]})"
         if self.fill == "bool":  # about half True

@@ -240,6 +240,8 @@ def reduction(draw: Draw, name: str) -> Case:
     dtype = draw.dtype((torch.float32, torch.bfloat16)) if reducer == "mean" else draw.dtype()
     if reducer in ("amax", "amin", "argmax") and draw.chance(0.25):  # Mosaic reduces 32-bit values only
         dtype = rng.choice(NARROW_EXTREMES[reducer])
+    if reducer == "sum" and draw.chance(0.3):  # an integer sum: int64 in torch (plan/int64_values.py)
+        dtype = torch.int32
     # NaN and +-inf among the values (a reduction of the loaded block itself, no chain)
     specials = dtype.is_floating_point and reducer != "argmax" and draw.chance(0.4)
     inputs = [InputSpec("x", axes, dtype, "specials" if specials else fill_of(dtype))]
@@ -255,8 +257,13 @@ def reduction(draw: Draw, name: str) -> Case:
         value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
     if value.dtype == torch.int32 and reducer == "mean":
         value = Value(value.name, torch.float32)
-    # argmax into torch's own index dtype half the time: held as int32, returned widened
-    result_dtype = torch.int64 if reducer == "argmax" and draw.chance(0.5) else _reduced_dtype(reducer, value.dtype)
+    # argmax into torch's own index dtype half the time: held as int32, returned widened; so an
+    # integer sum (torch's int64: checked in interpret mode to fit int32, `plan/int64_values.py`)
+    wide = reducer == "sum" and value.dtype == torch.int32
+    result_dtype = (torch.int64 if reducer in ("argmax", "sum") and (reducer == "argmax" or wide) and draw.chance(0.5)
+                    else _reduced_dtype(reducer, value.dtype))
+    if wide and value is leaf and draw.chance(0.3):  # sums that leave int32: both modes raise at the line
+        inputs = [InputSpec("x", axes, dtype, "large")]
     out_dims = [a if i != reduced else "1" for i, a in enumerate(axes) if keepdim or i != reduced]
     store_index = ", ".join(tiles.get(a, ":") for i, a in enumerate(axes) if keepdim or i != reduced)
     body.append(Line(0, f"out = torch.empty([{', '.join(out_dims)}], dtype={dtype_name(result_dtype)}, "
@@ -267,6 +274,8 @@ def reduction(draw: Draw, name: str) -> Case:
     body += chain.lines
     d = reduced - rank if draw.chance(0.3) else reduced
     text = rng.choice(_REDUCERS[reducer]).format(v=value.name, d=d, k=", keepdim=True" if keepdim else "")
+    if wide and draw.chance(0.3):  # int64 arithmetic on the sum, checked too
+        text = f"({text}) * {rng.choice((3, 1000, -70000))} + 1"
     body.append(Line(1, f"out[{store_index}] = {text}"))
     body.append(Line(0, "return out"))
     return Case("reduction", name, tuple(inputs), tuple(body), dims, exact=not result_dtype.is_floating_point)

@@ -48,6 +48,9 @@ class Value:
     name: str = ""
     producer: Node | None = field(default=None, repr=False)
     id: int = field(default_factory=lambda: next(_ids))
+    # torch computes this integer in int64 where the device holds int32 (an integer sum,
+    # `.long()`): the frontend marks where torch's result is; plan/int64_values.py follows it
+    int64: bool = False
 
     def __repr__(self) -> str:
         return f"%{self.name or self.id}:{tuple(self.shape)}:{self.dtype}"
@@ -314,6 +317,13 @@ class Node:
     outputs: list[Value]
     location: SourceLocation | None
     id: int = field(default_factory=lambda: next(_ids))
+    # What torch means here, where the op alone does not say (plan/int64_values.py reads them):
+    # the composite (`cumsum`, `softmax`) this node is a step of; whether it is the user's
+    # `x op= v` (torch keeps x's dtype); and, for a composite's last step, the torch call whose
+    # int64 result it is, as (spelling, operands, attrs), to recompute it
+    composite: str = field(default="", repr=False)
+    in_place: bool = field(default=False, repr=False)
+    int64_of: tuple | None = field(default=None, repr=False)
 
     @property
     def output(self) -> Value:

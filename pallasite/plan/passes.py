@@ -10,6 +10,7 @@ from ..ir import FoldedSteps, Load, Store
 from .bounds import DataDependentRange
 from .broadcasts import plan_pre_broadcasts
 from .divisors import divisor_checks
+from .int64_values import int64_checks
 from .draft import CallDraft
 from .index_expr import grid_axes
 from .loops import attach_streams, loop_types, plan_inner_loops, plan_scratch, strategy_of
@@ -226,6 +227,7 @@ def number_range_checks(draft: CallDraft) -> CallDraft:
               *(remote_index_checks(body, check_ids) if remote else ()),
               *(remote_device_checks(body, check_ids) if remote else ()),
               *divisor_checks(body, check_ids, draft.padded),
+              *int64_checks(body, check_ids, draft.padded),
               *([worklist_overlap_check(worklist, next(check_ids), location)]
                 if worklist and draft.grid[worklist.item_axis].semantics is Semantics.PARALLEL else []))
     return dataclasses.replace(draft, range_checks=checks)

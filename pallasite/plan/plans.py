@@ -322,6 +322,12 @@ class RangeCheck:
     # `device` is (rank, *peers) of `hl.remote_barrier(peers, rank=...)`: every device of the
     # mesh once, the rank this device's (the count checked when traced, the values at run time)
     peer_group: bool = False
+    # a value torch computes in int64 (plan/int64_values.py): `node_id`'s op, `recompute` =
+    # (op, its attrs as sorted pairs), recomputed exactly from `operands` (Values or numbers) on
+    # their valid lanes (`operand_valid`: per operand, its padded axes' ranges) must fit int32
+    recompute: tuple | None = None
+    operands: tuple = ()
+    operand_valid: tuple = ()
     # tiles of a data-dependent range meeting another tile dim or a fixed size on one axis
     # (plan/extents.py): checked where the loop of `dim` starts that every tile of both has
     # one and the same extent; `{lo}` and `{hi}` are the two ranges' lengths

@@ -19,7 +19,7 @@ import torch
 
 from .. import exc
 from ..ir.ops import augmented_dtype
-from . import lanes
+from . import int64, lanes
 
 _IN_PLACE_OPERATORS = {
     "__ior__": "__or__", "__iand__": "__and__", "__ixor__": "__xor__",
@@ -46,7 +46,9 @@ def updated(name: str, args: tuple, kwargs: dict, runner: Any, device_call: Call
             f"Tensor.{name} updates a value in place, which device code does not support; "
             f"write `x = x.{base}(...)` or `x = x + ...`.")
     runner.walker.check_in_place_update(args[0], symbol)
-    target, result = args[0], device_call(getattr(torch.Tensor, base), args, kwargs, runner)
+    target = args[0]
+    with int64.in_place_update(target):  # torch keeps x's dtype: an int32 x wraps
+        result = device_call(getattr(torch.Tensor, base), args, kwargs, runner)
     if not (isinstance(target, torch.Tensor) and isinstance(result, torch.Tensor)):
         return result
     cast = augmented_dtype(tuple(target.shape), target.dtype, tuple(result.shape), result.dtype, symbol,

@@ -8,7 +8,8 @@ Tensors without the attribute are host tensors.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -35,13 +36,26 @@ def real_extent(tensor: torch.Tensor, axis: int) -> int | None:
     return None if size == 1 and axis not in of(tensor) else size
 
 
+_KEEP_INT64: list[bool] = []
+
+
+@contextlib.contextmanager
+def keeping_int64() -> Iterator[None]:
+    """`finish` keeps int64 results in the block (reference/int64.py checks and narrows them)."""
+    _KEEP_INT64.append(True)
+    try:
+        yield
+    finally:
+        _KEEP_INT64.pop()
+
+
 def finish(result: Any, axes: Iterable[int] = ()) -> Any:
     """Mark a device result (each tensor of a tuple result), narrowing int64 to int32.
 
     Device code computes indices in int32, as the compiled kernel does.
     """
     if isinstance(result, torch.Tensor):
-        if result.dtype == torch.int64:
+        if result.dtype == torch.int64 and not _KEEP_INT64:
             result = result.to(torch.int32)
         return mark(result, axes)
     if isinstance(result, tuple) and any(isinstance(r, torch.Tensor) for r in result):

@@ -33,7 +33,7 @@ from ..ir.ops import (
     refuses_dtype,
 )
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
-from . import in_place, indexing, lanes, scans, tiles
+from . import in_place, indexing, int64, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -103,6 +103,13 @@ class DeviceSemantics(TorchFunctionMode):
 
 def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     name = getattr(func, "__name__", "")
+    if name not in ("__get__", "__getitem__", "__setitem__") and int64.wanted(name, args, kwargs):
+        # a value torch holds in int64: its int64 numbers, checked where the compiled kernel checks
+        return int64.follow(func, name, args, kwargs, lambda f, a, k: _device_call(f, a, k, runner, name))
+    return _device_call(func, args, kwargs, runner, name)
+
+
+def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: str) -> Any:
     try:
         if name in ("__getitem__", "__setitem__") and runner.jagged_active and not lanes.is_device(args[0]):
             # a kernel tensor inside hl.jagged_tile loops: hl.load/hl.store apply their mask (in

@@ -54,7 +54,7 @@ def associative_scan(combine_fn: Callable, values: Any, dim: int, reverse: bool)
 def cumulative(spelling: str, value: torch.Tensor, dim: int, reverse: bool = False,
                dtype: torch.dtype | None = None) -> torch.Tensor:
     """torch.cumsum/cumprod (and hl's, with `reverse`): 16-bit floats accumulate in float32,
-    rounded once, as the kernel does; integers give int32."""
+    rounded once, as the kernel does; integers give int32 (reference/int64.py asks torch's int64)."""
     function = getattr(torch, spelling)
     result_dtype = dtype or (value.dtype if value.dtype.is_floating_point else torch.int32)
     work = value.to(torch.float32 if result_dtype in _LOW_PRECISION else result_dtype)

@@ -44,9 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
+from ..ir.exact_ints import FILLS, exact
 from ..plan.extents import extents_agree  # the rule planning applies to ranges it knows
 
 _OK = jax.ShapeDtypeStruct((), jnp.int32)
+_INT32 = np.iinfo(np.int32)
 _RUN_FAILS = ("interpret mode fails the run on that rank; inside pallasite.range_checked() "
               "this is raised as pallasite.exc.ShapeMismatch")
 
@@ -134,6 +136,28 @@ class RangeChecks:
             return np.int32(1)
 
         io_callback(check, _OK, divisor, *(() if valid is None else (valid,)))  # effectful: it runs
+
+    def fits_int32(self, check_id: int, op: str, operands: tuple, valid: tuple, **attrs) -> None:
+        """Check that `op` of `operands`, computed exactly (torch's int64, `ir/exact_ints.py`) on
+        the lanes each `valid` keeps (None: all; the others are a partial tile's padding and take
+        the op's fill), fits int32."""
+        kept = [position for position, mask in enumerate(valid) if mask is not None]
+        fills = FILLS.get(op, {})
+
+        def check(*arrays):
+            values = [np.asarray(item) for item in arrays[:len(operands)]]
+            for position, mask in zip(kept, arrays[len(operands):]):
+                mask = np.broadcast_to(np.asarray(mask), values[position].shape)
+                values[position] = np.where(mask, values[position], fills.get(position, 0))
+            result = exact(op, values, attrs)
+            if result.size:
+                lo, hi = int(result.min()), int(result.max())
+                if lo < _INT32.min or hi > _INT32.max:
+                    self._record(check_id, lo, hi, 0, "its result is wrong")
+                    return np.int32(0)
+            return np.int32(1)
+
+        io_callback(check, _OK, *operands, *(valid[position] for position in kept))  # effectful: it runs
 
     def peer_group(self, check_id: int, rank, peers: list, *, limit: int, run_time: bool) -> list:
         """`peers` of a barrier that, with `rank`, name every device of the `limit`-device mesh

@@ -166,19 +166,20 @@ def reduction(tuple_dims: bool) -> Callable:
 
 
 def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound | Redirect:
-    if call.kwargs.get("dtype") is not None and op.reduction.accumulator is Accumulator.RESULT:
-        # torch casts the input to `dtype`, then reduces: the same two ops here
-        kwargs = {key: value for key, value in call.kwargs.items() if key != "dtype"}
-        return Redirect((("to", (call.args[0], call.kwargs["dtype"]), {}),
-                         (call.spelling, (Earlier(0), *call.args[1:]), kwargs)), _last)
+    dtype = call.kwargs.get("dtype")
+    cast = dtype is not None and op.reduction.accumulator is Accumulator.RESULT
+    if cast and getattr(call.meta_of(call.args[0]), "dtype", None) != dtype:
+        # torch casts the input to `dtype`, then reduces (in it: an int32 sum stays int32): two ops here
+        return Redirect((("to", (call.args[0], dtype), {}),
+                         (call.spelling, (Earlier(0), *call.args[1:]), dict(call.kwargs)), _last))
     operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
     rank = call.rank_of(operands[0])
     attrs["dim"] = normalize_dims(attrs["dim"], rank)
-    if attrs.pop("dtype", None) is not None:
+    if attrs.pop("dtype", None) is not None and not cast:
         raise exc.UnsupportedOperation(f"{call.display}(dtype=...) is not supported; cast with .to first.")
-    meta_kwargs: dict[str, Any] = {"keepdim": attrs["keepdim"]}
+    meta_kwargs: dict[str, Any] = {"keepdim": attrs["keepdim"], **({"dtype": dtype} if cast else {})}
     if attrs["dim"] is None:
-        meta_kwargs = {}
+        meta_kwargs = {"dtype": dtype} if cast else {}
         if attrs["keepdim"]:
             attrs["dim"] = tuple(range(rank))
     if attrs["dim"] is not None:
@@ -192,7 +193,8 @@ def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound | Redirect
     return operands, attrs, call.run_meta(rule, (operands[0],), meta_kwargs)
 
 
-def _reduced_shape(x: torch.Tensor, dim: int | tuple[int, ...] | None = None, keepdim: bool = False) -> tuple:
+def _reduced_shape(x: torch.Tensor, dim: int | tuple[int, ...] | None = None, keepdim: bool = False,
+                   dtype: torch.dtype | None = None) -> tuple:
     """The shape of a reduction of `x` over `dim` (normalized; None: every dim)."""
     dims = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
     if dim is None:

@@ -271,7 +271,8 @@ _SOURCE, _RESULT, _WIDENED = Accumulator.SOURCE, Accumulator.RESULT, Accumulator
 REDUCTION_OPS = (
     _reduction("sum", Reduction(identity=0, averages=False, flat_index=False, accumulator=_RESULT,
                                 partials=Partials.ADD, transcendental=False), tuple_dims=True,
-               dtypes=EVERY_DTYPE, note="dim= an int or a list, keepdim=, dtype=; an integer sum is int32 (torch: int64)"),
+               dtypes=EVERY_DTYPE, note="dim= an int or a list, keepdim=, dtype=; an integer sum is torch's int64 "
+                    "number in int32, checked to fit in interpret mode (`dtype=torch.int32`: wraps, as torch)"),
     _reduction("mean", Reduction(identity=0, averages=True, flat_index=False, accumulator=_RESULT,
                                  partials=Partials.ADD, transcendental=False), tuple_dims=True,
                dtypes=FLOATS, note="dim= an int or a list, keepdim=, dtype=; divides by the count of valid elements (a partial tile's "

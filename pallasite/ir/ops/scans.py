@@ -116,8 +116,10 @@ def _cumulative(spelling: str) -> Callable[[Call, Record], Any]:
         work = torch.float32 if result_dtype in _LOW_PRECISION else result_dtype  # torch accumulates 16-bit in f32
         if source.dtype != work:
             x = record("to", x, work)
-        (out,) = scan(record, [x], dim, call.kwargs.get("reverse", False),
-                      lambda a, b: [record(operation, a[0], b[0])])
+        reverse = call.kwargs.get("reverse", False)
+        (out,) = scan(record, [x], dim, reverse, lambda a, b: [record(operation, a[0], b[0])])
+        if dtype is None and not source.dtype.is_floating_point and call.function is not None:
+            record.holds_int64(out, spelling, (x,), dim=dim, reverse=reverse)  # torch's result is int64
         return out if work == result_dtype else record("to", out, result_dtype)
 
     return expand
@@ -139,7 +141,7 @@ def _cumulative_arguments(call: Call) -> tuple[Any, int, torch.dtype | None]:
 
 
 _NOTE = ("one dim; a log-step scan of lane rotates (Mosaic has no scan primitive); 16-bit floats "
-         "accumulate in float32; integers give int32 (torch: int64)")
+         "accumulate in float32; integers give torch's int64 numbers in int32, checked to fit in interpret mode")
 
 SCAN_DEFINITIONS = (
     Composite("cumsum", ("cumsum",), _cumulative("cumsum"), dtypes=EVERY_DTYPE, note=_NOTE),

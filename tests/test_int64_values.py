@@ -1,0 +1,225 @@
+"""Integers torch computes in int64 (plan/int64_values.py, reference/int64.py).
+
+Device integers are int32. An integer sum, prod, cumsum or cumprod, `.long()`, and the
+integer arithmetic taking such a value on are int64 in torch: the kernel's int32 value is
+torch's number while it fits int32, and interpret mode (like reference mode) checks that it
+does where an op could leave int32, raising `exc.ShapeMismatch` at the line instead of
+answering with a wrapped number. `x op= v` of an int32 x wraps as torch's does; a cast the
+user writes to int32 ends the int64 value; sums of bools or bytes are proven, unchecked.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+_BIG = 2**30
+
+
+@pallasite.kernel
+def row_sums(x):
+    m, n = x.size()
+    out = torch.zeros(m, dtype=torch.int64)
+    for t in hl.tile(m):
+        out[t] = x[t, :].sum(1)
+    return out
+
+
+@pallasite.kernel
+def scaled_sums(x):
+    m, n = x.size()
+    out = torch.zeros(m, dtype=torch.float32)
+    for t in hl.tile(m):
+        s = x[t, :].sum(1)
+        out[t] = (s * 1000).float()
+    return out
+
+
+def _both_modes(kernel, args, **config):
+    _, compiled = code_and_output(kernel, args, **config)
+    return compiled, run_ref(kernel, args, **config)
+
+
+def _refused_in_both_modes(kernel, args, line: str, **config) -> None:
+    with pytest.raises(exc.ShapeMismatch, match="torch computes it in int64") as compiled:
+        code_and_output(kernel, args, **config)
+    assert line in str(compiled.value)
+    with pytest.raises(exc.ShapeMismatch, match="torch computes it in int64") as reference:
+        run_ref(kernel, args, **config)
+    assert line in str(reference.value)
+
+
+def test_a_sum_stored_into_an_int64_tensor_is_torchs_number_or_an_error():
+    """An int32 sum wrapped silently where torch's int64 sum holds 2**32 (both modes gave 0)."""
+    small = torch.randint(-1000, 1000, (13, 7), dtype=torch.int32)
+    for result in _both_modes(row_sums, (small,)):
+        torch.testing.assert_close(result, small.sum(1))
+    _refused_in_both_modes(row_sums, (torch.full((13, 4), _BIG, dtype=torch.int32),), "x[t, :].sum(1)")
+
+
+def test_arithmetic_on_an_int64_value_is_checked_where_it_could_leave_int32():
+    """The sum fits; its product with 1000 does not, in torch's int64 it is exact."""
+    fits = torch.full((8, 4), 5, dtype=torch.int32)
+    for result in _both_modes(scaled_sums, (fits,)):
+        torch.testing.assert_close(result, (fits.sum(1) * 1000).float())
+    _refused_in_both_modes(scaled_sums, (torch.full((8, 4), 2**20, dtype=torch.int32),), "(s * 1000)")
+
+
+@pallasite.kernel
+def counted_in_place(x):
+    m, n = x.size()
+    out = torch.zeros(m, dtype=torch.int32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int32)
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_int32_accumulator_updated_in_place_wraps_as_torchs(loop_type):
+    """`acc += s` keeps acc's int32 in torch: past int32 it wraps there too, no error."""
+    x = torch.full((8, 256), 2**23, dtype=torch.int32)  # 128 * 2**23 = 2**30 per tile: each sum fits,
+    # the total (2**31) wraps
+    expected = torch.zeros(8, dtype=torch.int32)
+    for block in x.split(128, dim=1):
+        expected += block.sum(1)
+    for result in _both_modes(counted_in_place, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type):
+        torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def carried_total(x):
+    m, n = x.size()
+    out = torch.zeros(m, dtype=torch.int64)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int32)
+        for tn in hl.tile(n):
+            acc = acc + x[tm, tn].sum(1)  # torch: acc becomes int64
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_an_accumulator_torch_widens_is_checked_through_the_loop(loop_type):
+    small = torch.randint(-50, 50, (8, 300), dtype=torch.int32)
+    for result in _both_modes(carried_total, (small,), block_sizes=[8, 128], pallas_loop_type=loop_type):
+        torch.testing.assert_close(result, small.sum(1))
+    big = torch.full((8, 300), 2**23, dtype=torch.int32)  # each tile fits, the total does not
+    _refused_in_both_modes(carried_total, (big,), "acc = acc + x[tm, tn].sum(1)", block_sizes=[8, 128],
+                           pallas_loop_type=loop_type)
+
+
+@pallasite.kernel
+def scans_and_casts(x):
+    m, n = x.size()
+    prefix = torch.zeros([m, n], dtype=torch.int64)
+    wrapped = torch.zeros([m], dtype=torch.int32)
+    for t in hl.tile(m):
+        v = x[t, :]
+        prefix[t, :] = torch.cumsum(v, 1)
+        wrapped[t] = v.sum(1, dtype=torch.int32)
+    return prefix, wrapped
+
+
+def test_a_cumsum_is_checked_and_a_sum_in_int32_wraps_as_torch():
+    x = torch.randint(-100, 100, (9, 33), dtype=torch.int32)
+    for prefix, wrapped in _both_modes(scans_and_casts, (x,)):
+        torch.testing.assert_close(prefix, torch.cumsum(x, 1))
+        torch.testing.assert_close(wrapped, x.sum(1, dtype=torch.int32))
+    big = torch.full((9, 33), 2**27, dtype=torch.int32)  # 16 lanes reach 2**31
+    _refused_in_both_modes(scans_and_casts, (big,), "torch.cumsum(v, 1)")
+
+
+@pallasite.kernel
+def wrapped_sum(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int32)
+    for t in hl.tile(m):
+        out[t] = x[t, :].sum(1, dtype=torch.int32)
+    return out
+
+
+def test_a_sum_asked_for_in_int32_wraps_without_error():
+    x = torch.full((8, 4), _BIG, dtype=torch.int32)
+    for result in _both_modes(wrapped_sum, (x,)):
+        torch.testing.assert_close(result, x.sum(1, dtype=torch.int32))
+
+
+@pallasite.kernel
+def long_products(x, y):
+    out = torch.zeros(x.size(0), dtype=torch.int64)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t].long() * y[t].long() // 7
+    return out
+
+
+def test_long_values_multiply_as_int64_or_raise():
+    x, y = torch.randint(-3000, 3000, (300,), dtype=torch.int32), torch.randint(-3000, 3000, (300,), dtype=torch.int32)
+    for result in _both_modes(long_products, (x, y)):
+        torch.testing.assert_close(result, x.long() * y.long() // 7)
+    big = torch.full((300,), 2**20, dtype=torch.int32)
+    _refused_in_both_modes(long_products, (big, big), "x[t].long() * y[t].long()")
+
+
+@pallasite.kernel
+def mask_counts(x):
+    m, n = x.size()
+    counts = torch.zeros([m], dtype=torch.int64)
+    means = torch.zeros([m], dtype=torch.float32)
+    for t in hl.tile(m):
+        v = x[t, :]
+        positive = (v > 0).sum(1)
+        counts[t] = positive + (v < 0).int().sum(1)
+        means[t] = v.sum(1).float() / n
+    return counts, means
+
+
+def test_sums_of_bools_are_proven_and_not_checked():
+    """Counting a mask cannot leave int32: no check is generated for it (only for v.sum)."""
+    x = torch.randint(-9, 9, (20, 50), dtype=torch.int32)
+    code, (counts, means) = code_and_output(mask_counts, (x,))
+    torch.testing.assert_close(counts, (x != 0).sum(1))
+    torch.testing.assert_close(means, x.sum(1).float() / 50)
+    assert code.count("CHECKS.fits_int32(") == 1
+    ref_counts, ref_means = run_ref(mask_counts, (x,))
+    torch.testing.assert_close(ref_counts, counts)
+    torch.testing.assert_close(ref_means, means)
+
+
+@pallasite.kernel
+def partial_tile_sums(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int64)
+    for t in hl.tile(m, block_size=8):
+        out[t] = x[t, :].prod(1) - x[t, :].sum(1)
+    return out
+
+
+def test_a_partial_tiles_padding_never_decides_the_check():
+    """13 rows in tiles of 8: the last tile's padding rows hold no data (a product's fill is 1)."""
+    x = torch.randint(1, 4, (13, 6), dtype=torch.int32)
+    for result in _both_modes(partial_tile_sums, (x,)):
+        torch.testing.assert_close(result, x.prod(1) - x.sum(1))
+
+
+@pallasite.kernel
+def int64_matmul(x, y):
+    out = torch.zeros([x.size(0), y.size(1)], dtype=torch.int32)
+    for tm, tn in hl.tile([x.size(0), y.size(1)]):
+        out[tm, tn] = (torch.matmul(x[tm, :].long(), y[:, tn].long())).to(torch.int32)
+    return out
+
+
+def test_a_contraction_of_int64_values_is_refused_in_both_modes():
+    x, y = torch.ones(8, 16, dtype=torch.int32), torch.ones(16, 128, dtype=torch.int32)
+    with pytest.raises(exc.UnsupportedDtype, match="no exact check"):
+        code_and_output(int64_matmul, (x, y))
+    with pytest.raises(exc.UnsupportedDtype, match="no exact check"):
+        run_ref(int64_matmul, (x, y))
