@@ -458,10 +458,14 @@ class KernelEmitter:
 
     def _op_operands(self, node: Node, op) -> tuple[list[Arg], dict]:
         """The rule's operands (widened, masked) and attrs (a masked mean's count)."""
+        floats = any(isinstance(a, Value) and a.dtype.is_floating_point for a in node.args)
         args = [
             Arg(self.render(a), a.shape, a.dtype, a) if isinstance(a, Value) else Arg(self.render(a), None, None, a)
             for a in node.args
         ]
+        for position, raw in enumerate(node.args):  # `x + 2**31` of a float x: torch's float scalar (a JAX
+            if floats and type(raw) is int and not -2**31 <= raw < 2**31:  # int literal would overflow int32)
+                args[position] = Arg(literal(float(raw)), None, None, float(raw))
         for position, arg in enumerate(args):
             widened = self._widened.get((node.id, position))
             if widened is not None:

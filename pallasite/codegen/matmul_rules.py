@@ -125,7 +125,8 @@ def _hl_dot(call: OpCall) -> str:
 @rule("full")
 def _full(call: OpCall) -> str:
     shape = literal(tuple(call.attrs["shape"]))
-    if call.args[0].raw == 0 and not isinstance(call.args[0].raw, bool):
+    raw = call.args[0].raw
+    if raw == 0 and not isinstance(raw, bool) and math.copysign(1.0, raw) > 0:  # -0.0 keeps its sign
         return f"jnp.zeros({shape}, {jnp_dtype(call.out_dtype)})"
     return f"jnp.full({shape}, {call.args[0].text}, {jnp_dtype(call.out_dtype)})"
 

@@ -23,7 +23,7 @@ from ..ir.ops import OpKind
 from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
 from .tile_runs import tile_run
-from ..ir.index_forms import IndexForm, RefusedForm
+from ..ir.index_forms import NARROW_INDEX_DTYPES, IndexForm, RefusedForm, narrow_index
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value
 
 # The supported-forms page's index forms beyond one item type each (each item type of
@@ -70,7 +70,6 @@ REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the n
 )
 
 
-_NARROW_INDEX_DTYPES = (torch.uint8, torch.int8, torch.int16)  # torch indexes with none of them
 
 
 def normalize_subscript(
@@ -173,11 +172,8 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
         if shifted is not None:  # tile.index, tile.index + c, tile - c
             dim, offset = shifted
             return TileSlice(dim) if offset == 0 else ShiftedTile(dim, offset)
-        if value.dtype in _NARROW_INDEX_DTYPES:  # torch: uint8 is a boolean mask, int8/int16 no index
-            raise exc.IndexingError(
-                f"{tensor_name}[...]: a {str(value.dtype).removeprefix('torch.')} index: torch indexes with "
-                "int32 or int64 tensors (a uint8 one is a boolean mask, an int8 or int16 one is refused); "
-                "cast it with .int().")
+        if value.dtype in NARROW_INDEX_DTYPES:  # torch: uint8 is a boolean mask, int8/int16 no index
+            raise exc.IndexingError(narrow_index(tensor_name, value.dtype))
         if value.shape == () and not value.dtype.is_floating_point and value.dtype != torch.bool:
             return ScalarIndex(value)
         if value.shape == ():

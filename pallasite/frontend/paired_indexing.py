@@ -21,7 +21,7 @@ import torch
 
 from .. import exc
 from ..ir import Value
-from ..ir.index_forms import moved_beside_pairs, unbroadcastable_pairs
+from ..ir.index_forms import NARROW_INDEX_DTYPES, moved_beside_pairs, narrow_index, unbroadcastable_pairs
 from ..ir.sizes import broadcast_shape
 from .proxies import DeviceTensor, HostScalar, TileProxy
 
@@ -53,6 +53,9 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
     name = tensor.symbol.name
     items = _explicit_items(key, len(tensor.symbol.shape), name)
     positions = index_tensors(items)
+    narrow = next((items[p].value.dtype for p in positions if items[p].value.dtype in NARROW_INDEX_DTYPES), None)
+    if narrow is not None:
+        raise exc.IndexingError(narrow_index(name, narrow))
     if any(isinstance(item, DeviceTensor) and item.tile_axis for item in items):
         raise exc.IndexingError(moved_beside_pairs(name))
     shapes = [tuple(items[p].value.shape) for p in positions]

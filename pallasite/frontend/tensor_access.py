@@ -168,6 +168,11 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
     index = normalize_subscript(key, symbol.shape, symbol.name, recorder.scalar_value, store=True)
     target_shape = indexed_shape(index, symbol.shape)
     operand = recorder.device_operand(value)
+    extra = len(operand.shape) - len(target_shape) if isinstance(operand, Value) else 0
+    if extra > 0 and all(type(size) is int and size == 1 for size in operand.shape[:extra]):
+        # torch drops a value's leading unit dims to fit the slot (`out[g] = v.amax(0, keepdim=True)`)
+        value = recorder.call_method(value, "reshape", (tuple(operand.shape[extra:]),), {})
+        operand = recorder.device_operand(value)
     if isinstance(operand, Value):
         try:
             fits = broadcast_shape(operand.shape, target_shape) == tuple(target_shape)

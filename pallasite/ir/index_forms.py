@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
+
 
 @dataclass(frozen=True)
 class IndexForm:
@@ -44,6 +46,16 @@ class RefusedForm:
     def __post_init__(self) -> None:
         if not (self.name and self.examples and self.why and self.instead):
             raise ValueError(f"refused form {self.name!r}: a name, examples, why and instead are required")
+
+
+NARROW_INDEX_DTYPES = (torch.uint8, torch.int8, torch.int16)  # torch indexes with none of them
+
+
+def narrow_index(name: str, dtype: torch.dtype) -> str:
+    """The refusal of an index tensor torch does not index with (uint8 is a boolean mask to torch,
+    int8 and int16 no index at all); the tracer raises it for one index or several paired."""
+    return (f"{name}[...]: a {str(dtype).removeprefix('torch.')} index: torch indexes with int32 or int64 "
+            "tensors (a uint8 one is a boolean mask, an int8 or int16 one is refused); cast it with .int().")
 
 
 def moved_beside_pairs(name: str) -> str:

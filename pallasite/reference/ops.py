@@ -222,13 +222,25 @@ def _pointwise(func: Callable, args: tuple, kwargs: dict, name: str) -> Any:
             args[key] = tensor
         else:
             kwargs[key] = tensor
-    result = lanes.finish(func(*args, **kwargs), axes)
+    result = lanes.finish(_int32_division_safe(func, name, args, kwargs), axes)
     if isinstance(result, torch.Tensor):
         tile_axes(tensors, result)
     offset = _shifted_run(name, args, kwargs)
     if offset is not None:  # `tile.index + c` stays a tile's shifted positions
         lanes.mark_run(result, offset)
     return result
+
+
+def _int32_division_safe(func: Callable, name: str, args: list, kwargs: dict) -> Any:
+    """`func(*args, **kwargs)`; a rounded integer division in int64 (torch's int32 kernel stops
+    the process on int32 min // -1, which the compiled kernel wraps), cast back to its dtype."""
+    integers = [a for a in args if isinstance(a, torch.Tensor) and not a.dtype.is_floating_point]
+    if name != "div" or kwargs.get("rounding_mode") is None or len(integers) != len(
+            [a for a in args if isinstance(a, torch.Tensor)]) or not integers:
+        return func(*args, **kwargs)
+    dtype = func(*(a.reshape(-1)[:0] if isinstance(a, torch.Tensor) else a for a in args), **kwargs).dtype
+    wide = [a.to(torch.int64) if isinstance(a, torch.Tensor) else a for a in args]
+    return func(*wide, **kwargs).to(dtype)
 
 
 def _shifted_run(name: str, args: list, kwargs: dict) -> int | None:

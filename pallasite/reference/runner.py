@@ -9,6 +9,7 @@ between iterations. The runner is the `hl` active tracer while it runs: `hl.zero
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import contextlib
 from typing import Any, Callable, Iterator
@@ -69,7 +70,10 @@ class ReferenceRunner:
         except TypeError as err:
             raise exc.KernelArgumentError(f"{self.fn.__name__}(): {err}") from None
         bound.apply_defaults()
-        self.walker.scope.update(kernel_scope(self.fn))
+        scope = kernel_scope(self.fn)
+        for name, op in (("min", torch.minimum), ("max", torch.maximum)):  # as the tracer's builtins
+            scope.setdefault(name, _device_fold(op, getattr(builtins, name)))
+        self.walker.scope.update(scope)
         self.walker.scope.update(bound.arguments)
         self.arguments = {id(value) for value in bound.arguments.values() if isinstance(value, torch.Tensor)}
         previous = hl.set_active_tracer(self)
@@ -489,3 +493,18 @@ def _single_device(what: str) -> exc.UnsupportedOperation:
         f"{what}: reference mode runs the kernel on one device, and a remote copy needs every "
         "device of the mesh running at once. Check such a kernel by running kernel.jax_fn under "
         "jax.shard_map on a CPU mesh (TPU interpret mode simulates the devices, DMAs and semaphores).")
+
+
+def _device_fold(op: Callable, python_fn: Callable) -> Callable:
+    """Builtin `min`/`max` in the kernel: of device values, torch.minimum/maximum pairwise (NaN
+    propagates), as the compiled kernel's; of anything else, Python's own."""
+    def fold(*args: Any, **kwargs: Any) -> Any:
+        items = list(args[0]) if len(args) == 1 and not isinstance(args[0], torch.Tensor) else list(args)
+        if kwargs or not any(lanes.is_device(item) for item in items):
+            return python_fn(*args, **kwargs)
+        result = items[0]
+        for item in items[1:]:
+            result = op(result if isinstance(result, torch.Tensor) else torch.tensor(result),
+                        item if isinstance(item, torch.Tensor) else torch.tensor(item))
+        return result
+    return fold

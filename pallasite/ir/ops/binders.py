@@ -64,7 +64,8 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
 # check the dtype themselves). A 16-bit float named there may be a gap of torch's CPU build
 # that a TPU does not have, so it is no refusal.
 _DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|"
-                            r"Input dtype must be either a floating point|does not support bool input")
+                            r"Input dtype must be either a floating point|does not support bool input|"
+                            r"cannot be converted to type \w+ without overflow|Expected dtype int32/int64 for index")
 _CPU_GAPS = ("Half", "BFloat16")
 
 
@@ -82,7 +83,11 @@ def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.Unsupp
         if isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") not in dtypes:
             dtypes.append(str(dtype).removeprefix("torch."))
     of = f" of {' and '.join(dtypes)}" if dtypes else ""
-    return exc.UnsupportedDtype(f"{display}{of}: torch refuses this dtype ({str(err).splitlines()[0]}); cast "
+    text = str(err).splitlines()[0]
+    if "without overflow" in text:  # a number the result's dtype cannot hold
+        return exc.UnsupportedDtype(f"{display}{of}: torch refuses the number ({text}); use one the dtype holds, "
+                                    "or cast the tensor to a wider dtype first.")
+    return exc.UnsupportedDtype(f"{display}{of}: torch refuses this dtype ({text}); cast "
                                 "the operand (e.g. `.float()`, `.to(torch.int32)`) where torch would need it.")
 
 
@@ -516,6 +521,10 @@ def gather_dim(op: OpDef, call: Call) -> Bound:
         raise exc.ShapeMismatch(
             f"{call.display}: the index has rank {call.rank_of(bound['index'])} and the input rank {rank}; "
             "torch.gather takes an index of the input's rank (reshape the index, e.g. idx[:, None]).")
+    index_dtype = getattr(call.meta_of(bound["index"]), "dtype", None)
+    if index_dtype not in (torch.int32, torch.int64):  # torch's own refusal (a float index read garbage)
+        raise dtype_refusal(call.display, [bound["input"], bound["index"]],
+                            RuntimeError("gather(): Expected dtype int32/int64 for index"))
     meta = call.run_meta(lambda x, i: torch.gather(x, dim, i.long()), (bound["input"], bound["index"]), {})
     return [bound["input"], bound["index"]], {"dim": dim % max(rank, 1)}, meta
 

@@ -1,0 +1,163 @@
+"""Numbers, signs and index dtypes as torch treats them (trial U's findings), in both modes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import code_and_output, run_ref
+
+
+def _both_modes(kernel, args, **config):
+    _, compiled = code_and_output(kernel, args, **config)
+    return compiled, run_ref(kernel, args, **config)
+
+
+@pallasite.kernel
+def past_int32_beside_floats(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t] + 2**31 - torch.where(x[t] > 2.5, x[t], 2**40) * 2**-40 + (x[t] >= 2**31).float()
+        out[t] = torch.clamp(v, max=2**33)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_number_past_int32_beside_a_float_is_torchs_float(dtype):
+    """`x + 2**31` of a float tile crashed compiled (JAX parsed the literal as int32)."""
+    x = torch.arange(5, dtype=torch.float32).to(dtype)
+    expected = torch.clamp(x + 2**31 - torch.where(x > 2.5, x, 2**40) * 2**-40 + (x >= 2**31).float(), max=2**33)
+    for result in _both_modes(past_int32_beside_floats, (x,)):
+        torch.testing.assert_close(result, expected.to(dtype))
+
+
+@pallasite.kernel
+def where_past_int8(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.where(x[t] > 0, x[t], 300)
+    return out
+
+
+@pallasite.kernel
+def clamp_past_float(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.clamp(x[t], max=1e40)
+    return out
+
+
+@pytest.mark.parametrize("kernel, x", [(where_past_int8, torch.tensor([1, -2, 3], dtype=torch.int8)),
+                                       (clamp_past_float, torch.arange(3.0))])
+def test_a_number_torch_cannot_convert_is_refused_in_both_modes(kernel, x):
+    """torch refuses 300 beside int8 in a where and 1e40 in a float32 clamp; compiled had
+    wrapped 300 to 44."""
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        code_and_output(kernel, (x,))
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        run_ref(kernel, (x,))
+
+
+@pallasite.kernel
+def signed_zero_fills(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = 1.0 / hl.full([t], -0.0, dtype=torch.float32) + torch.copysign(x[t], torch.full_like(x[t], -0.0))
+    return out
+
+
+def test_a_negative_zero_fill_keeps_its_sign():
+    x = torch.arange(1.0, 5.0)
+    for result in _both_modes(signed_zero_fills, (x,)):
+        torch.testing.assert_close(result, torch.full((4,), -math.inf))
+
+
+@pallasite.kernel
+def builtin_min_max(x):
+    out = torch.empty([x.size(0)], dtype=x.dtype)
+    for g in hl.grid(x.size(0)):
+        out[g] = min(x[g, 0], x[g, 1]) + max(x[g, 0], 0.5)
+    return out
+
+
+def test_builtin_min_max_of_device_values_propagate_nan_in_both_modes():
+    """Reference mode ran Python's min (2.0 for min(2.0, nan)); the compiled kernel's is torch.minimum."""
+    x = torch.tensor([[2.0, math.nan], [math.nan, 1.0], [3.0, 1.0]])
+    expected = torch.minimum(x[:, 0], x[:, 1]) + torch.maximum(x[:, 0], torch.tensor(0.5))
+    for result in _both_modes(builtin_min_max, (x,)):
+        torch.testing.assert_close(result, expected, equal_nan=True)
+
+
+@pallasite.kernel
+def keepdim_into_a_scalar_slot(x):
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype)
+    rows = torch.empty([m, n], dtype=x.dtype)
+    for g in hl.grid(m):
+        out[g] = x[g, :].amax(0, keepdim=True)
+        rows[g, :] = x[g, :][None, :] * 2
+    return out, rows
+
+
+def test_a_value_with_leading_unit_dims_fits_a_smaller_slot_as_in_torch():
+    """torch drops a stored value's leading unit dims; compiled refused `[1]` into a 0-d slot."""
+    x = torch.randn(5, 7)
+    for out, rows in _both_modes(keepdim_into_a_scalar_slot, (x,)):
+        torch.testing.assert_close(out, x.amax(1))
+        torch.testing.assert_close(rows, x * 2)
+
+
+@pallasite.kernel
+def rounded_divisions(a, b):
+    out = torch.empty_like(a)
+    for t in hl.tile(a.size(0)):
+        out[t] = torch.div(a[t], b[t], rounding_mode="trunc") - torch.div(a[t], b[t], rounding_mode="floor")
+    return out
+
+
+def test_int32_min_divided_by_minus_one_does_not_stop_reference_mode():
+    """torch's int32 kernel stops the process (SIGFPE); both modes wrap as the compiled kernel."""
+    a = torch.tensor([-2**31, 7, -7], dtype=torch.int32)
+    b = torch.tensor([-1, 2, 2], dtype=torch.int32)
+    for result in _both_modes(rounded_divisions, (a, b)):
+        torch.testing.assert_close(result, torch.tensor([0, 0, 1], dtype=torch.int32))
+
+
+@pallasite.kernel
+def gather_by(x, index):
+    out = torch.empty([x.size(0), index.size(1)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = torch.gather(x[t, :], 1, index[t, :])
+    return out
+
+
+@pallasite.kernel
+def paired_by(x, index):
+    out = torch.empty([x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t.index, index[t]]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int16, torch.bool])
+def test_an_index_of_a_dtype_torch_refuses_is_refused_in_both_modes(dtype):
+    """A float index read garbage compiled (2.7 gave column 0); torch refuses it."""
+    x = torch.arange(20.0).reshape(4, 5)
+    index = torch.ones((4, 3)).to(dtype)
+    with pytest.raises(exc.UnsupportedDtype, match="int32/int64 for index"):
+        code_and_output(gather_by, (x, index))
+    with pytest.raises(exc.UnsupportedDtype, match="int32/int64 for index"):
+        run_ref(gather_by, (x, index))
+
+
+def test_a_narrow_index_paired_with_a_tile_is_refused_in_both_modes():
+    x = torch.arange(20.0).reshape(4, 5)
+    index = torch.tensor([0, 1, 2, 3], dtype=torch.int8)
+    with pytest.raises(exc.IndexingError, match="int8"):
+        code_and_output(paired_by, (x, index))
+    with pytest.raises(exc.IndexingError, match="int8"):
+        run_ref(paired_by, (x, index))
