@@ -484,8 +484,9 @@ def _check_int32_numbers(operands: list, display: str) -> None:
         if type(number) is int and not -2**31 <= number < 2**31:
             raise exc.UnsupportedDtype(
                 f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
-                "64-bit vectors; torch computes this in int64). Compare or compute in float32 "
-                "(`x.float()`), or keep the number within int32.")
+                "64-bit vectors; torch keeps it beside an int64 tensor and wraps it into a narrower one). Compare "
+                "or compute in "
+                "float32 (`x.float()`), or write a number within int32.")
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:

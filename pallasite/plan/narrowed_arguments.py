@@ -320,7 +320,8 @@ class _Provenance:
         if not integer:  # the values leave as a comparison or a float: exact if nothing wrapped
             wrapped = next((arg for arg in _flat(_value_operands(node)) if id(arg) in self.unbounded), None)
             if wrapped is not None:
-                raise _data_use(source, f"converts integers computed from its values ({node.op} of "
+                use = "stores" if isinstance(node, Store) else f"converts (its {node.op})"
+                raise _data_use(source, f"{use} integers computed from its values (with "
                                         f"{self.unbounded[id(wrapped)]}), which int32 may not hold where torch's "
                                         "int64 does", node.location)
             return
