@@ -123,6 +123,12 @@ def test_the_reduction_kind_draws_integer_sums_torch_holds_in_int64():
     assert any(spec.fill == "large" for case in cases for spec in case.inputs)
 
 
+def test_the_reduction_kind_carries_tuples_and_lists():
+    cases = [generate(SEED, i, kinds=("reduction",)) for i in range(300)]
+    carried = {case.tags[2] for case in cases if case.tags[:1] == ("two_pass",)}
+    assert {"stat", "tuple", "list"} <= carried
+
+
 def test_the_issue_22_scatter_and_masked_load_forms_are_generated():
     cases = [generate(SEED, i, kinds=("scatter", "flat_gather")) for i in range(120)]
     forms = {case.tags[1] for case in cases}

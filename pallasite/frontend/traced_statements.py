@@ -121,7 +121,8 @@ class TracedStatements:
         (each device value it reassigns that existed before it)."""
         loc = self.walker.location_of(stmt)
         dims = self.dims.loop_dims(stmt, spec, inner_bound(self.recorder), loc)
-        carried = self._carry(assigned)
+        groups = self._carry(assigned)
+        carried = [item for _, _, items in groups for item in items]
         loop = TileLoop(dims, [], loc, carried)
         self.recorder.push_body(loop.body, dims)
         try:
@@ -131,11 +132,12 @@ class TracedStatements:
         finally:
             self.recorder.pop_body()
         self.walker.enter(stmt)
-        for item in carried:
-            self._close_carried(item, loc)
+        for name, kind, items in groups:
+            self._close_group(name, kind, items, loc)
         self.recorder.append_node(loop)
         self.recorder.close_loop(loop)
-        return {item.name: DeviceTensor(self.recorder, item.out) for item in carried}
+        return {name: DeviceTensor(self.recorder, items[0].out) if kind is None else
+                kind(DeviceTensor(self.recorder, item.out) for item in items) for name, kind, items in groups}
 
     def _loop_variable(self, spec: hl.TileIterable, dims: list[TileDim]) -> Any:
         """Record each dim's begin; the loop variable: tiles, or scalars for hl.grid."""
@@ -147,20 +149,41 @@ class TracedStatements:
                    for d in dims]
         return tuple(proxies) if spec.multi else proxies[0]
 
-    def _carry(self, assigned: list[str]) -> list[Carried]:
-        """The loop's carried values; in the body each name is the loop's parameter."""
-        carried = []
+    def _carry(self, assigned: list[str]) -> list[tuple[str, type | None, list[Carried]]]:
+        """The loop's carried values, by name: a device value, or a tuple or list of them
+        (`state = (m, l)`: one carried value per item, `state_0`, `state_1`); in the body each
+        is the loop's parameter. Each name gives (name, its container type or None, values)."""
+        groups = []
         for name in assigned:
             value = self.walker.scope.get(name)
             if isinstance(value, DeviceTensor):
                 param = Value(value.value.shape, value.value.dtype, name)
-                carried.append(Carried(name, value.value, param))
+                groups.append((name, None, [Carried(name, value.value, param)]))
                 self.walker.scope[name] = DeviceTensor(self.recorder, param)
-        return carried
+            elif type(value) in (tuple, list) and value and all(isinstance(v, DeviceTensor) for v in value):
+                for i, v in enumerate(value):  # the generated code calls an unnamed item `state_0`
+                    v.value.name = v.value.name or f"{name}_{i}"
+                items = [Carried(f"{name}_{i}", v.value, Value(v.value.shape, v.value.dtype, f"{name}_{i}"))
+                         for i, v in enumerate(value)]
+                groups.append((name, type(value), items))
+                self.walker.scope[name] = type(value)(DeviceTensor(self.recorder, item.param) for item in items)
+        return groups
 
-    def _close_carried(self, item: Carried, loc: exc.SourceLocation) -> None:
+    def _close_group(self, name: str, kind: type | None, items: list[Carried], loc: exc.SourceLocation) -> None:
+        result = self.walker.scope.get(name)
+        if kind is None:
+            self._close_carried(items[0], result, loc)
+            return
+        if type(result) is not kind or len(result) != len(items):
+            raise exc.UnsupportedSyntax(
+                f"Loop-carried variable '{name}' is a {kind.__name__} of {len(items)} device values before the "
+                f"loop; an iteration must leave it one too (it left {type(result).__name__} "
+                f"{'of ' + str(len(result)) + ' items' if isinstance(result, (tuple, list)) else ''}).", loc)
+        for item, element in zip(items, result):
+            self._close_carried(item, element, loc)
+
+    def _close_carried(self, item: Carried, result: Any, loc: exc.SourceLocation) -> None:
         """A carried value after the body: its result must keep the shape and dtype."""
-        result = self.walker.scope.get(item.name)
         if not isinstance(result, DeviceTensor):
             raise exc.UnsupportedSyntax(
                 f"Loop-carried variable '{item.name}' must stay a device tensor in the loop.", loc)

@@ -215,8 +215,15 @@ def _two_pass(draw: Draw, name: str) -> Case:
     ))
     body = _lines(0, "m, n = x.size()", "out = torch.empty([m, n], dtype=torch.float32, device=x.device)",
                   "for tm in hl.tile(m):")
-    body += _lines(1, f"stat = {init}", "for tn in hl.tile(n):")
-    body.append(Line(2, f"stat = {update}"))
+    carried = rng.choice(("stat", "stat", "tuple", "list"))  # a tuple or list of device values is carried too
+    if carried == "stat":
+        body += _lines(1, f"stat = {init}", "for tn in hl.tile(n):")
+        body.append(Line(2, f"stat = {update}"))
+    else:
+        left, right = ("(", ",)") if carried == "tuple" else ("[", "]")
+        body += _lines(1, f"state = {left}{init}, hl.zeros([tm], dtype=torch.float32){right}", "for tn in hl.tile(n):")
+        body.append(Line(2, f"state = {left}{update.replace('stat', 'state[0]')}, state[1] + 1{right}"))
+        body.append(Line(1, "stat = state[0] + state[1] * 0"))
     body.append(Line(1, "for tn in hl.tile(n):"))
     body.append(Line(2, f"out[tm, tn] = {use}"))
     body.append(Line(0, "return out"))
@@ -225,7 +232,7 @@ def _two_pass(draw: Draw, name: str) -> Case:
         folded = rng.randrange(2)
         loop_type = tuple(FOLDED_LOOP_TYPE if i == folded else draw.loop_type() for i in range(2))
     return Case("reduction", name, (InputSpec("x", ("m", "n"), dtype),), tuple(body), dims,
-                loop_type=loop_type, tags=("two_pass", stat))
+                loop_type=loop_type, tags=("two_pass", stat, carried))
 
 
 def reduction(draw: Draw, name: str) -> Case:
