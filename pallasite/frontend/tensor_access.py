@@ -79,7 +79,9 @@ def _is_tile(item: Any) -> bool:
 def _subview(recorder: Any, block: DeviceTensor, key: Any) -> DeviceTensor:
     """`blk[2]`, `blk[1:3]`, `blk[tile.index]`: a narrowing read of a device value, recorded
     as a `subview` node (whether it reads a VMEM ref is decided in plan/subviews.py)."""
-    name = block.value.name or "value"
+    producer = block.value.producer
+    internal = producer is not None and producer.composite  # a composite's step: no name of the user's
+    name = "value" if internal or not block.value.name else block.value.name
     index = normalize_narrowing(key, tuple(block.value.shape), name, recorder.scalar_value)
     shape = narrowed_shape(index, tuple(block.value.shape))
     scalars = tuple(item.start if isinstance(item, Run) else item.index for item in index
