@@ -12,6 +12,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.runtime.chips import chip_info, default_chip
+from pallasite.testing import run_ref
 
 from source_lines import assert_points_at, line_of
 
@@ -360,3 +361,21 @@ def test_refusals_are_the_builtin_exceptions_python_code_catches():
     with pytest.raises(TypeError, match="float64"):
         sorts(torch.randn(8, 128, dtype=torch.float64))
     assert issubclass(exc.KernelArgumentError, TypeError) and issubclass(exc.InvalidConfig, ValueError)
+
+
+@pallasite.kernel
+def scaled_by_keywords(x, *, alpha: float = 2.0, shift: int = 0, bias: torch.Tensor | None = None):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] * alpha + shift + (bias[t] if bias is not None else 0.0)
+    return out
+
+
+def test_keyword_only_parameters_bind_as_python_binds_them():
+    """`def k(x, *, alpha=2.0)` was refused ('takes 1 arguments, got 2', trial V)."""
+    x, bias = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(scaled_by_keywords(x), x * 2)
+    torch.testing.assert_close(scaled_by_keywords(x, alpha=3.0, shift=2, bias=bias), x * 3 + 2 + bias)
+    torch.testing.assert_close(run_ref(scaled_by_keywords, (x,), {"alpha": 0.5}), x * 0.5)
+    with pytest.raises(exc.KernelArgumentError, match="positional"):
+        scaled_by_keywords(x, 3.0)

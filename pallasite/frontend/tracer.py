@@ -91,7 +91,7 @@ class Tracer:
         self.recorder.check_in_place = self.walker.check_in_place_update  # `x op= v` on a value others hold
 
     def run(self) -> KernelIR:
-        params = [a.arg for a in self.fn_ast.args.args]
+        params = parameter_names(self.fn_ast)
         if len(params) != len(self.arg_specs):
             raise exc.KernelArgumentError(
                 f"{self.fn.__name__} takes {len(params)} arguments, got {len(self.arg_specs)}."
@@ -188,7 +188,7 @@ class Tracer:
     def specialize(self, value: Any) -> Any:
         if isinstance(value, HostScalar):
             self.specialized.add(value.symbol.name)
-            index = [a.arg for a in self.fn_ast.args.args].index(value.symbol.name)
+            index = parameter_names(self.fn_ast).index(value.symbol.name)
             if self.arg_specs[index].value is None:
                 raise exc.UnsupportedSyntax(
                     f"hl.specialize({value.symbol.name}): the argument is traced by jax.jit, so its "
@@ -319,9 +319,16 @@ class Tracer:
         return result
 
 
+def parameter_names(fn_ast: ast.FunctionDef) -> list[str]:
+    """The kernel's parameters in the order its call binds them (`inspect.signature`):
+    positional ones, then keyword-only ones (`def k(x, *, alpha=2.0)`)."""
+    arguments = fn_ast.args
+    return [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+
+
 def _specialized_parameters(fn_ast: ast.FunctionDef) -> frozenset[str]:
     """The parameters the kernel's body passes, by name, to `hl.specialize(...)`."""
-    params = {a.arg for a in fn_ast.args.args}
+    params = set(parameter_names(fn_ast))
     names = set()
     for node in ast.walk(fn_ast):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
