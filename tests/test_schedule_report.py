@@ -145,6 +145,32 @@ def test_jagged_sum_example():
 
 
 @pallasite.kernel
+def jagged_tile_sums(values, offsets):
+    nb = offsets.size(0) - 1
+    out = torch.zeros([nb], dtype=torch.float32, device=values.device)
+    for tile_b in hl.tile(nb):
+        starts = offsets[tile_b]
+        lengths = offsets[tile_b.index + 1] - starts
+        acc = hl.zeros([tile_b], dtype=torch.float32)
+        for tile_k in hl.jagged_tile(lengths):
+            acc = acc + hl.load(values, [starts[:, None] + tile_k.index[None, :]]).sum(-1)
+        out[tile_b] = acc
+    return out
+
+
+def test_a_jagged_tile_loop_bound_is_its_tiles_longest_length():
+    """hl.jagged_tile's loop runs to the longest length of the outer tile (`amax` of a vector
+    read at the tile's positions): the report could not evaluate it, so autotuning rejected every
+    candidate of every hl.jagged_tile kernel (trial V)."""
+    offsets = torch.tensor([0, 3, 3, 40, 41, 100, 100, 230], dtype=torch.int32)
+    lengths = (offsets[1:] - offsets[:-1]).tolist()
+    for block_b, block_k in ((2, 16), (4, 32), (8, 128)):
+        report = schedule_report(jagged_tile_sums, (torch.randn(230), offsets), block_sizes=[block_b, block_k])
+        longest = [max(lengths[i:i + block_b]) for i in range(0, len(lengths), block_b)]
+        assert report["inner_tiles"] == sum(cdiv(n, block_k) for n in longest)
+
+
+@pallasite.kernel
 def pick_rows(x, idx):
     out = torch.empty([idx.size(0), x.size(1), x.size(2)], dtype=x.dtype, device=x.device)
     for g in hl.grid(idx.size(0)):

@@ -4,8 +4,9 @@ Every data-dependent bound of the plan — an inner loop's `begin`/`end`
 (`offsets[g]`, `min(s, tile_q.end)`, `max(k_start, tile_q.begin - w)`), a kernel
 scalar, a block index read from a prefetched table — is a tree of IR values
 over tile begins, constants, integer arithmetic, scalar arguments and scalar
-reads of small tensors. `ScalarValues` evaluates those trees in Python over the
-argument values, so the counts are the kernel's own, not an estimate: a loop
+reads of small tensors — or a reduction of a vector read at a tile's positions (an
+`hl.jagged_tile` loop runs to its outer tile's longest length). `ScalarValues` evaluates
+those trees in Python over the argument values, so the counts are the kernel's own, not an estimate: a loop
 runs `cdiv(max(end - begin, 0), block)` tiles per dim, as the generated code
 computes it.
 
@@ -102,7 +103,40 @@ class ScalarValues:
             low, high = (node.kwargs.get(k) for k in ("min", "max"))
             result = result if low is None else max(result, self.value(low, env))
             return result if high is None else min(result, self.value(high, env))
+        if node.op in _VECTOR_REDUCTIONS and isinstance(node.args[0], Value) and len(node.args[0].shape) == 1:
+            lanes = self.vector(node.args[0], env)  # `lengths.amax()`: an hl.jagged_tile loop's bound
+            return _number(_VECTOR_REDUCTIONS[node.op](lanes)) if lanes.size else 0
         raise _cannot(operand, f"its op {node.op!r} is not evaluated by the schedule report")
+
+    def vector(self, operand: Any, env: dict[int, tuple[int, int, int]]) -> np.ndarray:
+        """A 1-D int value of one tile's valid lanes: a tile's positions, a tensor read at
+        them (`offsets[tile_b.index + 1]`: 0 outside the tensor, as the kernel reads), and
+        elementwise arithmetic on those and on scalars."""
+        if not isinstance(operand, Value) or not operand.shape:
+            return np.asarray(self.value(operand, env))
+        node = operand.producer
+        if isinstance(node, Load) and len(node.index) == 1 and hasattr(node.index[0], "dim"):
+            item = node.index[0]
+            positions = self._positions(item.dim, env) + getattr(item, "offset", 0)
+            table = np.asarray(self._table(node.tensor)).reshape(-1)
+            inside = (positions >= 0) & (positions < table.shape[0])
+            return np.where(inside, table[np.clip(positions, 0, max(table.shape[0] - 1, 0))], 0)
+        if node is not None and node.op == "tile_index":
+            return self._positions(node.args[0], env)
+        arithmetic = None if node is None else scalar_arithmetic(node.op)
+        if arithmetic is not None:
+            left, right = (self.vector(a, env) for a in node.args[:2])
+            return np.asarray(arithmetic.function(left, right * node.kwargs.get("alpha", 1)))
+        if node is not None and node.op in ("to", "identity"):
+            return self.vector(node.args[0], env)
+        raise _cannot(operand, f"its op {node.op if node is not None else 'argument'!r} is not evaluated "
+                               "lane by lane by the schedule report")
+
+    def _positions(self, dim: TileDim, env) -> np.ndarray:
+        if dim.id not in env:
+            raise _cannot(dim.name, "it reads a tile outside its loop")
+        begin, _, hi = env[dim.id]
+        return np.arange(begin, min(begin + dim.block_size, hi))
 
     def _tile_attribute(self, op: str, dim: TileDim, env) -> int:
         if dim.id not in env:
@@ -131,6 +165,9 @@ class ScalarValues:
                 f"schedule_report needs the values of {symbol.name!r} (the kernel's loop bounds read "
                 "them), but it is a meta tensor.")
         return value
+
+
+_VECTOR_REDUCTIONS = {"amax": np.max, "amin": np.min, "sum": np.sum}
 
 
 def _number(value: Any) -> int:
