@@ -74,7 +74,7 @@ def whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
     name = tensor.symbol.name
     return exc.IndexingError(
         f"Host tensor '{name}' is used whole inside a device loop; index it with tiles, "
-        f"e.g. {name}[tile]."
+        f"e.g. {name}[tile], or read all of it as a block with {name}[:] (a layer norm's weight)."
     )
 
 

@@ -185,7 +185,7 @@ def _check_operands(args: Any) -> None:
         if isinstance(item, torch.Tensor) and not lanes.is_device(item) and item.ndim > 0:  # a 0-d one: its value
             raise exc.IndexingError(
                 "A host tensor is used whole inside a device loop; index it with tiles, "
-                "e.g. x[tile].")
+                "e.g. x[tile], or read all of it as a block with x[:] (a layer norm's weight).")
 
 
 def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
