@@ -511,3 +511,18 @@ def half_fill_past_its_range(x):
     for tm in hl.tile(x.size(0)):
         out[tm] = hl.full([tm], 1e5, dtype=torch.float16)
     return out
+
+
+@pallasite.kernel
+def method_in_place(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        a = x[t]
+        a.add_(1)
+        out[t] = a
+    return out
+
+
+def test_an_in_place_method_says_what_to_write():
+    with pytest.raises(exc.UnsupportedOperation, match=r"write `x = x.add\(...\)`"):
+        method_in_place(torch.randn(8))

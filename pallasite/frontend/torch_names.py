@@ -77,4 +77,7 @@ def refused_hints() -> dict[str, str]:
 
 def unsupported_hint(name: str) -> str:
     """What to write instead of an unsupported torch function, when pallasite knows (or '')."""
+    if name not in _HINTS and name.endswith("_") and not name.startswith("_") and name[:-1] in ops.SPELLINGS:
+        return (f" Tensor.{name} updates a value in place, which device values do not (they are values, as "
+                f"in Helion); write `x = x.{name[:-1]}(...)` (or `x += ...` for an operator).")
     return _HINTS.get(name, "")
