@@ -223,3 +223,23 @@ def test_a_contraction_of_int64_values_is_refused_in_both_modes():
         code_and_output(int64_matmul, (x, y))
     with pytest.raises(exc.UnsupportedDtype, match="no exact check"):
         run_ref(int64_matmul, (x, y))
+
+
+@pallasite.kernel
+def doubled_row_sums(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int64)
+    for t in hl.tile(m):
+        v = x[t, :] * 2
+        out[t] = v.sum(1)
+    return out
+
+
+def test_a_checked_sum_does_not_run_as_a_loop_over_chunks():
+    """reduction_loops computed the sum chunk by chunk without its check (8.4e9 wrapped silently)."""
+    x = torch.full((16, 1000), 2**22, dtype=torch.int32)
+    with pytest.raises(exc.BackendUnsupported, match="torch holds in int64"):
+        code_and_output(doubled_row_sums, (x,), block_sizes=[8], reduction_loops=[256])
+    small = torch.randint(-100, 100, (16, 1000), dtype=torch.int32)
+    _, out = code_and_output(doubled_row_sums, (small,), block_sizes=[8], reduction_loops=[None])
+    torch.testing.assert_close(out, (small * 2).sum(1))

@@ -45,17 +45,8 @@ _BOUNDED = frozenset({"maximum", "minimum", "where", "clamp", "remainder", "fmod
 def int64_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[RangeCheck, ...]:
     """One check per op of `body` that makes a value torch holds in int64 and could leave int32
     (`padded`: the mask planner's padded axes of each value, by id)."""
-    wide = _wide_values(body)
-    if not wide:
-        return ()
     checks = []
-    for node in walk_nodes(body):
-        if not _makes_wide_integer(node, wide):
-            continue
-        recipe = _recipe(node, wide)
-        if recipe is None or _proven(*recipe, node):
-            continue
-        op, operands, attrs = recipe
+    for node, (op, operands, attrs) in _checked(body):
         text = _spelling(op, operands, attrs).replace("{", "{{").replace("}", "}}")
         message = (f"{text}: torch computes it in int64, and its values span [{{lo}}, {{hi}}], past int32, "
                    "which device integers are (TPU has no 64-bit vectors); compute in float32 (`x.float()`), "
@@ -67,6 +58,25 @@ def int64_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[Ra
                                  recompute=(op, tuple(sorted(attrs.items()))), operands=tuple(operands),
                                  operand_valid=valid))
     return tuple(checks)
+
+
+def checked_nodes(body: list) -> set[int]:
+    """The ids of the nodes of `body` interpret mode checks (a looped reduction, which never
+    computes them whole, must not hold one: plan/reduction_loops.py)."""
+    return {node.id for node, _ in _checked(body)}
+
+
+def _checked(body: list) -> Iterator[tuple[Node, tuple]]:
+    """Each node making a value torch holds in int64 that could leave int32, with its recipe."""
+    wide = _wide_values(body)
+    if not wide:
+        return
+    for node in walk_nodes(body):
+        if not _makes_wide_integer(node, wide):
+            continue
+        recipe = _recipe(node, wide)
+        if recipe is not None and not _proven(*recipe, node):
+            yield node, recipe
 
 
 def _makes_wide_integer(node: Node, wide: set[int]) -> bool:
@@ -241,4 +251,4 @@ def _is_integer(dtype: torch.dtype) -> bool:
     return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
-__all__ = ["RECOMPUTED", "int64_checks"]
+__all__ = ["RECOMPUTED", "checked_nodes", "int64_checks"]

@@ -41,6 +41,7 @@ from ..ir import FullSlice, IfBlock, KernelIR, Load, NewAxis, Node, ScalarIndex,
 from ..ir import walk_nodes
 from .index_expr import ZERO
 from .access_plans import keeps_axis
+from .int64_values import checked_nodes
 from .plans import (
     Access, AxisBlock, BlockKind, LoopedReduction, Memory, Operand, PrefixSlice, ReductionChunk,
 )
@@ -200,7 +201,21 @@ def plan_reduction_loops(ir: KernelIR, body: list, chunks: list | None) -> Loope
         if chunk is None or chunk >= extent:  # one block holds the whole dim
             continue
         drafts.append(_draft(node, axis, extent, chunk, entry, dims[entry], producers, stored))
+    _refuse_checked_regions(body, drafts)
     return LoopedReductions(drafts, _skipped(body, drafts))
+
+
+def _refuse_checked_regions(body: list, drafts: list[_Draft]) -> None:
+    """A value torch holds in int64 is checked whole before its op runs (plan/int64_values.py);
+    chunks never hold it whole."""
+    checked = checked_nodes(body) if drafts else set()
+    for draft in drafts:
+        if any(node.id in checked for node in (*draft.region, draft.node)):
+            raise exc.BackendUnsupported(
+                f"reduction_loops[{draft.entry}]={draft.chunk}: this {draft.node.op} over a dim of {draft.extent} "
+                "computes integers torch holds in int64, which interpret mode checks on the whole row (a "
+                f"chunk never holds it). Set reduction_loops[{draft.entry}] to None for it, or sum in int32 "
+                "(`dtype=torch.int32`) or float32.", draft.node.location)
 
 
 def _draft(node, axis, extent, chunk, entry, dim: ReductionDim, producers, stored) -> _Draft:
