@@ -103,7 +103,7 @@ def _make_augmented(binary: str, symbol: str):
         result = getattr(self, binary)(other)
         if not isinstance(result, _TensorLike):
             return result
-        producer = getattr(result, "value", None) and result.value.producer
+        producer = result.value.producer if isinstance(result, DeviceTensor) else None
         if producer is not None and producer.args and producer.args[0] is getattr(self, "value", None):
             producer.in_place = True  # torch keeps x's dtype: int32 x += an int64 value wraps
         cast = ops.augmented_dtype(tuple(self.meta.shape), self.dtype, tuple(result.meta.shape), result.dtype, symbol)

@@ -176,7 +176,7 @@ def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound | Redirect
     if cast and getattr(call.meta_of(call.args[0]), "dtype", None) != dtype:
         # torch casts the input to `dtype`, then reduces (in it: an int32 sum stays int32): two ops here
         return Redirect((("to", (call.args[0], dtype), {}),
-                         (call.spelling, (Earlier(0), *call.args[1:]), dict(call.kwargs)), _last))
+                         (call.spelling, (Earlier(0), *call.args[1:]), dict(call.kwargs))), _last)
     operands, attrs = op.signature.bind(op.name, call.args, call.kwargs)
     rank = call.rank_of(operands[0])
     attrs["dim"] = normalize_dims(attrs["dim"], rank)
