@@ -243,3 +243,74 @@ def test_a_checked_sum_does_not_run_as_a_loop_over_chunks():
     small = torch.randint(-100, 100, (16, 1000), dtype=torch.int32)
     _, out = code_and_output(doubled_row_sums, (small,), block_sizes=[8], reduction_loops=[None])
     torch.testing.assert_close(out, (small * 2).sum(1))
+
+
+@pallasite.kernel
+def views_of_sums(x):
+    m, n = x.size()
+    out = torch.zeros([m, n], dtype=torch.int64)
+    for t in hl.tile(m):
+        s = x[t, :].sum(1)
+        out[t, :] = s[:, None] * 4 + x[t, :].sum(1, dtype=torch.int64)[:, None]
+    return out
+
+
+def test_a_view_of_an_int64_value_is_checked_in_both_modes():
+    """Reference mode lost the int64 mark through `s[:, None]` and wrapped silently (trial W)."""
+    small = torch.randint(-50, 50, (8, 7), dtype=torch.int32)
+    for result in _both_modes(views_of_sums, (small,)):
+        torch.testing.assert_close(result, (small.sum(1) * 5)[:, None].expand(8, 7))
+    _refused_in_both_modes(views_of_sums, (torch.full((8, 7), 2**28, dtype=torch.int32),), "s[:, None] * 4")
+
+
+@pallasite.kernel
+def hl_scans(x):
+    m, n = x.size()
+    out = torch.zeros([m, n], dtype=torch.int64)
+    for t in hl.tile(m):
+        out[t, :] = hl.cumsum(x[t, :], 1) + hl.cumsum(x[t, :], 1, reverse=True)
+    return out
+
+
+def test_hl_cumsum_holds_torchs_int64_as_torch_cumsum():
+    """hl.cumsum is torch.cumsum of a tile: it wrapped silently in both modes (trial W)."""
+    small = torch.randint(-50, 50, (4, 9), dtype=torch.int32)
+    for result in _both_modes(hl_scans, (small,)):
+        torch.testing.assert_close(result, small.cumsum(1) + small.flip(1).cumsum(1).flip(1))
+    _refused_in_both_modes(hl_scans, (torch.full((4, 9), 2**28, dtype=torch.int32),), "hl.cumsum(x[t, :], 1)")
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def int64_accumulator(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int64)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int64)
+        for tn in hl.tile(n):
+            acc += x[tm, tn].sum(1)
+        out[tm] = acc
+    return out
+
+
+def test_an_int64_accumulator_holds_torchs_numbers_or_raises():
+    """hl.zeros(..., dtype=torch.int64) was refused compiled and wrapped in reference mode (trial W)."""
+    small = torch.randint(-1000, 1000, (8, 300), dtype=torch.int32)
+    for result in _both_modes(int64_accumulator, (small,)):
+        torch.testing.assert_close(result, small.sum(1))
+    _refused_in_both_modes(int64_accumulator, (torch.full((8, 300), 2**23, dtype=torch.int32),), "acc += x[tm, tn]")
+
+
+@pallasite.kernel
+def int8_sums_in_wider_dtypes(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int64)
+    for t in hl.tile(m):
+        out[t] = x[t, :].sum(1, dtype=torch.int32) + x[t, :].sum(1, dtype=torch.int64)
+    return out
+
+
+def test_sum_with_a_dtype_of_another_width():
+    """`.sum(1, dtype=torch.int64)` recursed without end (the cast's int32 never matched int64)."""
+    x = torch.randint(-100, 100, (8, 50), dtype=torch.int8)
+    for result in _both_modes(int8_sums_in_wider_dtypes, (x,)):
+        torch.testing.assert_close(result, x.sum(1, dtype=torch.int64) * 2)

@@ -161,3 +161,20 @@ def test_a_narrow_index_paired_with_a_tile_is_refused_in_both_modes():
         code_and_output(paired_by, (x, index))
     with pytest.raises(exc.IndexingError, match="int8"):
         run_ref(paired_by, (x, index))
+
+
+@pallasite.kernel
+def half_fills(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.clamp(x[t], max=70000.0) + torch.full_like(x[t], 70000.0)
+    return out
+
+
+def test_float16_numbers_past_its_range_are_refused_in_both_modes():
+    """clamp(max=70000.) and full_like(70000.) of float16 ran compiled (inf); torch refuses them."""
+    x = torch.ones(4, dtype=torch.float16)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        code_and_output(half_fills, (x,))
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        run_ref(half_fills, (x,))

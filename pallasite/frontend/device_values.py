@@ -25,6 +25,10 @@ def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype, like: Device
     reduction of `torch.ones_like(v)` counts only v's valid elements, as torch does)."""
     if recorder.device is None:
         raise exc.UnsupportedSyntax("hl.zeros/hl.full create device values; use torch.zeros in host code.")
+    wide = dtype == torch.int64  # an int64 accumulator: torch's int64 numbers, held in int32 and checked
+    if wide:
+        check_int64_fill(value)
+        dtype = torch.int32
     check_dtype(dtype, "hl.full")
     entries = shape if isinstance(shape, (list, tuple)) else [shape]
     dims = tuple(shape_entry(s) for s in entries)
@@ -33,7 +37,27 @@ def full(recorder: Any, shape: Any, value: Any, dtype: torch.dtype, like: Device
     operand = recorder.device_operand(value)
     attrs = {"shape": dims, "dtype": dtype, "tiles": tiles}
     operands = (operand,) if like is None else (operand, like.value)
-    return DeviceTensor(recorder, recorder.record("full", operands, attrs, dims, dtype))
+    result = recorder.record("full", operands, attrs, dims, dtype)
+    result.int64 = wide  # plan/int64_values.py follows it
+    return DeviceTensor(recorder, result)
+
+
+def check_int64_fill(value: Any) -> None:
+    """An int64 device value is held in int32 (TPU has no 64-bit vectors): its fill must fit."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
+        raise exc.UnsupportedDtype(
+            f"an int64 fill of {value!r}: device code holds int64 values in int32 (TPU has no 64-bit vectors), "
+            "checking that torch's numbers fit; this one does not.")
+
+
+def _check_fill(value: Any, dtype: torch.dtype, name: str) -> None:
+    try:
+        with torch._C.DisableTorchFunction():
+            getattr(torch, name)(torch.zeros((2,), dtype=dtype), value)  # one element: torch skips the check
+    except (RuntimeError, OverflowError) as err:
+        raise exc.UnsupportedDtype(
+            f"torch.{name} of {value!r} in {str(dtype).removeprefix('torch.')}: torch refuses the number ({err}); "
+            "use one the dtype holds, or a wider dtype.") from None
 
 
 def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
@@ -84,7 +108,10 @@ def factory_value(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict
         fill = 0 if factory.fill is None else factory.fill
         if fill is ops.FILL_ARGUMENT:
             fill = args[1] if len(args) > 1 else kwargs["fill_value"]
-        return full(recorder, tuple(like.meta.shape), fill, kwargs.get("dtype") or like.dtype, like=like)
+        dtype = kwargs.get("dtype") or like.dtype
+        if isinstance(fill, (int, float)):  # torch.full_like refuses a fill the dtype cannot hold (torch.full not)
+            _check_fill(fill, dtype, factory.name)
+        return full(recorder, tuple(like.meta.shape), fill, dtype, like=like)
     raise exc.UnsupportedOperation(
         f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
     )

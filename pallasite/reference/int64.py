@@ -58,6 +58,19 @@ def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable) 
     return _narrowed(result, op, wide_operand, in_place)
 
 
+def marked(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` (int32) marked as holding torch's int64 numbers."""
+    setattr(tensor, ATTRIBUTE, True)
+    return tensor
+
+
+def viewed(args: tuple, result: Any) -> Any:
+    """A view or part of a marked value (`s[:, None]`, `c.T`) is marked too."""
+    if args and is_wide(args[0]) and isinstance(result, torch.Tensor) and not result.dtype.is_floating_point:
+        setattr(result, ATTRIBUTE, True)
+    return result
+
+
 @contextlib.contextmanager
 def in_place_update(target: Any) -> Iterator[None]:
     """`x op= v`: the result keeps x's dtype, as torch's in-place update does."""
@@ -124,4 +137,4 @@ def _leaves(item: Any) -> Iterator[Any]:
         yield item
 
 
-__all__ = ["ATTRIBUTE", "follow", "in_place_update", "is_wide", "wanted"]
+__all__ = ["ATTRIBUTE", "follow", "marked", "in_place_update", "is_wide", "viewed", "wanted"]

@@ -20,8 +20,9 @@ from .. import exc
 from .. import language as hl
 from ..frontend import source
 from ..language.memory_ops import build_mask
+from ..frontend.device_values import check_int64_fill
 from ..frontend.walker import MISSING, StatementWalker, kernel_scope, loop_names
-from . import lanes, ops, prng, scans, tiles
+from . import int64, lanes, ops, prng, scans, tiles
 
 
 class ReferenceRunner:
@@ -327,6 +328,9 @@ class ReferenceRunner:
         with self.mode.paused():
             if isinstance(value, torch.Tensor):
                 value = value.item()
+            if dtype == torch.int64:  # torch's int64 numbers, held in int32 as the compiled kernel holds them
+                check_int64_fill(value)
+                return int64.marked(lanes.finish(torch.full(dims, value, dtype=dtype), axes))
             return lanes.finish(torch.full(dims, value, dtype=dtype), axes)
 
     def arange(self, args: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -425,6 +429,9 @@ class ReferenceRunner:
 
     def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
         with self.mode.paused():
+            if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point:  # torch's int64, checked
+                return int64.follow(getattr(torch, spelling), spelling, (value, dim), {"reverse": reverse},
+                                    lambda f, a, k: scans.cumulative(spelling, a[0], a[1], k["reverse"], k["dtype"]))
             return scans.cumulative(spelling, value, dim, reverse)
 
     def split(self, value: Any) -> Any:

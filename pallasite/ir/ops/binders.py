@@ -65,7 +65,7 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
 # that a TPU does not have, so it is no refusal.
 _DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|"
                             r"Input dtype must be either a floating point|does not support bool input|"
-                            r"cannot be converted to type \w+ without overflow|Expected dtype int32/int64 for index")
+                            r"cannot be converted to type [\w:]+ without overflow|Expected dtype int32/int64 for index")
 _CPU_GAPS = ("Half", "BFloat16")
 
 
@@ -173,7 +173,8 @@ def reduction(tuple_dims: bool) -> Callable:
 def _bind_reduction(op: OpDef, call: Call, tuple_dims: bool) -> Bound | Redirect:
     dtype = call.kwargs.get("dtype")
     cast = dtype is not None and op.reduction.accumulator is Accumulator.RESULT
-    if cast and getattr(call.meta_of(call.args[0]), "dtype", None) != dtype:
+    held = torch.int32 if dtype == torch.int64 else dtype  # device code holds an int64 cast in int32
+    if cast and getattr(call.meta_of(call.args[0]), "dtype", None) not in (dtype, held):
         # torch casts the input to `dtype`, then reduces (in it: an int32 sum stays int32): two ops here
         return Redirect((("to", (call.args[0], dtype), {}),
                          (call.spelling, (Earlier(0), *call.args[1:]), dict(call.kwargs))), _last)

@@ -118,8 +118,8 @@ def _cumulative(spelling: str) -> Callable[[Call, Record], Any]:
             x = record("to", x, work)
         reverse = call.kwargs.get("reverse", False)
         (out,) = scan(record, [x], dim, reverse, lambda a, b: [record(operation, a[0], b[0])])
-        if dtype is None and not source.dtype.is_floating_point and call.function is not None:
-            record.holds_int64(out, spelling, (x,), dim=dim, reverse=reverse)  # torch's result is int64
+        if dtype is None and not source.dtype.is_floating_point:  # torch's result is int64 (hl.cumsum's too)
+            record.holds_int64(out, spelling, (x,), dim=dim, reverse=reverse)
         return out if work == result_dtype else record("to", out, result_dtype)
 
     return expand
