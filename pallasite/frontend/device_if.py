@@ -101,6 +101,14 @@ class DeviceIfs:
                 "elementwise choice use torch.where(condition, a, b).", loc)
         return scalar
 
+    def _wrapped(self, value: Any) -> Any:
+        """A merged value as the scope holds it: a Value as a device tensor, in a container too."""
+        if isinstance(value, Value):
+            return DeviceTensor(self.recorder, value)
+        if type(value) in (tuple, list):
+            return type(value)(self._wrapped(item) for item in value)
+        return value
+
     def trace(self, stmt: ast.If, test: Any) -> None:
         """Record `if <traced test>:` as an `IfBlock` and bind the names it merges."""
         loc = self.walker.location_of(stmt)
@@ -134,7 +142,7 @@ class DeviceIfs:
                     "runs is known only on the device: give it a value before the if or in both branches.")
         self.recorder.append_node(block)
         for name, value in merged.items():
-            scope[name] = DeviceTensor(self.recorder, value) if isinstance(value, Value) else value
+            scope[name] = self._wrapped(value)
             for branch in (then_values[name], else_values[name]):  # `if c: b = a` may make b a
                 if self.walker.semantics.is_device_value(branch) and branch is not scope[name]:
                     self.walker.shared.may_be(scope[name], branch)
@@ -147,6 +155,13 @@ def _merge(name: str, then_value: Any, else_value: Any, before: Any, block: IfBl
         return then_value
     if then_value is MISSING or else_value is MISSING:
         return MISSING
+    if type(then_value) in (tuple, list) and type(then_value) is type(else_value) and len(then_value) == len(
+            else_value):  # `st = (b, a)` in a branch: each item merged as a name would be
+        befores = before if type(before) is type(then_value) and len(before) == len(then_value) else \
+            [MISSING] * len(then_value)
+        return type(then_value)(_merge(f"{name}_{i}", then_item, else_item, before_item, block, loc)
+                                for i, (then_item, else_item, before_item) in enumerate(
+                                    zip(then_value, else_value, befores)))
     if isinstance(then_value, DeviceTensor) and isinstance(else_value, DeviceTensor):
         then, other = then_value.value, else_value.value
         if then is other:
