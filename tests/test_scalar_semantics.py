@@ -178,3 +178,28 @@ def test_float16_numbers_past_its_range_are_refused_in_both_modes():
         code_and_output(half_fills, (x,))
     with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
         run_ref(half_fills, (x,))
+
+
+@pallasite.kernel
+def zero_d_total(x):
+    out = torch.zeros([], dtype=x.dtype)
+    for t in hl.tile(1):
+        out[()] = x[:].sum()
+    return out
+
+
+@pallasite.kernel
+def zero_d_added(x, out):
+    for t in hl.tile(1):
+        out[()] = out[()] + x[:].sum()
+    return out
+
+
+def test_a_0d_output_whose_contents_are_kept():
+    """A 0-d output starting from its contents crashed compiled (`out_ref[0]` of a 0-d ref, trial W)."""
+    x = torch.randn(16)
+    for result in _both_modes(zero_d_total, (x,)):
+        torch.testing.assert_close(result, x.sum())
+    _, added = code_and_output(zero_d_added, (x, torch.tensor(1.5)))
+    torch.testing.assert_close(added, 1.5 + x.sum())
+    torch.testing.assert_close(run_ref(zero_d_added, (x, torch.tensor(1.5))), 1.5 + x.sum())

@@ -212,13 +212,16 @@ class KernelEmitter:
             return
         # SMEM holds scalars: Mosaic loads and stores them one at a time
         shape = operand.call_shape
-        count = " * ".join(str(size) for size in shape) or "1"
+        if not shape:  # a 0-d tensor: its one element
+            self.emit(f"{update.output_ref}[()] = {update.input_ref}[()]")
+            return
+        count = " * ".join(str(size) for size in shape)
         digits = []  # element i of the flat loop, in mixed radix (last axis fastest)
         for axis, size in enumerate(shape):
             inner = math.prod(shape[axis + 1:])
             digit = "i" if inner == 1 else f"i // {inner}"
             digits.append(digit if axis == 0 else f"{digit} % {size}")
-        index = ", ".join(digits) or "0"
+        index = ", ".join(digits)
         with self.block("def _copy_scalar(i, carry):"):
             self.emit(f"{update.output_ref}[{index}] = {update.input_ref}[{index}]")
             self.emit("return carry")
