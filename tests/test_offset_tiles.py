@@ -564,3 +564,25 @@ def test_positions_an_argument_moves_stay_runtime_values():
         _, out = code_and_output(positions_from, (x, start))
         torch.testing.assert_close(out, x + torch.arange(start, start + 300).float())
     assert positions_from.cache_size == 1
+
+
+@pallasite.kernel
+def shifted_by_expressions(x, c: int):
+    d = c + 1  # computed in host code from the argument
+    out = torch.zeros_like(x)
+    for t in hl.tile(x.size(0), block_size=8):
+        out[t] = x[t.index - (c + 1)] + 10 * x[t.index - 2 * c] + 100 * x[t.index - d] + 1000 * x[t + (c - 1)]
+    return out
+
+
+def test_a_shift_computed_from_int_arguments_is_a_shifted_tile():
+    """`x[t.index - (c + 1)]`, `2 * c`, `d = c + 1` read as gathers compiled (ShapeMismatch at the
+    first position outside) and as shifts in reference mode (trial W); `t + (c - 1)` was refused
+    with a proxy's repr."""
+    x = torch.arange(1.0, 21.0)
+    for c in (3, 2):
+        expected = (_shifted(x, -(c + 1)) + 10 * _shifted(x, -2 * c) + 100 * _shifted(x, -(c + 1))
+                    + 1000 * _shifted(x, c - 1))
+        _, out = code_and_output(shifted_by_expressions, (x, c))
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(run_ref(shifted_by_expressions, (x, c)), expected)

@@ -28,6 +28,8 @@ class HostProgram:
         self.steps: list = []
         self._temp_count = 0
         self.view_steps: dict[int, HostOp] = {}  # a view's id -> the step that made it (its base: view_of)
+        # an int scalar computed from int arguments (`d = c + 1`) -> how to compute it (`_static_int`)
+        self.static_scalars: dict[int, Any] = {}
         self.noncontiguous: set[str] = set()  # arguments the caller passed non-contiguous
 
     def root_of(self, symbol: TensorSymbol) -> TensorSymbol:
@@ -120,6 +122,9 @@ class HostProgram:
                 if symbol.dtype == torch.int32:  # are int64 to host code too (torch's promotion)
                     symbol.caller_dtype = wide
         result = results[0] if len(results) == 1 and not isinstance(meta_out, (tuple, list)) else tuple(results)
+        static = _static_int(op, operands, attrs, self.static_scalars) if scalars_only else None
+        if static is not None:  # `d = c + 1` of int arguments: a shift `x[t.index - d]` makes it a constant
+            self.static_scalars[result.id] = static
         step = HostOp(op.name, host_operands, attrs, result, self.recorder.location, view_of)
         if view_of is not None:
             self.view_steps.update((symbol.id, step) for symbol in results if isinstance(symbol, TensorSymbol))
@@ -247,3 +252,23 @@ def _indexed_after_store(target: torch.Tensor, key: Any, value: Any) -> torch.Si
     target, key = target.clone(), shape_key(key)
     target[key] = value
     return target[key].shape
+
+
+def _static_int(op: ops.OpDef, operands: tuple, attrs: dict, known: dict) -> Any:
+    """How to compute an int host scalar made with +, - or * of ints and int arguments (each
+    argument then a constant of the variant, `HostScalar._as_size`), or None."""
+    arithmetic = ops.scalar_arithmetic(op.name)
+    if arithmetic is None or arithmetic.spelling not in ("+", "-", "*") or len(operands) != 2:
+        return None
+    parts = []
+    for item in operands:
+        if type(item) is int:
+            parts.append(lambda item=item: item)
+        elif isinstance(item, HostScalar) and item.is_int_argument:
+            parts.append(item._as_size)
+        elif isinstance(item, HostScalar) and item.symbol.id in known:
+            parts.append(known[item.symbol.id])
+        else:
+            return None
+    alpha = attrs.get("alpha", 1)
+    return lambda: arithmetic.function(parts[0](), parts[1]() * alpha)

@@ -18,7 +18,7 @@ import torch
 
 from .. import exc
 from ..ir import ScalarSymbol, TensorSymbol, TileDim, Value, ops
-from .tile_runs import tile_run
+from .tile_runs import constant_int, tile_run
 from .tile_sizes import numel, sizes, user_frame
 
 
@@ -440,7 +440,10 @@ def int_argument_value(symbol: ScalarSymbol) -> int | None:
     if tracer is None or symbol.dtype != torch.int32:
         return None
     scalar = HostScalar(tracer.recorder, symbol, int)
-    return scalar._as_size() if scalar.is_int_argument else None
+    if scalar.is_int_argument:
+        return scalar._as_size()
+    static = tracer.recorder.host.static_scalars.get(symbol.id)  # `d = c + 1` in host code
+    return None if static is None else static()
 
 
 class TileProxy:
@@ -495,6 +498,10 @@ class TileProxy:
     def _offset(self, other: Any, symbol: str) -> int:
         if isinstance(other, HostScalar) and other.is_int_argument:  # `x[t + shift]`: a constant of
             return other._as_size()  # the variant, as a size is (reference mode reads the value)
+        computed = (int_argument_value(other.symbol) if isinstance(other, HostScalar) and other.python_type is int
+                    else constant_int(other.value, int_argument_value) if isinstance(other, DeviceTensor) else None)
+        if computed is not None:  # `x[t + (c + 1)]`: of int arguments and ints
+            return computed
         if isinstance(other, bool) or not isinstance(other, int):
             raise exc.UnsupportedSyntax(
                 f"{self.dim.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "

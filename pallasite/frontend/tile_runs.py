@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+
 from ..ir import ScalarSymbol, Value
+from ..ir.ops import scalar_arithmetic
 
 # the value of an int kernel argument's symbol, made a constant of the variant (None: not one)
 ArgumentValue = Callable[[ScalarSymbol], "int | None"]
@@ -30,17 +33,42 @@ def tile_run(value: Value, argument: ArgumentValue | None = None) -> tuple | Non
         return None
     inner = tile_run(left, argument)
     # an argument becomes a constant only here, for a run (not for `gathered - c`)
-    shift = right if type(right) is int else None if inner is None or argument is None else argument(_symbol(right))
+    shift = None if inner is None else constant_int(right, argument)
     if inner is None or shift is None:
         return None
     return inner[0], inner[1] + (shift if producer.op == "add" else -shift)
 
 
-def _symbol(value: Value) -> ScalarSymbol:
-    return value.producer.args[0]
+def constant_int(value: Any, argument: ArgumentValue | None) -> int | None:
+    """The int `value` is when it is built of ints and int kernel arguments with integer
+    arithmetic (`c + 1`, `2 * c`: the arguments made constants of the variant), else None."""
+    if type(value) is int:
+        return value
+    if argument is None or not _may_be_constant(value):
+        return None
+    node = value.producer
+    if node.op == "scalar_arg":
+        return argument(node.args[0])
+    operands = [constant_int(item, argument) for item in node.args[:2]]
+    if any(item is None for item in operands):
+        return None
+    if node.op == "neg":
+        return -operands[0]
+    return scalar_arithmetic(node.op).function(operands[0], operands[1] * node.kwargs.get("alpha", 1))
 
 
 def _may_be_constant(value: Any) -> bool:
-    """An int, or a scalar argument read into device code (`%c = scalar_arg(c)`)."""
-    return type(value) is int or (
-        isinstance(value, Value) and value.producer is not None and value.producer.op == "scalar_arg")
+    """An int, or an int scalar of device code built of ints and scalar arguments read into it
+    (`%c = scalar_arg(c)`, `c + 1`) with integer arithmetic (nothing is specialized here)."""
+    if type(value) is int:
+        return True
+    if not (isinstance(value, Value) and value.shape == () and value.dtype == torch.int32 and value.producer):
+        return False
+    node = value.producer
+    if node.op == "scalar_arg":
+        return True
+    arithmetic = scalar_arithmetic(node.op)
+    if node.op == "neg":
+        return _may_be_constant(node.args[0])
+    return (arithmetic is not None and arithmetic.spelling in ("+", "-", "*") and len(node.args) == 2
+            and all(_may_be_constant(item) for item in node.args))

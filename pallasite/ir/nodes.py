@@ -166,8 +166,8 @@ class ShiftedTile:
     FORM: ClassVar[IndexForm] = IndexForm(
         "shifted tile", ("x[tile - 3]", "x[tile.index + 128]", "out[tile + 1] = v", "x[tm - 1, tn + 1]",
                          "y[tm.index + 64, tn + 64]", "hl.load(x, [tm, tn], extra_mask=tn.index < x.size(1))"),
-        "the tile's positions moved by a compile-time int (an int argument `c` in `x[t + c]` or "
-        "`x[t.index - c]` becomes a constant of the variant); a position outside the tensor reads 0 on a load "
+        "the tile's positions moved by a compile-time int (an int argument `c` in `x[t + c]`, "
+        "`x[t.index - c]` or `x[t.index - (2 * c + 1)]` becomes a constant of the variant); a position outside the tensor reads 0 on a load "
         "and is not written on a store (as a tile's tail is masked); `tile + c` is an axis like the tile "
         "(several in one subscript read a moved block, never paired), `tile.index + c` an index tensor "
         "(two of them pair as in torch); the axis stays resident and each "
