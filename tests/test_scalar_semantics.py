@@ -203,3 +203,25 @@ def test_a_0d_output_whose_contents_are_kept():
     _, added = code_and_output(zero_d_added, (x, torch.tensor(1.5)))
     torch.testing.assert_close(added, 1.5 + x.sum())
     torch.testing.assert_close(run_ref(zero_d_added, (x, torch.tensor(1.5))), 1.5 + x.sum())
+
+
+@pallasite.kernel
+def where_by_argument(x, v: int, hi: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.clamp(torch.where(x[t] > 0, x[t], v), max=hi)
+    return out
+
+
+def test_a_runtime_number_torch_cannot_convert_is_refused_at_the_call():
+    """where(x8 > 0, x8, v) with v = 300 passed at run time wrapped to 44 compiled (trial W)."""
+    x = torch.tensor([1, -2, 3, -4], dtype=torch.int8)
+    for result in _both_modes(where_by_argument, (x, 5, 100.0)):
+        torch.testing.assert_close(result, torch.clamp(torch.where(x > 0, x, 5), max=100))
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        where_by_argument(x, 300, 100.0)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        run_ref(where_by_argument, (x, 300, 100.0))
+    h = torch.ones(4, dtype=torch.float16)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        where_by_argument(h, 1, 70000.0)

@@ -14,7 +14,7 @@ runs (`RangeCheck`); so does every gather's index vector.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import torch
 
@@ -122,14 +122,44 @@ def scalar_dependent_arithmetic(body: list) -> tuple:
     names = {node.args[0].name for node in walk_nodes(body) if not isinstance(node, Load)
              and node.op == "scalar_arg" and node.args[0].dtype == torch.int32}
     known = dict.fromkeys(names, 1)  # any value: whether the interval is known once they are (1: a divisor too)
-    return tuple(node for node in _int_arithmetic(body)
-                 if value_interval(node.output) is None and value_interval(node.output, known) is not None)
+    return (*(node for node in _int_arithmetic(body)
+              if value_interval(node.output) is None and value_interval(node.output, known) is not None),
+            *(node for node in walk_nodes(body) if node.op in _CONVERTING and _scalar_operands(node)))
 
 
-def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, int]) -> None:
+# ops torch converts a number operand into the result's dtype with a check (`torch.where(x8 > 0,
+# x8, v)` with v = 300 raises): a runtime scalar there is checked at each call
+_CONVERTING = ("where", "clamp")
+
+
+def _scalar_operands(node) -> list:
+    return [arg for arg in node.args[1:] if isinstance(arg, Value) and arg.producer is not None
+            and not isinstance(arg.producer, Load) and arg.producer.op == "scalar_arg"]
+
+
+def _check_converted(node, scalars: Mapping[str, Any]) -> None:
+    for operand in _scalar_operands(node):
+        name = operand.producer.args[0].name
+        if name not in scalars:
+            continue
+        try:
+            with torch._C.DisableTorchFunction():  # torch's checked conversion (2 elements: it checks them)
+                torch.full_like(torch.zeros((2,), dtype=node.output.dtype), scalars[name])
+        except (RuntimeError, OverflowError) as err:
+            raise exc.UnsupportedDtype(
+                f"{name} = {scalars[name]!r}: torch.{node.op} of {str(node.output.dtype).removeprefix('torch.')} "
+                f"refuses the number ({err}); pass one the dtype holds, or cast the tensor to a wider dtype.",
+                node.location) from None
+
+
+def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, Any]) -> None:
     """Raise `exc.KernelArgumentError` where the call's int arguments take one of `nodes`
-    (`scalar_dependent_arithmetic`) past int32."""
+    (`scalar_dependent_arithmetic`) past int32, and `exc.UnsupportedDtype` where a number torch
+    converts into a narrower dtype does not fit it."""
     for node in nodes:
+        if node.op in _CONVERTING:
+            _check_converted(node, scalars)
+            continue
         try:
             _check_int32(node, value_interval(node.output, scalars))
         except exc.UnsupportedOperation as err:

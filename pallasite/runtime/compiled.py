@@ -174,7 +174,7 @@ class CompiledKernel:
         """The plan's int arithmetic on runtime int arguments (`(r + g) * 1000003`), at this
         call's values: past int32 it would wrap on the device, where torch computes exactly."""
         scalars = {self._names[i]: values[i] for i, spec in self._runtime_params
-                   if spec.kind == "scalar" and spec.python_type is int and isinstance(values[i], int)}
+                   if spec.kind == "scalar" and isinstance(values[i], (int, float)) and not isinstance(values[i], bool)}
         key = tuple(sorted(scalars.items()))
         if key != self._arithmetic_checked:
             check_scalar_arithmetic(self.arithmetic, scalars)
