@@ -179,6 +179,8 @@ def _result_interval(op: str, operands: tuple, attrs: dict, out: Value) -> tuple
     a = intervals[0]
     if op in ("sum", "cumsum"):
         source = operands[0]
+        if not all(type(size) is int for size in (*source.shape, *out.shape)):
+            return None  # sizes of a bucket (static_shapes=False): no count to bound it by
         count = (math.prod(source.shape) // max(1, math.prod(out.shape)) if op == "sum"
                  else int(source.shape[attrs["dim"]]))
         return count * min(a[0], 0), count * max(a[1], 0)

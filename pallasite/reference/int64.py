@@ -45,7 +45,9 @@ def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable) 
     checked (where the compiled kernel checks it), narrowed and marked."""
     op = _op_name(func, name)
     wide_operand = any(is_wide(item) for item in _leaves((args, kwargs)))
-    if op in ("cumsum", "cumprod") and kwargs.get("dtype") is None and not args[0].dtype.is_floating_point:
+    source = args[0] if args else kwargs.get("input")
+    if op in ("cumsum", "cumprod") and kwargs.get("dtype") is None and isinstance(source, torch.Tensor) and \
+            not source.dtype.is_floating_point:
         kwargs = {**kwargs, "dtype": torch.int64}  # torch's own result dtype (the handler narrows otherwise)
     # the `x op= v` running is this call's alone (not the calls its handler makes)
     in_place = _in_place_targets.pop() if _in_place_targets else None
@@ -67,7 +69,7 @@ def marked(tensor: torch.Tensor) -> torch.Tensor:
 def viewed(args: tuple, result: Any) -> Any:
     """A view or part of a marked value (`s[:, None]`, `c.T`) is marked too."""
     if args and is_wide(args[0]) and isinstance(result, torch.Tensor) and not result.dtype.is_floating_point:
-        setattr(result, ATTRIBUTE, True)
+        return marked(result)
     return result
 
 
@@ -103,8 +105,7 @@ def _narrowed(result: Any, op: str, wide_operand: bool, in_place: bool | None) -
             f"{op}: torch computes it in int64 (from an integer sum, `.long()`, ...), which device integers "
             "cannot hold (TPU has no 64-bit vectors), and pallasite has no exact check of this op; cast the "
             "int64 value to int32 first (`.to(torch.int32)`) or compute in float32.")
-    setattr(narrow, ATTRIBUTE, True)
-    return narrow
+    return marked(narrow)
 
 
 def _op_name(func: Callable, name: str) -> str:
