@@ -225,3 +225,18 @@ def test_a_runtime_number_torch_cannot_convert_is_refused_at_the_call():
     h = torch.ones(4, dtype=torch.float16)
     with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
         where_by_argument(h, 1, 70000.0)
+
+
+@pallasite.kernel
+def like_factories(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.ones_like(x[t]) + torch.zeros_like(x[t]) + torch.full_like(x[t], 2.0) + x[t].new_ones([t])
+    return out
+
+
+def test_like_factories_without_a_fill_argument():
+    """torch.ones_like in device code crashed (TypeError) after the full_like fill check (fuzz seed 16416)."""
+    x = torch.randn(20).to(torch.float16)
+    for result in _both_modes(like_factories, (x,)):
+        torch.testing.assert_close(result, torch.full_like(x, 4.0))

@@ -50,14 +50,14 @@ def check_int64_fill(value: Any) -> None:
             "checking that torch's numbers fit; this one does not.")
 
 
-def _check_fill(value: Any, dtype: torch.dtype, name: str) -> None:
+def _check_fill(value: Any, dtype: torch.dtype) -> None:
     try:
         with torch._C.DisableTorchFunction():
-            getattr(torch, name)(torch.zeros((2,), dtype=dtype), value)  # one element: torch skips the check
+            torch.full_like(torch.zeros((2,), dtype=dtype), value)  # one element: torch skips the check
     except (RuntimeError, OverflowError) as err:
         raise exc.UnsupportedDtype(
-            f"torch.{name} of {value!r} in {str(dtype).removeprefix('torch.')}: torch refuses the number ({err}); "
-            "use one the dtype holds, or a wider dtype.") from None
+            f"torch.full_like of {value!r} in {str(dtype).removeprefix('torch.')}: torch refuses the number "
+            f"({err}); use one the dtype holds, or a wider dtype.") from None
 
 
 def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
@@ -106,11 +106,12 @@ def factory_value(recorder: Any, factory: ops.Factory, args: tuple, kwargs: dict
         if not isinstance(like, DeviceTensor):
             raise exc.UnsupportedOperation(f"torch.{factory.name} in device code needs a device value.")
         fill = 0 if factory.fill is None else factory.fill
-        if fill is ops.FILL_ARGUMENT:
+        given = fill is ops.FILL_ARGUMENT
+        if given:
             fill = args[1] if len(args) > 1 else kwargs["fill_value"]
         dtype = kwargs.get("dtype") or like.dtype
-        if isinstance(fill, (int, float)):  # torch.full_like refuses a fill the dtype cannot hold (torch.full not)
-            _check_fill(fill, dtype, factory.name)
+        if given and isinstance(fill, (int, float)):  # torch.full_like refuses a fill the dtype cannot hold
+            _check_fill(fill, dtype)  # (torch.full does not)
         return full(recorder, tuple(like.meta.shape), fill, dtype, like=like)
     raise exc.UnsupportedOperation(
         f"torch.{factory.name} is not supported in device code; use hl.zeros / hl.full with tiles."
