@@ -37,14 +37,14 @@ def is_wide(value: Any) -> bool:
 
 def wanted(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether a device call may make a value torch holds in int64."""
-    return name in _SOURCES or any(is_wide(item) for item in _leaves((args, kwargs)))
+    return name in _SOURCES or any(is_wide(item) for item in lanes.leaves((args, kwargs)))
 
 
 def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable) -> Any:
     """`run(func, args, kwargs)` with marked operands at their int64 values; an int64 result
     checked (where the compiled kernel checks it), narrowed and marked."""
     op = _op_name(func, name)
-    wide_operand = any(is_wide(item) for item in _leaves((args, kwargs)))
+    wide_operand = any(is_wide(item) for item in lanes.leaves((args, kwargs)))
     source = args[0] if args else kwargs.get("input")
     if op in ("cumsum", "cumprod") and kwargs.get("dtype") is None and isinstance(source, torch.Tensor) and \
             not source.dtype.is_floating_point:
@@ -125,17 +125,6 @@ def _widened(item: Any) -> Any:
     if isinstance(item, dict):
         return {key: _widened(value) for key, value in item.items()}
     return item
-
-
-def _leaves(item: Any) -> Iterator[Any]:
-    if isinstance(item, (tuple, list)):
-        for sub in item:
-            yield from _leaves(sub)
-    elif isinstance(item, dict):
-        for sub in item.values():
-            yield from _leaves(sub)
-    else:
-        yield item
 
 
 __all__ = ["ATTRIBUTE", "follow", "marked", "in_place_update", "is_wide", "viewed", "wanted"]

@@ -26,6 +26,18 @@ def of(tensor: Any) -> frozenset[int]:
     return getattr(tensor, ATTRIBUTE, frozenset())
 
 
+def leaves(item: Any) -> Iterator[Any]:
+    """The items of nested lists, tuples and dicts (an op's arguments, a kernel's result)."""
+    if isinstance(item, (list, tuple)):
+        for sub in item:
+            yield from leaves(sub)
+    elif isinstance(item, dict):
+        for sub in item.values():
+            yield from leaves(sub)
+    else:
+        yield item
+
+
 def is_device(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and hasattr(value, ATTRIBUTE)
 

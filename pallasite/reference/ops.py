@@ -93,7 +93,7 @@ class DeviceSemantics(TorchFunctionMode):
         if self._paused:
             return func(*args, **kwargs)
         if not self.runner.in_device:
-            if any(lanes.is_device(item) for item in _flatten((args, kwargs))):
+            if any(lanes.is_device(item) for item in lanes.leaves((args, kwargs))):
                 raise exc.DeviceValueInHostCode(
                     "A value from inside a device loop is used in host code; store it into a "
                     "tensor inside the loop instead.")
@@ -171,19 +171,8 @@ def _display(func: Callable, name: str) -> str:
 # ---------------------------------------------------------------- results --
 
 
-def _flatten(item: Any):
-    if isinstance(item, (list, tuple)):
-        for sub in item:
-            yield from _flatten(sub)
-    elif isinstance(item, dict):
-        for sub in item.values():
-            yield from _flatten(sub)
-    else:
-        yield item
-
-
 def _check_operands(args: Any) -> None:
-    for item in _flatten(args):
+    for item in lanes.leaves(args):
         if isinstance(item, torch.Tensor) and not lanes.is_device(item) and item.ndim > 0:  # a 0-d one: its value
             raise exc.IndexingError(
                 "A host tensor is used whole inside a device loop; index it with tiles, "
@@ -201,10 +190,10 @@ def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
 def _generic(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Any other op: torch's own semantics; lanes kept when the shape is kept."""
     result = func(*args, **kwargs)
-    if not any(isinstance(r, torch.Tensor) for r in _flatten(result)):
+    if not any(isinstance(r, torch.Tensor) for r in lanes.leaves(result)):
         return result  # shape queries, item(), bool(), ...
     _check_operands((args, kwargs))
-    first = next((t for t in _flatten((args, kwargs)) if isinstance(t, torch.Tensor)), None)
+    first = next((t for t in lanes.leaves((args, kwargs)) if isinstance(t, torch.Tensor)), None)
     axes = lanes.of(first) if isinstance(result, torch.Tensor) and first is not None and \
         result.shape == first.shape else ()
     return lanes.finish(result, axes)

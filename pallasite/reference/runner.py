@@ -83,7 +83,7 @@ class ReferenceRunner:
                 result = self.walker.run_kernel(self.fn_ast.body, self)
         finally:
             hl.set_active_tracer(previous)
-        if any(lanes.is_device(item) for item in _leaves(result)):
+        if any(lanes.is_device(item) for item in lanes.leaves(result)):
             raise exc.DeviceValueInHostCode(
                 "The kernel returns a value computed inside a device loop; store it into a "
                 "tensor allocated in host code and return that tensor.")
@@ -480,17 +480,6 @@ def keep_lanes(name: str, old: torch.Tensor, new: Any, location: exc.SourceLocat
     merged = old.clone()
     merged[tuple(slice(0, n) for n in new.shape)] = new
     return lanes.mark(merged, lanes.of(old))
-
-
-def _leaves(value: Any):
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    else:
-        yield value
 
 
 def _single_device(what: str) -> exc.UnsupportedOperation:
