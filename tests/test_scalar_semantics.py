@@ -240,3 +240,21 @@ def test_like_factories_without_a_fill_argument():
     x = torch.randn(20).to(torch.float16)
     for result in _both_modes(like_factories, (x,)):
         torch.testing.assert_close(result, torch.full_like(x, 4.0))
+
+
+@pallasite.kernel
+def where_number_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.where(x[t] > 0, x[t], v)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_where_takes_a_runtime_number_as_torchs_where_does(dtype):
+    """torch.where of float16 turns 1e5 into inf (it does not refuse it, as clamp does); the
+    per-call check had used full_like's rule and refused it (trial X)."""
+    x = torch.tensor([-1.0, 2.0, -3.0, 4.0]).to(dtype)
+    expected = torch.where(x > 0, x, 1e39 if dtype == torch.bfloat16 else 1e5)
+    for result in _both_modes(where_number_argument, (x, 1e39 if dtype == torch.bfloat16 else 1e5)):
+        torch.testing.assert_close(result, expected)

@@ -143,13 +143,22 @@ def _check_converted(node, scalars: Mapping[str, Any]) -> None:
         if name not in scalars:
             continue
         try:
-            with torch._C.DisableTorchFunction():  # torch's checked conversion (2 elements: it checks them)
-                torch.full_like(torch.zeros((2,), dtype=node.output.dtype), scalars[name])
+            with torch._C.DisableTorchFunction():  # the op's own conversion (where's of float16 gives inf)
+                _convert(node, operand, scalars[name])
         except (RuntimeError, OverflowError) as err:
             raise exc.UnsupportedDtype(
                 f"{name} = {scalars[name]!r}: torch.{node.op} of {str(node.output.dtype).removeprefix('torch.')} "
                 f"refuses the number ({err}); pass one the dtype holds, or cast the tensor to a wider dtype.",
                 node.location) from None
+
+
+def _convert(node, operand, number: Any) -> None:
+    """Run the op torch runs on two elements of the result's dtype with `number` where `operand` is."""
+    values = torch.zeros((2,), dtype=node.output.dtype)
+    if node.op == "where":
+        torch.where(torch.tensor([True, False]), values, number)
+    else:  # clamp(x, min, max): the operand's position says which bound
+        torch.clamp(values, **{"min" if node.args[1] is operand else "max": number})
 
 
 def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, Any]) -> None:
