@@ -258,3 +258,23 @@ def test_a_16_bit_where_takes_a_runtime_number_as_torchs_where_does(dtype):
     expected = torch.where(x > 0, x, 1e39 if dtype == torch.bfloat16 else 1e5)
     for result in _both_modes(where_number_argument, (x, 1e39 if dtype == torch.bfloat16 else 1e5)):
         torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def filled_past_the_dtype(x, fill: hl.constexpr):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t].masked_fill(x[t] > 0, fill)
+    return out
+
+
+@pytest.mark.parametrize("dtype, fill", [(torch.int8, 300.0), (torch.float16, 70000.0), (torch.int32, math.inf)])
+def test_masked_fill_of_a_number_the_dtype_cannot_hold_is_refused_in_both_modes(dtype, fill):
+    """int8 masked_fill(300.) saturated compiled, int32 masked_fill(inf) raised a plain OverflowError
+    (trial X); torch refuses the number."""
+    x = torch.tensor([-1, 2, -3, 4]).to(dtype)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow|cannot convert"):
+        code_and_output(filled_past_the_dtype, (x, fill))
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow|cannot convert"):
+        run_ref(filled_past_the_dtype, (x, fill))
+    torch.testing.assert_close(run_ref(filled_past_the_dtype, (x, 7.0)), x.masked_fill(x > 0, 7.0))
