@@ -278,3 +278,21 @@ def test_masked_fill_of_a_number_the_dtype_cannot_hold_is_refused_in_both_modes(
     with pytest.raises(exc.UnsupportedDtype, match="without overflow|cannot convert"):
         run_ref(filled_past_the_dtype, (x, fill))
     torch.testing.assert_close(run_ref(filled_past_the_dtype, (x, 7.0)), x.masked_fill(x > 0, 7.0))
+
+
+@pallasite.kernel
+def scaled_by_arguments(x, k: int, f: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] * k + x[t] * f - f
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_32_bit_scalar_argument_beside_a_16_bit_tile_is_not_rounded_first(dtype):
+    """`x * v` of float16 with v = -70000 passed at run time gave -inf (v rounded to float16
+    first); torch computes in float32 and rounds the result (trial X)."""
+    x = torch.tensor([0.5, -0.25, 0.9, 0.1]).to(dtype)
+    expected = x * -70000 + x * 70000.5 - 70000.5
+    for result in _both_modes(scaled_by_arguments, (x, -70000, 70000.5)):
+        torch.testing.assert_close(result, expected)

@@ -157,6 +157,7 @@ def lower(call: OpCall) -> str:
         fn = RULES[call.op]
     except KeyError:
         raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
-    if computes_in_float32(call.op, call.attrs, call.out_dtype):  # rounded once to the 16-bit result
+    scalars = tuple(a.dtype for a in call.args if a.shape == () and a.dtype is not None)
+    if computes_in_float32(call.op, call.attrs, call.out_dtype, scalars):  # rounded once to the 16-bit result
         return f"({fn(replace(call, out_dtype=torch.float32))}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)
