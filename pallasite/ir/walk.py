@@ -1,0 +1,41 @@
+"""Walks over a device body: its nodes, its loops, and which nodes a device `if` guards."""
+from __future__ import annotations
+
+from .nodes import IfBlock, Node, TileLoop
+
+
+def walk_nodes(body: list[Node | TileLoop | IfBlock]):
+    """Every node of a body, nested loops and both branches of ifs included, in program order."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield from walk_nodes(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_nodes(item.then_body)
+            yield from walk_nodes(item.else_body)
+        else:
+            yield item
+
+
+def guarded_node_ids(body: list[Node | TileLoop | IfBlock], guarded: bool = False) -> set[int]:
+    """The ids of the nodes of `body` that run only where a device `if` lets them (either branch,
+    at any depth): an index they use may lie outside its tensor where the condition is false."""
+    ids = set()
+    for item in body:
+        if isinstance(item, TileLoop):
+            ids |= guarded_node_ids(item.body, guarded)
+        elif isinstance(item, IfBlock):
+            ids |= guarded_node_ids(item.then_body, True) | guarded_node_ids(item.else_body, True)
+        elif guarded:
+            ids.add(item.id)
+    return ids
+
+
+def walk_loops(body: list[Node | TileLoop | IfBlock]):
+    """Every tile loop of a body, outer loops first, those under a device `if` included."""
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield item
+            yield from walk_loops(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_loops(item.then_body)
+            yield from walk_loops(item.else_body)
