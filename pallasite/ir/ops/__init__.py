@@ -60,7 +60,7 @@ def scalar_arithmetic(op: str) -> ScalarArithmetic | None:
 def computes_in_float32(op: str, attrs, out_dtype, scalar_dtypes=()) -> bool:
     """Whether an elementwise op's 16-bit float result is computed in float32 and rounded
     once, as torch computes it: a function or formula (`Elementwise.widened`), an add/sub
-    with an alpha (a product, then a sum), or an op with a 32-bit scalar operand
+    with an alpha (a product, then a sum), or an operator with a 32-bit scalar operand
     (`scalar_dtypes`: the dtypes of its 0-d operands; `x * v` with v = -70000 an argument
     beside a float16 tile must not round v to float16 first, as torch does not).
     Codegen emits it so; the cost model charges it so."""
@@ -70,8 +70,9 @@ def computes_in_float32(op: str, attrs, out_dtype, scalar_dtypes=()) -> bool:
         return False
     if attrs.get("rounding_mode") is not None or op == "floor_divide":
         return False  # torch truncates the quotient rounded to 16 bits; it floors in 16-bit steps
-    return facts.widened or attrs.get("alpha", 1) != 1 or any(
+    scalar_operand = definition.operator is not None and any(  # `x * v`, `x + k` (not a seed of hl.rand)
         dtype in (torch.float32, torch.int32) for dtype in scalar_dtypes)
+    return facts.widened or attrs.get("alpha", 1) != 1 or scalar_operand
 
 
 __all__ = [
