@@ -51,13 +51,11 @@ def check_int64_fill(value: Any) -> None:
 
 
 def _check_fill(value: Any, dtype: torch.dtype) -> None:
-    try:
-        with torch._C.DisableTorchFunction():
-            torch.full_like(torch.zeros((2,), dtype=dtype), value)  # one element: torch skips the check
-    except (RuntimeError, OverflowError) as err:
+    refusal = ops.number_refusal("full_like", value, dtype)
+    if refusal is not None:
         raise exc.UnsupportedDtype(
             f"torch.full_like of {value!r} in {str(dtype).removeprefix('torch.')}: torch refuses the number "
-            f"({err}); use one the dtype holds, or a wider dtype.") from None
+            f"({refusal}); use one the dtype holds, or a wider dtype.")
 
 
 def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:

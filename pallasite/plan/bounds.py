@@ -25,7 +25,7 @@ from ..ir import (
 from .. import exc
 from ..ir.index_forms import moved_scatter
 from ..ir.sizes import SymbolicSize
-from ..ir.ops import ScalarArithmetic, scalar_arithmetic
+from ..ir.ops import ScalarArithmetic, number_refusal, scalar_arithmetic
 
 Interval = tuple[int, int]  # inclusive
 
@@ -142,23 +142,13 @@ def _check_converted(node, scalars: Mapping[str, Any]) -> None:
         name = operand.producer.args[0].name
         if name not in scalars:
             continue
-        try:
-            with torch._C.DisableTorchFunction():  # the op's own conversion (where's of float16 gives inf)
-                _convert(node, operand, scalars[name])
-        except (RuntimeError, OverflowError) as err:
+        bound = "min" if node.op == "clamp" and node.args[1] is operand else "max"  # clamp(x, min, max)
+        refusal = number_refusal(node.op, scalars[name], node.output.dtype, bound)
+        if refusal is not None:
             raise exc.UnsupportedDtype(
                 f"{name} = {scalars[name]!r}: torch.{node.op} of {str(node.output.dtype).removeprefix('torch.')} "
-                f"refuses the number ({err}); pass one the dtype holds, or cast the tensor to a wider dtype.",
-                node.location) from None
-
-
-def _convert(node, operand, number: Any) -> None:
-    """Run the op torch runs on two elements of the result's dtype with `number` where `operand` is."""
-    values = torch.zeros((2,), dtype=node.output.dtype)
-    if node.op == "where":
-        torch.where(torch.tensor([True, False]), values, number)
-    else:  # clamp(x, min, max): the operand's position says which bound
-        torch.clamp(values, **{"min" if node.args[1] is operand else "max": number})
+                f"refuses the number ({refusal}); pass one the dtype holds, or cast the tensor to a wider dtype.",
+                node.location)
 
 
 def check_scalar_arithmetic(nodes: tuple, scalars: Mapping[str, Any]) -> None:

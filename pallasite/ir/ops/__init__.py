@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .binders import (
-    augmented_dtype, check_dot_accumulator, check_number_fits, dtype_refusal, matmul_rule, normalize_dims,
+    augmented_dtype, check_dot_accumulator, check_number_fits, dtype_refusal, number_refusal, matmul_rule, normalize_dims,
     refuses_dtype,
 )
 from .catalog import DEFINITIONS, FACTORY_DEFINITIONS
@@ -79,5 +79,5 @@ __all__ = [
     "BITS", "BOOL", "EVERY_DTYPE", "FLOATS", "INTEGERS", "NUMBERS",
     "COMPOSITES", "FACTORIES", "FILL_ARGUMENT", "new_tensor_size_and_fill", "OPS", "REQUIRED", "SPELLINGS", "TILE_ATTRIBUTES", "scalar_arithmetic", "computes_in_float32",
     "Accumulator", "Binder", "Bound", "Call", "Composite", "Contraction", "Elementwise", "Factory", "Partials", "OpDef", "OpKind", "PythonOperator", "Record",
-    "Earlier", "augmented_dtype", "check_number_fits", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
+    "Earlier", "augmented_dtype", "check_number_fits", "number_refusal", "Reduction", "Redirect", "ScalarArithmetic", "Signature", "Spelling", "ViewRule", "matmul_rule", "normalize_dims",
 ]

@@ -91,6 +91,22 @@ def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.Unsupp
                                 "the operand (e.g. `.float()`, `.to(torch.int32)`) where torch would need it.")
 
 
+def number_refusal(op: str, number: Any, dtype: torch.dtype, bound: str = "max") -> str | None:
+    """torch's error when `op` converts `number` into `dtype`, each op by its own rule (`where` of
+    float16 turns 1e5 into inf; `clamp` (its `bound`), `full_like` and `masked_fill` refuse it),
+    or None. Run on two elements: torch skips the check for one."""
+    runs = {"where": lambda values, pick: torch.where(pick, values, number),
+            "clamp": lambda values, pick: torch.clamp(values, **{bound: number}),
+            "full_like": lambda values, pick: torch.full_like(values, number),
+            "masked_fill": lambda values, pick: values.masked_fill(pick, number)}
+    try:
+        with torch._C.DisableTorchFunction():  # plain torch, also while a kernel is traced
+            runs[op](torch.zeros((2,), dtype=dtype), torch.tensor([True, False]))
+    except (RuntimeError, OverflowError) as err:
+        return str(err)
+    return None
+
+
 def check_number_fits(target: str, number: Any, dtype: torch.dtype) -> None:
     """A number stored into a tensor of `dtype` that cannot hold it (300 into int8, NaN into int32)
     is torch's own store error, `exc.UnsupportedDtype`, in both modes."""

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ... import exc
-from .binders import dtype_refusal, normalize_dims
+from .binders import dtype_refusal, normalize_dims, number_refusal
 from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
 from .scans import SCAN_DEFINITIONS
 from .shapes import SHAPE_DEFINITIONS
@@ -82,12 +82,10 @@ def _masked_fill(call: Call, record: Record) -> Any:
     given.update(kwargs)
     x, mask, value = (given.get(name) for name in names)
     source = call.meta_of(x)
-    if isinstance(value, (int, float)) and isinstance(source, torch.Tensor):  # its conversion (meta runs skip it)
-        try:
-            with torch._C.DisableTorchFunction():
-                torch.zeros((2,), dtype=source.dtype).masked_fill(torch.tensor([True, False]), value)
-        except (RuntimeError, OverflowError) as err:
-            raise dtype_refusal(call.display, [x], RuntimeError(str(err))) from None
+    refusal = number_refusal("masked_fill", value, source.dtype) if isinstance(value, (int, float)) and isinstance(
+        source, torch.Tensor) else None  # its conversion (meta runs skip it)
+    if refusal is not None:
+        raise dtype_refusal(call.display, [x], RuntimeError(refusal))
     meta = call.run_meta(lambda t, m, v: t.masked_fill(m, v), (x, mask, value), {})  # torch's own checks
     filled = record("where", mask, value, x)
     meta_filled = call.meta_of(filled)
