@@ -314,3 +314,91 @@ def test_sum_with_a_dtype_of_another_width():
     x = torch.randint(-100, 100, (8, 50), dtype=torch.int8)
     for result in _both_modes(int8_sums_in_wider_dtypes, (x,)):
         torch.testing.assert_close(result, x.sum(1, dtype=torch.int64) * 2)
+
+
+@pallasite.kernel
+def hashes(x, table):
+    m, n = x.size()
+    folded = torch.zeros([m], dtype=torch.int32)
+    stored = torch.zeros([m], dtype=torch.int32)
+    looked_up = torch.zeros([m], dtype=torch.float32)
+    for t in hl.tile(m):
+        h = (x[t, :].long() * 65599).sum(1)
+        folded[t] = (h * 31 + 7).to(torch.int32)
+        stored[t] = h ^ (h << 3)
+        looked_up[t] = table[h & 1023] + table[h % 512]
+    return folded, stored, looked_up
+
+
+def _hashes_in_torch(x, table):
+    h = (x.long() * 65599).sum(1)
+    return (h * 31 + 7).to(torch.int32), (h ^ (h << 3)).to(torch.int32), table[h & 1023] + table[h % 512]
+
+
+def test_a_hash_narrowed_to_int32_is_torchs_even_past_int32():
+    """A value torch holds in int64 that only `+`, `*`, sums, bitwise ops take on to a cast to
+    int32, an int32 store or a mask by a literal is torch's answer wrapped: these raised
+    "past int32" in both modes (trial X's hashes and checksums)."""
+    x = torch.randint(0, 2**30, (16, 40), dtype=torch.int32)
+    table = torch.randn(1024)
+    expected = _hashes_in_torch(x, table)
+    assert (x.long() * 65599).sum(1).abs().max() > 2**40  # far past int32 in torch
+    for result in _both_modes(hashes, (x, table)):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want)
+
+
+@pallasite.kernel
+def hash_then_compare(x):
+    m, n = x.size()
+    stored = torch.zeros([m], dtype=torch.int32)
+    positive = torch.zeros([m], dtype=torch.bool)
+    for t in hl.tile(m):
+        h = x[t, :].sum(1) * 65599
+        stored[t] = h
+        positive[t] = h > 0
+    return stored, positive
+
+
+@pallasite.kernel
+def hash_bucket(x, table):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.float32)
+    for t in hl.tile(m):
+        h = x[t, :].sum(1) * 65599
+        out[t] = table[h % 1000]
+    return out
+
+
+def test_a_use_needing_torchs_number_still_raises_at_the_ops_line():
+    """A comparison or an index by a remainder that is not a power of two needs torch's int64
+    number: past int32 both modes raise at the line making it, not at the use."""
+    small = torch.randint(-100, 100, (8, 16), dtype=torch.int32)
+    for stored, positive in _both_modes(hash_then_compare, (small,)):
+        torch.testing.assert_close(stored, (small.sum(1) * 65599).to(torch.int32))
+        torch.testing.assert_close(positive, small.sum(1) * 65599 > 0)
+    big = torch.full((8, 16), 2**24, dtype=torch.int32)
+    _refused_in_both_modes(hash_then_compare, (big,), "h = x[t, :].sum(1) * 65599")
+    _refused_in_both_modes(hash_bucket, (big, torch.randn(1000)), "h = x[t, :].sum(1) * 65599")
+
+
+@pallasite.kernel
+def carried_checksum(x):
+    m, n = x.size()
+    out = torch.zeros(m, dtype=torch.int32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.int32)
+        for tn in hl.tile(n):
+            acc = acc * 31 + x[tm, tn].sum(1)  # torch: acc becomes int64 at the first step
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_a_checksum_carried_through_a_loop_wraps_as_torch_at_the_int32_store(loop_type):
+    x = torch.randint(0, 2**30, (8, 512), dtype=torch.int32)
+    expected = torch.zeros(8, dtype=torch.int64)
+    for block in x.split(128, dim=1):
+        expected = expected * 31 + block.sum(1)
+    for result in _both_modes(carried_checksum, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type):
+        torch.testing.assert_close(result, expected.to(torch.int32))

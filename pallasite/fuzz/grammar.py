@@ -28,6 +28,7 @@ from .scan_kinds import scans
 from .shape_kinds import shape_ops
 from .statistics_kinds import statistics
 from .two_pass_kinds import two_pass
+from .wide_int_kinds import wide_integers
 from .window_kinds import window_shapes
 from .worklist_kinds import segment_mean, segment_rows
 
@@ -244,8 +245,10 @@ def reduction(draw: Draw, name: str) -> Case:
     body += chain.lines
     d = reduced - rank if draw.chance(0.3) else reduced
     text = rng.choice(_REDUCERS[reducer]).format(v=value.name, d=d, k=", keepdim=True" if keepdim else "")
-    if wide and draw.chance(0.3):  # int64 arithmetic on the sum, checked too
+    if wide and draw.chance(0.3):  # int64 arithmetic on the sum, checked where a use needs its number
         text = f"({text}) * {rng.choice((3, 1000, -70000))} + 1"
+    if wide and draw.chance(0.3):  # a use that needs torch's number (% 1000) or its low bits only
+        text = rng.choice(("({t}) & 1023", "({t}) % 1024", "({t}) % 1000", "({t}) ^ (({t}) << 3)")).format(t=text)
     body.append(Line(1, f"out[{store_index}] = {text}"))
     body.append(Line(0, "return out"))
     return Case("reduction", name, tuple(inputs), tuple(body), dims, exact=not result_dtype.is_floating_point)
@@ -557,6 +560,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "segment_rows": segment_rows,  # fuzz/worklist_kinds.py: flattened worklists, compact_worklist
     "shared_rows": shared_rows,  # fuzz/row_kinds.py: rows written at steps that need not be consecutive
     "argument_rows": argument_rows,  # fuzz/argument_kinds.py: runtime int arguments in index arithmetic
+    "wide_integers": wide_integers,  # fuzz/wide_int_kinds.py: torch's int64 hashed, narrowed or needed
 }
 
 

@@ -6,12 +6,21 @@ and checks that the number fits int32 (`plan/int64_values.py` decides where,
 `runtime/checks.py:RangeChecks.fits_int32` runs it). `FILLS` gives the value a partial
 tile's padding lanes of each operand take first, so they never decide the outcome: the
 identity of a product, a divisor of 1, else 0.
+
+Torch's number is needed only where a use needs it: `+`, `-`, `*`, sums, products, bitwise
+ops, selections and views give, on operands wrapped to 32 bits, torch's result wrapped to 32
+bits (`passes_wrapped`), so a value only such ops take on to a cast to int32 or an int32
+store (a hash, a checksum) is torch's answer even where torch's int64 number left int32.
+Comparisons, divisions, float casts, indices and int64 stores need the number itself.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
+import torch
+
+from .ops import OPS, OpKind
 
 
 def _reduce(function: Callable) -> Callable:
@@ -74,10 +83,58 @@ FILLS: dict[str, dict[int, int]] = {
 }
 
 
+# Ops whose integer result, modulo 2**32, depends on these operands (by position; None: all)
+# only modulo 2**32 (a shift's amount, a power's exponent, a gather's index do not)
+_WRAPPING_OPERANDS: dict[str, tuple[int, ...] | None] = {
+    "add": None, "sub": None, "rsub": None, "mul": None, "neg": None, "pos": None, "square": None,
+    "addcmul": None, "sum": None, "prod": None, "cumsum": None, "cumprod": None, "bitwise_and": None,
+    "bitwise_or": None, "bitwise_xor": None, "bitwise_not": None, "where": (1, 2), "to": (0,), "clone": None,
+    "stack": None, "masked_fill": (0, 2), "pow": (0,), "bitwise_left_shift": (0,), "gather": (0,),
+}
+
+
+def passes_wrapped(op: str, position: int, result: torch.dtype) -> bool:
+    """Whether the op's result, wrapped to 32 bits, is torch's whatever operand `position`
+    held past int32 (given that operand wrapped to 32 bits): an integer result of a ring
+    operation (`+`, `-`, `*`, sums, products, bitwise ops), a selection, a view or a copy."""
+    if result.is_floating_point or result.is_complex or result == torch.bool:
+        return False
+    definition = OPS.get(op)
+    if definition is not None and definition.kind in (OpKind.VIEW, OpKind.STRUCTURAL) and position == 0:
+        return True
+    if op not in _WRAPPING_OPERANDS:
+        return False
+    positions = _WRAPPING_OPERANDS[op]
+    return positions is None or position in positions
+
+
+def drops_wrap(op: str, operands: Sequence[Any]) -> bool:
+    """Whether the op's result is torch's number from its operands' low 32 bits alone: a mask
+    by a non-negative literal (`h & 1023`), a remainder by a literal power of two (`h % 1024`)."""
+    if len(operands) != 2 or type(operands[1]) is not int:
+        return False
+    literal = operands[1]
+    if op == "bitwise_and":
+        return 0 <= literal <= _INT32_MAX
+    return op == "remainder" and 0 < literal <= _INT32_MAX and literal & (literal - 1) == 0
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def past_int32(what: str, lo: Any, hi: Any) -> str:
+    """The error of a value torch holds in int64 whose number a use needs and left int32."""
+    return (f"{what}: torch computes it in int64, and its values span [{lo}, {hi}], past int32, which device "
+            "integers are (TPU has no 64-bit vectors), and a later use needs the number (a comparison, a "
+            "division, an index, a float cast, an int64 store); compute in float32 (`x.float()`), or cast its "
+            "integer operands to int32 (`.sum(dim, dtype=torch.int32)`, `s.to(torch.int32) * k`: torch then "
+            "wraps as the kernel does)")
+
+
 def exact(op: str, operands: list, attrs: dict) -> np.ndarray:
     """The op's result in Python integers, from operands given as arrays or numbers."""
     values = [np.asarray(item).astype(object) for item in operands]
     return np.asarray(EXACT[op](*values, **attrs), dtype=object)
 
 
-__all__ = ["EXACT", "FILLS", "exact"]
+__all__ = ["EXACT", "FILLS", "drops_wrap", "exact", "passes_wrapped", "past_int32"]

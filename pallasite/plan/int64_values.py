@@ -9,8 +9,13 @@ carried value and an `if`'s merged one included, to a fixed point), ending them 
 ends them: a cast the user writes to 32 bits or fewer, and `x op= v` of an int32 `x`
 (`Node.in_place`: torch keeps x's dtype and wraps, as the kernel does).
 
-Each marked value made by an op that can leave int32 from operands inside it (+, -, *, neg,
-abs, **, <<, //, the sums and products) is a `RangeCheck` with `recompute`: interpret mode
+Torch's number matters only where a use needs it: `+`, `-`, `*`, sums, bitwise ops,
+selections and views give, on operands wrapped to 32 bits, torch's result wrapped, so a value
+only they take on to a cast to int32, an int32 store or `h & 1023` is torch's answer past
+int32 too (a hash, a checksum). `_needed_values` finds, backwards to a fixed point, the marked
+values a comparison, division, index, float cast or int64 store needs. Each such value made
+by an op that can leave int32 from operands inside it (+, -, *, neg, abs, **, <<, //, the
+sums and products) is a `RangeCheck` with `recompute`: interpret mode
 recomputes the op exactly from its operands (which the checks before it proved equal to
 torch's) on their valid lanes, just before it runs, and a number past int32 makes the call
 raise `exc.ShapeMismatch` at the user's line, as reference mode does. An op planning
@@ -20,14 +25,15 @@ int64 values) is refused (`exc.UnsupportedDtype`), never wrapped silently.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Iterator
 
 import torch
 
 from .. import exc
-from ..ir import IfBlock, Load, Node, TileLoop, Value, ops, walk_nodes
-from ..ir.exact_ints import EXACT
+from ..ir import IfBlock, Load, Node, Store, TensorSymbol, TileLoop, Value, ops, walk_nodes
+from ..ir.exact_ints import EXACT, drops_wrap, passes_wrapped, past_int32
 from .bounds import describe, value_interval
 from .plans import RangeCheck
 
@@ -48,10 +54,7 @@ def int64_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[Ra
     checks = []
     for node, (op, operands, attrs) in _checked(body):
         text = _spelling(op, operands, attrs).replace("{", "{{").replace("}", "}}")
-        message = (f"{text}: torch computes it in int64, and its values span [{{lo}}, {{hi}}], past int32, "
-                   "which device integers are (TPU has no 64-bit vectors); compute in float32 (`x.float()`), "
-                   "or cast its integer operands to int32 (`.sum(dim, dtype=torch.int32)`, "
-                   "`s.to(torch.int32) * k`: torch then wraps as the kernel does)")
+        message = past_int32(text, "{lo}", "{hi}")
         valid = tuple(tuple(sorted(padded.get(item.id, {}).items())) if isinstance(item, Value) else ()
                       for item in operands)
         checks.append(RangeCheck(next(check_ids), 0, message, node.location, node_id=node.id, guarded=True,
@@ -67,12 +70,17 @@ def checked_nodes(body: list) -> set[int]:
 
 
 def _checked(body: list) -> Iterator[tuple[Node, tuple]]:
-    """Each node making a value torch holds in int64 that could leave int32, with its recipe."""
+    """Each node making a value torch holds in int64 that could leave int32 where a use needs
+    torch's number, with its recipe."""
     wide = _wide_values(body)
     if not wide:
         return
+    needed = _needed_values(body, wide)
     for node in walk_nodes(body):
         if not _makes_wide_integer(node, wide):
+            continue
+        if node.output.id not in needed:
+            _recipe(node, wide)  # an op with no exact recomputation is refused all the same
             continue
         recipe = _recipe(node, wide)
         if recipe is not None and not _proven(*recipe, node):
@@ -161,6 +169,70 @@ def _takes_on(node: Node, wide: set[int]) -> bool:
 
 def _any_wide(wide: set[int], *values: Any) -> bool:
     return any(isinstance(v, Value) and v.id in wide for v in values)
+
+
+# ------------------------------------------------------- needed values --
+
+
+def _needed_values(body: list, wide: set[int]) -> set[int]:
+    """The ids of the values torch holds in int64 whose number a use needs, to a fixed point:
+    a use needs it unless the op gives, on the value wrapped to 32 bits, torch's result wrapped
+    (`exact_ints.passes_wrapped`) and that result is not needed in turn (a cast to int32 and an
+    int32 store end it; so does `h & 1023`, `exact_ints.drops_wrap`)."""
+    needed: set[int] = set()
+    size = -1
+    while size != len(needed):
+        size = len(needed)
+        _need(body, wide, needed)
+    return needed & wide
+
+
+def _need(body: list, wide: set[int], needed: set[int]) -> None:
+    for item in reversed(body):
+        if isinstance(item, TileLoop):
+            for carried in item.carried:
+                if carried.param.id in needed or (carried.out is not None and carried.out.id in needed):
+                    needed.update(v.id for v in (carried.init, carried.result) if v is not None)
+            needed.update(v.id for dim in item.dims for v in _values_in((dim.begin, dim.end)))
+            _need(item.body, wide, needed)
+        elif isinstance(item, IfBlock):
+            needed.update(v.id for v in _values_in(item.condition))
+            for merged in item.outputs:
+                if merged.out.id in needed:
+                    needed.update((merged.then_value.id, merged.else_value.id))
+            _need(item.then_body, wide, needed)
+            _need(item.else_body, wide, needed)
+        else:
+            needed.update(value.id for value in _needing_operands(item, wide, needed))
+
+
+def _needing_operands(node: Node, wide: set[int], needed: set[int]) -> Iterator[Value]:
+    """The operands of `node` whose torch number its result needs."""
+    yield from _values_in((node.kwargs, getattr(node, "index", ())))
+    if isinstance(node, Store):
+        target = node.tensor.caller_dtype or node.tensor.dtype
+        if not _is_integer(target) or target.itemsize > 4:  # an int64 or float tensor holds the number
+            yield from _values_in(node.args)
+        return
+    if len(node.outputs) == 1 and drops_wrap(node.op, node.args):  # exact from the low 32 bits
+        return
+    kept = len(node.outputs) == 1 and not (node.output.id in wide and node.output.id in needed)
+    for position, operand in enumerate(node.args):
+        if not (kept and passes_wrapped(node.op, position, node.output.dtype)):
+            yield from _values_in(operand)
+
+
+def _values_in(item: Any) -> Iterator[Value]:
+    """The Values an operand, index or bound holds (in tuples, dicts and index items)."""
+    if isinstance(item, Value):
+        yield item
+    elif isinstance(item, (tuple, list)):
+        for part in item:
+            yield from _values_in(part)
+    elif isinstance(item, dict):
+        yield from _values_in(tuple(item.values()))
+    elif dataclasses.is_dataclass(item) and not isinstance(item, (type, Node, TensorSymbol)):
+        yield from _values_in(tuple(getattr(item, field.name) for field in dataclasses.fields(item)))
 
 
 # -------------------------------------------------------------- proofs --

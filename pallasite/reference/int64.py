@@ -4,22 +4,28 @@ Device integers are int32. Where torch's result is int64 (an integer sum, `.long
 the integer arithmetic taking such a value on), the compiled kernel holds torch's number
 while it fits int32, and interpret mode checks that it does where an op could leave int32
 (plan/int64_values.py). Reference mode runs torch itself: a value torch holds in int64 is
-marked (`ATTRIBUTE`) when narrowed to int32, an op taking a marked operand runs on its
-int64 values again, and where the op is one the compiled kernel checks (`ir/exact_ints.py`)
-a number past int32 raises `exc.ShapeMismatch` at the line, as the compiled call does; a
-contraction of such values is refused, as there. `x op= v` of an unmarked x wraps to x's
-int32 (torch keeps x's dtype).
+marked (`ATTRIBUTE`) when narrowed to int32, and an op taking a marked operand runs on its
+int64 values again. Where the op is one the compiled kernel checks (`ir/exact_ints.py`) and
+its number leaves int32, the value is marked overflowed instead (an `Overflow`, its message
+and line): ops that give torch's result wrapped on a wrapped operand take it on
+(`exact_ints.passes_wrapped`: `+`, `*`, sums, selections, views), a cast to int32 or an
+int32 store ends it (torch wraps there too), and any other use (a comparison, a float cast,
+an index, an int64 store) raises its `exc.ShapeMismatch` at the op's line, as the compiled
+call's check does (which planning makes only for numbers a use needs). A contraction of such
+values is refused, as there. `x op= v` of an unmarked x wraps to x's int32 (torch keeps x's
+dtype).
 """
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import exc
 from ..ir import ops
-from ..ir.exact_ints import EXACT
+from ..ir.exact_ints import EXACT, drops_wrap, passes_wrapped, past_int32
 from . import lanes
 
 ATTRIBUTE = "_pallasite_int64"
@@ -31,8 +37,40 @@ _SOURCES = frozenset({"sum", "prod", "cumsum", "cumprod", "long", "to", "argmax"
 _in_place_targets: list[bool] = []  # `x op= v` running: whether x is marked
 
 
+@dataclass(frozen=True)
+class Overflow:
+    """A value whose torch number left int32: the error a use needing that number raises."""
+
+    message: str
+    location: exc.SourceLocation | None
+
+    def error(self) -> exc.ShapeMismatch:
+        return exc.ShapeMismatch(self.message, self.location)
+
+
 def is_wide(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and getattr(value, ATTRIBUTE, False)
+    return isinstance(value, torch.Tensor) and bool(getattr(value, ATTRIBUTE, False))
+
+
+def overflow_of(value: Any) -> Overflow | None:
+    mark = getattr(value, ATTRIBUTE, None) if isinstance(value, torch.Tensor) else None
+    return mark if isinstance(mark, Overflow) else None
+
+
+def check_stored(target: torch.Tensor, key: Any, value: Any) -> None:
+    """`target[key] = value`: an int32 (or narrower) tensor wraps torch's number as the kernel
+    does; any other tensor, and any index, needs the number itself."""
+    for item in lanes.leaves(key):
+        _needs(item)
+    integer = not (target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool)
+    if not (integer and target.dtype.itemsize <= 4):
+        _needs(value)
+
+
+def _needs(item: Any) -> None:
+    overflow = overflow_of(item)
+    if overflow is not None:
+        raise overflow.error()
 
 
 def wanted(name: str, args: tuple, kwargs: dict) -> bool:
@@ -40,9 +78,10 @@ def wanted(name: str, args: tuple, kwargs: dict) -> bool:
     return name in _SOURCES or any(is_wide(item) for item in lanes.leaves((args, kwargs)))
 
 
-def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable) -> Any:
+def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable,
+           location: exc.SourceLocation | None = None) -> Any:
     """`run(func, args, kwargs)` with marked operands at their int64 values; an int64 result
-    checked (where the compiled kernel checks it), narrowed and marked."""
+    narrowed and marked (overflowed where it leaves int32 and the compiled kernel checks it)."""
     op = _op_name(func, name)
     wide_operand = any(is_wide(item) for item in lanes.leaves((args, kwargs)))
     source = args[0] if args else kwargs.get("input")
@@ -57,19 +96,44 @@ def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable) 
     finally:
         if in_place is not None:
             _in_place_targets.append(in_place)
-    return _narrowed(result, op, wide_operand, in_place)
+    carried = _overflow_passed(op, args, kwargs, result)
+    return _narrowed(result, op, wide_operand, in_place, carried, location)
 
 
-def marked(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` (int32) marked as holding torch's int64 numbers."""
-    setattr(tensor, ATTRIBUTE, True)
+def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any) -> Overflow | None:
+    """The overflow an operand brings that the result takes on (raised where the op needs the
+    operand's number: `exact_ints.passes_wrapped`)."""
+    for item in lanes.leaves(kwargs):
+        _needs(item)
+    results = [r for r in lanes.leaves(result) if isinstance(r, torch.Tensor)]
+    carried = None
+    for position, item in enumerate(args):
+        for leaf in lanes.leaves(item):
+            overflow = overflow_of(leaf)
+            if overflow is None:
+                continue
+            if drops_wrap(op, args) and len(results) == 1:
+                continue
+            if len(results) != 1 or not passes_wrapped(op, position, results[0].dtype):
+                raise overflow.error()
+            carried = carried or overflow
+    return carried
+
+
+def marked(tensor: torch.Tensor, mark: bool | Overflow = True) -> torch.Tensor:
+    """`tensor` (int32) marked as holding torch's int64 numbers (or their low 32 bits, with
+    the `Overflow` a use needing the numbers raises)."""
+    setattr(tensor, ATTRIBUTE, mark)
     return tensor
 
 
 def viewed(args: tuple, result: Any) -> Any:
-    """A view or part of a marked value (`s[:, None]`, `c.T`) is marked too."""
+    """A view or part of a marked value (`s[:, None]`, `c.T`) is marked too (an index needs
+    its number)."""
+    for item in lanes.leaves(args[1:]):
+        _needs(item)
     if args and is_wide(args[0]) and isinstance(result, torch.Tensor) and not result.dtype.is_floating_point:
-        return marked(result)
+        return marked(result, getattr(args[0], ATTRIBUTE))
     return result
 
 
@@ -83,23 +147,22 @@ def in_place_update(target: Any) -> Iterator[None]:
         _in_place_targets.pop()
 
 
-def _narrowed(result: Any, op: str, wide_operand: bool, in_place: bool | None) -> Any:
+def _narrowed(result: Any, op: str, wide_operand: bool, in_place: bool | None, carried: Overflow | None,
+              location: exc.SourceLocation | None) -> Any:
     if isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) for r in result):
-        items = [_narrowed(r, op, wide_operand, in_place) for r in result]
+        items = [_narrowed(r, op, wide_operand, in_place, carried, location) for r in result]
         return type(result)(items)
     if not isinstance(result, torch.Tensor) or result.dtype != torch.int64:
         return result
     narrow = lanes.marked_as(result.to(torch.int32), result)
     if in_place is False:  # an int32 x: torch wraps the update into x
         return narrow
+    if carried is not None:
+        return marked(narrow, carried)
     if op in EXACT and result.numel():
         lo, hi = int(result.min()), int(result.max())
         if lo < _INT32.min or hi > _INT32.max:
-            raise exc.ShapeMismatch(
-                f"{op}: torch computes it in int64, and its values span [{lo}, {hi}], past int32, which "
-                "device integers are (TPU has no 64-bit vectors); compute in float32 (`x.float()`), or cast "
-                "its integer operands to int32 (`.sum(dim, dtype=torch.int32)`, `s.to(torch.int32) * k`: "
-                "torch then wraps as the kernel does).")
+            return marked(narrow, Overflow(past_int32(op, lo, hi) + ".", location))
     elif wide_operand and op in ("matmul", "mm", "bmm", "dot", "addmm", "baddbmm", "einsum"):
         raise exc.UnsupportedDtype(
             f"{op}: torch computes it in int64 (from an integer sum, `.long()`, ...), which device integers "
@@ -127,4 +190,5 @@ def _widened(item: Any) -> Any:
     return item
 
 
-__all__ = ["ATTRIBUTE", "follow", "marked", "in_place_update", "is_wide", "viewed", "wanted"]
+__all__ = ["ATTRIBUTE", "Overflow", "check_stored", "follow", "in_place_update", "is_wide", "marked", "overflow_of",
+           "viewed", "wanted"]

@@ -431,7 +431,8 @@ class ReferenceRunner:
         with self.mode.paused():
             if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point:  # torch's int64, checked
                 return int64.follow(getattr(torch, spelling), spelling, (value, dim), {"reverse": reverse},
-                                    lambda f, a, k: scans.cumulative(spelling, a[0], a[1], k["reverse"], k["dtype"]))
+                                    lambda f, a, k: scans.cumulative(spelling, a[0], a[1], k["reverse"], k["dtype"]),
+                                    self.location)
             return scans.cumulative(spelling, value, dim, reverse)
 
     def split(self, value: Any) -> Any:
