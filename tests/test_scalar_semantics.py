@@ -281,6 +281,40 @@ def test_masked_fill_of_a_number_the_dtype_cannot_hold_is_refused_in_both_modes(
 
 
 @pallasite.kernel
+def filled_by_an_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.full_like(x[t], v) + x[t].new_full(x[t].shape, v) + hl.full([t], v, dtype=x.dtype)
+    return out
+
+
+@pallasite.kernel
+def masked_by_an_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t].masked_fill(x[t] > 0, v)
+    return out
+
+
+@pytest.mark.parametrize("kernel", [filled_by_an_argument, masked_by_an_argument])
+@pytest.mark.parametrize("dtype, number", [(torch.int8, 300), (torch.float16, 1e5), (torch.bfloat16, 1e39)])
+def test_a_runtime_number_the_dtype_cannot_hold_is_refused_at_each_call(kernel, dtype, number):
+    """A number passed at run time into full_like/new_full/hl.full of int8 wrapped (300 -> 44)
+    and of float16 became inf compiled, and masked_fill's took where's rule (inf); torch refuses
+    them, as reference mode does. The same compiled kernel takes a number that fits."""
+    x = torch.tensor([-1, 2, -3, 4]).to(dtype)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow") as compiled:
+        code_and_output(kernel, (x, number))
+    assert "v = " in str(compiled.value)
+    with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+        run_ref(kernel, (x, number))
+    fits = 5
+    expected = torch.full_like(x, fits) * 3 if kernel is filled_by_an_argument else x.masked_fill(x > 0, fits)
+    for result in _both_modes(kernel, (x, fits)):
+        torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
 def scaled_by_arguments(x, k: int, f: float):
     out = torch.empty_like(x)
     for t in hl.tile(x.size(0)):

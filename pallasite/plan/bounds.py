@@ -128,25 +128,28 @@ def scalar_dependent_arithmetic(body: list) -> tuple:
 
 
 # ops torch converts a number operand into the result's dtype with a check (`torch.where(x8 > 0,
-# x8, v)` with v = 300 raises): a runtime scalar there is checked at each call
-_CONVERTING = ("where", "clamp")
+# x8, v)` with v = 300 raises; a fill of full_like, new_full, hl.full): a runtime scalar there is
+# checked at each call, by the rule of the torch call the node is (masked_fill's where: its own)
+_CONVERTING = ("where", "clamp", "full")
 
 
 def _scalar_operands(node) -> list:
-    return [arg for arg in node.args[1:] if isinstance(arg, Value) and arg.producer is not None
+    operands = node.args[:1] if node.op == "full" else node.args[1:]  # full(value, [like]): the fill
+    return [arg for arg in operands if isinstance(arg, Value) and arg.producer is not None
             and not isinstance(arg.producer, Load) and arg.producer.op == "scalar_arg"]
 
 
 def _check_converted(node, scalars: Mapping[str, Any]) -> None:
+    rule = "full_like" if node.op == "full" else "masked_fill" if node.composite == "masked_fill" else node.op
     for operand in _scalar_operands(node):
         name = operand.producer.args[0].name
         if name not in scalars:
             continue
         bound = "min" if node.op == "clamp" and node.args[1] is operand else "max"  # clamp(x, min, max)
-        refusal = number_refusal(node.op, scalars[name], node.output.dtype, bound)
+        refusal = number_refusal(rule, scalars[name], node.output.dtype, bound)
         if refusal is not None:
             raise exc.UnsupportedDtype(
-                f"{name} = {scalars[name]!r}: torch.{node.op} of {str(node.output.dtype).removeprefix('torch.')} "
+                f"{name} = {scalars[name]!r}: torch.{rule} of {str(node.output.dtype).removeprefix('torch.')} "
                 f"refuses the number ({refusal}); pass one the dtype holds, or cast the tensor to a wider dtype.",
                 node.location)
 
