@@ -10,7 +10,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc
 from pallasite.plan.loops import LOOP_TYPES
-from pallasite.testing import code_and_output
+from pallasite.testing import code_and_output, run_ref
 
 
 def _block_kernel(read):
@@ -63,7 +63,7 @@ def _inner_kernel(read, block=8):
 
 
 @pytest.mark.parametrize("read,error,message", [
-    (lambda blk, s: blk[-3:2], exc.IndexingError, "negative slice bound"),
+    (lambda blk, s: blk[-3:2], exc.IndexingError, "the slice is empty"),
     (lambda blk, s: blk[0:4:2], exc.IndexingError, "strided slice"),
     (lambda blk, s: blk[hl.arange(0, 4, 2)], exc.IndexingError, "strided run"),
     (lambda blk, s: blk[s.index + 1], exc.IndexingError, "not provably one contiguous run"),
@@ -90,6 +90,40 @@ def test_index_past_a_partial_last_tile_is_invalid_config():
     _, out = code_and_output(kernel, (x,))
     expected = torch.stack([x[i + 4] * len(range(0, min(8, 21 - i), 2)) for i in range(0, 21, 8)])
     torch.testing.assert_close(out, expected)
+
+
+def test_a_negative_index_past_a_partial_last_tile_is_invalid_config():
+    """`blk[-1]` counts from the block's end, which on the partial last tile is padding."""
+    kernel = _inner_kernel(lambda blk, s: blk[-1][None, :])
+    with pytest.raises(exc.InvalidConfig, match="counts from the end of the block of tile 'tile_t'"):
+        code_and_output(kernel, (torch.randn(21, 128),))
+    x = torch.randn(24, 128)  # tiles of 8 pad nothing: the last row of each tile
+    _, out = code_and_output(kernel, (x,))
+    torch.testing.assert_close(out, torch.stack([x[i + 7] * 4 for i in range(0, 24, 8)]))
+
+
+@pallasite.kernel
+def ends_of_rows(x):
+    m, n = x.size()
+    last = torch.empty([m], dtype=x.dtype)
+    tails = torch.empty([m, 3], dtype=x.dtype)
+    for t in hl.tile(m):
+        c = x[t, :].cumsum(1)
+        last[t] = c[:, -1] - c[:, -2]
+        tails[t, :] = c[:, -3:] + c[:, :-1][:, -3:]
+    return last, tails
+
+
+def test_negative_indices_of_a_whole_axis_count_from_its_end():
+    """`c[:, -1]` of a device value's whole axis was refused (trial V); torch counts from the
+    end, which a whole axis (not a partial tile's) holds."""
+    x = torch.randn(20, 16)
+    c = x.cumsum(1)
+    expected = (c[:, -1] - c[:, -2], c[:, -3:] + c[:, :-1][:, -3:])
+    _, compiled = code_and_output(ends_of_rows, (x,), block_sizes=[8])
+    for result in (compiled, run_ref(ends_of_rows, (x,), block_sizes=[8])):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want)
 
 
 # -------------------------------------------------------- read after write --

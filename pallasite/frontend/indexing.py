@@ -17,9 +17,8 @@ import torch
 from .. import exc
 from ..ir import (
     FullSlice, GatherIndex, IndexItem, NarrowItem, NewAxis, Run, ScalarIndex, ShiftedTile, StaticSlice, TileSlice,
-    Value, ops,
+    Value,
 )
-from ..ir.ops import OpKind
 from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
 from .tile_runs import tile_run
@@ -44,8 +43,8 @@ SUBSCRIPT_FORMS = (
     IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
               "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
               "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
-              "size times c is padded where the tile is (computed_window); a tile's begin plus a constant for "
-              "its block size, inside the axis, is the shifted tile (shifted_window: `W[tk, tn.begin + n:"
+              "size times c is padded where the tile is (windows.py:computed_window); a tile's begin plus a constant for "
+              "its block size, inside the axis, is the shifted tile (windows.py:shifted_window: `W[tk, tn.begin + n:"
               "tn.begin + n + tn.block_size]`)"),
 )
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
@@ -63,8 +62,9 @@ REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the n
                 "v.reshape(-1, ...)`"),
     RefusedForm("float or bool scalar index", ("x[x[0, 0]]",), "only integers name positions",
                 "cast it: `x[s.to(torch.int32)]`"),
-    RefusedForm("strided, negative or computed narrowing of a device value", ("blk[::2]", "blk[-1]", "blk[idx[tile]]"),
-                "a narrowing read must be one contiguous run of the loaded block",
+    RefusedForm("strided or computed narrowing of a device value", ("blk[::2]", "blk[idx[tile]]"),
+                "a narrowing read must be one contiguous run of the loaded block (a negative int counts from "
+                "the end of an axis only where no partial tile pads it)",
                 "a constant, a constant slice, tile.begin or tile.index; or index the tensor itself "
                 "(`x[idx[tile], :]` gathers)"),
 )
@@ -197,8 +197,8 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
     """A slice of a tensor axis in device code: a static window, its bounds read as Python
     reads them (negative counts from the end, None is the end, out-of-range clamps)."""
-    text = _slice_text(item)
-    if not _is_int(item.step, None, 1):
+    text = slice_text(item)
+    if not is_int(item.step, None, 1):
         raise exc.IndexingError(
             f"{tensor_name}[...]: the slice {text} on axis {axis} has step {item.step!r}; a slice in device "
             "code is a contiguous window (step 1). Read the window and take every n-th element with a "
@@ -209,7 +209,7 @@ def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSl
             f"{tensor_name}[...]: the slice {text} on axis {axis} needs compile-time int bounds (host ints, "
             "sizes, hl.specialize'd scalars); a window that moves with the data is a tile: "
             "`for t in hl.tile(begin, end)`, then index with t.")
-    if _is_int(item.start, None, 0) and (item.stop is None or item.stop is size):
+    if is_int(item.start, None, 0) and (item.stop is None or item.stop is size):
         return FullSlice()
     if isinstance(size, SymbolicSize) or any(isinstance(b, SymbolicSize) for b in bounds):
         raise exc.IndexingError(
@@ -232,7 +232,7 @@ def is_narrowing(key: Any) -> bool:
     return not all(item is None or item is Ellipsis or whole_slice(item) for item in items)
 
 
-def _is_int(value: Any, *allowed) -> bool:
+def is_int(value: Any, *allowed) -> bool:
     """Whether `value` is one of `allowed` (None or ints), never asking a traced value `==`."""
     return any(value is option if option is None else type(value) is int and value == option
                for option in allowed)
@@ -283,36 +283,43 @@ def _with_scalars(item, scalar_value):
     return item
 
 
+def _from_unknown_end(text: str) -> exc.IndexingError:
+    return exc.IndexingError(f"{text}: a negative index counts from the end of an axis whose size is not a "
+                             "compile-time int here (static_shapes=False); count from 0.")
+
+
 def _narrow_item(item: Any, size: int, name: str):
     if isinstance(item, slice):
         if item.step not in (None, 1):
             raise exc.IndexingError(
-                f"{name}[{_slice_text(item)}]: a strided slice (step {item.step}) is not one contiguous "
+                f"{name}[{slice_text(item)}]: a strided slice (step {item.step}) is not one contiguous "
                 "run; a narrowing read of a device value must read contiguous positions.")
         bounds = (item.start, item.stop)
         if any(b is not None and (isinstance(b, bool) or not isinstance(b, int)) for b in bounds):
             raise exc.IndexingError(
-                f"{name}[{_slice_text(item)}]: slice bounds of a device value must be compile-time ints; "
+                f"{name}[{slice_text(item)}]: slice bounds of a device value must be compile-time ints; "
                 "for a run that moves with a tile, index with the tile (`blk[tile.index]`).")
-        if any(b is not None and b < 0 for b in bounds):
-            raise exc.IndexingError(
-                f"{name}[{_slice_text(item)}]: a negative slice bound is not supported on a device "
-                "value (its block may be longer than the tensor's part of it); count from 0.")
-        start = item.start or 0
-        stop = size if item.stop is None else item.stop
+        from_end = any(b is not None and b < 0 for b in bounds)
+        if from_end and not isinstance(size, int):
+            raise _from_unknown_end(f"{name}[{slice_text(item)}]")
+        start, stop = (b if b is None or b >= 0 else max(size + b, 0) for b in bounds)
+        start = start or 0
+        stop = size if stop is None else stop
         if start == 0 and stop == size:
             return FullSlice()
         if stop <= start:
-            raise exc.IndexingError(f"{name}[{_slice_text(item)}]: the slice is empty.")
-        return Run(start, stop - start)
+            raise exc.IndexingError(f"{name}[{slice_text(item)}]: the slice is empty.")
+        return Run(start, stop - start, from_end=from_end)
     if isinstance(item, bool):
         raise exc.IndexingError(f"{name}[...]: boolean indices are not supported.")
     if isinstance(item, int):
-        if item < 0:
-            raise exc.IndexingError(
-                f"{name}[{item}]: a negative index is not supported on a device value (its block may "
-                "be longer than the tensor's part of it); count from 0.")
-        return ScalarIndex(item)
+        if item >= 0:
+            return ScalarIndex(item)
+        if not isinstance(size, int):
+            raise _from_unknown_end(f"{name}[{item}]")
+        if item < -size:
+            raise exc.IndexingError(f"{name}[{item}]: index {item} is out of bounds for an axis of size {size}.")
+        return ScalarIndex(size + item, from_end=True)
     if isinstance(item, HostScalar):
         if item.python_type is not int:
             raise exc.IndexingError(f"{name}[...]: a float scalar cannot index a tensor.")
@@ -393,7 +400,7 @@ def _item_text(item: Any) -> str:
     if item is Ellipsis:
         return "..."
     if isinstance(item, slice):
-        return _slice_text(item)
+        return slice_text(item)
     if isinstance(item, TileProxy):
         return item.dim.name
     if isinstance(item, DeviceTensor) and item.value.producer is not None:
@@ -405,7 +412,7 @@ def _item_text(item: Any) -> str:
     return repr(item)
 
 
-def _slice_text(item: slice) -> str:
+def slice_text(item: slice) -> str:
     parts = ["" if p is None else str(p) for p in (item.start, item.stop)]
     text = ":".join(parts)
     return text + (f":{item.step}" if item.step is not None else "")
@@ -468,86 +475,6 @@ def _flatten_list(item: Any):
             yield from _flatten_list(entry)
         else:
             yield entry
-
-
-def computed_window(item: Any) -> tuple[DeviceTensor, int] | None:
-    """`x[t, s : s + n]` with `s` a device scalar and `n` a compile-time int (Helion's int4
-    GEMM reads `A[tile_m, 2 * tile_k.begin : 2 * tile_k.begin + 2 * block]`): the window's
-    start and length, read as the index vector `s + hl.arange(n)`; None for any other item."""
-    if not (isinstance(item, slice) and isinstance(item.start, DeviceTensor)
-            and isinstance(item.stop, DeviceTensor) and _is_int(item.step, None, 1)):
-        return None
-    start, producer = item.start.value, item.stop.value.producer
-    if start.shape != () or producer is None or producer.op != "add" or producer.kwargs.get("alpha", 1) != 1:
-        return None
-    left, right = producer.args[:2]
-    length = right if same_scalar(left, start) else left if same_scalar(right, start) else None
-    if type(length) is not int:
-        return None
-    if length <= 0:
-        raise exc.IndexingError(f"The slice {_slice_text(item)} selects no element; device code has no "
-                                "empty windows.")
-    return item.start, length
-
-
-def same_scalar(a: Any, b: Any) -> bool:
-    """Whether two traced scalars are one value, or one computation of the same operands (the
-    start of `x[t, t2.begin + n : t2.begin + n + t2.block_size]` written out twice): pure
-    arithmetic and tile attributes only, never a load or a random draw."""
-    if a is b:
-        return True
-    if not (isinstance(a, Value) and isinstance(b, Value)) or a.shape != () or b.shape != ():
-        return type(a) is int and type(b) is int and a == b
-    first, second = a.producer, b.producer
-    if first is None or second is None or first.op != second.op or first.op not in ops.OPS \
-            or ops.OPS[first.op].kind not in (OpKind.ELEMENTWISE, OpKind.STRUCTURAL) \
-            or first.kwargs != second.kwargs or len(first.args) != len(second.args) or a.dtype != b.dtype:
-        return False
-    return all(x is y or (not isinstance(x, Value) and type(x) is type(y) and x == y) or same_scalar(x, y)
-               for x, y in zip(first.args, second.args))
-
-
-def scaled_tile(start: DeviceTensor, length: int) -> tuple[Any, int] | None:
-    """A window `tile.begin * c : tile.begin * c + tile.block_size * c` (int4's activations)
-    is the tile scaled by c: (its TileDim, c), else None. Its lanes past c times the tile's
-    valid positions are padding, as the tile's are."""
-    producer = start.value.producer
-    if producer is None or producer.op != "mul":
-        return None
-    left, right = producer.args[:2]
-    begin, factor = (left, right) if type(right) is int else (right, left)
-    if type(factor) is not int or factor <= 0 or not isinstance(begin, Value) or begin.producer is None \
-            or begin.producer.op != "tile_begin":
-        return None
-    dim = begin.producer.args[0]
-    return (dim, factor) if not dim.is_grid and length == dim.block_size * factor else None
-
-
-def shifted_window(start: DeviceTensor, length: int, size: Any) -> tuple[Any, int] | None:
-    """A window `tile.begin + c : tile.begin + c + tile.block_size` (Helion's fused SwiGLU
-    reads the up-projection half `W[tile_k, tile_n.begin + N : ... + tile_n.block_size]`)
-    of an axis of `size` positions is the tile shifted by the static int c: (its TileDim,
-    c), else None. Its lanes past the tile's valid positions are padding, as the tile's are
-    (a gather of start + hl.arange(length) would read past them). Only where every valid
-    lane lies inside the axis (static loop bounds): there the slice means what torch's
-    does; a start below 0 wraps in Python and a stop past the end clamps, which a shifted
-    tile (0 outside the tensor) does not mean, so those stay gathers (range-checked)."""
-    value, offset = start.value, 0
-    while value.producer is not None and value.producer.op in ("add", "sub") \
-            and value.producer.kwargs.get("alpha", 1) == 1:  # tile.begin - 3 + 8: constants fold
-        left, right = value.producer.args[:2]
-        if type(right) is int and isinstance(left, Value):
-            value, offset = left, offset + (right if value.producer.op == "add" else -right)
-        elif type(left) is int and isinstance(right, Value) and value.producer.op == "add":
-            value, offset = right, offset + left
-        else:
-            return None
-    if value.producer is None or value.producer.op != "tile_begin":
-        return None
-    dim = value.producer.args[0]
-    if dim.is_grid or length != dim.block_size or not all(type(v) is int for v in (dim.begin, dim.end, size)):
-        return None
-    return (dim, offset) if dim.begin + offset >= 0 and dim.end + offset <= size else None
 
 
 def _begin_of_tile(item: Any) -> Any:

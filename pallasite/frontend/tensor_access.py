@@ -25,7 +25,7 @@ from .indexing import (
 )
 from .operands import shape_key
 from . import device_values
-from .indexing import computed_window, scaled_tile, shifted_window
+from .windows import computed_window, scaled_tile, shifted_window
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
 

@@ -29,12 +29,13 @@ def _run_terms(draw, rank: int, block: int, heads: int) -> list[str]:
         forms = ["blk[ts.index].sum(0)", "blk[ts.begin]", "blk[ts.index, None, :].sum(0)[0]",
                  "blk[None, ts.index].sum(1)[0]", "(blk[ts.index] * wb[ts.index]).sum(0)",
                  "(blk[ts.index] * 2.0 + 1.0).sum(0)", "(blk[ts.begin] * wb[ts.begin])",
-                 "blk[ts.index][None].sum(1)[0]"]
+                 "blk[ts.index][None].sum(1)[0]", "(blk[ts.index].sum(0) + blk[ts.begin][-1])",
+                 "(blk[ts.begin] - blk[ts.begin][-3:].sum(0) + blk[ts.begin][:-1][-2])"]
     else:
         forms = [f"blk[:, {head}, :][ts.index].sum(0)", f"blk[:, {head}][ts.begin]",
                  f"blk[ts.begin][{head}]", f"blk[ts.index, {head}].sum(0)", "blk[ts.index].sum(0).sum(0)",
                  f"(blk[ts.index, {head}] * wb[ts.index, {head}]).sum(0)",
-                 f"blk[ts.index, None, {head}, :].sum(0)[0]"]
+                 f"blk[ts.index, None, {head}, :].sum(0)[0]", f"(blk[ts.index, {head}].sum(0) + blk[ts.begin, -1][-1])"]
     return rng.sample(forms, rng.choice((1, 1, 2, 3)))
 
 
@@ -52,7 +53,8 @@ def _constant_terms(draw, rank: int, block: int, heads: int) -> list[str]:
     rng = draw.rng
     row = rng.choice((0, 0, 1, block - 1))
     head = rng.randrange(heads) if rank == 3 else None
-    forms = [f"blk[{row}]" if head is None else f"blk[{row}, {head}]"]
+    forms = [f"blk[{row}]" if head is None else f"blk[{row}, {head}]",
+             "blk[-1]" if head is None else f"blk[-1, {head - heads}]"]  # from the end: a short tile refuses it
     if block >= 3:
         forms.append("blk[1:3].sum(0)" if head is None else f"blk[1:3, {head}].sum(0)")
     return rng.sample(forms, 1) if draw.chance(0.3) else []

@@ -119,6 +119,9 @@ class ScalarIndex:
     """`x[3]`, `x[g]`, `x[tile.begin + 5]`: one position; the axis disappears."""
 
     index: Operand  # int or a scalar Value
+    # a narrowing read's negative int (`v[:, -1]`), counted here from the value's end: planning
+    # refuses it on an axis a partial tile pads (the value's end is not the tile's there)
+    from_end: bool = False
     FORM: ClassVar[IndexForm] = IndexForm(
         "scalar", ("x[3]", "x[-1]", "x[g, tile]", "x[tile_m.begin + 5]", "x[b, h, tile, :]  # b = bh // heads",
                    "x[offsets[g]]"),
@@ -214,12 +217,15 @@ class Run:
     start: Operand  # int or a scalar Value
     size: int
     dim: "TileDim | None" = None
+    from_end: bool = False  # a negative slice bound, counted from the value's end (as ScalarIndex's)
     FORM: ClassVar[IndexForm] = IndexForm(
         "narrowing read of a device value",
-        ("blk[1:3]", "blk[tile_s.index]", "blk[tile_s.begin]", "blk[i]  # i of hl.static_range"),
+        ("blk[1:3]", "blk[tile_s.index]", "blk[tile_s.begin]", "blk[i]  # i of hl.static_range", "c[:, -1]",
+         "c[:, -3:]"),
         "a part of a block already loaded (`blk = x[tile, :]`), read in an inner loop: a `pl.ds` read of "
         "its VMEM ref, or a static slice of the value (plan/subviews.py decides); a constant, a constant "
-        "slice, tile.begin or tile.index")
+        "slice, tile.begin or tile.index; a negative int or bound counts from the end of an axis no partial "
+        "tile pads")
 
 
 IndexItem = Union[TileSlice, FullSlice, ScalarIndex, NewAxis, GatherIndex, StaticSlice, ShiftedTile]

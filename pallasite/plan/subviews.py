@@ -46,6 +46,7 @@ class _Narrow:
     terms: tuple = ()
     size: int | None = None
     dim: TileDim | None = None
+    from_end: bool = False  # a negative index or bound, counted from the value's end
 
     @property
     def static(self) -> bool:
@@ -144,8 +145,8 @@ def _compose(node) -> tuple[Value, list[_Narrow]]:
 
 def _narrow_of(item) -> _Narrow:
     if isinstance(item, ScalarIndex):
-        return _Narrow("point", (item.index,))
-    return _Narrow("run", (item.start,), item.size, item.dim)
+        return _Narrow("point", (item.index,), from_end=item.from_end)
+    return _Narrow("run", (item.start,), item.size, item.dim, item.from_end)
 
 
 def _then(outer: _Narrow, inner: _Narrow, step) -> _Narrow:
@@ -161,7 +162,8 @@ def _then(outer: _Narrow, inner: _Narrow, step) -> _Narrow:
             f"The slice [{inner.terms[0]}:{inner.terms[0] + inner.size}] is wider than the run of "
             f"{outer.size} it narrows.", step.location)
     terms = outer.terms + inner.terms
-    return _Narrow(inner.kind, terms, inner.size, inner.dim or outer.dim if inner.kind == "run" else None)
+    return _Narrow(inner.kind, terms, inner.size, inner.dim or outer.dim if inner.kind == "run" else None,
+                   outer.from_end or inner.from_end)
 
 
 # ------------------------------------------------------------------ bounds --
@@ -203,6 +205,12 @@ def _check_inside(node, root: Value, load, axis: int, item: _Narrow, pad) -> Non
     if pad is None:
         return
     tile = pad.dim  # the axis is that tile's block: positions past its extent are padding
+    if item.from_end:  # a block size dividing the dim pads nothing: the autotuner may pick one
+        raise (exc.InvalidConfig if _min_extent(tile) is not None else exc.IndexingError)(
+            f"{name}[{text}] on axis {axis}: a negative index counts from the end of the block of tile "
+            f"'{tile.name}', which on its partial last tile is padding, not torch's last element; index "
+            "an axis the tile does not pad, choose a block size that divides the dim, or count from 0.",
+            node.location)
     if _within_extent(item, tile):
         return
     minimum = _min_extent(tile)
