@@ -8,13 +8,19 @@ named `<parameter>__<variable>` (`epilogue__bias`), read again at every call, wi
 shape and dtype in the variant key (`runtime/scope.py:callable_fingerprint` keys the rest
 of the function). The trace calls a copy of the function whose tensor variables are the
 proxies of those parameters (`rebound`).
+
+A list or tuple argument holding tensors (Helion's `bufs: list[torch.Tensor]`) is read the
+same way: each tensor is a trailing parameter `<parameter>__item_<i>`, and the argument's
+spec is a `TensorItems` (its length, its other items), which the trace fills with the
+parameters' proxies.
 """
 from __future__ import annotations
 
 import dis
 import sys
 import types
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -84,13 +90,45 @@ def captured_name(parameter: str, variable: str) -> str:
 
 
 def argument_closure_tensors(parameters: list[str], values: list[Any]) -> dict[str, Any]:
-    """Every tensor the function arguments of one call close over, by `captured_name`."""
+    """Every tensor the function arguments of one call close over, and every tensor of a list
+    or tuple argument, by `captured_name`."""
     found: dict[str, Any] = {}
     for parameter, value in zip(parameters, values):
         if is_plain_function(value):
             for variable, tensor in closure_tensors(value).items():
                 found[captured_name(parameter, variable)] = tensor
+        elif holds_tensors(value):
+            for index, item in enumerate(value):
+                if _is_tensor(item):
+                    found[captured_name(parameter, f"item_{index}")] = item
     return found
+
+
+def holds_tensors(value: Any) -> bool:
+    """A list or tuple argument with a tensor among its items (or theirs)."""
+    return isinstance(value, (list, tuple)) and any(_is_tensor(item) or holds_tensors(item) for item in value)
+
+
+_TENSOR = "tensor"
+
+
+@dataclass(frozen=True)
+class TensorItems:
+    """A list or tuple argument holding tensors, as the variant key and the trace see it: its
+    type and, per item, `_TENSOR` (an input of its own, by `captured_name`) or the constant."""
+
+    kind: type
+    items: tuple
+
+    @classmethod
+    def of(cls, value: list | tuple) -> TensorItems:
+        return cls(type(value), tuple(_TENSOR if _is_tensor(item) else item for item in value))
+
+    def rebuilt(self, parameter: str, proxy: Callable[[str], Any]) -> list | tuple:
+        """The sequence the trace binds: each tensor's proxy (`proxy(captured name)`)."""
+        items = [proxy(captured_name(parameter, f"item_{index}")) if item == _TENSOR else item
+                 for index, item in enumerate(self.items)]
+        return self.kind(items)
 
 
 def rebound(fn: types.FunctionType, replacements: dict[str, Any]) -> types.FunctionType:

@@ -107,6 +107,8 @@ class Tracer:
         specialized_in_body = _specialized_parameters(self.fn_ast)
         for name, spec in zip(params, self.arg_specs):
             value = self._argument_proxy(name, spec)
+            if isinstance(value, closures.TensorItems):  # a list of tensors: each one's own input
+                value = value.rebuilt(name, captured.__getitem__)
             if closures.is_plain_function(value):  # an epilogue: its tensors are captured inputs
                 value = closures.rebound(value, {
                     variable: captured[closures.captured_name(name, variable)]

@@ -23,7 +23,7 @@ from .convert import narrow_argument, torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, symbolic_specs
 from .scope import argument_fingerprint, fingerprint, read_scope
-from ..frontend.closures import argument_closure_tensors
+from ..frontend.closures import SEPARATOR, TensorItems, argument_closure_tensors, holds_tensors
 from ..frontend import host_items
 from .compiled import CompiledKernel, _needs_shard_map  # noqa: F401 (CompiledKernel re-exported)
 from .bound_kernel import BoundKernel, with_ignored_warnings
@@ -219,11 +219,12 @@ class Kernel:
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
                 specs.append(ArgSpec("scalar", python_type=type(value), value=value))
-            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-                raise exc.KernelArgumentError(
-                    f"Argument '{param.name}' is a {type(value).__name__} of tensors; pass tensors "
-                    "as separate arguments."
-                )
+            elif holds_tensors(value):  # each tensor an input of its own (frontend/closures.py)
+                if any(isinstance(item, (list, tuple, dict)) for item in value):
+                    raise exc.KernelArgumentError(
+                        f"Argument '{param.name}' is a {type(value).__name__} of tensors holding another "
+                        "sequence; pass a flat list of tensors (one level), or separate arguments.")
+                specs.append(ArgSpec("const", value=TensorItems.of(value)))
             else:
                 try:
                     if not isinstance(value, list):  # a list (`normalized_shape`) keys by its contents
@@ -287,8 +288,11 @@ class Kernel:
         specs = {}
         for name, value in captured.items():
             dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
+            item = name.partition(SEPARATOR)[2]
+            what = (f"Item {item.removeprefix('item_')} of argument '{name.partition(SEPARATOR)[0]}'"
+                    if item.startswith("item_") else f"Tensor '{name}', which the kernel reads from its enclosing scope,")
             try:
-                check_argument_dtype(dtype, f"Tensor '{name}', which the kernel reads from its enclosing scope,")
+                check_argument_dtype(dtype, what)
             except exc.UnsupportedDtype as err:
                 raise exc.KernelArgumentError(err.message) from None
             specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
