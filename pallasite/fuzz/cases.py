@@ -112,6 +112,9 @@ class Case:
     constants: tuple[ScopeConstant, ...] = ()
     closure: bool = False
     static_shapes: bool = True  # False: `@pallasite.kernel(static_shapes=False)`, sizes as formulas
+    # tensor inputs passed together as one list argument, `group`, after the others (the body
+    # reads `name = group[i]` first)
+    grouped: tuple[str, ...] = ()
 
     def size(self, dim: str | int) -> int:
         if isinstance(dim, int):
@@ -142,9 +145,11 @@ class Case:
     def source(self) -> str:
         """The kernel module's source: imports, then the decorated function (with `constants`:
         their definitions before it and `rebind_constants()` after it)."""
-        params = ", ".join(spec.name for spec in self.inputs)
+        params = ", ".join([spec.name for spec in self.inputs if spec.name not in self.grouped]
+                           + (["group"] if self.grouped else []))
         decorator = "@pallasite.kernel" if self.static_shapes else "@pallasite.kernel(static_shapes=False)"
         kernel = [decorator, f"def {self.name}({params}):"]
+        kernel += [f"    {name} = group[{index}]" for index, name in enumerate(self.grouped)]
         kernel += ["    " * (line.indent + 1) + line.text for line in self.body]
         if not self.constants:
             return "\n".join([*self.imports(), "", "", *kernel]) + "\n"
@@ -166,11 +171,18 @@ class Case:
         return [f"{spec.name} = {spec.expression(self, self.data_seed * 16 + i)}"
                 for i, spec in enumerate(self.inputs)]
 
-    def make_inputs(self) -> tuple[torch.Tensor, ...]:
+    def make_inputs(self) -> tuple[Any, ...]:
         namespace: dict[str, Any] = {"torch": torch}
         for text in self.input_lines():
             exec(text, namespace)  # noqa: S102 - our own generated input expressions
-        return tuple(namespace[spec.name] for spec in self.inputs)
+        return eval(self.call_arguments(), namespace)  # noqa: S307 - names this case defines
+
+    def call_arguments(self) -> str:
+        """The kernel's arguments as a tuple expression of the inputs' names (`(x, [w, y])`)."""
+        names = [spec.name for spec in self.inputs if spec.name not in self.grouped]
+        if self.grouped:
+            names.append(f"[{', '.join(self.grouped)}]")
+        return f"({', '.join(names)},)"
 
     def with_(self, **changes: Any) -> Case:
         return replace(self, **changes)

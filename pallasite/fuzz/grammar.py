@@ -572,5 +572,10 @@ def generate(seed: int, index: int, kinds: tuple[str, ...] = tuple(KINDS),
     case = KINDS[kind](Draw(rng, loop_types), f"fuzz_{kind}_s{seed}_c{index}")
     case = case.with_(data_seed=rng.randrange(1 << 20))
     # offsets and index tensors as torch makes them (int64) or as int32, drawn last so the
-    # rest of a case is what the seed drew before
-    return case.with_index_dtype(rng.choice((torch.int32, torch.int64)))
+    # rest of a case is what the seed drew before; then, now and then, tensors passed in a list
+    case = case.with_index_dtype(rng.choice((torch.int32, torch.int64)))
+    tensors = [spec.name for spec in case.inputs if not spec.fill.startswith("int:")]
+    if tensors and rng.random() < 0.1:
+        chosen = set(rng.sample(tensors, rng.randint(1, len(tensors))))
+        case = case.with_(grouped=tuple(name for name in tensors if name in chosen))
+    return case

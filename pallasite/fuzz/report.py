@@ -44,7 +44,6 @@ def regression_test(case: Case, result: Result, original: Case | None = None) ->
     config = case.config()
     config_text = ", ".join(f"{k}={v!r}" for k, v in config.items())
     inputs = "\n".join("    " + line for line in case.input_lines())
-    names = ", ".join(spec.name for spec in case.inputs)
     origin = f" (shrunk from {original.name})" if original is not None and original != case else ""
     detail = textwrap.indent(result.detail.strip(), "#   ")
     body = case.source().split("\n\n\n", 1)[1]
@@ -66,7 +65,7 @@ from pallasite.testing import {"check_tpu_lowering, " if lowers else ""}code_and
 
 def {case.name}_inputs():
 {inputs}
-    return ({names},)
+    return {case.call_arguments()}
 
 
 def test_{case.name}():

@@ -118,8 +118,9 @@ def _draw_knobs(spec, rng: random.Random) -> tuple:
     return tuple(knobs)
 
 
-def _clone(args: tuple) -> tuple:
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+def _clone(args: tuple | list) -> tuple | list:
+    return type(args)(a.clone() if isinstance(a, torch.Tensor) else _clone(a) if isinstance(a, (list, tuple))
+                      else a for a in args)
 
 
 def tolerance(case: Case) -> tuple[float, float]:
