@@ -519,3 +519,21 @@ def test_a_view_sized_by_a_scalar_argument_runs_and_a_computed_one_says_to_speci
 ])
 def test_reference_mode_runs_the_same_host_code(kernel, args):
     torch.testing.assert_close(run_ref(kernel, args()), kernel(*args()))
+
+
+@pallasite.kernel
+def differences_at_a_lag(x: torch.Tensor, lag: int) -> torch.Tensor:
+    n = x.size(0)
+    out = torch.zeros([n - lag], dtype=x.dtype, device=x.device)
+    for t in hl.tile(n - lag):
+        out[t] = x[t + lag] - x[t]
+    return out
+
+
+def test_a_loop_bound_computed_from_an_int_argument_is_a_constant_of_the_variant():
+    """`hl.tile(n - lag)` (+, -, * of sizes and int arguments) asked for hl.specialize where
+    `hl.tile(lag)` and the shift `x[t + lag]` did not; each value of lag is its own variant."""
+    x = randn(100)
+    for lag in (3, 17):
+        torch.testing.assert_close(differences_at_a_lag(x, lag), x[lag:] - x[:-lag])
+        torch.testing.assert_close(run_ref(differences_at_a_lag, (x, lag)), x[lag:] - x[:-lag])

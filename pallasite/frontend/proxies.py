@@ -389,15 +389,26 @@ class HostScalar(Traced):
         """An int argument used where an int is needed (`torch.zeros([m, width])`, `x[:, :width]`):
         made a constant of its variant, as `hl.specialize(width)` would (Helion needs no call for
         a scalar that only sizes tensors), and so is a builtin `min`/`max` of ints and int
-        arguments (`hl.register_block_size(min(256, block_m))`, flex attention); another value
-        computed from one still needs hl.specialize."""
+        arguments (`hl.register_block_size(min(256, block_m))`, flex attention) and `+`, `-`, `*`
+        of them (`width + 1`); another value computed from one still needs hl.specialize."""
+        value = self.constant_of_variant()
+        return self._needs_specialize() if value is None else value
+
+    def constant_of_variant(self) -> int | None:
+        """The int this scalar is when compiling, its int arguments made constants of the
+        variant (an int argument, a builtin `min`/`max`, or `+`, `-`, `*` of ints and int
+        arguments in host code: `n - c`), else None."""
         from .. import language as hl
 
-        if self.is_int_argument and hl.active_tracer() is not None:
+        tracer = hl.active_tracer()
+        if tracer is None or self.python_type is not int:
+            return None
+        if self.is_int_argument:
             return hl.specialize(self)
-        if self.static_value is not None and hl.active_tracer() is not None:
+        if self.static_value is not None:
             return self.static_value()
-        return self._needs_specialize()
+        static = tracer.recorder.host.static_scalars.get(self.symbol.id)  # `d = c + 1` in host code
+        return None if static is None else static()
 
     __index__ = __int__ = _as_size
 
@@ -439,11 +450,7 @@ def int_argument_value(symbol: ScalarSymbol) -> int | None:
     tracer = hl.active_tracer()
     if tracer is None or symbol.dtype != torch.int32:
         return None
-    scalar = HostScalar(tracer.recorder, symbol, int)
-    if scalar.is_int_argument:
-        return scalar._as_size()
-    static = tracer.recorder.host.static_scalars.get(symbol.id)  # `d = c + 1` in host code
-    return None if static is None else static()
+    return HostScalar(tracer.recorder, symbol, int).constant_of_variant()
 
 
 class TileProxy:

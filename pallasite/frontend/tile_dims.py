@@ -105,10 +105,12 @@ class TileDims:
 
 
 def static_bound(bound: Any, what: str, loc) -> int:
-    """A top-level loop's begin or end: known when compiling (an int argument becomes a
-    constant of its variant, as when it sizes a tensor: `HostScalar.__index__`)."""
-    if isinstance(bound, HostScalar) and bound.is_int_argument:
-        bound = int(bound)
+    """A top-level loop's begin or end: known when compiling (an int argument, and `n - c` of
+    ints and int arguments, become constants of the variant, as when they size a tensor:
+    `HostScalar.constant_of_variant`)."""
+    if isinstance(bound, HostScalar):
+        value = bound.constant_of_variant()
+        bound = bound if value is None else value
     if isinstance(bound, bool) or not isinstance(bound, int):
         if isinstance(bound, (HostScalar, DeviceTensor)):
             raise exc.UnsupportedSyntax(
