@@ -108,6 +108,9 @@ def window_shapes(draw: Any, name: str) -> Case:
         if rng.random() < 0.3:  # an int argument as the shift: a constant of the variant, as in reference mode
             inputs += (InputSpec("c", (), torch.int32, f"int:{shift}"),)
             amount = "c"
+            if shift < dims["n"] and rng.random() < 0.5:  # the columns' loop over n - c: a constant too
+                head = [Line(line.indent, line.text.replace("hl.tile(n)", "hl.tile(n - c)")
+                             .replace("hl.tile([m, n])", "hl.tile([m, n - c])")) for line in head]
         index = rng.choice((f"tn {sign} {amount}", f"tn.index {sign} {amount}"))
         # a moved row tile too (`tm - 1` is an axis, as tm is: a moved block, never paired
         # with the column's index vector)
