@@ -402,3 +402,58 @@ def test_a_checksum_carried_through_a_loop_wraps_as_torch_at_the_int32_store(loo
         expected = expected * 31 + block.sum(1)
     for result in _both_modes(carried_checksum, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type):
         torch.testing.assert_close(result, expected.to(torch.int32))
+
+
+@pallasite.kernel
+def floats_to_long(xf):
+    n = xf.size(0)
+    out = torch.zeros(n, dtype=torch.int64)
+    bucket = torch.zeros(n, dtype=torch.int32)
+    for t in hl.tile(n):
+        v = xf[t].long()
+        out[t] = v
+        bucket[t] = v & 1023
+    return out, bucket
+
+
+def test_a_float_cast_to_int64_past_int32_raises_rather_than_saturate():
+    """`.long()` of 3e9 saturated to 2**31 - 1 in both modes (trial Y), where torch's int64 is
+    exact: the kernel's cast saturates, which is not torch's number wrapped, so every use needs it."""
+    fits = torch.tensor([3.7, -3.7, 2.0**30, 5.0, 1e9, 0.0, 7.0, -1.0])
+    for out, bucket in _both_modes(floats_to_long, (fits,)):
+        torch.testing.assert_close(out, fits.long())
+        torch.testing.assert_close(bucket, (fits.long() & 1023).to(torch.int32))
+    for past in (3e9, float("nan"), float("-inf")):
+        _refused_in_both_modes(floats_to_long, (torch.tensor([1.0, past]),), "v = xf[t].long()")
+
+
+@pallasite.kernel
+def masks_and_identities(x, table):
+    m, n = x.size()
+    looked_up = torch.zeros([m], dtype=torch.float32)
+    pairs = torch.zeros([m, 2], dtype=torch.int32)
+    for t in hl.tile(m):
+        h = (x[t, :].long() * 40503).sum(1)
+        looked_up[t] = table[1023 & h] + table[torch.bitwise_and(h, other=511)] + table[torch.remainder(h, other=256)]
+        pairs[t, :] = torch.stack([h.floor(), torch.nan_to_num(h) * 3], 1)
+    return looked_up, pairs
+
+
+def test_masks_either_side_keywords_stacks_and_integer_identities_wrap_as_torch():
+    """`1023 & h` raised compiled, `torch.bitwise_and(h, other=511)` raised in reference mode,
+    `torch.stack([h, h * 3], 1)` and `h.floor()` into int32 raised compiled (trial Y)."""
+    x = torch.randint(-2**31, 2**31 - 1, (16, 64), dtype=torch.int32)
+    table = torch.randn(1024)
+    h = (x.long() * 40503).sum(1)
+    expected = (table[1023 & h] + table[h & 511] + table[h % 256], torch.stack([h, h * 3], 1).to(torch.int32))
+    for result in _both_modes(masks_and_identities, (x, table)):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want)
+
+
+def test_the_error_names_the_use_that_needs_torchs_number():
+    big = torch.full((8, 16), 2**24, dtype=torch.int32)
+    for run in (lambda: code_and_output(hash_then_compare, (big,)), lambda: run_ref(hash_then_compare, (big,))):
+        with pytest.raises(exc.ShapeMismatch, match="a comparison at line") as info:
+            run()
+        assert "positive[t] = h > 0" in str(info.value)

@@ -15,6 +15,7 @@ Comparisons, divisions, float casts, indices and int64 stores need the number it
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -58,6 +59,13 @@ def _shift(a, b):
     return np.frompyfunc(lambda p, q: p << q if 0 <= q < 64 else 0, 2, 1)(a, b)
 
 
+def _truncated_float(value) -> int:
+    """torch's int64 of a float: truncated toward zero; NaN and infinities are int64's minimum
+    (what torch's CPU cast gives), far past int32."""
+    number = float(value)
+    return int(number) if math.isfinite(number) else -2**63
+
+
 EXACT: dict[str, Callable[..., Any]] = {
     "add": lambda a, b, alpha=1: a + alpha * b,
     "sub": lambda a, b, alpha=1: a - alpha * b,
@@ -75,6 +83,7 @@ EXACT: dict[str, Callable[..., Any]] = {
     "prod": _reduce(np.prod),
     "cumsum": _scan(np.cumsum),
     "cumprod": _scan(np.cumprod),
+    "to": lambda a: np.frompyfunc(_truncated_float, 1, 1)(a),  # a float cast to int64 (`.long()`)
 }
 
 # The padding fill of each operand position that is not 0 (op -> {position: fill})
@@ -89,7 +98,9 @@ _WRAPPING_OPERANDS: dict[str, tuple[int, ...] | None] = {
     "add": None, "sub": None, "rsub": None, "mul": None, "neg": None, "pos": None, "square": None,
     "addcmul": None, "sum": None, "prod": None, "cumsum": None, "cumprod": None, "bitwise_and": None,
     "bitwise_or": None, "bitwise_xor": None, "bitwise_not": None, "where": (1, 2), "to": (0,), "clone": None,
-    "stack": None, "masked_fill": (0, 2), "pow": (0,), "bitwise_left_shift": (0,), "gather": (0,),
+    "cat": None, "stack": None, "masked_fill": (0, 2), "pow": (0,), "bitwise_left_shift": (0,), "gather": (0,),
+    # integer identities
+    "round": (0,), "trunc": (0,), "floor": (0,), "ceil": (0,), "nan_to_num": (0,),
 }
 
 
@@ -111,24 +122,47 @@ def passes_wrapped(op: str, position: int, result: torch.dtype) -> bool:
 def drops_wrap(op: str, operands: Sequence[Any]) -> bool:
     """Whether the op's result is torch's number from its operands' low 32 bits alone: a mask
     by a non-negative literal (`h & 1023`), a remainder by a literal power of two (`h % 1024`)."""
-    if len(operands) != 2 or type(operands[1]) is not int:
+    if len(operands) != 2:
         return False
+    if op == "bitwise_and":  # either side
+        return any(type(item) is int and 0 <= item <= _INT32_MAX for item in operands)
     literal = operands[1]
-    if op == "bitwise_and":
-        return 0 <= literal <= _INT32_MAX
-    return op == "remainder" and 0 < literal <= _INT32_MAX and literal & (literal - 1) == 0
+    return op == "remainder" and type(literal) is int and 0 < literal <= _INT32_MAX and literal & (literal - 1) == 0
 
 
 _INT32_MAX = 2**31 - 1
 
 
-def past_int32(what: str, lo: Any, hi: Any) -> str:
-    """The error of a value torch holds in int64 whose number a use needs and left int32."""
+def past_int32(what: str, lo: Any, hi: Any, use: str) -> str:
+    """The error of a value torch holds in int64 whose number `use` needs and that left int32."""
     return (f"{what}: torch computes it in int64, and its values span [{lo}, {hi}], past int32, which device "
-            "integers are (TPU has no 64-bit vectors), and a later use needs the number (a comparison, a "
-            "division, an index, a float cast, an int64 store); compute in float32 (`x.float()`), or cast its "
-            "integer operands to int32 (`.sum(dim, dtype=torch.int32)`, `s.to(torch.int32) * k`: torch then "
-            "wraps as the kernel does)")
+            f"integers are (TPU has no 64-bit vectors), and {use} needs the number; compute in float32 "
+            "(`x.float()`), or cast its integer operands to int32 (`.sum(dim, dtype=torch.int32)`, "
+            "`s.to(torch.int32) * k`: torch then wraps as the kernel does)")
+
+
+# What a float cast's number is needed by: its values saturate at int32's ends, never wrap
+SATURATED_USE = "every use (a float cast to an integer saturates at int32's ends where torch's int64 does not)"
+_USE_KINDS = {"eq": "a comparison", "ne": "a comparison", "lt": "a comparison", "le": "a comparison",
+              "gt": "a comparison", "ge": "a comparison", "div": "a division", "floor_divide": "a division",
+              "remainder": "a division", "fmod": "a division", "true_divide": "a division",
+              "bitwise_right_shift": "a right shift", "maximum": "a maximum", "minimum": "a minimum",
+              "amax": "a maximum", "amin": "a minimum", "clamp": "a clamp", "abs": "abs"}
+
+
+def needing_use(op: str, result: torch.dtype | None, location: Any) -> str:
+    """`use` of `past_int32`: the kind of use (`a comparison`, `a float cast`, `a store into an
+    int64 tensor`, ...) and its line."""
+    if op in _USE_KINDS:
+        kind = _USE_KINDS[op]
+    elif op == "to" and result is not None:
+        kind = f"a cast to {str(result).removeprefix('torch.')}"
+    elif op == "store" and result is not None:
+        kind = f"a store into a tensor of {str(result).removeprefix('torch.')}"
+    else:
+        kind = {"index": "an index", "bound": "a loop bound", "condition": "a device if's condition"}.get(op, op)
+    where = f" at line {location.lineno} (`{location.text.strip()}`)" if location is not None else ""
+    return kind + where
 
 
 def exact(op: str, operands: list, attrs: dict) -> np.ndarray:
@@ -137,4 +171,4 @@ def exact(op: str, operands: list, attrs: dict) -> np.ndarray:
     return np.asarray(EXACT[op](*values, **attrs), dtype=object)
 
 
-__all__ = ["EXACT", "FILLS", "drops_wrap", "exact", "passes_wrapped", "past_int32"]
+__all__ = ["EXACT", "FILLS", "SATURATED_USE", "drops_wrap", "exact", "needing_use", "passes_wrapped", "past_int32"]

@@ -33,7 +33,7 @@ import torch
 
 from .. import exc
 from ..ir import IfBlock, Load, Node, Store, TensorSymbol, TileLoop, Value, ops, walk_nodes
-from ..ir.exact_ints import EXACT, drops_wrap, passes_wrapped, past_int32
+from ..ir.exact_ints import EXACT, SATURATED_USE, drops_wrap, needing_use, passes_wrapped, past_int32
 from .bounds import describe, value_interval
 from .plans import RangeCheck
 
@@ -52,9 +52,9 @@ def int64_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[Ra
     """One check per op of `body` that makes a value torch holds in int64 and could leave int32
     (`padded`: the mask planner's padded axes of each value, by id)."""
     checks = []
-    for node, (op, operands, attrs) in _checked(body):
-        text = _spelling(op, operands, attrs).replace("{", "{{").replace("}", "}}")
-        message = past_int32(text, "{lo}", "{hi}")
+    for node, (op, operands, attrs), use in _checked(body):
+        message = past_int32(_spelling(op, operands, attrs), "{lo}", "{hi}", use)
+        message = message.replace("{", "{{").replace("}", "}}").replace("{{lo}}", "{lo}").replace("{{hi}}", "{hi}")
         valid = tuple(tuple(sorted(padded.get(item.id, {}).items())) if isinstance(item, Value) else ()
                       for item in operands)
         checks.append(RangeCheck(next(check_ids), 0, message, node.location, node_id=node.id, guarded=True,
@@ -66,12 +66,12 @@ def int64_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[Ra
 def checked_nodes(body: list) -> set[int]:
     """The ids of the nodes of `body` interpret mode checks (a looped reduction, which never
     computes them whole, must not hold one: plan/reduction_loops.py)."""
-    return {node.id for node, _ in _checked(body)}
+    return {node.id for node, _, _ in _checked(body)}
 
 
-def _checked(body: list) -> Iterator[tuple[Node, tuple]]:
+def _checked(body: list) -> Iterator[tuple[Node, tuple, str]]:
     """Each node making a value torch holds in int64 that could leave int32 where a use needs
-    torch's number, with its recipe."""
+    torch's number, with its recipe and that use."""
     wide = _wide_values(body)
     if not wide:
         return
@@ -84,7 +84,7 @@ def _checked(body: list) -> Iterator[tuple[Node, tuple]]:
             continue
         recipe = _recipe(node, wide)
         if recipe is not None and not _proven(*recipe, node):
-            yield node, recipe
+            yield node, recipe, needed[node.output.id]
 
 
 def _makes_wide_integer(node: Node, wide: set[int]) -> bool:
@@ -103,6 +103,8 @@ def _recipe(node: Node, wide: set[int]) -> tuple | None:
                 "cumsum", "cumprod", "masked_fill", "stack"):
             raise _unchecked(node, f"{node.composite} of a value")
         return None
+    if saturating_cast(node):  # `.long()` of floats: torch's int64, which a TPU's cast saturates
+        return "to", (node.args[0],), {}
     if node.op in _BOUNDED or _is_view(node.op):
         return None
     if node.op not in RECOMPUTED or (node.op == "div" and node.kwargs.get("rounding_mode") is None):
@@ -174,52 +176,70 @@ def _any_wide(wide: set[int], *values: Any) -> bool:
 # ------------------------------------------------------- needed values --
 
 
-def _needed_values(body: list, wide: set[int]) -> set[int]:
-    """The ids of the values torch holds in int64 whose number a use needs, to a fixed point:
-    a use needs it unless the op gives, on the value wrapped to 32 bits, torch's result wrapped
-    (`exact_ints.passes_wrapped`) and that result is not needed in turn (a cast to int32 and an
-    int32 store end it; so does `h & 1023`, `exact_ints.drops_wrap`)."""
-    needed: set[int] = set()
+def saturating_cast(node: Node) -> bool:
+    """A cast of floats to an integer dtype: the kernel's value saturates at int32's ends where
+    torch's int64 holds the number, so it is never torch's number wrapped (always checked)."""
+    return (node.op == "to" and bool(node.args) and isinstance(node.args[0], Value)
+            and node.args[0].dtype.is_floating_point and len(node.outputs) == 1 and _is_integer(node.output.dtype))
+
+
+def _needed_values(body: list, wide: set[int]) -> dict[int, str]:
+    """The values torch holds in int64 whose number a use needs, by id, each with that use
+    (`exact_ints.needing_use`), to a fixed point: a use needs it unless the op gives, on the
+    value wrapped to 32 bits, torch's result wrapped (`exact_ints.passes_wrapped`) and that
+    result is not needed in turn (a cast to int32 and an int32 store end it; so does
+    `h & 1023`, `exact_ints.drops_wrap`)."""
+    needed: dict[int, str] = {node.output.id: SATURATED_USE for node in walk_nodes(body) if saturating_cast(node)}
     size = -1
     while size != len(needed):
         size = len(needed)
         _need(body, wide, needed)
-    return needed & wide
+    return {key: use for key, use in needed.items() if key in wide}
 
 
-def _need(body: list, wide: set[int], needed: set[int]) -> None:
+def _need(body: list, wide: set[int], needed: dict[int, str]) -> None:
+    def add(values: Any, use: str) -> None:
+        for value in _values_in(values):
+            needed.setdefault(value.id, use)
+
     for item in reversed(body):
         if isinstance(item, TileLoop):
             for carried in item.carried:
-                if carried.param.id in needed or (carried.out is not None and carried.out.id in needed):
-                    needed.update(v.id for v in (carried.init, carried.result) if v is not None)
-            needed.update(v.id for dim in item.dims for v in _values_in((dim.begin, dim.end)))
+                use = needed.get(carried.param.id) or (needed.get(carried.out.id) if carried.out is not None else None)
+                if use is not None:
+                    add((carried.init, carried.result), use)
+            add([(dim.begin, dim.end) for dim in item.dims], needing_use("bound", None, item.location))
             _need(item.body, wide, needed)
         elif isinstance(item, IfBlock):
-            needed.update(v.id for v in _values_in(item.condition))
+            add(item.condition, needing_use("condition", None, item.location))
             for merged in item.outputs:
                 if merged.out.id in needed:
-                    needed.update((merged.then_value.id, merged.else_value.id))
+                    add((merged.then_value, merged.else_value), needed[merged.out.id])
             _need(item.then_body, wide, needed)
             _need(item.else_body, wide, needed)
         else:
-            needed.update(value.id for value in _needing_operands(item, wide, needed))
+            for value, use in _needing_operands(item, wide, needed):
+                needed.setdefault(value.id, use)
 
 
-def _needing_operands(node: Node, wide: set[int], needed: set[int]) -> Iterator[Value]:
-    """The operands of `node` whose torch number its result needs."""
-    yield from _values_in((node.kwargs, getattr(node, "index", ())))
+def _needing_operands(node: Node, wide: set[int], needed: dict[int, str]) -> Iterator[tuple[Value, str]]:
+    """The operands of `node` whose torch number its result needs, with the use needing it."""
+    own = needing_use("index", None, node.location)
+    yield from ((value, own) for value in _values_in((node.kwargs, getattr(node, "index", ()))))
     if isinstance(node, Store):
         target = node.tensor.caller_dtype or node.tensor.dtype
         if not _is_integer(target) or target.itemsize > 4:  # an int64 or float tensor holds the number
-            yield from _values_in(node.args)
+            use = needing_use("store", target, node.location)
+            yield from ((value, use) for value in _values_in(node.args))
         return
     if len(node.outputs) == 1 and drops_wrap(node.op, node.args):  # exact from the low 32 bits
         return
-    kept = len(node.outputs) == 1 and not (node.output.id in wide and node.output.id in needed)
+    single = len(node.outputs) == 1
+    later = needed.get(node.output.id) if single and node.output.id in wide else None
+    use = later or needing_use(node.op, node.output.dtype if single else None, node.location)
     for position, operand in enumerate(node.args):
-        if not (kept and passes_wrapped(node.op, position, node.output.dtype)):
-            yield from _values_in(operand)
+        if later is not None or not (single and passes_wrapped(node.op, position, node.output.dtype)):
+            yield from ((value, use) for value in _values_in(operand))
 
 
 def _values_in(item: Any) -> Iterator[Value]:

@@ -25,7 +25,7 @@ import torch
 
 from .. import exc
 from ..ir import ops
-from ..ir.exact_ints import EXACT, drops_wrap, passes_wrapped, past_int32
+from ..ir.exact_ints import EXACT, SATURATED_USE, drops_wrap, needing_use, passes_wrapped, past_int32
 from . import lanes
 
 ATTRIBUTE = "_pallasite_int64"
@@ -39,13 +39,16 @@ _in_place_targets: list[bool] = []  # `x op= v` running: whether x is marked
 
 @dataclass(frozen=True)
 class Overflow:
-    """A value whose torch number left int32: the error a use needing that number raises."""
+    """A value whose torch number left int32 (the op, its span, its line): a use needing that
+    number raises `error(use)`."""
 
-    message: str
+    op: str
+    lo: int
+    hi: int
     location: exc.SourceLocation | None
 
-    def error(self) -> exc.ShapeMismatch:
-        return exc.ShapeMismatch(self.message, self.location)
+    def error(self, use: str) -> exc.ShapeMismatch:
+        return exc.ShapeMismatch(past_int32(self.op, self.lo, self.hi, use) + ".", self.location)
 
 
 def is_wide(value: Any) -> bool:
@@ -57,20 +60,20 @@ def overflow_of(value: Any) -> Overflow | None:
     return mark if isinstance(mark, Overflow) else None
 
 
-def check_stored(target: torch.Tensor, key: Any, value: Any) -> None:
+def check_stored(target: torch.Tensor, key: Any, value: Any, location: exc.SourceLocation | None) -> None:
     """`target[key] = value`: an int32 (or narrower) tensor wraps torch's number as the kernel
     does; any other tensor, and any index, needs the number itself."""
     for item in lanes.leaves(key):
-        _needs(item)
+        _needs(item, needing_use("index", None, location))
     integer = not (target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool)
     if not (integer and target.dtype.itemsize <= 4):
-        _needs(value)
+        _needs(value, needing_use("store", target.dtype, location))
 
 
-def _needs(item: Any) -> None:
+def _needs(item: Any, use: str) -> None:
     overflow = overflow_of(item)
     if overflow is not None:
-        raise overflow.error()
+        raise overflow.error(use)
 
 
 def wanted(name: str, args: tuple, kwargs: dict) -> bool:
@@ -96,16 +99,34 @@ def follow(func: Callable, name: str, args: tuple, kwargs: dict, run: Callable,
     finally:
         if in_place is not None:
             _in_place_targets.append(in_place)
-    carried = _overflow_passed(op, args, kwargs, result)
+    carried = _overflow_passed(op, args, kwargs, result, location)
+    if op == "to" and isinstance(source, torch.Tensor) and source.dtype.is_floating_point:
+        _check_float_cast(source, result, location)
     return _narrowed(result, op, wide_operand, in_place, carried, location)
 
 
-def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any) -> Overflow | None:
+def _check_float_cast(source: torch.Tensor, result: Any, location: exc.SourceLocation | None) -> None:
+    """`.long()` of floats is torch's int64 number, which the kernel's cast saturates at int32's
+    ends: past them it is an error at once (saturating is not wrapping), as compiled."""
+    if not isinstance(result, torch.Tensor) or result.dtype != torch.int64 or not source.numel():
+        return
+    with torch._C.DisableTorchFunction():
+        exact = source.to(torch.int64)  # NaN and infinities: int64's minimum, as torch's cast gives
+        lo, hi = int(exact.min()), int(exact.max())
+    if lo < _INT32.min or hi > _INT32.max:
+        raise exc.ShapeMismatch(past_int32("to", lo, hi, SATURATED_USE) + ".", location)
+
+
+def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any,
+                     location: exc.SourceLocation | None) -> Overflow | None:
     """The overflow an operand brings that the result takes on (raised where the op needs the
     operand's number: `exact_ints.passes_wrapped`)."""
-    for item in lanes.leaves(kwargs):
-        _needs(item)
+    rest = dict(kwargs)  # torch.bitwise_and(h, other=1023): the operands by position
+    args = (*((rest.pop("input"),) if "input" in rest else ()), *args, *((rest.pop("other"),) if "other" in rest else ()))
     results = [r for r in lanes.leaves(result) if isinstance(r, torch.Tensor)]
+    use = needing_use(op, results[0].dtype if len(results) == 1 else None, location)
+    for item in lanes.leaves(rest):
+        _needs(item, use)
     carried = None
     for position, item in enumerate(args):
         for leaf in lanes.leaves(item):
@@ -115,7 +136,7 @@ def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any) -> Overflo
             if drops_wrap(op, args) and len(results) == 1:
                 continue
             if len(results) != 1 or not passes_wrapped(op, position, results[0].dtype):
-                raise overflow.error()
+                raise overflow.error(use)
             carried = carried or overflow
     return carried
 
@@ -127,11 +148,11 @@ def marked(tensor: torch.Tensor, mark: bool | Overflow = True) -> torch.Tensor:
     return tensor
 
 
-def viewed(args: tuple, result: Any) -> Any:
+def viewed(args: tuple, result: Any, location: exc.SourceLocation | None) -> Any:
     """A view or part of a marked value (`s[:, None]`, `c.T`) is marked too (an index needs
     its number)."""
     for item in lanes.leaves(args[1:]):
-        _needs(item)
+        _needs(item, needing_use("index", None, location))
     if args and is_wide(args[0]) and isinstance(result, torch.Tensor) and not result.dtype.is_floating_point:
         return marked(result, getattr(args[0], ATTRIBUTE))
     return result
@@ -162,7 +183,7 @@ def _narrowed(result: Any, op: str, wide_operand: bool, in_place: bool | None, c
     if op in EXACT and result.numel():
         lo, hi = int(result.min()), int(result.max())
         if lo < _INT32.min or hi > _INT32.max:
-            return marked(narrow, Overflow(past_int32(op, lo, hi) + ".", location))
+            return marked(narrow, Overflow(op, lo, hi, location))
     elif wide_operand and op in ("matmul", "mm", "bmm", "dot", "addmm", "baddbmm", "einsum"):
         raise exc.UnsupportedDtype(
             f"{op}: torch computes it in int64 (from an integer sum, `.long()`, ...), which device integers "

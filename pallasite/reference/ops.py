@@ -104,9 +104,9 @@ class DeviceSemantics(TorchFunctionMode):
 def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     name = getattr(func, "__name__", "")
     if name in ("__get__", "__getitem__"):  # a view (`s[:, None]`, `c.T`) holds the same int64 numbers
-        return int64.viewed(args, _device_call(func, args, kwargs, runner, name))
+        return int64.viewed(args, _device_call(func, args, kwargs, runner, name), runner.location)
     if name == "__setitem__":
-        int64.check_stored(args[0], args[1], args[2])
+        int64.check_stored(args[0], args[1], args[2], runner.location)
     elif int64.wanted(name, args, kwargs):
         # a value torch holds in int64: its int64 numbers, checked where the compiled kernel checks
         return int64.follow(func, name, args, kwargs, lambda f, a, k: _device_call(f, a, k, runner, name),
