@@ -330,3 +330,27 @@ def test_a_32_bit_scalar_argument_beside_a_16_bit_tile_is_not_rounded_first(dtyp
     expected = x * -70000 + x * 70000.5 - 70000.5
     for result in _both_modes(scaled_by_arguments, (x, -70000, 70000.5)):
         torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def sums_and_remainders_by_an_argument(x, s: float):
+    added = torch.empty_like(x)
+    taken = torch.empty_like(x)
+    left = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        added[t] = x[t] + s
+        taken[t] = s - x[t]
+        left[t] = x[t] % s
+    return added, taken, left
+
+
+@pytest.mark.parametrize("dtype, number", [(torch.float16, 1 / 3), (torch.bfloat16, 0.1)])
+def test_a_16_bit_sum_or_remainder_takes_the_argument_rounded_as_torch_does(dtype, number):
+    """torch's +, - and % of a 16-bit tensor take a float argument rounded to 16 bits (its *
+    and / do not): compiled used the float32 number, `x % (1/3)` of float16 was off by the
+    whole divisor (trial Z)."""
+    x = torch.tensor([1.0, 2.0, 3.0, -0.10400390625, -0.1044921875, 0.5]).to(dtype)
+    expected = (x + number, number - x, x % number)
+    for result in _both_modes(sums_and_remainders_by_an_argument, (x, number)):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want), (got, want)

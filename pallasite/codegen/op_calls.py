@@ -157,7 +157,7 @@ def lower(call: OpCall) -> str:
         fn = RULES[call.op]
     except KeyError:
         raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
-    scalars = tuple(a.dtype for a in call.args if a.shape == () and a.dtype is not None)
+    scalars = tuple(a.dtype if a.shape == () else None for a in call.args)  # per operand position
     if computes_in_float32(call.op, call.attrs, call.out_dtype, scalars):  # rounded once to the 16-bit result
         return f"({fn(replace(call, out_dtype=torch.float32))}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)

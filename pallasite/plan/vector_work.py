@@ -137,7 +137,7 @@ class VectorCounter:
         kind = definition.kind
         if kind in (OpKind.ELEMENTWISE, OpKind.CREATION):
             width = max([out, *(_value_vregs(a) for a in node.args)])
-            scalars = tuple(a.dtype for a in node.args if isinstance(a, Value) and a.shape == ())
+            scalars = tuple(a.dtype if isinstance(a, Value) and a.shape == () else None for a in node.args)
             if computes_in_float32(node.op, node.kwargs, node.outputs[0].dtype, scalars):  # f32 math, 16-bit
                 width = max(width, vregs(node.outputs[0].shape, torch.float32))
             eup = width if definition.transcendental else 0

@@ -57,12 +57,19 @@ def scalar_arithmetic(op: str) -> ScalarArithmetic | None:
     return definition.scalar if definition is not None else None
 
 
+# Operators whose 32-bit scalar operand torch rounds to the tensor's 16-bit dtype first (by
+# position; None: any): its CPU kernels for +, -, %, fmod and a scalar base of ** take the
+# scalar in the tensor's dtype, those for *, / and // in float32 (checked against torch 2.x)
+_ROUNDED_SCALAR = {"add": None, "sub": None, "rsub": None, "remainder": None, "fmod": None, "pow": (0,)}
+
+
 def computes_in_float32(op: str, attrs, out_dtype, scalar_dtypes=()) -> bool:
     """Whether an elementwise op's 16-bit float result is computed in float32 and rounded
     once, as torch computes it: a function or formula (`Elementwise.widened`), an add/sub
-    with an alpha (a product, then a sum), or an operator with a 32-bit scalar operand
-    (`scalar_dtypes`: the dtypes of its 0-d operands; `x * v` with v = -70000 an argument
-    beside a float16 tile must not round v to float16 first, as torch does not).
+    with an alpha (a product, then a sum), or an operator with a 32-bit scalar operand that
+    torch does not round to 16 bits first (`scalar_dtypes`: per operand position, the dtype
+    of a 0-d operand, else None; `x * v` with v = -70000 an argument beside a float16 tile is
+    finite in torch, while `x + v` and `x % v` take v rounded to float16, `_ROUNDED_SCALAR`).
     Codegen emits it so; the cost model charges it so."""
     definition = OPS.get(op)
     facts = definition.elementwise if definition is not None else None
@@ -70,8 +77,10 @@ def computes_in_float32(op: str, attrs, out_dtype, scalar_dtypes=()) -> bool:
         return False
     if attrs.get("rounding_mode") is not None or op == "floor_divide":
         return False  # torch truncates the quotient rounded to 16 bits; it floors in 16-bit steps
-    scalar_operand = definition.operator is not None and any(  # `x * v`, `x + k` (not a seed of hl.rand)
-        dtype in (torch.float32, torch.int32) for dtype in scalar_dtypes)
+    rounded = _ROUNDED_SCALAR.get(op, ())
+    scalar_operand = definition.operator is not None and any(  # `x * v` (not a seed of hl.rand)
+        dtype in (torch.float32, torch.int32) and not (rounded is None or position in rounded)
+        for position, dtype in enumerate(scalar_dtypes))
     return facts.widened or attrs.get("alpha", 1) != 1 or scalar_operand
 
 
