@@ -243,3 +243,13 @@ def test_16_bit_scaled_sums_round_once(formula, dtype):
     b = (torch.randn(300, generator=generator) * 3).to(dtype)
     ulp_at_scale = torch.finfo(dtype).eps * float(torch.cat([a, b]).abs().max())
     _check(_SCALED_SUMS[formula], a, b, atol=ulp_at_scale, rtol={torch.bfloat16: 1.6e-2, torch.float16: 1e-3}[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32])
+@pytest.mark.parametrize("op", [lambda a, b: a.abs() // 2, lambda a, b: torch.sign(torch.abs(a)),
+                                lambda a, b: (a.abs() < 0).to(a.dtype)])
+def test_abs_of_the_lowest_integer_is_itself_as_in_torch(op, dtype):
+    """torch's abs(-128) of int8 is -128 (it wraps); XLA folded `abs(x) < 0` to False and
+    `abs(x) // 2` of it to 64 (trial Z)."""
+    lowest = torch.iinfo(dtype).min
+    _check(op, torch.tensor([lowest, -7, 7, 0, lowest + 1] * 4, dtype=dtype), exact=True)

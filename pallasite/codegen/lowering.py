@@ -61,6 +61,10 @@ def _unary(call: OpCall) -> str:
     if call.op in ("isfinite", "isinf") and dtype in _LOW_PRECISION:  # Mosaic's take float32 only (exact)
         dtype = torch.float32
     template = _UNARY_TEMPLATES.get(call.op) or _ELEMENTWISE_TEMPLATES[call.op]
+    if call.op == "abs" and not (dtype.is_floating_point or dtype == torch.bool):
+        # torch's abs of the lowest integer is itself (it wraps); XLA's simplifier takes jnp.abs
+        # as never negative (`abs(x) < 0` folded to False, `abs(x) // 2` wrong for -128)
+        template = "jnp.where({0} < 0, -{0}, {0})"
     return template.format(call.cast(0, dtype))
 
 
