@@ -253,3 +253,18 @@ def test_abs_of_the_lowest_integer_is_itself_as_in_torch(op, dtype):
     `abs(x) // 2` of it to 64 (trial Z)."""
     lowest = torch.iinfo(dtype).min
     _check(op, torch.tensor([lowest, -7, 7, 0, lowest + 1] * 4, dtype=dtype), exact=True)
+
+
+@pallasite.kernel
+def row_extremes(x):
+    out = torch.empty([x.size(0)], dtype=torch.float32)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t, :].amax(1) + x[t, :].argmin(1)
+    return out
+
+
+def test_an_extreme_over_a_zero_size_dim_raises_as_torch():
+    """amax over a dim of size 0 returned -inf compiled (trial Z); torch has no answer."""
+    for run in (lambda x: code_and_output(row_extremes, (x,)), lambda x: run_ref(row_extremes, (x,))):
+        with pytest.raises(exc.ShapeMismatch, match="has size 0"):
+            run(torch.randn(5, 0))

@@ -189,6 +189,7 @@ class OpRecorder:
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
         if node_type is Node:
             _check_registered(op)
+            _check_extreme_of_nothing(op, args, kwargs)
         value = Value(tuple(shape), dtype, name)
         node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
         node.composite = self._composite
@@ -522,6 +523,20 @@ def _value_key(key: Any) -> tuple:
             "supported; index the host tensor instead."
         )
     return items
+
+
+def _check_extreme_of_nothing(op: str, args: tuple, kwargs: dict) -> None:
+    """An amax/amin/argmax/argmin over a dim of size 0 has no answer: torch raises, so does the
+    kernel (it would give the identity, -inf)."""
+    if op not in ("amax", "amin", "argmax", "argmin") or not args or not isinstance(args[0], Value):
+        return
+    shape = args[0].shape
+    dims = kwargs.get("dim")
+    dims = range(len(shape)) if dims is None else (dims,) if isinstance(dims, int) else dims
+    empty = [d % len(shape) for d in dims if shape and shape[d % len(shape)] == 0]
+    if empty:
+        raise exc.ShapeMismatch(f"{op}: the reduced dim {empty[0]} has size 0, and the {op} of no elements has "
+                                "no value (torch raises: expected reduction dim to have non-zero size).")
 
 
 def _check_registered(op: str) -> None:

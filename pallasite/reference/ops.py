@@ -158,8 +158,10 @@ def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: s
         return _generic(func, args, kwargs)
     except exc.PallasiteError:
         raise
-    except IndexError as err:
-        raise exc.IndexingError(f"indexing: {err}") from None
+    except IndexError as err:  # torch's IndexError of a reduction over nothing is a shape error
+        if name in ("__getitem__", "__setitem__"):
+            raise exc.IndexingError(f"indexing: {err}") from None
+        raise exc.ShapeMismatch(f"{_display(func, name)}: {err}") from None
     except (RuntimeError, TypeError, ValueError) as err:
         if refuses_dtype(err):
             raise dtype_refusal(_display(func, name), [*args, *kwargs.values()], err) from None
