@@ -457,3 +457,38 @@ def test_the_error_names_the_use_that_needs_torchs_number():
         with pytest.raises(exc.ShapeMismatch, match="a comparison at line") as info:
             run()
         assert "positive[t] = h > 0" in str(info.value)
+
+
+@pallasite.kernel
+def knuth_hashes(x):
+    m, n = x.size()
+    folded = torch.zeros([m], dtype=torch.int32)
+    mixed = torch.zeros([m, n], dtype=torch.int32)
+    for t in hl.tile(m):
+        folded[t] = (x[t, :].long() * 2654435761).sum(1)
+        mixed[t, :] = (x[t, :] * 2654435761) & 0xFFFFFFFF ^ 3000000000
+    return folded, mixed
+
+
+@pallasite.kernel
+def scaled_counts(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.int64)
+    for t in hl.tile(m):
+        out[t] = (x[t, :] & 3).sum(1) * 3000000000
+    return out
+
+
+def test_numbers_past_int32_in_ring_ops_are_torchs_wrapped_or_checked():
+    """Knuth's `h * 2654435761` and `& 0xFFFFFFFF` were refused ("does not fit int32", trial Y):
+    in +, -, *, &, |, ^ a number is used wrapped to 32 bits, torch's answer where it wraps, and
+    the int64 check recomputes with the number itself where a use needs torch's number."""
+    x = torch.randint(-2**31, 2**31 - 1, (16, 64), dtype=torch.int32)
+    expected = ((x.long() * 2654435761).sum(1).to(torch.int32), (x * 2654435761) & 0xFFFFFFFF ^ 3000000000)
+    for result in _both_modes(knuth_hashes, (x,)):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want)
+    fours = torch.full((16, 64), 4, dtype=torch.int32)  # & 3 is 0: the int64 product 0 fits
+    for result in _both_modes(scaled_counts, (fours,)):
+        torch.testing.assert_close(result, torch.zeros(16, dtype=torch.int64))
+    _refused_in_both_modes(scaled_counts, (x,), "out[t] = (x[t, :] & 3).sum(1) * 3000000000")

@@ -84,6 +84,10 @@ class OpCall:
     def cast(self, i: int, dtype: torch.dtype) -> str:
         """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
         arg = self.args[i]
+        if arg.is_constant and type(arg.raw) is int and not (dtype.is_floating_point or dtype == torch.bool):
+            bits = 8 * dtype.itemsize  # a ring op's number past the dtype, wrapped as torch wraps it
+            wrapped = (arg.raw + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+            return arg.text if wrapped == arg.raw or dtype == torch.uint8 else literal(wrapped)
         if arg.is_constant or arg.dtype == dtype:
             return arg.text
         if dtype == torch.bool:

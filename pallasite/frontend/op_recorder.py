@@ -360,7 +360,7 @@ class OpRecorder:
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = [self.device_operand(o) for o in operands]
-        _check_int32_numbers(operands, display)
+        _check_int32_numbers(op.name, operands, display)
         if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
             interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))
             if interleaved is not None:
@@ -475,19 +475,29 @@ class CompositeRecord:
         return device_values.arange(self.recorder, (length,), torch.int32)
 
 
-def _check_int32_numbers(operands: list, display: str) -> None:
+# Ring ops: on integers their result modulo 2**32 is their operands' modulo 2**32, so a number
+# past int32 is used wrapped (codegen/op_calls.py:OpCall.cast), torch's answer where torch wraps
+# (an int32 tensor; an int64 value cast to int32 later, plan/int64_values.py checks the others
+# with the number itself): Knuth's `h * 2654435761`, `h & 0xFFFFFFFF`
+_RING_OPS = frozenset({"add", "sub", "rsub", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"})
+
+
+def _check_int32_numbers(op: str, operands: list, display: str) -> None:
     """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
-    integers are int32, where torch computes in int64; refused (JAX would overflow)."""
+    integers are int32, where torch computes in int64; refused (JAX would overflow), but in a
+    ring op (`_RING_OPS`) within int64."""
     flat = list(flatten_operands(operands))
     if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
         return
     for number in flat:
+        if type(number) is int and op in _RING_OPS and -2**63 <= number < 2**63:
+            continue
         if type(number) is int and not -2**31 <= number < 2**31:
             raise exc.UnsupportedDtype(
                 f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
-                "64-bit vectors; torch keeps it beside an int64 tensor and wraps it into a narrower one). Compare "
-                "or compute in "
-                "float32 (`x.float()`), or write a number within int32.")
+                "64-bit vectors); +, -, *, &, |, ^ take such a number wrapped to 32 bits, as torch does beside "
+                f"an int32 tensor, but {display} needs the number itself. Compare or compute in float32 "
+                "(`x.float()`), or write a number within int32.")
 
 
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:

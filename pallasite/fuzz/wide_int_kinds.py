@@ -28,7 +28,7 @@ _ENDINGS = (("h.to(torch.int32)", torch.int32), ("h", torch.int32), ("h & 1023",
 def wide_integers(draw: Any, name: str) -> Case:
     rng = draw.rng
     dims = {"m": rng.choice((1, 8, 13, 64)), "n": rng.choice((4, 40, 128, 300))}
-    k, c = rng.choice((3, 31, 65599, 1000003)), rng.choice((1, 7, 12345))
+    k, c = rng.choice((3, 31, 65599, 1000003, 2654435761)), rng.choice((1, 7, 12345))  # Knuth's: past int32
     ending, out_dtype = rng.choice(_ENDINGS)
     inputs = [InputSpec("x", ("m", "n"), torch.int32, "large" if draw.chance(0.5) else "randint")]
     if "table" in ending:

@@ -143,10 +143,15 @@ class RangeChecks:
         the op's fill), fits int32."""
         kept = [position for position, mask in enumerate(valid) if mask is not None]
         fills = FILLS.get(op, {})
+        # Python numbers stay on the host (one past int32, `h * 2654435761`, has no int32 array)
+        traced = [position for position, item in enumerate(operands) if not isinstance(item, (int, float))]
 
         def check(*arrays):
-            values = [np.asarray(item) for item in arrays[:len(operands)]]
-            for position, mask in zip(kept, arrays[len(operands):]):
+            values = list(operands)
+            for position, array in zip(traced, arrays):
+                values[position] = np.asarray(array)
+            values = [np.asarray(item) for item in values]
+            for position, mask in zip(kept, arrays[len(traced):]):
                 mask = np.broadcast_to(np.asarray(mask), values[position].shape)
                 values[position] = np.where(mask, values[position], fills.get(position, 0))
             result = exact(op, values, attrs)
@@ -157,7 +162,8 @@ class RangeChecks:
                     return np.int32(0)
             return np.int32(1)
 
-        io_callback(check, _OK, *operands, *(valid[position] for position in kept))  # effectful: it runs
+        io_callback(check, _OK, *(operands[position] for position in traced),
+                    *(valid[position] for position in kept))  # effectful: it runs
 
     def peer_group(self, check_id: int, rank, peers: list, *, limit: int, run_time: bool) -> list:
         """`peers` of a barrier that, with `rank`, name every device of the `limit`-device mesh
