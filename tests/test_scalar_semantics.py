@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import pallasite
 import pallasite.language as hl
@@ -354,3 +355,42 @@ def test_a_16_bit_sum_or_remainder_takes_the_argument_rounded_as_torch_does(dtyp
     for result in _both_modes(sums_and_remainders_by_an_argument, (x, number)):
         for got, want in zip(result, expected):
             assert torch.equal(got, want), (got, want)
+
+
+@pallasite.kernel
+def parameters_from_arguments(x, s: float, d: int):
+    out = torch.empty_like(x)
+    sums = torch.empty([x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        v = x[t, :]
+        out[t, :] = (F.leaky_relu(v, s) + F.hardtanh(v, -s, s) + F.softplus(v, beta=s)
+                     + torch.addcmul(v, v, v, value=s) + torch.add(v, v, alpha=s))
+        sums[t] = v.sum(d)
+    return out, sums
+
+
+def test_an_op_parameter_from_an_argument_is_a_constant_of_the_variant():
+    """A float argument as leaky_relu's slope, elu's alpha, addcmul's value was refused with an
+    internal name and no line, and an int argument as a reduction dim (trial Z): each is a
+    number of the generated code, made a constant of the variant as hl.specialize would."""
+    x = torch.randn(16, 32)
+    for s, d in ((0.5, 1), (2.0, -1)):
+        expected = (F.leaky_relu(x, s) + F.hardtanh(x, -s, s) + F.softplus(x, beta=s)
+                    + torch.addcmul(x, x, x, value=s) + torch.add(x, x, alpha=s), x.sum(d))
+        for result in _both_modes(parameters_from_arguments, (x, s, d)):
+            for got, want in zip(result, expected):
+                torch.testing.assert_close(got, want)
+
+
+@pallasite.kernel
+def slope_from_data(x, slopes):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = F.leaky_relu(x[t], slopes[0])
+    return out
+
+
+def test_an_op_parameter_read_from_a_tensor_is_a_clear_error():
+    with pytest.raises(exc.UnsupportedOperation, match="negative_slope must be a number known when compiling") as info:
+        code_and_output(slope_from_data, (torch.randn(8), torch.tensor([0.1])))
+    assert "F.leaky_relu(x[t], slopes[0])" in str(info.value)

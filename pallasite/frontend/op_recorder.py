@@ -25,10 +25,11 @@ from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, IfBlock, NewAxis, Node, ScalarIndex, ScalarSymbol, ShiftedTile, StaticSlice,
     TileDim, TileLoop, TileSlice, Value, ops, walk_loops, walk_nodes,
 )
+from .op_arguments import check_extreme_of_nothing, check_int32_numbers, constant_attr
 from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced, flatten_operands
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
 from . import tile_sizes
 from .tile_sizes import TileExtent
 from .operands import (  # check_dtype: also for runtime/kernel.py
@@ -189,7 +190,7 @@ class OpRecorder:
                name: str = "", node_type: type = Node, **fields: Any) -> Value:
         if node_type is Node:
             _check_registered(op)
-            _check_extreme_of_nothing(op, args, kwargs)
+            check_extreme_of_nothing(op, args, kwargs)
         value = Value(tuple(shape), dtype, name)
         node = node_type(op, tuple(args), dict(kwargs), [value], self.location, **fields)
         node.composite = self._composite
@@ -285,6 +286,7 @@ class OpRecorder:
             return bound.pack(results)
         operands, attrs, meta_out = bound
         if self.device is not None:
+            attrs = {key: constant_attr(value, key, display) for key, value in attrs.items()}
             if op.name == "to" and function is not None:  # the user's own cast (not a composite's step)
                 attrs = {**attrs, "written": True}
             return self._device_op(op, operands, attrs, meta_out, display)
@@ -360,7 +362,7 @@ class OpRecorder:
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = [self.device_operand(o) for o in operands]
-        _check_int32_numbers(op.name, operands, display)
+        check_int32_numbers(op.name, operands, display)
         if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
             interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))
             if interleaved is not None:
@@ -475,31 +477,6 @@ class CompositeRecord:
         return device_values.arange(self.recorder, (length,), torch.int32)
 
 
-# Ring ops: on integers their result modulo 2**32 is their operands' modulo 2**32, so a number
-# past int32 is used wrapped (codegen/op_calls.py:OpCall.cast), torch's answer where torch wraps
-# (an int32 tensor; an int64 value cast to int32 later, plan/int64_values.py checks the others
-# with the number itself): Knuth's `h * 2654435761`, `h & 0xFFFFFFFF`
-_RING_OPS = frozenset({"add", "sub", "rsub", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"})
-
-
-def _check_int32_numbers(op: str, operands: list, display: str) -> None:
-    """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
-    integers are int32, where torch computes in int64; refused (JAX would overflow), but in a
-    ring op (`_RING_OPS`) within int64."""
-    flat = list(flatten_operands(operands))
-    if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
-        return
-    for number in flat:
-        if type(number) is int and op in _RING_OPS and -2**63 <= number < 2**63:
-            continue
-        if type(number) is int and not -2**31 <= number < 2**31:
-            raise exc.UnsupportedDtype(
-                f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
-                "64-bit vectors); +, -, *, &, |, ^ take such a number wrapped to 32 bits, as torch does beside "
-                f"an int32 tensor, but {display} needs the number itself. Compare or compute in float32 "
-                "(`x.float()`), or write a number within int32.")
-
-
 def _has_real_tensor(args: Any, kwargs: Any = None) -> bool:
     """Whether a concrete torch tensor (not a proxy, not our meta bookkeeping) is among the operands."""
     stack = list(args) + list((kwargs or {}).values())
@@ -533,20 +510,6 @@ def _value_key(key: Any) -> tuple:
             "supported; index the host tensor instead."
         )
     return items
-
-
-def _check_extreme_of_nothing(op: str, args: tuple, kwargs: dict) -> None:
-    """An amax/amin/argmax/argmin over a dim of size 0 has no answer: torch raises, so does the
-    kernel (it would give the identity, -inf)."""
-    if op not in ("amax", "amin", "argmax", "argmin") or not args or not isinstance(args[0], Value):
-        return
-    shape = args[0].shape
-    dims = kwargs.get("dim")
-    dims = range(len(shape)) if dims is None else (dims,) if isinstance(dims, int) else dims
-    empty = [d % len(shape) for d in dims if shape and shape[d % len(shape)] == 0]
-    if empty:
-        raise exc.ShapeMismatch(f"{op}: the reduced dim {empty[0]} has size 0, and the {op} of no elements has "
-                                "no value (torch raises: expected reduction dim to have non-zero size).")
 
 
 def _check_registered(op: str) -> None:

@@ -231,6 +231,8 @@ def normalize_dims(dim: Any, rank: int) -> tuple[int, ...] | None:
     dims = dim if isinstance(dim, (list, tuple)) else (dim,)
     out = []
     for d in dims:
+        if not isinstance(d, int) and hasattr(d, "__index__"):  # an int argument: a constant of the variant
+            d = d.__index__()
         if not isinstance(d, int):
             raise exc.UnsupportedOperation(f"Reduction dim must be a Python int, got {d!r}.")
         if not -max(rank, 1) <= d < max(rank, 1):

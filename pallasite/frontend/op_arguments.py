@@ -1,0 +1,100 @@
+"""The arguments of one op recorded in device code, checked and made constants where the
+generated code needs numbers: an op parameter from a kernel argument (`F.leaky_relu(x, s)`),
+a number past int32 beside an integer value, an extreme over a zero-size dim.
+`frontend/op_recorder.py` calls these as it records an op.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import exc
+from ..ir import Load, Value
+from .proxies import DeviceTensor, HostScalar, flatten_operands
+
+
+def constant_attr(value: Any, key: str, display: str) -> Any:
+    """An op parameter (`F.leaky_relu(x, s)`'s slope, `torch.add(..., alpha=s)`) is a number of
+    the generated code: a scalar argument there is made a constant of the variant, as
+    `hl.specialize(s)` would (a device value cannot be one)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(constant_attr(item, key, display) for item in value)
+    if isinstance(value, HostScalar):
+        return int(value) if value.python_type is int else float(value)
+    if isinstance(value, (DeviceTensor, Value)):
+        number = _constant_number(value.value if isinstance(value, DeviceTensor) else value)
+        if number is None:
+            raise exc.UnsupportedOperation(
+                f"{display}: its {key} must be a number known when compiling, and this one is a device value "
+                "(read from a tensor, or computed from one); pass a number, or a kernel argument (`-s`, `2 * s` "
+                "of arguments too: each value compiles its own variant).")
+        return number
+    return value
+
+
+_ARITHMETIC = {"neg": lambda a: -a, "add": lambda a, b, alpha=1: a + alpha * b,
+               "sub": lambda a, b, alpha=1: a - alpha * b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b}
+
+
+def _constant_number(value: Value) -> int | float | None:
+    """A device scalar made of kernel arguments and numbers with -, +, *, / (`-s` in device
+    code), its arguments made constants of the variant; None for any other value."""
+    from .. import language as hl
+
+    node = value.producer
+    if value.shape != () or node is None or isinstance(node, Load):
+        return None
+    if node.op == "scalar_arg":
+        symbol = node.args[0]
+        return hl.specialize(HostScalar(hl.active_tracer().recorder, symbol,
+                                        int if symbol.dtype == torch.int32 else float))
+    if node.op not in _ARITHMETIC or (node.op == "div" and node.kwargs.get("rounding_mode") is not None):
+        return None
+    operands = [item if type(item) in (int, float) else _constant_number(item) if isinstance(item, Value) else None
+                for item in node.args]
+    if any(item is None for item in operands):
+        return None
+    return _ARITHMETIC[node.op](*operands, **{k: v for k, v in node.kwargs.items() if k == "alpha"})
+
+
+def check_extreme_of_nothing(op: str, args: tuple, kwargs: dict) -> None:
+    """An amax/amin/argmax/argmin over a dim of size 0 has no answer: torch raises, so does the
+    kernel (it would give the identity, -inf)."""
+    if op not in ("amax", "amin", "argmax", "argmin") or not args or not isinstance(args[0], Value):
+        return
+    shape = args[0].shape
+    dims = kwargs.get("dim")
+    dims = range(len(shape)) if dims is None else (dims,) if isinstance(dims, int) else dims
+    empty = [d % len(shape) for d in dims if shape and shape[d % len(shape)] == 0]
+    if empty:
+        raise exc.ShapeMismatch(f"{op}: the reduced dim {empty[0]} has size 0, and the {op} of no elements has "
+                                "no value (torch raises: expected reduction dim to have non-zero size).")
+
+
+# Ring ops: on integers their result modulo 2**32 is their operands' modulo 2**32, so a number
+# past int32 is used wrapped (codegen/op_calls.py:OpCall.cast), torch's answer where torch wraps
+# (an int32 tensor; an int64 value cast to int32 later, plan/int64_values.py checks the others
+# with the number itself): Knuth's `h * 2654435761`, `h & 0xFFFFFFFF`
+_RING_OPS = frozenset({"add", "sub", "rsub", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"})
+
+
+def check_int32_numbers(op: str, operands: list, display: str) -> None:
+    """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
+    integers are int32, where torch computes in int64; refused (JAX would overflow), but in a
+    ring op (`_RING_OPS`) within int64."""
+    flat = list(flatten_operands(operands))
+    if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
+        return
+    for number in flat:
+        if type(number) is int and op in _RING_OPS and -2**63 <= number < 2**63:
+            continue
+        if type(number) is int and not -2**31 <= number < 2**31:
+            raise exc.UnsupportedDtype(
+                f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
+                "64-bit vectors); +, -, *, &, |, ^ take such a number wrapped to 32 bits, as torch does beside "
+                f"an int32 tensor, but {display} needs the number itself. Compare or compute in float32 "
+                "(`x.float()`), or write a number within int32.")
+
+
+__all__ = ["check_extreme_of_nothing", "check_int32_numbers", "constant_attr"]
