@@ -35,6 +35,10 @@ _FLOAT_UNARY = (
     "torch.exp(-torch.abs({a}))", "torch.rsqrt(torch.abs({a}) + 1.0)", "torch.log(torch.abs({a}) + 1.0)",
     "{a} * 0.5", "{a} + 1.5", "{a} * 3", "torch.logaddexp({a}, -{a})",
     "torch.xlogy(torch.abs({a}), torch.abs({a}) + 1.0)",
+    # composites (ir/ops/pointwise_composites.py)
+    "torch.nn.functional.softsign({a})", "torch.nn.functional.hardshrink({a}, 0.3)",
+    "torch.nn.functional.threshold({a}, 0.1, -2.0)", "torch.fmax({a}, torch.abs({a}) - 1.0)",
+    "torch.fmin({a} * 2, -{a})",
 )
 _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
               "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it

@@ -15,6 +15,7 @@ import torch
 from ... import exc
 from .binders import dtype_refusal, normalize_dims, number_refusal
 from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
+from .pointwise_composites import POINTWISE_COMPOSITES
 from .scans import SCAN_DEFINITIONS
 from .shapes import SHAPE_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
@@ -104,6 +105,7 @@ COMPOSITE_DEFINITIONS = (
               note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
                    "dtype= as in torch"),
     *STATISTIC_DEFINITIONS,
+    *POINTWISE_COMPOSITES,
     *SCAN_DEFINITIONS,
     *SHAPE_DEFINITIONS,
 )

@@ -1,0 +1,94 @@
+"""torch functions recorded as a few registry ops (ir/ops/pointwise_composites.py):
+F.softsign, F.hardshrink, F.threshold, torch.fmax/fmin, Tensor.type_as, torch.nansum.
+Each against eager torch (NaN where torch has NaN) and reference mode, over a partial tile,
+under every loop type where a loop is involved; the suite lowers every variant."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.plan.loops import LOOP_TYPES
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def pointwise(x, y):
+    a, b, c = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    d, e, f = torch.empty_like(x), torch.empty_like(x), torch.empty(x.shape, dtype=torch.bfloat16)
+    for t in hl.tile(x.size(0)):
+        v, w = x[t, :], y[t, :]
+        a[t, :] = F.softsign(v)
+        b[t, :] = F.hardshrink(v, 0.3) + F.hardshrink(w)
+        c[t, :] = F.threshold(v, 0.1, -2.0)
+        d[t, :] = torch.fmax(v, w)
+        e[t, :] = torch.fmin(v, w)
+        f[t, :] = v.type_as(f[t, :])
+    return a, b, c, d, e, f
+
+
+def _expected_pointwise(x, y):
+    return (F.softsign(x), F.hardshrink(x, 0.3) + F.hardshrink(y), F.threshold(x, 0.1, -2.0),
+            torch.fmax(x, y), torch.fmin(x, y), x.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_pointwise_composites_are_torchs_nan_included(dtype):
+    x, y = torch.randn(20, 37).to(dtype), torch.randn(20, 37).to(dtype)
+    x[0, 0] = y[1, 1] = x[2, 2] = y[2, 2] = float("nan")
+    x[3, :4] = torch.tensor([0.3, -0.3, 0.1, float("inf")])
+    expected = _expected_pointwise(x, y)
+    _, compiled = code_and_output(pointwise, (x, y), block_sizes=[8])
+    for result in (compiled, run_ref(pointwise, (x, y), block_sizes=[8])):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want, equal_nan=True, atol=0, rtol=0)
+
+
+@pallasite.kernel
+def nan_sums(x):
+    m, n = x.size()
+    out = torch.zeros([m], dtype=torch.float32)
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            acc = acc + torch.nansum(x[tm, tn], 1)
+        out[tm] = acc
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_nansum_counts_nan_as_zero_under_every_loop_type(loop_type):
+    x = torch.randn(16, 300)
+    x[x > 1.5] = float("nan")
+    for result in (code_and_output(nan_sums, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type)[1],
+                   run_ref(nan_sums, (x,), block_sizes=[8, 128], pallas_loop_type=loop_type)):
+        torch.testing.assert_close(result, torch.nansum(x, 1), rtol=1e-5, atol=1e-5)
+
+
+@pallasite.kernel
+def integer_extremes(a, b):
+    out = torch.empty_like(a)
+    for t in hl.tile(a.size(0)):
+        out[t] = torch.fmax(a[t], b[t]) - torch.fmin(a[t], b[t]) + F.threshold(a[t], 3, 100)
+    return out
+
+
+def test_integer_fmax_and_threshold_and_float_only_refusals():
+    a, b = torch.randint(-9, 9, (50,), dtype=torch.int32), torch.randint(-9, 9, (50,), dtype=torch.int32)
+    expected = torch.fmax(a, b) - torch.fmin(a, b) + F.threshold(a, 3, 100)
+    torch.testing.assert_close(code_and_output(integer_extremes, (a, b))[1], expected)
+    torch.testing.assert_close(run_ref(integer_extremes, (a, b)), expected)
+
+    @pallasite.kernel
+    def integer_softsign(a):
+        out = torch.empty(a.shape, dtype=torch.float32)
+        for t in hl.tile(a.size(0)):
+            out[t] = F.softsign(a[t])
+        return out
+
+    with pytest.raises(exc.UnsupportedDtype, match="softsign takes a float tensor") as info:
+        code_and_output(integer_softsign, (a,))
+    assert "F.softsign(a[t])" in str(info.value)
