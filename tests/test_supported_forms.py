@@ -88,7 +88,9 @@ def _probes():
     # composites whose torch call is not f(input, dim=...): how to call each on one tensor
     called = {"stack": lambda x: torch.stack([x, x]), "einsum": lambda x: torch.einsum("ij,kj->ik", x, x),
               "masked_fill": lambda x: x.masked_fill(x != x, 0),
-              "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:])}
+              "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
+              "threshold": lambda x: torch.nn.functional.threshold(x, 1, 2), "fmax": lambda x: torch.fmax(x, x),
+              "fmin": lambda x: torch.fmin(x, x), "type_as": lambda x: x.type_as(x)}
     for composite in {c.name: c for c in ops.COMPOSITES.values()}.values():
         attrs = {"dim": -1} if composite.name in ("softmax", "log_softmax", "cumsum", "cumprod") else {}
         function = called.get(composite.name) or _torch_callable(composite.spellings)
