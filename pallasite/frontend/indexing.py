@@ -43,9 +43,9 @@ SUBSCRIPT_FORMS = (
     IndexForm("a window of computed start", ("a[tile_m, 2 * tile_k.begin:2 * tile_k.begin + 2 * tile_k.block_size]",),
               "a slice whose start is a device scalar and whose length is a compile-time int reads (or writes) "
               "the index vector start + hl.arange(length), a gather; a tile's begin times c for its block "
-              "size times c is padded where the tile is (windows.py:computed_window); a tile's begin plus a constant for "
-              "its block size, inside the axis, is the shifted tile (windows.py:shifted_window: `W[tk, tn.begin + n:"
-              "tn.begin + n + tn.block_size]`)"),
+              "size times c is padded where the tile is (windows.py:computed_window); a tile's begin plus a "
+              "constant for its block size, inside the axis, is the shifted tile (windows.py:shifted_window: "
+              "`W[tk, tn.begin + n:tn.begin + n + tn.block_size]`)"),
 )
 REFUSED_FORMS = (  # each example is checked to raise (see RefusedForm for the names it uses)
     RefusedForm("boolean mask", ("x[mask[tile]]",), "the result's size is known only from the data",

@@ -20,9 +20,9 @@ _SOURCES = ("x[tm, {cols}].sum(1)", "(x[tm, {cols}].long() * {k}).sum(1)", "x[tm
 _STEPS = ("h * {k} + {c}", "h ^ (h << 3)", "h - {c} * h", "(h + {c}) * (h - {c})")
 # (ending, output dtype): narrowed (torch wraps too) or needing torch's number
 _ENDINGS = (("h.to(torch.int32)", torch.int32), ("h", torch.int32), ("h & 1023", torch.int32),
-            ("(h % 1024).to(torch.int32)", torch.int32), ("h", torch.int64), ("(h % 1000).to(torch.int32)", torch.int32),
-            ("h.float()", torch.float32), ("(h > 0).to(torch.int32)", torch.int32),
-            ("table[h & 1023]", torch.float32))
+            ("(h % 1024).to(torch.int32)", torch.int32), ("h", torch.int64),
+            ("(h % 1000).to(torch.int32)", torch.int32), ("h.float()", torch.float32),
+            ("(h > 0).to(torch.int32)", torch.int32), ("table[h & 1023]", torch.float32))
 
 
 def wide_integers(draw: Any, name: str) -> Case:
@@ -47,7 +47,8 @@ def wide_integers(draw: Any, name: str) -> Case:
     for _ in range(rng.randint(0, 2)):
         body.append(Line(1, "h = " + rng.choice(_STEPS).format(k=k, c=c)))
     body += [Line(1, f"out[tm] = {ending}"), Line(0, "return out")]
-    return Case("wide_integers", name, tuple(inputs), tuple(body), dims, loop_type=loop_type, exact=out_dtype != torch.float32, tags=("wide_integers", ending))
+    return Case("wide_integers", name, tuple(inputs), tuple(body), dims, loop_type=loop_type,
+                exact=out_dtype != torch.float32, tags=("wide_integers", ending))
 
 
 _NAMES = {torch.int32: "torch.int32", torch.int64: "torch.int64", torch.float32: "torch.float32"}

@@ -122,7 +122,8 @@ def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any,
     """The overflow an operand brings that the result takes on (raised where the op needs the
     operand's number: `exact_ints.passes_wrapped`)."""
     rest = dict(kwargs)  # torch.bitwise_and(h, other=1023): the operands by position
-    args = (*((rest.pop("input"),) if "input" in rest else ()), *args, *((rest.pop("other"),) if "other" in rest else ()))
+    first = (rest.pop("input"),) if "input" in rest else ()
+    args = (*first, *args, *((rest.pop("other"),) if "other" in rest else ()))
     results = [r for r in lanes.leaves(result) if isinstance(r, torch.Tensor)]
     use = needing_use(op, results[0].dtype if len(results) == 1 else None, location)
     for item in lanes.leaves(rest):

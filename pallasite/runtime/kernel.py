@@ -288,9 +288,9 @@ class Kernel:
         specs = {}
         for name, value in captured.items():
             dtype = value.dtype if isinstance(value, torch.Tensor) else torch_dtype_of(value)
-            item = name.partition(SEPARATOR)[2]
-            what = (f"Item {item.removeprefix('item_')} of argument '{name.partition(SEPARATOR)[0]}'"
-                    if item.startswith("item_") else f"Tensor '{name}', which the kernel reads from its enclosing scope,")
+            parameter, _, item = name.partition(SEPARATOR)
+            what = (f"Item {item.removeprefix('item_')} of argument '{parameter}'" if item.startswith("item_")
+                    else f"Tensor '{name}', which the kernel reads from its enclosing scope,")
             try:
                 check_argument_dtype(dtype, what)
             except exc.UnsupportedDtype as err:
