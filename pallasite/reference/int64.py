@@ -6,7 +6,7 @@ while it fits int32, and interpret mode checks that it does where an op could le
 (plan/int64_values.py). Reference mode runs torch itself: a value torch holds in int64 is
 marked (`ATTRIBUTE`) when narrowed to int32, and an op taking a marked operand runs on its
 int64 values again. Where the op is one the compiled kernel checks (`ir/exact_ints.py`) and
-its number leaves int32, the value is marked overflowed instead (an `Overflow`, its message
+its number leaves int32, the value is marked overflowed instead (an `Overflow`: the op, its span
 and line): ops that give torch's result wrapped on a wrapped operand take it on
 (`exact_ints.passes_wrapped`: `+`, `*`, sums, selections, views), a cast to int32 or an
 int32 store ends it (torch wraps there too), and any other use (a comparison, a float cast,
