@@ -334,8 +334,9 @@ def dtype_section() -> list[str]:
             "(torch keeps them; interpret mode flushes them too); 16-bit float ops are rounded to 16 bits at each op, "
             "as torch rounds them, float16 subnormals included, and a number (a literal or a float argument) a 16-bit "
             "value is multiplied, divided or floor-divided by is taken in float32, as torch's CPU takes it; "
-            "a float cast to an integer saturates (NaN is 0; "
-            "torch calls an out-of-range value undefined), in both modes. An integer `//`, `%`, `torch.fmod` "
+            "a float cast to a 32-bit or narrower integer saturates (NaN is 0; "
+            "torch calls an out-of-range value undefined), in both modes; `.long()` past int32 raises (torch's "
+            "int64 is exact there). `abs` of the lowest integer is itself, as torch's. An integer `//`, `%`, `torch.fmod` "
             "or rounded `torch.div` by 0 is an error in both modes (torch's ZeroDivisionError; a TPU "
             "returns garbage): interpret mode checks each divisor planning cannot prove nonzero, on the lanes "
             "that hold data, and the call raises `pallasite.exc.ShapeMismatch` at the line.", ""]

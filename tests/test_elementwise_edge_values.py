@@ -268,3 +268,33 @@ def test_an_extreme_over_a_zero_size_dim_raises_as_torch():
     for run in (lambda x: code_and_output(row_extremes, (x,)), lambda x: run_ref(row_extremes, (x,))):
         with pytest.raises(exc.ShapeMismatch, match="has size 0"):
             run(torch.randn(5, 0))
+
+
+@pallasite.kernel
+def softmax_of_nothing(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = torch.softmax(x[t, :], dim=1) + F.log_softmax(x[t, :], dim=1)
+    return out
+
+
+def test_a_softmax_over_a_zero_size_dim_is_empty_as_in_torch():
+    """The zero-size extreme check refused softmax's own amax (trial AA); torch returns []."""
+    x = torch.randn(5, 0)
+    torch.testing.assert_close(code_and_output(softmax_of_nothing, (x,))[1], x)
+    torch.testing.assert_close(run_ref(softmax_of_nothing, (x,)), x)
+
+
+@pallasite.kernel
+def ones_of_tiles(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = x[t, :] + torch.ones([t, x.size(1)])
+    return out
+
+
+def test_a_torch_factory_sized_by_a_tile_is_a_clear_error():
+    """torch's argument parser met a tile and raised a bare TypeError (trial AA)."""
+    with pytest.raises(exc.UnsupportedOperation, match="hl.zeros") as info:
+        code_and_output(ones_of_tiles, (torch.randn(8, 4),))
+    assert "torch.ones([t, x.size(1)])" in str(info.value)

@@ -1,7 +1,8 @@
-"""A float cast to an integer dtype saturates in both modes: NaN is 0, a value past the device
-dtype's range (int32 for `.long()`, device integers being 32-bit) its nearest end, others round
-toward 0. torch calls an out-of-range value undefined (its CPU wraps, `3e9.long()` being exact
-in int64); the compiled kernel saturated while reference mode wrapped (trial G)."""
+"""A float cast to a 32-bit or narrower integer dtype saturates in both modes: NaN is 0, a value
+past the dtype's range its nearest end, others round toward 0. torch calls an out-of-range value
+undefined (its CPU wraps); the compiled kernel saturated while reference mode wrapped (trial G).
+`.long()` is defined past int32 (`3e9.long()` is exact in int64): there both modes raise
+(tests/test_int64_values.py), as a saturated number is not torch's."""
 from __future__ import annotations
 
 import pytest
@@ -15,14 +16,13 @@ from pallasite.testing import code_and_output, run_ref
 
 @pallasite.kernel
 def casts(x):
-    out = torch.empty([5, x.size(0)], dtype=torch.int32, device=x.device)
+    out = torch.empty([4, x.size(0)], dtype=torch.int32, device=x.device)
     for t in hl.tile(x.size(0)):
         v = x[t]
         out[0, t] = v.to(torch.int8).int()
         out[1, t] = v.to(torch.uint8).int()
         out[2, t] = v.to(torch.int16).int()
         out[3, t] = v.int()
-        out[4, t] = v.long().int()
     return out
 
 
@@ -30,7 +30,7 @@ def test_float_to_int_casts_saturate_in_both_modes():
     x = torch.tensor([300, -300, float("nan"), float("inf"), 3e9, -5e9, 2.7, -2.7, float("-inf"), 127.9] + [0.0] * 6)
     values = x.double().nan_to_num(0.0)
     expected = torch.stack([values.clamp(lo, hi).trunc().int() for lo, hi in (
-        (-128, 127), (0, 255), (-32768, 32767), (-2**31, 2**31 - 1), (-2**31, 2**31 - 1))])
+        (-128, 127), (0, 255), (-32768, 32767), (-2**31, 2**31 - 1))])
     _, result = code_and_output(casts, (x,))
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
     torch.testing.assert_close(run_ref(casts, (x,)), expected, rtol=0, atol=0)

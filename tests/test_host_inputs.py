@@ -47,10 +47,13 @@ def test_a_list_argument_is_part_of_the_variant_key_by_its_contents():
         layer_norm(x, [128], weight, bias)  # another list: traced again (and checked by the kernel)
 
 
-def test_a_list_of_tensors_stays_an_argument_error():
+def test_a_list_of_tensors_where_sizes_are_expected_is_a_clear_error():
+    """A list of tensors is an argument now (tests/test_tensor_list_arguments.py); compared with
+    sizes it has no truth value while compiling, as a tensor would have none in eager torch."""
     x, weight, bias = torch.randn(8, 256), torch.randn(256), torch.randn(256)
-    with pytest.raises(exc.KernelArgumentError, match="list of tensors"):
+    with pytest.raises(exc.UnsupportedSyntax, match="truth value") as info:
         layer_norm(x, [weight], weight, bias)
+    assert "normalized_shape" in str(info.value)
 
 
 # ------------------------------------------------ a scalar that sizes host tensors --

@@ -492,3 +492,34 @@ def test_numbers_past_int32_in_ring_ops_are_torchs_wrapped_or_checked():
     for result in _both_modes(scaled_counts, (fours,)):
         torch.testing.assert_close(result, torch.zeros(16, dtype=torch.int64))
     _refused_in_both_modes(scaled_counts, (x,), "out[t] = (x[t, :] & 3).sum(1) * 3000000000")
+
+
+def _add(a, b):
+    return a + b
+
+
+@pallasite.kernel
+def scanned_and_bounded(x, out):
+    flags = torch.zeros(x.shape, dtype=torch.bool)
+    for g in hl.grid(x.size(0)):
+        flags[g, :] = hl.associative_scan(_add, x[g, :].long(), 0) > 0
+        total = x[g, :].sum()
+        for u in hl.grid(total):
+            out[g, u] = total.reshape(1).size(0) * 1.0  # a shape query needs no number
+    return flags, out
+
+
+def test_reference_mode_checks_scans_and_loop_bounds_of_int64_values_as_compiled():
+    """hl.associative_scan of .long() values wrapped silently in reference mode, and a loop
+    bound torch holds in int64 ran range(wrapped) there; compiled raised (trial AA). A shape
+    query of such a value needs no number (`v.size(0)` raised "size ... needs the number")."""
+    small = torch.randint(0, 2, (4, 8), dtype=torch.int32)
+    expected = (torch.arange(8)[None, :] < small.sum(1)[:, None]).float()
+    for flags, out in _both_modes(scanned_and_bounded, (small, torch.zeros(4, 8))):
+        torch.testing.assert_close(flags, small.long().cumsum(1) > 0)
+        torch.testing.assert_close(out, expected)
+    big = torch.full((4, 8), 2**30, dtype=torch.int32)
+    for run in (lambda: code_and_output(scanned_and_bounded, (big, torch.zeros(4, 8))),
+                lambda: run_ref(scanned_and_bounded, (big, torch.zeros(4, 8)))):
+        with pytest.raises(exc.ShapeMismatch, match="torch computes it in int64"):
+            run()

@@ -73,3 +73,21 @@ def test_a_nested_or_float64_list_item_is_a_clear_argument_error():
         weighted_sum([[a, a]], (1.0,))
     with pytest.raises(exc.KernelArgumentError, match="xs"):
         weighted_sum([a.double()], (1.0,))
+
+
+@pallasite.kernel
+def rows_by_listed_indices(table, idxs):
+    out = torch.empty([idxs[0].size(0), table.size(1)], dtype=table.dtype)
+    for t in hl.tile(idxs[0].size(0)):
+        out[t, :] = table[idxs[0][t], :]
+    return out
+
+
+def test_an_int64_index_tensor_in_a_list_is_range_checked_in_both_modes():
+    """Reference mode read row 3 for 2**32 + 3 in a list argument; compiled refused (trial AA)."""
+    table = torch.randn(16, 8)
+    for run in (lambda i: code_and_output(rows_by_listed_indices, (table, [i]))[1],
+                lambda i: run_ref(rows_by_listed_indices, (table, [i]))):
+        torch.testing.assert_close(run(torch.full((8,), 3)), table[torch.full((8,), 3)])
+        with pytest.raises(exc.KernelArgumentError, match="4294967299"):
+            run(torch.full((8,), 2**32 + 3))

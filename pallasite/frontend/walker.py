@@ -26,6 +26,10 @@ MISSING = object()  # a name that had no value (before a loop or an if)
 _SIMPLE_DEVICE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)
 
 
+# The tracer's proxies, by the type name torch's argument parser reports
+_PROXY_TYPES = {"TileProxy": "tile", "DeviceTensor": "device value", "HostScalar": "scalar argument",
+                "HostTensor": "tensor"}
+
 class StatementSemantics(Protocol):
     """What the walker's statements mean. The tracer records IR; reference mode runs torch."""
 
@@ -177,6 +181,16 @@ class StatementWalker:
                 self._note(err)
                 raise
             raise exc.UnsupportedOperation(why, self.location) from None
+        except TypeError as err:
+            proxy = next((name for name in _PROXY_TYPES if name in str(err)), None)
+            if proxy is None:  # the user's own error: keep its type, add the line
+                self._note(err)
+                raise
+            raise exc.UnsupportedOperation(  # torch's argument parser met a traced value where it takes ints
+                f"{str(err).splitlines()[0]}: a Python operation or torch argument that takes plain numbers "
+                f"got a traced {_PROXY_TYPES[proxy]}; in device code build tile-shaped values with "
+                "hl.zeros([tile, n]) / hl.full, pass a scalar argument through hl.specialize(...), and index a "
+                "list argument with ints.", self.location) from None
         except Exception as err:  # the user's own error: keep its type, add the line
             self._note(err)
             raise

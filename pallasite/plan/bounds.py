@@ -141,15 +141,17 @@ def _scalar_operands(node) -> list:
 
 def _check_converted(node, scalars: Mapping[str, Any]) -> None:
     rule = "full_like" if node.op == "full" else "masked_fill" if node.composite == "masked_fill" else node.op
+    # masked_fill(x8, m, 300.0) is a float where cast back to x's dtype: x's dtype takes the number
+    dtype = node.args[2].dtype if rule == "masked_fill" and isinstance(node.args[2], Value) else node.output.dtype
     for operand in _scalar_operands(node):
         name = operand.producer.args[0].name
         if name not in scalars:
             continue
         bound = "min" if node.op == "clamp" and node.args[1] is operand else "max"  # clamp(x, min, max)
-        refusal = number_refusal(rule, scalars[name], node.output.dtype, bound)
+        refusal = number_refusal(rule, scalars[name], dtype, bound)
         if refusal is not None:
             raise exc.UnsupportedDtype(
-                f"{name} = {scalars[name]!r}: torch.{rule} of {str(node.output.dtype).removeprefix('torch.')} "
+                f"{name} = {scalars[name]!r}: torch.{rule} of {str(dtype).removeprefix('torch.')} "
                 f"refuses the number ({refusal}); pass one the dtype holds, or cast the tensor to a wider dtype.",
                 node.location)
 

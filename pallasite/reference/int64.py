@@ -34,6 +34,8 @@ _OPERATORS = {name: op.name for op in ops.OPS.values() if op.operator is not Non
               for name in (op.operator.dunder, op.operator.reflected) if name}
 _SOURCES = frozenset({"sum", "prod", "cumsum", "cumprod", "long", "to", "argmax", "argmin", "max", "min",
                       "type", "int64"})
+_SHAPE_QUERIES = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "__len__", "element_size",
+                            "is_contiguous", "is_floating_point", "get_device"})
 _in_place_targets: list[bool] = []  # `x op= v` running: whether x is marked
 
 
@@ -68,6 +70,11 @@ def check_stored(target: torch.Tensor, key: Any, value: Any, location: exc.Sourc
     integer = not (target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool)
     if not (integer and target.dtype.itemsize <= 4):
         _needs(value, needing_use("store", target.dtype, location))
+
+
+def check_bound(bound: Any, location: exc.SourceLocation | None) -> None:
+    """A loop's begin or end (`hl.grid(j)` of an integer sum) needs torch's number."""
+    _needs(bound, needing_use("bound", None, location))
 
 
 def _needs(item: Any, use: str) -> None:
@@ -124,6 +131,8 @@ def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any,
     rest = dict(kwargs)  # torch.bitwise_and(h, other=1023): the operands by position
     first = (rest.pop("input"),) if "input" in rest else ()
     args = (*first, *args, *((rest.pop("other"),) if "other" in rest else ()))
+    if op in _SHAPE_QUERIES:  # `h.size(0)`: no number needed
+        return None
     results = [r for r in lanes.leaves(result) if isinstance(r, torch.Tensor)]
     use = needing_use(op, results[0].dtype if len(results) == 1 else None, location)
     for item in lanes.leaves(rest):
@@ -140,6 +149,28 @@ def _overflow_passed(op: str, args: tuple, kwargs: dict, result: Any,
                 raise overflow.error(use)
             carried = carried or overflow
     return carried
+
+
+def whole(op: str, values: Any, run: Callable[[Any], Any], location: exc.SourceLocation | None) -> Any:
+    """`run(values)` of a user combine function (hl.associative_scan, hl.reduce) on values torch
+    holds in int64: run on their int64 numbers, each integer result marked, overflowed where it
+    leaves int32 (the compiled kernel checks the combine's ops)."""
+    if not any(is_wide(item) for item in lanes.leaves(values)):
+        return run(values)
+    with lanes.keeping_int64():
+        result = run(_widened(values))
+
+    def narrowed(item: Any) -> Any:
+        if not isinstance(item, torch.Tensor) or item.dtype != torch.int64:
+            return item
+        narrow = lanes.marked_as(item.to(torch.int32), item)
+        lo, hi = (int(item.min()), int(item.max())) if item.numel() else (0, 0)
+        inside = _INT32.min <= lo and hi <= _INT32.max
+        return marked(narrow, True if inside else Overflow(op, lo, hi, location))
+
+    if isinstance(result, (tuple, list)):
+        return type(result)(narrowed(item) for item in result)
+    return narrowed(result)
 
 
 def marked(tensor: torch.Tensor, mark: bool | Overflow = True) -> torch.Tensor:
@@ -212,5 +243,5 @@ def _widened(item: Any) -> Any:
     return item
 
 
-__all__ = ["ATTRIBUTE", "Overflow", "check_stored", "follow", "in_place_update", "is_wide", "marked", "overflow_of",
-           "viewed", "wanted"]
+__all__ = ["ATTRIBUTE", "Overflow", "check_bound", "check_stored", "follow", "in_place_update", "is_wide", "marked", "overflow_of",
+           "viewed", "wanted", "whole"]

@@ -231,6 +231,8 @@ class ReferenceRunner:
         with self.walker.user_code(), self.mode.paused():
             static = [not isinstance(b, torch.Tensor) and not isinstance(e, torch.Tensor)
                       for b, e in zip(spec.begins, spec.ends)]
+            for bound in (*spec.begins, *spec.ends):  # a bound torch holds in int64 needs its number
+                int64.check_bound(bound, self.location)
             begins = [tiles.as_bound(b, "begin") for b in spec.begins]
             ends = [tiles.as_bound(e, "end") for e in spec.ends]
             blocks = [block if spec.kind == "grid" else self._block_size(stmt, i, block)  # a grid's: its step
@@ -425,7 +427,8 @@ class ReferenceRunner:
 
     def associative_scan(self, combine_fn: Callable, values: Any, dim: int, reverse: bool) -> Any:
         with self.mode.paused():
-            return scans.associative_scan(combine_fn, values, dim, reverse)
+            return int64.whole("associative_scan", values,
+                               lambda v: scans.associative_scan(combine_fn, v, dim, reverse), self.location)
 
     def cumulative(self, spelling: str, value: Any, dim: int, reverse: bool) -> Any:
         with self.mode.paused():
@@ -453,7 +456,7 @@ class ReferenceRunner:
 
     def reduce(self, combine_fn: Callable, values: Any, dim: Any, other: Any, keep_dims: bool) -> Any:
         with self.mode.paused():
-            return scans.reduce(combine_fn, values, dim, keep_dims)
+            return int64.whole("reduce", values, lambda v: scans.reduce(combine_fn, v, dim, keep_dims), self.location)
 
     def dot(self, a: Any, b: Any, acc: Any, out_dtype: torch.dtype | None) -> torch.Tensor:
         if not self.in_device:

@@ -176,17 +176,21 @@ class Kernel:
         mode never answers with numbers int32 wrapped. A kernel the compiler cannot plan for
         another reason runs in reference mode unchecked."""
         values = self.bind_arguments(tuple(args), kwargs)
-        if not any(isinstance(v, torch.Tensor) and v.dtype == torch.int64 for v in values):
+        listed = self.argument_closure_tensors(values)  # a list argument's tensors too
+        if not any(isinstance(v, torch.Tensor) and v.dtype == torch.int64 for v in [*values, *listed.values()]):
             return
         try:
-            plan = self.bind(tuple(args), kwargs).plan(config)
+            bound = self.bind(tuple(args), kwargs)
+            plan = bound.plan(config)
         except (exc.UnsupportedDtype, exc.KernelArgumentError, exc.InvalidConfig):
             raise
         except exc.PallasiteError:
             return
+        tensors = {**read_scope(self.fn, self.scope_reads())[0], **listed}
+        everything = [*values, *(tensors.get(name) for name in bound.captured)]  # the host function's order
         for argument in plan.narrowed_arguments:
-            if argument.position < len(values):
-                narrow_argument(values[argument.position], argument)
+            if argument.position < len(everything) and everything[argument.position] is not None:
+                narrow_argument(everything[argument.position], argument)
 
     def bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
         try:
