@@ -415,3 +415,25 @@ def test_a_float_argument_masked_into_int8_is_refused_at_each_call(number):
             run()
     for result in _both_modes(masked_by_a_float_argument, (x, 5.0)):
         torch.testing.assert_close(result, x.masked_fill(x > 0, 5.0))
+
+
+@pallasite.kernel
+def scaled_sums_by_alpha(a, b, s: float):
+    added = torch.empty_like(a)
+    taken = torch.empty_like(a)
+    for t in hl.tile(a.size(0)):
+        added[t] = torch.add(a[t], b[t], alpha=s)
+        taken[t] = torch.sub(a[t], b[t], alpha=1234.567)
+    return added, taken
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_add_takes_its_alpha_in_the_tensors_dtype(dtype):
+    """torch.add(a, b, alpha=1234.567) of float16 differed in half the lanes by up to 4.0
+    (alpha used in float32; torch rounds it to float16 first, trial AA)."""
+    torch.manual_seed(0)
+    a, b = torch.randn(1024).to(dtype), torch.randn(1024).to(dtype)
+    expected = (torch.add(a, b, alpha=1234.567), torch.sub(a, b, alpha=1234.567))
+    for result in _both_modes(scaled_sums_by_alpha, (a, b, 1234.567)):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)

@@ -163,5 +163,8 @@ def lower(call: OpCall) -> str:
         raise exc.UnsupportedOperation(f"No TPU lowering for op {call.op!r}.") from None
     scalars = tuple(a.dtype if a.shape == () else None for a in call.args)  # per operand position
     if computes_in_float32(call.op, call.attrs, call.out_dtype, scalars):  # rounded once to the 16-bit result
-        return f"({fn(replace(call, out_dtype=torch.float32))}).astype({jnp_dtype(call.out_dtype)})"
+        attrs = call.attrs
+        if type(attrs.get("alpha")) in (int, float):  # torch takes a 16-bit add's alpha in the tensor's dtype
+            attrs = {**attrs, "alpha": float(torch.tensor(attrs["alpha"], dtype=call.out_dtype))}
+        return f"({fn(replace(call, out_dtype=torch.float32, attrs=attrs))}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)
