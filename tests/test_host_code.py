@@ -537,3 +537,14 @@ def test_a_loop_bound_computed_from_an_int_argument_is_a_constant_of_the_variant
     for lag in (3, 17):
         torch.testing.assert_close(differences_at_a_lag(x, lag), x[lag:] - x[:-lag])
         torch.testing.assert_close(run_ref(differences_at_a_lag, (x, lag)), x[lag:] - x[:-lag])
+
+
+def test_numpy_scalar_arguments_are_the_python_numbers_they_hold():
+    """`k(x, np.int64(3))` failed ("Loop end must be an int, got np.int64(7)", trial AA)."""
+    import numpy as np
+
+    x = randn(100)
+    for lag in (np.int64(3), np.int32(17)):
+        expected = x[int(lag):] - x[:-int(lag)]
+        torch.testing.assert_close(differences_at_a_lag(x, lag), expected)
+        torch.testing.assert_close(run_ref(differences_at_a_lag, (x, lag)), expected)

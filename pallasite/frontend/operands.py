@@ -1,10 +1,12 @@
 """Operands of recorded ops seen as torch would see them: meta stand-ins, the sizes a
 view asks for, subscript keys with runtime scalars, and (with static_shapes=False)
-the symbolic sizes a result keeps. Used by `op_recorder.py`."""
+the symbolic sizes a result keeps. Used by `op_recorder.py`; a kernel argument's dtype check
+and a NumPy scalar argument as its Python number, by both modes' binding."""
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import exc
@@ -172,3 +174,14 @@ def _subscript_shape(shape: tuple, key: Any) -> tuple | None:
             return None
         axis += 1
     return tuple(out) + tuple(shape[axis:])
+
+
+def python_number(value: Any) -> Any:
+    """A NumPy scalar argument (`np.int64(3)`, `np.float32(0.5)`) is the Python number it holds,
+    as torch takes it; anything else as given."""
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_) and np.ndim(value) == 0:
+        if np.issubdtype(type(value), np.integer):
+            return int(value)
+        if np.issubdtype(type(value), np.floating):
+            return float(value)
+    return value

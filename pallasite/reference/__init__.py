@@ -56,6 +56,7 @@ from .. import exc
 from .. import language as hl
 from ..config import Config, as_config, kernel_keys_error
 from ..frontend import source
+from ..frontend.operands import python_number
 from .runner import ReferenceRunner
 
 REF_ENV = "PALLASITE_REF"
@@ -95,7 +96,8 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
     sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites,
                              None if bind is None else lambda: _slots_per_site(bind, args, kwargs, config))
-    result = runner.run(tuple(map(hl.constexpr_value, args)), {k: hl.constexpr_value(v) for k, v in kwargs.items()})
+    result = runner.run(tuple(python_number(hl.constexpr_value(a)) for a in args),
+                        {k: python_number(hl.constexpr_value(v)) for k, v in kwargs.items()})
     left = runner.loop_orders_left()
     if left:
         raise exc.InvalidConfig(

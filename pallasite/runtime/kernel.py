@@ -16,7 +16,7 @@ from .. import language as hl
 from ..autotune.settings import parse_settings
 from ..config import MEGAKERNEL_KEYS, Config, as_config, ignored_keys_of, kernel_keys_error
 from ..frontend import ArgSpec, source
-from ..frontend.operands import check_argument_dtype
+from ..frontend.operands import check_argument_dtype, python_number
 from ..reference import REF_ENV, RefMode, run_reference
 from ..settings import split_settings
 from .convert import narrow_argument, torch_dtype_of
@@ -198,7 +198,7 @@ class Kernel:
         except TypeError as err:
             raise exc.KernelArgumentError(f"{self.fn.__name__}(): {err}") from None
         bound.apply_defaults()
-        return list(bound.arguments.values())
+        return [python_number(value) for value in bound.arguments.values()]
 
     def _arg_specs(self, values: list[Any]) -> list[ArgSpec]:
         specs = []
