@@ -437,3 +437,23 @@ def test_a_16_bit_add_takes_its_alpha_in_the_tensors_dtype(dtype):
     for result in _both_modes(scaled_sums_by_alpha, (a, b, 1234.567)):
         for got, want in zip(result, expected):
             assert torch.equal(got, want)
+
+
+@pallasite.kernel
+def bounded_by_arguments(x, s: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = F.hardtanh(x[t], s, -s)
+    return out
+
+
+def test_op_parameters_from_arguments_get_torchs_own_checks():
+    """hardtanh(v, s, -s) with s = 0.5 (min > max) returned -1 everywhere compiled; torch raises
+    (trial AA). The op is bound again with the numbers, so torch's checks run on them."""
+    x = torch.randn(16)
+    for run in (lambda: code_and_output(bounded_by_arguments, (x, 0.5)),
+                lambda: run_ref(bounded_by_arguments, (x, 0.5))):
+        with pytest.raises(exc.ShapeMismatch, match="min_val cannot be greater than max_val"):
+            run()
+    for result in _both_modes(bounded_by_arguments, (x, -0.5)):
+        torch.testing.assert_close(result, F.hardtanh(x, -0.5, 0.5))

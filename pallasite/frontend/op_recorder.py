@@ -287,7 +287,13 @@ class OpRecorder:
             return bound.pack(results)
         operands, attrs, meta_out = bound
         if self.device is not None:
-            attrs = {key: constant_attr(value, key, display) for key, value in attrs.items()}
+            numbers = {key: constant_attr(value, key, display) for key, value in attrs.items()}
+            changed = {id(attrs[key]): numbers[key] for key in attrs if numbers[key] is not attrs[key]}
+            if changed:  # bound again with the numbers: torch's own checks of them (hardtanh's min <= max)
+                bind(op, ops.Call(spelling, tuple(changed.get(id(a), a) for a in args),
+                                  {k: changed.get(id(v), v) for k, v in kwargs.items()},
+                                  function, display, to_meta, run_meta, size_of))
+            attrs = numbers
             if op.name == "to" and function is not None:  # the user's own cast (not a composite's step)
                 attrs = {**attrs, "written": True}
             return self._device_op(op, operands, attrs, meta_out, display)
