@@ -164,7 +164,8 @@ def lower(call: OpCall) -> str:
     scalars = tuple(a.dtype if a.shape == () else None for a in call.args)  # per operand position
     if computes_in_float32(call.op, call.attrs, call.out_dtype, scalars):  # rounded once to the 16-bit result
         attrs = call.attrs
-        if type(attrs.get("alpha")) in (int, float):  # torch takes a 16-bit add's alpha in the tensor's dtype
+        if call.op in ("add", "sub", "rsub") and type(attrs.get("alpha")) in (int, float):
+            # torch takes a 16-bit add's alpha in the tensor's dtype (elu's alpha it does not)
             attrs = {**attrs, "alpha": float(torch.tensor(attrs["alpha"], dtype=call.out_dtype))}
         return f"({fn(replace(call, out_dtype=torch.float32, attrs=attrs))}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)
