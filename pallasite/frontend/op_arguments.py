@@ -10,8 +10,9 @@ from typing import Any
 import torch
 
 from .. import exc
-from ..ir import Load, Value
+from ..ir import ScalarSymbol, Value
 from .proxies import DeviceTensor, HostScalar, flatten_operands
+from .tile_runs import constant_number
 
 
 def constant_attr(value: Any, key: str, display: str) -> Any:
@@ -33,29 +34,16 @@ def constant_attr(value: Any, key: str, display: str) -> Any:
     return value
 
 
-_ARITHMETIC = {"neg": lambda a: -a, "add": lambda a, b, alpha=1: a + alpha * b,
-               "sub": lambda a, b, alpha=1: a - alpha * b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b}
-
-
 def _constant_number(value: Value) -> int | float | None:
     """A device scalar made of kernel arguments and numbers with -, +, *, / (`-s` in device
     code), its arguments made constants of the variant; None for any other value."""
     from .. import language as hl
 
-    node = value.producer
-    if value.shape != () or node is None or isinstance(node, Load):
-        return None
-    if node.op == "scalar_arg":
-        symbol = node.args[0]
-        return hl.specialize(HostScalar(hl.active_tracer().recorder, symbol,
-                                        int if symbol.dtype == torch.int32 else float))
-    if node.op not in _ARITHMETIC or (node.op == "div" and node.kwargs.get("rounding_mode") is not None):
-        return None
-    operands = [item if type(item) in (int, float) else _constant_number(item) if isinstance(item, Value) else None
-                for item in node.args]
-    if any(item is None for item in operands):
-        return None
-    return _ARITHMETIC[node.op](*operands, **{k: v for k, v in node.kwargs.items() if k == "alpha"})
+    def argument(symbol: ScalarSymbol) -> int | float:
+        python_type = int if symbol.dtype == torch.int32 else float
+        return hl.specialize(HostScalar(hl.active_tracer().recorder, symbol, python_type))
+
+    return constant_number(value, argument)
 
 
 def check_extreme_of_nothing(op: str, args: tuple, kwargs: dict) -> None:

@@ -42,33 +42,44 @@ def tile_run(value: Value, argument: ArgumentValue | None = None) -> tuple | Non
 def constant_int(value: Any, argument: ArgumentValue | None) -> int | None:
     """The int `value` is when it is built of ints and int kernel arguments with integer
     arithmetic (`c + 1`, `2 * c`: the arguments made constants of the variant), else None."""
-    if type(value) is int:
+    return constant_number(value, argument, floats=False)
+
+
+def constant_number(value: Any, argument: ArgumentValue | None, floats: bool = True) -> int | float | None:
+    """The number `value` is when it is built of numbers and scalar kernel arguments with -, +,
+    * (and, with `floats`, float arguments and / too: `-s` as an op's parameter), the arguments
+    made constants of the variant by `argument`, else None (then none is specialized)."""
+    if type(value) is int or (floats and type(value) is float):
         return value
-    if argument is None or not _may_be_constant(value):
+    if argument is None or not _may_be_constant(value, floats):
         return None
     node = value.producer
     if node.op == "scalar_arg":
         return argument(node.args[0])
-    operands = [constant_int(item, argument) for item in node.args[:2]]
-    if any(item is None for item in operands):
+    operands = [constant_number(item, argument, floats) for item in node.args[:2]]
+    if any(item is None for item in operands[:1 if node.op == "neg" else 2]):
         return None
     if node.op == "neg":
         return -operands[0]
+    if node.op == "div":
+        return operands[0] / operands[1]
     return scalar_arithmetic(node.op).function(operands[0], operands[1] * node.kwargs.get("alpha", 1))
 
 
-def _may_be_constant(value: Any) -> bool:
-    """An int, or an int scalar of device code built of ints and scalar arguments read into it
-    (`%c = scalar_arg(c)`, `c + 1`) with integer arithmetic (nothing is specialized here)."""
-    if type(value) is int:
+def _may_be_constant(value: Any, floats: bool = False) -> bool:
+    """A number, or a scalar of device code built of numbers and scalar arguments read into it
+    (`%c = scalar_arg(c)`, `c + 1`) with that arithmetic (nothing is specialized here)."""
+    if type(value) is int or (floats and type(value) is float):
         return True
-    if not (isinstance(value, Value) and value.shape == () and value.dtype == torch.int32 and value.producer):
+    dtypes = (torch.int32, torch.float32) if floats else (torch.int32,)
+    if not (isinstance(value, Value) and value.shape == () and value.dtype in dtypes and value.producer):
         return False
     node = value.producer
     if node.op == "scalar_arg":
         return True
-    arithmetic = scalar_arithmetic(node.op)
     if node.op == "neg":
-        return _may_be_constant(node.args[0])
-    return (arithmetic is not None and arithmetic.spelling in ("+", "-", "*") and len(node.args) == 2
-            and all(_may_be_constant(item) for item in node.args))
+        return _may_be_constant(node.args[0], floats)
+    arithmetic = scalar_arithmetic(node.op)
+    divides = floats and node.op == "div" and node.kwargs.get("rounding_mode") is None
+    return ((divides or arithmetic is not None and arithmetic.spelling in ("+", "-", "*")) and len(node.args) == 2
+            and all(_may_be_constant(item, floats) for item in node.args))

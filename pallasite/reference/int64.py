@@ -36,6 +36,7 @@ _SOURCES = frozenset({"sum", "prod", "cumsum", "cumprod", "long", "to", "argmax"
                       "type", "int64"})
 _SHAPE_QUERIES = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "__len__", "element_size",
                             "is_contiguous", "is_floating_point", "get_device"})
+_COMBINED = frozenset({"associative_scan", "reduce"})  # a user combine function's result (`whole`)
 _in_place_targets: list[bool] = []  # `x op= v` running: whether x is marked
 
 
@@ -159,18 +160,7 @@ def whole(op: str, values: Any, run: Callable[[Any], Any], location: exc.SourceL
         return run(values)
     with lanes.keeping_int64():
         result = run(_widened(values))
-
-    def narrowed(item: Any) -> Any:
-        if not isinstance(item, torch.Tensor) or item.dtype != torch.int64:
-            return item
-        narrow = lanes.marked_as(item.to(torch.int32), item)
-        lo, hi = (int(item.min()), int(item.max())) if item.numel() else (0, 0)
-        inside = _INT32.min <= lo and hi <= _INT32.max
-        return marked(narrow, True if inside else Overflow(op, lo, hi, location))
-
-    if isinstance(result, (tuple, list)):
-        return type(result)(narrowed(item) for item in result)
-    return narrowed(result)
+    return _narrowed(result, op, True, None, None, location)
 
 
 def marked(tensor: torch.Tensor, mark: bool | Overflow = True) -> torch.Tensor:
@@ -212,7 +202,7 @@ def _narrowed(result: Any, op: str, wide_operand: bool, in_place: bool | None, c
         return narrow
     if carried is not None:
         return marked(narrow, carried)
-    if op in EXACT and result.numel():
+    if (op in EXACT or op in _COMBINED) and result.numel():
         lo, hi = int(result.min()), int(result.max())
         if lo < _INT32.min or hi > _INT32.max:
             return marked(narrow, Overflow(op, lo, hi, location))
