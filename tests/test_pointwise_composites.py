@@ -1,5 +1,6 @@
 """torch functions recorded as a few registry ops (ir/ops/pointwise_composites.py):
-F.softsign, F.hardshrink, F.threshold, torch.fmax/fmin, Tensor.type_as, torch.nansum.
+F.softsign, F.hardshrink, F.threshold, torch.fmax/fmin, Tensor.type_as, torch.nansum, F.selu, F.celu,
+torch.logit and torch.isclose.
 Each against eager torch (NaN where torch has NaN) and reference mode, over a partial tile,
 under every loop type where a loop is involved; the suite lowers every variant."""
 from __future__ import annotations
@@ -92,3 +93,65 @@ def test_integer_fmax_and_threshold_and_float_only_refusals():
     with pytest.raises(exc.UnsupportedDtype, match="softsign takes a float tensor") as info:
         code_and_output(integer_softsign, (a,))
     assert "F.softsign(a[t])" in str(info.value)
+
+
+@pallasite.kernel
+def activations(x, y):
+    a, b, c, d = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    close = torch.empty(x.shape, dtype=torch.bool)
+    for t in hl.tile(x.size(0)):
+        v, w = x[t, :], y[t, :]
+        a[t, :] = F.selu(v)
+        b[t, :] = F.celu(v, 0.7) + torch.celu(w)
+        c[t, :] = torch.logit(torch.sigmoid(v)) + v.sigmoid().logit(eps=0.2)
+        d[t, :] = torch.special.logit(w.sigmoid(), 1e-3)
+        close[t, :] = torch.isclose(v, w, rtol=0.1, atol=0.05) | v.isclose(w, equal_nan=True)
+    return a, b, c, d, close
+
+
+def _expected_activations(x, y):
+    return (F.selu(x), F.celu(x, 0.7) + torch.celu(y), torch.logit(torch.sigmoid(x)) + x.sigmoid().logit(eps=0.2),
+            torch.special.logit(y.sigmoid(), 1e-3), torch.isclose(x, y, rtol=0.1, atol=0.05) | x.isclose(
+                y, equal_nan=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_activations_and_isclose_are_torchs(dtype):
+    """16-bit selu/celu compute in float32 and round once; logit rounds each step, as torch's
+    kernels do (bit for bit); float32's transcendentals may differ by an ulp."""
+    x, y = torch.randn(20, 37).to(dtype) * 3, torch.randn(20, 37).to(dtype) * 3
+    y[:, :5] = x[:, :5] + 0.01
+    x[0, 0] = y[0, 0] = x[1, 1] = float("nan")
+    x[2, :3] = y[2, :3] = torch.tensor([float("inf"), -float("inf"), 0.0])
+    expected = _expected_activations(x, y)
+    tolerance = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 0, "atol": 0}
+    _, compiled = code_and_output(activations, (x, y), block_sizes=[8])
+    for result in (compiled, run_ref(activations, (x, y), block_sizes=[8])):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want, equal_nan=True, **tolerance)
+
+
+def test_isclose_of_integers_and_bools_and_torchs_refusals():
+    a, b = torch.randint(-100, 100, (16, 24), dtype=torch.int32), torch.randint(-100, 100, (16, 24), dtype=torch.int32)
+
+    @pallasite.kernel
+    def integer_close(a, b):
+        out = torch.empty(a.shape, dtype=torch.bool)
+        for t in hl.tile(a.size(0)):
+            out[t, :] = torch.isclose(a[t, :], b[t, :], rtol=0.5, atol=3) ^ torch.isclose(a[t, :] > 0, b[t, :] > 0)
+        return out
+
+    expected = torch.isclose(a, b, rtol=0.5, atol=3) ^ torch.isclose(a > 0, b > 0)
+    assert torch.equal(code_and_output(integer_close, (a, b))[1], expected)
+    assert torch.equal(run_ref(integer_close, (a, b)), expected)
+
+    @pallasite.kernel
+    def mixed_close(x, y):
+        out = torch.empty(x.shape, dtype=torch.bool)
+        for t in hl.tile(x.size(0)):
+            out[t] = torch.isclose(x[t], y[t])
+        return out
+
+    with pytest.raises(exc.PallasiteError, match="isclose") as info:  # torch: "must be same dtype"
+        code_and_output(mixed_close, (torch.randn(8), torch.randn(8).half()))
+    assert "torch.isclose(x[t], y[t])" in str(info.value)

@@ -15,7 +15,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite import exc, supported_forms
 from pallasite.__main__ import main
-from pallasite.frontend import indexing
+from pallasite.frontend import indexing, torch_names
 from pallasite.ir import ops
 from pallasite.ir.ops import OpKind
 
@@ -60,9 +60,9 @@ _SAMPLE_ATTRS = {"dim": -1, "dtype": torch.float32}
 
 def _torch_callable(names):
     for name in names:
-        for owner in (torch, F, torch.special):
-            if callable(getattr(owner, name, None)):
-                return getattr(owner, name)
+        functions = [fn for fn in torch_names.callables_of(name) if fn is not getattr(torch.Tensor, name, None)]
+        if functions:
+            return functions[0]
     name = names[0]
     return lambda x, *args, **kwargs: getattr(x, name)(*args, **kwargs)
 
@@ -90,7 +90,10 @@ def _probes():
               "masked_fill": lambda x: x.masked_fill(x != x, 0),
               "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
               "threshold": lambda x: torch.nn.functional.threshold(x, 1, 2), "fmax": lambda x: torch.fmax(x, x),
-              "fmin": lambda x: torch.fmin(x, x), "type_as": lambda x: x.type_as(x)}
+              "fmin": lambda x: torch.fmin(x, x), "type_as": lambda x: x.type_as(x),
+              "rms_norm": lambda x: torch.nn.functional.rms_norm(x, x.shape[-1:]),
+              "isclose": lambda x: torch.isclose(x, x), "outer": lambda x: torch.outer(x[0], x[1]),
+              "repeat": lambda x: x.repeat(2, 1)}
     for composite in {c.name: c for c in ops.COMPOSITES.values()}.values():
         attrs = {"dim": -1} if composite.name in ("softmax", "log_softmax", "cumsum", "cumprod") else {}
         function = called.get(composite.name) or _torch_callable(composite.spellings)

@@ -1,4 +1,4 @@
-"""Which spelling a torch callable is: functions, Tensor methods, F and torch.special.
+"""Which spelling a torch callable is: functions, Tensor methods, F, torch.special and linalg.vector_norm.
 
 The names come from the op registry (`ir/ops`): every spelling of an op,
 every composite and every torch allocation, looked up on torch.special, torch.nn.functional,
@@ -14,14 +14,27 @@ import torch.nn.functional as F
 from ..ir import ops
 
 
+# Where the spellings are looked up, the later owner winning; torch.linalg for the names
+# listed only (its `norm` is a matrix norm beside torch.norm's vector one)
+_OWNERS: tuple[tuple[Any, frozenset[str] | None], ...] = (
+    (torch.linalg, frozenset({"vector_norm"})), (torch.special, None), (F, None), (torch.Tensor, None), (torch, None))
+
+
+def callables_of(name: str) -> list[Any]:
+    """The torch callables a registry spelling `name` stands for (torch's first)."""
+    found = []
+    for owner, only in reversed(_OWNERS):
+        fn = getattr(owner, name, None) if only is None or name in only else None
+        if fn is not None and callable(fn):
+            found.append(fn)
+    return found
+
+
 def _build() -> dict[Any, str]:
     table: dict[Any, str] = {}
-    names = [*ops.SPELLINGS, *ops.COMPOSITES, *ops.FACTORIES]
-    for owner in (torch.special, F, torch.Tensor, torch):
-        for name in names:
-            fn = getattr(owner, name, None)
-            if fn is not None and callable(fn):
-                table[fn] = name
+    for name in [*ops.SPELLINGS, *ops.COMPOSITES, *ops.FACTORIES]:
+        for fn in callables_of(name):
+            table[fn] = name
     return table
 
 

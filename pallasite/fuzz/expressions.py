@@ -38,7 +38,8 @@ _FLOAT_UNARY = (
     # composites (ir/ops/pointwise_composites.py)
     "torch.nn.functional.softsign({a})", "torch.nn.functional.hardshrink({a}, 0.3)",
     "torch.nn.functional.threshold({a}, 0.1, -2.0)", "torch.fmax({a}, torch.abs({a}) - 1.0)",
-    "torch.fmin({a} * 2, -{a})",
+    "torch.fmin({a} * 2, -{a})", "torch.nn.functional.selu({a})", "torch.nn.functional.celu({a}, 0.7)",
+    "torch.logit(torch.sigmoid({a}) * 0.5 + 0.25)",
 )
 _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
               "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it
@@ -143,7 +144,7 @@ class ChainBuilder:
 # the 8/16-bit and bool inputs each reducer may take (torch has no argmax of bool)
 NARROW_EXTREMES = {"amax": (torch.int8, torch.uint8, torch.int16, torch.bool),
                    "amin": (torch.int8, torch.uint8, torch.int16, torch.bool),
-                   "argmax": (torch.int8, torch.uint8, torch.int16), "sum": (), "mean": ()}
+                   "argmax": (torch.int8, torch.uint8, torch.int16), "sum": (), "mean": (), "norm": ()}
 
 
 def fill_of(dtype: torch.dtype) -> str:

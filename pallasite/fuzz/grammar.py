@@ -188,9 +188,13 @@ def in_place(draw: Draw, name: str) -> Case:
 
 _REDUCERS = {
     "sum": ("{v}.sum({d}{k})", "torch.sum({v}, dim={d}{k})"),
-    "amax": ("torch.amax({v}, {d}{k})", "{v}.amax(dim={d}{k})", "torch.max({v}, dim={d}{k}).values"),
-    "amin": ("torch.amin({v}, {d}{k})", "{v}.min(dim={d}{k}).values"),
+    "amax": ("torch.amax({v}, {d}{k})", "{v}.amax(dim={d}{k})", "torch.max({v}, dim={d}{k}).values",
+             "torch.aminmax({v}, dim={d}{k}).max"),
+    "amin": ("torch.amin({v}, {d}{k})", "{v}.min(dim={d}{k}).values", "torch.aminmax({v}, dim={d}{k})[0]"),
     "mean": ("{v}.mean({d}{k})", "torch.mean({v}, dim={d}{k})"),
+    # norm composites (ir/ops/norms.py)
+    "norm": ("torch.linalg.vector_norm({v}, dim={d}{k})", "{v}.norm(dim={d}{k})", "{v}.norm(1, {d}{k})",
+             "torch.linalg.vector_norm({v}, float('inf'), dim={d}{k})", "torch.norm({v}, 3, dim={d}{k})"),
     "argmax": ("torch.argmax({v}, dim={d}{k})", "{v}.argmax({d}{k})"),
 }
 
@@ -208,7 +212,8 @@ def reduction(draw: Draw, name: str) -> Case:
     dims = {a: draw.size(large=0.5 if a == "n" else 0.3) for a in axes}
     reduced = rng.randrange(rank)
     reducer = rng.choice(tuple(_REDUCERS))
-    dtype = draw.dtype((torch.float32, torch.bfloat16)) if reducer == "mean" else draw.dtype()
+    float_only = reducer in ("mean", "norm")  # torch's rule: floats only
+    dtype = draw.dtype((torch.float32, torch.bfloat16)) if float_only else draw.dtype()
     if reducer in ("amax", "amin", "argmax") and draw.chance(0.25):  # Mosaic reduces 32-bit values only
         dtype = rng.choice(NARROW_EXTREMES[reducer])
     if reducer == "sum" and draw.chance(0.3):  # an integer sum: int64 in torch (plan/int64_values.py)
@@ -225,8 +230,8 @@ def reduction(draw: Draw, name: str) -> Case:
     chain = ChainBuilder(rng, 1, [leaf], prefix="w")
     value = leaf
     if reducer != "argmax" and dtype not in NARROW_EXTREMES[reducer] and not specials and draw.chance(0.6):
-        value = chain.chain(rng.randint(1, 2), float_only=reducer == "mean")
-    if value.dtype == torch.int32 and reducer == "mean":
+        value = chain.chain(rng.randint(1, 2), float_only=float_only)
+    if value.dtype == torch.int32 and float_only:
         value = Value(value.name, torch.float32)
     # argmax into torch's own index dtype half the time: held as int32, returned widened; so an
     # integer sum (torch's int64: checked in interpret mode to fit int32, `plan/int64_values.py`)

@@ -5,7 +5,8 @@ whole lane axes, and stores one of: a concatenation along the lanes or the rows 
 drawn aligned or not, so both of cat's lowerings run), a stack along any axis, RoPE's
 reshape-split-rotate-join-reshape of lane pairs, a gather of a tile's lanes by an index
 input, or an einsum of a matmul form, or matrix @ vector products accumulated over an inner loop
-(folded too). A concatenation may run in an inner loop over chunks of 128 lanes, under each
+(folded too), or a composite of the row block (tril/triu, repeat/tile, outer, glu, rms_norm,
+normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
 loop type.
 """
 from __future__ import annotations
@@ -129,7 +130,25 @@ def _two_batch_dims(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict
     return body, inputs, dims, "two_batch_dims"
 
 
-_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop, _vector_products, _two_batch_dims)
+# a composite of a row block (ir/ops/shapes.py, ir/ops/norms.py): the stored width in terms of n
+_ROW_COMPOSITES = (("torch.tril(a)", "n", True), ("a.triu(1)", "n", True), ("torch.tril(a, -2)", "n", True),
+                   ("a.repeat(1, 2)", "2 * n", True), ("torch.tile(a, (2,))", "2 * n", True),
+                   ("torch.outer(a[:, 0], a[0, :])", "n", True), ("torch.nn.functional.glu(a)", "n // 2", False),
+                   ("torch.nn.functional.rms_norm(a, [n])", "n", False),
+                   ("torch.nn.functional.normalize(a, dim=1)", "n", False))
+
+
+def _row_composite(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict[str, int], str]:
+    dims = {"m": rng.choice(_ROWS), "n": rng.choice((64, 128, 256))}
+    text, width, any_dtype = rng.choice([form for form in _ROW_COMPOSITES if form[2] or dtype.is_floating_point])
+    body = [Line(0, "m, n = x.size()"),
+            Line(0, f"out = torch.zeros([m, {width}], dtype={dtype_name(dtype)}, device=x.device)"),
+            Line(0, "for tm in hl.tile(m):"), Line(1, "a = x[tm, :]"), Line(1, f"out[tm, :] = {text}")]
+    return body, (InputSpec("x", ("m", "n"), dtype, fill_of(dtype)),), dims, text.split("(")[0]
+
+
+_FORMS = (_cat, _cat_rows, _stack, _rope, _gather, _einsum, _cat_in_inner_loop, _vector_products, _two_batch_dims,
+          _row_composite)
 _LOOPED = (_cat_in_inner_loop, _vector_products)  # forms with an inner loop, under each loop type
 
 

@@ -2,7 +2,7 @@
 
 A 2-D or 3-D input read as tiles (partial tails included) is reduced over one or
 more axes by sum/mean/amax/amin (a list or tuple of dims, sometimes keepdim),
-var/std/var_mean/std_mean (with `correction` or `unbiased`), or logsumexp, directly
+var/std/var_mean/std_mean (with `correction` or `unbiased`), logsumexp, or a vector norm, directly
 in the device loop or summed over the tiles of an inner loop under each loop type
 (where the inner loop's `v` may reuse a name holding a value of another shape before it).
 """
@@ -20,7 +20,8 @@ _STATISTICS = (
     "torch.var({v}, dim={d}{k})", "{v}.var({d}, correction=0{k})", "torch.std({v}, {d}, unbiased=False{k})",
     "{v}.std(dim={d}{k})", "torch.var_mean({v}, dim={d}{k})[0]", "torch.std_mean({v}, {d}, correction=0{k})[1]",
     "torch.logsumexp({v}, dim={d}{k})", "{v}.sum({d}{k}, dtype=torch.float32)",
-    "torch.mean({v}, dim={d}{k}, dtype=torch.float32)",
+    "torch.mean({v}, dim={d}{k}, dtype=torch.float32)", "torch.linalg.vector_norm({v}, dim={d}{k})",
+    "{v}.norm(1, {d}{k})", "torch.norm({v}, dim={d}{k})",
 )
 
 

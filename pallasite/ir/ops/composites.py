@@ -18,6 +18,7 @@ from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
 from .pointwise_composites import POINTWISE_COMPOSITES
 from .scans import SCAN_DEFINITIONS
 from .shapes import SHAPE_DEFINITIONS
+from .norms import NORM_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -105,6 +106,7 @@ COMPOSITE_DEFINITIONS = (
               note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
                    "dtype= as in torch"),
     *STATISTIC_DEFINITIONS,
+    *NORM_DEFINITIONS,
     *POINTWISE_COMPOSITES,
     *SCAN_DEFINITIONS,
     *SHAPE_DEFINITIONS,

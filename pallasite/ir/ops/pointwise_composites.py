@@ -4,7 +4,10 @@
 compare as torch's kernels do (NaN is kept: it fails every comparison; hardshrink rounds its
 lambd to a 16-bit x's dtype, threshold compares in float32); `torch.fmax` /
 `fmin` take the other operand where one is NaN; `Tensor.type_as` is a cast; `torch.nansum`
-sums with NaN as 0 (floats only: an integer nansum is `.sum()`).
+sums with NaN as 0 (floats only: an integer nansum is `.sum()`). `F.selu` and `F.celu` are
+torch's elu kernel (`x * scale` above 0, `expm1(x * input_scale) * alpha * scale` below), in
+float32 for 16-bit values; `torch.logit` is `log(x / (1 - x))` with each step in x's dtype (as
+torch's kernel rounds a 16-bit x's); `torch.isclose` is torch's own program.
 """
 from __future__ import annotations
 
@@ -16,10 +19,14 @@ from ... import exc
 from .binders import normalize_dims
 from .definition import EVERY_DTYPE, FLOATS, NUMBERS, Call, Composite, Record
 
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
 
-def _bound(call: Call, names: tuple[str, ...], defaults: dict[str, Any]) -> list[Any]:
+
+def bound_arguments(call: Call, names: tuple[str, ...], defaults: dict[str, Any]) -> list[Any]:
     """The call's arguments by `names` (positional, then keyword), `defaults` for the missing."""
     args, kwargs = list(call.args), dict(call.kwargs)
+    if "out" in kwargs and kwargs["out"] is None:  # torch's Python functions pass it on
+        del kwargs["out"]
     if len(args) > len(names) or set(kwargs) - set(names):
         extra = sorted(set(kwargs) - set(names))
         raise exc.UnsupportedOperation(f"{call.display}() got an unsupported argument "
@@ -43,20 +50,20 @@ def _floats(call: Call, x: Any) -> torch.Tensor:
 
 
 def _softsign(call: Call, record: Record) -> Any:
-    (x,) = _bound(call, ("input",), {})
+    (x,) = bound_arguments(call, ("input",), {})
     _floats(call, x)
     return record("div", x, record("add", record("abs", x), 1))
 
 
 def _hardshrink(call: Call, record: Record) -> Any:
-    x, lambd = _bound(call, ("input", "lambd"), {"lambd": 0.5})
+    x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5})
     _floats(call, x)
     inside = record("bitwise_and", record("ge", x, -lambd), record("le", x, lambd))
     return record("where", inside, 0.0, x)
 
 
 def _threshold(call: Call, record: Record) -> Any:
-    x, threshold, value, _ = _bound(call, ("input", "threshold", "value", "inplace"), {"inplace": False})
+    x, threshold, value, _ = bound_arguments(call, ("input", "threshold", "value", "inplace"), {"inplace": False})
     meta = call.meta_of(x)
     compared = x  # torch's kernel compares a 16-bit x with the threshold in float32 (hardshrink's rounds it)
     if isinstance(meta, torch.Tensor) and meta.dtype in (torch.bfloat16, torch.float16):
@@ -66,7 +73,7 @@ def _threshold(call: Call, record: Record) -> Any:
 
 def _fextreme(op: str):
     def expand(call: Call, record: Record) -> Any:
-        a, b = _bound(call, ("input", "other"), {})
+        a, b = bound_arguments(call, ("input", "other"), {})
         both = record(op, a, b)
         metas = [call.meta_of(item) for item in (a, b)]
         if not any(isinstance(m, torch.Tensor) and m.dtype.is_floating_point for m in metas):
@@ -77,7 +84,7 @@ def _fextreme(op: str):
 
 
 def _type_as(call: Call, record: Record) -> Any:
-    x, other = _bound(call, ("input", "other"), {})
+    x, other = bound_arguments(call, ("input", "other"), {})
     target = call.meta_of(other)
     if not isinstance(target, torch.Tensor):
         raise exc.UnsupportedOperation(f"{call.display} takes a tensor to cast like, got {other!r}.")
@@ -85,7 +92,7 @@ def _type_as(call: Call, record: Record) -> Any:
 
 
 def _nansum(call: Call, record: Record) -> Any:
-    x, dim, keepdim, dtype = _bound(call, ("input", "dim", "keepdim", "dtype"), {"dim": None, "keepdim": False,
+    x, dim, keepdim, dtype = bound_arguments(call, ("input", "dim", "keepdim", "dtype"), {"dim": None, "keepdim": False,
                                                                                   "dtype": None})
     _floats(call, x)
     if dtype is not None:
@@ -93,6 +100,72 @@ def _nansum(call: Call, record: Record) -> Any:
     dims = normalize_dims(dim, call.rank_of(x))
     dims = tuple(range(call.rank_of(x))) if dims is None else dims
     return record("sum", record("where", record("isnan", x), 0.0, x), dims, bool(keepdim))
+
+
+def _widened(call: Call, record: Record, x: Any) -> tuple[Any, torch.dtype]:
+    """x in float32 if it is a 16-bit float (torch's kernels compute those in float32 and
+    round once), and its own dtype."""
+    dtype = _floats(call, x).dtype
+    return (record("to", x, torch.float32) if dtype in _LOW_PRECISION else x), dtype
+
+
+def _rounded(record: Record, value: Any, dtype: torch.dtype) -> Any:
+    return record("to", value, dtype) if dtype in _LOW_PRECISION else value
+
+
+def _scaled_elu(call: Call, record: Record, x: Any, scale: float, alpha: float, input_scale: float) -> Any:
+    """torch's elu kernel: x * scale where x > 0, else expm1(x * input_scale) * alpha * scale."""
+    wide, dtype = _widened(call, record, x)
+    negative = record("expm1", wide if input_scale == 1 else record("mul", wide, input_scale))
+    out = record("where", record("gt", wide, 0), wide if scale == 1 else record("mul", wide, scale),
+                 record("mul", negative, alpha * scale))
+    return _rounded(record, out, dtype)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _selu(call: Call, record: Record) -> Any:
+    x, _ = bound_arguments(call, ("input", "inplace"), {"inplace": False})
+    return _scaled_elu(call, record, x, _SELU_SCALE, _SELU_ALPHA, 1.0)
+
+
+def _celu(call: Call, record: Record) -> Any:
+    x, alpha, _ = bound_arguments(call, ("input", "alpha", "inplace"), {"alpha": 1.0, "inplace": False})
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise exc.UnsupportedOperation(f"{call.display}: alpha must be a Python number, got {alpha!r}.")
+    if alpha == 0:
+        raise exc.UnsupportedOperation(f"{call.display}: alpha=0 divides by zero (torch refuses it too).")
+    return _scaled_elu(call, record, x, 1.0, float(alpha), 1.0 / float(alpha))
+
+
+def _logit(call: Call, record: Record) -> Any:
+    """log(x / (1 - x)), each step in x's dtype (torch's kernel rounds a 16-bit x's every step)."""
+    x, eps = bound_arguments(call, ("input", "eps"), {"eps": None})
+    _floats(call, x)
+    if eps is not None:
+        x = record("clamp", x, float(eps), 1.0 - float(eps))
+    return record("log", record("div", x, record("rsub", x, 1.0)))
+
+
+def _isclose(call: Call, record: Record) -> Any:
+    """torch's own program: a == b, or both NaN (equal_nan), or a finite |a - b| within
+    atol + |rtol * b| (bools compare as floats)."""
+    a, b, rtol, atol, equal_nan = bound_arguments(call, ("input", "other", "rtol", "atol", "equal_nan"), {
+        "rtol": 1e-05, "atol": 1e-08, "equal_nan": False})
+    call.run_meta(lambda s, o: torch.isclose(s, o, rtol, atol, equal_nan), (a, b), {})  # same dtypes, tolerances
+    dtype = call.meta_of(a).dtype
+    close = record("eq", a, b)
+    if equal_nan and dtype.is_floating_point:
+        close = record("bitwise_or", close, record("bitwise_and", record("isnan", a), record("isnan", b)))
+    if rtol == 0 and atol == 0:
+        return close
+    if dtype == torch.bool:
+        a, b = record("to", a, torch.float32), record("to", b, torch.float32)
+    allowed = record("add", record("abs", record("mul", b, float(rtol))), float(atol))
+    actual = record("abs", record("sub", a, b))
+    within = record("bitwise_and", record("isfinite", actual), record("le", actual, allowed))
+    return record("bitwise_or", close, within)
 
 
 POINTWISE_COMPOSITES = (
@@ -103,4 +176,9 @@ POINTWISE_COMPOSITES = (
     Composite("fmin", ("fmin",), _fextreme("minimum"), dtypes=NUMBERS, note="the other operand where one is NaN"),
     Composite("type_as", ("type_as",), _type_as, dtypes=EVERY_DTYPE, note="a cast to the other tensor's dtype"),
     Composite("nansum", ("nansum",), _nansum, dtypes=FLOATS, note="NaN counts as 0; floats only (ints: .sum())"),
+    Composite("selu", ("selu",), _selu, dtypes=FLOATS, note="torch's elu kernel with SELU's scale and alpha"),
+    Composite("celu", ("celu",), _celu, dtypes=FLOATS, note="alpha=; expm1(x / alpha) * alpha below 0"),
+    Composite("logit", ("logit",), _logit, dtypes=FLOATS, note="log(x / (1 - x)); eps= clamps x first"),
+    Composite("isclose", ("isclose",), _isclose, dtypes=EVERY_DTYPE,
+              note="rtol=, atol=, equal_nan=, torch's program: equal, or finite |a - b| <= atol + |rtol * b|"),
 )

@@ -1,4 +1,10 @@
-"""torch.stack and torch.einsum as programs of registry ops.
+"""torch.stack, torch.einsum, torch.outer, F.glu, torch.tril/triu and Tensor.repeat as
+programs of registry ops.
+
+`outer` is `a[:, None] * b[None, :]`; `glu` the product of `chunk`'s halves (in float32 for
+16-bit values, as torch's kernel); `tril`/`triu` select by `column - row` from two aranges,
+so of a device value the rows and columns are the value's own (a tile's, as torch.tril of
+that slice); `repeat`/`tile` is `cat` of copies along each repeated axis.
 
 `stack` is `cat` of its tensors each unsqueezed at `dim`, so the mask planner and the
 lowering know only `cat` (whose rule chooses a form Mosaic lowers: `cat`'s docstring in
@@ -16,6 +22,7 @@ import torch
 
 from ... import exc
 from .definition import EVERY_DTYPE, FLOATS, Call, Composite, Record
+from .pointwise_composites import bound_arguments
 
 
 def _stack(call: Call, record: Record) -> Any:
@@ -31,6 +38,57 @@ def _stack(call: Call, record: Record) -> Any:
     rank = call.rank_of(tensors[0]) + 1
     dim = dim % rank
     return record("cat", [record("unsqueeze", t, dim) for t in tensors], dim)
+
+
+def _outer(call: Call, record: Record) -> Any:
+    a, b = bound_arguments(call, ("input", "vec2"), {})
+    call.run_meta(torch.outer, (a, b), {})  # two vectors
+    return record("mul", record("unsqueeze", a, 1), record("unsqueeze", b, 0))
+
+
+def _glu(call: Call, record: Record) -> Any:
+    """F.glu: the first half times the sigmoid of the second, in float32 for 16-bit values."""
+    x, dim = bound_arguments(call, ("input", "dim"), {"dim": -1})
+    call.run_meta(lambda t: torch.nn.functional.glu(t, dim), (x,), {})  # an even size
+    dtype = call.meta_of(x).dtype
+    wide = record("to", x, torch.float32) if dtype in (torch.bfloat16, torch.float16) else x
+    first, second = record("chunk", wide, 2, dim)
+    out = record("mul", first, record("sigmoid", second))
+    return out if wide is x else record("to", out, dtype)
+
+
+def _triangle(lower: bool):
+    def expand(call: Call, record: Record) -> Any:
+        """The lower (upper) triangle of the last two axes: column - row <= (>=) diagonal;
+        of a device value, rows and columns count within it (a tile's own)."""
+        x, diagonal = bound_arguments(call, ("input", "diagonal"), {"diagonal": 0})
+        call.run_meta(lambda t: (torch.tril if lower else torch.triu)(t, diagonal), (x,), {})
+        rows, columns = call.meta_of(x).shape[-2:]
+        row = record("reshape", record.arange(rows), [rows, 1])
+        column = record("reshape", record.arange(columns), [1, columns])
+        offset = record("sub", column, row)
+        keep = record("le" if lower else "ge", offset, int(diagonal))
+        return record("where", keep, x, record("zeros_like", x))
+
+    return expand
+
+
+def _repeat(call: Call, record: Record) -> Any:
+    """Tensor.repeat / torch.tile: each axis repeated by cat of copies (new leading axes first)."""
+    x, *counts = call.args
+    if call.kwargs or (len(counts) == 1 and isinstance(counts[0], (list, tuple, torch.Size))):
+        counts = list(call.kwargs.get("dims", call.kwargs.get("repeats", counts[0] if counts else ())))
+    counts = [call.size_of(count) for count in counts]
+    function = torch.tile if call.spelling == "tile" else torch.Tensor.repeat
+    call.run_meta(lambda t: function(t, counts), (x,), {})
+    rank = call.rank_of(x)
+    counts = [1] * (rank - len(counts)) + counts  # torch.tile pads the counts with leading 1s
+    for _ in range(len(counts) - rank):
+        x = record("unsqueeze", x, 0)
+    for axis, count in enumerate(counts):
+        if count != 1:
+            x = record("cat", [x] * count, axis)
+    return x
 
 
 # ------------------------------------------------------------------ einsum --
@@ -105,6 +163,14 @@ def _einsum(call: Call, record: Record) -> Any:
 
 
 SHAPE_DEFINITIONS = (
+    Composite("outer", ("outer", "ger"), _outer, dtypes=EVERY_DTYPE, note="a[:, None] * b[None, :]"),
+    Composite("glu", ("glu",), _glu, dtypes=FLOATS, note="dim=; first half * sigmoid(second half)"),
+    Composite("tril", ("tril",), _triangle(lower=True), dtypes=EVERY_DTYPE,
+              note="diagonal=; of a device value, rows and columns count within it (a tile's own)"),
+    Composite("triu", ("triu",), _triangle(lower=False), dtypes=EVERY_DTYPE,
+              note="diagonal=; of a device value, rows and columns count within it (a tile's own)"),
+    Composite("repeat", ("repeat", "tile"), _repeat, dtypes=EVERY_DTYPE,
+              note="cat of copies along each repeated axis (Tensor.repeat, torch.tile)"),
     Composite("stack", ("stack",), _stack, dtypes=EVERY_DTYPE,
               note="cat of the tensors unsqueezed at dim; stack(..., -1) merged back by a reshape "
                    "(RoPE's pairs) is a lane interleave"),

@@ -1,0 +1,96 @@
+"""Shape composites (ir/ops/shapes.py): torch.outer, F.glu, torch.tril/triu of a device
+value, Tensor.repeat and torch.tile. Against eager torch and reference mode, with a
+partial tile where the composite keeps a tiled axis whole."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def outer_and_glu(a, b, x):
+    p = torch.empty([a.size(0), b.size(0)], dtype=torch.float32)
+    g = torch.empty([x.size(0), x.size(1) // 2], dtype=x.dtype)
+    for t in hl.tile(a.size(0)):
+        p[t, :] = torch.outer(a[t], b[:]) + a[t].outer(b[:]) * 0.5
+    for t in hl.tile(x.size(0)):
+        g[t, :] = F.glu(x[t, :])
+    return p, g
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_outer_and_glu_are_torchs(dtype):
+    a, b, x = torch.randn(20), torch.randn(16), torch.randn(20, 256).to(dtype)
+    expected = (torch.outer(a, b) * 1.5, F.glu(x))
+    _, compiled = code_and_output(outer_and_glu, (a, b, x), block_sizes=[8, 8])
+    for result in (compiled, run_ref(outer_and_glu, (a, b, x), block_sizes=[8, 8])):
+        for got, want in zip(result, expected):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pallasite.kernel
+def triangles(x):
+    low, high = torch.empty_like(x), torch.empty_like(x)
+    for ti, tj in hl.tile([x.size(0), x.size(1)]):
+        v = x[ti, tj]
+        low[ti, tj] = torch.tril(v)
+        high[ti, tj] = v.triu(diagonal=1) + torch.tril(v, -2)
+    return low, high
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_tril_and_triu_count_within_the_tile(dtype):
+    """torch.tril of a device value is the tile's own triangle: the rows and columns of the
+    [8, 128] block, as torch.tril of that slice, and reference mode."""
+    x = (torch.randn(16, 256) * 10).to(dtype)
+
+    def by_tiles(fn):
+        out = torch.empty_like(x)
+        for i in range(0, 16, 8):
+            for j in range(0, 256, 128):
+                out[i:i + 8, j:j + 128] = fn(x[i:i + 8, j:j + 128])
+        return out
+
+    expected = (by_tiles(torch.tril), by_tiles(lambda v: v.triu(diagonal=1) + torch.tril(v, -2)))
+    for result in (code_and_output(triangles, (x,), block_sizes=[8, 128])[1],
+                   run_ref(triangles, (x,), block_sizes=[8, 128])):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)
+
+
+@pallasite.kernel
+def repeats(x):
+    a = torch.empty([x.size(0), 2 * x.size(1)], dtype=x.dtype)
+    b = torch.empty([x.size(0), 3 * x.size(1)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        v = x[t, :]
+        a[t, :] = v.repeat(1, 2)
+        b[t, :] = torch.tile(v, (3,))
+    return a, b
+
+
+def test_repeat_and_tile_along_a_whole_axis():
+    x = torch.randn(20, 128)
+    expected = (x.repeat(1, 2), torch.tile(x, (3,)))
+    for result in (code_and_output(repeats, (x,), block_sizes=[8])[1], run_ref(repeats, (x,), block_sizes=[8])):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)
+
+
+def test_shape_composite_refusals_name_the_line():
+    @pallasite.kernel
+    def odd_glu(x):
+        out = torch.empty([x.size(0), 3], dtype=x.dtype)
+        for t in hl.tile(x.size(0)):
+            out[t, :] = F.glu(x[t, :])
+        return out
+
+    with pytest.raises(exc.ShapeMismatch, match="glu") as info:  # torch: halving needs an even size
+        code_and_output(odd_glu, (torch.randn(8, 7),))
+    assert "F.glu(x[t, :])" in str(info.value)
