@@ -1,5 +1,5 @@
 """Shape composites (ir/ops/shapes.py): torch.outer, F.glu, torch.tril/triu of a device
-value, Tensor.repeat and torch.tile. Against eager torch and reference mode, with a
+value, torch.flip, Tensor.repeat and torch.tile. Against eager torch and reference mode, with a
 partial tile where the composite keeps a tiled axis whole."""
 from __future__ import annotations
 
@@ -94,3 +94,40 @@ def test_shape_composite_refusals_name_the_line():
     with pytest.raises(exc.ShapeMismatch, match="glu") as info:  # torch: halving needs an even size
         code_and_output(odd_glu, (torch.randn(8, 7),))
     assert "F.glu(x[t, :])" in str(info.value)
+
+
+@pallasite.kernel
+def flips(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = torch.flip(x[t, :], [1]) + x[t, :].flip(-1) * 2
+    return out
+
+
+@pallasite.kernel
+def flip_rows(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = torch.flip(x[t, :], (0, 1))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_flip_is_torchs_bit_for_bit(dtype):
+    """Mosaic has no lane reversal: flip is a gather by reversed positions, exact; along the
+    tile's own rows it reverses the tile's rows (torch.flip of that slice)."""
+    x = (torch.randn(20, 128) * 5).to(dtype)
+    x.view(-1)[:3] = 0 if dtype == torch.int32 else torch.tensor([float("nan"), -0.0, float("inf")]).to(dtype)
+    expected = torch.flip(x, [1]) + x.flip(-1) * 2
+    for result in (code_and_output(flips, (x,), block_sizes=[8])[1], run_ref(flips, (x,), block_sizes=[8])):
+        torch.testing.assert_close(result, expected, equal_nan=True, rtol=0, atol=0)
+    y = x[:16]
+    expected = torch.cat([torch.flip(y[:8], [0, 1]), torch.flip(y[8:], [0, 1])])
+    for result in (code_and_output(flip_rows, (y,), block_sizes=[8])[1], run_ref(flip_rows, (y,), block_sizes=[8])):
+        torch.testing.assert_close(result, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def test_flip_along_a_padded_tile_axis_is_refused_naming_the_line():
+    with pytest.raises(exc.UnsupportedOperation, match="torch.flip is such a gather") as info:
+        code_and_output(flip_rows, (torch.randn(20, 128),), block_sizes=[8])
+    assert "torch.flip(x[t, :], (0, 1))" in str(info.value)

@@ -5,8 +5,8 @@ whole lane axes, and stores one of: a concatenation along the lanes or the rows 
 drawn aligned or not, so both of cat's lowerings run), a stack along any axis, RoPE's
 reshape-split-rotate-join-reshape of lane pairs, a gather of a tile's lanes by an index
 input, or an einsum of a matmul form, or matrix @ vector products accumulated over an inner loop
-(folded too), or a composite of the row block (tril/triu, repeat/tile, outer, glu, rms_norm,
-normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
+(folded too), or a composite of the row block (tril/triu, flip, repeat/tile, outer, glu,
+rms_norm, normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
 loop type.
 """
 from __future__ import annotations
@@ -133,7 +133,8 @@ def _two_batch_dims(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict
 # a composite of a row block (ir/ops/shapes.py, ir/ops/norms.py): the stored width in terms of n
 _ROW_COMPOSITES = (("torch.tril(a)", "n", True), ("a.triu(1)", "n", True), ("torch.tril(a, -2)", "n", True),
                    ("a.repeat(1, 2)", "2 * n", True), ("torch.tile(a, (2,))", "2 * n", True),
-                   ("torch.outer(a[:, 0], a[0, :])", "n", True), ("torch.nn.functional.glu(a)", "n // 2", False),
+                   ("torch.outer(a[:, 0], a[0, :])", "n", True), ("torch.flip(a, [1])", "n", True),
+                   ("a.flip(-1) - a", "n", True), ("torch.nn.functional.glu(a)", "n // 2", False),
                    ("torch.nn.functional.rms_norm(a, [n])", "n", False),
                    ("torch.nn.functional.normalize(a, dim=1)", "n", False))
 

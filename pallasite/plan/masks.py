@@ -215,8 +215,9 @@ def _indexed_padding(node: Node, padded) -> Padded:
         names = rng.names if isinstance(rng, MergedPadding) else rng.dim.name
         raise exc.UnsupportedOperation(
             f"torch.gather along axis {dim}, which a partially filled tile of {names} sizes: an index "
-            "past the tile's end would read its padding where torch raises. Gather along a whole axis "
-            "(index the tensor with ':' there), or pick a block size that divides the dim.", node.location)
+            "past the tile's end would read its padding where torch raises (torch.flip is such a gather: "
+            "it would move the padding to the front). Gather along a whole axis (index the tensor with ':' "
+            "there), or pick a block size that divides the dim.", node.location)
     out = {axis: rng for axis, rng in source_pads.items() if axis != dim and index.shape[axis] != 1}
     out.update(_pads(index, padded))
     return out

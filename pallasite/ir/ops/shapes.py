@@ -1,10 +1,11 @@
-"""torch.stack, torch.einsum, torch.outer, F.glu, torch.tril/triu and Tensor.repeat as
-programs of registry ops.
+"""torch.stack, torch.einsum, torch.outer, F.glu, torch.tril/triu, torch.flip and
+Tensor.repeat as programs of registry ops.
 
 `outer` is `a[:, None] * b[None, :]`; `glu` the product of `chunk`'s halves (in float32 for
 16-bit values, as torch's kernel); `tril`/`triu` select by `column - row` from two aranges,
 so of a device value the rows and columns are the value's own (a tile's, as torch.tril of
-that slice); `repeat`/`tile` is `cat` of copies along each repeated axis.
+that slice); `flip` a `gather` by reversed positions (Mosaic has no lane reversal);
+`repeat`/`tile` is `cat` of copies along each repeated axis.
 
 `stack` is `cat` of its tensors each unsqueezed at `dim`, so the mask planner and the
 lowering know only `cat` (whose rule chooses a form Mosaic lowers: `cat`'s docstring in
@@ -91,6 +92,21 @@ def _repeat(call: Call, record: Record) -> Any:
     return x
 
 
+def _flip(call: Call, record: Record) -> Any:
+    """torch.flip: a gather of each flipped axis by `size - 1 - arange(size)` (Mosaic has no
+    lane reversal; the gather is exact bit for bit)."""
+    x, dims = bound_arguments(call, ("input", "dims"), {})
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    call.run_meta(lambda t: torch.flip(t, dims), (x,), {})  # distinct dims in range
+    shape = list(call.meta_of(x).shape)
+    for dim in sorted({d % len(shape) for d in dims}):
+        size = shape[dim]
+        reverse = record("rsub", record.arange(size), size - 1)
+        index = record("reshape", reverse, [size if axis == dim else 1 for axis in range(len(shape))])
+        x = record("gather", x, dim, record("broadcast_to", index, shape))
+    return x
+
+
 # ------------------------------------------------------------------ einsum --
 
 
@@ -169,6 +185,8 @@ SHAPE_DEFINITIONS = (
               note="diagonal=; of a device value, rows and columns count within it (a tile's own)"),
     Composite("triu", ("triu",), _triangle(lower=False), dtypes=EVERY_DTYPE,
               note="diagonal=; of a device value, rows and columns count within it (a tile's own)"),
+    Composite("flip", ("flip",), _flip, dtypes=EVERY_DTYPE,
+              note="a gather by reversed positions, bit for bit; an axis a partial tile pads is refused"),
     Composite("repeat", ("repeat", "tile"), _repeat, dtypes=EVERY_DTYPE,
               note="cat of copies along each repeated axis (Tensor.repeat, torch.tile)"),
     Composite("stack", ("stack",), _stack, dtypes=EVERY_DTYPE,
