@@ -539,6 +539,25 @@ def test_a_loop_bound_computed_from_an_int_argument_is_a_constant_of_the_variant
         torch.testing.assert_close(run_ref(differences_at_a_lag, (x, lag)), x[lag:] - x[:-lag])
 
 
+@pallasite.kernel
+def rows_in_blocks_of(x: torch.Tensor, c: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0), block_size=c * 8):
+        out[t, :] = x[t, :] + t.block_size
+    return out
+
+
+def test_a_block_size_computed_from_an_int_argument_is_a_constant_of_the_variant():
+    """`hl.tile(n, block_size=c * 8)` was an IllegalBlockSize compiled ("got HostScalar(_t2)")
+    while reference mode ran it; each value of c is its own variant, with its own blocks."""
+    x = randn(40, 128)
+    for c in (1, 2):
+        expected = x + 8 * c
+        assert f"t, tile of {8 * c} over [0, 40)" in rows_in_blocks_of.bind((x, c)).to_code()
+        torch.testing.assert_close(rows_in_blocks_of(x, c), expected)
+        torch.testing.assert_close(run_ref(rows_in_blocks_of, (x, c)), expected)
+
+
 def test_numpy_scalar_arguments_are_the_python_numbers_they_hold():
     """`k(x, np.int64(3))` failed ("Loop end must be an int, got np.int64(7)", trial AA)."""
     import numpy as np

@@ -155,3 +155,36 @@ def test_isclose_of_integers_and_bools_and_torchs_refusals():
     with pytest.raises(exc.PallasiteError, match="isclose") as info:  # torch: "must be same dtype"
         code_and_output(mixed_close, (torch.randn(8), torch.randn(8).half()))
     assert "torch.isclose(x[t], y[t])" in str(info.value)
+
+
+_PARAMETERIZED = {
+    "celu_alpha": (lambda v, s: F.celu(v, s), (0.7, 1.5)),
+    "isclose_atol": (lambda v, s: torch.isclose(v, v.round(), atol=s).float(), (0.1, 0.3)),
+    "norm_order": (lambda v, s: v / v.norm(s, dim=1, keepdim=True), (1, 3)),
+    "rms_norm_eps": (lambda v, s: F.rms_norm(v, [v.size(1)], eps=s), (0.5, 2.0)),
+    "var_correction": (lambda v, s: torch.var(v, 1, correction=s)[:, None] + v, (0, 2)),
+    "flip_dims": (lambda v, s: v.flip(s), (1, -1)),
+    "tril_diagonal": (lambda v, s: torch.tril(v, s), (0, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PARAMETERIZED))
+def test_composite_parameters_may_be_kernel_arguments(name):
+    """`F.celu(v, s)`, `torch.var(v, 1, correction=c)`, `v.norm(p, ...)` of kernel arguments were
+    refused ("must be a Python number, got HostScalar(s)") or raised torch's recursion error
+    compiled, where reference mode ran them: each is a constant of the variant, as an op's
+    parameters are (each value compiles its own)."""
+    function, values = _PARAMETERIZED[name]
+
+    @pallasite.kernel
+    def parameterized(x, s):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.size(0)):
+            out[t, :] = function(x[t, :], s)
+        return out
+
+    x = torch.randn(16, 32)
+    for s in values:
+        expected = function(x, s)
+        torch.testing.assert_close(code_and_output(parameterized, (x, s), block_sizes=[16])[1], expected)
+        torch.testing.assert_close(run_ref(parameterized, (x, s), block_sizes=[16]), expected)

@@ -268,7 +268,8 @@ class OpRecorder:
                 return device_values.factory_value(self, factory, args, kwargs)
             return self.host.allocate(factory, args, kwargs)
         run_meta = functools.partial(self._shape_rule, display=display)
-        call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of)
+        call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of,
+                        functools.partial(constant_attr, display=display))
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
             outer, self._composite = self._composite, self._composite or spelling
             try:

@@ -82,6 +82,9 @@ class TileDims:
                 bound.name = f"{name}_range_{which}"
         static = isinstance(begin, int) and isinstance(end, int)
         extent = max(end - begin, 0) if static else 128
+        constant = getattr(block, "constant_of_variant", None)  # `block_size=c * 8` of an int argument c
+        if constant is not None and constant() is not None:
+            block = constant()
         if kind == "grid":  # block: 1, or a stepped grid's step (hl.grid checked it)
             return TileDim(name, begin, end, block, None, True)
         if block is None:

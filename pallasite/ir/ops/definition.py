@@ -233,9 +233,11 @@ class Call:
     the default shape rule (None when pallasite records the op itself). The
     frontend lends three services: `meta_of` (an argument's meta tensor, or the
     argument itself if it is not traced), `run_meta` (run a shape rule on
-    the meta tensors of its arguments, turning torch's errors into ours) and
+    the meta tensors of its arguments, turning torch's errors into ours),
     `size_of` (the int a size argument stands for: a tile is its block size; a
-    value known only at run time is an error saying so).
+    value known only at run time is an error saying so) and `constant_of(value, key)`
+    (a composite's number parameter, `F.celu(x, alpha)`: a kernel argument there is made a
+    constant of the variant, as an op's attrs are; lists item by item).
     """
 
     spelling: str
@@ -246,6 +248,7 @@ class Call:
     meta_of: Callable[[Any], Any]
     run_meta: Callable[[Callable, tuple, dict], Any]
     size_of: Callable[[Any], Any] = lambda item: item
+    constant_of: Callable[[Any, str], Any] = lambda item, key: item
 
     def rank_of(self, item: Any) -> int:
         meta = self.meta_of(item)

@@ -40,7 +40,7 @@ def _all_dims(dim: Any, rank: int) -> tuple[int, ...]:
 
 def _rms_norm(call: Call, record: Record) -> Any:
     x, shape, weight, eps = bound_arguments(call, ("input", "normalized_shape", "weight", "eps"),
-                                            {"weight": None, "eps": None})
+                                            {"weight": None, "eps": None}, numbers=("normalized_shape", "eps"))
     call.run_meta(lambda *ts: torch.rms_norm(ts[0], shape, *ts[1:], eps=eps), (x,) + (
         () if weight is None else (weight,)), {})  # torch's checks of the shapes
     source = _float_meta(call, x)
@@ -85,7 +85,7 @@ def _order(call: Call, order: Any) -> float:
 
 def _vector_norm(call: Call, record: Record) -> Any:
     x, order, dim, keepdim, dtype = bound_arguments(call, ("input", "ord", "dim", "keepdim", "dtype"), {
-        "ord": 2, "dim": None, "keepdim": False, "dtype": None})
+        "ord": 2, "dim": None, "keepdim": False, "dtype": None}, numbers=("ord", "dim", "keepdim"))
     call.run_meta(lambda t: torch.linalg.vector_norm(t, order, dim, keepdim, dtype=dtype), (x,), {})
     source = _float_meta(call, x)
     if dtype is not None and dtype != source.dtype:
@@ -97,7 +97,7 @@ def _vector_norm(call: Call, record: Record) -> Any:
 def _norm(call: Call, record: Record) -> Any:
     """torch.norm / Tensor.norm: p='fro' (the default) or a number, as vector_norm."""
     x, p, dim, keepdim, dtype = bound_arguments(call, ("input", "p", "dim", "keepdim", "dtype"), {
-        "p": "fro", "dim": None, "keepdim": False, "dtype": None})
+        "p": "fro", "dim": None, "keepdim": False, "dtype": None}, numbers=("p", "dim", "keepdim"))
     if isinstance(p, str) and p != "fro":
         raise exc.UnsupportedOperation(f"{call.display}(p={p!r}): only vector norms (p='fro' or a number) "
                                        "are supported; the nuclear norm needs singular values.")
@@ -110,7 +110,8 @@ def _norm(call: Call, record: Record) -> Any:
 
 
 def _normalize(call: Call, record: Record) -> Any:
-    x, p, dim, eps = bound_arguments(call, ("input", "p", "dim", "eps"), {"p": 2.0, "dim": 1, "eps": 1e-12})
+    x, p, dim, eps = bound_arguments(call, ("input", "p", "dim", "eps"), {"p": 2.0, "dim": 1, "eps": 1e-12},
+                                     numbers=("p", "dim", "eps"))
     call.run_meta(lambda t: torch.nn.functional.normalize(t, p, dim, eps), (x,), {})
     source = _float_meta(call, x)
     norm = norm_of(record, x, _order(call, p), _all_dims(dim, source.dim()), True, source.dtype)
@@ -118,13 +119,14 @@ def _normalize(call: Call, record: Record) -> Any:
 
 
 def _count_nonzero(call: Call, record: Record) -> Any:
-    x, dim = bound_arguments(call, ("input", "dim"), {"dim": None})
+    x, dim = bound_arguments(call, ("input", "dim"), {"dim": None}, numbers=("dim",))
     call.run_meta(lambda t: torch.count_nonzero(t, dim), (x,), {})
     return record("sum", record("ne", x, 0), _all_dims(dim, call.rank_of(x)), False)
 
 
 def _aminmax(call: Call, record: Record) -> Any:
-    x, dim, keepdim = bound_arguments(call, ("input", "dim", "keepdim"), {"dim": None, "keepdim": False})
+    x, dim, keepdim = bound_arguments(call, ("input", "dim", "keepdim"), {"dim": None, "keepdim": False},
+                                      numbers=("dim", "keepdim"))
     call.run_meta(lambda t: torch.aminmax(t, dim=dim, keepdim=keepdim), (x,), {})
     dims = _all_dims(dim, call.rank_of(x))
     return torch.return_types.aminmax((record("amin", x, dims, bool(keepdim)),

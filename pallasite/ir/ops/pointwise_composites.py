@@ -22,8 +22,11 @@ from .definition import EVERY_DTYPE, FLOATS, NUMBERS, Call, Composite, Record
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
-def bound_arguments(call: Call, names: tuple[str, ...], defaults: dict[str, Any]) -> list[Any]:
-    """The call's arguments by `names` (positional, then keyword), `defaults` for the missing."""
+def bound_arguments(call: Call, names: tuple[str, ...], defaults: dict[str, Any],
+                    numbers: tuple[str, ...] = ()) -> list[Any]:
+    """The call's arguments by `names` (positional, then keyword), `defaults` for the missing;
+    those named in `numbers` are parameters of the generated code (`call.constant_of`: a
+    kernel argument there is a constant of the variant)."""
     args, kwargs = list(call.args), dict(call.kwargs)
     if "out" in kwargs and kwargs["out"] is None:  # torch's Python functions pass it on
         del kwargs["out"]
@@ -39,7 +42,8 @@ def bound_arguments(call: Call, names: tuple[str, ...], defaults: dict[str, Any]
     missing = [name for name in names if name not in values and name not in defaults]
     if missing:
         raise exc.UnsupportedOperation(f"{call.display}() needs {missing[0]!r}.")
-    return [values.get(name, defaults.get(name)) for name in names]
+    return [call.constant_of(values[name], name) if name in numbers and name in values else
+            values.get(name, defaults.get(name)) for name in names]
 
 
 def _floats(call: Call, x: Any) -> torch.Tensor:
@@ -56,14 +60,15 @@ def _softsign(call: Call, record: Record) -> Any:
 
 
 def _hardshrink(call: Call, record: Record) -> Any:
-    x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5})
+    x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5}, numbers=("lambd",))
     _floats(call, x)
     inside = record("bitwise_and", record("ge", x, -lambd), record("le", x, lambd))
     return record("where", inside, 0.0, x)
 
 
 def _threshold(call: Call, record: Record) -> Any:
-    x, threshold, value, _ = bound_arguments(call, ("input", "threshold", "value", "inplace"), {"inplace": False})
+    x, threshold, value, _ = bound_arguments(call, ("input", "threshold", "value", "inplace"), {"inplace": False},
+                                             numbers=("threshold",))
     meta = call.meta_of(x)
     compared = x  # torch's kernel compares a 16-bit x with the threshold in float32 (hardshrink's rounds it)
     if isinstance(meta, torch.Tensor) and meta.dtype in (torch.bfloat16, torch.float16):
@@ -93,7 +98,8 @@ def _type_as(call: Call, record: Record) -> Any:
 
 def _nansum(call: Call, record: Record) -> Any:
     x, dim, keepdim, dtype = bound_arguments(call, ("input", "dim", "keepdim", "dtype"), {"dim": None, "keepdim": False,
-                                                                                  "dtype": None})
+                                                                                  "dtype": None},
+                                           numbers=("dim", "keepdim"))
     _floats(call, x)
     if dtype is not None:
         x = record("to", x, dtype)
@@ -131,7 +137,8 @@ def _selu(call: Call, record: Record) -> Any:
 
 
 def _celu(call: Call, record: Record) -> Any:
-    x, alpha, _ = bound_arguments(call, ("input", "alpha", "inplace"), {"alpha": 1.0, "inplace": False})
+    x, alpha, _ = bound_arguments(call, ("input", "alpha", "inplace"), {"alpha": 1.0, "inplace": False},
+                                  numbers=("alpha",))
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         raise exc.UnsupportedOperation(f"{call.display}: alpha must be a Python number, got {alpha!r}.")
     if alpha == 0:
@@ -141,7 +148,7 @@ def _celu(call: Call, record: Record) -> Any:
 
 def _logit(call: Call, record: Record) -> Any:
     """log(x / (1 - x)), each step in x's dtype (torch's kernel rounds a 16-bit x's every step)."""
-    x, eps = bound_arguments(call, ("input", "eps"), {"eps": None})
+    x, eps = bound_arguments(call, ("input", "eps"), {"eps": None}, numbers=("eps",))
     _floats(call, x)
     if eps is not None:
         x = record("clamp", x, float(eps), 1.0 - float(eps))
@@ -152,7 +159,7 @@ def _isclose(call: Call, record: Record) -> Any:
     """torch's own program: a == b, or both NaN (equal_nan), or a finite |a - b| within
     atol + |rtol * b| (bools compare as floats)."""
     a, b, rtol, atol, equal_nan = bound_arguments(call, ("input", "other", "rtol", "atol", "equal_nan"), {
-        "rtol": 1e-05, "atol": 1e-08, "equal_nan": False})
+        "rtol": 1e-05, "atol": 1e-08, "equal_nan": False}, numbers=("rtol", "atol", "equal_nan"))
     call.run_meta(lambda s, o: torch.isclose(s, o, rtol, atol, equal_nan), (a, b), {})  # same dtypes, tolerances
     dtype = call.meta_of(a).dtype
     close = record("eq", a, b)

@@ -49,7 +49,7 @@ def _outer(call: Call, record: Record) -> Any:
 
 def _glu(call: Call, record: Record) -> Any:
     """F.glu: the first half times the sigmoid of the second, in float32 for 16-bit values."""
-    x, dim = bound_arguments(call, ("input", "dim"), {"dim": -1})
+    x, dim = bound_arguments(call, ("input", "dim"), {"dim": -1}, numbers=("dim",))
     call.run_meta(lambda t: torch.nn.functional.glu(t, dim), (x,), {})  # an even size
     dtype = call.meta_of(x).dtype
     wide = record("to", x, torch.float32) if dtype in (torch.bfloat16, torch.float16) else x
@@ -62,7 +62,7 @@ def _triangle(lower: bool):
     def expand(call: Call, record: Record) -> Any:
         """The lower (upper) triangle of the last two axes: column - row <= (>=) diagonal;
         of a device value, rows and columns count within it (a tile's own)."""
-        x, diagonal = bound_arguments(call, ("input", "diagonal"), {"diagonal": 0})
+        x, diagonal = bound_arguments(call, ("input", "diagonal"), {"diagonal": 0}, numbers=("diagonal",))
         call.run_meta(lambda t: (torch.tril if lower else torch.triu)(t, diagonal), (x,), {})
         rows, columns = call.meta_of(x).shape[-2:]
         row = record("reshape", record.arange(rows), [rows, 1])
@@ -95,7 +95,7 @@ def _repeat(call: Call, record: Record) -> Any:
 def _flip(call: Call, record: Record) -> Any:
     """torch.flip: a gather of each flipped axis by `size - 1 - arange(size)` (Mosaic has no
     lane reversal; the gather is exact bit for bit)."""
-    x, dims = bound_arguments(call, ("input", "dims"), {})
+    x, dims = bound_arguments(call, ("input", "dims"), {}, numbers=("dims",))
     dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
     call.run_meta(lambda t: torch.flip(t, dims), (x,), {})  # distinct dims in range
     shape = list(call.meta_of(x).shape)

@@ -42,7 +42,7 @@ def statistic_arguments(call: Call) -> tuple[Any, tuple[int, ...], float, bool]:
             raise exc.UnsupportedOperation(f"{call.display}() got {name!r} twice.")
         kwargs[name] = value
     dim, unbiased, keepdim = kwargs.get("dim"), kwargs.get("unbiased"), kwargs.get("keepdim", False)
-    correction = kwargs.get("correction")
+    correction = call.constant_of(kwargs["correction"], "correction") if "correction" in kwargs else None
     if correction is not None and unbiased is not None:
         raise exc.UnsupportedOperation(f"{call.display}: pass correction= or unbiased=, not both.")
     if correction is None:
