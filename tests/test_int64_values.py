@@ -494,6 +494,28 @@ def test_numbers_past_int32_in_ring_ops_are_torchs_wrapped_or_checked():
     _refused_in_both_modes(scaled_counts, (x,), "out[t] = (x[t, :] & 3).sum(1) * 3000000000")
 
 
+@pallasite.kernel
+def hashed_by(x, s: int):
+    out = torch.zeros_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = (x[t, :] * s) & 0xFFFF ^ (x[t, :] - s)
+    return out
+
+
+def test_an_int_argument_past_int32_is_a_constant_of_the_variant():
+    """`h * s` with s = 2654435761 passed as an argument was a KernelArgumentError compiled
+    ("past int32: a scalar argument is an int32") where torch and reference mode wrap (trial
+    Y): no int32 scalar holds it, so it is a constant of the variant (as hl.specialize makes
+    it), which ring ops use wrapped as they do a literal; past int64 torch refuses it too."""
+    x = torch.randint(-2**31, 2**31 - 1, (16, 64), dtype=torch.int32)
+    for s in (2654435761, -3000000000, 12345):
+        expected = (x * s) & 0xFFFF ^ (x - s)
+        for result in _both_modes(hashed_by, (x, s)):
+            torch.testing.assert_close(result, expected)
+    with pytest.raises(exc.KernelArgumentError, match="past int64"):
+        hashed_by(x, 2**64)
+
+
 def _add(a, b):
     return a + b
 

@@ -221,6 +221,14 @@ class Kernel:
                               for index in sorted(reads))
                 contiguous = not isinstance(value, torch.Tensor) or value.is_contiguous()
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
+            elif isinstance(value, int) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
+                # no int32 scalar holds it: a constant of the variant, as hl.specialize makes it (a
+                # hash's multiplier `h * s`: ring ops use it wrapped, as torch does beside int32)
+                if not -2**63 <= value < 2**63:
+                    raise exc.KernelArgumentError(
+                        f"Argument '{param.name}' is {value}, past int64: torch refuses such a number beside "
+                        "a tensor too.")
+                specs.append(ArgSpec("const", value=value))
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and not constexpr:
                 specs.append(ArgSpec("scalar", python_type=type(value), value=value))
             elif holds_tensors(value):  # each tensor an input of its own (frontend/closures.py)
