@@ -12,6 +12,11 @@ from jax.experimental.pallas import tpu as pltpu
 INTERPRET = None
 
 
+# functions Mosaic has no primitive for, written with those it has, and IEEE division in
+# interpret mode (see its docstring)
+from pallasite.runtime import elementwise
+
+
 def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
     # grid axis 0: tile_b, tile of 1 over [0, 2) (parallel)
     # grid axis 1: tile_q, tile of 128 over [0, 256) (parallel)
@@ -76,7 +81,7 @@ def attention_kernel(q_ref, k_hbm, v_hbm, out_ref, k_buf, k_sem, v_buf, v_sem):
         return acc_2, l_i_2, m_new
     acc_1, l_i_1, m_i_1 = lax.fori_loop(0, tile_k_trips, tile_k_body, (acc, l_i, m_i))
     # attention.py:61: out[tile_b, tile_q, :] = (acc / l_i[:, :, None]).to(out.dtype)
-    out_ref[...] = (acc_1 / l_i_1[:, :, None]).astype(jnp.bfloat16)
+    out_ref[...] = elementwise.true_divide(acc_1, l_i_1[:, :, None], INTERPRET).astype(jnp.bfloat16)
 
 
 def attention(q, k, v):

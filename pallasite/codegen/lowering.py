@@ -195,13 +195,16 @@ def _number_like(arg: Arg) -> bool:
 
 
 def _elementwise_binary(node) -> bool:
-    """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, or
-    a floor division of 16-bit floats by a tensor."""
+    """A binary op whose lowering calls `elementwise`: an integer power of a tensor exponent, a
+    float division not rounded down (`elementwise.true_divide`), or a floor division of 16-bit
+    floats by a tensor."""
     if node.op != "pow":
         outputs = getattr(node, "outputs", None)  # the rule's dtype: the result's (a HostOp's `result`)
         dtype = outputs[0].dtype if outputs else getattr(getattr(node, "result", None), "dtype", None)
         if dtype is None:
             dtype = functools.reduce(torch.promote_types, [arg.dtype for arg in node.args[:2] if hasattr(arg, "dtype")])
+        if node.op == "div" and getattr(node, "kwargs", {}).get("rounding_mode") != "floor":
+            return dtype.is_floating_point
         return _sixteen_bit(dtype) and (
             node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor") and (
             hasattr(node.args[1], "dtype")) and not (  # by a number or float32 scalar: jnp.floor_divide
@@ -252,9 +255,13 @@ def _binary(call: OpCall) -> str:
     if op == "div" and call.attrs.get("rounding_mode") == "trunc" and _sixteen_bit(dtype) and _number_like(
             call.args[1]):
         # by a number, torch truncates the float32 quotient (a tensor divisor: the 16-bit one)
-        return _rounded(f"jnp.trunc({call.cast(0, torch.float32)} / {call.cast(1, torch.float32)})", dtype)
+        return _rounded(f"jnp.trunc({_true_divide(call.cast(0, torch.float32), call.cast(1, torch.float32))})", dtype)
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
-        return f"jnp.trunc({a} / {b})" if dtype.is_floating_point else f"lax.div({a}, {b})"
+        return f"jnp.trunc({_true_divide(a, b)})" if dtype.is_floating_point else f"lax.div({a}, {b})"
+    if op == "div" and dtype.is_floating_point and _number_like(call.args[0]) and not _number_like(call.args[1]):
+        return f"((1 / {b}) * {a})"  # `c / x` is torch's x.reciprocal() * c
+    if op == "div" and dtype.is_floating_point:
+        return _true_divide(a, b)
     if op in _BINARY_OPERATORS:
         return f"({a} {_BINARY_OPERATORS[op]} {b})"
     if op in ("maximum", "minimum") and dtype == torch.bool:  # Mosaic has no bool max/min
@@ -263,6 +270,11 @@ def _binary(call: OpCall) -> str:
 
 
 rule("pow", "div", "floor_divide", imports=ELEMENTWISE, when=_elementwise_binary)(_binary)
+
+
+def _true_divide(a: str, b: str) -> str:
+    """IEEE's float quotient also where interpret mode's XLA would multiply by a reciprocal."""
+    return f"elementwise.true_divide({a}, {b}, INTERPRET)"
 
 
 @rule("bitwise_and", "bitwise_or", "bitwise_xor")

@@ -33,7 +33,7 @@ class Value:
 _FLOAT_UNARY = (
     "torch.sigmoid({a})", "torch.tanh({a})", "torch.relu({a})", "torch.abs({a})", "-{a}",
     "torch.exp(-torch.abs({a}))", "torch.rsqrt(torch.abs({a}) + 1.0)", "torch.log(torch.abs({a}) + 1.0)",
-    "{a} * 0.5", "{a} + 1.5", "{a} * 3", "torch.logaddexp({a}, -{a})",
+    "{a} * 0.5", "{a} + 1.5", "{a} * 3", "{a} / 0.3", "torch.logaddexp({a}, -{a})",
     "torch.xlogy(torch.abs({a}), torch.abs({a}) + 1.0)",
     # composites (ir/ops/pointwise_composites.py)
     "torch.nn.functional.softsign({a})", "torch.nn.functional.hardshrink({a}, 0.3)",
@@ -51,7 +51,8 @@ _INT_DIVISIONS = ("{a} // (torch.abs({b}) + 1)", "{a} % (torch.abs({b}) + 1)", "
 _INT_TO_FLOAT = ("{a} * 0.25", "{a}.to(torch.float32)", "{a}.to(torch.bfloat16)", "{a}.float()")
 _FLOAT_CASTS = ("{a}.to(torch.float32)", "{a}.to(torch.bfloat16)")
 # of a loaded input only: a computed value's rounding differs by a last bit between the modes
-_LEAF_UNARY = ("torch.round({a}, decimals=1)", "torch.pow({a}, exponent=2)", "torch.frac({a})")
+_LEAF_UNARY = ("torch.round({a}, decimals=1)", "torch.pow({a}, exponent=2)", "torch.frac({a})",
+               "torch.div({a}, 0.3, rounding_mode='trunc')", "torch.round({a} / 0.7)")
 
 
 class ChainBuilder:

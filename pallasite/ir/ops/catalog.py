@@ -183,7 +183,9 @@ BINARY_OPS = (
                  operator=PythonOperator(operator.mul, "__mul__", "__rmul__"), dtypes=EVERY_DTYPE),
     _elementwise("div", EUP, "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),
                  operator=PythonOperator(operator.truediv, "__truediv__", "__rtruediv__"), dtypes=EVERY_DTYPE,
-                 note="integers divide to float32 (true division); rounding_mode='floor' or 'trunc' as in torch"),
+                 note="integers divide to float32 (true division); rounding_mode='floor' or 'trunc' as in torch; "
+                      "interpret mode's quotient is IEEE's, as torch's CPU divides (also by a number or a "
+                      "broadcast divisor, which XLA's CPU compiler would multiply by its reciprocal)"),
     _elementwise("floor_divide", _integer("//", operator.floordiv), signature=BINARY,
                  operator=PythonOperator(operator.floordiv, "__floordiv__", "__rfloordiv__"), dtypes=NUMBERS,
                  note="rounds toward -inf, as torch and Python do (not C's truncation)"),
