@@ -120,3 +120,26 @@ def test_divisions_by_numbers_and_broadcast_divisors_are_ieee(dtype):
                             torch.round(x / 0.3)])
     for result in (code_and_output(scaled_divisions, (x, w, 0.3))[1], run_ref(scaled_divisions, (x, w, 0.3))):
         torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pallasite.kernel
+def integer_rounding_divisions(x):
+    out = torch.empty([3, *x.shape], dtype=x.dtype, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = torch.div(x[t], 7, rounding_mode="trunc")
+        out[1, t] = torch.div(x[t], -3, rounding_mode="trunc")
+        out[2, t] = torch.div(x[t], -3, rounding_mode="floor")
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32])
+def test_narrow_integer_rounding_divisions_by_numbers(dtype):
+    """Trials BB and CC: trunc division of int8/uint8/int16 by a number raised JAX's TypeError
+    ("lax.div requires arguments to have the same dtypes") compiled; reference mode divided
+    uint8 by -3 as -3 (torch converts it to uint8: 253) in floor and trunc modes."""
+    x = torch.tensor([0, 1, 7, 100, 127, -8, -100, -128], dtype=torch.int32)
+    x = (x % 256 if dtype == torch.uint8 else x).to(dtype)
+    expected = torch.stack([torch.div(x, 7, rounding_mode="trunc"), torch.div(x, -3, rounding_mode="trunc"),
+                            torch.div(x, -3, rounding_mode="floor")])
+    for result in (code_and_output(integer_rounding_divisions, (x,))[1], run_ref(integer_rounding_divisions, (x,))):
+        assert torch.equal(result, expected)

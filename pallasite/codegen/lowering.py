@@ -257,7 +257,7 @@ def _binary(call: OpCall) -> str:
         # by a number, torch truncates the float32 quotient (a tensor divisor: the 16-bit one)
         return _rounded(f"jnp.trunc({_true_divide(call.cast(0, torch.float32), call.cast(1, torch.float32))})", dtype)
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
-        return f"jnp.trunc({_true_divide(a, b)})" if dtype.is_floating_point else f"lax.div({a}, {b})"
+        return f"jnp.trunc({_true_divide(a, b)})" if dtype.is_floating_point else f"lax.div({a}, {_typed(call, 1, dtype)})"
     if op == "div" and dtype.is_floating_point and _number_like(call.args[0]) and not _number_like(call.args[1]):
         return f"((1 / {b}) * {a})"  # `c / x` is torch's x.reciprocal() * c
     if op == "div" and dtype.is_floating_point:
@@ -270,6 +270,17 @@ def _binary(call: OpCall) -> str:
 
 
 rule("pow", "div", "floor_divide", imports=ELEMENTWISE, when=_elementwise_binary)(_binary)
+
+
+def _typed(call: OpCall, i: int, dtype: torch.dtype) -> str:
+    """Operand i in `dtype`, a number too (lax's ops take no weakly typed Python int beside an
+    int8 value); a negative number beside uint8 wraps, as torch converts it (-7 is 249)."""
+    arg = call.args[i]
+    if arg.is_constant and type(arg.raw) is int:
+        bits = 8 * dtype.itemsize
+        value = arg.raw % (1 << bits) if dtype == torch.uint8 else int(call.cast(i, dtype))
+        return f"{jnp_dtype(dtype)}({value})"
+    return call.cast(i, dtype)
 
 
 def _true_divide(a: str, b: str) -> str:

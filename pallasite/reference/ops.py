@@ -235,7 +235,10 @@ def _int32_division_safe(func: Callable, name: str, args: list, kwargs: dict) ->
             [a for a in args if isinstance(a, torch.Tensor)]) or not integers:
         return func(*args, **kwargs)
     dtype = func(*(a.reshape(-1)[:0] if isinstance(a, torch.Tensor) else a for a in args), **kwargs).dtype
-    wide = [a.to(torch.int64) if isinstance(a, torch.Tensor) else a for a in args]
+    bits = 8 * dtype.itemsize  # a number is first torch's number in that dtype (-3 beside uint8 is 253)
+    wide = [a.to(torch.int64) if isinstance(a, torch.Tensor) else
+            (a % (1 << bits) if dtype == torch.uint8 else (a + (1 << bits - 1)) % (1 << bits) - (1 << bits - 1))
+            if type(a) is int else a for a in args]
     return func(*wide, **kwargs).to(dtype)
 
 
