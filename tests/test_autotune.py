@@ -226,6 +226,26 @@ def test_a_mismatch_names_the_argument_an_in_place_kernel_updates():
     assert not any("output 1" in m for m in messages)
 
 
+def test_an_in_place_kernel_returning_nothing_is_checked_by_its_updates(monkeypatch):
+    """Trial BB: tuning `configs=[...]` of a kernel that returns nothing crashed in the accuracy
+    check ("Could not infer dtype of NoneType"): its updated arguments are what it computes."""
+    @pallasite.kernel(autotune_effort="quick",
+                      configs=[pallasite.Config(block_sizes=[8]), pallasite.Config(block_sizes=[64])])
+    def scale_(x, y):
+        for t in hl.tile(x.size(0)):
+            x[t, :] = x[t, :] * 2 + y[t, :]
+
+    x, y = torch.randn(300, 256), torch.randn(300, 256)
+    bound = scale_.bind((x, y))
+    default = bound.config_spec.normalize(bound.config_spec.default_config())
+    # an objective that ranks the default last, so another config's output is checked against it
+    monkeypatch.setattr("pallasite.autotune.tuner.estimate",
+                        lambda k, a, config, **kw: type("E", (), {"seconds": 1.0 if config == default else 0.5})())
+    expected = x * 2 + y
+    scale_(x, y)
+    torch.testing.assert_close(x, expected)  # updated once, by the chosen config
+
+
 def test_a_wrong_tuned_config_is_discarded_against_the_default(monkeypatch):
     """A tuned config whose output differs from the default config's is not used."""
     kernel = _add(autotune_effort="quick")

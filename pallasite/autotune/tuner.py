@@ -310,6 +310,9 @@ def _run(fn: Callable, args: tuple, kwargs: dict) -> list:
 
 
 def _flatten(value: Any) -> list:
+    """The tensors and numbers a kernel returned, in order (None, an in-place kernel's, is none)."""
+    if value is None:
+        return []
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in _flatten(v)]
     return [value]
