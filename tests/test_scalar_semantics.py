@@ -457,3 +457,30 @@ def test_op_parameters_from_arguments_get_torchs_own_checks():
             run()
     for result in _both_modes(bounded_by_arguments, (x, -0.5)):
         torch.testing.assert_close(result, F.hardtanh(x, -0.5, 0.5))
+
+
+@pallasite.kernel
+def powers_and_xlogy(x, s: float):
+    out = torch.empty([6, *x.shape], dtype=x.dtype, device=x.device)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        out[0, t] = v ** 0.257
+        out[1, t] = 1.001 ** v
+        out[2, t] = torch.pow(s, v)
+        out[3, t] = torch.xlogy(v, 0.1)
+        out[4, t] = torch.xlogy(v, s)
+        out[5, t] = torch.xlogy(v, v + 1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_number_beside_a_16_bit_tile_in_pow_and_xlogy_is_rounded_as_torch_does(dtype):
+    """Trial CC: bf16 `1.001 ** x` was 2.72 at x = 1000 (torch rounds 1.001 to 1.0: 1.0), and
+    `x ** 0.257`, `xlogy(x, 0.1)` used the number in float32; torch rounds it to the tile's
+    dtype first. 16-bit xlogy rounds the log, then the product (torch's kernel), bit for bit."""
+    x = torch.linspace(0.01, 1000, 512).to(dtype)
+    s = 1.001
+    expected = torch.stack([x ** 0.257, 1.001 ** x, torch.pow(s, x), torch.xlogy(x, 0.1), torch.xlogy(x, s),
+                            torch.xlogy(x, x + 1)])
+    for result in _both_modes(powers_and_xlogy, (x, s)):
+        torch.testing.assert_close(result, expected, rtol=0, atol=0)

@@ -230,6 +230,8 @@ def _binary(call: OpCall) -> str:
         wide = OpCall(op, call.args, call.attrs, call.out_shape, torch.float32)
         return _rounded(_binary(wide), dtype)
     a, b = call.cast(0, dtype), call.cast(1, dtype)
+    if op == "pow" and dtype.is_floating_point:  # torch rounds a number beside a 16-bit x to its dtype
+        a, b = call.sixteen_bit_scalar(0, dtype), call.sixteen_bit_scalar(1, dtype)
     alpha = _scalar_of(call.attrs.get("alpha", 1), dtype)
     if op == "rsub":  # other - alpha * input
         return f"({b} - {literal(alpha)} * {a})" if alpha != 1 else f"({b} - {a})"
@@ -338,8 +340,16 @@ def _logaddexp(call: OpCall) -> str:
 
 @rule("xlogy")
 def _xlogy(call: OpCall) -> str:
-    x, y = call.all_cast(call.out_dtype)
-    return f"jnp.where(jnp.isnan({y}), jnp.nan, jnp.where({x} == 0, 0.0, {x} * jnp.log({y})))"
+    """x * log(y), each step rounded to a 16-bit result's dtype as torch's kernel rounds it (the
+    log, then the product; a number rounded to it first), computed in float32."""
+    dtype = call.out_dtype
+    if not _sixteen_bit(dtype):
+        x, y = call.all_cast(dtype)
+        return f"jnp.where(jnp.isnan({y}), jnp.nan, jnp.where({x} == 0, 0.0, {x} * jnp.log({y})))"
+    x, y = (call.sixteen_bit_scalar(i, torch.float32) if call.args[i].is_constant or not call.args[i].shape
+            else f"{call.cast(i, dtype)}.astype(jnp.float32)" for i in (0, 1))
+    log = f"jnp.log({y}).astype({jnp_dtype(dtype)}).astype(jnp.float32)"
+    return _rounded(f"jnp.where(jnp.isnan({y}), jnp.nan, jnp.where({x} == 0, 0.0, {x} * {log}))", dtype)
 
 
 @rule("lerp")

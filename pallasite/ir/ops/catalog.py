@@ -109,6 +109,8 @@ VPU = Elementwise(transcendental=False, predicate=False, scalar=None, widened=Fa
 EUP = Elementwise(transcendental=True, predicate=False, scalar=None, widened=True)  # also through the transcendental unit
 # a formula of several VPU steps, rounded once for 16-bit floats (lerp, addcmul, hardswish)
 FORMULA = Elementwise(transcendental=False, predicate=False, scalar=None, widened=True)
+# through the EUP, each step rounded to a 16-bit result's dtype as torch's kernel rounds it (xlogy)
+STEPPED = Elementwise(transcendental=True, predicate=False, scalar=None, widened=False)
 PREDICATE = Elementwise(transcendental=False, predicate=True, scalar=None, widened=False)  # a bool result, computed in its operands' dtype
 
 
@@ -208,8 +210,9 @@ BINARY_OPS = (
     _elementwise("hypot", EUP, signature=BINARY, dtypes=FLOATS),
     _elementwise("logaddexp", EUP, signature=BINARY, dtypes=FLOATS,
                  note="max + log1p(exp(-|a - b|)): no overflow; equal infinities give themselves"),
-    _elementwise("xlogy", EUP, signature=BINARY, meta=_with_scalar_tensors(torch.xlogy),
-                 dtypes=EVERY_DTYPE, note=f"0 where x is 0 (NaN where y is NaN); {_FLOAT_RESULT}"),
+    _elementwise("xlogy", STEPPED, signature=BINARY, meta=_with_scalar_tensors(torch.xlogy),
+                 dtypes=EVERY_DTYPE, note=f"0 where x is 0 (NaN where y is NaN); {_FLOAT_RESULT}; 16-bit: the "
+                                          "log rounded, then the product, as torch"),
     _elementwise("bitwise_and", VPU, signature=BINARY,
                  operator=PythonOperator(operator.and_, "__and__", "__rand__"), dtypes=BITS),
     _elementwise("bitwise_or", VPU, signature=BINARY,
