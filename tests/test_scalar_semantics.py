@@ -484,3 +484,25 @@ def test_a_number_beside_a_16_bit_tile_in_pow_and_xlogy_is_rounded_as_torch_does
                             torch.xlogy(x, x + 1)])
     for result in _both_modes(powers_and_xlogy, (x, s)):
         torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+@pallasite.kernel
+def integers_beside_bf16(n, x):
+    out = torch.empty([4, *x.shape], dtype=x.dtype, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = n[t] / x[t]
+        out[1, t] = torch.hypot(n[t], x[t])
+        out[2, t] = torch.atan2(x[t], n[t])
+        out[3, t] = torch.lerp(x[t], n[t].to(x.dtype), 0.3) + torch.addcmul(x[t], n[t], x[t], value=0.5)
+    return out
+
+
+def test_an_integer_tile_meets_a_16_bit_one_converted_to_its_dtype_first():
+    """Trial CC: `-285 / bf16 0.7539` was -378 (torch converts -285 to bfloat16, -284: -376) in the
+    ops computed in float32 and rounded once (/, hypot, atan2, ...)."""
+    n = torch.tensor([-285, 257, 1001, 3, 12345, -77, 513, 0] * 16, dtype=torch.int32)
+    x = torch.tensor([0.75390625, 1.0, -2.5, 0.3, 7.0, -1.5, 3.0, 0.125] * 16).to(torch.bfloat16)
+    expected = torch.stack([n / x, torch.hypot(n, x), torch.atan2(x, n),
+                            torch.lerp(x, n.to(x.dtype), 0.3) + torch.addcmul(x, n, x, value=0.5)])
+    for result in _both_modes(integers_beside_bf16, (n, x)):
+        torch.testing.assert_close(result, expected, rtol=0, atol=0)

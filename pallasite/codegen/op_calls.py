@@ -183,5 +183,11 @@ def lower(call: OpCall) -> str:
         if call.op in ("add", "sub", "rsub") and type(attrs.get("alpha")) in (int, float):
             # torch takes a 16-bit add's alpha in the tensor's dtype (elu's alpha it does not)
             attrs = {**attrs, "alpha": float(torch.tensor(attrs["alpha"], dtype=call.out_dtype))}
-        return f"({fn(replace(call, out_dtype=torch.float32, attrs=attrs))}).astype({jnp_dtype(call.out_dtype)})"
+        # an integer operand is first converted to the 16-bit result's dtype, as torch converts
+        # every input to the common dtype (-285 beside bfloat16 is -284)
+        args = [replace(arg, text=f"{arg.text}.astype({jnp_dtype(call.out_dtype)})", dtype=call.out_dtype)
+                if arg.dtype is not None and arg.shape and not arg.dtype.is_floating_point and arg.dtype != torch.bool
+                else arg for arg in call.args]
+        widened = replace(call, args=args, out_dtype=torch.float32, attrs=attrs)
+        return f"({fn(widened)}).astype({jnp_dtype(call.out_dtype)})"
     return fn(call)
