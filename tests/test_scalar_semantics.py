@@ -506,3 +506,31 @@ def test_an_integer_tile_meets_a_16_bit_one_converted_to_its_dtype_first():
                             torch.lerp(x, n.to(x.dtype), 0.3) + torch.addcmul(x, n, x, value=0.5)])
     for result in _both_modes(integers_beside_bf16, (n, x)):
         torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+def _refused_forms():
+    def kernel_of(form):
+        @pallasite.kernel
+        def refused(x):
+            out = torch.zeros([x.size(0)])
+            for t in hl.tile(x.size(0)):
+                out[t] = form(x[t]).float()
+            return out
+        return refused
+
+    return {"bool - 5": kernel_of(lambda v: (v > 0) - 5), "7 - bool": kernel_of(lambda v: 7 - (v > 0)),
+            "sub(x, bool)": kernel_of(lambda v: torch.sub(v, v > 0)),
+            "threshold(bool)": kernel_of(lambda v: F.threshold(v > 0, 1, 0)),
+            "threshold(f16, 70000)": kernel_of(lambda v: F.threshold(v.half(), 70.0, 70000.0))}
+
+
+@pytest.mark.parametrize("form", sorted(_refused_forms()))
+def test_what_torchs_cpu_kernel_refuses_is_refused_in_both_modes(form):
+    """Trial CC: a bool tile minus a number (or a number minus it) and F.threshold of a bool tile
+    or of float16 with a fill it cannot hold answered compiled, where torch's CPU kernel raises
+    (meta tensors skip that check); reference mode raised ShapeMismatch for a dtype error."""
+    kernel = _refused_forms()[form]
+    x = torch.randn(8)
+    for run in (lambda: code_and_output(kernel, (x,)), lambda: run_ref(kernel, (x,))):
+        with pytest.raises(exc.UnsupportedDtype, match="torch refuses"):
+            run()

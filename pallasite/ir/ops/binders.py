@@ -63,7 +63,8 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
 # torch's refusals of an operand's dtype (its CPU kernels are dispatched by dtype; a few ops
 # check the dtype themselves). A 16-bit float named there may be a gap of torch's CPU build
 # that a TPU does not have, so it is no refusal.
-_DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|"
+_DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|with (?:a|two) bool "
+                            r"tensors? is not supported|"
                             r"Input dtype must be either a floating point|does not support bool input|"
                             r"cannot be converted to type [\w:]+ without overflow|Expected dtype int32/int64 for index")
 _CPU_GAPS = ("Half", "BFloat16")

@@ -49,6 +49,19 @@ def _scalar_tensor(value: Any, device: torch.device) -> Any:
     return value
 
 
+def _refusing_bool(function: Callable) -> Callable:
+    """torch's subtraction refuses a bool tensor operand in its CPU kernel, which meta tensors
+    never reach: the shape rule raises torch's error itself."""
+
+    def meta(input, other, alpha=1):  # noqa: A002 - torch's parameter names: its keywords reach the rule
+        if any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in (input, other)):
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                               "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        return function(input, other) if alpha == 1 else function(input, other, alpha=alpha)
+
+    return meta
+
+
 def _with_scalar_tensors(function: Callable) -> Callable:
     """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors
     (on the other operand's device: the rule also runs on CPU probes, `binders.on_probes`)."""
@@ -177,10 +190,10 @@ BINARY_OPS = (
     _elementwise("add", _integer("+", operator.add), signature=_ALPHA,
                  operator=PythonOperator(operator.add, "__add__", "__radd__"), dtypes=EVERY_DTYPE,
                  note="alpha= supported; operands promote as in torch"),
-    _elementwise("sub", _integer("-", operator.sub), "subtract", signature=_ALPHA,
-                 operator=PythonOperator(operator.sub, "__sub__", "__rsub__"), dtypes=NUMBERS,
+    _elementwise("sub", _integer("-", operator.sub), "subtract", signature=_ALPHA, meta=_refusing_bool(torch.sub),
+                 operator=PythonOperator(_refusing_bool(operator.sub), "__sub__", "__rsub__"), dtypes=NUMBERS,
                  note="alpha= supported"),
-    _elementwise("rsub", VPU, signature=_ALPHA, dtypes=NUMBERS, note="other - input"),
+    _elementwise("rsub", VPU, signature=_ALPHA, meta=_refusing_bool(torch.rsub), dtypes=NUMBERS, note="other - input"),
     _elementwise("mul", _integer("*", operator.mul), "multiply", signature=BINARY,
                  operator=PythonOperator(operator.mul, "__mul__", "__rmul__"), dtypes=EVERY_DTYPE),
     _elementwise("div", EUP, "true_divide", "divide", signature=Signature(("input", "other"), {"rounding_mode": None}),

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ... import exc
-from .binders import normalize_dims
+from .binders import dtype_refusal, normalize_dims
 from .definition import EVERY_DTYPE, FLOATS, NUMBERS, Call, Composite, Record
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -70,6 +70,12 @@ def _threshold(call: Call, record: Record) -> Any:
     x, threshold, value, _ = bound_arguments(call, ("input", "threshold", "value", "inplace"), {"inplace": False},
                                              numbers=("threshold",))
     meta = call.meta_of(x)
+    numbers = [n if isinstance(n, (int, float)) else 0 for n in (threshold, value)]  # a runtime value: its call's
+    try:  # torch's checks of the dtype and the numbers live in its CPU kernel, which meta tensors skip
+        with torch._C.DisableTorchFunction():
+            torch.nn.functional.threshold(torch.zeros(2, dtype=meta.dtype), *numbers)
+    except RuntimeError as err:  # NotImplementedError too
+        raise dtype_refusal(call.display, [meta], err) from None
     compared = x  # torch's kernel compares a 16-bit x with the threshold in float32 (hardshrink's rounds it)
     if isinstance(meta, torch.Tensor) and meta.dtype in (torch.bfloat16, torch.float16):
         compared = record("to", x, torch.float32)
