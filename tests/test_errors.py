@@ -526,3 +526,21 @@ def method_in_place(x):
 def test_an_in_place_method_says_what_to_write():
     with pytest.raises(exc.UnsupportedOperation, match=r"write `x = x.add\(...\)`"):
         method_in_place(torch.randn(8))
+
+
+@pallasite.kernel
+def python_range_of_a_read_value(x, n):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        for _ in range(n[0]):
+            v = v * 2
+        out[t] = v
+    return out
+
+
+def test_a_python_range_of_a_value_read_from_a_tensor_says_what_to_write():
+    """Trial CC: `range(n[0])` in device code named the line but nothing to write instead."""
+    with pytest.raises(exc.UnsupportedSyntax, match=r"hl\.grid\(n\[0\]\)") as info:
+        python_range_of_a_read_value(torch.randn(16), torch.tensor([3], dtype=torch.int32))
+    assert_points_at(info.value, python_range_of_a_read_value, "for _ in range(n[0]):")

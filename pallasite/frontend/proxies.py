@@ -344,8 +344,10 @@ class DeviceTensor(_TensorLike):
     # A device scalar used as a Python index or int needs a compile-time value.
     def __index__(self) -> int:
         raise exc.UnsupportedSyntax(
-            "A device value was used where a compile-time integer is needed."
-        )
+            "A device value (read from a tensor, or computed from one) was used where a compile-time integer "
+            "is needed (a Python `range`, a size, an index of a list). Loop over it with "
+            "`for i in hl.grid(n[0])` or `hl.tile(0, n[0])` (a bound read when the kernel runs), or pass the "
+            "number as an int argument.")
 
 
 for _dunder, (_binary, _symbol) in AUGMENTED_OPERATORS.items():

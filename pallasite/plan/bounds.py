@@ -234,7 +234,8 @@ def indexed_bounds(body: list) -> list[DataDependentRange]:
                 continue  # built from iotas and constants (hl.split's lane gathers): inside by construction
             what = describe(named).replace("{", "{{").replace("}", "}}")
             message = (f"an index in {what} is {{lo}}, but the axis it picks along has {{limit}} positions; "
-                       "indices must lie in [0, {limit}) (they do not wrap), as torch requires.")
+                       "indices must lie in [0, {limit}): they do not wrap (torch.gather refuses a negative one; "
+                       "a subscript would count it from the end: write torch.where(i < 0, i + n, i) for that).")
             pending.append(DataDependentRange(node, dim, source.shape[dim], message, value=index))
     return pending
 
