@@ -461,7 +461,9 @@ class CompositeRecord:
     def internal(self, op: str, operand: Any, **attrs: Any) -> DeviceTensor:
         recorder = self.recorder
         if recorder.device is None:
-            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
+            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code (it is built on a device "
+                                           "loop's steps): use it inside an hl.tile/hl.grid loop, or compute it "
+                                           "before calling the kernel and pass the result.")
         value = recorder.device_operand(operand)
         return DeviceTensor(recorder, recorder.record(op, (value,), attrs, value.shape, value.dtype))
 
@@ -481,7 +483,9 @@ class CompositeRecord:
 
     def arange(self, length: int) -> DeviceTensor:
         if self.recorder.device is None:
-            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code; use it in a device loop.")
+            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code (it is built on a device "
+                                           "loop's steps): use it inside an hl.tile/hl.grid loop, or compute it "
+                                           "before calling the kernel and pass the result.")
         return device_values.arange(self.recorder, (length,), torch.int32)
 
 
