@@ -159,8 +159,8 @@ def _op_row(op: OpDef) -> tuple[str, ...]:
 def op_sections() -> list[str]:
     lines = ["## Ops", "",
              "Torch functions, Tensor methods and Python operators on device values (inside `hl.tile` / "
-             "`hl.grid` loops). Host code (outside them) is compiled with the kernel and takes these ops on whole tensors, "
-             "but for the few built on a device loop's steps (scans such as torch.cumsum, torch.flip, "
+             "`hl.grid` loops). Host code (outside them) is compiled with the kernel and takes these ops on "
+             "whole tensors, but for the few built on a device loop's steps (scans such as torch.cumsum, torch.flip, "
              "torch.tril/triu): those are refused there by name; compute them before calling the kernel. "
              "`F` is `torch.nn.functional`; `x.name()` is the Tensor method. A spelling refused in device "
              "code raises `pallasite.exc.UnsupportedOperation` pointing here.", ""]

@@ -12,8 +12,7 @@ from jax.experimental.pallas import tpu as pltpu
 INTERPRET = None
 
 
-# functions Mosaic has no primitive for, written with those it has, and IEEE division in
-# interpret mode (see its docstring)
+# functions Mosaic has no primitive for, written with those it has (see its docstring)
 from pallasite.runtime import elementwise
 
 

@@ -259,7 +259,9 @@ def _binary(call: OpCall) -> str:
         # by a number, torch truncates the float32 quotient (a tensor divisor: the 16-bit one)
         return _rounded(f"jnp.trunc({_true_divide(call.cast(0, torch.float32), call.cast(1, torch.float32))})", dtype)
     if op == "div" and call.attrs.get("rounding_mode") == "trunc":
-        return f"jnp.trunc({_true_divide(a, b)})" if dtype.is_floating_point else f"lax.div({a}, {_typed(call, 1, dtype)})"
+        if dtype.is_floating_point:
+            return f"jnp.trunc({_true_divide(a, b)})"
+        return f"lax.div({a}, {_typed(call, 1, dtype)})"
     if op == "div" and dtype.is_floating_point and _number_like(call.args[0]) and not _number_like(call.args[1]):
         return f"((1 / {b}) * {a})"  # `c / x` is torch's x.reciprocal() * c
     if op == "div" and dtype.is_floating_point:

@@ -23,8 +23,7 @@ RANDOM_UNIFORM = RuntimeImport("random_uniform", "from pallasite.runtime.prng im
                                "# hl.rand / torch.rand_like: a counter-based hash (see its docstring)")
 ELEMENTWISE = RuntimeImport(
     "elementwise", "from pallasite.runtime import elementwise",
-    "# functions Mosaic has no primitive for, written with those it has, and IEEE division in\n"
-    "# interpret mode (see its docstring)")
+    "# functions Mosaic has no primitive for, written with those it has (see its docstring)")
 PROD_BY_HALVES = RuntimeImport("prod_by_halves", "from pallasite.runtime.reductions import prod_by_halves",
                                "# x.prod(dim): Mosaic has no product reduction (see its docstring)")
 INTEGER_ARG_EXTREME = RuntimeImport(

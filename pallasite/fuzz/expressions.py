@@ -47,8 +47,8 @@ _BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "to
            # spellings whose keywords or argument order mean something: other - alpha * input
            "torch.rsub({a}, {b}, alpha=2)", "torch.sub({a}, other={b}, alpha=3)", "torch.maximum({a}, other={b})")
 _INT_DIVISIONS = ("{a} // (torch.abs({b}) + 1)", "{a} % (torch.abs({b}) + 1)", "torch.fmod({a}, torch.abs({b}) + 1)",
-                  "torch.div({a}, torch.abs({b}) + 1, rounding_mode='trunc')", "torch.div({a}, 7, rounding_mode='trunc')",
-                  "torch.div({a}, -3, rounding_mode='floor')")
+                  "torch.div({a}, torch.abs({b}) + 1, rounding_mode='trunc')",
+                  "torch.div({a}, 7, rounding_mode='trunc')", "torch.div({a}, -3, rounding_mode='floor')")
 _INT_TO_FLOAT = ("{a} * 0.25", "{a}.to(torch.float32)", "{a}.to(torch.bfloat16)", "{a}.float()")
 _FLOAT_CASTS = ("{a}.to(torch.float32)", "{a}.to(torch.bfloat16)")
 # of a loaded input only: a computed value's rounding differs by a last bit between the modes

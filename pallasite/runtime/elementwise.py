@@ -201,5 +201,5 @@ def true_divide(a, b, interpret):
     return a / lax.optimization_barrier(divisor)
 
 
-__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "floor_divide", "int_power", "sinh",
-           "true_divide"]
+__all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "erfc", "exp2", "expm1", "floor_divide",
+           "int_power", "sinh", "true_divide"]
