@@ -41,6 +41,7 @@ def _expected_row_norms(x, w):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_row_norms_are_torchs(dtype):
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x, w = torch.randn(20, 37).to(dtype), torch.randn(37).to(dtype)
     expected = _expected_row_norms(x, w)
     _, compiled = code_and_output(row_norms, (x, w), block_sizes=[8])
@@ -52,6 +53,7 @@ def test_row_norms_are_torchs(dtype):
 @pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's own, for `expected`
 def test_rms_norm_takes_a_float32_weight_beside_a_16_bit_input():
     """Mixed dtypes: torch multiplies the weight in float32 and rounds once to x's dtype."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x, w = torch.randn(16, 64).to(torch.bfloat16), torch.randn(64)
 
     @pallasite.kernel
@@ -86,6 +88,7 @@ def blocked_norms(x):
 
 @pytest.mark.parametrize("loop_type", LOOP_TYPES)
 def test_norms_over_a_padded_inner_tile_under_every_loop_type(loop_type):
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x = torch.randn(16, 300)
     expected = torch.stack([torch.linalg.vector_norm(x, dim=1), x.abs().amax(1),
                             torch.count_nonzero(x > 0.5, dim=1).float()], 1)
@@ -95,6 +98,7 @@ def test_norms_over_a_padded_inner_tile_under_every_loop_type(loop_type):
 
 
 def test_aminmax_of_integers_and_whole_count_nonzero():
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x = torch.randint(-50, 50, (24, 40), dtype=torch.int32)
 
     @pallasite.kernel

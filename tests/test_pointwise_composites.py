@@ -119,6 +119,7 @@ def _expected_activations(x, y):
 def test_activations_and_isclose_are_torchs(dtype):
     """16-bit selu/celu compute in float32 and round once; logit rounds each step, as torch's
     kernels do (bit for bit); float32's transcendentals may differ by an ulp."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x, y = torch.randn(20, 37).to(dtype) * 3, torch.randn(20, 37).to(dtype) * 3
     y[:, :5] = x[:, :5] + 0.01
     x[0, 0] = y[0, 0] = x[1, 1] = float("nan")
@@ -188,3 +189,31 @@ def test_composite_parameters_may_be_kernel_arguments(name):
         expected = function(x, s)
         torch.testing.assert_close(code_and_output(parameterized, (x, s), block_sizes=[16])[1], expected)
         torch.testing.assert_close(run_ref(parameterized, (x, s), block_sizes=[16]), expected)
+
+
+@pallasite.kernel
+def angles_and_steps(x):
+    out = torch.empty([5, *x.shape], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        v = x[t, :]
+        out[0, t, :] = torch.deg2rad(v)
+        out[1, t, :] = v.rad2deg()
+        out[2, t, :] = torch.heaviside(v.round(), torch.full_like(v, 0.5))
+        out[3, t, :] = torch.sinc(v.round() / 2)
+        out[4, t, :] = F.softmin(v, dim=1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_angles_heaviside_sinc_and_softmin_are_torchs(dtype):
+    """Trial BB's refused list: deg2rad/rad2deg (torch's constant, a 16-bit product rounded
+    once), heaviside (NaN gives 0), sinc (1 at 0) and softmin, against torch and reference mode."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
+    x = (torch.randn(20, 37) * 3).to(dtype)
+    x[0, :3] = torch.tensor([0.0, float("nan"), -0.0]).to(dtype)
+    expected = torch.stack([torch.deg2rad(x), x.rad2deg(), torch.heaviside(x.round(), torch.full_like(x, 0.5)),
+                            torch.sinc(x.round() / 2), F.softmin(x, dim=1)])
+    tolerance = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 0, "atol": 0}
+    for result in (code_and_output(angles_and_steps, (x,), block_sizes=[8])[1],
+                   run_ref(angles_and_steps, (x,), block_sizes=[8])):
+        torch.testing.assert_close(result, expected, equal_nan=True, **tolerance)

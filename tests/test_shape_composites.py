@@ -26,6 +26,7 @@ def outer_and_glu(a, b, x):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_outer_and_glu_are_torchs(dtype):
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     a, b, x = torch.randn(20), torch.randn(16), torch.randn(20, 256).to(dtype)
     expected = (torch.outer(a, b) * 1.5, F.glu(x))
     _, compiled = code_and_output(outer_and_glu, (a, b, x), block_sizes=[8, 8])
@@ -48,6 +49,7 @@ def triangles(x):
 def test_tril_and_triu_count_within_the_tile(dtype):
     """torch.tril of a device value is the tile's own triangle: the rows and columns of the
     [8, 128] block, as torch.tril of that slice, and reference mode."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x = (torch.randn(16, 256) * 10).to(dtype)
 
     def by_tiles(fn):
@@ -76,6 +78,7 @@ def repeats(x):
 
 
 def test_repeat_and_tile_along_a_whole_axis():
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x = torch.randn(20, 128)
     expected = (x.repeat(1, 2), torch.tile(x, (3,)))
     for result in (code_and_output(repeats, (x,), block_sizes=[8])[1], run_ref(repeats, (x,), block_sizes=[8])):
@@ -116,6 +119,7 @@ def flip_rows(x):
 def test_flip_is_torchs_bit_for_bit(dtype):
     """Mosaic has no lane reversal: flip is a gather by reversed positions, exact; along the
     tile's own rows it reverses the tile's rows (torch.flip of that slice)."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
     x = (torch.randn(20, 128) * 5).to(dtype)
     x.view(-1)[:3] = 0 if dtype == torch.int32 else torch.tensor([float("nan"), -0.0, float("inf")]).to(dtype)
     expected = torch.flip(x, [1]) + x.flip(-1) * 2
@@ -131,3 +135,51 @@ def test_flip_along_a_padded_tile_axis_is_refused_naming_the_line():
     with pytest.raises(exc.UnsupportedOperation, match="torch.flip is such a gather") as info:
         code_and_output(flip_rows, (torch.randn(20, 128),), block_sizes=[8])
     assert "torch.flip(x[t, :], (0, 1))" in str(info.value)
+
+
+@pallasite.kernel
+def rolls_and_differences(x, v):
+    out = torch.empty([4, *x.shape], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        a = x[t, :]
+        out[0, t, :] = torch.roll(a, 3, 1)
+        out[1, t, :] = a.roll((-5,), (-1,))
+        out[2, t, :] = torch.diff(a, dim=1, prepend=a[:, -1:])
+        out[3, t, :] = torch.cat([torch.diff(a, n=2), a[:, :2]], 1) + torch.mv(a, v[:])[:, None]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_roll_diff_and_mv_are_torchs(dtype):
+    """Trial BB's refused list: torch.roll along dims, torch.diff (n, prepend; `!=` of bools) and
+    torch.mv, over a partial row tile."""
+    torch.manual_seed(0)  # fixed inputs: the outcome depends on nothing else
+    x = (torch.randn(20, 128) * 10).to(dtype)
+    if dtype == torch.bool:
+        x = torch.randn(20, 128) > 0
+    v = torch.randn(128) if dtype == torch.float32 else None
+
+    def expected_of(a):
+        rows = [torch.roll(a, 3, 1), a.roll((-5,), (-1,)), torch.diff(a, dim=1, prepend=a[:, -1:]),
+                torch.cat([torch.diff(a, n=2), a[:, :2]], 1)]
+        if v is not None:
+            rows[3] = rows[3] + torch.mv(a, v)[:, None]
+        return torch.stack(rows)
+
+    if v is None:  # mv takes floats: the integer and bool kernels leave it out
+        @pallasite.kernel
+        def kernel(x):
+            out = torch.empty([4, *x.shape], dtype=x.dtype)
+            for t in hl.tile(x.size(0)):
+                a = x[t, :]
+                out[0, t, :] = torch.roll(a, 3, 1)
+                out[1, t, :] = a.roll((-5,), (-1,))
+                out[2, t, :] = torch.diff(a, dim=1, prepend=a[:, -1:])
+                out[3, t, :] = torch.cat([torch.diff(a, n=2), a[:, :2]], 1)
+            return out
+        args = (x,)
+    else:
+        kernel, args = rolls_and_differences, (x, v)
+    expected = expected_of(x)
+    for result in (code_and_output(kernel, args, block_sizes=[8])[1], run_ref(kernel, args, block_sizes=[8])):
+        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-4)

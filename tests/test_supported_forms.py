@@ -93,7 +93,9 @@ def _probes():
               "fmin": lambda x: torch.fmin(x, x), "type_as": lambda x: x.type_as(x),
               "rms_norm": lambda x: torch.nn.functional.rms_norm(x, x.shape[-1:]),
               "isclose": lambda x: torch.isclose(x, x), "outer": lambda x: torch.outer(x[0], x[1]),
-              "repeat": lambda x: x.repeat(2, 1), "flip": lambda x: torch.flip(x, [0])}
+              "repeat": lambda x: x.repeat(2, 1), "flip": lambda x: torch.flip(x, [0]),
+              "heaviside": lambda x: torch.heaviside(x, x), "mv": lambda x: torch.mv(x, x[0]),
+              "roll": lambda x: torch.roll(x, 1, 0)}
     for composite in {c.name: c for c in ops.COMPOSITES.values()}.values():
         attrs = {"dim": -1} if composite.name in ("softmax", "log_softmax", "cumsum", "cumprod") else {}
         function = called.get(composite.name) or _torch_callable(composite.spellings)

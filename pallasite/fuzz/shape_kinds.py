@@ -5,8 +5,8 @@ whole lane axes, and stores one of: a concatenation along the lanes or the rows 
 drawn aligned or not, so both of cat's lowerings run), a stack along any axis, RoPE's
 reshape-split-rotate-join-reshape of lane pairs, a gather of a tile's lanes by an index
 input, or an einsum of a matmul form, or matrix @ vector products accumulated over an inner loop
-(folded too), or a composite of the row block (tril/triu, flip, repeat/tile, outer, glu,
-rms_norm, normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
+(folded too), or a composite of the row block (tril/triu, flip, roll, diff, repeat/tile, outer,
+glu, softmin, rms_norm, normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
 loop type.
 """
 from __future__ import annotations
@@ -134,7 +134,9 @@ def _two_batch_dims(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict
 _ROW_COMPOSITES = (("torch.tril(a)", "n", True), ("a.triu(1)", "n", True), ("torch.tril(a, -2)", "n", True),
                    ("a.repeat(1, 2)", "2 * n", True), ("torch.tile(a, (2,))", "2 * n", True),
                    ("torch.outer(a[:, 0], a[0, :])", "n", True), ("torch.flip(a, [1])", "n", True),
-                   ("a.flip(-1) - a", "n", True), ("torch.nn.functional.glu(a)", "n // 2", False),
+                   ("a.flip(-1) - a", "n", True), ("torch.roll(a, 3, 1)", "n", True),
+                   ("torch.diff(a, dim=1, prepend=a[:, :1])", "n", True),
+                   ("torch.nn.functional.softmin(a, dim=1)", "n", False), ("torch.nn.functional.glu(a)", "n // 2", False),
                    ("torch.nn.functional.rms_norm(a, [n])", "n", False),
                    ("torch.nn.functional.normalize(a, dim=1)", "n", False))
 

@@ -8,6 +8,7 @@ planner like any reduction, and each step has its lowering already.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -72,6 +73,14 @@ def _softmax(log: bool) -> Callable[[Call, Record], Any]:
     return expand
 
 
+def _softmin(call: Call, record: Record) -> Any:
+    """F.softmin(x, dim): softmax of -x, as torch writes it."""
+    x, dim, dtype = _softmax_arguments(call)
+    negated = record("neg", x)
+    return _softmax(log=False)(replace(call, args=(negated, dim), kwargs={} if dtype is None else {"dtype": dtype}),
+                               record)
+
+
 def _masked_fill(call: Call, record: Record) -> Any:
     """x.masked_fill(mask, value): torch.where(mask, value, x) in x's dtype (a float value
     filled into an int tensor truncates, as masked_fill's own cast does)."""
@@ -102,6 +111,7 @@ COMPOSITE_DEFINITIONS = (
     Composite("softmax", ("softmax",), _softmax(log=False), dtypes=FLOATS,
               note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
                    "dtype= as in torch"),
+    Composite("softmin", ("softmin",), _softmin, dtypes=FLOATS, note="softmax of -x; dim= required"),
     Composite("log_softmax", ("log_softmax",), _softmax(log=True), dtypes=FLOATS,
               note="dim= required; max-shifted; 16-bit inputs compute in float32, rounded once; "
                    "dtype= as in torch"),

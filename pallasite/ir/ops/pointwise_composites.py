@@ -7,10 +7,12 @@ lambd to a 16-bit x's dtype, threshold compares in float32); `torch.fmax` /
 sums with NaN as 0 (floats only: an integer nansum is `.sum()`). `F.selu` and `F.celu` are
 torch's elu kernel (`x * scale` above 0, `expm1(x * input_scale) * alpha * scale` below), in
 float32 for 16-bit values; `torch.logit` is `log(x / (1 - x))` with each step in x's dtype (as
-torch's kernel rounds a 16-bit x's); `torch.isclose` is torch's own program.
+torch's kernel rounds a 16-bit x's); `torch.isclose` is torch's own program; deg2rad/rad2deg
+multiply by torch's constant, heaviside selects, sinc is `sin(pi x) / (pi x)` with 1 at 0.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -181,6 +183,37 @@ def _isclose(call: Call, record: Record) -> Any:
     return record("bitwise_or", close, within)
 
 
+def _angle(factor: float):
+    def expand(call: Call, record: Record) -> Any:
+        """torch.deg2rad / rad2deg: x times torch's constant (a 16-bit x's product in float32,
+        rounded once, as torch multiplies by a number); integers give float32."""
+        (x,) = bound_arguments(call, ("input",), {})
+        call.run_meta(lambda t: torch.deg2rad(t) if factor < 1 else torch.rad2deg(t), (x,), {})
+        meta = call.meta_of(x)
+        if not meta.dtype.is_floating_point:
+            x = record("to", x, torch.float32)
+        return record("mul", x, factor)
+
+    return expand
+
+
+def _heaviside(call: Call, record: Record) -> Any:
+    """torch.heaviside: `values` where x is 0, else x > 0 (NaN gives 0, as torch's kernel)."""
+    x, values = bound_arguments(call, ("input", "values"), {})
+    out = call.run_meta(torch.heaviside, (x, values), {})  # tensors of one dtype
+    return record("to", record("where", record("eq", x, 0), values, record("gt", x, 0)), out.dtype)
+
+
+def _sinc(call: Call, record: Record) -> Any:
+    """torch.sinc: sin(pi x) / (pi x), 1 at 0; 16-bit values in float32, rounded once."""
+    (x,) = bound_arguments(call, ("input",), {})
+    out = call.run_meta(torch.sinc, (x,), {})
+    wide = x if call.meta_of(x).dtype == torch.float32 else record("to", x, torch.float32)
+    product = record("mul", wide, math.pi)
+    value = record("where", record("eq", wide, 0), 1.0, record("div", record("sin", product), product))
+    return value if out.dtype == torch.float32 else record("to", value, out.dtype)
+
+
 POINTWISE_COMPOSITES = (
     Composite("softsign", ("softsign",), _softsign, dtypes=FLOATS, note="x / (abs(x) + 1), as torch writes it"),
     Composite("hardshrink", ("hardshrink",), _hardshrink, dtypes=FLOATS, note="NaN kept"),
@@ -192,6 +225,11 @@ POINTWISE_COMPOSITES = (
     Composite("selu", ("selu",), _selu, dtypes=FLOATS, note="torch's elu kernel with SELU's scale and alpha"),
     Composite("celu", ("celu",), _celu, dtypes=FLOATS, note="alpha=; expm1(x / alpha) * alpha below 0"),
     Composite("logit", ("logit",), _logit, dtypes=FLOATS, note="log(x / (1 - x)); eps= clamps x first"),
+    Composite("deg2rad", ("deg2rad",), _angle(math.pi / 180), dtypes=EVERY_DTYPE, note="x * (pi / 180)"),
+    Composite("rad2deg", ("rad2deg",), _angle(180 / math.pi), dtypes=EVERY_DTYPE, note="x * (180 / pi)"),
+    Composite("heaviside", ("heaviside",), _heaviside, dtypes=NUMBERS,
+              note="values where x is 0, else x > 0 (NaN gives 0, as torch)"),
+    Composite("sinc", ("sinc",), _sinc, dtypes=EVERY_DTYPE, note="sin(pi x) / (pi x), 1 at 0; in float32"),
     Composite("isclose", ("isclose",), _isclose, dtypes=EVERY_DTYPE,
               note="rtol=, atol=, equal_nan=, torch's program: equal, or finite |a - b| <= atol + |rtol * b|"),
 )

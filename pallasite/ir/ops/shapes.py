@@ -5,7 +5,8 @@ Tensor.repeat as programs of registry ops.
 16-bit values, as torch's kernel); `tril`/`triu` select by `column - row` from two aranges,
 so of a device value the rows and columns are the value's own (a tile's, as torch.tril of
 that slice); `flip` a `gather` by reversed positions (Mosaic has no lane reversal);
-`repeat`/`tile` is `cat` of copies along each repeated axis.
+`repeat`/`tile` is `cat` of copies along each repeated axis; `roll` a `cat` of two narrowings,
+`diff` narrowings subtracted; `mv` is `matmul`.
 
 `stack` is `cat` of its tensors each unsqueezed at `dim`, so the mask planner and the
 lowering know only `cat` (whose rule chooses a form Mosaic lowers: `cat`'s docstring in
@@ -45,6 +46,49 @@ def _outer(call: Call, record: Record) -> Any:
     a, b = bound_arguments(call, ("input", "vec2"), {})
     call.run_meta(torch.outer, (a, b), {})  # two vectors
     return record("mul", record("unsqueeze", a, 1), record("unsqueeze", b, 0))
+
+
+def _mv(call: Call, record: Record) -> Any:
+    a, v = bound_arguments(call, ("input", "vec"), {})
+    call.run_meta(torch.mv, (a, v), {})  # a matrix and a vector
+    return record("matmul", a, v)
+
+
+def _roll(call: Call, record: Record) -> Any:
+    """torch.roll along given dims: the last `shift` positions, then the rest (cat of two narrowings)."""
+    x, shifts, dims = bound_arguments(call, ("input", "shifts", "dims"), {"dims": None}, numbers=("shifts", "dims"))
+    call.run_meta(lambda t: torch.roll(t, shifts, dims), (x,), {})
+    if dims is None:
+        raise exc.UnsupportedOperation(f"{call.display} without dims= rolls the flattened value; give dims= "
+                                       "(one per shift) to roll along axes.")
+    shape = list(call.meta_of(x).shape)
+    pairs = zip(shifts, dims) if isinstance(shifts, (list, tuple)) else [(shifts, dims)]
+    for shift, dim in pairs:
+        dim = dim % len(shape)
+        size = shape[dim]
+        shift = shift % size if size else 0
+        if shift:
+            x = record("cat", [record("narrow", x, dim, size - shift, shift), record("narrow", x, dim, 0, size - shift)],
+                       dim)
+    return x
+
+
+def _diff(call: Call, record: Record) -> Any:
+    """torch.diff: n times, each element minus the one before along dim (`!=` of bools), after
+    prepend/append are concatenated."""
+    x, n, dim, prepend, append = bound_arguments(call, ("input", "n", "dim", "prepend", "append"), {
+        "n": 1, "dim": -1, "prepend": None, "append": None}, numbers=("n", "dim"))
+    call.run_meta(lambda *ts: torch.diff(ts[0], n, dim, *ts[1:]), (x, prepend, append), {})
+    dim = dim % call.rank_of(x)
+    pieces = [item for item in (prepend, x, append) if item is not None]
+    if len(pieces) > 1:
+        x = record("cat", pieces, dim)
+    boolean = call.meta_of(x).dtype == torch.bool
+    for _ in range(n):
+        size = call.meta_of(x).shape[dim]
+        later, earlier = record("narrow", x, dim, 1, size - 1), record("narrow", x, dim, 0, size - 1)
+        x = record("ne" if boolean else "sub", later, earlier)
+    return x
 
 
 def _glu(call: Call, record: Record) -> Any:
@@ -181,6 +225,11 @@ def _einsum(call: Call, record: Record) -> Any:
 SHAPE_DEFINITIONS = (
     Composite("outer", ("outer", "ger"), _outer, dtypes=EVERY_DTYPE, note="a[:, None] * b[None, :]"),
     Composite("glu", ("glu",), _glu, dtypes=FLOATS, note="dim=; first half * sigmoid(second half)"),
+    Composite("mv", ("mv",), _mv, dtypes=FLOATS, note="matrix @ vector (matmul)"),
+    Composite("roll", ("roll",), _roll, dtypes=EVERY_DTYPE,
+              note="dims= required; cat of two narrowings per axis; an axis a partial tile pads is refused"),
+    Composite("diff", ("diff",), _diff, dtypes=EVERY_DTYPE,
+              note="n=, dim=, prepend=, append=; later minus earlier (`!=` of bools)"),
     Composite("tril", ("tril",), _triangle(lower=True), dtypes=EVERY_DTYPE,
               note="diagonal=; of a device value, rows and columns count within it (a tile's own)"),
     Composite("triu", ("triu",), _triangle(lower=False), dtypes=EVERY_DTYPE,
