@@ -534,3 +534,24 @@ def test_what_torchs_cpu_kernel_refuses_is_refused_in_both_modes(form):
     for run in (lambda: code_and_output(kernel, (x,)), lambda: run_ref(kernel, (x,))):
         with pytest.raises(exc.UnsupportedDtype, match="torch refuses"):
             run()
+
+
+@pallasite.kernel
+def square_roots_by_power(x):
+    out = torch.empty([2, *x.shape], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = x[t] ** 0.5
+        out[1, t] = torch.pow(x[t], -0.5)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_power_of_one_half_at_negative_infinity_and_zero_is_torchs(dtype):
+    """Trial BB: float16 `x ** 0.5` at -inf was NaN compiled; torch's float16 kernel is pow
+    itself (inf, and +0 at -0), where float32 and bfloat16 take it as sqrt (NaN, -0)."""
+    x = torch.tensor([-math.inf, -0.0, 0.0, 4.0, -1.0, math.inf, 0.25, 2.0], dtype=dtype)
+    expected = torch.stack([x ** 0.5, torch.pow(x, -0.5)])
+    for result in _both_modes(square_roots_by_power, (x,)):
+        torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True)
+        numbers = ~expected.isnan()  # a zero's sign (a NaN's is nobody's)
+        assert torch.equal(result.signbit()[numbers], expected.signbit()[numbers])

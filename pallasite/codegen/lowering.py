@@ -237,8 +237,10 @@ def _binary(call: OpCall) -> str:
         return f"({b} - {literal(alpha)} * {a})" if alpha != 1 else f"({b} - {a})"
     if alpha != 1:
         b = f"({literal(alpha)} * {b})"
-    if op == "pow" and call.args[1].is_constant and call.args[1].raw in (0.5, -0.5) and dtype.is_floating_point:
-        # torch takes x ** 0.5 as sqrt (and ** -0.5 as rsqrt): NaN at -inf, where pow gives inf
+    if op == "pow" and call.args[1].is_constant and call.args[1].raw in (0.5, -0.5) and dtype.is_floating_point and (
+            call.args[0].dtype != torch.float16):
+        # torch takes x ** 0.5 as sqrt (and ** -0.5 as rsqrt): NaN at -inf, where pow gives inf;
+        # float16's kernel is pow itself (inf at -inf, +0 at -0)
         return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
