@@ -7,6 +7,9 @@
       breakdown, and the search history as STEM.csv (and STEM.png with matplotlib)
   code MODULE:KERNEL [--config JSON]
       print the generated module (default: the config a call runs)
+  lower MODULE:KERNEL [--config JSON] [--chips v5e,v6e,v7x]
+      lower the generated module to Mosaic for each TPU generation (`jax.export`, no TPU
+      needed): proof the kernel compiles for a TPU, not only that interpret mode runs it
   run MODULE
       run the module's check()
   forms [--write | --check] [--out PATH]
@@ -47,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     code = commands.add_parser("code", help="print the generated module")
     code.add_argument("target", help="MODULE:KERNEL")
     code.add_argument("--config", help='a config as JSON, e.g. \'{"block_sizes": [64, 128]}\'')
+    lower = commands.add_parser("lower", help="lower a kernel to Mosaic for each TPU generation (no TPU needed)")
+    lower.add_argument("target", help="MODULE:KERNEL")
+    lower.add_argument("--config", help='a config as JSON (default: the config a call runs)')
+    lower.add_argument("--chips", default="v5e,v6e,v7x", help="TPU generations, comma-separated (default: all)")
     run = commands.add_parser("run", help="run an example module's check()")
     run.add_argument("module", help="MODULE, e.g. examples.matmul")
     forms = commands.add_parser("forms", help="print, write or check the supported-forms page")
@@ -128,6 +135,17 @@ def _code(options) -> int:
     return 0
 
 
+def _lower(options) -> int:
+    from .testing import check_tpu_lowering
+
+    module, kernel = _target(options.target)
+    config = json.loads(options.config) if options.config else {}
+    chips = [chip.strip() for chip in options.chips.split(",") if chip.strip()]
+    check_tpu_lowering(kernel, tuple(module.example_inputs()), chips=chips, **config)
+    print(f"{options.target}: lowered to Mosaic for {', '.join(chips)}")
+    return 0
+
+
 def _run(options) -> int:
     module = _import(options.module)
     if not hasattr(module, "check"):
@@ -157,7 +175,7 @@ def _forms(options) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     options = _parser().parse_args(argv)
-    command = {"report": _report, "autotune": _autotune, "code": _code, "run": _run,
+    command = {"report": _report, "autotune": _autotune, "code": _code, "lower": _lower, "run": _run,
                "forms": _forms}[options.command]
     try:
         return command(options)

@@ -34,6 +34,14 @@ def test_code_prints_the_module_for_a_config(capsys):
     assert "# Config: Config(block_sizes=[8, 128])" in out and "pallas_call" in out
 
 
+def test_lower_lowers_a_kernel_for_each_chip(capsys):
+    """Trial BB: the TPU lowering check had no command (`pallasite.testing.check_tpu_lowering`)."""
+    assert main(["lower", "examples.add:add", "--config", json.dumps({"block_sizes": [8, 128]})]) == 0
+    assert "examples.add:add: lowered to Mosaic for v5e, v6e, v7x" in capsys.readouterr().out
+    assert main(["lower", "examples.add:add", "--chips", "v6e", "--config", json.dumps({"block_sizes": [8]})]) == 1
+    assert "block_sizes has 1 entries" in capsys.readouterr().err
+
+
 def test_run_runs_the_examples_check(capsys):
     assert main(["run", "examples.add"]) == 0
     assert "examples.add: check() passed" in capsys.readouterr().out
