@@ -43,8 +43,6 @@ _UNARY_TEMPLATES = {
     "reciprocal": "(1 / {0})", "square": "({0} * {0})",
     "isnan": "jnp.isnan({0})", "isinf": "jnp.isinf({0})", "isfinite": "jnp.isfinite({0})",
     "relu6": "jnp.clip({0}, 0, 6)", "mish": "({0} * jnp.tanh(jax.nn.softplus({0})))",
-    "hardsigmoid": "jnp.clip({0} / 6 + 0.5, 0, 1)",
-    "hardswish": "({0} * jnp.clip({0} / 6 + 0.5, 0, 1))",
     "logsigmoid": "jax.nn.log_sigmoid({0})", "signbit": "jnp.signbit({0})",
     "logical_not": "jnp.logical_not({0})",
 }
@@ -54,6 +52,12 @@ _ELEMENTWISE_TEMPLATES = {
     name: f"elementwise.{name}({{0}})"
     for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc", "exp2")
 }
+# torch's own formulas, dividing by 6 as torch does (IEEE's quotient: `elementwise.true_divide`);
+# x * clip / 6 overflows to inf past 5.7e37, as torch's does
+_ELEMENTWISE_TEMPLATES.update({
+    "hardsigmoid": "elementwise.true_divide(jnp.clip({0} + 3, 0, 6), 6.0, INTERPRET)",
+    "hardswish": "elementwise.true_divide({0} * jnp.clip({0} + 3, 0, 6), 6.0, INTERPRET)",
+})
 
 
 def _unary(call: OpCall) -> str:
