@@ -15,6 +15,8 @@ import warnings
 from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
+from .naming import as_written
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -86,7 +88,7 @@ class PallasiteError(Exception):
     forms_anchor: ClassVar[str | None] = None
 
     def __init__(self, message: str, location: SourceLocation | None = None, *, forms_anchor: str | None = None):
-        self.message = message
+        self.message = as_written(message)  # a list argument's tensors as the user names them
         self.location = location
         if forms_anchor is not None:
             self.forms_anchor = forms_anchor

@@ -91,3 +91,14 @@ def test_an_int64_index_tensor_in_a_list_is_range_checked_in_both_modes():
         torch.testing.assert_close(run(torch.full((8,), 3)), table[torch.full((8,), 3)])
         with pytest.raises(exc.KernelArgumentError, match="4294967299"):
             run(torch.full((8,), 2**32 + 3))
+
+
+def test_errors_name_a_list_items_tensor_as_the_user_wrote_it():
+    """Errors said `idxs__item_0[t]` and `table.size(0)` of `bufs__item_0`: the generated
+    code's parameter names; they now say `idxs[0]` (naming.as_written), in both modes."""
+    table = torch.randn(16, 8)
+    for run in (lambda i: code_and_output(rows_by_listed_indices, (table, [i]))[1],
+                lambda i: run_ref(rows_by_listed_indices, (table, [i]))):
+        with pytest.raises(exc.PallasiteError) as info:
+            run(torch.full((8,), 20))
+        assert "idxs[0]" in str(info.value) and "__item_" not in str(info.value)

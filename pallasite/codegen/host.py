@@ -16,6 +16,7 @@ import torch
 from .. import exc
 from ..ir.sizes import dynamic_sizes
 from ..ir import Allocate, DeviceLoopCall, HostOp, HostStore, KernelIR, ScalarSymbol, TensorSymbol, ops
+from ..naming import as_written
 from ..plan import KernelPlan, Memory, Operand, PallasCallPlan, ScratchKind
 from ..plan.plans import BlockKind
 from ..plan.index_expr import prefetched
@@ -103,8 +104,13 @@ class HostEmitter:
         for size, argument, axis in self.sizes:
             symbol = next(a for a in ir.arguments if getattr(a, "name", None) == argument)
             self.emit(f"{size} = {self.current[symbol.id]}.shape[{axis}]")
-        if ir.captured:
-            self.note(f"{', '.join(ir.captured)}: read from the kernel's enclosing scope, passed at each call")
+        items = [name for name in ir.captured if as_written(name) != name]  # a list argument's tensors
+        scoped = [name for name in ir.captured if name not in items]
+        if scoped:
+            self.note(f"{', '.join(scoped)}: read from the kernel's enclosing scope, passed at each call")
+        if items:
+            self.note(f"{', '.join(items)}: the tensors {', '.join(map(as_written, items))} of list arguments, "
+                      "passed at each call")
         for argument in self.plan.narrowed_arguments:
             self.note(f"{argument.name}: the caller's {str(argument.caller_dtype).removeprefix('torch.')}, "
                       f"narrowed to {str(argument.kernel_dtype).removeprefix('torch.')} before the call "

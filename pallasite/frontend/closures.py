@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-SEPARATOR = "__"
+from ..naming import SEPARATOR, captured_name, item_name
+
 
 
 def is_plain_function(value: Any) -> bool:
@@ -83,12 +84,6 @@ def closure_tensors(fn: Any) -> dict[str, Any]:
     return {name: value for name, value in free_values(fn).items() if _is_tensor(value)}
 
 
-def captured_name(parameter: str, variable: str) -> str:
-    """The host-function parameter of a tensor `variable` the function argument `parameter`
-    closes over."""
-    return f"{parameter}{SEPARATOR}{variable}"
-
-
 def argument_closure_tensors(parameters: list[str], values: list[Any]) -> dict[str, Any]:
     """Every tensor the function arguments of one call close over, and every tensor of a list
     or tuple argument, by `captured_name`."""
@@ -100,7 +95,7 @@ def argument_closure_tensors(parameters: list[str], values: list[Any]) -> dict[s
         elif holds_tensors(value):
             for index, item in enumerate(value):
                 if _is_tensor(item):
-                    found[captured_name(parameter, f"item_{index}")] = item
+                    found[item_name(parameter, index)] = item
     return found
 
 
@@ -126,7 +121,7 @@ class TensorItems:
 
     def rebuilt(self, parameter: str, proxy: Callable[[str], Any]) -> list | tuple:
         """The sequence the trace binds: each tensor's proxy (`proxy(captured name)`)."""
-        items = [proxy(captured_name(parameter, f"item_{index}")) if item == _TENSOR else item
+        items = [proxy(item_name(parameter, index)) if item == _TENSOR else item
                  for index, item in enumerate(self.items)]
         return self.kind(items)
 

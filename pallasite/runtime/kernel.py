@@ -23,7 +23,8 @@ from .convert import narrow_argument, torch_dtype_of
 from .code_files import load_module  # noqa: F401 (re-exported for pallasite.testing)
 from .dynamic import bucket, symbolic_specs
 from .scope import argument_fingerprint, fingerprint, read_scope
-from ..frontend.closures import SEPARATOR, TensorItems, argument_closure_tensors, holds_tensors
+from ..frontend.closures import TensorItems, argument_closure_tensors, holds_tensors
+from ..naming import SEPARATOR
 from ..frontend import host_items
 from .compiled import CompiledKernel, _needs_shard_map  # noqa: F401 (CompiledKernel re-exported)
 from .bound_kernel import BoundKernel, with_ignored_warnings
