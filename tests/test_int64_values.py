@@ -545,3 +545,25 @@ def test_reference_mode_checks_scans_and_loop_bounds_of_int64_values_as_compiled
                 lambda: run_ref(scanned_and_bounded, (big, torch.zeros(4, 8)))):
         with pytest.raises(exc.ShapeMismatch, match="torch computes it in int64"):
             run()
+
+
+@pallasite.kernel
+def masked_hashes(x, mask: int, buckets: int):
+    out = torch.empty([2, x.size(0)], dtype=torch.int32)
+    for t in hl.tile(x.size(0)):
+        h = (x[t, :].long() * 1000003).sum(1)
+        out[0, t] = ((h & mask) > 512).to(torch.int32)
+        out[1, t] = (h % buckets == 3).to(torch.int32)
+    return out
+
+
+def test_a_mask_or_power_of_two_modulus_from_an_int_argument_takes_the_low_bits():
+    """Trial Y: `h & mask` with mask an int argument was refused compiled (the mask's sign was
+    unknown, so the comparison needed h's number past int32) where reference mode answered:
+    beside a value torch holds in int64 the argument is a constant of the variant."""
+    x = torch.randint(0, 1 << 20, (16, 64), dtype=torch.int32)
+    h = (x.long() * 1000003).sum(1)
+    for mask, buckets in ((1023, 256), (0x7FFF, 4096)):
+        expected = torch.stack([((h & mask) > 512).int(), (h % buckets == 3).int()])
+        for result in _both_modes(masked_hashes, (x, mask, buckets)):
+            torch.testing.assert_close(result, expected)

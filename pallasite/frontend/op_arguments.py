@@ -85,4 +85,16 @@ def check_int32_numbers(op: str, operands: list, display: str) -> None:
                 "(`x.float()`), or write a number within int32.")
 
 
-__all__ = ["check_extreme_of_nothing", "check_int32_numbers", "constant_attr"]
+def masks_as_constants(op: str, operands: tuple) -> tuple:
+    """`h & mask`, `h % m` of a value torch holds in int64 (a hash) and an int argument: the
+    argument is made a constant of the variant (as hl.specialize makes it), so planning sees a
+    non-negative literal mask and takes the low 32 bits as torch's answer
+    (`ir/exact_ints.py:drops_wrap`), as reference mode finds when it runs (trial Y)."""
+    if op not in ("bitwise_and", "remainder") or not any(
+            isinstance(item, DeviceTensor) and item.value.int64 for item in operands):
+        return operands
+    return tuple(int(item) if isinstance(item, HostScalar) and item.python_type is int else item
+                 for item in operands)
+
+
+__all__ = ["check_extreme_of_nothing", "check_int32_numbers", "constant_attr", "masks_as_constants"]

@@ -25,7 +25,7 @@ from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, IfBlock, NewAxis, Node, ScalarIndex, ScalarSymbol, ShiftedTile, StaticSlice,
     TileDim, TileLoop, TileSlice, Value, ops, walk_loops, walk_nodes,
 )
-from .op_arguments import check_extreme_of_nothing, check_int32_numbers, constant_attr
+from .op_arguments import check_extreme_of_nothing, check_int32_numbers, constant_attr, masks_as_constants
 from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
@@ -288,6 +288,7 @@ class OpRecorder:
             return bound.pack(results)
         operands, attrs, meta_out = bound
         if self.device is not None:
+            operands = masks_as_constants(op.name, operands)
             numbers = {key: constant_attr(value, key, display) for key, value in attrs.items()}
             changed = {id(attrs[key]): numbers[key] for key in attrs if numbers[key] is not attrs[key]}
             if changed:  # bound again with the numbers: torch's own checks of them (hardtanh's min <= max)
