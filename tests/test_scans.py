@@ -252,6 +252,34 @@ def test_reduce_over_every_dim_of_a_partial_tile():
     torch.testing.assert_close(run_ref(tile_products, (x,)), expected, rtol=1e-4, atol=1e-4)
 
 
+@pallasite.kernel
+def first_maxima(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, 2], dtype=torch.int32)
+    for tile_m in hl.tile(m, block_size=8):
+        columns = hl.arange(n)[None, :].expand(tile_m, n)
+        flat = tile_m.index[:, None] * n + columns
+        _, best = hl.reduce(_max_with_index, (x[tile_m, :], columns), dim=1)
+        _, first = hl.reduce(_max_with_index, (x[tile_m, :], flat))
+        out[tile_m, 0] = best
+        out[tile_m, 1] = first + best * 0
+    return out
+
+
+def test_reduce_gives_the_combine_the_earlier_elements_first():
+    """Trial CC: a first-index argmax combine (keeps the earlier of equals: associative, not
+    commutative) gave the last maximum compiled and the first in reference mode; both fold in
+    order now, over every dim in row-major order."""
+    x = torch.zeros(20, 130)
+    x[:, 3] = x[:, 100] = 1
+    x[7, 50] = 2  # the first tile's maximum over both dims
+    x[16, 120] = x[17, 10] = 3
+    per_tile = [7 * 130 + 50] * 8 + [8 * 130 + 3] * 8 + [16 * 130 + 120] * 4  # each row's tile's first maximum
+    expected = torch.stack([x.argmax(1), torch.tensor(per_tile)], 1).int()
+    torch.testing.assert_close(first_maxima(x), expected)
+    torch.testing.assert_close(run_ref(first_maxima, (x,)), expected)
+
+
 # ------------------------------------------------------------ inner loops --
 
 

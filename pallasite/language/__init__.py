@@ -439,7 +439,9 @@ def cumprod(input_tensor: Any, dim: int, reverse: bool = False) -> Any:
 def reduce(combine_fn: Any, input_tensor: Any, dim: int | None = None, other: Any = 0,
            keep_dims: bool = False) -> Any:
     """Every element of a tile value (or a tuple of them) along `dim` (None: all dims)
-    combined with an associative, commutative `combine_fn(a, b)`. Only valid elements are
+    combined with an associative `combine_fn(a, b)`, `a` the earlier elements (row-major
+    order, as a left fold: a combine keeping the earlier of equals, a first-index argmax, is
+    answered as written). Only valid elements are
     combined: a partial tile's padding never reaches it, so `other` (Helion's fill for
     masked elements) is accepted and changes nothing."""
     return _tracer("reduce").reduce(combine_fn, input_tensor, dim, other, keep_dims)

@@ -72,7 +72,7 @@ def reduce(combine_fn: Callable, values: Any, dim: Any, keep_dims: bool) -> Any:
     axes = list(range(rank)) if dim is None else [dim % max(rank, 1)]
     combine = combine_of(combine_fn, is_tuple, len(items), what)
     kept = lanes.of(items[0])
-    for axis in axes:
+    for axis in reversed(axes):  # the last axis first: row-major order, as a flat fold (and compiled)
         items = [column.narrow(axis, column.shape[axis] - 1, 1)
                  for column in _scan(items, axis, False, combine)]
     if not keep_dims:

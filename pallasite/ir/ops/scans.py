@@ -74,10 +74,12 @@ def valid_count(record: Record, value: Any, axis: int) -> Any:
 def reduce_by_scan(record: Record, values: Sequence[Any], axes: Sequence[int], keepdim: bool,
                    combine: Combine) -> list:
     """The combination of every valid lane of `values` over `axes`: lane 0 of a reverse scan,
-    axis by axis."""
+    axis by axis from the last, its combine given the earlier lanes first (as a left fold: a combine that
+    keeps the earlier of equals, a first-index argmax, answers as reference mode does)."""
     values = list(values)
-    for axis in sorted(axes):
-        values = scan(record, values, axis, True, combine)
+    in_order = lambda later, earlier: combine(earlier, later)  # noqa: E731 - the reverse scan's order, undone
+    for axis in sorted(axes, reverse=True):  # the last axis first: row-major order, as a flat fold
+        values = scan(record, values, axis, True, in_order)
         key = tuple(slice(0, 1) if a == axis else slice(None) for a in range(len(values[0].shape)))
         values = [v[key] for v in values]
     if not keepdim and axes:
