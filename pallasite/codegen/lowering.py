@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..ir.exact_ints import wrapped_to
 from ..ir.ops import OPS, Accumulator, Partials
 from ..plan.tpu_tiling import aligned_concatenation
 from .op_calls import (  # noqa: F401  (re-exported: codegen imports the machinery from here)
@@ -287,9 +288,7 @@ def _typed(call: OpCall, i: int, dtype: torch.dtype) -> str:
     int8 value); a negative number beside uint8 wraps, as torch converts it (-7 is 249)."""
     arg = call.args[i]
     if arg.is_constant and type(arg.raw) is int:
-        bits = 8 * dtype.itemsize
-        value = arg.raw % (1 << bits) if dtype == torch.uint8 else int(call.cast(i, dtype))
-        return f"{jnp_dtype(dtype)}({value})"
+        return f"{jnp_dtype(dtype)}({wrapped_to(arg.raw, dtype)})"
     return call.cast(i, dtype)
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
+from ..ir.exact_ints import wrapped_to
 from ..ir.ops import computes_in_float32
 from .runtime_imports import RUNTIME_IMPORTS, RuntimeImport
 
@@ -85,8 +86,7 @@ class OpCall:
         """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
         arg = self.args[i]
         if arg.is_constant and type(arg.raw) is int and not (dtype.is_floating_point or dtype == torch.bool):
-            bits = 8 * dtype.itemsize  # a ring op's number past the dtype, wrapped as torch wraps it
-            wrapped = (arg.raw + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+            wrapped = wrapped_to(arg.raw, dtype)  # a ring op's number past the dtype, wrapped as torch wraps it
             return arg.text if wrapped == arg.raw or dtype == torch.uint8 else literal(wrapped)
         if arg.is_constant or arg.dtype == dtype:
             return arg.text

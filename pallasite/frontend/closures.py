@@ -27,7 +27,6 @@ import torch
 from ..naming import SEPARATOR, captured_name, item_name
 
 
-
 def is_plain_function(value: Any) -> bool:
     """A Python function or lambda (its closure and globals can be read and rebound)."""
     return type(value) is types.FunctionType

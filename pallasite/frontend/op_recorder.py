@@ -459,12 +459,15 @@ class CompositeRecord:
     def __call__(self, spelling: str, *args: Any, **kwargs: Any) -> Any:
         return self.recorder.apply(spelling, None, args, kwargs, self.display)
 
+    def _host_code_refusal(self) -> exc.UnsupportedOperation:
+        return exc.UnsupportedOperation(f"{self.display} is not supported in host code (it is built on a device "
+                                        "loop's steps): use it inside an hl.tile/hl.grid loop, or compute it "
+                                        "before calling the kernel and pass the result.")
+
     def internal(self, op: str, operand: Any, **attrs: Any) -> DeviceTensor:
         recorder = self.recorder
         if recorder.device is None:
-            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code (it is built on a device "
-                                           "loop's steps): use it inside an hl.tile/hl.grid loop, or compute it "
-                                           "before calling the kernel and pass the result.")
+            raise self._host_code_refusal()
         value = recorder.device_operand(operand)
         return DeviceTensor(recorder, recorder.record(op, (value,), attrs, value.shape, value.dtype))
 
@@ -484,9 +487,7 @@ class CompositeRecord:
 
     def arange(self, length: int) -> DeviceTensor:
         if self.recorder.device is None:
-            raise exc.UnsupportedOperation(f"{self.display} is not supported in host code (it is built on a device "
-                                           "loop's steps): use it inside an hl.tile/hl.grid loop, or compute it "
-                                           "before calling the kernel and pass the result.")
+            raise self._host_code_refusal()
         return device_values.arange(self.recorder, (length,), torch.int32)
 
 

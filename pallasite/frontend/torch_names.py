@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from ..ir import ops
 
 
-# Where the spellings are looked up, the later owner winning; torch.linalg for the names
-# listed only (its `norm` is a matrix norm beside torch.norm's vector one)
+# Where the spellings are looked up (`callables_of` lists torch's first); torch.linalg for the
+# names listed only (its `norm` is a matrix norm beside torch.norm's vector one)
 _OWNERS: tuple[tuple[Any, frozenset[str] | None], ...] = (
     (torch.linalg, frozenset({"vector_norm"})), (torch.special, None), (F, None), (torch.Tensor, None), (torch, None))
 

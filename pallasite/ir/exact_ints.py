@@ -133,6 +133,15 @@ def drops_wrap(op: str, operands: Sequence[Any]) -> bool:
 _INT32_MAX = 2**31 - 1
 
 
+def wrapped_to(number: int, dtype: torch.dtype) -> int:
+    """The integer dtype's value of a Python int, as torch converts a number beside a tensor of
+    it: modulo 2 ** bits (-3 beside uint8 is 253, 2654435761 beside int32 is -1640531535)."""
+    bits = 8 * dtype.itemsize
+    if dtype == torch.uint8:
+        return number % (1 << bits)
+    return (number + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+
+
 def past_int32(what: str, lo: Any, hi: Any, use: str) -> str:
     """The error of a value torch holds in int64 whose number `use` needs and that left int32."""
     return (f"{what}: torch computes it in int64, and its values span [{lo}, {hi}], past int32, which device "

@@ -32,6 +32,7 @@ from ..ir.ops import (
     FILL_ARGUMENT, OPS, OpKind, augmented_dtype, check_dot_accumulator, dtype_refusal, new_tensor_size_and_fill,
     refuses_dtype,
 )
+from ..ir.exact_ints import wrapped_to
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from . import in_place, indexing, int64, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
@@ -235,10 +236,8 @@ def _int32_division_safe(func: Callable, name: str, args: list, kwargs: dict) ->
             [a for a in args if isinstance(a, torch.Tensor)]) or not integers:
         return func(*args, **kwargs)
     dtype = func(*(a.reshape(-1)[:0] if isinstance(a, torch.Tensor) else a for a in args), **kwargs).dtype
-    bits = 8 * dtype.itemsize  # a number is first torch's number in that dtype (-3 beside uint8 is 253)
-    wide = [a.to(torch.int64) if isinstance(a, torch.Tensor) else
-            (a % (1 << bits) if dtype == torch.uint8 else (a + (1 << bits - 1)) % (1 << bits) - (1 << bits - 1))
-            if type(a) is int else a for a in args]
+    wide = [a.to(torch.int64) if isinstance(a, torch.Tensor) else  # a number as torch converts it: uint8 -3 is 253
+            wrapped_to(a, dtype) if type(a) is int else a for a in args]
     return func(*wide, **kwargs).to(dtype)
 
 

@@ -160,9 +160,9 @@ class CompiledKernel:
             else:
                 if spec.python_type is int and isinstance(value, int) and not -2**31 <= value < 2**31:
                     raise exc.KernelArgumentError(
-                        f"Argument '{self._names[i]}' is {value}, past int32: a scalar argument is an int32 "
-                        "in the kernel (TPU has no 64-bit scalars). Pass it as a float, or make it a constant "
-                        f"of the kernel with {self._names[i]} = hl.specialize({self._names[i]}) in host code.")
+                        f"Argument '{self._names[i]}' is {value}, past int32: this compiled variant holds it in "
+                        "an int32 scalar (TPU has no 64-bit scalars). Call the kernel itself, which compiles a "
+                        "variant with such a number as a constant.")
                 out.append(jnp.asarray(value, dtype=jnp.int32 if spec.python_type is int else jnp.float32))
         if self.arithmetic:
             self._check_arithmetic(values)
