@@ -217,3 +217,42 @@ def test_angles_heaviside_sinc_and_softmin_are_torchs(dtype):
     for result in (code_and_output(angles_and_steps, (x,), block_sizes=[8])[1],
                    run_ref(angles_and_steps, (x,), block_sizes=[8])):
         torch.testing.assert_close(result, expected, equal_nan=True, **tolerance)
+
+
+@pallasite.kernel
+def integer_closeness_and_thresholds(a, b):
+    close = torch.empty(a.shape, dtype=torch.bool)
+    cut = torch.empty_like(a)
+    for t in hl.tile(a.size(0)):
+        close[t] = torch.isclose(a[t], b[t], rtol=0.5, atol=1)
+        cut[t] = F.threshold(a[t], 1.5, -5.75)
+    return close, cut
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_integer_isclose_and_threshold_do_not_wrap_or_round(dtype):
+    """Trials DD and EE: isclose of integers wrapped |a - b| (uint8 3 vs 5: 254, so False where
+    torch says True; int32 min vs max: 1, so True), and F.threshold of int32 computed through
+    float32 (1579236268 became 1579236224); torch measures isclose's error in float32 and
+    truncates threshold's numbers to the integer dtype."""
+    info = torch.iinfo(dtype)
+    a = torch.tensor([3, 10, info.min, info.max, 0, 1, 2, 100], dtype=torch.int64)
+    b = torch.tensor([5, 200, info.max, info.min, 0, 2, 4, 99], dtype=torch.int64)
+    if dtype == torch.int32:
+        a[4], b[4] = 1579236268, 1579236269
+    a, b = a.clamp(info.min, info.max).to(dtype), b.clamp(info.min, info.max).to(dtype)
+    expected = (torch.isclose(a, b, rtol=0.5, atol=1), F.threshold(a, 1.5, -5.75) if dtype != torch.uint8 else
+                F.threshold(a, 1.5, 7))
+    kernel = integer_closeness_and_thresholds
+    if dtype == torch.uint8:  # -5.75 does not fit uint8 (torch refuses it): fill 7 instead
+        @pallasite.kernel
+        def kernel(a, b):
+            close = torch.empty(a.shape, dtype=torch.bool)
+            cut = torch.empty_like(a)
+            for t in hl.tile(a.size(0)):
+                close[t] = torch.isclose(a[t], b[t], rtol=0.5, atol=1)
+                cut[t] = F.threshold(a[t], 1.5, 7)
+            return close, cut
+    for result in (code_and_output(kernel, (a, b))[1], run_ref(kernel, (a, b))):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)

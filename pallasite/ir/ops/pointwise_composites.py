@@ -81,6 +81,8 @@ def _threshold(call: Call, record: Record) -> Any:
     compared = x  # torch's kernel compares a 16-bit x with the threshold in float32 (hardshrink's rounds it)
     if isinstance(meta, torch.Tensor) and meta.dtype in (torch.bfloat16, torch.float16):
         compared = record("to", x, torch.float32)
+    if not meta.dtype.is_floating_point:  # an integer x's kernel takes both numbers truncated to its dtype
+        threshold, value = int(threshold), int(call.constant_of(value, "value"))
     return record("where", record("le", compared, threshold), value, x)
 
 
@@ -165,7 +167,7 @@ def _logit(call: Call, record: Record) -> Any:
 
 def _isclose(call: Call, record: Record) -> Any:
     """torch's own program: a == b, or both NaN (equal_nan), or a finite |a - b| within
-    atol + |rtol * b| (bools compare as floats)."""
+    atol + |rtol * b| (integers and bools measured in float32, as torch does)."""
     a, b, rtol, atol, equal_nan = bound_arguments(call, ("input", "other", "rtol", "atol", "equal_nan"), {
         "rtol": 1e-05, "atol": 1e-08, "equal_nan": False}, numbers=("rtol", "atol", "equal_nan"))
     call.run_meta(lambda s, o: torch.isclose(s, o, rtol, atol, equal_nan), (a, b), {})  # same dtypes, tolerances
@@ -175,7 +177,7 @@ def _isclose(call: Call, record: Record) -> Any:
         close = record("bitwise_or", close, record("bitwise_and", record("isnan", a), record("isnan", b)))
     if rtol == 0 and atol == 0:
         return close
-    if dtype == torch.bool:
+    if not dtype.is_floating_point:  # torch measures integers' and bools' error in float32 (no wrapping)
         a, b = record("to", a, torch.float32), record("to", b, torch.float32)
     allowed = record("add", record("abs", record("mul", b, float(rtol))), float(atol))
     actual = record("abs", record("sub", a, b))
