@@ -57,7 +57,8 @@ def _floats(call: Call, x: Any) -> torch.Tensor:
 
 def _softsign(call: Call, record: Record) -> Any:
     (x,) = bound_arguments(call, ("input",), {})
-    _floats(call, x)
+    if call.meta_of(x).dtype == torch.bool:  # torch's abs refuses bool; integers divide to float32
+        raise exc.UnsupportedDtype(f"{call.display} of bool: torch refuses it (abs of bool); cast it first.")
     return record("div", x, record("add", record("abs", x), 1))
 
 
@@ -159,7 +160,8 @@ def _celu(call: Call, record: Record) -> Any:
 def _logit(call: Call, record: Record) -> Any:
     """log(x / (1 - x)), each step in x's dtype (torch's kernel rounds a 16-bit x's every step)."""
     x, eps = bound_arguments(call, ("input", "eps"), {"eps": None}, numbers=("eps",))
-    _floats(call, x)
+    if not call.meta_of(x).dtype.is_floating_point:  # integers and bools: in float32, as torch
+        x = record("to", x, torch.float32)
     if eps is not None:
         x = record("clamp", x, float(eps), 1.0 - float(eps))
     return record("log", record("div", x, record("rsub", x, 1.0)))
@@ -217,7 +219,8 @@ def _sinc(call: Call, record: Record) -> Any:
 
 
 POINTWISE_COMPOSITES = (
-    Composite("softsign", ("softsign",), _softsign, dtypes=FLOATS, note="x / (abs(x) + 1), as torch writes it"),
+    Composite("softsign", ("softsign",), _softsign, dtypes=NUMBERS,
+              note="x / (abs(x) + 1), as torch writes it (integers give float32)"),
     Composite("hardshrink", ("hardshrink",), _hardshrink, dtypes=FLOATS, note="NaN kept"),
     Composite("threshold", ("threshold",), _threshold, dtypes=NUMBERS, note="x <= threshold gives value; NaN kept"),
     Composite("fmax", ("fmax",), _fextreme("maximum"), dtypes=NUMBERS, note="the other operand where one is NaN"),
@@ -226,7 +229,8 @@ POINTWISE_COMPOSITES = (
     Composite("nansum", ("nansum",), _nansum, dtypes=FLOATS, note="NaN counts as 0; floats only (ints: .sum())"),
     Composite("selu", ("selu",), _selu, dtypes=FLOATS, note="torch's elu kernel with SELU's scale and alpha"),
     Composite("celu", ("celu",), _celu, dtypes=FLOATS, note="alpha=; expm1(x / alpha) * alpha below 0"),
-    Composite("logit", ("logit",), _logit, dtypes=FLOATS, note="log(x / (1 - x)); eps= clamps x first"),
+    Composite("logit", ("logit",), _logit, dtypes=EVERY_DTYPE,
+              note="log(x / (1 - x)); eps= clamps x first; integers and bools give float32"),
     Composite("deg2rad", ("deg2rad",), _angle(math.pi / 180), dtypes=EVERY_DTYPE, note="x * (pi / 180)"),
     Composite("rad2deg", ("rad2deg",), _angle(180 / math.pi), dtypes=EVERY_DTYPE, note="x * (180 / pi)"),
     Composite("heaviside", ("heaviside",), _heaviside, dtypes=NUMBERS,
