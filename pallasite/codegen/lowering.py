@@ -93,14 +93,17 @@ def _sign(call: OpCall) -> str:
     return f"(({x} > 0).astype({dtype}) - ({x} < 0).astype({dtype}))"
 
 
-@rule("round")
+@rule("round", imports=ELEMENTWISE, when=lambda node: node.kwargs.get("decimals", 0) != 0)
 def _round(call: OpCall) -> str:
     decimals = call.attrs.get("decimals", 0)
     if decimals == 0:
         return f"jnp.round({call.cast(0, call.out_dtype)})"
-    # scaled, rounded and scaled back in float32, as torch does for 16-bit floats (scaling
-    # in bfloat16 lands a step off)
-    return _rounded(f"jnp.round({call.cast(0, torch.float32)}, {decimals})", call.out_dtype)
+    # torch's steps in float32 (16-bit values too: scaling in bfloat16 lands a step off):
+    # x * 10**d rounded, then divided by 10**d (IEEE's quotient); for d < 0 divided, then multiplied
+    x, scale = call.cast(0, torch.float32), literal(float(torch.tensor(10.0 ** abs(decimals), dtype=torch.float32)))
+    if decimals > 0:
+        return _rounded(_true_divide(f"jnp.round({x} * {scale})", scale), call.out_dtype)
+    return _rounded(f"(jnp.round({_true_divide(x, scale)}) * {scale})", call.out_dtype)
 
 
 @rule("gelu", imports=ELEMENTWISE)
