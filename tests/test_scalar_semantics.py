@@ -521,14 +521,17 @@ def _refused_forms():
     return {"bool - 5": kernel_of(lambda v: (v > 0) - 5), "7 - bool": kernel_of(lambda v: 7 - (v > 0)),
             "sub(x, bool)": kernel_of(lambda v: torch.sub(v, v > 0)),
             "threshold(bool)": kernel_of(lambda v: F.threshold(v > 0, 1, 0)),
-            "threshold(f16, 70000)": kernel_of(lambda v: F.threshold(v.half(), 70.0, 70000.0))}
+            "threshold(f16, 70000)": kernel_of(lambda v: F.threshold(v.half(), 70.0, 70000.0)),
+            "heaviside(f32, f16)": kernel_of(lambda v: torch.heaviside(v, v.half())),
+            "addcdiv(bool, bool, int)": kernel_of(lambda v: torch.addcdiv(v > 0, v > 0, v.int()))}
 
 
 @pytest.mark.parametrize("form", sorted(_refused_forms()))
 def test_what_torchs_cpu_kernel_refuses_is_refused_in_both_modes(form):
-    """Trial CC: a bool tile minus a number (or a number minus it) and F.threshold of a bool tile
-    or of float16 with a fill it cannot hold answered compiled, where torch's CPU kernel raises
-    (meta tensors skip that check); reference mode raised ShapeMismatch for a dtype error."""
+    """Trials CC and EE: a bool tile minus a number (or a number minus it), F.threshold of a bool
+    tile or of float16 with a fill it cannot hold, heaviside of two dtypes and addcdiv of integer
+    factors answered compiled, where torch's CPU kernel raises (meta tensors skip that check);
+    reference mode raised ShapeMismatch for a dtype error."""
     kernel = _refused_forms()[form]
     x = torch.randn(8)
     for run in (lambda: code_and_output(kernel, (x,)), lambda: run_ref(kernel, (x,))):

@@ -62,6 +62,15 @@ def _refusing_bool(function: Callable) -> Callable:
     return meta
 
 
+def _addcdiv(input, tensor1, tensor2, value=1):  # noqa: A002 - torch's parameter names: its keywords reach the rule
+    """torch.addcdiv's shape rule, with its CPU kernel's refusal of integer (and bool) factors,
+    which meta tensors skip for bools."""
+    if all(isinstance(t, torch.Tensor) and not t.dtype.is_floating_point for t in (tensor1, tensor2)):
+        raise RuntimeError("Integer division with addcdiv is no longer supported: cast tensor1 or tensor2 to a "
+                           "float dtype (torch refuses it).")
+    return torch.addcdiv(input, tensor1, tensor2, value=value)
+
+
 def _with_scalar_tensors(function: Callable) -> Callable:
     """torch.maximum/minimum/atan2 take tensors only: Python scalars become 0-d tensors
     (on the other operand's device: the rule also runs on CPU probes, `binders.on_probes`)."""
@@ -265,7 +274,8 @@ OTHER_ELEMENTWISE_OPS = (
                  note="torch's two-sided formula: exact at weight 0 and 1"),
     _elementwise("addcmul", FORMULA, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=NUMBERS,
                  note="value= supported"),
-    _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), dtypes=FLOATS,
+    _elementwise("addcdiv", EUP, signature=Signature(("input", "tensor1", "tensor2"), {"value": 1}), meta=_addcdiv,
+                 dtypes=FLOATS,
                  note="value= supported"),
     _elementwise("to", VPU, "type", *(Spelling(method, binders.cast_to(dtype)) for method, dtype in _CAST_METHODS.items()),
                  bind=binders.cast, signature=Signature(attrs={"dtype": REQUIRED}), dtypes=EVERY_DTYPE,

@@ -204,7 +204,10 @@ def _angle(factor: float):
 def _heaviside(call: Call, record: Record) -> Any:
     """torch.heaviside: `values` where x is 0, else x > 0 (NaN gives 0, as torch's kernel)."""
     x, values = bound_arguments(call, ("input", "values"), {})
-    out = call.run_meta(torch.heaviside, (x, values), {})  # tensors of one dtype
+    out = call.run_meta(torch.heaviside, (x, values), {})
+    if getattr(call.meta_of(values), "dtype", out.dtype) != call.meta_of(x).dtype:  # torch's CPU kernel's check
+        raise dtype_refusal(call.display, [call.meta_of(x), call.meta_of(values)], RuntimeError(
+            "heaviside is not yet implemented for tensors with different dtypes"))
     return record("to", record("where", record("eq", x, 0), values, record("gt", x, 0)), out.dtype)
 
 
