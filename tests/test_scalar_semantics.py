@@ -602,3 +602,31 @@ def test_round_to_decimals_divides_as_torch_does(dtype):
     expected = torch.stack([torch.round(x, decimals=1), torch.round(x, decimals=3), torch.round(x, decimals=-1)])
     for result in _both_modes(rounded_to_decimals, (x,)):
         torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+_BIG = 2654435761
+_WRAPPED_FORMS = {"lt": lambda v: v < _BIG, "ge": lambda v: v >= -3000000000, "floordiv": lambda v: v // _BIG,
+                  "mod": lambda v: v % _BIG, "fmod": lambda v: torch.fmod(v, _BIG),
+                  "trunc": lambda v: torch.div(v, _BIG, rounding_mode="trunc"), "rshift": lambda v: v >> _BIG,
+                  "lt_negative": lambda v: v < -1, "ge_300": lambda v: v >= 300, "times_negative": lambda v: v * -1}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_a_number_past_an_integer_tiles_dtype_is_wrapped_as_torch_wraps_it(dtype):
+    """Trial DD: int32 `x < 2654435761` was refused ("needs the number itself") where torch wraps
+    the number to the tensor's dtype (x < -1640531535: all False), as it does for //, %, fmod,
+    shifts and uint8 `x < -1` (x < 255); `x % 2654435761` was a range error and uint8 literals
+    past the dtype an overflow in JAX."""
+    x = torch.tensor([0, 5, -7, 100, 127, -128, 77, 3], dtype=torch.int32).to(dtype)
+
+    @pallasite.kernel
+    def wrapped(x):
+        out = torch.empty([len(_WRAPPED_FORMS), x.size(0)], dtype=torch.int32)
+        for t in hl.tile(x.size(0)):
+            for row, form in enumerate(_WRAPPED_FORMS.values()):
+                out[row, t] = form(x[t]).int()
+        return out
+
+    expected = torch.stack([form(x).int() for form in _WRAPPED_FORMS.values()])
+    for result in _both_modes(wrapped, (x,)):
+        assert torch.equal(result, expected)

@@ -5,12 +5,14 @@ a number past int32 beside an integer value, an extreme over a zero-size dim.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from .. import exc
 from ..ir import ScalarSymbol, Value
+from ..ir.exact_ints import wrapped_to
 from .proxies import DeviceTensor, HostScalar, flatten_operands
 from .tile_runs import constant_number
 
@@ -67,22 +69,73 @@ def check_extreme_of_nothing(op: str, args: tuple, kwargs: dict) -> None:
 _RING_OPS = frozenset({"add", "sub", "rsub", "mul", "bitwise_and", "bitwise_or", "bitwise_xor"})
 
 
+# Beside an integer tensor torch holds in its own dtype (not int64), these take a number past it
+# wrapped to that dtype too (int32 `x < 2654435761` is `x < -1640531535`); true division takes it
+# as a float. Beside a value torch computes in int64 they need the number itself.
+_WRAPPING_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "floor_divide", "remainder", "fmod", "div",
+                           "bitwise_left_shift", "bitwise_right_shift"})
+
+
+def wrapped_numbers(op: str, operands: list, attrs: dict) -> list:
+    """A number past an integer tensor's dtype, beside a tensor torch holds in that dtype (not a
+    value it computes in int64), in an op torch takes it wrapped in (`_WRAPPING_OPS`, ring ops):
+    the dtype's value, as torch converts it (`exact_ints.wrapped_to`: uint8 `x < -1` is `x < 255`,
+    int32 `x % 2654435761` is `x % -1640531535`), so planning and codegen see torch's number.
+    True division takes the number as a float: kept."""
+    if (op not in _WRAPPING_OPS and op not in _RING_OPS) or (op == "div" and attrs.get("rounding_mode") is None):
+        return operands
+    integers = [v for v in operands if isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool]
+    if not integers:
+        return operands
+    dtype = functools.reduce(torch.promote_types, [v.dtype for v in integers])
+    bounds = torch.iinfo(dtype)
+    outside = [type(item) is int and not bounds.min <= item <= bounds.max for item in operands]
+    if not any(outside) or any(_held_in_int64(v) for v in integers):
+        return operands
+    return [wrapped_to(item, dtype) if out else item for item, out in zip(operands, outside)]
+
+
+def _held_in_int64(value: Value) -> bool:
+    """Whether torch holds `value` in int64: computed so (`Value.int64`), or read from (or computed
+    from) an int64 argument the kernel narrowed to int32 (its loads' `caller_dtype`)."""
+    seen, stack = set(), [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or not isinstance(item, Value):
+            continue
+        seen.add(id(item))
+        if item.int64:
+            return True
+        producer = item.producer
+        if producer is None:
+            continue
+        tensor = getattr(producer, "tensor", None)
+        if tensor is not None and getattr(tensor, "caller_dtype", None) == torch.int64:
+            return True
+        stack.extend(arg for arg in producer.args if isinstance(arg, Value))
+    return False
+
+
 def check_int32_numbers(op: str, operands: list, display: str) -> None:
     """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
-    integers are int32, where torch computes in int64; refused (JAX would overflow), but in a
-    ring op (`_RING_OPS`) within int64."""
+    integers are int32; taken where torch takes it wrapped to the tensor's dtype (a ring op,
+    `_RING_OPS`, or beside a tensor torch holds in that dtype, `_WRAPPING_OPS`) within int64,
+    refused where torch needs the number itself (beside a value it computes in int64)."""
     flat = list(flatten_operands(operands))
-    if not any(isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool for v in flat):
+    integers = [v for v in flat if isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool]
+    if not integers:
         return
-    for number in flat:
-        if type(number) is int and op in _RING_OPS and -2**63 <= number < 2**63:
-            continue
-        if type(number) is int and not -2**31 <= number < 2**31:
+    past = [number for number in flat if type(number) is int and not -2**31 <= number < 2**31]
+    if not past:
+        return
+    wraps = op in _RING_OPS or (op in _WRAPPING_OPS and not any(_held_in_int64(v) for v in integers))
+    for number in past:
+        if not (wraps and -2**63 <= number < 2**63):
             raise exc.UnsupportedDtype(
                 f"{display}: the number {number} does not fit int32, which device integers are (TPU has no "
-                "64-bit vectors); +, -, *, &, |, ^ take such a number wrapped to 32 bits, as torch does beside "
-                f"an int32 tensor, but {display} needs the number itself. Compare or compute in float32 "
-                "(`x.float()`), or write a number within int32.")
+                "64-bit vectors); beside a value torch computes in int64 (a sum, `.long()`) only +, -, *, &, |, "
+                f"^ take such a number wrapped to 32 bits, and {display} needs the number itself. Compare or "
+                "compute in float32 (`x.float()`), or write a number within int32.")
 
 
 def masks_as_constants(op: str, operands: tuple) -> tuple:
@@ -97,4 +150,5 @@ def masks_as_constants(op: str, operands: tuple) -> tuple:
                  for item in operands)
 
 
-__all__ = ["check_extreme_of_nothing", "check_int32_numbers", "constant_attr", "masks_as_constants"]
+__all__ = ["check_extreme_of_nothing", "check_int32_numbers", "constant_attr", "masks_as_constants",
+           "wrapped_numbers"]

@@ -25,7 +25,9 @@ from ..ir import (
     DeviceLoopCall, FullSlice, GatherIndex, IfBlock, NewAxis, Node, ScalarIndex, ScalarSymbol, ShiftedTile, StaticSlice,
     TileDim, TileLoop, TileSlice, Value, ops, walk_loops, walk_nodes,
 )
-from .op_arguments import check_extreme_of_nothing, check_int32_numbers, constant_attr, masks_as_constants
+from .op_arguments import (
+    check_extreme_of_nothing, check_int32_numbers, constant_attr, masks_as_constants, wrapped_numbers,
+)
 from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
 from .host_program import HostProgram
 from .indexing import whole_slice
@@ -370,7 +372,7 @@ class OpRecorder:
         return item
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
-        operands = [self.device_operand(o) for o in operands]
+        operands = wrapped_numbers(op.name, [self.device_operand(o) for o in operands], attrs)
         check_int32_numbers(op.name, operands, display)
         if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
             interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))

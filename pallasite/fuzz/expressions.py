@@ -41,7 +41,7 @@ _FLOAT_UNARY = (
     "torch.fmin({a} * 2, -{a})", "torch.nn.functional.selu({a})", "torch.nn.functional.celu({a}, 0.7)",
     "torch.logit(torch.sigmoid({a}) * 0.5 + 0.25)", "torch.deg2rad({a})", "torch.sinc({a} * 0.1)",
 )
-_INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1",
+_INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1", "{a} % 2654435761",
               "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it
 _BINARY = ("{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})", "torch.minimum({a}, {b})",
            # spellings whose keywords or argument order mean something: other - alpha * input
