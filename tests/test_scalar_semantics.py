@@ -630,3 +630,27 @@ def test_a_number_past_an_integer_tiles_dtype_is_wrapped_as_torch_wraps_it(dtype
     expected = torch.stack([form(x).int() for form in _WRAPPED_FORMS.values()])
     for result in _both_modes(wrapped, (x,)):
         assert torch.equal(result, expected)
+
+
+@pallasite.kernel
+def sixteen_bit_by_int_arguments(x, c: int):
+    out = torch.empty([4, x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = x[t] // c
+        out[1, t] = torch.div(x[t], c, rounding_mode="trunc")
+        out[2, t] = x[t] ** c
+        out[3, t] = c / x[t]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_an_int_argument_beside_a_16_bit_tile_is_a_number_as_torch_takes_it(dtype):
+    """Trials DD and EE: with c an int argument, bf16 `1000 // c` was 1 at c = 1001 (c rounded to
+    bf16 first; torch takes the number: 0), `x ** c` -inf where torch rounds the exponent to the
+    dtype (inf), and `c / x` a true division where torch multiplies by the reciprocal."""
+    x = torch.tensor([1000.0, 999.0, -1096.0, 500.0, -1104.0, 7.0, 0.3, -2.5]).to(dtype)
+    for c in (1001, 3):
+        expected = torch.stack([x // c, torch.div(x, c, rounding_mode="trunc"), x ** c, c / x])
+        rows = [0, 1, 2, 3] if c == 1001 else [0, 1, 3]  # bf16 x ** 3: torch rounds x * x first (an ulp)
+        for result in _both_modes(sixteen_bit_by_int_arguments, (x, c)):
+            torch.testing.assert_close(result[rows], expected[rows], rtol=0, atol=0, equal_nan=True)

@@ -197,9 +197,9 @@ def _sixteen_bit(dtype: torch.dtype) -> bool:
 
 
 def _number_like(arg: Arg) -> bool:
-    """A Python number, or a float32 scalar (a float argument): torch takes either in float32
-    beside a 16-bit value."""
-    return arg.is_constant or (arg.shape == () and arg.dtype == torch.float32)
+    """A Python number, or a 32-bit scalar (a float or int argument): torch takes either as a
+    number beside a 16-bit value (in float32 where its kernel does)."""
+    return arg.is_constant or (arg.shape == () and arg.dtype in (torch.float32, torch.int32))
 
 
 def _elementwise_binary(node) -> bool:
@@ -215,8 +215,8 @@ def _elementwise_binary(node) -> bool:
             return dtype.is_floating_point
         return _sixteen_bit(dtype) and (
             node.op == "floor_divide" or getattr(node, "kwargs", {}).get("rounding_mode") == "floor") and (
-            hasattr(node.args[1], "dtype")) and not (  # by a number or float32 scalar: jnp.floor_divide
-            tuple(getattr(node.args[1], "shape", (1,))) == () and node.args[1].dtype == torch.float32)
+            hasattr(node.args[1], "dtype")) and not (  # by a number or 32-bit scalar: jnp.floor_divide
+            tuple(getattr(node.args[1], "shape", (1,))) == () and node.args[1].dtype in (torch.float32, torch.int32))
     return _tensor_int_power(node)
 
 

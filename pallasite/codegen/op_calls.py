@@ -126,13 +126,13 @@ class OpCall:
         return [self.cast(i, dtype) for i in range(len(self.args))]
 
     def sixteen_bit_scalar(self, i: int, dtype: torch.dtype) -> str:
-        """Operand i, a number (or a float argument) beside a 16-bit float tensor, as torch
+        """Operand i, a number (or a float or int argument) beside a 16-bit float tensor, as torch
         takes it there: rounded to the tensor's dtype (`x ** 0.257` of bfloat16 is
         x ** 0.2578125), then widened to `dtype` for a computation in float32."""
         arg = self.args[i]
         tensors = [a.dtype for a in self.args if not a.is_constant and a.shape and a.dtype.is_floating_point]
         sixteen = tensors[0] if tensors and tensors[0] in (torch.bfloat16, torch.float16) else None
-        if sixteen is None or not (arg.is_constant or (arg.shape == () and arg.dtype == torch.float32)):
+        if sixteen is None or not (arg.is_constant or (arg.shape == () and arg.dtype in (torch.float32, torch.int32))):
             return self.cast(i, dtype)
         if arg.is_constant:
             if not isinstance(arg.raw, (int, float)) or isinstance(arg.raw, bool):
