@@ -654,3 +654,41 @@ def test_an_int_argument_beside_a_16_bit_tile_is_a_number_as_torch_takes_it(dtyp
         rows = [0, 1, 2, 3] if c == 1001 else [0, 1, 3]  # bf16 x ** 3: torch rounds x * x first (an ulp)
         for result in _both_modes(sixteen_bit_by_int_arguments, (x, c)):
             torch.testing.assert_close(result[rows], expected[rows], rtol=0, atol=0, equal_nan=True)
+
+
+def test_literal_zero_divisors_bools_beside_big_numbers_and_their_float_ops():
+    """Trial EE: `x % 0` and int8 `x // 65536` (0 in int8) answered compiled where torch raises
+    ZeroDivisionError; a bool tile against 2**31 + 1 wrapped the number (`b <= 2**31 + 1` False,
+    torch True: refused now); `(2**31 + 1) / b`, `7 ** b` and `torch.div(x, True, ...)` crashed
+    in JAX or the generated module."""
+    @pallasite.kernel
+    def by_literal_zero(x):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.size(0)):
+            out[t] = x[t] % 0
+        return out
+
+    @pallasite.kernel
+    def bool_against_big(b):
+        out = torch.empty(b.shape, dtype=torch.bool)
+        for t in hl.tile(b.size(0)):
+            out[t] = b[t] <= 2**31 + 1
+        return out
+
+    @pallasite.kernel
+    def bool_float_ops(b, x):
+        out = torch.empty([3, b.size(0)], dtype=torch.float32)
+        for t in hl.tile(b.size(0)):
+            out[0, t] = (2**31 + 1) / b[t]
+            out[1, t] = (7 ** b[t]).float()
+            out[2, t] = torch.div(x[t], True, rounding_mode="trunc").float()
+        return out
+
+    x, b = torch.tensor([5, -3, 7], dtype=torch.int16), torch.tensor([True, False, True])
+    with pytest.raises(exc.ShapeMismatch, match="by 0, where torch raises ZeroDivisionError"):
+        code_and_output(by_literal_zero, (x,))
+    with pytest.raises(exc.UnsupportedDtype, match="2147483649 does not fit int32"):
+        code_and_output(bool_against_big, (b,))
+    expected = torch.stack([(2**31 + 1) / b, (7 ** b).float(), torch.div(x, True, rounding_mode="trunc").float()])
+    for result in _both_modes(bool_float_ops, (b, x)):
+        torch.testing.assert_close(result, expected)

@@ -225,7 +225,9 @@ def _tensor_int_power(node) -> bool:
     base, exponent = node.args[:2]
     if isinstance(exponent, (bool, int, float)) or isinstance(base, float):
         return False
-    dtype = exponent.dtype if isinstance(base, int) else torch.promote_types(base.dtype, exponent.dtype)
+    outputs = getattr(node, "outputs", None)  # the rule's dtype: the result's (`7 ** b` of bool b is int)
+    dtype = outputs[0].dtype if outputs else (
+        exponent.dtype if isinstance(base, int) else torch.promote_types(base.dtype, exponent.dtype))
     return not dtype.is_floating_point and dtype != torch.bool
 
 
@@ -290,8 +292,8 @@ def _typed(call: OpCall, i: int, dtype: torch.dtype) -> str:
     """Operand i in `dtype`, a number too (lax's ops take no weakly typed Python int beside an
     int8 value); a negative number beside uint8 wraps, as torch converts it (-7 is 249)."""
     arg = call.args[i]
-    if arg.is_constant and type(arg.raw) is int:
-        return f"{jnp_dtype(dtype)}({wrapped_to(arg.raw, dtype)})"
+    if arg.is_constant and type(arg.raw) in (int, bool):
+        return f"{jnp_dtype(dtype)}({wrapped_to(int(arg.raw), dtype)})"
     return call.cast(i, dtype)
 
 

@@ -85,6 +85,8 @@ class OpCall:
     def cast(self, i: int, dtype: torch.dtype) -> str:
         """Operand i converted to `dtype` (a no-op for constants and matching dtypes)."""
         arg = self.args[i]
+        if arg.is_constant and type(arg.raw) is int and dtype.is_floating_point and not -2**31 <= arg.raw < 2**31:
+            return literal(float(arg.raw))  # a float op's number: JAX would parse a big Python int as int32
         if arg.is_constant and type(arg.raw) is int and not (dtype.is_floating_point or dtype == torch.bool):
             wrapped = wrapped_to(arg.raw, dtype)  # a ring op's number past the dtype, wrapped as torch wraps it
             return arg.text if wrapped == arg.raw or dtype == torch.uint8 else literal(wrapped)

@@ -116,19 +116,21 @@ def _held_in_int64(value: Value) -> bool:
     return False
 
 
-def check_int32_numbers(op: str, operands: list, display: str) -> None:
+def check_int32_numbers(op: str, operands: list, display: str, float_result: bool = False) -> None:
     """A number past int32 beside an integer device value (`labels[t] > 3_000_000_000`): device
     integers are int32; taken where torch takes it wrapped to the tensor's dtype (a ring op,
     `_RING_OPS`, or beside a tensor torch holds in that dtype, `_WRAPPING_OPS`) within int64,
     refused where torch needs the number itself (beside a value it computes in int64)."""
     flat = list(flatten_operands(operands))
     integers = [v for v in flat if isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool]
-    if not integers:
+    booleans = not integers and not float_result and any(isinstance(v, Value) and v.dtype == torch.bool for v in flat)
+    if not integers and not booleans:
         return
     past = [number for number in flat if type(number) is int and not -2**31 <= number < 2**31]
     if not past:
         return
-    wraps = op in _RING_OPS or (op in _WRAPPING_OPS and not any(_held_in_int64(v) for v in integers))
+    # beside bools torch computes in int64 (`b <= 2**31 + 1` is True): the number itself is needed
+    wraps = not booleans and (op in _RING_OPS or (op in _WRAPPING_OPS and not any(map(_held_in_int64, integers))))
     for number in past:
         if not (wraps and -2**63 <= number < 2**63):
             raise exc.UnsupportedDtype(

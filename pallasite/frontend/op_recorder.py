@@ -373,7 +373,9 @@ class OpRecorder:
 
     def _device_op(self, op: ops.OpDef, operands, attrs, meta_out, display):
         operands = wrapped_numbers(op.name, [self.device_operand(o) for o in operands], attrs)
-        check_int32_numbers(op.name, operands, display)
+        float_result = any(getattr(meta, "dtype", torch.int32).is_floating_point
+                           for meta in (meta_out if isinstance(meta_out, (tuple, list)) else (meta_out,)))
+        check_int32_numbers(op.name, operands, display, float_result)
         if op.name == "reshape":  # the lane pairs of hl.join merged into lanes: their interleave
             interleaved = lane_pairs.merged(self.composite_record(display), operands[0], tuple(attrs["shape"]))
             if interleaved is not None:

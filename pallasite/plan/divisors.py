@@ -5,12 +5,14 @@ planning cannot prove nonzero (`bounds.py:value_interval`: `t.index + 1` is [1, 
 `RangeCheck` with `nonzero` set: interpret mode checks the divisor just before the
 division (so a division an `if` skips is not checked), on the lanes that hold data (the
 mask planner's padded axes: a partial tile's padding holds zeros), and the call raises
-`exc.ShapeMismatch` at the user's line, as reference mode does. A TPU does not check.
+`exc.ShapeMismatch` at the user's line, as reference mode does. A TPU does not check. A
+literal 0 divisor is that error when compiling.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
+from .. import exc
 from ..ir import Value, walk_nodes
 from .bounds import describe, value_interval
 from .plans import RangeCheck
@@ -28,6 +30,10 @@ def divisor_checks(body: list, check_ids: Iterator[int], padded: dict) -> tuple[
         if not (node.op in _DIVISIONS or rounded) or len(node.outputs) != 1 or len(node.args) < 2:
             continue
         divisor = node.args[1]
+        if type(divisor) is int and divisor == 0 and not node.output.dtype.is_floating_point:
+            # a literal 0 (`x % 0`, or int8 `x // 65536`: 0 in int8, as torch converts it)
+            raise exc.ShapeMismatch(f"{_SPELLINGS[node.op]} of integers by 0, where torch raises ZeroDivisionError "
+                                    "(integer division by zero).", node.location)
         if not isinstance(divisor, Value) or divisor.dtype.is_floating_point or node.output.dtype.is_floating_point:
             continue
         interval = value_interval(divisor)
