@@ -692,3 +692,22 @@ def test_literal_zero_divisors_bools_beside_big_numbers_and_their_float_ops():
     expected = torch.stack([(2**31 + 1) / b, (7 ** b).float(), torch.div(x, True, rounding_mode="trunc").float()])
     for result in _both_modes(bool_float_ops, (b, x)):
         torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
+def nans_replaced(x):
+    out = torch.empty([2, x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = torch.nan_to_num(x[t], nan=1e5)
+        out[1, t] = x[t].nan_to_num(nan=-2.0, posinf=7.0)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_nan_to_num_converts_its_numbers_to_the_dtype_as_torch_does(dtype):
+    """Trial EE: float16 nan_to_num(nan=1e5) was 65504 (jnp.nan_to_num made the NaN's inf the
+    largest finite number); torch converts 1e5 to float16's inf and keeps it."""
+    x = torch.tensor([float("nan"), 1.0, float("inf"), -float("inf"), -0.5]).to(dtype)
+    expected = torch.stack([torch.nan_to_num(x, nan=1e5), x.nan_to_num(nan=-2.0, posinf=7.0)])
+    for result in _both_modes(nans_replaced, (x,)):
+        torch.testing.assert_close(result, expected, rtol=0, atol=0)

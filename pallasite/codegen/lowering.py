@@ -159,9 +159,22 @@ def _softplus(call: OpCall) -> str:
 
 @rule("nan_to_num")
 def _nan_to_num(call: OpCall) -> str:
+    """The replacements converted to the result's dtype as torch converts them (float16's 1e5 is
+    inf; jnp.nan_to_num would clip it to 65504)."""
+    dtype = call.out_dtype
+
+    def number(value):
+        return literal(float(torch.tensor(float(value), dtype=torch.float32).to(dtype)))
+
     a = call.attrs
-    return (f"jnp.nan_to_num({call.args[0].text}, nan={literal(a['nan'])}, "
-            f"posinf={literal(a['posinf'])}, neginf={literal(a['neginf'])})")
+    if not dtype.is_floating_point:
+        return call.args[0].text  # integers and bools hold no NaN or infinity
+    x, finite = call.args[0].text, torch.finfo(dtype)
+    posinf = number(finite.max if a["posinf"] is None else a["posinf"])
+    neginf = number(finite.min if a["neginf"] is None else a["neginf"])
+    # each replacement read off the input (a NaN made inf stays inf, as in torch)
+    return (f"jnp.where(jnp.isnan({x}), {number(a['nan'])}, jnp.where({x} == jnp.inf, {posinf}, "
+            f"jnp.where({x} == -jnp.inf, {neginf}, {x}))).astype({jnp_dtype(dtype)})")
 
 
 _BINARY_OPERATORS = {
