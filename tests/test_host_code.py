@@ -558,6 +558,26 @@ def test_a_block_size_computed_from_an_int_argument_is_a_constant_of_the_variant
         torch.testing.assert_close(run_ref(rows_in_blocks_of, (x, c)), expected)
 
 
+@pallasite.kernel
+def row_sums_in_chunks_of(x: torch.Tensor, c: int) -> torch.Tensor:
+    out = torch.empty([x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        acc = hl.zeros([t], dtype=torch.float32)
+        for chunk in hl.tile(x.size(1), block_size=c * 128):
+            acc = acc + x[t, chunk].sum(1)
+        out[t] = acc
+    return out
+
+
+def test_an_inner_block_size_computed_from_an_int_argument_is_a_constant_of_the_variant():
+    """Trial DD: an inner loop's `block_size=c * 128` (a device scalar there) raised
+    "Tensor.constant_of_variant is not supported" with no line."""
+    x = randn(16, 512)
+    for c in (1, 2):
+        torch.testing.assert_close(row_sums_in_chunks_of(x, c), x.sum(1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(run_ref(row_sums_in_chunks_of, (x, c)), x.sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_numpy_scalar_arguments_are_the_python_numbers_they_hold():
     """`k(x, np.int64(3))` failed ("Loop end must be an int, got np.int64(7)", trial AA)."""
     import numpy as np

@@ -711,3 +711,31 @@ def test_nan_to_num_converts_its_numbers_to_the_dtype_as_torch_does(dtype):
     expected = torch.stack([torch.nan_to_num(x, nan=1e5), x.nan_to_num(nan=-2.0, posinf=7.0)])
     for result in _both_modes(nans_replaced, (x,)):
         torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+@pallasite.kernel
+def logits_slopes_and_quotients(x, t1, t2):
+    out = torch.empty([5, x.size(0)], dtype=x.dtype)
+    for t in hl.tile(x.size(0)):
+        out[0, t] = torch.logit(x[t], eps=0.6)
+        out[1, t] = torch.logit(x[t], eps=1 / 3)
+        out[2, t] = torch.logit(x[t], eps=-0.1)
+        out[3, t] = F.leaky_relu(x[t] - 2, 0.1)
+        out[4, t] = torch.addcdiv(x[t], t1[t], t2[t], value=0.37)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_logit_eps_leaky_slope_and_addcdiv_order_are_torchs(dtype):
+    """Trial DD: logit with eps > 0.5 clamped as torch.clamp does (-0.405; torch's kernel takes
+    the low bound first: +0.405) and its eps unrounded in 16 bits; a 16-bit leaky_relu rounded
+    its slope first (-0.2998 for -3 * 0.1, torch -0.30005); addcdiv took v * (t1 / t2), torch
+    (v * t1) / t2."""
+    torch.manual_seed(0)
+    x = torch.tensor([0.5, 0.1, 0.9, 3.0, -0.5, 0.0, 1.0, 0.3] * 4).to(dtype)
+    t1, t2 = torch.randn(32).to(dtype), torch.randn(32).to(dtype)
+    expected = torch.stack([torch.logit(x, eps=0.6), torch.logit(x, eps=1 / 3), torch.logit(x, eps=-0.1),
+                            F.leaky_relu(x - 2, 0.1), torch.addcdiv(x, t1, t2, value=0.37)])
+    tolerance = 1e-6 if dtype == torch.float32 else 0  # float32's log: an ulp from torch's
+    for result in _both_modes(logits_slopes_and_quotients, (x, t1, t2)):
+        torch.testing.assert_close(result, expected, rtol=tolerance, atol=tolerance, equal_nan=True)

@@ -123,8 +123,10 @@ def _rounded(text: str, dtype: torch.dtype) -> str:
 
 @rule("leaky_relu")
 def _leaky_relu(call: OpCall) -> str:
-    x = call.cast(0, call.out_dtype)
-    return f"jnp.where({x} >= 0, {x}, {x} * {literal(call.attrs['negative_slope'])})"
+    # in float32 with the slope as given, rounded once (torch's 16-bit kernel; the slope rounded
+    # to 16 bits first was an ulp off in ~20% of lanes)
+    x = call.cast(0, torch.float32)
+    return _rounded(f"jnp.where({x} >= 0, {x}, {x} * {literal(call.attrs['negative_slope'])})", call.out_dtype)
 
 
 @rule("elu", imports=ELEMENTWISE)
@@ -388,7 +390,8 @@ def _lerp(call: OpCall) -> str:
 def _addc(call: OpCall) -> str:
     a, t1, t2 = call.all_cast(call.out_dtype)
     op = "*" if call.op == "addcmul" else "/"
-    return f"({a} + {literal(_scalar_of(call.attrs['value'], call.out_dtype))} * ({t1} {op} {t2}))"
+    # torch's order: (value * t1) op t2, then the add
+    return f"({a} + {literal(_scalar_of(call.attrs['value'], call.out_dtype))} * {t1} {op} {t2})"
 
 
 @rule("to")

@@ -13,6 +13,7 @@ from .. import exc
 from .. import language as hl
 from ..ir import Load, TileDim, Value
 from ..ir.sizes import SymbolicSize
+from .op_arguments import constant_attr
 from .op_recorder import OpRecorder
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor
 from .walker import loop_names
@@ -82,9 +83,9 @@ class TileDims:
                 bound.name = f"{name}_range_{which}"
         static = isinstance(begin, int) and isinstance(end, int)
         extent = max(end - begin, 0) if static else 128
-        constant = getattr(block, "constant_of_variant", None)  # `block_size=c * 8` of an int argument c
-        if constant is not None and constant() is not None:
-            block = constant()
+        if not isinstance(block, (int, BlockSize)) and block is not None:
+            # `block_size=c * 8` of an int argument c, in host or device code: a constant of the variant
+            block = constant_attr(block, "block_size", "hl.tile(..., block_size=...)")
         if kind == "grid":  # block: 1, or a stepped grid's step (hl.grid checked it)
             return TileDim(name, begin, end, block, None, True)
         if block is None:

@@ -162,8 +162,10 @@ def _logit(call: Call, record: Record) -> Any:
     x, eps = bound_arguments(call, ("input", "eps"), {"eps": None}, numbers=("eps",))
     if not call.meta_of(x).dtype.is_floating_point:  # integers and bools: in float32, as torch
         x = record("to", x, torch.float32)
-    if eps is not None:
-        x = record("clamp", x, float(eps), 1.0 - float(eps))
+    if eps is not None and eps >= 0:  # torch's kernel: eps in x's dtype, x < lo ? lo : x > 1 - lo ? 1 - lo : x
+        low = float(torch.tensor(float(eps), dtype=torch.float32).to(call.meta_of(x).dtype))
+        high = float(torch.tensor(1.0 - low, dtype=torch.float32).to(call.meta_of(x).dtype))
+        x = record("where", record("lt", x, low), low, record("where", record("gt", x, high), high, x))
     return record("log", record("div", x, record("rsub", x, 1.0)))
 
 

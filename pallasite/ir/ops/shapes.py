@@ -96,6 +96,9 @@ def _glu(call: Call, record: Record) -> Any:
     x, dim = bound_arguments(call, ("input", "dim"), {"dim": -1}, numbers=("dim",))
     call.run_meta(lambda t: torch.nn.functional.glu(t, dim), (x,), {})  # an even size
     dtype = call.meta_of(x).dtype
+    if not dtype.is_floating_point:  # torch's CPU kernel's refusal (meta tensors skip it)
+        raise exc.UnsupportedDtype(f"{call.display} of {str(dtype).removeprefix('torch.')}: torch refuses it "
+                                   "(glu is not implemented for integers); cast it to a float first.")
     wide = record("to", x, torch.float32) if dtype in (torch.bfloat16, torch.float16) else x
     first, second = record("chunk", wide, 2, dim)
     out = record("mul", first, record("sigmoid", second))
