@@ -29,6 +29,7 @@ from . import exc
 from .plan.loops import STRATEGIES
 from .runtime.cpu_devices import request_cpu_devices
 from .report import format_report, schedule_report
+from .runtime.kernel import Kernel
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,7 +93,24 @@ def _target(text: str):
         raise _Usage(f"{module_name} has no example_inputs()")
     if not hasattr(module, kernel_name):
         raise _Usage(f"{module_name} has no kernel {kernel_name!r}")
-    return module, getattr(module, kernel_name)
+    kernel = getattr(module, kernel_name)
+    if not isinstance(kernel, Kernel):
+        raise _Usage(f"{module_name}.{kernel_name} is not a @pallasite.kernel (a {type(kernel).__name__})")
+    return module, kernel
+
+
+def _config_option(text: str | None) -> dict:
+    """`--config`: a JSON object of config keys (`{"block_sizes": [64, 128]}`), or none."""
+    if not text:
+        return {}
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _Usage(f"--config is not JSON ({err}): write e.g. '{{\"block_sizes\": [64, 128]}}'") from None
+    if not isinstance(config, dict):
+        raise _Usage(f"--config must be a JSON object of config keys, e.g. '{{\"block_sizes\": [64, 128]}}', "
+                     f"got {text!r}")
+    return config
 
 
 def _report(options) -> int:
@@ -130,7 +148,7 @@ def _autotune(options) -> int:
 
 def _code(options) -> int:
     module, kernel = _target(options.target)
-    config = json.loads(options.config) if options.config else None
+    config = _config_option(options.config) or None
     print(kernel.bind(tuple(module.example_inputs())).to_code(config), end="")
     return 0
 
@@ -139,8 +157,10 @@ def _lower(options) -> int:
     from .testing import check_tpu_lowering
 
     module, kernel = _target(options.target)
-    config = json.loads(options.config) if options.config else {}
+    config = _config_option(options.config)
     chips = [chip.strip() for chip in options.chips.split(",") if chip.strip()]
+    if not chips:
+        raise _Usage("--chips names no TPU generation: write e.g. --chips v5e,v6e,v7x")
     check_tpu_lowering(kernel, tuple(module.example_inputs()), chips=chips, **config)
     print(f"{options.target}: lowered to Mosaic for {', '.join(chips)}")
     return 0

@@ -42,6 +42,19 @@ def test_lower_lowers_a_kernel_for_each_chip(capsys):
     assert "block_sizes has 1 entries" in capsys.readouterr().err
 
 
+def test_bad_targets_and_configs_are_usage_messages(capsys):
+    """Trial DD: a name that is no kernel, a --config that is not a JSON object, bad JSON and an
+    empty --chips gave Python tracebacks (or claimed a lowering for no chip)."""
+    assert main(["lower", "examples.add:torch"]) == 2
+    assert "is not a @pallasite.kernel" in capsys.readouterr().err
+    assert main(["lower", "examples.add:add", "--config", "[16]"]) == 2
+    assert "--config must be a JSON object" in capsys.readouterr().err
+    assert main(["code", "examples.add:add", "--config", "{bad"]) == 2
+    assert "--config is not JSON" in capsys.readouterr().err
+    assert main(["lower", "examples.add:add", "--chips", ""]) == 2
+    assert "--chips names no TPU generation" in capsys.readouterr().err
+
+
 def test_run_runs_the_examples_check(capsys):
     assert main(["run", "examples.add"]) == 0
     assert "examples.add: check() passed" in capsys.readouterr().out
