@@ -225,12 +225,12 @@ def test_angles_heaviside_sinc_and_softmin_are_torchs(dtype):
 
 
 @pallasite.kernel
-def integer_closeness_and_thresholds(a, b):
+def integer_closeness_and_thresholds(a, b, fill: float):
     close = torch.empty(a.shape, dtype=torch.bool)
     cut = torch.empty_like(a)
     for t in hl.tile(a.size(0)):
         close[t] = torch.isclose(a[t], b[t], rtol=0.5, atol=1)
-        cut[t] = F.threshold(a[t], 1.5, -5.75)
+        cut[t] = F.threshold(a[t], 1.5, fill)
     return close, cut
 
 
@@ -246,18 +246,10 @@ def test_integer_isclose_and_threshold_do_not_wrap_or_round(dtype):
     if dtype == torch.int32:
         a[4], b[4] = 1579236268, 1579236269
     a, b = a.clamp(info.min, info.max).to(dtype), b.clamp(info.min, info.max).to(dtype)
-    expected = (torch.isclose(a, b, rtol=0.5, atol=1), F.threshold(a, 1.5, -5.75) if dtype != torch.uint8 else
-                F.threshold(a, 1.5, 7))
-    kernel = integer_closeness_and_thresholds
-    if dtype == torch.uint8:  # -5.75 does not fit uint8 (torch refuses it): fill 7 instead
-        @pallasite.kernel
-        def kernel(a, b):
-            close = torch.empty(a.shape, dtype=torch.bool)
-            cut = torch.empty_like(a)
-            for t in hl.tile(a.size(0)):
-                close[t] = torch.isclose(a[t], b[t], rtol=0.5, atol=1)
-                cut[t] = F.threshold(a[t], 1.5, 7)
-            return close, cut
-    for result in (code_and_output(kernel, (a, b))[1], run_ref(kernel, (a, b))):
+    fill = 7.0 if dtype == torch.uint8 else -5.75  # -5.75 does not fit uint8 (torch refuses it)
+    expected = (torch.isclose(a, b, rtol=0.5, atol=1), F.threshold(a, 1.5, fill))
+    args = (a, b, fill)
+    for result in (code_and_output(integer_closeness_and_thresholds, args)[1],
+                   run_ref(integer_closeness_and_thresholds, args)):
         for got, want in zip(result, expected):
             assert torch.equal(got, want)
