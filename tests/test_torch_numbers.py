@@ -301,3 +301,20 @@ def test_logit_eps_leaky_slope_and_addcdiv_order_are_torchs(dtype):
     tolerance = 1e-6 if dtype == torch.float32 else 0  # float32's log: an ulp from torch's
     for result in _both_modes(logits_slopes_and_quotients, (x, t1, t2)):
         torch.testing.assert_close(result, expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+
+
+@pallasite.kernel
+def negative_bases(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = (-3) ** x[t]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32])
+def test_a_number_base_past_the_exponents_dtype_is_wrapped_as_torch_converts_it(dtype):
+    """Trial EE: `(-3) ** uint8_tile` raised numpy's OverflowError; torch converts -3 to uint8
+    (253) and raises that to each power."""
+    x = torch.tensor([0, 1, 2, 3, 5, 7], dtype=dtype)
+    for result in _both_modes(negative_bases, (x,)):
+        assert torch.equal(result, (-3) ** x)

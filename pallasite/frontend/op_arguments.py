@@ -80,16 +80,19 @@ def wrapped_numbers(op: str, operands: list, attrs: dict) -> list:
     """A number past an integer tensor's dtype, beside a tensor torch holds in that dtype (not a
     value it computes in int64), in an op torch takes it wrapped in (`_WRAPPING_OPS`, ring ops):
     the dtype's value, as torch converts it (`exact_ints.wrapped_to`: uint8 `x < -1` is `x < 255`,
-    int32 `x % 2654435761` is `x % -1640531535`), so planning and codegen see torch's number.
+    int32 `x % 2654435761` is `x % -1640531535`, uint8 `(-3) ** x` is `253 ** x`), so planning and
+    codegen see torch's number.
     True division takes the number as a float: kept."""
-    if (op not in _WRAPPING_OPS and op not in _RING_OPS) or (op == "div" and attrs.get("rounding_mode") is None):
+    if (op not in _WRAPPING_OPS and op not in _RING_OPS and op != "pow") or (
+            op == "div" and attrs.get("rounding_mode") is None):
         return operands
     integers = [v for v in operands if isinstance(v, Value) and not v.dtype.is_floating_point and v.dtype != torch.bool]
     if not integers:
         return operands
     dtype = functools.reduce(torch.promote_types, [v.dtype for v in integers])
     bounds = torch.iinfo(dtype)
-    outside = [type(item) is int and not bounds.min <= item <= bounds.max for item in operands]
+    outside = [type(item) is int and not bounds.min <= item <= bounds.max and (op != "pow" or position == 0)
+               for position, item in enumerate(operands)]  # pow: a base `(-3) ** u8` (the exponent is taken whole)
     if not any(outside) or any(_held_in_int64(v) for v in integers):
         return operands
     return [wrapped_to(item, dtype) if out else item for item, out in zip(operands, outside)]
