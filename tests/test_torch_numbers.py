@@ -85,7 +85,9 @@ def _refused_forms():
             "threshold(bool)": kernel_of(lambda v: F.threshold(v > 0, 1, 0)),
             "threshold(f16, 70000)": kernel_of(lambda v: F.threshold(v.half(), 70.0, 70000.0)),
             "heaviside(f32, f16)": kernel_of(lambda v: torch.heaviside(v, v.half())),
-            "addcdiv(bool, bool, int)": kernel_of(lambda v: torch.addcdiv(v > 0, v > 0, v.int()))}
+            "addcdiv(bool, bool, int)": kernel_of(lambda v: torch.addcdiv(v > 0, v > 0, v.int())),
+            "True ** bool": kernel_of(lambda v: True ** (v > 0)),
+            "bool ** bool": kernel_of(lambda v: (v > 0) ** (v < 1))}
 
 
 @pytest.mark.parametrize("form", sorted(_refused_forms()))
@@ -318,3 +320,23 @@ def test_a_number_base_past_the_exponents_dtype_is_wrapped_as_torch_converts_it(
     x = torch.tensor([0, 1, 2, 3, 5, 7], dtype=dtype)
     for result in _both_modes(negative_bases, (x,)):
         assert torch.equal(result, (-3) ** x)
+
+
+@pallasite.kernel
+def bool_powers(x):
+    out = torch.empty([3, *x.shape], dtype=torch.int32, device=x.device)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        out[0, t] = (v ** True).to(torch.int32)
+        out[1, t] = (v ** False).to(torch.int32)
+        out[2, t] = (v ** 2).to(torch.int32)
+    return out
+
+
+def test_a_bool_tile_to_a_bool_power_is_a_bool_as_torch_computes_it():
+    """`bool_tile ** True` crashed in Pallas' store (a bool ref given int32: Mosaic has no bool
+    power); torch's answer is a bool, `x or not e` (a bool tile exponent torch refuses)."""
+    x = torch.tensor([True, False, False, True, True])
+    expected = torch.stack([x ** True, x ** False, x ** 2]).to(torch.int32)
+    for result in _both_modes(bool_powers, (x,)):
+        assert torch.equal(result, expected)

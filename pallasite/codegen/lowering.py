@@ -267,6 +267,8 @@ def _binary(call: OpCall) -> str:
         # torch takes x ** 0.5 as sqrt (and ** -0.5 as rsqrt): NaN at -inf, where pow gives inf;
         # float16's kernel is pow itself (inf at -inf, +0 at -0)
         return f"jnp.sqrt({a})" if call.args[1].raw == 0.5 else f"lax.rsqrt({a})"
+    if op == "pow" and dtype == torch.bool:  # Mosaic has no bool power; torch's x ** e is x or not e
+        return f"jnp.logical_or({a}, jnp.logical_not({b}))"
     if op == "pow" and not dtype.is_floating_point and dtype != torch.bool and not call.args[1].is_constant:
         return f"elementwise.int_power({a}, {b}, {jnp_dtype(dtype)})"
     if (op == "floor_divide" or call.attrs.get("rounding_mode") == "floor") and _sixteen_bit(dtype):
