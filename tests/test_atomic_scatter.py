@@ -108,3 +108,40 @@ def test_sorted_int64_segments_on_a_2d_grid():
     _, result = code_and_output(weighted_run_ends, (ids, x, 12))
     torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(run_ref(weighted_run_ends, (ids, x, 12)), expected, atol=1e-5, rtol=1e-5)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 16]))
+def segment_bits_in_an_inner_loop(ands, ors, xors, x, segment):
+    for tile_c in hl.tile(x.size(1)):
+        for tile in hl.tile(x.size(0)):
+            v = x[tile, tile_c]
+            hl.atomic_and(ands, [segment[tile], tile_c], v)
+            hl.atomic_or(ors, [segment[tile], tile_c], v)
+            hl.atomic_xor(xors, [segment[tile], tile_c], v)
+    return ands, ors, xors
+
+
+def _bitwise_segments(start, x, segment, combine):
+    out = start.clone()
+    for row, s in enumerate(segment.tolist()):
+        out[s] = combine(out[s], x[row])
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_atomic_and_or_xor_combine_every_duplicate_under_every_loop_type(loop_type):
+    """They commute like atomic_add: each lane's bits reach its row, duplicates within a tile
+    included (they were refused through an index tensor). Scatters write 32-bit integers."""
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randint(-2**31, 2**31 - 1, (37, 16), generator=generator, dtype=torch.int32)  # a partial last tile
+    segment = _segments(37, 5, seed=5)
+    starts = [torch.randint(-2**31, 2**31 - 1, (5, 16), generator=generator, dtype=torch.int32) for _ in range(3)]
+    expected = [_bitwise_segments(start, x, segment, combine) for start, combine in
+                zip(starts, (torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor))]
+    _, compiled = code_and_output(segment_bits_in_an_inner_loop, (*(s.clone() for s in starts), x, segment),
+                                  pallas_loop_type=loop_type)
+    reference = [s.clone() for s in starts]
+    run_ref(segment_bits_in_an_inner_loop, (*reference, x, segment), pallas_loop_type=loop_type)
+    for want, got, ref in zip(expected, compiled, reference):
+        assert torch.equal(got, want)
+        assert torch.equal(ref, want)

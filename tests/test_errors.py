@@ -461,17 +461,17 @@ def test_a_grid_bounded_by_tensor_elements_suggests_item():
 
 
 @pallasite.kernel
-def or_through_index(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+def cas_through_index(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     out = torch.zeros([8], dtype=torch.int32, device=x.device)
     for t in hl.tile(x.size(0)):
-        hl.atomic_or(out, [idx[t]], x[t])
+        hl.atomic_cas(out, [idx[t]], 0, x[t])
     return out
 
 
 def test_an_atomic_the_index_tensor_form_lacks_points_at_the_hl_section():
     x = torch.randint(0, 7, (16,), dtype=torch.int32)
     with pytest.raises(exc.UnsupportedOperation, match="through an index tensor") as info:
-        or_through_index(x, x % 8)
+        cas_through_index(x, x % 8)
     assert "supported-forms.md#hl " in str(info.value)
 
 

@@ -489,8 +489,8 @@ def tile_rows(draw: Draw, name: str) -> Case:
 def scatter(draw: Draw, name: str) -> Case:
     """A store through an index vector (rows or columns chosen by data, duplicates
     included: the last writer wins) into a tensor updated in place, one under a mask of its
-    lanes, `hl.atomic_add` on tiles, or `hl.atomic_add`/`atomic_max` through an index
-    vector (duplicates combine), also in an inner loop."""
+    lanes, `hl.atomic_add` on tiles, or `hl.atomic_add`/`max`/`min`/`and`/`or`/`xor` through
+    an index vector (duplicates combine), also in an inner loop."""
     rng = draw.rng
     dtype = draw.dtype()
     value = rng.choice(("{x}", "({x} * 2)", "({x} + 1)"))
@@ -529,6 +529,8 @@ def scatter(draw: Draw, name: str) -> Case:
                             "extra_mask=keep[:, None])"))
     elif form in ("atomic_rows", "atomic_inner"):
         atomic = rng.choice(("atomic_add", "atomic_max")) if dtype != torch.bfloat16 else "atomic_max"
+        if dtype == torch.int32 and draw.chance(0.7):  # the bitwise atomics combine duplicates too
+            atomic = rng.choice(("atomic_and", "atomic_or", "atomic_xor", "atomic_min"))
         inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
         if form == "atomic_rows":
             body = _lines(0, "n = x.size(0)", "for t in hl.tile(n):")

@@ -31,14 +31,14 @@ def _atomic(name: str, target: Any, index: Sequence[Any], combine, sem: str) -> 
 
 
 def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, sem: str) -> Any:
-    """`hl.atomic_add/max/min(target, [..., idx, ...], v)` through one index vector: every
+    """`hl.atomic_add/max/min/and/or/xor(target, [..., idx, ...], v)` through one index vector: every
     lane's value reaches its row, duplicates within the tile included; returns the rows'
     values before the update (each lane sees the tile's old row, as if the tile's lanes
     went first).
 
     Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
     total is the combination of the values of every lane j it hits (a one-hot matmul for a
-    float sum, a select-and-reduce otherwise). Lanes naming one row then all hold the same
+    float sum, a select-and-reduce otherwise: `hl.reduce` of the bitwise combines). Lanes naming one row then all hold the same
     new row, `combine(old, total)`, so the ordinary scatter (the last lane's value wins,
     `plan/scatters.py`) writes it whatever lane wins; its window is resident and the grid
     axes that do not choose it run in order (`arbitrary`), so programs never race.
@@ -67,6 +67,9 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
         spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
         if name == "atomic_add":
             total = torch.where(spread, moved[None], 0).sum(1)
+        elif name in _BITWISE:
+            chosen = torch.where(spread, moved[None], _all_ones(old.dtype) if name == "atomic_and" else 0)
+            total = _tracer("reduce").reduce(_BITWISE[name], chosen, 1, 0, False)
         else:
             fill = _lowest(old.dtype) if name == "atomic_max" else _highest(old.dtype)
             chosen = torch.where(spread, moved[None], fill)
@@ -75,12 +78,26 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
         total = total.permute([order.index(a) for a in range(rank)])
     if name == "atomic_add":
         new = old + total
+    elif name in _BITWISE:
+        new = _BITWISE[name](old, total)
     elif name == "atomic_max":
         new = torch.maximum(old, total)
     else:
         new = torch.minimum(old, total)
     target[key] = new
     return old
+
+
+_BITWISE = {"atomic_and": lambda a, b: a & b, "atomic_or": lambda a, b: a | b, "atomic_xor": lambda a, b: a ^ b}
+
+
+def _all_ones(dtype: torch.dtype) -> Any:
+    """`&`'s identity: every bit set."""
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point:
+        return 0  # torch refuses `&` of floats: the combine below says so at the user's line
+    return -1 if dtype.is_signed else torch.iinfo(dtype).max
 
 
 def _lowest(dtype: torch.dtype) -> Any:
@@ -112,17 +129,26 @@ def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxe
 
 
 def atomic_and(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] &= value` (integers and bools); returns the values before."""
+    """`target[index] &= value` (integers and bools); returns the values before.
+    Through an index tensor, the lanes naming a row all combine into it."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_and", target, index, value, sem)
     return _atomic("atomic_and", target, index, lambda old: old & value, sem)
 
 
 def atomic_or(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] |= value` (integers and bools); returns the values before."""
+    """`target[index] |= value` (integers and bools); returns the values before.
+    Through an index tensor, the lanes naming a row all combine into it."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_or", target, index, value, sem)
     return _atomic("atomic_or", target, index, lambda old: old | value, sem)
 
 
 def atomic_xor(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """`target[index] ^= value` (integers and bools); returns the values before."""
+    """`target[index] ^= value` (integers and bools); returns the values before.
+    Through an index tensor, the lanes naming a row all combine into it."""
+    if _through_index_tensor(index):
+        return _atomic_scatter("atomic_xor", target, index, value, sem)
     return _atomic("atomic_xor", target, index, lambda old: old ^ value, sem)
 
 
@@ -157,7 +183,7 @@ def atomic_cas(target: Any, index: Sequence[Any], expected: Any, value: Any, sem
 def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperation:
     """The error for `hl.<name>(target, [idx, ...], v)` with an index tensor that
     `_atomic_scatter` does not take (tracer and reference mode)."""
-    if name in ("atomic_add", "atomic_max", "atomic_min"):
+    if name in ("atomic_add", "atomic_max", "atomic_min", *_BITWISE):
         return exc.UnsupportedOperation(
             f"hl.{name}({target}, [...], v) through several index tensors is not supported: it takes "
             f"one index tensor. Index a flat view of {target} with one combined index "
@@ -165,7 +191,7 @@ def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperatio
     return exc.UnsupportedOperation(
         f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
         "the same element would have to be combined in an order, and a TPU has no atomic scatter "
-        "(hl.atomic_add, atomic_max and atomic_min do take one index tensor). Index the target with "
+        "(hl.atomic_add, atomic_max, atomic_min, atomic_and, atomic_or and atomic_xor do take one index tensor). Index the target with "
         "tiles (each element then belongs to one program), or loop over tiles of the destination "
         f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
         f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
