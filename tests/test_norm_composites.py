@@ -136,6 +136,22 @@ def test_norm_refusals_name_the_line():
             out[t, :] = F.rms_norm(x[t, :], [x.size(1)])
         return out
 
-    with pytest.raises((exc.UnsupportedDtype, exc.ShapeMismatch)) as info:
-        code_and_output(integer_rms, (torch.ones(8, 16, dtype=torch.int32),))
-    assert "F.rms_norm(x[t, :], [x.size(1)])" in str(info.value)
+    for run in (code_and_output, run_ref):
+        with pytest.raises(exc.UnsupportedDtype) as info:
+            run(integer_rms, (torch.ones(8, 16, dtype=torch.int32),))
+        assert "F.rms_norm(x[t, :], [x.size(1)])" in str(info.value)
+
+
+@pallasite.kernel
+def integer_vector_norm(x):
+    out = torch.empty([x.size(0)], dtype=torch.float32)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.linalg.vector_norm(x[t, :], dim=1)
+    return out
+
+
+def test_a_norm_of_integers_is_torchs_dtype_refusal_named_as_written():
+    """It was ShapeMismatch, and named `torch.linalg_vector_norm` (torch's internal name)."""
+    for run in (code_and_output, run_ref):
+        with pytest.raises(exc.UnsupportedDtype, match=r"^torch\.linalg\.vector_norm of int32: torch refuses"):
+            run(integer_vector_norm, (torch.ones(8, 16, dtype=torch.int32),))

@@ -57,6 +57,9 @@ def display_name(func: Any) -> str:
         return "Tensor." + qualname.split(".", 1)[1]
     if module.startswith("torch.nn.functional"):
         return f"torch.nn.functional.{qualname}"
+    if module.startswith("torch._C._"):  # torch.linalg.vector_norm is `linalg_vector_norm` of torch._C._linalg
+        namespace = module.removeprefix("torch._C._")
+        return f"torch.{namespace}.{qualname.removeprefix(namespace + '_')}"
     return f"torch.{qualname.replace('_VariableFunctionsClass.', '')}"
 
 
