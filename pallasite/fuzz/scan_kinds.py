@@ -1,6 +1,7 @@
-"""The `scans` kind: scans and user-combined reductions along a dim of a tile.
+"""The `scans` kind: scans, orderings and user-combined reductions along a dim of a tile.
 
-torch.cumsum/cumprod, hl.cumsum/cumprod (reverse too), hl.associative_scan with a
+torch.cumsum/cumprod, torch.cummax/cummin, torch.sort/argsort/msort, a top-1 torch.topk,
+hl.cumsum/cumprod (reverse too), hl.associative_scan with a
 combine written in the kernel (a lambda over one value, or over a pair: the affine
 recurrence, whose combine is not commutative), and hl.reduce with a combine, along
 either axis of a 2-D tile whose tails may be partial, in the device loop or in an
@@ -27,8 +28,14 @@ def _scan(rng, dtype: torch.dtype, dim: int) -> tuple[str, str]:
     reverse = rng.random() < 0.4
     flag = ", reverse=True" if reverse else ""
     combines = _ORDER_FREE + (_FLOAT32_ONLY if dtype == torch.float32 else ())
-    form = rng.choice(("cumsum", "cumprod", "hl_cumsum", "hl_cumprod", "scan", "pair_scan")
-                      if dtype == torch.float32 else ("cumsum", "hl_cumsum", "scan"))
+    form = rng.choice(("cumsum", "cumprod", "hl_cumsum", "hl_cumprod", "scan", "pair_scan", "order", "order")
+                      if dtype == torch.float32 else ("cumsum", "hl_cumsum", "scan", "order"))
+    if form == "order":  # exact in any order: copies of elements, or their positions
+        return rng.choice((f"torch.cummax(v, {dim}).values", f"v.cummin({dim})[0]",
+                           f"torch.cummax(v, dim={dim}).indices.to(v.dtype)", f"torch.sort(v, {dim}).values",
+                           f"torch.sort(v, dim={dim}, descending=True)[1].to(v.dtype)",
+                           f"torch.argsort(v, dim={dim}).to(v.dtype)", "torch.msort(v)" if dim == 0 else
+                           f"v.sort({dim}, True).values")), form
     near_one = "(1 + v * 0.01)"
     if form == "cumsum":
         return rng.choice((f"torch.cumsum(v, {dim})", f"v.cumsum(dim={dim - 2})")), form
@@ -48,6 +55,8 @@ def _scan(rng, dtype: torch.dtype, dim: int) -> tuple[str, str]:
 def _reduce(rng, dtype: torch.dtype, dim: int) -> tuple[str, str]:
     """(an expression of `v` reduced along `dim` with keep_dims, a tag)."""
     combines = _ORDER_FREE + (_FLOAT32_ONLY[:1] if dtype == torch.float32 else ())
+    if rng.random() < 0.2:  # the largest (or smallest) element: a top-1 keeps the dim
+        return f"torch.topk(v, 1, dim={dim}, largest={rng.random() < 0.5}).values", "topk"
     combine = rng.choice(combines)
     other = rng.choice(("", ", other=0", ", other=-1.0"))
     return f"hl.reduce(lambda a, b: {combine}, v, {dim}{other}, keep_dims=True)", f"reduce:{combine}"

@@ -33,7 +33,7 @@ _INT32 = torch.iinfo(torch.int32)
 _OPERATORS = {name: op.name for op in ops.OPS.values() if op.operator is not None
               for name in (op.operator.dunder, op.operator.reflected) if name}
 _SOURCES = frozenset({"sum", "prod", "cumsum", "cumprod", "long", "to", "argmax", "argmin", "max", "min",
-                      "type", "int64"})
+                      "type", "int64", "sort", "argsort", "topk", "cummax", "cummin"})
 _SHAPE_QUERIES = frozenset({"size", "dim", "numel", "nelement", "ndimension", "stride", "__len__", "element_size",
                             "is_contiguous", "is_floating_point", "get_device"})
 _COMBINED = frozenset({"associative_scan", "reduce"})  # a user combine function's result (`whole`)

@@ -146,6 +146,9 @@ def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: s
             _check_operands((args, kwargs))
             dim = args[1] if len(args) > 1 else kwargs["dim"]
             return scans.cumulative(name, args[0], dim, dtype=kwargs.get("dtype"))
+        if name in scans.ORDERINGS:
+            _check_operands((args, kwargs))
+            return scans.ordering(name, args, kwargs)
         if name in _MATMULS:
             return _matmul(func, name, args, kwargs)
         if name in _VIEWS:

@@ -80,3 +80,27 @@ def reduce(combine_fn: Callable, values: Any, dim: Any, keep_dims: bool) -> Any:
         kept = {a - sum(1 for r in axes if r < a) for a in kept if a not in axes}
     out = [lanes.mark(item, kept) for item in items]
     return tuple(out) if is_tuple else out[0]
+
+
+# torch's parameters of the orderings the compiled kernel sorts stably (ir/ops/orderings.py)
+ORDERINGS = {"sort": ("input", "dim", "descending"), "argsort": ("input", "dim", "descending"),
+             "msort": ("input",), "topk": ("input", "k", "dim", "largest", "sorted")}
+
+
+def ordering(name: str, args: tuple, kwargs: dict) -> Any:
+    """torch.sort / argsort / msort / topk in the compiled kernel's order: ties in position order
+    (torch's `stable=True`; its unstable order of equal elements is unspecified)."""
+    params = {**dict(zip(ORDERINGS[name], args)), **kwargs}
+    x = params["input"]
+    dim = params.get("dim", 0 if name == "msort" else -1)
+    descending = params.get("largest", True) if name == "topk" else params.get("descending", False)
+    axis = dim % max(x.ndim, 1)
+    if name == "topk":  # torch's checks (dtype, k within the tile's valid part)
+        torch.topk(x, params["k"], dim, bool(descending))
+    values, indices = torch.sort(x, dim=dim, descending=bool(descending), stable=True)
+    kept = lanes.of(x)
+    if name == "topk":
+        values, indices = values.narrow(axis, 0, params["k"]), indices.narrow(axis, 0, params["k"])
+        return lanes.finish(torch.return_types.topk((values, indices)), kept - {axis})
+    result = {"sort": torch.return_types.sort((values, indices)), "argsort": indices, "msort": values}[name]
+    return lanes.finish(result, kept)

@@ -66,7 +66,7 @@ def on_probes(function: Callable, shape_of: Callable[..., tuple[int, ...]] | Non
 _DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative integer powers|with (?:a|two) bool "
                             r"tensors? is not supported|Integer division with addcdiv|not yet implemented for tensors "
                             r"with different dtypes|"
-                            r"Input dtype must be either a floating point|does not support bool input|"
+                            r"Input dtype must be either a floating point|does not support bool (?:input|dtypes)|"
                             r"Expected a floating point or complex tensor|"
                             r"cannot be converted to type [\w:]+ without overflow|Expected dtype int32/int64 for index")
 _CPU_GAPS = ("Half", "BFloat16")

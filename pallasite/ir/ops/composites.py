@@ -20,6 +20,7 @@ from .pointwise_composites import POINTWISE_COMPOSITES
 from .scans import SCAN_DEFINITIONS
 from .shapes import SHAPE_DEFINITIONS
 from .norms import NORM_DEFINITIONS
+from .orderings import ORDERING_DEFINITIONS
 from .statistics import STATISTIC_DEFINITIONS
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -120,4 +121,5 @@ COMPOSITE_DEFINITIONS = (
     *POINTWISE_COMPOSITES,
     *SCAN_DEFINITIONS,
     *SHAPE_DEFINITIONS,
+    *ORDERING_DEFINITIONS,
 )
