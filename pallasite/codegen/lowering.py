@@ -51,7 +51,7 @@ _UNARY_TEMPLATES = {
 # elementwise.py, imported by a module that uses them as `elementwise`).
 _ELEMENTWISE_TEMPLATES = {
     name: f"elementwise.{name}({{0}})"
-    for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc", "exp2")
+    for name in ("expm1", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erfc", "exp2", "erfinv")
 }
 # torch's own formulas, dividing by 6 as torch does (IEEE's quotient: `elementwise.true_divide`);
 # x * clip / 6 overflows to inf past 5.7e37, as torch's does

@@ -155,6 +155,7 @@ UNARY_OPS = (
         "tan", "tanh", "sinh", "cosh", "erf", "erfc",
     )),
     _elementwise("reciprocal", EUP, dtypes=EVERY_DTYPE, note=f"1 / x; {_FLOAT_RESULT}"),
+    _elementwise("erfinv", EUP, dtypes=EVERY_DTYPE, note=f"within 3 float32 ulps of torch's; {_FLOAT_RESULT}"),
     _elementwise("logsigmoid", EUP, dtypes=FLOATS),
     *(_elementwise(name, VPU, dtypes=NUMBERS, note="identity on integers") for name in ("floor", "ceil")),
     _elementwise("sign", VPU, dtypes=EVERY_DTYPE, note="sign(NaN) is 0, as in torch"),
