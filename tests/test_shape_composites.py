@@ -1,5 +1,5 @@
 """Shape composites (ir/ops/shapes.py): torch.outer, F.glu, torch.tril/triu of a device
-value, torch.flip, Tensor.repeat and torch.tile. Against eager torch and reference mode, with a
+value, torch.flip, Tensor.repeat, torch.tile and torch.repeat_interleave. Against eager torch and reference mode, with a
 partial tile where the composite keeps a tiled axis whole."""
 from __future__ import annotations
 
@@ -84,6 +84,44 @@ def test_repeat_and_tile_along_a_whole_axis():
     for result in (code_and_output(repeats, (x,), block_sizes=[8])[1], run_ref(repeats, (x,), block_sizes=[8])):
         for got, want in zip(result, expected):
             assert torch.equal(got, want)
+
+
+@pallasite.kernel
+def interleaved_repeats(x, r: int):
+    m, n = x.shape
+    lanes = torch.empty([m, r * n], dtype=x.dtype)
+    rows = torch.empty([m, 2, n], dtype=x.dtype)
+    flat = torch.empty([m, 3 * n], dtype=x.dtype)
+    for t in hl.tile(m):
+        v = x[t, :]
+        lanes[t, :] = torch.repeat_interleave(v, r, dim=1)
+        rows[t, :, :] = v[:, None, :].repeat_interleave(2, dim=1)
+        flat[t, :] = v[:, None, :].repeat_interleave(3, -1).reshape(v.size(0), 3 * n)
+    return lanes, rows, flat
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_repeat_interleave_by_an_int_is_torchs(dtype):
+    """A partial row tile (13 rows in tiles of 8); the count from an int argument."""
+    x = (torch.randn(13, 64, generator=torch.Generator().manual_seed(2)) * 4).to(dtype)
+    expected = (x.repeat_interleave(4, 1), x[:, None, :].repeat_interleave(2, 1), x.repeat_interleave(3, 1))
+    for result in (code_and_output(interleaved_repeats, (x, 4), block_sizes=[8])[1],
+                   run_ref(interleaved_repeats, (x, 4), block_sizes=[8])):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)
+
+
+def test_repeat_interleave_by_counts_from_a_tensor_is_refused_naming_the_line():
+    @pallasite.kernel
+    def counted(x, counts):
+        out = torch.empty([x.size(0), 2 * x.size(1)], dtype=x.dtype)
+        for t in hl.tile(x.size(0)):
+            out[t, :] = x[t, :].repeat_interleave(counts[t], dim=0)
+        return out
+
+    with pytest.raises(exc.UnsupportedOperation, match="repeats must be a number known when compiling") as info:
+        code_and_output(counted, (torch.randn(8, 16), torch.ones(8, dtype=torch.int32)))
+    assert "x[t, :].repeat_interleave(counts[t], dim=0)" in str(info.value)
 
 
 def test_shape_composite_refusals_name_the_line():

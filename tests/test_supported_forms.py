@@ -95,7 +95,8 @@ def _probes():
               "isclose": lambda x: torch.isclose(x, x), "outer": lambda x: torch.outer(x[0], x[1]),
               "repeat": lambda x: x.repeat(2, 1), "flip": lambda x: torch.flip(x, [0]),
               "heaviside": lambda x: torch.heaviside(x, x), "mv": lambda x: torch.mv(x, x[0]),
-              "roll": lambda x: torch.roll(x, 1, 0), "topk": lambda x: torch.topk(x, 1)}
+              "roll": lambda x: torch.roll(x, 1, 0), "topk": lambda x: torch.topk(x, 1),
+              "repeat_interleave": lambda x: x.repeat_interleave(2, 0)}
     for composite in {c.name: c for c in ops.COMPOSITES.values()}.values():
         attrs = {"dim": -1} if composite.name in ("softmax", "log_softmax", "cumsum", "cumprod", "cummax",
                                                   "cummin") else {}

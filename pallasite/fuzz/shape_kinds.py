@@ -5,7 +5,8 @@ whole lane axes, and stores one of: a concatenation along the lanes or the rows 
 drawn aligned or not, so both of cat's lowerings run), a stack along any axis, RoPE's
 reshape-split-rotate-join-reshape of lane pairs, a gather of a tile's lanes by an index
 input, or an einsum of a matmul form, or matrix @ vector products accumulated over an inner loop
-(folded too), or a composite of the row block (tril/triu, flip, roll, diff, repeat/tile, outer,
+(folded too), or a composite of the row block (tril/triu, flip, roll, diff, repeat/tile,
+repeat_interleave, sort, topk, cummax, outer,
 glu, softmin, rms_norm, normalize). A concatenation may run in an inner loop over chunks of 128 lanes, under each
 loop type.
 """
@@ -133,6 +134,8 @@ def _two_batch_dims(rng, dtype) -> tuple[list[Line], tuple[InputSpec, ...], dict
 # a composite of a row block (ir/ops/shapes.py, ir/ops/norms.py): the stored width in terms of n
 _ROW_COMPOSITES = (("torch.tril(a)", "n", True), ("a.triu(1)", "n", True), ("torch.tril(a, -2)", "n", True),
                    ("a.repeat(1, 2)", "2 * n", True), ("torch.tile(a, (2,))", "2 * n", True),
+                   ("torch.repeat_interleave(a, 2, dim=1)", "2 * n", True), ("torch.sort(a, 1).values", "n", True),
+                   ("torch.topk(a, 2, dim=1).values", "2", False), ("torch.cummax(a, 1)[0] - a", "n", True),
                    ("torch.outer(a[:, 0], a[0, :])", "n", True), ("torch.flip(a, [1])", "n", True),
                    ("a.flip(-1) - a", "n", True), ("torch.roll(a, 3, 1)", "n", True),
                    ("torch.diff(a, dim=1, prepend=a[:, :1])", "n", True),

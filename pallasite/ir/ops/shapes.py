@@ -139,6 +139,24 @@ def _repeat(call: Call, record: Record) -> Any:
     return x
 
 
+def _repeat_interleave(call: Call, record: Record) -> Any:
+    """torch.repeat_interleave with an int count: each element followed by its copies, as a
+    new axis after `dim` broadcast to the count and merged into `dim` (without dim: of the
+    flattened value, as torch)."""
+    x, repeats, dim, _ = bound_arguments(call, ("input", "repeats", "dim", "output_size"),
+                                         {"dim": None, "output_size": None}, numbers=("repeats", "dim", "output_size"))
+    if not isinstance(repeats, int) or isinstance(repeats, bool):  # a value is refused by constant_of
+        raise exc.UnsupportedOperation(f"{call.display}: repeats must be an int, got {repeats!r}.")
+    meta = call.run_meta(lambda t: torch.repeat_interleave(t, repeats, dim), (x,), {})
+    if dim is None:
+        x, dim = record("reshape", x, [call.meta_of(x).numel()]), 0
+    shape = list(call.meta_of(x).shape)
+    dim %= len(shape)
+    copies = record("unsqueeze", x, dim + 1)
+    copies = record("broadcast_to", copies, shape[:dim + 1] + [repeats] + shape[dim + 1:])
+    return record("reshape", copies, list(meta.shape))
+
+
 def _flip(call: Call, record: Record) -> Any:
     """torch.flip: a gather of each flipped axis by `size - 1 - arange(size)` (Mosaic has no
     lane reversal; the gather is exact bit for bit)."""
@@ -241,6 +259,9 @@ SHAPE_DEFINITIONS = (
               note="a gather by reversed positions, bit for bit; an axis a partial tile pads is refused"),
     Composite("repeat", ("repeat", "tile"), _repeat, dtypes=EVERY_DTYPE,
               note="cat of copies along each repeated axis (Tensor.repeat, torch.tile)"),
+    Composite("repeat_interleave", ("repeat_interleave",), _repeat_interleave, dtypes=EVERY_DTYPE,
+              note="an int repeats (a tensor of counts is refused: a data-dependent size); dim=, or the "
+                   "flattened value without it; each element then its copies"),
     Composite("stack", ("stack",), _stack, dtypes=EVERY_DTYPE,
               note="cat of the tensors unsqueezed at dim; stack(..., -1) merged back by a reshape "
                    "(RoPE's pairs) is a lane interleave"),
