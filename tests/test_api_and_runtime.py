@@ -183,6 +183,29 @@ def test_default_config_for_odd_1d_shape():
     torch.testing.assert_close(scale(x, 0.5), x * 0.5)
 
 
+@pallasite.kernel
+def row_statistics(x):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    mean = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tm in hl.tile(m):
+        v = x[tm, :]
+        mean[tm] = v.mean(-1)
+        y[tm, :] = v - v.mean(-1, keepdim=True)
+    return y, mean
+
+
+def test_the_default_config_shrinks_below_the_aligned_sizes_to_fit_vmem():
+    """A trial's finding: rows of 24000 floats with a 1-D per-row output. The aligned sizes
+    of `mean`'s 1-D block (128 and up) all overflowed v7x's VMEM, and the default stopped
+    there (VmemOverflow) though 64 rows plan (the planner keeps `mean` resident)."""
+    x = torch.empty(256, 24000)
+    bound = row_statistics.bind((x,))
+    (block,) = bound.config_spec.default_config().block_sizes
+    assert block < 128
+    bound.plan(bound.config_spec.default_config())  # it fits
+
+
 # ------------------------------------------------------- pallasite.testing --
 
 

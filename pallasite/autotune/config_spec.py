@@ -12,7 +12,7 @@ from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
-from ..plan.tpu_tiling import AxisRule
+from ..plan.tpu_tiling import SUBLANES, AxisRule
 from ..runtime.chips import default_chip
 from ..language.tunables import Fragment
 from . import growth
@@ -58,6 +58,12 @@ class BlockSizeSpec:
         """The next legal size below `size` (itself if there is none)."""
         below = [s for s in self.candidates() if s < size]
         return below[-1] if below else size
+
+    def unaligned_smaller(self, size: int) -> int:
+        """Half of `size` (at least one sublane tile: 8), legal or not: the planner keeps a
+        tensor whose block a rule refuses resident (one block across the axis), so a size
+        below every aligned one may still plan where the aligned ones overflow VMEM."""
+        return size // 2 if size // 2 >= SUBLANES else size
 
     def default(self) -> int:
         kinds = [r.kind for r in self.rules]
@@ -209,7 +215,8 @@ class ConfigSpec:
 
     def heuristic_default(self) -> Config:
         """A config that plans: preferred block sizes, resident (unroll) inner loops if they
-        fit VMEM, else streamed ones (fori_loop), else smaller blocks. Any config-dependent
+        fit VMEM, else streamed ones (fori_loop), else smaller blocks (below the aligned sizes
+        too, halving, once no aligned one is left: `unaligned_smaller`). Any config-dependent
         rejection (`InvalidConfig`: VMEM, a narrowing read past a block, ...) moves on to the
         next candidate; when none plans, the first candidate's reason is raised (a VMEM
         overflow only if every candidate overflowed: then the smallest one's numbers)."""
@@ -235,6 +242,8 @@ class ConfigSpec:
                 extra = {"pallas_loop_type": strategy} if strategy else {}
                 yield Config(block_sizes=sizes, **extra)
             smaller = [spec.smaller(size) for spec, size in zip(self.block_sizes, sizes)]
+            if smaller == sizes:  # no aligned size is left: the planner decides what it can keep resident
+                smaller = [spec.unaligned_smaller(size) for spec, size in zip(self.block_sizes, sizes)]
             if smaller == sizes:
                 return
             sizes = smaller
