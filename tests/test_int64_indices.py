@@ -523,3 +523,21 @@ def test_max_min_and_argmax_of_int64_values(block_sizes):
     torch.testing.assert_close(top, labels.amax(1).float())
     torch.testing.assert_close(at, labels.argmax(1))
     torch.testing.assert_close(low, labels.amin(1))
+
+
+@pallasite.kernel
+def expert_histogram(ids, experts: int):
+    counts = torch.zeros([experts], dtype=torch.int32, device=ids.device)
+    for tile in hl.tile(ids.size(0)):
+        hl.atomic_add(counts, [ids[tile]], torch.ones_like(ids[tile], dtype=torch.int32))
+    return counts
+
+
+def test_a_fill_shaped_like_int64_indices_is_no_use_of_their_values():
+    """A trial's finding: `torch.ones_like(ids[tile])` takes only the shape of int64 ids, yet
+    the kernel was refused as storing integers computed from their values."""
+    ids = torch.randint(0, 7, (333,), generator=torch.Generator().manual_seed(0))
+    expected = torch.bincount(ids, minlength=7).int()
+    _, result = code_and_output(expert_histogram, (ids, 7))
+    assert torch.equal(result, expected)
+    assert torch.equal(run_ref(expert_histogram, (ids, 7)), expected)

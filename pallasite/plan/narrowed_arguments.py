@@ -424,8 +424,11 @@ def _keeps_values(node: Node) -> bool:
 
 def _value_operands(node: Node) -> tuple:
     """The operands whose values a node's result holds or computes from: not the positions a
-    gather (`x[rows[t], cols[t]]`) or a narrowing read (`blk[i]`) reads at."""
+    gather (`x[rows[t], cols[t]]`) or a narrowing read (`blk[i]`) reads at, nor the value a
+    `*_like` fill takes only its shape from."""
     if node.op == "subview" or (node.op in ops.OPS and ops.OPS[node.op].kind is ops.OpKind.INDEXED):
+        return node.args[:1]
+    if node.op == "full":  # `torch.ones_like(ids[t])`: the fill, shaped like its second operand
         return node.args[:1]
     return node.args
 
