@@ -228,6 +228,16 @@ def test_vmem_overflow():
     assert bound.plan(pallasite.Config(block_sizes=[8])).calls[0].vmem_bytes < capacity
 
 
+def test_a_vmem_overflow_at_the_smallest_tiles_says_to_loop_over_the_whole_axes():
+    """A trial's finding: rows of 3M floats in tiles of 8 still said "use smaller block sizes"."""
+    x = torch.empty(16, 3_000_000, device="meta")
+    with pytest.raises(exc.VmemOverflow) as info:
+        row_copy.bind((x,)).plan(pallasite.Config(block_sizes=[8]))
+    message = info.value.message
+    assert "smaller block sizes" not in message
+    assert "the tiled axes are as small as they go" in message and "hl.tile(n)" in message
+
+
 # ---------------------------------------------------------------- backend --
 
 
@@ -351,16 +361,16 @@ def test_refusals_are_the_builtin_exceptions_python_code_catches():
     """Code written for Helion catches NotImplementedError for an op the backend lacks and
     TypeError for a dtype it cannot hold; pallasite's refusals are those too."""
     @pallasite.kernel
-    def sorts(x):
-        out = torch.empty_like(x)
+    def medians(x):
+        out = torch.empty([x.size(0)], dtype=x.dtype)
         for tile in hl.tile(x.size(0)):
-            out[tile, :] = torch.sort(x[tile, :], dim=-1).values
+            out[tile] = torch.median(x[tile, :], dim=-1).values
         return out
 
-    with pytest.raises(NotImplementedError, match="sort"):
-        sorts(torch.randn(8, 128))
+    with pytest.raises(NotImplementedError, match="median"):
+        medians(torch.randn(8, 128))
     with pytest.raises(TypeError, match="float64"):
-        sorts(torch.randn(8, 128, dtype=torch.float64))
+        medians(torch.randn(8, 128, dtype=torch.float64))
     assert issubclass(exc.KernelArgumentError, TypeError) and issubclass(exc.InvalidConfig, ValueError)
 
 

@@ -375,6 +375,34 @@ def test_offsets_past_the_tensors_end_are_named_as_such(flatten):
         code_and_output(doubled_segments, (x, offsets), block_sizes=[8], pallas_flatten_worklist=flatten)
 
 
+@pallasite.kernel
+def grouped_gemm(x, w, offsets):
+    t, k = x.shape
+    e, _, n = w.shape
+    out = torch.empty([t, n], dtype=x.dtype, device=x.device)
+    for g in hl.grid(e):
+        for tile_t, tile_n in hl.tile([offsets[g], 0], [offsets[g + 1], n]):
+            acc = hl.zeros([tile_t, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = torch.addmm(acc, x[tile_t, tile_k], w[g, tile_k, tile_n])
+            out[tile_t, tile_n] = acc.to(out.dtype)
+    return out
+
+
+def test_an_output_written_at_data_dependent_rows_overflowing_vmem_is_told_how_to_tile_it():
+    """A trial's finding (a grouped GEMM at MoE sizes): under fori_loop x and w stream, but
+    'out' stays resident, and the error said "use smaller block sizes", which cannot help."""
+    bf16 = torch.bfloat16
+    args = (torch.empty(4096, 256, dtype=bf16, device="meta"), torch.empty(2, 256, 8192, dtype=bf16, device="meta"),
+            torch.tensor([0, 2000, 4096]))
+    with pytest.raises(pallasite.exc.VmemOverflow) as info:
+        schedule_report(grouped_gemm, args, chip="v7x", block_sizes=[64, 128, 256], pallas_loop_type="fori_loop")
+    message = str(info.value)
+    assert "the largest: 'out' 2 x" in message and "use smaller block sizes" not in message
+    assert "'out' is written at tiles starting at data-dependent rows" in message
+    assert "hl.tile([E, N], block_size=[1, None])" in message
+
+
 def test_a_vmem_overflow_names_the_largest_blocks_and_the_loop_type_that_streams_them():
     """60k rows of jagged bf16 q/k/v: tiles that start at data-dependent rows keep the tensors
     they index resident under unroll, which overflows v7x's VMEM; the error lists the largest blocks

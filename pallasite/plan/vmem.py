@@ -111,12 +111,31 @@ def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int =
     described = [text for size, text in sorted(parts, key=lambda part: -part[0])[:count] if size >= total / 100]
     unaligned = [op for op, _ in blocks if any(
         axis.kind is BlockKind.RESIDENT and axis.dim is not None and not axis.dim.begin_aligned for axis in op.axes)]
+    written = [op.symbol.name for op in unaligned if any(op is out for out in plan.outputs)]
     if unaligned and copying and any(loop.strategy not in copying for loop in plan.inner_loops.values()):
         advice = ("tiles starting at data-dependent rows keep the tensors they index resident, whatever the "
                   f"block size; pallas_loop_type={copying[0]!r} copies their windows by DMA instead")
+    elif written:
+        advice = (f"'{written[0]}' is written at tiles starting at data-dependent rows, so all its rows stay "
+                  "resident whatever the block size (a copy out by DMA could not leave the rows past the "
+                  "range's end alone); tile its other dims in the outer loop, around the data-dependent tile "
+                  "loop (`for tile_e, tile_n in hl.tile([E, N], block_size=[1, None]):` then `for tile_t in "
+                  "hl.tile(start, end):`), so "
+                  "its resident block is one tile of them")
+    elif _smallest_tiles([op for op, _ in blocks]):
+        advice = ("the tiled axes are as small as they go, so the whole axes are what does not fit; loop over "
+                  "them in tiles (an inner `for tile_n in hl.tile(n):` carrying partial results, or "
+                  "reduction_loops=[...] for a reduction over them)")
     else:
         advice = "use smaller block sizes"
     return f"the largest: {', '.join(described)}; {advice}" if described else advice
+
+
+def _smallest_tiles(operands: list) -> bool:
+    """Whether the operands' tiled axes are all one sublane tile (8) or less: smaller blocks
+    cannot help."""
+    tiled = [axis.size for op in operands for axis in op.axes if axis.kind is BlockKind.TILE]
+    return bool(tiled) and all(size is not None and size <= SUBLANES for size in tiled)
 
 
 def estimate_vmem_bytes(plan: PallasCallPlan) -> int:
