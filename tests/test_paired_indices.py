@@ -266,3 +266,30 @@ def test_broadcast_tile_indices_read_the_block_not_a_gather():
     assert all(a.gather is None for a in call.accesses.values())  # the (16, 128) block itself
     _, out = code_and_output(transposed_broadcast, (x,))  # torch orders the pairs as broadcast: (n, m)
     assert torch.equal(out, x.T)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8]))
+def shifted_pairs(x, labels, c: hl.constexpr):
+    m = x.size(0)
+    beside_the_diagonal = torch.zeros([m], dtype=x.dtype)
+    shifted_rows = torch.zeros([m], dtype=x.dtype)
+    for t in hl.tile(m):
+        beside_the_diagonal[t] = x[t.index, t.index + c]
+        shifted_rows[t] = x[t.index + c, labels[t]]
+    return beside_the_diagonal, shifted_rows
+
+
+@pytest.mark.parametrize("c", [-3, -2, 2, 40])
+def test_a_shifted_tile_index_beside_another_reads_0_outside_the_tensor(c):
+    """A trial's finding: a shifted tile's positions (`t.index + c`) outside the tensor read 0,
+    as alone; paired with another index tensor, the compiled kernel raised a range error
+    (`x[t.index, t.index + c]`) and reference mode wrapped negative positions or raised."""
+    x = torch.arange(37 * 37, dtype=torch.float32).reshape(37, 37) + 1
+    labels = _randint(37, 37, 3)
+    i = torch.arange(37)
+    column, row = i + c, i + c
+    expected = (torch.where((column >= 0) & (column < 37), x[i, column.clamp(0, 36)], 0.0),
+                torch.where((row >= 0) & (row < 37), x[row.clamp(0, 36), labels.long()], 0.0))
+    for result in (code_and_output(shifted_pairs, (x, labels, c))[1], run_ref(shifted_pairs, (x, labels, c))):
+        for got, want in zip(result, expected):
+            assert torch.equal(got, want)

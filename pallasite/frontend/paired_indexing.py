@@ -69,6 +69,8 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
     lanes = 1
     for size in common:
         lanes *= size
+    # a tile's shifted positions (`t.index + c`) read 0 outside the tensor, as alone
+    shifted = [items[p].tile_shift is not None for p in positions]
     flat = [_as_lanes(recorder, items[p], common) for p in positions]
     # The rows: read through one index (a tile's .index stays a tile: a block, no gather).
     first = next((i for i, p in enumerate(positions) if _is_tile_index(flat[i])), 0)
@@ -82,7 +84,7 @@ def paired_load(recorder: Any, tensor: Any, key: Any) -> DeviceTensor:
         if i == first:
             continue
         axis = axes[position]
-        current = _pick(recorder, current, flat[i], lane_axis, axis, lanes)
+        current = _pick(recorder, current, flat[i], lane_axis, axis, lanes, shifted[i])
         axes = {p: (a if a is None or a < axis else None if a == axis else a - 1) for p, a in axes.items()}
         lane_axis = axes[positions[first]]
     if not _adjacent(items, positions) and lane_axis != 0:  # torch: separated index tensors go first
@@ -193,15 +195,24 @@ def _adjacent(items: list, positions: list[int]) -> bool:
 
 
 def _pick(recorder: Any, value: DeviceTensor, index: DeviceTensor, lane_axis: int, axis: int,
-          lanes: int) -> DeviceTensor:
+          lanes: int, shifted: bool = False) -> DeviceTensor:
     """`value` with axis `axis` replaced, per lane of `lane_axis`, by the position `index`
-    names: torch.gather along `axis` with the index on the lane axis, then `axis` dropped."""
+    names: torch.gather along `axis` with the index on the lane axis, then `axis` dropped.
+    A tile's `shifted` positions outside the axis pick 0 (the gather reads a clamped one)."""
     shape = list(value.value.shape)
     unit = [lanes if a == lane_axis else 1 for a in range(len(shape))]
     spread = [1 if a == axis else size for a, size in enumerate(shape)]
+    size = shape[axis]
     index = recorder.call_method(index, "reshape", (tuple(unit),), {})
+    inside = None
+    if shifted:
+        inside = recorder.apply("bitwise_and", torch.bitwise_and, (recorder.call_method(index, "ge", (0,), {}),
+                                recorder.call_method(index, "lt", (size,), {})), {}, display="indexing")
+        index = recorder.call_method(index, "clamp", (0, max(size - 1, 0)), {})
     if unit != spread:
         index = recorder.call_method(index, "expand", (tuple(spread),), {})
     picked = recorder.apply("gather", torch.gather, (value, axis, index), {}, display="indexing")
+    if inside is not None:
+        picked = recorder.apply("where", torch.where, (inside, picked, 0), {}, display="indexing")
     del shape[axis]
     return recorder.call_method(picked, "reshape", (tuple(shape),), {})

@@ -49,10 +49,14 @@ def paired_indices(draw: Any, name: str) -> Case:
         dims = {"n": _size(rng)}
         inputs = (InputSpec("x", ("n", "n"), dtype, fill),)
         head, out, read = ["n = x.size(0)"], "[n]", "x[t.index, t.index]"
+        if rng.random() < 0.3:  # beside the diagonal: the shifted positions outside read 0
+            read = f"x[t.index, t.index + {rng.choice((-3, -1, 1, 2))}]"
     elif form == "target":
         dims = {"n": _size(rng), "v": rng.choice((1, 7, 128, 300, 1000))}
         inputs = (InputSpec("x", ("n", "v"), dtype, fill), InputSpec("labels", ("n",), torch.int32, "index:v"))
         head, out, read = ["n = x.size(0)"], "[n]", "x[t.index, labels[t]]"
+        if rng.random() < 0.2:  # the next (or previous) row's target
+            read = f"x[t.index + {rng.choice((-1, 1))}, labels[t]]"
         if rng.random() < 0.4:  # the labels' values as data, cast where read (int64 labels: exact)
             read = "(x[t.index, labels[t]] + labels[t].to(torch.int32) % 4)"
     elif form == "rows_cols":

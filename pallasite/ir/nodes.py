@@ -173,7 +173,8 @@ class ShiftedTile:
         "`x[t.index - c]` or `x[t.index - (2 * c + 1)]` becomes a constant of the variant); a position outside the tensor reads 0 on a load "
         "and is not written on a store (as a tile's tail is masked); `tile + c` is an axis like the tile "
         "(several in one subscript read a moved block, never paired), `tile.index + c` an index tensor "
-        "(two of them pair as in torch); the axis stays resident and each "
+        "(two of them pair as in torch, and beside any other index tensor, `x[t.index, t.index + 1]`, its "
+        "positions outside the tensor still read 0); the axis stays resident and each "
         "access reads the two block-aligned runs holding its lanes, rotated by pltpu.roll. A masked load's "
         "tile that runs past the tensor's end (Helion's concatenation) is a shift by 0: it reads 0 there")
 

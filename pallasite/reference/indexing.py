@@ -42,7 +42,7 @@ class _Subscript:
 def load(tensor: torch.Tensor, key: Any, name_of: NameOf) -> torch.Tensor:
     subscript = _split(tensor, key, name_of)
     if subscript.native is not None:
-        return lanes.finish(tensor[subscript.native].clone())
+        return lanes.finish(_paired_read(tensor, subscript.native))
     view = tensor[tuple(subscript.basic)]
     if subscript.gather:
         ((axis, index),) = subscript.gather
@@ -246,6 +246,31 @@ def _paired(subscript: _Subscript, items: list, name: str) -> tuple:
     except RuntimeError:
         raise exc.IndexingError(unbroadcastable_pairs(name, shapes)) from None
     return tuple(slice(i.begin, i.end) if isinstance(i, RefTile) else i for i in items)
+
+
+def _paired_read(tensor: torch.Tensor, native: tuple) -> torch.Tensor:
+    """`tensor[native]` (torch's advanced indexing), where a tile's shifted positions among
+    the index tensors (`x[t.index, t.index + c]`) read 0 outside the tensor, as alone."""
+    items, inside, axis = list(native), None, 0
+    for position, item in enumerate(native):
+        if item is None:
+            continue
+        if isinstance(item, torch.Tensor) and lanes.is_run(item):
+            size = tensor.shape[axis]
+            valid = (item >= 0) & (item < size)
+            inside = valid if inside is None else inside & valid
+            items[position] = item.clamp(0, max(size - 1, 0))
+        axis += 1
+    result = tensor[tuple(items)].clone()
+    if inside is None:
+        return result
+    vectors = [p for p, item in enumerate(native) if isinstance(item, torch.Tensor) and item.ndim >= 1]
+    common = torch.broadcast_shapes(*(native[p].shape for p in vectors))
+    between = native[vectors[0]:vectors[-1] + 1]
+    adjacent = all(isinstance(item, (int, torch.Tensor)) for item in between)  # as frontend/paired_indexing.py
+    start = sum(1 for item in native[:vectors[0]] if item is None or isinstance(item, slice)) if adjacent else 0
+    mask = inside.expand(common).reshape((1,) * start + tuple(common) + (1,) * (result.ndim - start - len(common)))
+    return torch.where(mask, result, torch.zeros((), dtype=result.dtype))
 
 
 def _check_index_vector(index: torch.Tensor, size: int, axis: int, store: bool, name: Callable[[], str]) -> None:
