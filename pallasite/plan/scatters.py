@@ -22,7 +22,7 @@ import dataclasses
 import torch
 
 from .. import exc
-from ..ir import GatherIndex, Store
+from ..ir import GatherIndex, NewAxis, Store
 from .grid_exprs import distinguishing_axes
 from .index_expr import ZERO
 from .plans import Access, AxisBlock, BlockKind, GatherMethod, LaneRange, Memory, Operand, Scatter
@@ -120,9 +120,11 @@ def check_scattered_output(operand: Operand, stores: list, vmem_capacity: int) -
     for node in scatters:  # int32 picks by select-and-sum over a (rows, lanes, rest) array
         if _METHODS.get(node.tensor.dtype) is not GatherMethod.SELECT_SUM:
             continue
-        (item,) = [item for item in node.index if isinstance(item, GatherIndex)]
-        lanes = item.value.shape[0]
-        select = padded_bytes((*operand.block_shape, lanes), operand.symbol.dtype)
+        items = [item for item in node.index if not isinstance(item, NewAxis)]
+        (axis,) = [axis for axis, item in enumerate(items) if isinstance(item, GatherIndex)]
+        lanes = items[axis].value.shape[0]
+        block = tuple(operand.block_shape)  # the lanes sit after the scattered axis (codegen/scatters.py)
+        select = padded_bytes((*block[:axis + 1], lanes, *block[axis + 1:]), operand.symbol.dtype)
         if select > threshold:
             raise exc.VmemOverflow(
                 f"Scattering {lanes} lanes into int32 '{operand.symbol.name}' selects from a "
