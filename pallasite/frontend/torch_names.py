@@ -52,6 +52,8 @@ def spelling_name(func: Any) -> str | None:
 def display_name(func: Any) -> str:
     """`torch.foo` / `Tensor.foo` for error messages."""
     qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    if "<locals>" in qualname:  # torch.unique, F.max_pool1d: made by a factory (boolean_dispatch)
+        qualname = getattr(func, "__name__", qualname)
     module = getattr(func, "__module__", "") or ""
     if qualname.startswith("TensorBase.") or qualname.startswith("Tensor."):
         return "Tensor." + qualname.split(".", 1)[1]
