@@ -21,7 +21,7 @@ from ..ir import (
 )
 from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
-from .tile_runs import tile_run
+from .tile_runs import constant_int, tile_run
 from ..ir.index_forms import NARROW_INDEX_DTYPES, IndexForm, RefusedForm, narrow_index
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value
 
@@ -152,7 +152,7 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     if isinstance(item, slice):
         if whole_slice(item):
             return FullSlice()
-        return _static_slice(item, size, axis, tensor_name)
+        return _static_slice(_constant_bounds(item), size, axis, tensor_name)
     if isinstance(item, bool):
         raise exc.IndexingError(f"{tensor_name}[...]: boolean indices are not supported.")
     if isinstance(item, int):
@@ -192,6 +192,21 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
+
+
+def _constant_bounds(item: slice) -> slice:
+    """`item` with bounds computed from int kernel arguments (`x[t, n - h:]`) as ints, the
+    arguments made constants of the variant (as a shifted tile's `t + c` makes them); other
+    device values stay, for `_static_slice` to refuse."""
+    def bound(value: Any) -> Any:
+        number = None
+        if isinstance(value, HostScalar) and value.python_type is int:
+            number = int_argument_value(value.symbol)
+        elif isinstance(value, DeviceTensor) and not value.value.shape:
+            number = constant_int(value.value, int_argument_value)
+        return value if number is None else number
+
+    return slice(bound(item.start), bound(item.stop), item.step)
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:
@@ -413,7 +428,7 @@ def _item_text(item: Any) -> str:
 
 
 def slice_text(item: slice) -> str:
-    parts = ["" if p is None else str(p) for p in (item.start, item.stop)]
+    parts = ["" if p is None else str(p) if isinstance(p, int) else "<a device value>" for p in (item.start, item.stop)]
     text = ":".join(parts)
     return text + (f":{item.step}" if item.step is not None else "")
 

@@ -196,7 +196,8 @@ class StaticSlice:
 
     FORM: ClassVar[IndexForm] = IndexForm(
         "static slice", ("x[tile, :half]", "x[tile, half:]", "out[..., :112] = v", "x[tile, a:b]"),
-        "a window of one axis with int (or hl.specialize'd) bounds, step 1, bounds as Python reads them; "
+        "a window of one axis with int (or hl.specialize'd) bounds, step 1, bounds as Python reads them "
+        "(an int argument in a bound, `x[t, n - h:]`, becomes a constant of the variant); "
         "a static sub-view of the whole-axis block; static shapes only")
 
     start: int
