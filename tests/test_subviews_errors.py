@@ -96,8 +96,12 @@ def test_index_past_a_partial_last_tile_is_invalid_config():
 def test_a_negative_index_past_a_partial_last_tile_is_invalid_config():
     """`blk[-1]` counts from the block's end, which on the partial last tile is padding."""
     kernel = _inner_kernel(lambda blk, s: blk[-1][None, :])
-    with pytest.raises(exc.InvalidConfig, match="counts from the end of the block of tile 'tile_t'"):
+    with pytest.raises(exc.InvalidConfig, match=r"blk\[-1\] on axis 0: a negative index counts from the end of "
+                       "the block of tile 'tile_t'"):  # as written: it quoted blk[7] (a trial's finding)
         code_and_output(kernel, (torch.randn(21, 128),))
+    slices = _inner_kernel(lambda blk, s: blk[-3:].sum(0)[None, :])
+    with pytest.raises(exc.InvalidConfig, match=r"blk\[-3:\] on axis 0: a negative index counts"):
+        code_and_output(slices, (torch.randn(21, 128),))
     x = torch.randn(24, 128)  # tiles of 8 pad nothing: the last row of each tile
     _, out = code_and_output(kernel, (x,))
     torch.testing.assert_close(out, torch.stack([x[i + 7] * 4 for i in range(0, 24, 8)]))

@@ -206,6 +206,7 @@ def _check_inside(node, root: Value, load, axis: int, item: _Narrow, pad) -> Non
         return
     tile = pad.dim  # the axis is that tile's block: positions past its extent are padding
     if item.from_end:  # a block size dividing the dim pads nothing: the autotuner may pick one
+        text = _as_written_from_end(item, length, text)
         raise (exc.InvalidConfig if _min_extent(tile) is not None else exc.IndexingError)(
             f"{name}[{text}] on axis {axis}: a negative index counts from the end of the block of tile "
             f"'{tile.name}', which on its partial last tile is padding, not torch's last element; index "
@@ -326,6 +327,18 @@ def _tile_of(load, axis: int) -> TileDim | None:
     items = [item for item in load.index if not isinstance(item, ScalarIndex)]
     item = items[axis] if axis < len(items) else None
     return item.dim if isinstance(item, TileSlice) else None
+
+
+def _as_written_from_end(item: _Narrow, length: int, text: str) -> str:
+    """A negative index (`blk[-1]`) or slice (`blk[-3:]`) as the user wrote it, from its
+    position counted from the block's `length` (`text` when it is not a constant)."""
+    if not item.static:
+        return text
+    start = sum(item.terms)
+    if item.kind == "point":
+        return str(start - length)
+    stop = start + item.size
+    return f"{start - length}:{stop - length if stop < length else ''}"
 
 
 def _describe(item: _Narrow) -> str:
