@@ -38,10 +38,11 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
 
     Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
     total is the combination of the values of every lane j it hits (a one-hot matmul for a
-    float sum, a select-and-reduce otherwise: `hl.reduce` of the bitwise combines). Lanes naming one row then all hold the same
-    new row, `combine(old, total)`, so the ordinary scatter (the last lane's value wins,
-    `plan/scatters.py`) writes it whatever lane wins; its window is resident and the grid
-    axes that do not choose it run in order (`arbitrary`), so programs never race.
+    float sum, a select-and-reduce otherwise: `hl.reduce` of the bitwise combines). Lanes
+    naming one row then all hold the same new row, `combine(old, total)`, so the ordinary
+    scatter (the last lane's value wins, `plan/scatters.py`) writes it whatever lane wins; its
+    window is resident and the grid axes that do not choose it run in order (`arbitrary`), so
+    programs never race.
     A partial tile's padding lanes are masked out of the combination like any padding."""
     if sem not in ATOMIC_SEMANTICS:
         raise exc.UnsupportedOperation(
@@ -189,10 +190,9 @@ def atomic_index_tensor_error(name: str, target: str) -> exc.UnsupportedOperatio
             f"one index tensor. Index a flat view of {target} with one combined index "
             "(`flat = t.view(-1)` in host code, then `[idx_a * size_b + idx_b]`).", forms_anchor="hl")
     return exc.UnsupportedOperation(
-        f"hl.{name}({target}, [...], v) through an index tensor is not supported: lanes naming "
-        "the same element would have to be combined in an order, and a TPU has no atomic scatter "
-        "(hl.atomic_add, atomic_max, atomic_min, atomic_and, atomic_or and atomic_xor do take one index tensor). Index the target with "
-        "tiles (each element then belongs to one program), or loop over tiles of the destination "
-        f"rows and combine the sources that hit them: `hit = idx[tile_i][None, :] == "
-        f"tile_r.index[:, None]`, then reduce `torch.where(hit[:, :, None], v[tile_i, :][None], "
-        f"identity)` over the sources' axis.", forms_anchor="hl")
+        f"hl.{name}({target}, [...], v) through an index tensor is not supported: which lane's value a "
+        "row keeps would depend on the order the lanes naming it go in, and a TPU has no atomic scatter "
+        "(hl.atomic_add, max, min, and, or and xor take one index tensor: their lanes commute). Index the "
+        "target with tiles (each element then belongs to one program), or store through the index "
+        f"(`{target}[idx[tile], ...] = v`: of lanes naming one row, the highest writes, deterministically).",
+        forms_anchor="hl")
