@@ -206,3 +206,43 @@ def test_what_torchs_topk_refuses_is_refused_at_the_line(dtype, error):
         with pytest.raises(error) as info:
             run(top_twenty_one, (torch.ones(8, 20, dtype=dtype),))
         assert "torch.topk(x[t, :], 21)" in str(info.value)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def top_of_each_chunk(x, k: int):
+    m, n = x.shape
+    values = torch.zeros([m, k], dtype=x.dtype)
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            values[tm, :] = torch.topk(x[tm, tn], k, dim=1).values
+    return values
+
+
+def test_topk_of_more_than_a_partial_tile_holds_is_refused_as_torch_refuses_it():
+    """A trial's finding: 300 columns in chunks of 128 leave 44 in the last; topk(50) of it
+    returned -inf and index -1 past them compiled, where torch (reference mode) refuses."""
+    x = torch.randn(8, 300)
+    for run in (code_and_output, run_ref):
+        with pytest.raises(exc.ShapeMismatch) as info:
+            run(top_of_each_chunk, (x, 50))
+        assert "torch.topk(x[tm, tn], k, dim=1)" in str(info.value)
+    expected = torch.topk(x[:, 256:], 40, dim=1).values  # the last chunk's: within its 44
+    for result in (code_and_output(top_of_each_chunk, (x, 40))[1], run_ref(top_of_each_chunk, (x, 40))):
+        assert torch.equal(result, expected)
+
+
+@pallasite.kernel
+def routing_weights(logits):
+    m, e = logits.shape
+    out = torch.empty([m, 8], dtype=torch.float32)
+    for tm in hl.tile(m):
+        out[tm, :] = torch.topk(torch.softmax(logits[tm, :], -1), 8, dim=-1).values
+    return out
+
+
+def test_the_default_config_of_a_wide_topk_fits_vmem():
+    """A trial's finding: topk over 2048 columns compares 2048 x 2048 per row; the default config
+    stopped at 8 rows (161 MiB) though 2 rows fit."""
+    logits = torch.empty(64, 2048, device="meta")
+    bound = routing_weights.bind((logits,))
+    bound.plan(bound.config_spec.default_config())  # it fits

@@ -12,7 +12,7 @@ from ..ir.sizes import SymbolicSize
 from ..ir import GatherIndex, KernelIR, Load, NewAxis, ShiftedTile, Store, TileLoop, TileSlice, Value, cdiv, walk_nodes
 from ..plan.loops import STRATEGIES, all_inner_loops, default_strategies, multi_dim_loops
 from ..plan.reduction_loops import ReductionDim, reduction_dims
-from ..plan.tpu_tiling import SUBLANES, AxisRule
+from ..plan.tpu_tiling import AxisRule
 from ..runtime.chips import default_chip
 from ..language.tunables import Fragment
 from . import growth
@@ -60,10 +60,10 @@ class BlockSizeSpec:
         return below[-1] if below else size
 
     def unaligned_smaller(self, size: int) -> int:
-        """Half of `size` (at least one sublane tile: 8), legal or not: the planner keeps a
-        tensor whose block a rule refuses resident (one block across the axis), so a size
-        below every aligned one may still plan where the aligned ones overflow VMEM."""
-        return size // 2 if size // 2 >= SUBLANES else size
+        """Half of `size` (down to 1), legal or not: the planner keeps a tensor whose block a
+        rule refuses resident (one block across the axis), so a size below every aligned one
+        may still plan where the aligned ones overflow VMEM (a top-k's n x n compare per row)."""
+        return max(size // 2, 1)
 
     def default(self) -> int:
         kinds = [r.kind for r in self.rules]
@@ -237,7 +237,7 @@ class ConfigSpec:
     def _default_candidates(self):
         sizes = [spec.default() for spec in self.block_sizes]
         strategies = [s.name for s in default_strategies()] if self.has_inner_loops else [None]
-        for _ in range(8):
+        for _ in range(16):
             for strategy in strategies:
                 extra = {"pallas_loop_type": strategy} if strategy else {}
                 yield Config(block_sizes=sizes, **extra)

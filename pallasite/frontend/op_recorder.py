@@ -271,7 +271,7 @@ class OpRecorder:
             return self.host.allocate(factory, args, kwargs)
         run_meta = functools.partial(self._shape_rule, display=display)
         call = ops.Call(spelling, args, kwargs, function, display, to_meta, run_meta, size_of,
-                        functools.partial(constant_attr, display=display))
+                        functools.partial(constant_attr, display=display), tile_sizes.fewest_valid)
         if spelling in ops.COMPOSITES:  # softmax: recorded as the ops it is made of
             outer, self._composite = self._composite, self._composite or spelling
             try:

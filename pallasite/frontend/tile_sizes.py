@@ -159,6 +159,22 @@ def sizes(tensor: Any) -> tuple:
                  for axis, size in enumerate(shape))
 
 
+def fewest_valid(tensor: Any, axis: int) -> int | None:
+    """The fewest valid elements a tile of device value `tensor` may hold along `axis`: the
+    last tile's count where a tile with a partial tail pads it (1 where its range is read from
+    data or its size is dynamic), None where the axis is whole."""
+    if not hasattr(tensor, "_tracer") or not hasattr(tensor, "meta"):
+        return None
+    size = sizes(tensor)[axis]
+    if not isinstance(size, TileExtent):
+        return None
+    dim = size.dim
+    extent = dim.static_extent
+    if not isinstance(extent, int):
+        return 1
+    return extent % dim.block_size or dim.block_size
+
+
 def numel(tensor: Any) -> Any:
     """`tensor.numel()` for user code: the product of `sizes` (a device scalar along a partial tile)."""
     total = 1

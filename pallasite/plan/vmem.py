@@ -123,17 +123,18 @@ def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int =
                   "hl.tile(start, end):`), so "
                   "its resident block is one tile of them")
     elif _smallest_tiles([op for op, _ in blocks]):
-        advice = ("the tiled axes are as small as they go, so the whole axes are what does not fit; loop over "
-                  "them in tiles (an inner `for tile_n in hl.tile(n):` carrying partial results, or "
-                  "reduction_loops=[...] for a reduction over them)")
+        advice = ("the tiled axes are down to one sublane tile (8; below it a block is not aligned and its "
+                  "tensor stays resident), so the whole axes are what does not fit; loop over them in tiles "
+                  "(an inner `for tile_n in hl.tile(n):` carrying partial results, or reduction_loops=[...] "
+                  "for a reduction over them)")
     else:
         advice = "use smaller block sizes"
     return f"the largest: {', '.join(described)}; {advice}" if described else advice
 
 
 def _smallest_tiles(operands: list) -> bool:
-    """Whether the operands' tiled axes are all one sublane tile (8) or less: smaller blocks
-    cannot help."""
+    """Whether the operands' tiled axes are all one sublane tile (8) or less: below that a
+    block is not aligned and its tensor stays resident, so smaller blocks seldom help."""
     tiled = [axis.size for op in operands for axis in op.axes if axis.kind is BlockKind.TILE]
     return bool(tiled) and all(size is not None and size <= SUBLANES for size in tiled)
 

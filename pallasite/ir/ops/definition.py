@@ -237,7 +237,7 @@ class Call:
     `size_of` (the int a size argument stands for: a tile is its block size; a
     value known only at run time is an error saying so) and `constant_of(value, key)`
     (a composite's number parameter, `F.celu(x, alpha)`: a kernel argument there is made a
-    constant of the variant, as an op's attrs are; lists item by item).
+    constant of the variant, as an op's attrs are; lists item by item) and `fewest_valid`.
     """
 
     spelling: str
@@ -249,6 +249,9 @@ class Call:
     run_meta: Callable[[Callable, tuple, dict], Any]
     size_of: Callable[[Any], Any] = lambda item: item
     constant_of: Callable[[Any, str], Any] = lambda item, key: item
+    # the fewest valid elements a tile of a device value may hold along an axis a partial tile
+    # pads (the last tile's count; 1 where the range is read from data), None along a whole axis
+    fewest_valid: Callable[[Any, int], "int | None"] = lambda item, axis: None
 
     def rank_of(self, item: Any) -> int:
         meta = self.meta_of(item)

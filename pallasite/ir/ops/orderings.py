@@ -11,9 +11,8 @@ bit (-0.0 and NaN included). NaN sorts above every number, as in torch.
 
 A partial tile's padding takes part in neither step: the rank's count and the select are
 reductions over the tile's axis, whose padding the mask planner drops like any reduction's.
-So a valid element's rank counts only valid elements, and a rank past the valid count
-selects nothing (`topk` of more elements than a partial tile holds, which torch refuses,
-gives the reduction's identity there).
+So a valid element's rank counts only valid elements. `topk` of more elements than a
+partial tile may hold is refused when compiling (`Call.fewest_valid`), as torch refuses it.
 """
 from __future__ import annotations
 
@@ -127,6 +126,12 @@ def _topk(call: Call, record: Record) -> Any:
         raise exc.UnsupportedOperation(f"{call.display} needs k as an int known when compiling, got {k!r}.")
     call.run_meta(lambda t: torch.topk(t, k, dim, largest), (x,), {})  # k within the axis, as torch checks
     (dim,) = normalize_dims(dim, source.dim())
+    fewest = call.fewest_valid(x, dim)
+    if fewest is not None and k > fewest:  # torch's check on the tile's valid part (reference mode's)
+        raise exc.ShapeMismatch(
+            f"{call.display}: k={k}, but a partial tile along dim {dim} may hold only {fewest} valid "
+            "element(s) (torch refuses a k past them); choose block sizes whose last tile holds at least k "
+            "(a block dividing the dim), or take the top k of the whole axis.")
     length = source.shape[dim]
     result = _along(record, x, dim, source.dim(), lambda moved: _ordered(record, moved, source.dtype, length, k,
                                                                         bool(largest)))
