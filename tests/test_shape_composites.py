@@ -214,3 +214,18 @@ def test_mv_is_a_matmul_of_a_vector():
     for result in (code_and_output(matrix_vector, (x, v), block_sizes=[8])[1],
                    run_ref(matrix_vector, (x, v), block_sizes=[8])):
         torch.testing.assert_close(result, torch.mv(x, v), rtol=1e-5, atol=1e-4)
+
+
+def test_repeat_interleave_along_a_padded_tile_axis_is_refused_naming_the_line():
+    """A trial's finding: the refusal came later, about a `sum` and a reshape the user never wrote."""
+    @pallasite.kernel(config=pallasite.Config(block_sizes=[16]))
+    def repeated_rows(x):
+        out = torch.zeros([x.size(1)], dtype=torch.float32)
+        for tm in hl.tile(x.size(0)):
+            v = x[tm, :].repeat_interleave(2, dim=0)
+            hl.atomic_add(out, [slice(None)], v.sum(0))
+        return out
+
+    with pytest.raises(exc.UnsupportedOperation, match="along dim 0, which a partial tile pads") as info:
+        code_and_output(repeated_rows, (torch.randn(37, 24),))
+    assert "x[tm, :].repeat_interleave(2, dim=0)" in str(info.value)

@@ -67,7 +67,7 @@ _DTYPE_REFUSAL = re.compile(r"not implemented for '(\w+)'|Integers to negative i
                             r"tensors? is not supported|Integer division with addcdiv|not yet implemented for tensors "
                             r"with different dtypes|"
                             r"Input dtype must be either a floating point|does not support bool (?:input|dtypes)|"
-                            r"Expected a floating point or complex tensor|"
+                            r"Expected a floating point or complex tensor|dtype should be floating point or complex|"
                             r"cannot be converted to type [\w:]+ without overflow|Expected dtype int32/int64 for index")
 _CPU_GAPS = ("Half", "BFloat16")
 
@@ -90,8 +90,9 @@ def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.Unsupp
     if "without overflow" in text:  # a number the result's dtype cannot hold
         return exc.UnsupportedDtype(f"{display}{of}: torch refuses the number ({text}); use one the dtype holds, "
                                     "or cast the tensor to a wider dtype first.")
+    casts = "`.float()`" if "int32" in dtypes else "`.float()`, `.to(torch.int32)`"
     return exc.UnsupportedDtype(f"{display}{of}: torch refuses this dtype ({text}); cast "
-                                "the operand (e.g. `.float()`, `.to(torch.int32)`) where torch would need it.")
+                                f"the operand (e.g. {casts}) where torch would need it.")
 
 
 def number_refusal(op: str, number: Any, dtype: torch.dtype, bound: str = "max") -> str | None:

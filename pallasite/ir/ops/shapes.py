@@ -152,6 +152,11 @@ def _repeat_interleave(call: Call, record: Record) -> Any:
         x, dim = record("reshape", x, [call.meta_of(x).numel()]), 0
     shape = list(call.meta_of(x).shape)
     dim %= len(shape)
+    if call.fewest_valid(x, dim) is not None:
+        raise exc.UnsupportedOperation(
+            f"{call.display} along dim {dim}, which a partial tile pads: the copies would merge the tile's "
+            "padding into the axis, which later ops cannot mask. Choose a block size that divides the dim, "
+            "or repeat along a whole axis (or a new one: `v[:, None, :].repeat_interleave(r, 1)`).")
     copies = record("unsqueeze", x, dim + 1)
     copies = record("broadcast_to", copies, shape[:dim + 1] + [repeats] + shape[dim + 1:])
     return record("reshape", copies, list(meta.shape))
@@ -261,7 +266,8 @@ SHAPE_DEFINITIONS = (
               note="cat of copies along each repeated axis (Tensor.repeat, torch.tile)"),
     Composite("repeat_interleave", ("repeat_interleave",), _repeat_interleave, dtypes=EVERY_DTYPE,
               note="an int repeats (a tensor of counts is refused: a data-dependent size); dim=, or the "
-                   "flattened value without it; each element then its copies"),
+                   "flattened value without it; each element then its copies; an axis a partial tile pads is "
+                   "refused"),
     Composite("stack", ("stack",), _stack, dtypes=EVERY_DTYPE,
               note="cat of the tensors unsqueezed at dim; stack(..., -1) merged back by a reshape "
                    "(RoPE's pairs) is a lane interleave"),
