@@ -102,3 +102,31 @@ def test_errors_name_a_list_items_tensor_as_the_user_wrote_it():
         with pytest.raises(exc.PallasiteError) as info:
             run(torch.full((8,), 20))
         assert "idxs[0]" in str(info.value) and "__item_" not in str(info.value)
+
+
+@pallasite.kernel(static_shapes=False)
+def sums_of_segments(group):
+    x, offsets = group[0], group[1]
+    rows, m = offsets.size(0) - 1, x.size(1)
+    used = x[:offsets[-1].item()]  # an element of a list item, read on the host
+    out = torch.zeros([rows, m], dtype=x.dtype, device=x.device)
+    for tile_b in hl.tile(rows):
+        first, last = offsets[tile_b], offsets[tile_b.index + 1]
+        for tile_m in hl.tile(m):
+            total = hl.zeros([tile_b, tile_m], dtype=x.dtype)
+            for tile_k in hl.tile(0, (last - first).amax()):
+                live = tile_k.index[None, :] < (last - first)[:, None]
+                rows_read = torch.where(live, first[:, None] + tile_k.index[None, :], 0)
+                total = total + torch.where(live[:, :, None], used[rows_read, tile_m], 0.0).sum(1)
+            out[tile_b, tile_m] = total
+    return out
+
+
+def test_an_element_of_a_list_item_read_on_the_host_binds_once():
+    """Fuzz seed 16881 case 90: `group[1][-1].item()` made binding loop forever (the element
+    was recorded under the item's name, which the argument specs never read)."""
+    x = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
+    offsets = torch.tensor([0, 5, 5, 31], dtype=torch.int32)
+    expected = torch.stack([x[a:b].sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())])
+    for result in (code_and_output(sums_of_segments, ([x, offsets],))[1], run_ref(sums_of_segments, ([x, offsets],))):
+        torch.testing.assert_close(result, expected)

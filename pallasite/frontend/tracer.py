@@ -98,7 +98,8 @@ class Tracer:
             )
         scope = self.walker.scope
         scope.update(self._initial_scope())
-        self.recorder.items = {(name, index): value for name, spec in zip(params, self.arg_specs)
+        self.recorder.items = {(name, index): value for name, spec in [*zip(params, self.arg_specs),
+                                                                       *self.captured.items()]
                                for index, value in spec.items}
         self.recorder.host.noncontiguous = {name for name, spec in zip(params, self.arg_specs)
                                             if spec.kind == "tensor" and not spec.contiguous}

@@ -217,9 +217,7 @@ class Kernel:
                     check_argument_dtype(dtype, f"Argument '{param.name}'")
                 except exc.UnsupportedDtype as err:
                     raise exc.KernelArgumentError(err.message) from None
-                reads = self._item_reads.get(param.name, {})
-                items = tuple((index, host_items.read_element(value, index, param.name, reads[index]))
-                              for index in sorted(reads))
+                items = self._elements_read(param.name, value)
                 contiguous = not isinstance(value, torch.Tensor) or value.is_contiguous()
                 specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
             elif isinstance(value, int) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
@@ -263,7 +261,7 @@ class Kernel:
                            else spec.python_type)
             else:
                 key.append(("const", argument_fingerprint(spec.value)))
-        key.extend(("captured", name, spec.shape, spec.dtype) for name, spec in captured.items())
+        key.extend(("captured", name, spec.shape, spec.dtype, spec.items) for name, spec in captured.items())
         key.append(("constants", constants))
         return tuple(key)
 
@@ -308,8 +306,13 @@ class Kernel:
                 check_argument_dtype(dtype, what)
             except exc.UnsupportedDtype as err:
                 raise exc.KernelArgumentError(err.message) from None
-            specs[name] = ArgSpec("tensor", tuple(value.shape), dtype)
+            specs[name] = ArgSpec("tensor", tuple(value.shape), dtype, items=self._elements_read(name, value))
         return specs
+
+    def _elements_read(self, name: str, value: Any) -> tuple:
+        """The elements of tensor argument `name` host code reads with `.item()`: (index, value)."""
+        reads = self._item_reads.get(name, {})
+        return tuple((index, host_items.read_element(value, index, name, reads[index])) for index in sorted(reads))
 
     @with_ignored_warnings
     def bind(self, args: tuple, kwargs: dict | None = None, config: Config | None = None) -> BoundKernel:
@@ -328,9 +331,9 @@ class Kernel:
         # An epilogue's tensors join this call's captured tensors (`scope[0]`, read for this
         # call only), so the run that follows passes them too.
         tensors.update(self.argument_closure_tensors(values))
-        captured = self._captured_specs(tensors)
         while True:
             specs = self._arg_specs(values)
+            captured = self._captured_specs(tensors)  # a list item's elements read (`group[1][-1].item()`)
             key = self._key(specs, captured, constants)
             bound = self._bound.get(key)
             if bound is not None:
