@@ -197,6 +197,27 @@ def test_a_value_passed_as_hl_constexpr_is_a_constant_of_the_kernel():
 
 
 @pallasite.kernel
+def added_k_times(x, k: int):
+    out = torch.zeros_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t, :]
+        for _ in hl.static_range(k - 1):
+            v = v + 1
+        out[t, :] = v
+    return out
+
+
+@pytest.mark.parametrize("config", [{}, {"block_sizes": [8]}])
+def test_a_static_range_of_an_int_argument_is_a_constant_of_the_variant(config):
+    """A trial's finding: `hl.static_range(k)` of a plain int argument was refused compiled, while
+    reference mode given a config ran it; k is a constant of the variant, as hl.specialize makes it."""
+    x = torch.randn(16, 8)
+    for k in (3, 1):
+        for result in (code_and_output(added_k_times, (x, k), **config)[1], run_ref(added_k_times, (x, k), **config)):
+            torch.testing.assert_close(result, x + (k - 1))
+
+
+@pallasite.kernel
 def chunk_sums(x, chunk: int):
     n_chunks = x.size(0) // chunk  # uses chunk before the hl.specialize below (Helion's GDN)
     chunk = hl.specialize(chunk)

@@ -138,9 +138,15 @@ class Tile:
 def static_range(*args: Any) -> range:
     """`for i in hl.static_range(4):` a loop unrolled when the kernel is compiled: `i` is a
     Python int in each copy of the body (so `blk[i]` is a constant index). Bounds are ints
-    (or `hl.specialize`d values); a runtime bound needs `hl.tile`/`hl.grid`."""
+    (an int argument is made a constant of the variant, as `hl.specialize` makes it); a
+    runtime bound needs `hl.tile`/`hl.grid`."""
     if not 1 <= len(args) <= 3:
         raise exc.UnsupportedSyntax("hl.static_range takes 1 to 3 ints, like range().")
+    # an int argument (or ints and int arguments combined: `k - 1`) is a constant of the
+    # variant, as hl.specialize makes it
+    tracer = active_tracer()
+    if tracer is not None:
+        args = tuple(arg if isinstance(arg, int) else tracer.static_int(arg) for arg in args)
     for arg in args:
         if isinstance(arg, bool) or not isinstance(arg, int):
             raise exc.UnsupportedOperation(

@@ -296,6 +296,11 @@ class ReferenceRunner:
     def specialize(self, value: Any) -> Any:
         return value
 
+    def static_int(self, value: Any) -> Any:
+        """An hl.static_range bound: reference mode's int arguments are their ints already (a
+        value read from a tensor stays a tensor, refused as the compiler refuses it)."""
+        return value
+
     def register_block_size(self, args: tuple) -> int:
         if not args or len(args) > 2:
             raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
