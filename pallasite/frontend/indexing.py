@@ -21,9 +21,9 @@ from ..ir import (
 )
 from ..ir.sizes import SymbolicSize
 from ..plan.bounds import scalar_interval
-from .tile_runs import constant_int, tile_run
+from .tile_runs import tile_run
 from ..ir.index_forms import NARROW_INDEX_DTYPES, IndexForm, RefusedForm, narrow_index
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value, static_int
 
 # The supported-forms page's index forms beyond one item type each (each item type of
 # ir/nodes.py carries its own `FORM`): subscripts that combine items, and the subscripts
@@ -198,15 +198,7 @@ def _constant_bounds(item: slice) -> slice:
     """`item` with bounds computed from int kernel arguments (`x[t, n - h:]`) as ints, the
     arguments made constants of the variant (as a shifted tile's `t + c` makes them); other
     device values stay, for `_static_slice` to refuse."""
-    def bound(value: Any) -> Any:
-        number = None
-        if isinstance(value, HostScalar) and value.python_type is int:
-            number = int_argument_value(value.symbol)
-        elif isinstance(value, DeviceTensor) and not value.value.shape:
-            number = constant_int(value.value, int_argument_value)
-        return value if number is None else number
-
-    return slice(bound(item.start), bound(item.stop), item.step)
+    return slice(static_int(item.start), static_int(item.stop), item.step)
 
 
 def _static_slice(item: slice, size: int, axis: int, tensor_name: str) -> FullSlice | StaticSlice:

@@ -444,6 +444,18 @@ class BlockSize(int):
         return obj
 
 
+def static_int(value: Any) -> Any:
+    """`value` as an int when it is built of ints and int kernel arguments (`h`, `n - h`,
+    `k - 1`: the arguments made constants of the variant), else `value` itself (for the caller
+    to refuse): a slice bound, an hl.static_range bound."""
+    number = None
+    if isinstance(value, HostScalar):
+        number = value.constant_of_variant()
+    elif isinstance(value, DeviceTensor) and not value.value.shape:
+        number = constant_int(value.value, int_argument_value)
+    return value if number is None else number
+
+
 def int_argument_value(symbol: ScalarSymbol) -> int | None:
     """The value of an int kernel argument, made a constant of the variant (`tile.index - back`
     as an index), or None for another scalar (a float, a value host code computed)."""

@@ -26,8 +26,7 @@ from ..ir.sizes import pin
 from . import closures, collectives, device_values, lane_pairs, scans, source
 from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
-from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced, int_argument_value
-from .tile_runs import constant_int
+from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced, static_int
 from .tile_sizes import TileExtent
 from .tile_dims import TileDims
 from .traced_statements import TracedStatements
@@ -207,14 +206,8 @@ class Tracer:
         return pin(value, requested=True)  # a dynamic size (static_shapes=False): a constant of its variant
 
     def static_int(self, value: Any) -> Any:
-        """`value` as an int when it is built of ints and int arguments (`k - 1`: the arguments
-        made constants of the variant), else `value` itself (for the caller to refuse)."""
-        number = None
-        if isinstance(value, HostScalar):
-            number = value.constant_of_variant()
-        elif isinstance(value, DeviceTensor) and not value.value.shape:
-            number = constant_int(value.value, int_argument_value)
-        return value if number is None else number
+        """An hl.static_range bound: `proxies.static_int`."""
+        return static_int(value)
 
     def register_block_size(self, args: tuple) -> BlockSize:
         return self.dims.register_block_size(args, self.recorder.location)
