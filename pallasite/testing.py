@@ -86,12 +86,13 @@ def check_tpu_lowering(kernel: Kernel, args: Sequence[Any], *, chips: Sequence[s
     (`chips.lowering_facts`) with the same argument signature is not lowered again.
     """
     bound = kernel.bind(tuple(args))
-    config = _config(bound, config_kwargs)
     values = kernel.bind_arguments(tuple(args), {})  # parameters' defaults filled in
     # the arguments' own shapes: with static_shapes=False, the bound kernel serves a bucket
     shapes = [tuple(value.shape) if spec.kind == "tensor" else None for spec, value in zip(bound.specs, values)]
     sizes = bound.sizes_of(tuple(args)) or None
-    return _lower_for_chips(kernel.fn.__name__, lambda chip: bound.to_code(config, chip=chip, sizes=sizes),
+    # resolved per chip (under `simulated_chip`): with none given, the default a call there runs
+    return _lower_for_chips(kernel.fn.__name__,
+                            lambda chip: bound.to_code(_config(bound, config_kwargs), chip=chip, sizes=sizes),
                             _argument_structs(bound, shapes), chips, mosaic=mosaic,
                             mesh_shape=None if mesh_shape is None else tuple(mesh_shape))
 

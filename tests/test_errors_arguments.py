@@ -11,7 +11,7 @@ import torch
 import pallasite
 import pallasite.language as hl
 from pallasite import exc
-from pallasite.runtime.chips import chip_info, default_chip
+from pallasite.runtime.chips import chip_figures, chip_info, default_chip
 from pallasite.testing import run_ref
 
 from source_lines import assert_points_at, line_of
@@ -198,7 +198,7 @@ def test_an_illegal_block_size_keeps_the_axis_resident_and_says_why():
 
 def test_a_resident_fallback_over_vmem_is_rejected_with_the_numbers():
     x = torch.empty(16, 4 * 2**20, device="meta")  # 256 MiB: no block of it is resident
-    with pytest.raises(exc.VmemOverflow, match=r"estimated at \d+\.\d MiB, over the chip's \d+ MiB"):
+    with pytest.raises(exc.VmemOverflow, match=r"estimated at \d+\.\d MiB, over TPU \w+'s \d+ MiB of VMEM"):
         add_blocks.bind((x, x)).plan()
 
 
@@ -220,7 +220,7 @@ def test_vmem_overflow():
     message = info.value.message
     capacity = chip_info(default_chip()).vmem_capacity_bytes
     assert re.search(r"estimated at \d+(\.\d)? MiB", message), message
-    assert f"the chip's {capacity / 2**20:.0f} MiB VMEM" in message
+    assert f"TPU {chip_figures().name}'s {capacity / 2**20:.0f} MiB of VMEM" in message
     assert "smaller block sizes" in message
     assert isinstance(info.value, ValueError)
     assert_points_at(info.value, row_copy, "for tile_m in hl.tile(m):")

@@ -287,7 +287,7 @@ def test_default_config_streams_when_resident_blocks_overflow_vmem():
     x = torch.empty(256, 2**22, dtype=torch.bfloat16, device="meta")
     y = torch.empty(2**22, 256, dtype=torch.bfloat16, device="meta")
     bound = matmul.bind((x, y))
-    with pytest.raises(exc.VmemOverflow, match=r"estimated at .* MiB, over the chip's .* MiB VMEM"):
+    with pytest.raises(exc.VmemOverflow, match=r"estimated at .* MiB, over TPU .*'s .* MiB of VMEM"):
         bound.plan(pallasite.Config(block_sizes=[256, 256, 512], pallas_loop_type="unroll"))
     config = bound.config_spec.default_config()
     assert config["pallas_loop_type"] == "fori_loop"

@@ -95,7 +95,7 @@ def test_the_limit_is_set_only_past_the_scoped_default(chip):
 
 
 def test_a_config_over_capacity_is_rejected_with_the_numbers():
-    with pytest.raises(exc.InvalidConfig, match=r"estimated at \d+\.\d MiB, over the chip's 64 MiB"):
+    with pytest.raises(exc.InvalidConfig, match=r"estimated at \d+\.\d MiB, over TPU 7x's 64 MiB of VMEM"):
         _matmul_call([2048, 2048, 1024], "v7x")
     # v5e and v6e have 128 MiB: the same config that overflows v7x fits there
     assert _matmul_call([2048, 2048, 1024], "v6e").vmem_limit_bytes is not None

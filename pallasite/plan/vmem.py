@@ -215,7 +215,7 @@ def vmem_limit_for(plan: PallasCallPlan, vmem: int, capacity: int, limit: int | 
     if vmem > capacity:
         raise exc.VmemOverflow(
             f"The VMEM working set of this config is estimated at {vmem / 2**20:.1f} MiB, over "
-            f"the chip's {capacity / 2**20:.0f} MiB VMEM; {overflow_advice(plan, copying)}.",
+            f"TPU {chip_key}'s {capacity / 2**20:.0f} MiB of VMEM; {overflow_advice(plan, copying)}.",
             location,
         )
     if limit is not None and limit > capacity:

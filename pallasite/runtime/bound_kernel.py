@@ -70,7 +70,8 @@ class BoundKernel:
         self.config_spec = ConfigSpec(discovery.ir, validate=self.plan, tunables=discovery.tunables)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._default: CompiledKernel | None = None
-        self._resolved: Config | None = None
+        self._resolved: Config | None = None  # the declared or tuned config, else None
+        self._defaults: dict[str, Config] = {}  # the default config per chip planned for
         # static_shapes=False: (config asked for, sizes, chip) -> the config that runs there
         self._config_at: dict[tuple, Config] = {}
 
@@ -127,12 +128,14 @@ class BoundKernel:
             if self.kernel.config is not None:  # a partial config completes the decorator's
                 config = Config({**self.kernel.config, **config})
             return self.config_spec.normalize(config)
-        if self._resolved is None:
-            chosen = self.kernel.declared_config
-            if chosen is None:
-                chosen = self.config_spec.default_config()
-            self._resolved = self.config_spec.normalize(chosen)
-        return self._resolved
+        if self._resolved is None and self.kernel.declared_config is not None:
+            self._resolved = self.config_spec.normalize(self.kernel.declared_config)
+        if self._resolved is not None:
+            return self._resolved
+        chip = default_chip()  # the default fits the chip planned for (its VMEM, its cost figures)
+        if chip not in self._defaults:
+            self._defaults[chip] = self.config_spec.normalize(self.config_spec.default_config())
+        return self._defaults[chip]
 
     @with_ignored_warnings
     def plan(self, config: Config | dict | None = None, chip: str | None = None,

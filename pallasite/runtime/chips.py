@@ -8,6 +8,7 @@ lowering for several generations.
 from __future__ import annotations
 
 import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
 import os
 from functools import cache
@@ -20,6 +21,8 @@ from ..plan.vmem import SCOPED_VMEM_DEFAULT
 _ALIASES = {"v5e": "v5e", "v5litepod": "v5e", "v6e": "v6e", "v7x": "7x", "7x": "7x",
             "v5p": "v5p", "v4": "v4", "7": "7", "v7": "7", "8i": "8i", "v8i": "8i"}
 CHIP_ENV = "PALLASITE_TPU_CHIP"
+# the generation `simulated_chip` presents: while it is set, what is planned is planned for it
+_SIMULATED: ContextVar[str | None] = ContextVar("pallasite_simulated_chip", default=None)
 
 
 def chip_version(name: str) -> tpu_info.ChipVersion:
@@ -51,9 +54,10 @@ def lowering_facts(name: str) -> tuple:
 
 
 def default_chip() -> str:
-    """The generation kernels are planned, modelled and simulated for: `PALLASITE_TPU_CHIP`
-    when set, else the attached TPU's own generation, else v7x."""
-    named = os.environ.get(CHIP_ENV)
+    """The generation kernels are planned, modelled and simulated for: the one `simulated_chip`
+    presents, else `PALLASITE_TPU_CHIP` when set, else the attached TPU's own generation,
+    else v7x."""
+    named = _SIMULATED.get() or os.environ.get(CHIP_ENV)
     if named:
         return named
     kind = attached_device_kind()
@@ -92,12 +96,15 @@ def register_cpu_chip(name: str) -> None:
 
 @contextlib.contextmanager
 def simulated_chip(name: str):
-    """Temporarily present generation `name` to Pallas (restores the previous one)."""
+    """Temporarily present generation `name` to Pallas, and plan for it (a default config is
+    the one a call on that chip runs); restores the previous one."""
     previous = tpu_info.registry.get("cpu")
     register_cpu_chip(name)
+    token = _SIMULATED.set(name)
     try:
         yield chip_info(name)
     finally:
+        _SIMULATED.reset(token)
         if previous is None:
             tpu_info.registry.pop("cpu", None)
         else:
