@@ -212,3 +212,28 @@ def test_a_loop_read_from_data_still_broadcasts_a_size_one_axis():
     _, result = code_and_output(rows_up_to_count, (x, bias, count), block_sizes=[8])
     torch.testing.assert_close(result, expected)
     torch.testing.assert_close(run_ref(rows_up_to_count, (x, bias, count), block_sizes=[8]), expected)
+
+
+@pallasite.kernel
+def segment_scale(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        for t in hl.tile(offsets[g], offsets[g + 1]):
+            out[t, :] = x[t, :] * 2
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_store_through_a_loop_read_from_data_tiles_a_size_one_axis(rows):
+    """Trial GG: a jagged kernel given one row in all (offsets [0, 1]) refused its store as a
+    store through a broadcast axis. A range read from data is checked when it runs: within
+    [0, 1) it tiles the one row, as torch writes it; past it, the range check names it."""
+    gen = torch.Generator().manual_seed(5)
+    x, offsets = torch.randn(rows, 8, generator=gen), torch.tensor([0, rows])
+    for run in (lambda: code_and_output(segment_scale, (x, offsets), block_sizes=[8])[1],
+                lambda: run_ref(segment_scale, (x, offsets), block_sizes=[8])):
+        torch.testing.assert_close(run(), x * 2)
+    y = torch.randn(1, 8, generator=gen)
+    for run in (lambda: segment_scale(y, torch.tensor([0, 3])), lambda: run_ref(segment_scale, (y, torch.tensor([0, 3])))):
+        with pytest.raises(exc.ShapeMismatch, match="past"):
+            run()

@@ -36,7 +36,8 @@ SUBSCRIPT_FORMS = (
               "with bias.size(0) == 1 (static), read as torch broadcasts a size-1 dim: index 0 at every "
               "position, the axis kept with size 1 (a loop within [0, 1) tiles the axis instead); the "
               "tile's begin reads index 0 likewise, the axis dropped as a scalar index drops it; a store "
-              "through either is refused (broadcasts_tile)"),
+              "through either is refused, except through the tile of a range read from data, which tiles "
+              "the axis, checked when it runs (one jagged row; broadcasts_tile)"),
     IndexForm("a tuple of tiles", ("out[tiles, :]", "x[tiles]"),
               "`hl.tile([n])` yields a 1-tuple of tiles (`for tiles in hl.tile([n])`); inside a subscript a "
               "tuple of tiles stands for its tiles, one axis each, as in Helion (torch gives it no meaning)"),
@@ -106,7 +107,8 @@ def normalize_subscript(
         if item is None:
             out.append(NewAxis())
             continue
-        if isinstance(item, TileProxy) and broadcasts_tile(item.dim.begin, item.dim.end, shape[axis]):
+        if isinstance(item, TileProxy) and broadcasts_tile(item.dim.begin, item.dim.end, shape[axis]) \
+                and not (store and _read_from_data(item.dim)):
             if store:
                 raise broadcast_store_error(tensor_name, item.dim.name, axis)
             out += [ScalarIndex(0), NewAxis()]  # torch's broadcasting: index 0, a size-1 axis kept
@@ -508,6 +510,14 @@ def broadcasts_tile(loop_begin: Any, loop_end: Any, size: Any) -> bool:
     if type(size) is not int or size != 1:
         return False
     return not (_bounds(loop_begin) == (0, 0) and _bounds(loop_end)[1] <= 1)
+
+
+def _read_from_data(dim: Any) -> bool:
+    """Whether a tile loop's range is not given by host ints. A store through its tile on a
+    size-1 axis tiles the axis: the range is checked when the kernel runs (a jagged batch of
+    one row in all writes that row, as torch does; a range past it is the range check's error),
+    where a read still broadcasts (Helion's rule for `bias[tile, :]`)."""
+    return not (type(dim.begin) is int and type(dim.end) is int)
 
 
 def _bounds(operand: Any) -> tuple:

@@ -311,6 +311,8 @@ def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, nam
     tile = item if isinstance(item, RefTile) else item.tile if isinstance(item, TileBegin) else None
     if tile is None or not _broadcasts(tile, tensor, axis):
         return None
+    if store and tile is item and tile.static_range is None:
+        return None  # a store through a tile of a range read from data tiles the axis (checked)
     if store:
         what = tile.name if tile is item else f"{tile.name}.begin"
         raise exc.IndexingError(
