@@ -389,17 +389,35 @@ def grouped_gemm(x, w, offsets):
     return out
 
 
-def test_an_output_written_at_data_dependent_rows_overflowing_vmem_is_told_how_to_tile_it():
-    """A trial's finding (a grouped GEMM at MoE sizes): under fori_loop x and w stream, but
-    'out' stays resident, and the error said "use smaller block sizes", which cannot help."""
+@pallasite.kernel
+def grouped_gemm_accumulating(x, w, offsets):
+    t, k = x.shape
+    e, _, n = w.shape
+    out = torch.zeros([t, n], dtype=torch.float32, device=x.device)
+    for g in hl.grid(e):
+        for tile_t, tile_n in hl.tile([offsets[g], 0], [offsets[g + 1], n]):
+            for tile_k in hl.tile(k):
+                out[tile_t, tile_n] += torch.mm(x[tile_t, tile_k], w[g, tile_k, tile_n]).float()
+    return out
+
+
+def test_an_output_written_at_data_dependent_rows_streams_or_is_told_how_to_tile_it():
+    """A trial's finding (a grouped GEMM at MoE sizes): under fori_loop x and w streamed but
+    'out' stayed resident, and the error said "use smaller block sizes", which cannot help.
+    Written directly in the tile loop, 'out' streams now (each step writes back the rows
+    inside its range: tests/test_partial_write_back.py); read as well as written, it stays
+    resident and the error says how to tile it."""
     bf16 = torch.bfloat16
     args = (torch.empty(4096, 256, dtype=bf16, device="meta"), torch.empty(2, 256, 8192, dtype=bf16, device="meta"),
             torch.tensor([0, 2000, 4096]))
+    config = dict(chip="v7x", block_sizes=[64, 128, 256], pallas_loop_type="fori_loop")
+    assert schedule_report(grouped_gemm, args, **config)["vmem_bytes"] < 2**20
     with pytest.raises(pallasite.exc.VmemOverflow) as info:
-        schedule_report(grouped_gemm, args, chip="v7x", block_sizes=[64, 128, 256], pallas_loop_type="fori_loop")
+        schedule_report(grouped_gemm_accumulating, args, **config)
     message = str(info.value)
     assert "the largest: 'out' 2 x" in message and "use smaller block sizes" not in message
     assert "'out' is written at tiles starting at data-dependent rows" in message
+    assert "never reads it" in message
     assert "hl.tile([E, N], block_size=[1, None])" in message
 
 

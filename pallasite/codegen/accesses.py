@@ -12,6 +12,7 @@ from ..plan.access_plans import AlignedRun, GroupRow
 from ..plan.plans import InnerTileSlice, PrefixSlice, ReductionChunk, RefOffset, StreamSlot
 from .frames import typed_fill
 from .gathers import gather_text, one_hot_text
+from .loops.streamed import emit_partial_write_back
 from .lowering import jnp_dtype, literal
 from .row_gathers import emit_row_gather
 from .scatters import scatter_text
@@ -208,7 +209,9 @@ def emit_store(k, node: Store) -> None:
         k.comment("keep the contents past the tile's end")
         text = f"jnp.where({' & '.join(conditions)}, {text}, {target})"
     k.emit(f"{target} = {text}", comment=access.note or None)
-    if access.write_back is not None:
+    if access.write_back is not None and access.write_back.partial_dim is not None:
+        emit_partial_write_back(k, access.write_back)
+    elif access.write_back is not None:
         frame = k.frames[access.write_back.loop_id]
         k.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()",
                comment="write back asynchronously")

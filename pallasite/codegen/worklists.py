@@ -1,13 +1,13 @@
 """Device code of a flattened worklist whose items write their own rows (plan/worklist_isolation.py)."""
 from __future__ import annotations
 
+from .row_pieces import emit_row_pieces
+
 
 def emit_item_write_back(k, write_back) -> None:
     """After the item's body: copy its rows [start, start + extent) of the scratch to the
     output in HBM (at the program's heads: the window `out.at[rows, h, :]`). A copy's length
-    is static, so one copy of 2^b rows per set bit b of the extent, at the offset of the bits
-    above it, each waited before the item ends: a Python loop over the bits, unrolled when
-    JAX traces the kernel."""
+    is static: pieces of 2^b rows (`row_pieces.py`), each waited before the item ends."""
     worklist = k.plan.worklist
     start, extent = k.render(worklist.item_start), k.render(worklist.item_extent)
     name = write_back.symbol.name
@@ -20,12 +20,6 @@ def emit_item_write_back(k, write_back) -> None:
     k.comment(f"the item's rows of '{name}' go to HBM: only [{k.describe(worklist.item_start)}, "
               f"{k.describe(worklist.item_start)} + {k.describe(worklist.item_extent)}){of_heads}, so no "
               "other program's rows are touched")
-    sizes = ", ".join(str(1 << bit) for bit in reversed(range(write_back.bits)))
-    size = k.names.fresh("size")  # a kernel-level name: fresh, so it shadows nothing
-    with k.block(f"for {size} in ({sizes}{',' if write_back.bits == 1 else ''}):"):
-        with k.block(f"@pl.when(({extent} & {size}) != 0)\ndef _write_back_{name}():"):
-            k.emit(f"row = {extent} // (2 * {size}) * (2 * {size})", comment="the rows of the higher bits come first")
-            k.emit(f"copy = pltpu.make_async_copy({write_back.scratch}.at[pl.ds(row, {size})], "
-                   f"{write_back.hbm_ref}.at[pl.ds({start} + row, {size}){heads}], {write_back.semaphore}.at[0])")
-            k.emit("copy.start()")
-            k.emit("copy.wait()")
+    copy_of = (lambda row, size: f"pltpu.make_async_copy({write_back.scratch}.at[pl.ds({row}, {size})], "
+               f"{write_back.hbm_ref}.at[pl.ds({start} + {row}, {size}){heads}], {write_back.semaphore}.at[0])")
+    emit_row_pieces(k, extent, write_back.bits, copy_of, name)

@@ -384,9 +384,14 @@ def bounds(draw: Draw, name: str) -> Case:
         if form == "jagged_rows":
             body.append(Line(0, "out = torch.zeros_like(x)"))
             body.append(Line(0, "for g in hl.grid(segments):"))
-            body.append(Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw)}):"))
-            body.append(Line(2, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] + t.begin",
-                                            "out[t, :] = x[t, :] - t.id"))))
+            if rng.random() < 0.5:
+                body.append(Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw)}):"))
+                body.append(Line(2, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] + t.begin",
+                                                "out[t, :] = x[t, :] - t.id"))))
+            else:  # a 2-D loop whose rows come from data (a grouped GEMM's shape)
+                block = rng.choice(("", ", block_size=[8, 128]", ", block_size=[16, 256]"))
+                body.append(Line(1, f"for t, tc in hl.tile([offsets[g], 0], [offsets[g + 1], d]{block}):"))
+                body.append(Line(2, rng.choice(("out[t, tc] = x[t, tc] * 2 + g", "out[t, tc] = x[t, tc] - t.begin"))))
         elif form == "jagged_reduce":
             acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
             reducer, init, update = rng.choice((

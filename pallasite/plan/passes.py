@@ -144,8 +144,12 @@ def _arbitrary_reason(axis: int, output_axes, scattered: set[int]) -> str:
     """Why grid axis `axis` must run in sequence for the outputs ('' if it need not)."""
     for operand, used in output_axes:
         if axis not in used:
-            return (scatter_grid_reason(operand.symbol.name) if operand.symbol.id in scattered else
-                    f"output '{operand.symbol.name}' keeps one block across this axis")
+            if operand.symbol.id in scattered:
+                return scatter_grid_reason(operand.symbol.name)
+            if operand.memory is Memory.HBM:  # streamed: each program's inner loop writes windows of it
+                return (f"every program writes windows of output '{operand.symbol.name}' that its inner loop "
+                        "chooses, so the steps run in order (the last one to write a row wins)")
+            return f"output '{operand.symbol.name}' keeps one block across this axis"
         chosen_by = _tables_choosing_blocks(operand, axis)
         if chosen_by:
             return (f"'{chosen_by}' chooses which block of output '{operand.symbol.name}' a program "

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config, ResolvedConfig, resolve
-from ..ir import DeviceLoopCall, KernelIR, ScalarSymbol, TensorSymbol, TileDim
+from ..ir import DeviceLoopCall, FullSlice, KernelIR, ScalarSymbol, TensorSymbol, TileDim, TileSlice
 from .index_expr import IndexExpr, prefetched
 from .narrowed_arguments import NarrowedArgument
 from .access_plans import (  # noqa: F401  (re-exported: the plan's access objects)
@@ -193,6 +193,20 @@ class Stream:
     # VMEM windows the DMAs rotate through (`pallas_load_buffer_count`; 2 = double
     # buffering): an input's next `buffers - 1` tiles are in flight while one computes.
     buffers: int = 2
+    # an output whose last tile may end inside the tensor: the tile dim along which a step
+    # writes back only the tile's rows inside its range (None: whole windows)
+    partial_dim: TileDim | None = None
+
+    @property
+    def partial_axis(self) -> int:
+        """The window axis of `partial_dim` (the window keeps the tensor's tiled and whole axes)."""
+        window = [item for item in self.index if isinstance(item, (TileSlice, FullSlice))]
+        return next(axis for axis, item in enumerate(window)
+                    if isinstance(item, TileSlice) and item.dim is self.partial_dim)
+
+    @property
+    def piece_fn(self) -> str:
+        return f"{self.symbol.name}_piece"
 
     @property
     def hbm_ref(self) -> str:

@@ -7,6 +7,7 @@ from ...ir import FullSlice, NewAxis, ScalarIndex, TileLoop, TileSlice
 from ...plan import Direction, LoopPlan, Stream
 from ...plan.loops import StreamedLoopPlan
 from ..frames import LoopFrame
+from ..row_pieces import emit_row_pieces
 from .registry import emits
 from .steps import LoopTrips, counter_exprs, emit_counters, emit_trips
 
@@ -53,26 +54,57 @@ def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan) -> list:
 
 
 def _emit_copy_builder(k, stream: Stream, trips: LoopTrips) -> None:
-    """One function builds each DMA descriptor, for its start and for its wait."""
+    """One function builds each DMA descriptor, for its start and for its wait. An output
+    written back in pieces (`Stream.partial_dim`) gets a builder of one piece: rows
+    [row, row + size) of the step's window along that dim."""
     counters = counter_exprs(trips, "step")
-    parts = [_window_item(k, item, counters) for item in stream.index if not isinstance(item, NewAxis)]
-    window = f"{stream.hbm_ref}.at[{', '.join(parts)}]"
+    items = [item for item in stream.index if not isinstance(item, NewAxis)]
+    if stream.partial_dim is not None:
+        parts = [f"pl.ds({_window_start(k, item, counters)} + row, size)"
+                 if isinstance(item, TileSlice) and item.dim is stream.partial_dim
+                 else _window_item(k, item, counters) for item in items]
+        rows = ", ".join([":"] * stream.partial_axis + ["pl.ds(row, size)"])
+        with k.block(f"def {stream.piece_fn}(step, slot, row, size):"):
+            k.emit(f"return pltpu.make_async_copy({stream.buffer}.at[slot, {rows}], "
+                   f"{stream.hbm_ref}.at[{', '.join(parts)}], {stream.semaphores}.at[slot])")
+        return
+    window = f"{stream.hbm_ref}.at[{', '.join(_window_item(k, item, counters) for item in items)}]"
     buffer = f"{stream.buffer}.at[slot]"
     src, dst = (window, buffer) if stream.direction is Direction.IN else (buffer, window)
     with k.block(f"def {stream.copy_fn}(step, slot):"):
         k.emit(f"return pltpu.make_async_copy({src}, {dst}, {stream.semaphores}.at[slot])")
 
 
+def _window_start(k, item: TileSlice, counters: dict[int, str]) -> str:
+    """Where a step's window starts along a tiled axis (`counters`: each loop dim's tile counter)."""
+    dim = item.dim
+    if dim.id not in counters:
+        return k.render(dim.begin_value)
+    start = f"({counters[dim.id]}) * {dim.block_size}"
+    if not (isinstance(dim.begin, int) and dim.begin == 0):
+        start = f"{k.render(dim.begin)} + {start}"
+    return start
+
+
+def emit_partial_write_back(k, stream: Stream) -> None:
+    """After a store into an output written back in pieces: copy the tile's rows inside its
+    range along `Stream.partial_dim` (min(block, end - begin), none past the range's end),
+    so the rows past it keep what other steps or programs wrote there."""
+    frame = k.frames[stream.loop_id]
+    dim = stream.partial_dim
+    rows = k.names.fresh(f"{stream.symbol.name}_rows")
+    k.comment(f"write back only the tile's rows inside its range: the window's rows past "
+              f"{k.describe(dim.end)} are other ranges' (or nobody's) and keep their contents")
+    k.emit(f"{rows} = jnp.clip({k.render(dim.end)} - {k.render(dim.begin_value)}, 0, {dim.block_size})")
+    emit_row_pieces(k, rows, dim.block_size.bit_length(),
+                    lambda row, size: f"{stream.piece_fn}({frame.step}, {frame.slot}, {row}, {size})",
+                    stream.symbol.name)
+
+
 def _window_item(k, item, counters: dict[int, str]) -> str:
     """One axis of a step's window in HBM (`counters`: each loop dim's tile counter)."""
-    if isinstance(item, TileSlice) and item.dim.id in counters:
-        dim = item.dim
-        start = f"({counters[dim.id]}) * {dim.block_size}"
-        if not (isinstance(dim.begin, int) and dim.begin == 0):
-            start = f"{k.render(dim.begin)} + {start}"
-        return f"pl.ds({start}, {dim.block_size})"
     if isinstance(item, TileSlice):
-        return f"pl.ds({k.render(item.dim.begin_value)}, {item.dim.block_size})"
+        return f"pl.ds({_window_start(k, item, counters)}, {item.dim.block_size})"
     if isinstance(item, FullSlice):
         return ":"
     if isinstance(item, ScalarIndex):
@@ -111,7 +143,7 @@ def _emit_step_copies(k, streams, frame, trips: str) -> None:
     depth = _depth(streams)
     k.emit(f"{slot} = {step} % {depth}")
     inputs = [s for s in streams if s.direction is Direction.IN]
-    outputs = [s for s in streams if s.direction is Direction.OUT]
+    outputs = _written_back_whole(streams)
     if inputs:
         ahead = depth - 1
         k.comment("start the next tile's copy before computing on this one" if ahead == 1 else
@@ -129,8 +161,14 @@ def _emit_step_copies(k, streams, frame, trips: str) -> None:
                 k.emit(f"{stream.copy_fn}({step} - {depth}, {slot}).wait()")
 
 
+def _written_back_whole(streams) -> list:
+    """The output streams whose windows are copied asynchronously, each waited for when its
+    slot is reused (outputs written back in pieces wait for each piece at once)."""
+    return [s for s in streams if s.direction is Direction.OUT and s.partial_dim is None]
+
+
 def _emit_drain_outputs(k, streams, trips: str) -> None:
-    outputs = [s for s in streams if s.direction is Direction.OUT]
+    outputs = _written_back_whole(streams)
     if not outputs:
         return
     depth = _depth(streams)

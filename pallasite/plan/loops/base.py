@@ -26,7 +26,11 @@ class LoopStrategy:
     # each tile is a step of a compiled loop (`lax.fori_loop`, a pipeline), which the cost model
     # charges a step's overhead; False: static tiles are written out as straight-line code
     steps_at_run_time: bool
-    FACTS = ("name", "default_order", "streams", "windows_from_block_multiples", "steps_at_run_time")
+    # writes back only a partial tile's rows inside its range, so an output whose last tile
+    # may end inside the tensor (a range read from data) streams instead of staying resident
+    writes_partial_windows: bool
+    FACTS = ("name", "default_order", "streams", "windows_from_block_multiples", "steps_at_run_time",
+             "writes_partial_windows")
 
     @property
     def copies_unaligned_windows(self) -> bool:

@@ -31,6 +31,7 @@ class StreamedFori(LoopStrategy):
     streams = True
     windows_from_block_multiples = False
     steps_at_run_time = True
+    writes_partial_windows = True
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> StreamedLoopPlan:
         return StreamedLoopPlan(self.name, static_trips(loop), order=order)

@@ -7,10 +7,11 @@ index form that walks one of L's tile dims and whose scalar indices are known
 before L starts (its copies are built there), it has no empty dim, and it is
 not bool (Mosaic's DMA refuses bool refs; JAX passes a BlockSpec's bools as
 int32 itself), and it is
-only read (an input stream) or only written (an output stream, whose partial
-last tile must not end inside the tensor: windows are written back whole; and
-which walks every dim of a multi-dim loop, so no two steps write back one
-window); the strategy may
+only read (an input stream) or only written (an output stream, which walks
+every dim of a multi-dim loop, so no two steps write back one window; where its
+partial last tile may end inside the tensor, along one dim other than the lane
+axis, a strategy that `writes_partial_windows` writes back only the tile's rows
+inside its range: `Stream.partial_dim`); the strategy may
 refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
 as with `unroll` (so does a gathered table: any row may be picked). Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
@@ -59,7 +60,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list
             continue
         if not strategy.accepts_stream(first, loop_dims, grid_axis_of):
             continue
-        if use.stores and _spills_past_range(first, use.symbol.shape):
+        spilling = _spilling_dims(first, use.symbol.shape) if use.stores else []
+        if spilling and not _writes_partial_window(strategy, first, spilling):
             continue
         if use.stores and not loop_dims <= {i.dim.id for i in first if isinstance(i, TileSlice)}:
             continue  # each step writes its window back: no two steps may share one
@@ -76,19 +78,29 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list
                        if not isinstance(item, ScalarIndex))
         direction = Direction.OUT if use.stores else Direction.IN
         streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window,
-                                        strategy.stream_buffers(direction, buffer_counts[loop.id]))
+                                        strategy.stream_buffers(direction, buffer_counts[loop.id]),
+                                        partial_dim=spilling[0] if spilling else None)
     return streams
 
 
-def _spills_past_range(index: tuple, shape: tuple[int, ...]) -> bool:
-    """Whether a window's write-back can pass its tile's range inside the tensor: a partial
-    last tile whose range may end before the tensor does. Windows are copied whole, so
-    such an output stays resident, where stores keep the contents past the range."""
-    for item, size in zip(tensor_axes(index), shape):
-        if isinstance(item, TileSlice) and item.dim.has_partial_tail:
-            if not isinstance(item.dim.end, int) or item.dim.end < size:
-                return True
-    return False
+def _spilling_dims(index: tuple, shape: tuple[int, ...]) -> list:
+    """The tile dims whose window can pass the tile's range inside the tensor: a partial
+    last tile whose range may end before the tensor does (a range read from data, or a
+    static one shorter than the tensor)."""
+    return [item.dim for item, size in zip(tensor_axes(index), shape)
+            if isinstance(item, TileSlice) and item.dim.has_partial_tail
+            and (not isinstance(item.dim.end, int) or item.dim.end < size)]
+
+
+def _writes_partial_window(strategy, index: tuple, spilling: list) -> bool:
+    """Whether an output whose windows pass the range along `spilling` can stream: the
+    strategy writes back only a tile's rows inside its range, along one dim, which is not
+    the window's last (lane) axis. Otherwise it stays resident, where stores keep the
+    contents past the range."""
+    if not strategy.writes_partial_windows or len(spilling) != 1:
+        return False
+    window = [item for item in tensor_axes(index) if not isinstance(item, ScalarIndex)]
+    return not (isinstance(window[-1], TileSlice) and window[-1].dim is spilling[0])
 
 
 def _computed_inside(index: tuple, loop: TileLoop) -> bool:
@@ -131,6 +143,9 @@ def stream_operand(stream: Stream, grid_axis_of: dict[int, int],
             if dim.id in grid_axis_of:
                 used.add(grid_axis_of[dim.id])
             aligned = from_block_multiples and dim.id not in grid_axis_of
+            if dim is stream.partial_dim:  # only rows inside the range are copied: none past the tensor
+                padded.append(size)
+                continue
             padded.append(_covering(size, _window_end(dim, size, aligned), dim))
         elif isinstance(item, ScalarIndex):
             try:
