@@ -1,5 +1,5 @@
 """torch functions recorded as a few registry ops (ir/ops/pointwise_composites.py):
-F.softsign, F.hardshrink, F.threshold, torch.fmax/fmin, Tensor.type_as, torch.nansum, F.selu, F.celu,
+F.softsign, F.hardshrink, F.softshrink, F.threshold, torch.fmax/fmin, Tensor.type_as, torch.nansum, F.selu, F.celu,
 torch.logit and torch.isclose.
 Each against eager torch (NaN where torch has NaN) and reference mode, over a partial tile,
 under every loop type where a loop is involved; the suite lowers every variant."""
@@ -253,3 +253,34 @@ def test_integer_isclose_and_threshold_do_not_wrap_or_round(dtype):
                    run_ref(integer_closeness_and_thresholds, args)):
         for got, want in zip(result, expected):
             assert torch.equal(got, want)
+
+
+@pallasite.kernel
+def soft_shrunk(x, lambd: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = F.softshrink(x[t, :], lambd) + F.softshrink(x[t, :])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_softshrink_is_torchs_bit_for_bit(dtype):
+    """F.softshrink was refused compiled while reference mode ran it: torch's kernel, 16-bit
+    values shrunk in float32 and rounded once (in their own dtype 5% of float16 results differ)."""
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(20, 37, generator=gen) * 3).to(dtype)
+    x[0, :5] = torch.tensor([float("nan"), 0.3, -0.3, float("inf"), -float("inf")])
+    expected = F.softshrink(x, 0.3) + F.softshrink(x)
+    _, compiled = code_and_output(soft_shrunk, (x, 0.3), block_sizes=[8])
+    for result in (compiled, run_ref(soft_shrunk, (x, 0.3), block_sizes=[8])):
+        torch.testing.assert_close(result, expected, equal_nan=True, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype, lambd", [(torch.float32, -0.1), (torch.float16, 1e5)])
+def test_softshrink_refuses_a_lambda_torch_refuses_in_both_modes(dtype, lambd):
+    x = torch.randn(8, 16).to(dtype)
+    with pytest.raises(RuntimeError, match="lambda must be in range"):
+        F.softshrink(x, lambd)
+    for run in (lambda: code_and_output(soft_shrunk, (x, lambd)), lambda: run_ref(soft_shrunk, (x, lambd), block_sizes=[8])):
+        with pytest.raises(exc.ShapeMismatch, match="lambda must be in range"):
+            run()

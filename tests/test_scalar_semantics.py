@@ -449,3 +449,72 @@ def test_op_parameters_from_arguments_get_torchs_own_checks():
             run()
     for result in _both_modes(bounded_by_arguments, (x, -0.5)):
         torch.testing.assert_close(result, F.hardtanh(x, -0.5, 0.5))
+
+
+@pallasite.kernel
+def threshold_value_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = F.threshold(x[t], 0.5, v)
+    return out
+
+
+@pallasite.kernel
+def power_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] ** v
+    return out
+
+
+@pallasite.kernel
+def hardshrink_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = F.hardshrink(x[t], v)
+    return out
+
+
+@pallasite.kernel
+def logit_argument(x, v: float):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = torch.logit(x[t], eps=v)
+    return out
+
+
+@pallasite.kernel
+def power_literal(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] ** 1e5
+    return out
+
+
+_NUMBER_TAKERS = [(threshold_value_argument, lambda x, v: F.threshold(x, 0.5, v)),
+                  (power_argument, lambda x, v: x ** v), (hardshrink_argument, lambda x, v: F.hardshrink(x, v)),
+                  (logit_argument, lambda x, v: torch.logit(x, eps=v))]
+
+
+@pytest.mark.parametrize("kernel, torch_fn", _NUMBER_TAKERS)
+def test_a_number_argument_torch_cannot_convert_to_float16_is_refused_in_both_modes(kernel, torch_fn):
+    """Trial EE: float16 threshold's value, a power, hardshrink's lambda and logit's eps given
+    1e5 as an argument: torch refuses the number; compiled answered (inf, [0, inf], zeros,
+    NaN) and reference mode raised a bare TypeError for the power (torch turns a TypeError
+    under Tensor.__pow__ into NotImplemented). A number that fits runs as torch does."""
+    x = torch.tensor([0.05, 0.3, -0.7, 2.0]).half()
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch_fn(x, 1e5)
+    # reference mode given block sizes runs without the compiler (else its config resolution traces)
+    for run in (lambda: code_and_output(kernel, (x, 1e5)), lambda: run_ref(kernel, (x, 1e5), block_sizes=[4])):
+        with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+            run()
+    for result in _both_modes(kernel, (x, 0.25)):
+        torch.testing.assert_close(result, torch_fn(x, 0.25), equal_nan=True)
+
+
+def test_a_power_literal_float16_cannot_hold_is_refused_in_reference_mode_too():
+    x = torch.tensor([0.5, 2.0]).half()
+    for run in (lambda: power_literal(x), lambda: run_ref(power_literal, (x,), block_sizes=[2])):
+        with pytest.raises(exc.UnsupportedDtype, match="without overflow"):
+            run()

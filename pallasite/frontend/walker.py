@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import contextlib
+from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Protocol
 
 from .. import exc
@@ -27,6 +28,24 @@ _SIMPLE_DEVICE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr,
 
 
 # The tracer's proxies, by the type name torch's argument parser reports
+# A pallasite error that is a TypeError (`exc.UnsupportedDtype`) raised under a torch operator
+# method (`Tensor.__pow__`, `__rsub__`, ...): torch turns it into NotImplemented, and Python
+# then raises its own "unsupported operand type(s)"; the statement runner raises ours instead.
+_SWALLOWED: ContextVar[exc.PallasiteError | None] = ContextVar("pallasite_swallowed_error", default=None)
+
+
+def remember_under_operator(err: exc.PallasiteError) -> None:
+    """Keep `err`, raised under a torch operator method, for the statement runner."""
+    if isinstance(err, TypeError):
+        _SWALLOWED.set(err)
+
+
+def take_swallowed() -> exc.PallasiteError | None:
+    err = _SWALLOWED.get()
+    _SWALLOWED.set(None)
+    return err
+
+
 _PROXY_TYPES = {"TileProxy": "tile", "DeviceTensor": "device value", "HostScalar": "scalar argument",
                 "HostTensor": "tensor"}
 
@@ -133,6 +152,7 @@ class StatementWalker:
 
     def enter(self, stmt: ast.stmt) -> None:
         """Make `stmt` the running statement: its line goes on errors and recorded nodes."""
+        take_swallowed()  # an earlier statement's, caught by the user's own code
         self.statement = stmt
         self.location = self.location_of(stmt)
         self.semantics.enter_statement(stmt, self.location)
@@ -182,6 +202,9 @@ class StatementWalker:
                 raise
             raise exc.UnsupportedOperation(why, self.location) from None
         except TypeError as err:
+            swallowed = take_swallowed()
+            if swallowed is not None:  # ours, turned into NotImplemented by a torch operator method
+                raise swallowed.with_location(self.location) from None
             proxy = next((name for name in _PROXY_TYPES if name in str(err)), None)
             if proxy is None:  # the user's own error: keep its type, add the line
                 self._note(err)

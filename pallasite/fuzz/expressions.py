@@ -40,7 +40,7 @@ _FLOAT_UNARY = (
     "torch.nn.functional.threshold({a}, 0.1, -2.0)", "torch.fmax({a}, torch.abs({a}) - 1.0)",
     "torch.fmin({a} * 2, -{a})", "torch.nn.functional.selu({a})", "torch.nn.functional.celu({a}, 0.7)",
     "torch.logit(torch.sigmoid({a}) * 0.5 + 0.25)", "torch.deg2rad({a})", "torch.sinc({a} * 0.1)",
-    "torch.erfinv(torch.tanh({a}) * 0.5)",
+    "torch.erfinv(torch.tanh({a}) * 0.5)", "torch.nn.functional.softshrink({a}, 0.4)",
 )
 _INT_UNARY = ("torch.abs({a})", "-{a}", "{a} + 3", "{a} * 2", "{a} - 1", "{a} % 2654435761",
               "3 ** torch.remainder({a}, 80)")  # an integer power of a tensor exponent: every bit of it

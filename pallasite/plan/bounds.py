@@ -130,7 +130,8 @@ def scalar_dependent_arithmetic(body: list) -> tuple:
 # ops torch converts a number operand into the result's dtype with a check (`torch.where(x8 > 0,
 # x8, v)` with v = 300 raises; a fill of full_like, new_full, hl.full): a runtime scalar there is
 # checked at each call, by the rule of the torch call the node is (masked_fill's where: its own)
-_CONVERTING = ("where", "clamp", "full")
+_CONVERTING = ("where", "clamp", "full", "pow")
+_COMPOSITE_RULES = ("masked_fill", "threshold")  # a composite's where: the composite's own rule
 
 
 def _scalar_operands(node) -> list:
@@ -140,7 +141,7 @@ def _scalar_operands(node) -> list:
 
 
 def _check_converted(node, scalars: Mapping[str, Any]) -> None:
-    rule = "full_like" if node.op == "full" else "masked_fill" if node.composite == "masked_fill" else node.op
+    rule = "full_like" if node.op == "full" else node.composite if node.composite in _COMPOSITE_RULES else node.op
     # masked_fill(x8, m, 300.0) is a float where cast back to x's dtype: x's dtype takes the number
     dtype = node.args[2].dtype if rule == "masked_fill" and isinstance(node.args[2], Value) else node.output.dtype
     for operand in _scalar_operands(node):

@@ -34,6 +34,7 @@ from ..ir.ops import (
 )
 from ..ir.exact_ints import wrapped_to
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
+from ..frontend.walker import remember_under_operator
 from . import in_place, indexing, int64, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
 
@@ -104,6 +105,14 @@ class DeviceSemantics(TorchFunctionMode):
 
 def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     name = getattr(func, "__name__", "")
+    try:
+        return _device_value_call(func, args, kwargs, runner, name)
+    except exc.PallasiteError as err:  # under an operator method torch turns a TypeError into NotImplemented
+        remember_under_operator(err)
+        raise
+
+
+def _device_value_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: str) -> Any:
     if name in ("__get__", "__getitem__"):  # a view (`s[:, None]`, `c.T`) holds the same int64 numbers
         return int64.viewed(args, _device_call(func, args, kwargs, runner, name), runner.location)
     if name == "__setitem__":

@@ -97,12 +97,17 @@ def dtype_refusal(display: str, operands: Any, err: BaseException) -> exc.Unsupp
 
 def number_refusal(op: str, number: Any, dtype: torch.dtype, bound: str = "max") -> str | None:
     """torch's error when `op` converts `number` into `dtype`, each op by its own rule (`where` of
-    float16 turns 1e5 into inf; `clamp` (its `bound`), `full_like` and `masked_fill` refuse it),
-    or None. Run on two elements: torch skips the check for one."""
+    float16 turns 1e5 into inf; `clamp` (its `bound`), `full_like`, `masked_fill`, a `pow`'s
+    exponent, `threshold`'s value, `hardshrink`'s lambda and `logit`'s eps refuse it), or None.
+    Run on two elements: torch skips the check for one."""
     runs = {"where": lambda values, pick: torch.where(pick, values, number),
             "clamp": lambda values, pick: torch.clamp(values, **{bound: number}),
             "full_like": lambda values, pick: torch.full_like(values, number),
-            "masked_fill": lambda values, pick: values.masked_fill(pick, number)}
+            "masked_fill": lambda values, pick: values.masked_fill(pick, number),
+            "pow": lambda values, pick: torch.pow(values, number),
+            "threshold": lambda values, pick: torch.nn.functional.threshold(values, 0, number),  # its value
+            "hardshrink": lambda values, pick: torch.nn.functional.hardshrink(values, number),
+            "logit": lambda values, pick: torch.logit(values, number)}
     try:
         with torch._C.DisableTorchFunction():  # plain torch, also while a kernel is traced
             runs[op](torch.zeros((2,), dtype=dtype), torch.tensor([True, False]))

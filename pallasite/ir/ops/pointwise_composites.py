@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ... import exc
-from .binders import dtype_refusal, normalize_dims
+from .binders import dtype_refusal, normalize_dims, number_refusal
 from .definition import EVERY_DTYPE, FLOATS, NUMBERS, Call, Composite, Record
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -65,8 +65,32 @@ def _softsign(call: Call, record: Record) -> Any:
 def _hardshrink(call: Call, record: Record) -> Any:
     x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5}, numbers=("lambd",))
     _floats(call, x)
+    _refused_number(call, "hardshrink", lambd, call.meta_of(x).dtype)
     inside = record("bitwise_and", record("ge", x, -lambd), record("le", x, lambd))
     return record("where", inside, 0.0, x)
+
+
+def _softshrink(call: Call, record: Record) -> Any:
+    """torch's kernel: x > l ? x - l : x < -l ? x + l : x * 0 (NaN and -0.0 kept), 16-bit
+    values in float32, rounded once; lambda within [0, the dtype's max] (torch checks it)."""
+    x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5}, numbers=("lambd",))
+    dtype = _floats(call, x).dtype
+    try:  # torch's checks of the dtype and the number live in its CPU kernel, which meta tensors skip
+        with torch._C.DisableTorchFunction():
+            torch.nn.functional.softshrink(torch.zeros(2, dtype=dtype), lambd)
+    except RuntimeError as err:
+        raise exc.ShapeMismatch(f"{call.display}: {str(err).splitlines()[0]}") from None
+    wide = x if dtype == torch.float32 else record("to", x, torch.float32)
+    inner = record("where", record("lt", wide, -lambd), record("add", wide, lambd), record("mul", wide, 0))
+    value = record("where", record("gt", wide, lambd), record("sub", wide, lambd), inner)
+    return value if dtype == torch.float32 else record("to", value, dtype)
+
+
+def _refused_number(call: Call, rule: str, number: Any, dtype: torch.dtype) -> None:
+    """torch's refusal of a number `dtype` cannot hold (hardshrink's lambda 1e5 of float16)."""
+    refusal = number_refusal(rule, number, dtype)
+    if refusal is not None:
+        raise dtype_refusal(call.display, [call.meta_of(call.args[0])], RuntimeError(refusal))
 
 
 def _threshold(call: Call, record: Record) -> Any:
@@ -162,6 +186,8 @@ def _logit(call: Call, record: Record) -> Any:
     x, eps = bound_arguments(call, ("input", "eps"), {"eps": None}, numbers=("eps",))
     if not call.meta_of(x).dtype.is_floating_point:  # integers and bools: in float32, as torch
         x = record("to", x, torch.float32)
+    if eps is not None:
+        _refused_number(call, "logit", eps, call.meta_of(x).dtype)
     if eps is not None and eps >= 0:  # torch's kernel: eps in x's dtype, x < lo ? lo : x > 1 - lo ? 1 - lo : x
         low = float(torch.tensor(float(eps), dtype=torch.float32).to(call.meta_of(x).dtype))
         high = float(torch.tensor(1.0 - low, dtype=torch.float32).to(call.meta_of(x).dtype))
@@ -227,6 +253,8 @@ POINTWISE_COMPOSITES = (
     Composite("softsign", ("softsign",), _softsign, dtypes=NUMBERS,
               note="x / (abs(x) + 1), as torch writes it (integers give float32)"),
     Composite("hardshrink", ("hardshrink",), _hardshrink, dtypes=FLOATS, note="NaN kept"),
+    Composite("softshrink", ("softshrink",), _softshrink, dtypes=FLOATS,
+              note="x -/+ lambd beyond it, else x * 0 (NaN kept); 16-bit values in float32, rounded once"),
     Composite("threshold", ("threshold",), _threshold, dtypes=NUMBERS, note="x <= threshold gives value; NaN kept"),
     Composite("fmax", ("fmax",), _fextreme("maximum"), dtypes=NUMBERS, note="the other operand where one is NaN"),
     Composite("fmin", ("fmin",), _fextreme("minimum"), dtypes=NUMBERS, note="the other operand where one is NaN"),
