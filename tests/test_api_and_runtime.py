@@ -513,20 +513,15 @@ def test_helions_host_helpers_are_pallasites():
     assert [pallasite.next_power_of_2(n) for n in (0, 1, 2, 3, 70, 128)] == [1, 1, 2, 4, 128, 128]
 
 
-@pallasite.kernel
-def _softmax_rows(x):
-    out = torch.empty_like(x)
-    for tile in hl.tile(x.size(0)):
-        out[tile, :] = torch.softmax(x[tile, :], dim=-1)
-    return out
-
 
 def test_check_tpu_lowering_plans_the_default_config_for_each_chip():
     # Rows of 500000 floats: 8 of them overflow v7x's 64 MiB of VMEM at every default block,
     # v5e's 128 MiB hold them. The default config is the one a call on that chip runs: it
     # was resolved once, at the default chip (v7x), so v5e's check raised v7x's overflow.
+    from examples.softmax import softmax
+
     x = torch.empty(64, 500_000)
-    codes = check_tpu_lowering(_softmax_rows, (x,), chips=["v5e"])
+    codes = check_tpu_lowering(softmax, (x,), chips=["v5e"])
     assert "pl.pallas_call(" in codes["v5e"]
     with pytest.raises(exc.VmemOverflow, match="over TPU 7x's 64 MiB of VMEM"):
-        check_tpu_lowering(_softmax_rows, (x,), chips=["v5e", "v7x"])
+        check_tpu_lowering(softmax, (x,), chips=["v5e", "v7x"])
