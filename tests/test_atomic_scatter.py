@@ -71,13 +71,15 @@ def count_and_return_old(counts, before, segment):
     return counts, before
 
 
-def test_a_scalar_increment_counts_duplicates_and_returns_the_old_rows():
+def test_a_scalar_increment_counts_duplicates_and_returns_each_lanes_old_row():
+    """Each lane gets the row as the lanes before it left it (the adds in lane order, one
+    linearization of a GPU's atomics), so `slot = hl.atomic_add(counter, [bucket[t]], 1)` hands
+    out distinct slots; every lane got the tile's old row, the same slot for all (trial II)."""
     segment = torch.tensor([0, 2, 2, 2, 1, 0, 2, 1, 1, 1], dtype=torch.int32)  # tiles of 8 and 2
     counts, before = code_and_output(count_and_return_old, (torch.zeros(3, dtype=torch.int32),
                                                             torch.zeros(10, dtype=torch.int32), segment))[1]
     assert counts.tolist() == [2, 4, 4]
-    # each tile's lanes see the counts before that tile: the first tile saw zeros
-    assert before.tolist() == [0] * 8 + [2, 2]
+    assert before.tolist() == [0, 0, 1, 2, 0, 1, 3, 1, 2, 3]
     reference = (torch.zeros(3, dtype=torch.int32), torch.zeros(10, dtype=torch.int32))
     run_ref(count_and_return_old, (*reference, segment))
     assert reference[0].tolist() == [2, 4, 4] and reference[1].tolist() == before.tolist()
@@ -145,3 +147,36 @@ def test_atomic_and_or_xor_combine_every_duplicate_under_every_loop_type(loop_ty
     for want, got, ref in zip(expected, compiled, reference):
         assert torch.equal(got, want)
         assert torch.equal(ref, want)
+
+
+@pallasite.kernel(config=pallasite.Config(block_sizes=[8, 128]))
+def segment_sums_returning_old(x, segment, segments: int):
+    out = torch.zeros((segments, x.size(1)), dtype=x.dtype, device=x.device)
+    old = torch.empty_like(x)
+    for tile_e, tile_f in hl.tile(list(x.shape)):
+        old[tile_e, tile_f] = hl.atomic_add(out, [segment[tile_e], tile_f], x[tile_e, tile_f])
+    return out, old
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_inf_or_nan_added_through_an_index_stays_in_its_own_row(dtype):
+    """Trial II: lanes were summed by a one-hot matmul, where a lane that does not hit a row
+    still multiplies its value by 0: an inf or NaN in one segment made every other segment
+    of the tile NaN, in both modes (and on a TPU the matmul rounds float32 to bfloat16)."""
+    x = torch.full((12, 130), 1.0, dtype=dtype)
+    x[0, :] = float("inf")
+    x[1, 0] = float("nan")
+    x[2, 1] = -float("inf")
+    x[5, :] = 0.1234567
+    segment = torch.tensor([0, 0, 0, 1, 2, 3, 1, 2, 3, 1, 2, 3], dtype=torch.int32)
+    expected = torch.zeros(4, 130, dtype=dtype).index_add_(0, segment, x)
+    before, sums = torch.zeros(4, 130, dtype=dtype), []
+    for i, row in enumerate(segment.tolist()):  # each lane's old row, the adds in lane order
+        sums.append(before[row].clone())
+        before[row] += x[i]
+    _, (out, old) = code_and_output(segment_sums_returning_old, (x, segment, 4))
+    for result, want in ((out, expected), (old, torch.stack(sums))):
+        torch.testing.assert_close(result, want, equal_nan=True)
+    ref_out, ref_old = run_ref(segment_sums_returning_old, (x, segment, 4))
+    torch.testing.assert_close(ref_out, out, equal_nan=True, atol=0, rtol=0)
+    torch.testing.assert_close(ref_old, old, equal_nan=True, atol=0, rtol=0)

@@ -537,7 +537,11 @@ def scatter(draw: Draw, name: str) -> Case:
         if dtype == torch.int32 and draw.chance(0.7):  # the bitwise atomics combine duplicates too
             atomic = rng.choice(("atomic_and", "atomic_or", "atomic_xor", "atomic_min"))
         inputs = (InputSpec("out", ("r", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill), index)
-        if form == "atomic_rows":
+        if form == "atomic_rows" and draw.chance(0.5):  # each lane's old row, the lanes updating in order
+            body = _lines(0, "n = x.size(0)", "old = torch.empty_like(x)", "for t in hl.tile(n):")
+            body.append(Line(1, f"old[t, :] = hl.{atomic}(out, [dest[t], slice(None)], {value.format(x='x[t, :]')})"))
+            body.append(Line(0, "return out, old"))
+        elif form == "atomic_rows":
             body = _lines(0, "n = x.size(0)", "for t in hl.tile(n):")
             body.append(Line(1, f"hl.{atomic}(out, [dest[t], slice(None)], {value.format(x='x[t, :]')})"))
         else:
@@ -549,7 +553,8 @@ def scatter(draw: Draw, name: str) -> Case:
         inputs = (InputSpec("out", ("n", "d"), dtype, fill), InputSpec("x", ("n", "d"), dtype, fill))
         body = _lines(0, "n, d = x.size()", "for tn, td in hl.tile([n, d]):")
         body.append(Line(1, f"hl.atomic_add(out, [tn, td], {value.format(x='x[tn, td]')})"))
-    body.append(Line(0, "return out"))
+    if body[-1].text != "return out, old":
+        body.append(Line(0, "return out"))
     if dtype == torch.float32 and draw.chance(0.3):  # float16 (picked in float32); drawn last, as the seed was
         inputs = tuple(replace(spec, dtype=torch.float16) if spec.dtype == torch.float32 else spec for spec in inputs)
     return Case("scatter", name, inputs, tuple(body), dims, loop_type=loop_type, exact=dtype == torch.int32,

@@ -136,7 +136,13 @@ def tolerance(case: Case) -> tuple[float, float]:
 
 
 def compare(result: Any, expected: Any, case: Case) -> str | None:
-    """None if they agree, else what differs."""
+    """None if they agree, else what differs (tuples and lists element by element)."""
+    if isinstance(result, (tuple, list)) and type(result) is type(expected) and len(result) == len(expected):
+        for position, (r, e) in enumerate(zip(result, expected)):
+            differs = compare(r, e, case)
+            if differs is not None:
+                return f"output {position}: {differs}"
+        return None
     if not isinstance(result, torch.Tensor) or not isinstance(expected, torch.Tensor):
         return None if type(result) is type(expected) else f"result types differ: {type(result)} vs {type(expected)}"
     if result.shape != expected.shape or result.dtype != expected.dtype:

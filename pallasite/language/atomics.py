@@ -32,13 +32,13 @@ def _atomic(name: str, target: Any, index: Sequence[Any], combine, sem: str) -> 
 
 def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, sem: str) -> Any:
     """`hl.atomic_add/max/min/and/or/xor(target, [..., idx, ...], v)` through one index vector: every
-    lane's value reaches its row, duplicates within the tile included; returns the rows'
-    values before the update (each lane sees the tile's old row, as if the tile's lanes
-    went first).
+    lane's value reaches its row, duplicates within the tile included; returns each lane's
+    row before its own update, the lanes updating in order (a lane sees the earlier lanes'
+    values: `slot = hl.atomic_add(counter, [bucket[t]], 1)` hands out distinct slots).
 
     Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
-    total is the combination of the values of every lane j it hits (a one-hot matmul for a
-    float sum, a select-and-reduce otherwise: `hl.reduce` of the bitwise combines). Lanes
+    total is the combination of the values of every lane j it hits, its old value that of
+    the lanes j < i (`_combined`: a select-and-reduce; `hl.reduce` of the bitwise combines). Lanes
     naming one row then all hold the same new row, `combine(old, total)`, so the ordinary
     scatter (the last lane's value wins, `plan/scatters.py`) writes it whatever lane wins; its
     window is resident and the grid axes that do not choose it run in order (`arbitrary`), so
@@ -61,35 +61,38 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
     order = [axis] + [a for a in range(rank) if a != axis]
     moved = values.permute(order) if axis else values
     hit = idx[:, None] == idx[None, :]
-    if name == "atomic_add" and old.dtype.is_floating_point:
-        flat = moved.reshape(lanes, -1).to(torch.float32)
-        total = (torch.where(hit, 1.0, 0.0) @ flat).reshape(moved.shape).to(old.dtype)
-    else:
-        spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
-        if name == "atomic_add":
-            total = torch.where(spread, moved[None], 0).sum(1)
-        elif name in _BITWISE:
-            chosen = torch.where(spread, moved[None], _all_ones(old.dtype) if name == "atomic_and" else 0)
-            total = _tracer("reduce").reduce(_BITWISE[name], chosen, 1, 0, False)
-        else:
-            fill = _lowest(old.dtype) if name == "atomic_max" else _highest(old.dtype)
-            chosen = torch.where(spread, moved[None], fill)
-            total = chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
+    total = _combined(name, hit, moved, old.dtype, rank, lanes)
+    # lane i's old row: as the lanes before it left it (the updates in lane order)
+    position = _tracer(name).arange((lanes,), torch.int32)
+    earlier = hit & (position[None, :] < position[:, None])
+    prior = _combined(name, earlier, moved, old.dtype, rank, lanes)
     if axis:
         total = total.permute([order.index(a) for a in range(rank)])
-    if name == "atomic_add":
-        new = old + total
-    elif name in _BITWISE:
-        new = _BITWISE[name](old, total)
-    elif name == "atomic_max":
-        new = torch.maximum(old, total)
-    else:
-        new = torch.minimum(old, total)
+        prior = prior.permute([order.index(a) for a in range(rank)])
+    new = _COMBINES[name](old, total)
     target[key] = new
-    return old
+    return _COMBINES[name](old, prior)
+
+
+def _combined(name: str, hit: Any, moved: Any, dtype: torch.dtype, rank: int, lanes: int) -> Any:
+    """Per lane i, the combination of the values of the lanes j with `hit[i, j]` (the
+    operation's identity where none): a select over [lanes, lanes, ...] and a reduction over
+    j, never a one-hot matmul (whose 0 * inf is NaN in every other row, and which a TPU
+    computes in bfloat16 passes); float sums in float32."""
+    spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
+    if name == "atomic_add":
+        values = moved.to(torch.float32) if dtype.is_floating_point else moved
+        return torch.where(spread, values[None], 0).sum(1).to(dtype)
+    if name in _BITWISE:
+        chosen = torch.where(spread, moved[None], _all_ones(dtype) if name == "atomic_and" else 0)
+        return _tracer("reduce").reduce(_BITWISE[name], chosen, 1, 0, False)
+    fill = _lowest(dtype) if name == "atomic_max" else _highest(dtype)
+    chosen = torch.where(spread, moved[None], fill)
+    return chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
 
 
 _BITWISE = {"atomic_and": lambda a, b: a & b, "atomic_or": lambda a, b: a | b, "atomic_xor": lambda a, b: a ^ b}
+_COMBINES = {**_BITWISE, "atomic_add": lambda a, b: a + b, "atomic_max": torch.maximum, "atomic_min": torch.minimum}
 
 
 def _all_ones(dtype: torch.dtype) -> Any:
@@ -123,7 +126,9 @@ def _filled_like(old: Any, value: Any) -> Any:
 def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
     """`target[index] += value`; returns the values before the add. Through an index tensor
     (`hl.atomic_add(out, [segment[tile], slice(None)], v)`: `:` is not Python outside a
-    subscript), lanes naming the same row all add up."""
+    subscript), lanes naming the same row all add up, and each lane gets its row as the
+    lanes before it left it (the adds in lane order: `hl.atomic_add(counter, [bucket[t]], 1)`
+    hands out distinct slots)."""
     if _through_index_tensor(index):
         return _atomic_scatter("atomic_add", target, index, value, sem)
     return _atomic("atomic_add", target, index, lambda old: old + value, sem)
