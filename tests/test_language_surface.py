@@ -218,6 +218,27 @@ def test_a_static_range_of_an_int_argument_is_a_constant_of_the_variant(config):
 
 
 @pallasite.kernel
+def ramp_and_zeros(x, w: int):
+    out = torch.empty([x.size(0), w], dtype=torch.float32, device=x.device)
+    for t in hl.tile(x.size(0)):
+        out[t, :] = hl.zeros([t, w], dtype=torch.float32) + x[t][:, None] + hl.arange(w)[None, :] \
+            + hl.rand([t, w], seed=3) * 0
+    return out
+
+
+@pytest.mark.parametrize("config", [{}, {"block_sizes": [8]}])
+def test_an_int_argument_shapes_device_values_as_a_constant_of_the_variant(config):
+    """Trial II: `hl.zeros([t, w])` and `hl.arange(w)` of an int argument were refused (naming
+    an internal HostScalar), where slices and hl.static_range take it as a constant of the
+    variant, as hl.specialize makes it."""
+    x = torch.randn(20)
+    for w in (4, 130):
+        expected = x[:, None] + torch.arange(w)[None, :]
+        for result in (code_and_output(ramp_and_zeros, (x, w), **config)[1], run_ref(ramp_and_zeros, (x, w), **config)):
+            torch.testing.assert_close(result, expected)
+
+
+@pallasite.kernel
 def chunk_sums(x, chunk: int):
     n_chunks = x.size(0) // chunk  # uses chunk before the hl.specialize below (Helion's GDN)
     chunk = hl.specialize(chunk)

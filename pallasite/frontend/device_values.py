@@ -15,7 +15,7 @@ import torch
 from .. import exc
 from ..ir import Node, Value, ops
 from .operands import check_dtype, shape_entry
-from .proxies import DeviceTensor, TileProxy
+from .proxies import DeviceTensor, TileProxy, static_int
 from .tile_sizes import TileExtent
 
 
@@ -66,8 +66,10 @@ def arange(recorder: Any, args: tuple, dtype: torch.dtype) -> DeviceTensor:
         dim = args[0].dim  # its lanes' positions in it, padded where the tile is
         positions = recorder.tile_attribute(dim, "index") - recorder.tile_attribute(dim, "begin")
         return positions if dtype == torch.int32 else positions.to(dtype)
+    args = tuple(static_int(a) for a in args)  # int arguments: constants of the variant
     if not all(isinstance(a, int) for a in args):
-        raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints.")
+        raise exc.UnsupportedOperation("hl.arange bounds must be compile-time ints (ints, int arguments, "
+                                       "or values hl.specialize makes constant).")
     rng = range(*args)
     check_dtype(dtype, "hl.arange")
     attrs = {"start": rng.start, "step": rng.step, "dtype": dtype}

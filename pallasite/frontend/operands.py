@@ -12,7 +12,7 @@ import torch
 from .. import exc
 from ..ir import ScalarSymbol, TensorSymbol, ops
 from ..ir.sizes import keep_symbolic
-from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
+from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced, static_int
 from .tile_sizes import TileExtent, as_meta
 
 
@@ -117,6 +117,7 @@ def to_meta(item: Any) -> Any:
 
 
 def shape_entry(entry: Any) -> int:
+    entry = static_int(entry)  # an int argument: a constant of the variant
     if isinstance(entry, (TileProxy, TileExtent)):
         return entry.dim.block_size
     if isinstance(entry, int) and not isinstance(entry, bool):

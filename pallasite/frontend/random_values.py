@@ -28,7 +28,7 @@ import torch
 from .. import exc
 from ..ir import ScalarSymbol, TileDim
 from . import device_values
-from .proxies import DeviceTensor, HostScalar, TileProxy
+from .proxies import DeviceTensor, HostScalar, TileProxy, static_int
 
 _FLOAT_RESULTS = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -36,6 +36,7 @@ _FLOAT_RESULTS = (torch.float32, torch.bfloat16, torch.float16)
 def rand(recorder: Any, shape: Any, seed: Any) -> DeviceTensor:
     """`hl.rand(shape, seed)`: float32 uniform in [0, 1); `shape` holds tiles and ints."""
     entries = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]
+    entries = [static_int(entry) for entry in entries]  # int arguments: constants of the variant
     return _uniform(recorder, entries, _seed_operand(recorder, seed), 0, torch.float32)
 
 
