@@ -252,12 +252,16 @@ def keep_above_threshold_item(x: torch.Tensor, thr: torch.Tensor) -> torch.Tenso
     return out
 
 
-@pytest.mark.parametrize("kernel", [keep_above_threshold_indexed, keep_above_threshold_item])
-def test_the_advised_reads_of_a_0d_tensor_work(kernel):
-    x, thr = torch.randn(300), torch.tensor(0.25)
-    expected = torch.where(x > thr, x, 0.0)
+@pytest.mark.parametrize("kernel, shape", [(keep_above_threshold_indexed, ()), (keep_above_threshold_item, ()),
+                                           (keep_above_threshold_item, (1,)), (keep_above_threshold_item, (1, 1))])
+def test_the_advised_reads_of_a_one_element_tensor_work(kernel, shape):
+    """`.item()` of a one-element tensor of any shape, as torch takes it: shape [1] was refused
+    with advice to do what the line did (trial II)."""
+    x, thr = torch.randn(300), torch.full(shape, 0.25)
+    expected = torch.where(x > thr.item(), x, 0.0)
     torch.testing.assert_close(kernel(x, thr), expected)
     torch.testing.assert_close(pallasite.testing.run_ref(kernel, (x, thr)), expected)
+    torch.testing.assert_close(pallasite.testing.run_ref(kernel, (x, thr), block_sizes=[128]), expected)
 
 
 @pallasite.kernel
@@ -544,3 +548,8 @@ def test_a_python_range_of_a_value_read_from_a_tensor_says_what_to_write():
     with pytest.raises(exc.UnsupportedSyntax, match=r"hl\.grid\(n\[0\]\)") as info:
         python_range_of_a_read_value(torch.randn(16), torch.tensor([3], dtype=torch.int32))
     assert_points_at(info.value, python_range_of_a_read_value, "for _ in range(n[0]):")
+
+
+def test_item_of_a_tensor_of_several_elements_in_device_code_says_why():
+    with pytest.raises(exc.ShapeMismatch, match=r"thr.item\(\) of a tensor of shape \[2\]: torch reads .item\(\) of one"):
+        keep_above_threshold_item(torch.randn(16), torch.tensor([0.5, 1.0]))

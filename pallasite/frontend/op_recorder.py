@@ -242,9 +242,14 @@ class OpRecorder:
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
-        if (name == "item" and isinstance(obj, HostTensor) and not obj.symbol.shape and self.device is not None
-                and not args and not kwargs):
-            return self.subscript(obj, ())  # a 0-d tensor's value in device code: thr.item() is thr[()]
+        if (name == "item" and isinstance(obj, HostTensor) and self.device is not None and not args and not kwargs
+                and all(type(size) is int and size == 1 for size in obj.symbol.shape)):
+            # a one-element tensor's value in device code: thr.item() is thr[()], s.item() of shape [1] s[0]
+            return self.subscript(obj, (0,) * len(obj.symbol.shape))
+        if name == "item" and isinstance(obj, HostTensor) and self.device is not None:
+            raise exc.ShapeMismatch(
+                f"{obj.symbol.name}.item() of a tensor of shape {list(obj.symbol.shape)}: torch reads .item() of "
+                f"one element only; index the element you mean (`{obj.symbol.name}[i]` reads it in device code).")
         if (name == "item" and isinstance(obj, HostTensor) and not obj.symbol.shape and self.device is None
                 and not args and not kwargs):  # an argument's element read on the host: a constant
             return host_items.item_value(self.host, obj.symbol, self.items, unsupported_hint(name))
