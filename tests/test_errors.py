@@ -553,3 +553,43 @@ def test_a_python_range_of_a_value_read_from_a_tensor_says_what_to_write():
 def test_item_of_a_tensor_of_several_elements_in_device_code_says_why():
     with pytest.raises(exc.ShapeMismatch, match=r"thr.item\(\) of a tensor of shape \[2\]: torch reads .item\(\) of one"):
         keep_above_threshold_item(torch.randn(16), torch.tensor([0.5, 1.0]))
+
+
+@pallasite.kernel
+def tile_after_its_loop(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t]
+    return out[t]
+
+
+def test_a_tile_used_after_its_loop_is_named():
+    """Trial II: the error was torch's own about a private TileProxy type."""
+    for run in (lambda: tile_after_its_loop(torch.randn(8)),
+                lambda: pallasite.testing.run_ref(tile_after_its_loop, (torch.randn(8),), block_sizes=[8])):
+        with pytest.raises(exc.IndexingError, match="tile 't' is used in host code, after its loop"):
+            run()
+
+
+@pallasite.kernel
+def list_of_columns(a):
+    out = torch.empty([a.size(0), 2], dtype=a.dtype)
+    for t in hl.tile(a.size(0)):
+        out[t, :] = a[t, [0, 2]]
+    return out
+
+
+@pallasite.kernel
+def list_of_value_columns(a):
+    out = torch.empty([a.size(0), 2], dtype=a.dtype)
+    for t in hl.tile(a.size(0)):
+        out[t, :] = a[t, :][:, [0, 2]]
+    return out
+
+
+@pytest.mark.parametrize("kernel, what", [(list_of_columns, "a list index"), (list_of_value_columns, "torch.stack")])
+def test_a_list_index_in_device_code_says_what_to_write(kernel, what):
+    """Trial II: "unsupported index [0, 2] of type list", with no way forward."""
+    with pytest.raises(exc.IndexingError, match=r"cols = torch.tensor\(\[0, 2\], dtype=torch.int32\)") as info:
+        kernel(torch.randn(8, 4))
+    assert what in info.value.message

@@ -191,6 +191,11 @@ def _normalize_item(item, size, axis, tensor_name, scalar_value) -> IndexItem:
                 f"instead: `{tensor_name}[idx.reshape(-1), ...] = v.reshape(-1, ...)` (gathers take "
                 "index tiles of any rank).")
         return GatherIndex(value)
+    if isinstance(item, list):  # torch's advanced indexing by a list of positions
+        raise exc.IndexingError(
+            f"{tensor_name}[...]: a list index ({item!r}) in device code: pass the positions as an int32 index "
+            f"tensor argument and gather with it (`{tensor_name}[t, cols[:]]`, cols = torch.tensor({item!r}, "
+            "dtype=torch.int32)).")
     raise exc.IndexingError(
         f"{tensor_name}[...]: unsupported index {item!r} of type {type(item).__name__}."
     )
@@ -365,6 +370,12 @@ def _narrow_item(item: Any, size: int, name: str):
             f"(computed by '{producer.op if producer is not None else '?'}'); narrowing a device value takes "
             "a constant, a constant slice, tile.begin or tile.index (shift the inner loop's range "
             "instead of the index), or index the host tensor.")
+    if isinstance(item, (list, tuple)):  # torch's advanced indexing by a list of positions
+        raise exc.IndexingError(
+            f"{name}[...]: a list index ({item!r}) of a device value picks scattered positions, which a "
+            "narrowing read does not (it reads contiguous runs); read each run and join them "
+            "(`torch.stack([v[:, 0], v[:, 2]], dim=1)`, `torch.cat`), or gather from the kernel's tensor with "
+            "an index tensor argument (`x[t, cols[:]]`, cols = torch.tensor([0, 2], dtype=torch.int32)).")
     raise exc.IndexingError(f"{name}[...]: unsupported index {item!r} of type {type(item).__name__}.")
 
 
@@ -449,6 +460,13 @@ def indexed_shape(index: tuple[IndexItem, ...], shape: tuple[int, ...]) -> tuple
     return tuple(out)
 
 
+def tile_after_its_loop(tensor_name: str, tile_name: str) -> exc.IndexingError:
+    """The error for a tile indexing a tensor in host code (after its loop), in both modes."""
+    return exc.IndexingError(
+        f"{tensor_name}[...]: tile '{tile_name}' is used in host code, after its loop: a tile indexes only "
+        "inside the hl.tile loop that makes it; return the whole tensor, or index it in the loop.")
+
+
 def check_host_subscript(key: Any, tensor_name: str) -> None:
     """Reject host-code subscript items whose result shape only the data knows (boolean
     masks) or that torch reads differently from JAX (float indices)."""
@@ -469,6 +487,8 @@ def check_host_subscript(key: Any, tensor_name: str) -> None:
                 raise exc.IndexingError(f"{tensor_name}[...]: a {dtype} tensor cannot index; cast it to int32.")
         elif isinstance(item, HostScalar) and item.python_type is not int:
             raise exc.IndexingError(f"{tensor_name}[...]: a float scalar cannot index a tensor.")
+        elif isinstance(item, TileProxy):
+            raise tile_after_its_loop(tensor_name, item.dim.name)
 
 
 def _mask_error(tensor_name: str) -> exc.IndexingError:
