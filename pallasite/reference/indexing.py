@@ -18,6 +18,7 @@ import torch
 
 from .. import exc
 from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
+from ..frontend.indexing import tile_after_its_loop
 from ..ir.ops import check_number_fits
 from . import lanes
 from .tiles import MOVED_TILE, RefTile, RuntimeInt, TileBegin
@@ -304,6 +305,13 @@ def _check_int_index(item: int, size: int, axis: int, read_from_data: bool, name
             + ("; indices read from data must lie in [0, size) (they do not wrap)." if read_from_data
                else "; a grid index or a tile's begin (and ints computed from them) must lie in [0, size): "
                "it does not wrap as a negative Python int does." if runtime else "."))
+
+def refuse_tiles_in_host_code(func: Callable, args: tuple, name_of: NameOf) -> None:
+    """A tile subscripting a tensor in host code (after its loop) is the compiler's error."""
+    tile = next((item for item in lanes.leaves(args[1:2]) if isinstance(item, RefTile)), None)
+    if tile is not None and getattr(func, "__name__", "") in ("__getitem__", "__setitem__"):
+        raise tile_after_its_loop(name_of(args[0]), tile.name)
+
 
 def _broadcast_read(item: Any, tensor: torch.Tensor, axis: int, store: bool, name_of: NameOf) -> bool | None:
     """Whether `item` reads a size-1 axis broadcast: True for a tile (the axis kept), False

@@ -34,7 +34,6 @@ from ..ir.ops import (
 )
 from ..ir.exact_ints import wrapped_to
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
-from ..frontend.indexing import tile_after_its_loop
 from ..frontend.walker import remember_under_operator
 from . import in_place, indexing, int64, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
@@ -100,9 +99,7 @@ class DeviceSemantics(TorchFunctionMode):
                 raise exc.DeviceValueInHostCode(
                     "A value from inside a device loop is used in host code; store it into a "
                     "tensor inside the loop instead.")
-            tile = next((item for item in lanes.leaves(args[1:2]) if isinstance(item, tiles.RefTile)), None)
-            if tile is not None and getattr(func, "__name__", "") in ("__getitem__", "__setitem__"):
-                raise tile_after_its_loop(self.runner.name_of(args[0]), tile.name)
+            indexing.refuse_tiles_in_host_code(func, args, self.runner.name_of)
             return func(*args, **kwargs)
         return device_call(func, args, kwargs, self.runner)
 
