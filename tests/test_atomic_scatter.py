@@ -162,7 +162,8 @@ def segment_sums_returning_old(x, segment, segments: int):
 def test_an_inf_or_nan_added_through_an_index_stays_in_its_own_row(dtype):
     """Trial II: lanes were summed by a one-hot matmul, where a lane that does not hit a row
     still multiplies its value by 0: an inf or NaN in one segment made every other segment
-    of the tile NaN, in both modes (and on a TPU the matmul rounds float32 to bfloat16)."""
+    of the tile NaN, in both modes (and on a TPU the matmul rounded float32 to bfloat16: the
+    sums are products at HIGHEST precision now, whatever the kernel's dot_precision)."""
     x = torch.full((12, 130), 1.0, dtype=dtype)
     x[0, :] = float("inf")
     x[1, 0] = float("nan")
@@ -174,7 +175,8 @@ def test_an_inf_or_nan_added_through_an_index_stays_in_its_own_row(dtype):
     for i, row in enumerate(segment.tolist()):  # each lane's old row, the adds in lane order
         sums.append(before[row].clone())
         before[row] += x[i]
-    _, (out, old) = code_and_output(segment_sums_returning_old, (x, segment, 4))
+    code, (out, old) = code_and_output(segment_sums_returning_old, (x, segment, 4))
+    assert "precision=lax.Precision.HIGHEST" in code  # the sums are exact on a TPU too
     for result, want in ((out, expected), (old, torch.stack(sums))):
         torch.testing.assert_close(result, want, equal_nan=True)
     ref_out, ref_old = run_ref(segment_sums_returning_old, (x, segment, 4))

@@ -474,8 +474,8 @@ class KernelEmitter:
             if widened is not None:
                 args[position] = Arg(widened, tuple(node.outputs[0].shape), arg.dtype, arg.raw)
         attrs = dict(node.kwargs)
-        if op.kind is ops.OpKind.CONTRACTION:
-            attrs["precision"] = self.plan.dot_precision
+        if op.kind is ops.OpKind.CONTRACTION:  # the kernel's, unless the node asks exact products
+            attrs.setdefault("precision", self.plan.dot_precision)
         for mask in self.plan.masks.get(node.id, ()):
             args[mask.operand] = args[mask.operand].with_text(self._apply_mask(node, mask, args[mask.operand].text))
             if op.reduction is not None and op.reduction.averages:

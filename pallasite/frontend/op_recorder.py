@@ -47,6 +47,9 @@ class OpRecorder:
 
     def __init__(self) -> None:
         self.location: exc.SourceLocation | None = None
+        # contractions recorded now are exact in float32 (`Tracer.exact_products`: an atomic's
+        # one-hot sums), whatever the kernel's dot_precision
+        self.exact_products = False
         self.host = HostProgram(self)  # what host code records
         self.device: DeviceLoopCall | None = None
         self._device_body_stack: list[list] = []
@@ -390,6 +393,8 @@ class OpRecorder:
         if isinstance(meta_out, (tuple, list)):
             values = self._record_multi(op.name, operands, attrs, list(meta_out))
             return type(meta_out)(DeviceTensor(self, v) for v in values)
+        if self.exact_products and op.kind is ops.OpKind.CONTRACTION:
+            attrs = {**attrs, "precision": "HIGHEST"}
         dtype = self._device_dtype(meta_out.dtype)
         shape = symbolic_result_shape(op, operands, tuple(meta_out.shape), attrs)
         value = self.record(op.name, operands, attrs, shape, dtype)

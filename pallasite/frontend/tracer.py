@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -266,6 +267,16 @@ class Tracer:
 
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> DeviceTensor:
         return self.recorder.atomic_update(name, tensor, key, combine)
+
+    @contextlib.contextmanager
+    def exact_products(self) -> Iterator[None]:
+        """Contractions recorded inside are exact in float32 (HIGHEST precision on a TPU, whose
+        default is one bfloat16 pass): the language's own one-hot sums."""
+        previous, self.recorder.exact_products = self.recorder.exact_products, True
+        try:
+            yield
+        finally:
+            self.recorder.exact_products = previous
 
     @property
     def jagged_active(self) -> bool:

@@ -76,19 +76,34 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
 
 def _combined(name: str, hit: Any, moved: Any, dtype: torch.dtype, rank: int, lanes: int) -> Any:
     """Per lane i, the combination of the values of the lanes j with `hit[i, j]` (the
-    operation's identity where none): a select over [lanes, lanes, ...] and a reduction over
-    j, never a one-hot matmul (whose 0 * inf is NaN in every other row, and which a TPU
-    computes in bfloat16 passes); float sums in float32."""
+    operation's identity where none): float sums on the MXU (`_float_sums`), the others a
+    select over [lanes, lanes, ...] and a reduction over j."""
+    if name == "atomic_add" and dtype.is_floating_point:
+        return _float_sums(hit, moved, dtype, lanes)
     spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
     if name == "atomic_add":
-        values = moved.to(torch.float32) if dtype.is_floating_point else moved
-        return torch.where(spread, values[None], 0).sum(1).to(dtype)
+        return torch.where(spread, moved[None], 0).sum(1).to(dtype)
     if name in _BITWISE:
         chosen = torch.where(spread, moved[None], _all_ones(dtype) if name == "atomic_and" else 0)
         return _tracer("reduce").reduce(_BITWISE[name], chosen, 1, 0, False)
     fill = _lowest(dtype) if name == "atomic_max" else _highest(dtype)
     chosen = torch.where(spread, moved[None], fill)
     return chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
+
+
+def _float_sums(hit: Any, moved: Any, dtype: torch.dtype, lanes: int) -> Any:
+    """`hit` as 0/1 @ the values in float32, exact (HIGHEST precision: a TPU's default is one
+    bfloat16 pass). Non-finite values stay out of the product (0 * inf is NaN in every row
+    they do not hit): a row's inf, -inf or NaN lanes are counted by products of their own
+    (0/1 factors, exact in any precision)."""
+    flat = moved.reshape(lanes, -1).to(torch.float32)
+    pick = torch.where(hit, 1.0, 0.0)
+    with _tracer("atomic_add").exact_products():
+        total = pick @ torch.where(torch.isfinite(flat), flat, 0.0)
+    nan, up, down = (pick @ torch.where(flag, 1.0, 0.0) > 0
+                     for flag in (torch.isnan(flat), flat == float("inf"), flat == float("-inf")))
+    total = torch.where(up, float("inf"), torch.where(down, float("-inf"), total))
+    return torch.where(nan | (up & down), float("nan"), total).reshape(moved.shape).to(dtype)
 
 
 _BITWISE = {"atomic_and": lambda a, b: a & b, "atomic_or": lambda a, b: a | b, "atomic_xor": lambda a, b: a ^ b}

@@ -376,6 +376,11 @@ class ReferenceRunner:
             return prng.draw(self.frames, list(like.shape), self._random_seed, stream, dtype or like.dtype,
                              sized_by_tiles=False, lane_axes=set(lanes.of(like)))
 
+    @contextlib.contextmanager
+    def exact_products(self) -> Iterator[None]:
+        """`Tracer.exact_products`: torch's float32 products on the CPU are exact already."""
+        yield
+
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> torch.Tensor:
         """An `hl.atomic_*` with tile/scalar indices: `tensor[key] = combine(old)`, the old
         values returned."""
