@@ -284,3 +284,13 @@ def test_softshrink_refuses_a_lambda_torch_refuses_in_both_modes(dtype, lambd):
     for run in (lambda: code_and_output(soft_shrunk, (x, lambd)), lambda: run_ref(soft_shrunk, (x, lambd), block_sizes=[8])):
         with pytest.raises(exc.ShapeMismatch, match="lambda must be in range"):
             run()
+
+
+def test_softshrink_refusal_names_the_function_alike_in_both_modes():
+    x = torch.randn(8, 16).half()
+    messages = []
+    for run in (lambda: code_and_output(soft_shrunk, (x, -0.5)), lambda: run_ref(soft_shrunk, (x, -0.5), block_sizes=[8])):
+        with pytest.raises(exc.ShapeMismatch) as info:
+            run()
+        messages.append(info.value.message)
+    assert all(message.startswith("torch.nn.functional.softshrink: lambda must be") for message in messages), messages

@@ -61,7 +61,8 @@ def display_name(func: Any) -> str:
         return f"torch.nn.functional.{qualname}"
     if module.startswith("torch._C._"):  # torch.linalg.vector_norm is `linalg_vector_norm` of torch._C._linalg
         namespace = module.removeprefix("torch._C._")
-        return f"torch.{namespace}.{qualname.removeprefix(namespace + '_')}"
+        name = qualname.removeprefix(namespace + "_")
+        return f"torch.nn.functional.{name}" if namespace == "nn" else f"torch.{namespace}.{name}"
     return f"torch.{qualname.replace('_VariableFunctionsClass.', '')}"
 
 

@@ -34,10 +34,11 @@ _SIMPLE_DEVICE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr,
 _SWALLOWED: ContextVar[exc.PallasiteError | None] = ContextVar("pallasite_swallowed_error", default=None)
 
 
-def remember_under_operator(err: exc.PallasiteError) -> None:
-    """Keep `err`, raised under a torch operator method, for the statement runner."""
+def remember_under_operator(err: exc.PallasiteError) -> exc.PallasiteError:
+    """Keep `err`, raised under a torch operator method, for the statement runner; returns it."""
     if isinstance(err, TypeError):
         _SWALLOWED.set(err)
+    return err
 
 
 def take_swallowed() -> exc.PallasiteError | None:

@@ -34,6 +34,7 @@ from ..ir.ops import (
 )
 from ..ir.exact_ints import wrapped_to
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
+from ..frontend.torch_names import display_name
 from ..frontend.walker import remember_under_operator
 from . import in_place, indexing, int64, lanes, scans, tiles
 from .extents import agree, describe_mark, partial_tiles, tile_axes
@@ -109,8 +110,7 @@ def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
     try:
         return _device_value_call(func, args, kwargs, runner, name)
     except exc.PallasiteError as err:  # under an operator method torch turns a TypeError into NotImplemented
-        remember_under_operator(err)
-        raise
+        raise remember_under_operator(err)
 
 
 def _device_value_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: str) -> Any:
@@ -184,6 +184,8 @@ def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: s
 
 def _display(func: Callable, name: str) -> str:
     qualname = getattr(func, "__qualname__", name) or name
+    if (getattr(func, "__module__", "") or "").startswith("torch._C._"):  # F.softshrink, torch.linalg.*
+        return display_name(func)
     return "torch." + qualname.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
 
 
