@@ -27,7 +27,6 @@ MISSING = object()  # a name that had no value (before a loop or an if)
 _SIMPLE_DEVICE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)
 
 
-# The tracer's proxies, by the type name torch's argument parser reports
 # A pallasite error that is a TypeError (`exc.UnsupportedDtype`) raised under a torch operator
 # method (`Tensor.__pow__`, `__rsub__`, ...): torch turns it into NotImplemented, and Python
 # then raises its own "unsupported operand type(s)"; the statement runner raises ours instead.
@@ -47,6 +46,7 @@ def take_swallowed() -> exc.PallasiteError | None:
     return err
 
 
+# The tracer's proxies, by the type name torch's argument parser reports
 _PROXY_TYPES = {"TileProxy": "tile", "DeviceTensor": "device value", "HostScalar": "scalar argument",
                 "HostTensor": "tensor"}
 

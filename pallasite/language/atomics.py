@@ -38,7 +38,8 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
 
     Sort-free, in the tile: `hit[i, j]` says lanes i and j name the same row, and lane i's
     total is the combination of the values of every lane j it hits, its old value that of
-    the lanes j < i (`_combined`: a select-and-reduce; `hl.reduce` of the bitwise combines). Lanes
+    the lanes j < i (`_combined`: float sums on the MXU, exact; a select-and-reduce otherwise,
+    `hl.reduce` of the bitwise combines). Lanes
     naming one row then all hold the same new row, `combine(old, total)`, so the ordinary
     scatter (the last lane's value wins, `plan/scatters.py`) writes it whatever lane wins; its
     window is resident and the grid axes that do not choose it run in order (`arbitrary`), so

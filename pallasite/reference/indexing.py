@@ -17,8 +17,8 @@ from typing import Any, Callable
 import torch
 
 from .. import exc
-from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
 from ..frontend.indexing import tile_after_its_loop
+from ..ir.index_forms import moved_beside_pairs, moved_scatter, splice_tile_tuples, unbroadcastable_pairs
 from ..ir.ops import check_number_fits
 from . import lanes
 from .tiles import MOVED_TILE, RefTile, RuntimeInt, TileBegin
@@ -305,6 +305,7 @@ def _check_int_index(item: int, size: int, axis: int, read_from_data: bool, name
             + ("; indices read from data must lie in [0, size) (they do not wrap)." if read_from_data
                else "; a grid index or a tile's begin (and ints computed from them) must lie in [0, size): "
                "it does not wrap as a negative Python int does." if runtime else "."))
+
 
 def refuse_tiles_in_host_code(func: Callable, args: tuple, name_of: NameOf) -> None:
     """A tile subscripting a tensor in host code (after its loop) is the compiler's error."""

@@ -75,15 +75,24 @@ def _softshrink(call: Call, record: Record) -> Any:
     values in float32, rounded once; lambda within [0, the dtype's max] (torch checks it)."""
     x, lambd = bound_arguments(call, ("input", "lambd"), {"lambd": 0.5}, numbers=("lambd",))
     dtype = _floats(call, x).dtype
-    try:  # torch's checks of the dtype and the number live in its CPU kernel, which meta tensors skip
-        with torch._C.DisableTorchFunction():
-            torch.nn.functional.softshrink(torch.zeros(2, dtype=dtype), lambd)
-    except RuntimeError as err:
-        raise exc.ShapeMismatch(f"{call.display}: {str(err).splitlines()[0]}") from None
+    err = _cpu_kernel_error(lambda zeros: torch.nn.functional.softshrink(zeros, lambd), dtype)
+    if err is not None:
+        raise exc.ShapeMismatch(f"{call.display}: {str(err).splitlines()[0]}")
     wide = x if dtype == torch.float32 else record("to", x, torch.float32)
     inner = record("where", record("lt", wide, -lambd), record("add", wide, lambd), record("mul", wide, 0))
     value = record("where", record("gt", wide, lambd), record("sub", wide, lambd), inner)
     return value if dtype == torch.float32 else record("to", value, dtype)
+
+
+def _cpu_kernel_error(run, dtype: torch.dtype) -> RuntimeError | None:
+    """torch's error running `run` on two zeros of `dtype` (its checks of the dtype and the
+    numbers live in its CPU kernel, which meta tensors skip), or None. NotImplementedError too."""
+    try:
+        with torch._C.DisableTorchFunction():
+            run(torch.zeros(2, dtype=dtype))
+    except RuntimeError as err:
+        return err
+    return None
 
 
 def _refused_number(call: Call, rule: str, number: Any, dtype: torch.dtype) -> None:
@@ -98,11 +107,9 @@ def _threshold(call: Call, record: Record) -> Any:
                                              numbers=("threshold",))
     meta = call.meta_of(x)
     numbers = [n if isinstance(n, (int, float)) else 0 for n in (threshold, value)]  # a runtime value: its call's
-    try:  # torch's checks of the dtype and the numbers live in its CPU kernel, which meta tensors skip
-        with torch._C.DisableTorchFunction():
-            torch.nn.functional.threshold(torch.zeros(2, dtype=meta.dtype), *numbers)
-    except RuntimeError as err:  # NotImplementedError too
-        raise dtype_refusal(call.display, [meta], err) from None
+    err = _cpu_kernel_error(lambda zeros: torch.nn.functional.threshold(zeros, *numbers), meta.dtype)
+    if err is not None:
+        raise dtype_refusal(call.display, [meta], err)
     compared = x  # torch's kernel compares a 16-bit x with the threshold in float32 (hardshrink's rounds it)
     if isinstance(meta, torch.Tensor) and meta.dtype in (torch.bfloat16, torch.float16):
         compared = record("to", x, torch.float32)
