@@ -37,6 +37,7 @@ class JaggedLoops:
         self.recorder = recorder
         self.loops: list[tuple[Any, int | None, DeviceTensor]] = []  # (tile_k's dim, row dim id, lengths)
         self.sites: dict[tuple[int, int, int], JaggedMask] = {}
+        self.dim_ids: set[int] = set()  # every hl.jagged_tile loop's dim traced so far
         self._statement: tuple[int, int] = (0, 0)
         self._ordinal = 0
         self._inside_access = 0
@@ -60,6 +61,7 @@ class JaggedLoops:
                 "(read at that tile, e.g. offsets[tile_b.index + 1] - offsets[tile_b]); this one is indexed by no "
                 "tile, so no access could say which row a lane belongs to.", self.recorder.location)
         self.loops.append((dim, row, lengths))
+        self.dim_ids.add(dim.id)
         try:
             yield
         finally:

@@ -16,6 +16,7 @@ from . import view_aliasing
 from .device_if import DeviceIfs
 from .jagged import JaggedLoops
 from .op_recorder import OpRecorder
+from .moved_tiles import rebase_moved_tiles
 from .proxies import DeviceTensor, HostTensor, TileProxy, Traced
 from .tile_dims import TileDims, inner_bound, static_bound
 from .walker import StatementWalker
@@ -111,6 +112,7 @@ class TracedStatements:
             run_body(self._loop_variable(spec, dims))
         finally:
             self.recorder.exit_device()
+        rebase_moved_tiles(call.loop, self.jagged.dim_ids)  # `x[start + tile.index]`: the tile's own window
         view_aliasing.check_loop_views(self.recorder.host, call)
         self.recorder.host.steps.append(call)
         self.device_loops.append(call)

@@ -100,9 +100,12 @@ class TileSlice:
 
     dim: TileDim
     FORM: ClassVar[IndexForm] = IndexForm(
-        "tile", ("x[tile]", "x[tile_m, tile_n]", "x[tile.index]", "out[tile] = v", "x[tile] += v"),
+        "tile", ("x[tile]", "x[tile_m, tile_n]", "x[tile.index]", "out[tile] = v", "x[tile] += v",
+                 "A[start + tile_m.index, tk]  # start = offsets[g] before the loop"),
         "the tile's block (a BlockSpec block, or a DMA'd or pipelined block in an inner loop); a partial last "
-        "tile is masked on load and never written past the tensor's end")
+        "tile is masked on load and never written past the tensor's end; an inner tile whose every access is "
+        "moved by one device scalar read before its loop (Helion's grouped GEMM) is the window at that "
+        "offset, streamed like `hl.tile(start, end)` (any other use of the tile keeps it an index vector)")
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,9 @@ class TileDim:
     block_id: int | None
     is_grid: bool  # hl.grid: block size 1, the loop variable is a scalar
     begin_value: Value | None = None  # scalar Value: this tile's first index
+    # the device scalar s every access of this tile was moved by (`x[s + tile.index]`): its range
+    # is the moved one, [s + begin, s + end) (frontend/moved_tiles.py); messages spell it as written
+    moved_by: Value | None = None
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

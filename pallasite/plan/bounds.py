@@ -67,7 +67,7 @@ def check_access_bounds(node, guarded: bool = False) -> list[DataDependentRange]
                 if dim.end > dim.begin and (dim.begin < 0 or dim.end > size):
                     raise _error(node, f"{dim.name} covers [{dim.begin:d}, {dim.end:d})", tensor.name, axis, size)
             elif not _proven_inside(dim, size):
-                message = _message(node, f"{dim.name} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
+                message = _message(node, f"{_positions(dim)} covers [{{lo}}, {{hi}})", tensor.name, axis, size)
                 pending.append(DataDependentRange(node, axis, size, message, dim=dim))
         elif isinstance(item, ShiftedTile):
             _check_shifted(node, item)  # positions outside the tensor read 0: no range to check
@@ -267,7 +267,7 @@ def access_text(node) -> str:
         if isinstance(item, NewAxis):
             parts.append("None")
         elif isinstance(item, TileSlice):
-            parts.append(item.dim.name)
+            parts.append(_positions(item.dim))
         elif isinstance(item, FullSlice):
             parts.append(":")
         elif isinstance(item, GatherIndex):
@@ -279,6 +279,11 @@ def access_text(node) -> str:
         else:
             parts.append(describe(item.index) if isinstance(item.index, Value) else str(item.index))
     return f"{node.tensor.name}[{', '.join(parts)}]"
+
+
+def _positions(dim: TileDim) -> str:
+    """A tile in a subscript as written: `tile_m`, or `start + tile_m.index` for a moved one."""
+    return dim.name if dim.moved_by is None else f"{describe(dim.moved_by)} + {dim.name}.index"
 
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}  # Python's, of the infix spellings ops have

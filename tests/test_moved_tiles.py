@@ -1,0 +1,193 @@
+"""`x[start + tile.index]` with `start` read from data (Helion's grouped GEMM): when every access
+of the tile is moved by the same scalar defined before its loop, the tile is rebased to
+[start, start + extent) and its accesses are tile windows at a runtime offset (streamed, no
+one-hot gather over the whole tensor); any other use of the tile keeps the gathers. Either way
+the result is torch's and reference mode's (frontend/moved_tiles.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
+
+
+@pallasite.kernel
+def grouped_gemm(A: torch.Tensor, B: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    T, K = A.shape
+    G, _, N = B.shape
+    out = torch.zeros([T, N], dtype=A.dtype, device=A.device)
+    for g in hl.grid(G):
+        start = offsets[g]
+        end = offsets[g + 1]
+        M_g = end - start
+        if M_g != 0:
+            for tile_m, tile_n in hl.tile([M_g, N]):
+                acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                for tile_k in hl.tile(K):
+                    a_blk = A[start + tile_m.index, tile_k]
+                    acc = torch.addmm(acc, a_blk, B[g, tile_k, tile_n])
+                out[start + tile_m.index, tile_n] = acc.to(out.dtype)
+    return out
+
+
+def _grouped_expected(A, B, offsets):
+    out = torch.zeros(A.size(0), B.size(2), dtype=A.dtype)
+    bounds = offsets.tolist()
+    for g, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        out[a:b] = (A[a:b].float() @ B[g].float()).to(A.dtype)
+    return out
+
+
+def _grouped_inputs(last: int = 180):
+    gen = torch.Generator().manual_seed(0)
+    A = torch.randn(200, 256, generator=gen).to(torch.bfloat16)
+    B = (torch.randn(5, 256, 256, generator=gen) / 16).to(torch.bfloat16)
+    return A, B, torch.tensor([0, 37, 37, 120, 190, last])
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("last", [180, 200])  # the last group ends inside the tensor, or at its end
+def test_helions_grouped_gemm_reads_and_writes_tile_windows_at_each_groups_start(loop_type, last):
+    A, B, offsets = _grouped_inputs(last)
+    config = dict(block_sizes=[64, 128, 128], pallas_loop_type=loop_type)
+    code, result = code_and_output(grouped_gemm, (A, B, offsets), **config)
+    torch.testing.assert_close(result, _grouped_expected(A, B, offsets), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(run_ref(grouped_gemm, (A, B, offsets), **config), result, atol=2e-2, rtol=2e-2)
+    assert "index_hot" not in code and "scatter into" not in code  # no one-hot gather or scatter
+    assert "tile_m_begin = start + tile_m_step * 64" in code
+
+
+def test_the_fori_loop_streams_a_window_of_each_group_and_writes_back_only_its_rows():
+    A, B, offsets = _grouped_inputs()
+    code, _ = code_and_output(grouped_gemm, (A, B, offsets), block_sizes=[64, 128, 128], pallas_loop_type="fori_loop")
+    assert "A_hbm.at[pl.ds(tile_m_begin, 64), pl.ds(step * 128, 128)]" in code
+    assert "write back only the tile's rows inside its range" in code
+
+
+def test_helions_grouped_gemm_at_mixtral_sizes_lowers_with_its_default_config():
+    bf = torch.bfloat16
+    A, B = torch.empty(4096, 4096, dtype=bf, device="meta"), torch.empty(8, 4096, 14336, dtype=bf, device="meta")
+    offsets = torch.tensor([0, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4096])
+    codes = check_tpu_lowering(grouped_gemm, (A, B, offsets))
+    assert all("index_hot" not in code for code in codes.values())
+
+
+def test_offsets_past_the_tensor_name_the_moved_tile_as_written():
+    A, B, _ = _grouped_inputs()
+    offsets = torch.tensor([0, 37, 37, 120, 190, 210])
+    with pytest.raises(exc.ShapeMismatch, match=r"A\[start \+ tile_m.index, tile_k\]: start \+ tile_m.index "
+                                                 r"covers \[190, 210\) but A.size\(0\) is 200"):
+        code_and_output(grouped_gemm, (A, B, offsets), block_sizes=[64, 128, 128], pallas_loop_type="fori_loop")
+
+
+@pallasite.kernel
+def moved_rows(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile in hl.tile(2, offsets[g + 1] - start):
+            out[start + tile.index, :] = x[start + tile.index, :] * 2 + tile.id
+    return out
+
+
+def test_a_tile_with_a_static_begin_moves_its_begin_too_and_keeps_its_id():
+    x = torch.randn(100, 128)
+    offsets = torch.tensor([0, 30, 31, 64, 100])
+    bias = torch.zeros(16, 128)
+    expected = torch.zeros_like(x)
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        rows = torch.arange(a + 2, max(b, a + 2))
+        expected[rows] = x[rows] * 2 + ((rows - a - 2) // 8)[:, None]
+    for loop_type in ("unroll", "fori_loop"):
+        config = dict(block_sizes=[8], pallas_loop_type=loop_type)
+        code, result = code_and_output(moved_rows, (x, offsets, bias), **config)
+        torch.testing.assert_close(result, expected)
+        torch.testing.assert_close(run_ref(moved_rows, (x, offsets, bias), **config), expected)
+        assert "tile_start = start + 2" in code and "index_hot" not in code
+
+
+@pallasite.kernel
+def moved_and_unmoved(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile in hl.tile(offsets[g + 1] - start):
+            out[start + tile.index, :] = x[start + tile.index, :] + bias[tile, :]
+    return out
+
+
+@pallasite.kernel
+def two_shifts(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile in hl.tile(offsets[g + 1] - start):
+            out[start + tile.index, :] = x[(start + 1) + tile.index, :] + bias[0, :]
+    return out
+
+
+@pallasite.kernel
+def positions_used(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile in hl.tile(offsets[g + 1] - start):
+            out[start + tile.index, :] = x[start + tile.index, :] + tile.index[:, None].float() + tile.begin
+    return out
+
+
+def _expected(kernel, x, offsets, bias):
+    out = torch.zeros_like(x)
+    bounds = offsets.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        local = torch.arange(b - a)
+        if kernel is moved_and_unmoved:
+            out[a:b] = x[a:b] + bias[local]
+        elif kernel is two_shifts:
+            out[a:b] = x[a + 1:b + 1] + bias[0]
+        else:
+            out[a:b] = x[a:b] + local[:, None].float() + local[:, None] // 8 * 8
+    return out
+
+
+@pytest.mark.parametrize("kernel", [moved_and_unmoved, two_shifts, positions_used])
+def test_a_tile_with_other_uses_keeps_its_gathers_and_torchs_result(kernel):
+    x = torch.randn(101, 128)
+    offsets = torch.tensor([0, 13, 13, 40, 100])
+    bias = torch.randn(64, 128)
+    config = dict(block_sizes=[8], pallas_loop_type="fori_loop")
+    code, result = code_and_output(kernel, (x, offsets, bias), **config)
+    expected = _expected(kernel, x, offsets, bias)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(kernel, (x, offsets, bias), **config), expected)
+    assert "index_hot" in code or "hit = " in code  # gathered or scattered through the index vector
+
+
+@pallasite.kernel
+def narrowed_positions(x: torch.Tensor, starts: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(starts.size(0)):
+        start = starts[g]
+        blk = table[:, :]
+        for tile in hl.tile(16):
+            out[start + tile.index, :] = x[start + tile.index, :] + blk[tile]
+    return out
+
+
+def test_a_narrowing_read_at_the_tiles_positions_keeps_them_unmoved():
+    """`blk[tile]` reads the block at the tile's own positions (its begin, unmoved): the tile is not rebased."""
+    x = torch.randn(100, 128)
+    starts = torch.tensor([0, 20, 43, 84])
+    table = torch.randn(16, 128)
+    expected = torch.zeros_like(x)
+    for a in starts.tolist():
+        expected[a:a + 16] = x[a:a + 16] + table
+    for loop_type in ("unroll", "fori_loop"):
+        config = dict(block_sizes=[8], pallas_loop_type=loop_type)
+        code, result = code_and_output(narrowed_positions, (x, starts, table), **config)
+        torch.testing.assert_close(result, expected)
+        torch.testing.assert_close(run_ref(narrowed_positions, (x, starts, table), **config), expected)
