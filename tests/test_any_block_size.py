@@ -113,3 +113,29 @@ def test_an_illegal_inner_tile_with_a_grid_tile_of_the_same_tensor(loop_type):
 ])
 def test_the_fallback_layouts_lower_to_mosaic(kernel, args, sizes):
     check_tpu_lowering(kernel, args, block_sizes=sizes)
+
+
+@pallasite.kernel
+def block_sums(x):
+    b, m, n = x.size()
+    out = torch.empty([b], dtype=torch.float32, device=x.device)
+    for tb in hl.tile(b):
+        acc = hl.zeros([tb], dtype=torch.float32)
+        for tm, tn in hl.tile([m, n]):
+            acc = acc + x[tb, tm, tn].sum([1, 2])
+        out[tb] = acc
+    return out
+
+
+def test_a_block_larger_than_its_static_dim_is_clamped_to_the_smallest_legal_block_covering_it():
+    """Trial LL: block_sizes=[4096, 4096] over a 5 x 200 tensor planned 4096 padded rows and
+    columns (576 MiB of VMEM, refused); a block past the dim tiles the same one tile."""
+    x = torch.randn(5, 200)
+    for sizes in ([4096, 4096], [65536, 16]):
+        code, result = code_and_output(add_one, (x,), block_sizes=sizes)
+        torch.testing.assert_close(result, x + 1.0)
+    assert add_one.bind((x,)).resolve_config({"block_sizes": [4096, 4096]})["block_sizes"] == [5, 200]
+    x3 = torch.randn(5, 33, 200)
+    for loop_type in LOOP_TYPES:
+        _, result = code_and_output(block_sums, (x3,), block_sizes=[256, 128, 16], pallas_loop_type=loop_type)
+        torch.testing.assert_close(result, x3.sum((1, 2)), atol=1e-3, rtol=1e-4)

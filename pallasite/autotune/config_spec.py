@@ -34,6 +34,7 @@ class BlockSizeSpec:
     # static_shapes=False: the extent is one size of a bucket, so no candidate is "the whole
     # dim" (a block equal to one size only), and the default covers the extent with aligned blocks
     dynamic: bool = False
+    exact: bool = False  # `extent` is the dim's static extent (not a stand-in for a range only data knows)
 
     def allows(self, size: int) -> bool:
         return all(rule.allows(size) for rule in self.rules)
@@ -53,6 +54,15 @@ class BlockSizeSpec:
         # same one block with more padding: more VMEM, the same work)
         covering = [s for s in legal if s >= extent]
         return [s for s in legal if s < extent] + covering[:1]
+
+    def clamped(self, size: Any) -> Any:
+        """`size`, or the smallest legal block covering a static dim when `size` is larger: a
+        larger block tiles the same one tile with more padding (a 4096 block over a dim of 5
+        would plan 4096 padded rows of VMEM); Helion clamps such blocks too."""
+        if not self.exact or self.dynamic or type(size) is not int:
+            return size
+        covering = [s for s in self.candidates() if s >= self.extent]
+        return covering[0] if covering and size > covering[0] else size
 
     def smaller(self, size: int) -> int:
         """The next legal size below `size` (itself if there is none)."""
@@ -175,7 +185,8 @@ class ConfigSpec:
                    for dim in ir.block_dims]
         self.block_sizes = [
             BlockSizeSpec(i, dim.name if dim is not None else f"block_{i}", int(extent), tuple(rules[i]),
-                          dynamic=isinstance(extent, SymbolicSize))
+                          dynamic=isinstance(extent, SymbolicSize),
+                          exact=dim is not None and dim.static_extent is not None)
             for i, (dim, extent) in enumerate(zip(ir.block_dims, extents))
         ]
         # each slot's position among the distinct source sites (first appearance order)
@@ -278,6 +289,8 @@ class ConfigSpec:
                    "count, is taken too)." if self.site_of and max(self.site_of) + 1 < len(self.block_sizes)
                    else ".")
             )
+        if self.has_device_loops and len(values["block_sizes"]) == len(self.block_sizes):
+            values["block_sizes"] = [spec.clamped(size) for spec, size in zip(self.block_sizes, values["block_sizes"])]
         problem = kernel_keys_error(values, tuple(self.tunables))
         if problem:
             raise exc.InvalidConfig(problem)
