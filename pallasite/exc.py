@@ -125,6 +125,10 @@ class UnsupportedOperation(PallasiteError, NotImplementedError):
     forms_anchor = "ops"
 
 
+class UnknownAttribute(PallasiteError, AttributeError):
+    """An attribute no torch tensor has (`x.is_cudaa`): torch's AttributeError, with the line."""
+
+
 class ShapeMismatch(PallasiteError):
     """A value whose shape does not fit where it is stored or combined."""
 

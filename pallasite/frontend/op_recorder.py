@@ -40,6 +40,9 @@ from .operands import (  # check_dtype: also for runtime/kernel.py
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
+# properties every tensor a kernel takes answers False: dense, on no CUDA or other device
+_FALSE_PROPERTIES = ("is_cuda", "is_sparse", "is_quantized", "is_mps", "is_xpu", "is_mkldnn", "is_nested")
+
 
 class OpRecorder:
     """Records each torch operation on proxies: a device `Node` in the open device body, or a
@@ -244,7 +247,23 @@ class OpRecorder:
             )
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
+    def tensor_property(self, obj: Any, name: str) -> Any:
+        """`x.is_cuda`, `x.itemsize`: a tensor property the kernel's tensors answer alike (dense
+        tensors the runtime hands to JAX); any other (`x.requires_grad`, `x.grad`) is refused, never
+        guessed."""
+        if name in _FALSE_PROPERTIES:
+            return False
+        if name == "itemsize":
+            return obj.dtype.itemsize
+        raise exc.UnsupportedOperation(
+            f"Tensor.{name} is not supported by pallasite" + (" in device code." if self.device is not None
+                                                              else " in host code.")
+            + " A kernel's tensors answer shape, dtype, device, ndim, itemsize and is_cuda (False); "
+            "pass anything else the kernel needs as an argument.")
+
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in ("is_floating_point", "is_complex", "is_signed") and not args and not kwargs:
+            return getattr(obj.dtype, name)  # torch answers them from the dtype
         if (name == "item" and isinstance(obj, HostTensor) and self.device is not None and not args and not kwargs
                 and all(type(size) is int and size == 1 for size in obj.symbol.shape)):
             # a one-element tensor's value in device code: thr.item() is thr[()], s.item() of shape [1] s[0]

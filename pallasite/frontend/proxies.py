@@ -38,6 +38,10 @@ class Traced:
         tracer = self.__dict__.get("_tracer") if "_tracer" in self.__dict__ else None
         if tracer is None:
             raise AttributeError(name)
+        if not hasattr(torch.Tensor, name):
+            raise exc.UnknownAttribute(f"'Tensor' object has no attribute '{name}' (as torch says).")
+        if not callable(getattr(torch.Tensor, name)):  # a property (x.requires_grad, x.is_cuda): its value
+            return tracer.tensor_property(self, name)  # now, never a truthy stand-in for one
 
         def method(*args: Any, **kwargs: Any) -> Any:
             return tracer.call_method(self, name, args, kwargs)

@@ -1,0 +1,76 @@
+"""Tensor properties and dtype questions in kernels (trial LL): `x.is_cuda` is answered (False:
+a kernel's tensors are dense and on no CUDA device), `x.is_floating_point()` / `is_complex()` /
+`is_signed()` from the dtype as torch does; a property pallasite does not know
+(`x.requires_grad`) is refused with the line. Each used to be a truthy function object, so
+`1.0 if x.requires_grad else 2.0` silently took the wrong branch."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pallasite
+import pallasite.language as hl
+from pallasite import exc
+from pallasite.testing import code_and_output, run_ref
+
+
+@pallasite.kernel
+def by_device(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    on_gpu = x.is_cuda
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        out[t] = (v * 2 if v.is_cuda else v) + (1.0 if on_gpu else 2.0)
+    return out
+
+
+def test_is_cuda_is_false_in_host_and_device_code_as_torch_says():
+    x = torch.randn(50)
+    _, result = code_and_output(by_device, (x,), block_sizes=[16])
+    torch.testing.assert_close(result, x + 2.0)
+    torch.testing.assert_close(run_ref(by_device, (x,), block_sizes=[16]), x + 2.0)
+
+
+@pallasite.kernel
+def by_dtype(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    scale = 2.0 if x.is_floating_point() and not x.is_complex() else 3.0
+    for t in hl.tile(x.size(0)):
+        v = i[t]
+        shift = 1 if v.is_signed() and not v.is_floating_point() else 5
+        out[t] = x[t] * scale + shift
+    return out
+
+
+def test_dtype_questions_are_answered_from_the_dtype():
+    x, i = torch.randn(40), torch.arange(40, dtype=torch.int32)
+    _, result = code_and_output(by_dtype, (x, i), block_sizes=[8])
+    torch.testing.assert_close(result, x * 2.0 + 1)
+    torch.testing.assert_close(run_ref(by_dtype, (x, i), block_sizes=[8]), x * 2.0 + 1)
+
+
+@pallasite.kernel
+def by_grad(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    q = x.requires_grad
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + (1.0 if q else 2.0)
+    return out
+
+
+@pallasite.kernel
+def by_typo(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    q = x.is_cudaa
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + (1.0 if q else 2.0)
+    return out
+
+
+def test_a_property_pallasite_does_not_know_is_refused_never_guessed():
+    x = torch.randn(8)
+    with pytest.raises(exc.UnsupportedOperation, match=r"Tensor.requires_grad is not supported by pallasite in "
+                                                       r"host code(.|\n)*q = x.requires_grad"):
+        by_grad(x)
+    with pytest.raises(exc.UnknownAttribute, match=r"has no attribute 'is_cudaa'(.|\n)*q = x.is_cudaa"):
+        by_typo(x)
