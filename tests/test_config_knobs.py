@@ -276,6 +276,36 @@ def test_reduction_loops_row_reductions(n, chunk):
     check_tpu_lowering(row_reductions, (x,), **chips, **config)
 
 
+@pallasite.kernel
+def row_truths(x):
+    """all / any of each row (nonzero is true), over the whole last dim."""
+    m, n = x.size()
+    out = torch.empty([m, 2], dtype=torch.bool, device=x.device)
+    for tm in hl.tile(m):
+        out[tm, 0] = x[tm, :].all(1)
+        out[tm, 1] = torch.any(x[tm, :] > 0.5, dim=1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int8, torch.bool])
+@pytest.mark.parametrize("n, chunk", [(300, 128), (512, 256)])
+def test_reduction_loops_carry_all_and_any_across_chunks(dtype, n, chunk):
+    """Trial LL: all/any with reduction_loops were refused compiled and run by reference mode.
+    A zero (or an element past 0.5) in only one chunk, or only in the tail, decides its row;
+    a fraction like 0.25 is true (a float source is never cast to an int)."""
+    gen = torch.Generator().manual_seed(n)
+    x = (torch.rand(16, n, generator=gen) + 0.25)
+    x[1, 5], x[2, n - 1], x[3, :] = 0, 0, 0.25  # a zero in the first chunk, one in the tail
+    x[4, :] = 0
+    x = x.to(dtype) if dtype != torch.bool else x > 0.3
+    expected = torch.stack([x.all(1), torch.any(x > 0.5, dim=1)], dim=1)
+    config = {"block_sizes": [8], "reduction_loops": [chunk]}
+    code, out = code_and_output(row_truths, (x,), **config)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(row_truths, (x,), **config), expected)
+    assert code.count("lax.fori_loop(0, ") == 2
+
+
 def test_reduction_loops_none_is_one_block():
     x = randn(16, 300, seed=1)
     code_none, out_none = code_and_output(row_reductions, (x,), block_sizes=[8], reduction_loops=[None])
@@ -417,7 +447,7 @@ def cumsum_then_sum(x):
 
 
 @pytest.mark.parametrize("kernel, why", [
-    (logsumexp_rows, "only 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin' carry partials"),
+    (logsumexp_rows, "only 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'all', 'any' carry partials"),
     (cumsum_then_sum, "'out' is also written in this loop"),
 ])
 def test_unloopable_reductions_name_the_line(kernel, why):

@@ -16,6 +16,8 @@ _PARTIAL = {Partials.ADD: "jnp.sum", Partials.MULTIPLY: "prod_by_halves", Partia
             Partials.MINIMUM: "jnp.min"}
 _COMBINE = {Partials.ADD: "{a} + {b}", Partials.MULTIPLY: "{a} * {b}",
             Partials.MAXIMUM: "jnp.maximum({a}, {b})", Partials.MINIMUM: "jnp.minimum({a}, {b})"}
+# all/any carry 0/1 in int32 (a chunk's answer, combined by min/max; a float source is never cast)
+_LOGICAL = {Partials.ALL: ("jnp.all", "jnp.minimum({a}, {b})"), Partials.ANY: ("jnp.any", "jnp.maximum({a}, {b})")}
 # argmax/argmin carry (best value, its index): how a chunk's best is found and beats the carried one
 _ARG = {Partials.ARGMAX: ("jnp.max", "jnp.argmax", ">"), Partials.ARGMIN: ("jnp.min", "jnp.argmin", "<")}
 
@@ -26,7 +28,9 @@ def emit_looped_reduction(k, node: Node, looped: LoopedReduction) -> None:
     reduction = OPS[op].reduction
     partials = reduction.partials
     accumulates = reduction.accumulator is Accumulator.RESULT
-    if accumulates:
+    if partials in _LOGICAL:
+        acc_dtype = torch.int32
+    elif accumulates:
         acc_dtype = torch.float32 if source.dtype in _LOW_PRECISION else out.dtype
     else:  # Mosaic reduces 32-bit values only: narrow extremes are carried in int32
         acc_dtype = torch.int32 if source.dtype in NARROW_EXTREMES else source.dtype
@@ -93,6 +97,11 @@ def _emit_chunk_body(k, node: Node, looped: LoopedReduction, producers: dict, sa
         if source.dtype in NARROW_EXTREMES:
             text = f"({text}).astype(jnp.int32)"
         _emit_arg_partial(k, node, looped, text, counter, partial)
+        return
+    if partials in _LOGICAL:
+        function, combine = _LOGICAL[partials]
+        reduced = f"{function}({text}, axis={axis}{_keepdims(keepdim)}).astype(jnp.int32)"
+        k.emit(f"return {combine.format(a=partial, b=reduced)}")
         return
     if source.dtype != acc_dtype:
         text = f"({text}).astype({jnp_dtype(acc_dtype)})"

@@ -9,7 +9,7 @@ lists them for `ConfigSpec`; `plan_reduction_loops` plans a config's choice.
 
 With `reduction_loops[i] = R` (R below the extent), each such reduction is a
 loop over ceil(n / R) chunks of R with a carried partial (sum, mean, amax,
-amin, prod; argmax/argmin carry the best value and its index). Its *region*
+amin, prod, all, any; argmax/argmin carry the best value and its index). Its *region*
 (the loads and elementwise ops that compute the source along the reduced
 axis) is recomputed chunk by chunk from the refs:
 a chunk reads `ref[..., pl.ds(c * R, R)]`, so the ops of the region work on
@@ -29,7 +29,7 @@ A region that cannot be chunked (a matmul, view or another reduction along
 the dim, a loop-carried value, a tensor written in the same device loop)
 raises `exc.BackendUnsupported` (an `InvalidConfig`: another config runs the
 kernel) naming the line and saying to set that entry to None. A dim with a
-reduction that carries no partials (logsumexp, all, any) offers no chunks.
+reduction that carries no partials (logsumexp) offers no chunks.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class ReductionDim:
 
     def candidates(self) -> list[int]:
         """Legal chunk sizes below the extent (powers of two), ascending; none for a dim some
-        reduction of which cannot run in chunks (logsumexp, all, any)."""
+        reduction of which cannot run in chunks (logsumexp)."""
         sizes, size = [], 8
         while self.combinable and size < self.extent:
             if self.allows(size):

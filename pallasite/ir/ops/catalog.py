@@ -332,9 +332,9 @@ REDUCTION_OPS = (
                tuple_dims=True, signature=Signature(attrs={"dim": REQUIRED, "keepdim": False}),
                dtypes=EVERY_DTYPE, note=f"dim= required (an int or a list); max-shifted; {_FLOAT_RESULT}"),
     _reduction("all", Reduction(identity=True, averages=False, flat_index=False, accumulator=_SOURCE,
-                                partials=None, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
+                                partials=Partials.ALL, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
     _reduction("any", Reduction(identity=False, averages=False, flat_index=False, accumulator=_SOURCE,
-                                partials=None, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
+                                partials=Partials.ANY, transcendental=False), dtypes=EVERY_DTYPE, note="nonzero is true"),
 )
 
 # ---------------------------------------------------------------- indexed --

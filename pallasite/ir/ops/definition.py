@@ -123,6 +123,9 @@ class Partials(enum.Enum):
     # where strictly larger (smaller), so the first occurrence wins as in torch
     ARGMAX = "argmax"
     ARGMIN = "argmin"
+    # all/any carry whether every (some) chunk so far held only nonzero (a nonzero) element
+    ALL = "all"
+    ANY = "any"
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class Reduction:
     # one, which must count valid lanes only
     flat_index: bool
     accumulator: Accumulator
-    partials: Partials | None  # None: it cannot run as a loop over chunks (logsumexp, all, any)
+    partials: Partials | None  # None: it cannot run as a loop over chunks (logsumexp)
     transcendental: bool  # evaluated through the EUP (logsumexp's exp and log), as `Elementwise`
 
 
