@@ -1,7 +1,8 @@
 """Tensor properties and dtype questions in kernels (trial LL): `x.is_cuda` is answered (False:
 a kernel's tensors are dense and on no CUDA device), `x.is_floating_point()` / `is_complex()` /
-`is_signed()` from the dtype as torch does; a property pallasite does not know
-(`x.requires_grad`) is refused with the line. Each used to be a truthy function object, so
+`is_signed()` from the dtype as torch does, an argument's `requires_grad` from the caller's
+tensor; a property pallasite does not know (a host-computed tensor's `requires_grad`) is refused
+with the line. Each used to be a truthy function object, so
 `1.0 if x.requires_grad else 2.0` silently took the wrong branch."""
 from __future__ import annotations
 
@@ -67,10 +68,26 @@ def by_typo(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def test_an_arguments_requires_grad_is_the_callers_and_part_of_the_variant_key():
+    x = torch.randn(8)
+    torch.testing.assert_close(by_grad(x), x + 2.0)
+    torch.testing.assert_close(by_grad(x.clone().requires_grad_()), x + 1.0)
+    torch.testing.assert_close(by_grad(x), x + 2.0)
+
+
+@pallasite.kernel
+def by_computed_grad(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    q = (x * 2).requires_grad
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + (1.0 if q else 2.0)
+    return out
+
+
 def test_a_property_pallasite_does_not_know_is_refused_never_guessed():
     x = torch.randn(8)
     with pytest.raises(exc.UnsupportedOperation, match=r"Tensor.requires_grad is not supported by pallasite in "
-                                                       r"host code(.|\n)*q = x.requires_grad"):
-        by_grad(x)
+                                                       r"host code(.|\n)*q = \(x \* 2\).requires_grad"):
+        by_computed_grad(x)
     with pytest.raises(exc.UnknownAttribute, match=r"has no attribute 'is_cudaa'(.|\n)*q = x.is_cudaa"):
         by_typo(x)

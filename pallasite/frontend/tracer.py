@@ -49,6 +49,7 @@ class ArgSpec:
     # tensors: whether the caller's tensor is contiguous (torch's reshape of one that is not
     # copies, so frontend/host_program.py does not take it for the tensor itself)
     contiguous: bool = True
+    requires_grad: bool = False  # tensors: the caller's flag (host code may read it)
 
     @property
     def kernel_dtype(self) -> torch.dtype | None:
@@ -162,7 +163,7 @@ class Tracer:
         if spec.kind == "tensor":
             caller_dtype = spec.dtype if spec.kernel_dtype != spec.dtype else None
             return HostTensor(self.recorder, TensorSymbol(name, spec.shape, spec.kernel_dtype, "arg",
-                                                          caller_dtype=caller_dtype))
+                                                          caller_dtype=caller_dtype, requires_grad=spec.requires_grad))
         if spec.kind == "scalar":
             dtype = torch.int32 if spec.python_type is int else torch.float32
             return HostScalar(self.recorder, ScalarSymbol(name, dtype), spec.python_type)

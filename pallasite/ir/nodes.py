@@ -77,6 +77,7 @@ class TensorSymbol:
     # An argument the caller passes in another dtype than `dtype`, the kernel's: an int64
     # index tensor the host narrows to int32 (plan/narrowed_arguments.py decides whether it may)
     caller_dtype: torch.dtype | None = None
+    requires_grad: bool = False  # an argument's: the caller's tensor's flag (`x.requires_grad` in host code)
 
     def __repr__(self) -> str:
         return f"{self.name}{list(self.shape)}:{self.dtype}"

@@ -219,7 +219,9 @@ class Kernel:
                     raise exc.KernelArgumentError(err.message) from None
                 items = self._elements_read(param.name, value)
                 contiguous = not isinstance(value, torch.Tensor) or value.is_contiguous()
-                specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous))
+                grad = isinstance(value, torch.Tensor) and value.requires_grad
+                specs.append(ArgSpec("tensor", tuple(value.shape), dtype, items=items, contiguous=contiguous,
+                                     requires_grad=grad))
             elif isinstance(value, int) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
                 # no int32 scalar holds it: a constant of the variant, as hl.specialize makes it (a
                 # hash's multiplier `h * s`: ring ops use it wrapped, as torch does beside int32)
@@ -254,7 +256,7 @@ class Kernel:
         for param, spec in zip(self.params, specs):
             if spec.kind == "tensor":
                 shape = spec.shape if self.static_shapes else tuple(bucket(extent) for extent in spec.shape)
-                key.append((shape, spec.dtype, spec.items, spec.contiguous))
+                key.append((shape, spec.dtype, spec.items, spec.contiguous, spec.requires_grad))
             elif spec.kind == "scalar":
                 # by fingerprint: 0.0 and -0.0 are two constants (1 / s), and nan is one (trial R)
                 key.append((spec.python_type, fingerprint(spec.value)) if param.name in self._specialized
