@@ -6,6 +6,7 @@ with the line. Each used to be a truthy function object, so
 `1.0 if x.requires_grad else 2.0` silently took the wrong branch."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -91,3 +92,30 @@ def test_a_property_pallasite_does_not_know_is_refused_never_guessed():
         by_computed_grad(x)
     with pytest.raises(exc.UnknownAttribute, match=r"has no attribute 'is_cudaa'(.|\n)*q = x.is_cudaa"):
         by_typo(x)
+
+
+@pallasite.kernel
+def numpy_on_a_tile(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = np.exp(x[t])
+    return out
+
+
+@pallasite.kernel
+def numpy_on_a_tensor(x: torch.Tensor) -> torch.Tensor:
+    total = np.sum(x)
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + total
+    return out
+
+
+def test_numpy_on_a_traced_tensor_says_to_write_the_torch_op():
+    """Trial LL: np.exp(x[t]) said 'Iterating over a traced tensor is not supported'."""
+    x = torch.randn(8)
+    with pytest.raises(exc.UnsupportedOperation, match=r"numpy.exp on a traced tensor(.|\n)*write torch.exp"
+                                                       r"(.|\n)*out\[t\] = np.exp\(x\[t\]\)"):
+        numpy_on_a_tile(x)
+    with pytest.raises(exc.UnsupportedOperation, match=r"numpy.sum on a traced tensor(.|\n)*write torch.sum"):
+        numpy_on_a_tensor(x)

@@ -57,6 +57,23 @@ class Traced:
     def __iter__(self):
         raise exc.UnsupportedSyntax("Iterating over a traced tensor is not supported.")
 
+    # numpy on a traced tensor: a ufunc (np.exp) or a function (np.sum) says what to write instead
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        raise _numpy_refusal(f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        raise _numpy_refusal(f"numpy.{func.__name__}")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _numpy_refusal("a numpy conversion")
+
+
+def _numpy_refusal(what: str) -> exc.UnsupportedOperation:
+    """`numpy.exp(tile)` (what: "numpy.exp") or a conversion to an array: torch's op is the way."""
+    advice = f"write torch.{what.split('.')[-1]}" if what.startswith("numpy.") else "write torch ops"
+    return exc.UnsupportedOperation(
+        f"{what} on a traced tensor: numpy computes on host arrays, not on a kernel's tensors; {advice} instead.")
+
 
 def _make_binary(dunder: str, name: str, meta: Any, reflected: bool):
     def op(self, other):
