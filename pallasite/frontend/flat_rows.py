@@ -156,7 +156,7 @@ def read_rows(recorder: Any, tensor: HostTensor, key: Any, subscript: Any) -> De
     target = _flat_target(tensor, key)
     form = (row_form(target[1], target[0].shape[0], id(target[1]) in recorder.load_masked)
             if target is not None else None)
-    if form is None or not _may_use_view(recorder, target[0], write=False):
+    if form is None or not may_use_view(recorder, target[0], write=False):
         return None
     view = _rows_view(recorder, tensor, form.width)
     columns = slice(None) if form.cols is None else TileProxy(recorder, form.cols)
@@ -214,7 +214,7 @@ def write_rows(recorder: Any, tensor: HostTensor, key: Any, value: Any, lane_mas
     if form is None or form.mask is not None:
         return False
     row_mask = _row_lanes(lane_mask, index) if lane_mask is not None else None
-    if (lane_mask is not None and row_mask is None) or not _may_use_view(recorder, symbol, write=True):
+    if (lane_mask is not None and row_mask is None) or not may_use_view(recorder, symbol, write=True):
         return False
     view = _rows_view(recorder, tensor, form.width)
     rows = _row_numbers(recorder, form).expand(tuple(index.shape[:-1]) + (1,)).reshape(-1)
@@ -278,7 +278,7 @@ def check_access(recorder: Any, symbol: TensorSymbol, write: bool) -> None:
         recorder.rows_uses.setdefault(root, RowsUse()).writers.add(symbol.id)
 
 
-def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
+def may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
     """Whether this loop may read (or write) `symbol`'s buffer through a rows view: not
     disabled for the kernel, and not written earlier in the loop through another tensor
     (an earlier read through another tensor is refused by frontend/view_aliasing.py unless
@@ -296,20 +296,26 @@ def _may_use_view(recorder: Any, symbol: TensorSymbol, write: bool) -> bool:
 def _rows_view(recorder: Any, tensor: HostTensor, width: int) -> HostTensor:
     """`tensor.reshape(n // width, width)`, recorded as host code before the device loop
     (once per loop and width); the loop's reads and writes of the buffer then go through it."""
-    key = (recorder.device.index, tensor.symbol.id, str(width))  # a size's formula, not its value
+    return shaped_view(recorder, tensor, (_quotient(tensor.symbol.shape[0], width), width), "rows")
+
+
+def shaped_view(recorder: Any, tensor: HostTensor, shape: tuple, suffix: str) -> HostTensor:
+    """`tensor.reshape(*shape)` (named `<tensor>_<suffix>`), recorded as host code before the
+    device loop, once per loop and shape; the loop's reads and writes of the buffer then go
+    through it (one view per buffer and loop: another one is a `RowsReadConflict`)."""
+    key = (recorder.device.index, tensor.symbol.id, str(shape))  # a size's formula, not its value
     view = recorder.rows_views.get(key)
     if view is None:
-        shape = (_quotient(tensor.symbol.shape[0], width), width)
         same = recorder.host.same_order_view(tensor.symbol, shape)
         if same is not None:  # `x` itself for `x.view(-1)`: one operand, so the planner sees
             view = HostTensor(recorder, same)  # its reads and writes together
         else:
             with recorder.host_step():
                 view = tensor.reshape(*shape)
-            view.symbol.name = f"{tensor.symbol.name}_rows"
+            view.symbol.name = f"{tensor.symbol.name}_{suffix}"
         recorder.rows_views[key] = view
     use = recorder.rows_uses[recorder.host.root_of(tensor.symbol).name]
     if use.view not in (None, view.symbol):
-        raise RowsReadConflict(recorder.host.root_of(tensor.symbol).name)  # two widths of one buffer
+        raise RowsReadConflict(recorder.host.root_of(tensor.symbol).name)  # two views of one buffer
     use.view = view.symbol
     return view

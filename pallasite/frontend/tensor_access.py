@@ -18,7 +18,7 @@ from .. import language as hl
 from ..ir import GatherIndex, Load, Run, ScalarIndex, Store, Value, ops
 from ..ir.index_forms import splice_tile_tuples
 from ..ir.sizes import broadcast_shape
-from . import flat_rows, lane_pairs, paired_indexing
+from . import chunk_views, flat_rows, lane_pairs, paired_indexing
 from .indexing import (
     check_host_subscript, gathered_axis, indexed_shape, is_index_tile, is_narrowing, narrowed_shape,
     normalize_narrowing, normalize_subscript,
@@ -50,6 +50,9 @@ def subscript(recorder: Any, tensor: Any, key: Any, zero_past_end: bool = False)
     rows = flat_rows.read_rows(recorder, tensor, key, subscript)
     if rows is not None:  # a flat gather of whole rows: a gather of rows of the 2-D view
         return rows
+    chunked = None if zero_past_end else chunk_views.chunked_subscript(recorder, tensor, key, write=False)
+    if chunked is not None:  # `x[c * K + tile.index]`: the tile of row c of the axis seen as [n // K, K]
+        return subscript(recorder, *chunked)
     symbol = tensor.symbol
     flat_rows.check_access(recorder, symbol, write=False)
     key = _windows_as_index_vectors(recorder, key, symbol.shape)
@@ -163,6 +166,9 @@ def store(recorder: Any, tensor: Any, key: Any, value: Any, atomic: bool = False
         )
     if not atomic and flat_rows.write_rows(recorder, tensor, key, value, lane_mask, store):
         return  # a flat scatter of whole rows: a scatter of rows of the 2-D view
+    chunked = None if atomic or lane_mask is not None else chunk_views.chunked_subscript(recorder, tensor, key, True)
+    if chunked is not None:  # `out[c * K + tile.index] = v`: the tile of row c of the chunk view
+        return store(recorder, *chunked, value)
     symbol = tensor.symbol
     flat_rows.check_access(recorder, symbol, write=True)
     paired_indexing.refuse_paired_store(symbol.name, key)

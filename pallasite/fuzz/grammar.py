@@ -22,7 +22,7 @@ from .expressions import FLOATS, NARROW_EXTREMES, ChainBuilder, Value, dtype_nam
 from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops, guarded_rows
 from .narrowing import narrowing
-from .range_kinds import tile_ranges
+from .range_kinds import chunk_ranges, tile_ranges
 from .row_kinds import shared_rows
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
@@ -587,6 +587,7 @@ KINDS: dict[str, Callable[[Draw, str], Case]] = {
     "shape_ops": shape_ops,  # fuzz/shape_kinds.py: torch.cat/stack, hl.split/join, tile gather, einsum
     "window_shapes": window_shapes,  # fuzz/window_kinds.py: static slices, shifted tiles, F.pad
     "tile_ranges": tile_ranges,  # fuzz/range_kinds.py: causal, lookahead and windowed inner ranges
+    "chunk_ranges": chunk_ranges,  # fuzz/range_kinds.py: tiles inside chunks of an axis (Mamba2)
     "segment_rows": segment_rows,  # fuzz/worklist_kinds.py: flattened worklists, compact_worklist
     "shared_rows": shared_rows,  # fuzz/row_kinds.py: rows written at steps that need not be consecutive
     "argument_rows": argument_rows,  # fuzz/argument_kinds.py: runtime int arguments in index arithmetic

@@ -70,3 +70,41 @@ def tile_ranges(draw: Any, name: str) -> Case:
         form, loop_type = f"{starts}_pair", draw.loop_type()
     return Case("tile_ranges", name, inputs, tuple(body), dims, loop_type=loop_type,
                 exact=dtype == torch.int32, tags=("tile_ranges", form, dtype_name(dtype)))
+
+
+def chunk_ranges(draw: Any, name: str) -> Case:
+    """`x[tc * chunk + tm.index]`: tiles inside chunks of an axis (Helion's Mamba2, read through
+    a chunk view, frontend/chunk_views.py) — an inner tile per chunk of an outer grid, a grid
+    tile beside the chunk's, a causal inner range `hl.tile((tm.id + 1) * block)` summed, or a
+    range running 8 rows into the next chunk (no view: a gather)."""
+    rng = draw.rng
+    dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
+    form = rng.choice(("inner", "grid", "causal", "past"))
+    nchunks, chunk = rng.choice((1, 2, 3, 4)), rng.choice((8, 16, 24, 40, 64))
+    if form == "past":
+        nchunks = max(nchunks, 2)
+    block = rng.choice((8, 16)) if chunk % 16 == 0 else 8
+    dims = {"L": nchunks * chunk, "n": rng.choice((1, 128, 200))}
+    acc_dtype = dtype_name(torch.int32 if dtype == torch.int32 else torch.float32)
+    body = [Line(0, "L, n = x.size()"), Line(0, f"chunk = L // {nchunks}"), Line(0, "out = torch.zeros_like(x)")]
+    rows = "tc * chunk + tm.index" if form != "grid" else "tc.begin * chunk + tm.index"
+    if form == "inner":
+        body += [Line(0, f"for tc in hl.grid({nchunks}):"), Line(1, "for tm in hl.tile(chunk):"),
+                 Line(2, f"out[{rows}, :] = x[{rows}, :] * 2 + tc")]
+    elif form == "grid":
+        body += [Line(0, f"for tm, tc in hl.tile([chunk, {nchunks}], block_size=[{block}, 1]):"),
+                 Line(1, f"out[{rows}, :] = x[{rows}, :] - tc.begin")]
+    elif form == "causal":  # row i: the sum of its chunk's rows up to the end of i's tile
+        body += [Line(0, f"for tm, tc in hl.tile([chunk, {nchunks}], block_size=[{block}, 1]):"),
+                 Line(1, f"acc = hl.zeros([tm, n], dtype={acc_dtype})"),
+                 Line(1, f"for tk in hl.tile((tm.id + 1) * {block}, block_size=8):"),
+                 Line(2, "acc = acc + x[tc.begin * chunk + tk.index, :].sum(0)[None, :]"),
+                 Line(1, f"out[tc.begin * chunk + tm.index, :] = acc.to(x.dtype)")]
+    else:  # 8 rows past the chunk: each program reads into the next one
+        body += [Line(0, f"for tc in hl.grid({nchunks - 1}):"), Line(1, "for tm in hl.tile(chunk + 8):"),
+                 Line(2, f"out[{rows}, :] = x[{rows}, :] + 1")]
+    body.append(Line(0, "return out"))
+    inputs = (InputSpec("x", ("L", "n"), dtype, "randint" if dtype == torch.int32 else "randn"),)
+    loop_type = draw.loop_type() if form in ("inner", "causal", "past") else None
+    return Case("chunk_ranges", name, inputs, tuple(body), dims, loop_type=loop_type,
+                exact=dtype == torch.int32, tags=("chunk_ranges", form, dtype_name(dtype)))

@@ -102,11 +102,14 @@ class TileSlice:
     dim: TileDim
     FORM: ClassVar[IndexForm] = IndexForm(
         "tile", ("x[tile]", "x[tile_m, tile_n]", "x[tile.index]", "out[tile] = v", "x[tile] += v",
-                 "A[start + tile_m.index, tk]  # start = offsets[g] before the loop"),
+                 "A[start + tile_m.index, tk]  # start = offsets[g] before the loop",
+                 "x[b, tile_c.begin * K + tile_m.index, h, :]  # tile_m inside [0, K), K | x.size(1)"),
         "the tile's block (a BlockSpec block, or a DMA'd or pipelined block in an inner loop); a partial last "
         "tile is masked on load and never written past the tensor's end; an inner tile whose every access is "
         "moved by one device scalar read before its loop (Helion's grouped GEMM) is the window at that "
-        "offset, streamed like `hl.tile(start, end)` (any other use of the tile keeps it an index vector)")
+        "offset, streamed like `hl.tile(start, end)` (any other use of the tile keeps it an index vector); "
+        "`c * K + tile.index` with K dividing the axis and the tile's range inside [0, K) (Helion's Mamba2) is "
+        "the tile of row c of the axis seen as [n // K, K], a host view made before the loop")
 
 
 @dataclass(frozen=True)
