@@ -14,7 +14,7 @@ import pallasite
 import pallasite.language as hl
 from pallasite.plan import BlockKind, Semantics
 from pallasite.plan.loops import LOOP_TYPES
-from pallasite.testing import check_tpu_lowering, code_and_output
+from pallasite.testing import check_tpu_lowering, code_and_output, run_ref
 
 
 @pallasite.kernel
@@ -139,3 +139,23 @@ def test_a_block_larger_than_its_static_dim_is_clamped_to_the_smallest_legal_blo
     for loop_type in LOOP_TYPES:
         _, result = code_and_output(block_sums, (x3,), block_sizes=[256, 128, 16], pallas_loop_type=loop_type)
         torch.testing.assert_close(result, x3.sum((1, 2)), atol=1e-3, rtol=1e-4)
+
+
+@pallasite.kernel
+def into_block_width(x):
+    m, n = x.size()
+    out = torch.zeros([m, 128], dtype=x.dtype, device=x.device)
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            out[tm, 0:tn.block_size] = x[tm, tn]
+    return out
+
+
+def test_reference_mode_clamps_given_block_sizes_as_the_compiler_does():
+    """tn.block_size is the clamped block in both modes: 128 over n = 100 is one block of 100."""
+    x = torch.randn(16, 100)
+    expected = torch.nn.functional.pad(x, (0, 28))
+    config = dict(block_sizes=[8, 128], pallas_loop_type="fori_loop")
+    _, result = code_and_output(into_block_width, (x,), **config)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(into_block_width, (x,), **config), expected)

@@ -95,7 +95,8 @@ def run_reference(kernel: Any, args: tuple, kwargs: Mapping[str, Any] | None = N
         check_narrowed(args, kwargs, config)
     sites = None if bind is None else (lambda: bind(args, kwargs).jagged_sites(config))
     runner = ReferenceRunner(fn, lambda: _block_sizes(kernel, args, kwargs, config), orders, tunables, sites,
-                             None if bind is None else lambda: _slots_per_site(bind, args, kwargs, config))
+                             None if bind is None else lambda: _slots_per_site(bind, args, kwargs, config),
+                             None if bind is None else lambda: _clamped_sizes(bind, args, kwargs, config))
     result = runner.run(tuple(python_number(hl.constexpr_value(a)) for a in args),
                         {k: python_number(hl.constexpr_value(v)) for k, v in kwargs.items()})
     left = runner.loop_orders_left()
@@ -115,7 +116,7 @@ def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[in
     chosen = as_config(config) if config is not None else getattr(kernel, "declared_config", None)
     bind: Callable | None = getattr(kernel, "bind", None)
     if chosen is not None and chosen.block_sizes is not None:
-        return list(chosen.block_sizes)  # no need to trace the kernel
+        return list(chosen.block_sizes)  # no need to trace the kernel (unless one is clamped: _clamped_sizes)
     if bind is None:
         raise exc.InvalidConfig(
             "Reference mode of a plain function needs its block sizes: pass config=Config(block_sizes=[...]).")
@@ -125,6 +126,16 @@ def _block_sizes(kernel: Any, args: tuple, kwargs: dict, config: Any) -> list[in
         err.add_note("Reference mode took its block sizes from the compiler's config resolution; pass "
                      "config=pallasite.Config(block_sizes=[...]) to a plain function to run without the compiler.")
         raise
+
+
+def _clamped_sizes(bind: Callable, args: tuple, kwargs: dict, config: Any) -> list[int] | None:
+    """The compiler's per-slot block sizes for the config, a size past a static dim clamped to
+    it (`ConfigSpec.normalize`); None where the compiler refuses the kernel (reference mode
+    then runs the sizes given)."""
+    try:
+        return list(bind(args, kwargs).resolve_config(config).block_sizes)
+    except exc.PallasiteError:
+        return None
 
 
 def _slots_per_site(bind: Callable, args: tuple, kwargs: dict, config: Any) -> list[int] | None:

@@ -31,7 +31,8 @@ class ReferenceRunner:
     def __init__(self, fn: Callable, block_sizes: Callable[[], list[int]], loop_orders=(),
                  tunable_values: dict[str, Any] | None = None,
                  jagged_sites: Callable[[], dict] | None = None,
-                 slots_per_site: Callable[[], list[int] | None] | None = None):
+                 slots_per_site: Callable[[], list[int] | None] | None = None,
+                 clamped_sizes: Callable[[], list[int] | None] | None = None):
         """`block_sizes()` gives the config's block sizes; it is called only if the kernel
         has a tunable block size. `loop_orders`: the config's dim order per multi-dim
         hl.tile loop, device and inner loops in order of appearance (the order programs
@@ -39,7 +40,10 @@ class ReferenceRunner:
         compiler's decisions for the accesses inside hl.jagged_tile loops
         (`KernelIR.jagged_sites`), asked for when the run meets such a loop. `slots_per_site()`:
         the compiler's per-slot block sizes for the config, asked for when a host loop reaches an
-        hl.tile line again (the config may give one size per line, as Helion counts them)."""
+        hl.tile line again (the config may give one size per line, as Helion counts them).
+        `clamped_sizes()`: the compiler's resolution of the config, asked for when a block size is
+        larger than the static extent it tiles (the compiler clamps such a size to the dim, so
+        `tile.block_size` must be the clamped one here too)."""
         self.fn = fn
         self.arguments: set[int] = set()  # the argument tensors, by id (set by run)
         self._jagged_sites_of_kernel = jagged_sites
@@ -54,6 +58,7 @@ class ReferenceRunner:
         self._block_sizes: list[int] | None = None
         self._slots: dict[tuple, int] = {}
         self._slots_per_site = slots_per_site
+        self._clamped_sizes = clamped_sizes
         self._sites: set[tuple] = set()  # slot keys without the host loops' state
         self._calls_in_statement = 0
         self.walker = StatementWalker(self.filename, {}, "while pallasite ran {location} in reference mode")
@@ -235,7 +240,8 @@ class ReferenceRunner:
                 int64.check_bound(bound, self.location)
             begins = [tiles.as_bound(b, "begin") for b in spec.begins]
             ends = [tiles.as_bound(e, "end") for e in spec.ends]
-            blocks = [block if spec.kind == "grid" else self._block_size(stmt, i, block)  # a grid's: its step
+            extents = [e - b if fixed else None for b, e, fixed in zip(begins, ends, static)]
+            blocks = [block if spec.kind == "grid" else self._block_size(stmt, i, block, extents[i])  # a grid's: its step
                       for i, block in enumerate(spec.block_sizes)]
         names = loop_names(stmt.target, len(ends), spec.kind)
         items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device,
@@ -261,12 +267,12 @@ class ReferenceRunner:
             self._order_of_loop[id(stmt)] = order
         return self._order_of_loop[id(stmt)]
 
-    def _block_size(self, stmt: ast.For, dim: int, block: Any) -> int:
+    def _block_size(self, stmt: ast.For, dim: int, block: Any, extent: int | None) -> int:
         if block is None:
-            return self._slot(("tile", id(stmt), dim, self.walker.python_loops))
+            return self._slot(("tile", id(stmt), dim, self.walker.python_loops), extent)
         return tiles.check_block_size(block)
 
-    def _slot(self, key: tuple) -> int:
+    def _slot(self, key: tuple, extent: int | None = None) -> int:
         """The config's block size for one tunable dimension.
 
         Slots are numbered in the order the kernel first reaches each
@@ -289,6 +295,12 @@ class ReferenceRunner:
             raise exc.InvalidConfig(
                 f"The config has {len(self._block_sizes)} block sizes, but the kernel has more "
                 "tunable block sizes.")
+        if new_slot and extent is not None and self._block_sizes[index] > extent and self._clamped_sizes:
+            with self.mode.paused():  # the compiler may clamp it to the dim: its sizes, per slot
+                clamped = self._clamped_sizes()
+            self._clamped_sizes = self._slots_per_site = None
+            if clamped is not None:
+                self._block_sizes = list(clamped)
         return self._block_sizes[index]
 
     # ------------------------------------------------------- hl functions --
@@ -306,7 +318,8 @@ class ReferenceRunner:
             raise exc.UnsupportedSyntax("hl.register_block_size(max) or (min, max).")
         self._calls_in_statement += 1
         statement = id(self.walker.statement)
-        return self._slot(("register_block_size", statement, self._calls_in_statement, self.walker.python_loops))
+        return self._slot(("register_block_size", statement, self._calls_in_statement, self.walker.python_loops),
+                          int(args[-1]))
 
     def register_tunable(self, name: Any, fragment: Any) -> Any:
         from ..language.tunables import tunable_value
