@@ -154,7 +154,8 @@ class _Uses:
                 self._walk_body(item.then_body)
                 self._walk_body(item.else_body)
             else:  # every field that may hold an operand: args, kwargs, a subscript, int64_of, a copy's refs
-                self._note(item, [getattr(item, f.name) for f in dataclasses.fields(item) if f.name not in _NOT_OPERANDS])
+                fields = dataclasses.fields(item)
+                self._note(item, [getattr(item, f.name) for f in fields if f.name not in _NOT_OPERANDS])
 
     def _note(self, user: Any, operands: Any) -> None:
         for operand in _flatten(operands):

@@ -241,7 +241,8 @@ class ReferenceRunner:
             begins = [tiles.as_bound(b, "begin") for b in spec.begins]
             ends = [tiles.as_bound(e, "end") for e in spec.ends]
             extents = [e - b if fixed else None for b, e, fixed in zip(begins, ends, static)]
-            blocks = [block if spec.kind == "grid" else self._block_size(stmt, i, block, extents[i])  # a grid's: its step
+            blocks = [block if spec.kind == "grid"  # a grid's: its step
+                      else self._block_size(stmt, i, block, extents[i])
                       for i, block in enumerate(spec.block_sizes)]
         names = loop_names(stmt.target, len(ends), spec.kind)
         items = tiles.iterate(spec.kind, names, begins, ends, blocks, spec.multi, order, lambda: self.in_device,
