@@ -100,7 +100,7 @@ REFERENCES = {
     "argmax": (row_lane_argmax, lambda x, bn: _lanes(x, bn, float("-inf")).amax(1).argmax(1).to(torch.int32)),
 }
 # (m, n, block_sizes=[block_n, block_m]): n divisible by block_n or not, a partial
-# row tile or not, and a block wider than the whole row.
+# row tile or not, and a block wider than the whole row (clamped to it).
 SHAPES = [((100, 640), [256, 128]), ((64, 512), [128, 64]), ((64, 128), [256, 256]), ((40, 300), [128, 128])]
 
 
@@ -111,7 +111,10 @@ def test_block_sized_accumulator_reduced_after_the_loop(form, shape, block_sizes
     kernel, reference = REFERENCES[form]
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
     _, result = code_and_output(kernel, (x,), block_sizes=block_sizes, pallas_loop_type=loop_type)
-    expected = reference(x, block_sizes[0])
+    # a block wider than the whole row is clamped to it (ConfigSpec.normalize): block_n lanes are the row's
+    block_n = kernel.bind((x,)).resolve_config({"block_sizes": block_sizes}).block_sizes[0]
+    assert block_n == min(block_sizes[0], shape[1])
+    expected = reference(x, block_n)
     if form == "argmax":
         assert torch.equal(result, expected)
     else:
