@@ -178,7 +178,7 @@ def _flatten(operands: Any) -> Iterator[Any]:
         yield from _flatten([getattr(operands, f.name) for f in dataclasses.fields(operands)])
 
 
-def _inner_loops(body: list, owner: list | None = None) -> Iterator[tuple[list, TileLoop]]:
+def _inner_loops(body: list) -> Iterator[tuple[list, TileLoop]]:
     """(the body holding it, the loop) for every tile loop nested in a device loop's body."""
     for item in body:
         if isinstance(item, TileLoop):
