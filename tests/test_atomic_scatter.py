@@ -182,3 +182,24 @@ def test_an_inf_or_nan_added_through_an_index_stays_in_its_own_row(dtype):
     ref_out, ref_old = run_ref(segment_sums_returning_old, (x, segment, 4))
     torch.testing.assert_close(ref_out, out, equal_nan=True, atol=0, rtol=0)
     torch.testing.assert_close(ref_old, old, equal_nan=True, atol=0, rtol=0)
+
+
+@pallasite.kernel
+def set_flags(idx: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    for t in hl.tile(idx.size(0)):
+        hl.atomic_or(flags, [idx[t]], True)
+    return flags
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.int16])
+def test_an_atomic_through_an_index_into_a_narrow_tensor_says_to_keep_it_in_int32(dtype):
+    """Trial II: the refusal spoke of gathering (the prior rows' read), not of the atomic."""
+    idx = torch.tensor([1, 3, 3, 5])
+    for run in (lambda f: code_and_output(set_flags, (idx, f), block_sizes=[4]),
+                lambda f: run_ref(set_flags, (idx, f), block_sizes=[4])):
+        with pytest.raises(pallasite.exc.UnsupportedOperation,
+                           match=r"hl.atomic_or through an index tensor into a tensor of "
+                                 r"(bool|int8|int16)(.|\n)*Keep the target in int32(.|\n)*hl.atomic_or\(flags"):
+            run(torch.zeros(16, dtype=dtype))
+    _, out = code_and_output(set_flags, (idx, torch.zeros(16, dtype=torch.int32)), block_sizes=[4])
+    assert out.tolist() == [0, 1, 0, 1, 0, 1] + [0] * 10

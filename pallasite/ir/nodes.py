@@ -165,6 +165,11 @@ class GatherIndex:
         "leaves duplicates undefined, so a kernel should not rely on which)")
 
 
+# the dtypes a store through an index vector writes (plan/scatters.py lowers them; an atomic through
+# an index tensor, which gathers and scatters its rows, takes these only: language/atomics.py)
+SCATTER_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32)
+
+
 @dataclass(frozen=True)
 class ShiftedTile:
     """`x[tile + c]`, `x[tile.index - 3]` (c a compile-time int, not 0): the positions

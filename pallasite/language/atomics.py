@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import torch
 
 from .. import exc
+from ..ir import SCATTER_DTYPES
 from .memory_ops import _flat_scatter, _is_index_vector, _result_axes
 from .tracing import _tracer
 
@@ -48,6 +49,13 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
     if sem not in ATOMIC_SEMANTICS:
         raise exc.UnsupportedOperation(
             f"hl.{name}(sem={sem!r}): sem must be one of {', '.join(map(repr, ATOMIC_SEMANTICS))}.")
+    if target.dtype not in SCATTER_DTYPES:
+        kinds = ", ".join(str(dtype).replace("torch.", "") for dtype in SCATTER_DTYPES)
+        raise exc.UnsupportedOperation(
+            f"hl.{name} through an index tensor into a tensor of {str(target.dtype).replace('torch.', '')}: the "
+            f"update gathers and scatters the rows its lanes name, and a scatter writes {kinds} tensors only. "
+            "Keep the target in int32 (or float32) on the host and convert it back after the call.",
+            forms_anchor="hl")
     key, value, _ = _flat_scatter(tuple(index), value, None)
     (position,) = [p for p, item in enumerate(key) if _is_index_vector(item)]
     idx = key[position]

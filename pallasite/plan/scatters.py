@@ -22,7 +22,7 @@ import dataclasses
 import torch
 
 from .. import exc
-from ..ir import GatherIndex, NewAxis, Store
+from ..ir import SCATTER_DTYPES, GatherIndex, NewAxis, Store
 from .grid_exprs import distinguishing_axes
 from .index_expr import ZERO
 from .plans import Access, AxisBlock, BlockKind, GatherMethod, LaneRange, Memory, Operand, Scatter
@@ -32,12 +32,9 @@ from .vmem import padded_bytes
 # rest is for the other blocks and the one-hot operand.
 SCATTER_WINDOW_VMEM_FRACTION = 0.25
 
-_METHODS = {
-    torch.float32: GatherMethod.ONE_HOT_MATMUL,
-    torch.bfloat16: GatherMethod.ONE_HOT_MATMUL,
-    torch.float16: GatherMethod.ONE_HOT_MATMUL,  # picked in float32, which holds every float16
-    torch.int32: GatherMethod.SELECT_SUM,
-}
+# floats picked by a one-hot matmul (float16 in float32, which holds every float16), int32 by a select-sum
+_METHODS = {dtype: GatherMethod.ONE_HOT_MATMUL if dtype.is_floating_point else GatherMethod.SELECT_SUM
+            for dtype in SCATTER_DTYPES}
 
 
 def is_scatter(node) -> bool:
