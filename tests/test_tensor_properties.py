@@ -119,3 +119,18 @@ def test_numpy_on_a_traced_tensor_says_to_write_the_torch_op():
         numpy_on_a_tile(x)
     with pytest.raises(exc.UnsupportedOperation, match=r"numpy.sum on a traced tensor(.|\n)*write torch.sum"):
         numpy_on_a_tensor(x)
+
+
+@pallasite.kernel
+def scalar_method(x: torch.Tensor, n: int) -> torch.Tensor:
+    bits = n.bit_length()
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t] + bits
+    return out
+
+
+def test_a_python_method_of_a_runtime_scalar_says_to_specialize_it():
+    with pytest.raises(exc.UnsupportedOperation, match=r"int.bit_length of a runtime scalar argument(.|\n)*"
+                                                       r"hl.specialize(.|\n)*bits = n.bit_length\(\)"):
+        scalar_method(torch.randn(8), 5)

@@ -38,8 +38,14 @@ class Traced:
         tracer = self.__dict__.get("_tracer") if "_tracer" in self.__dict__ else None
         if tracer is None:
             raise AttributeError(name)
+        python_type = self.__dict__.get("python_type")  # a HostScalar's: an int or float argument
+        if python_type is not None and hasattr(python_type, name):
+            raise exc.UnsupportedOperation(
+                f"{python_type.__name__}.{name} of a runtime scalar argument: its value is not known while "
+                f"compiling; hl.specialize() it (a constant of the variant) to use .{name}.")
         if not hasattr(torch.Tensor, name):
-            raise exc.UnknownAttribute(f"'Tensor' object has no attribute '{name}' (as torch says).")
+            raise exc.UnknownAttribute(f"'{(python_type or torch.Tensor).__name__}' object has no attribute "
+                                       f"'{name}' (as Python says).")
         if not callable(getattr(torch.Tensor, name)):  # a property (x.requires_grad, x.is_cuda): its value
             return tracer.tensor_property(self, name)  # now, never a truthy stand-in for one
 
