@@ -191,3 +191,29 @@ def test_a_narrowing_read_at_the_tiles_positions_keeps_them_unmoved():
         code, result = code_and_output(narrowed_positions, (x, starts, table), **config)
         torch.testing.assert_close(result, expected)
         torch.testing.assert_close(run_ref(narrowed_positions, (x, starts, table), **config), expected)
+
+
+@pallasite.kernel
+def grouped_accumulate(A: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    T, K = A.shape
+    out = torch.ones([T, K], dtype=torch.float32, device=A.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile_m, tn in hl.tile([offsets[g + 1] - start, K]):
+            old = hl.atomic_add(out, [start + tile_m.index, tn], A[start + tile_m.index, tn])
+            out[start + tile_m.index, tn] = out[start + tile_m.index, tn] + old
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_an_atomic_at_a_moved_tile_is_a_window_read_modify_write(dtype):
+    """Trial MM: with int64 offsets the atomic's duplicate-lane comparison was refused as int64 data
+    in both modes; its lanes name distinct rows, so it is a plain read-modify-write, a window."""
+    A = torch.randn(100, 128)
+    offsets = torch.tensor([0, 20, 20, 57, 100], dtype=dtype)
+    expected = (1 + A) + 1  # the atomic leaves 1 + A and returns the old 1, added after
+    config = dict(block_sizes=[16, 128], pallas_loop_type="fori_loop")
+    code, result = code_and_output(grouped_accumulate, (A, offsets), **config)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(grouped_accumulate, (A, offsets), **config), expected)
+    assert "index_hot" not in code and "hit = " not in code

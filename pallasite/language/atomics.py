@@ -64,6 +64,9 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
             f"hl.{name} through a {len(idx.shape)}-D index tensor: flatten it (and the values) with "
             "`.reshape(-1)`, or make it the whole subscript of a flat view of the target.")
     old = target[key]
+    if _tracer(name).distinct_positions(idx):  # `start + tile.index`: no two lanes name one row
+        target[key] = _COMBINES[name](old, _filled_like(old, value).expand(old.shape).to(old.dtype))
+        return old
     axis = sum(_result_axes(item) for item in key[:position])
     rank, lanes = len(old.shape), idx.shape[0]
     values = _filled_like(old, value).expand(old.shape).to(old.dtype)

@@ -395,6 +395,11 @@ class ReferenceRunner:
         """`Tracer.exact_products`: torch's float32 products on the CPU are exact already."""
         yield
 
+    def distinct_positions(self, index: Any) -> bool:
+        """`Tracer.distinct_positions`: reference mode combines every index's lanes (the general
+        path gives distinct lanes their own values)."""
+        return False
+
     def atomic_update(self, name: str, tensor: Any, key: tuple, combine: Any) -> torch.Tensor:
         """An `hl.atomic_*` with tile/scalar indices: `tensor[key] = combine(old)`, the old
         values returned."""
