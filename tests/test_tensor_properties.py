@@ -134,3 +134,27 @@ def test_a_python_method_of_a_runtime_scalar_says_to_specialize_it():
     with pytest.raises(exc.UnsupportedOperation, match=r"int.bit_length of a runtime scalar argument(.|\n)*"
                                                        r"hl.specialize(.|\n)*bits = n.bit_length\(\)"):
         scalar_method(torch.randn(8), 5)
+
+
+@pallasite.kernel
+def numpy_scalars(x: torch.Tensor) -> torch.Tensor:
+    scale = 1 / np.sqrt(x.size(0))  # a NumPy float64 of host code
+    shift = np.int64(3)
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = (x[t] * scale + shift) * np.float32(2.0)
+    return out
+
+
+def test_numpy_scalars_are_the_python_numbers_torch_takes_them_as():
+    """Trial MM: the generated code named np.float64(0.25) without importing numpy (a NameError
+    inside JAX's trace), and np.float32(2.0) in device code was refused without a line."""
+    x = torch.randn(16)
+    expected = (x * 0.25 + 3) * 2.0
+    for dtype in (torch.float32, torch.bfloat16):
+        xd = x.to(dtype)
+        _, result = code_and_output(numpy_scalars, (xd,), block_sizes=[8])
+        assert result.dtype == dtype  # a NumPy scalar does not promote, as a Python number does not
+        torch.testing.assert_close(result, ((xd * 0.25 + 3) * 2.0), atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(run_ref(numpy_scalars, (xd,), block_sizes=[8]), result)
+    torch.testing.assert_close(numpy_scalars(x), expected)

@@ -36,12 +36,19 @@ from . import tile_sizes
 from .tile_sizes import TileExtent
 from .operands import (  # check_dtype: also for runtime/kernel.py
     check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
-    whole_host_tensor_error,
+    python_number, whole_host_tensor_error,
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
 # properties every tensor a kernel takes answers False: dense, on no CUDA or other device
 _FALSE_PROPERTIES = ("is_cuda", "is_sparse", "is_quantized", "is_mps", "is_xpu", "is_mkldnn", "is_nested")
+
+
+def _python_numbers(operand: Any) -> Any:
+    """`operand` with each NumPy scalar in it (in tuples and lists too) its Python number."""
+    if isinstance(operand, (tuple, list)):
+        return type(operand)(_python_numbers(item) for item in operand)
+    return python_number(operand)
 
 
 class OpRecorder:
@@ -293,6 +300,8 @@ class OpRecorder:
     def apply(self, spelling: str, function: Callable | None, args: tuple, kwargs: dict, display: str) -> Any:
         """Record one call of `spelling` (`function` is what the user called, if anything)."""
         self._reject_real_tensors(args, kwargs)
+        # NumPy scalars (`1 / np.sqrt(d)` of host code) are the Python numbers torch takes them as
+        args, kwargs = _python_numbers(args), {key: _python_numbers(value) for key, value in kwargs.items()}
         if spelling in ops.FACTORIES:
             factory = ops.FACTORIES[spelling]
             if self.device is not None:
