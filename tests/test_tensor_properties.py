@@ -158,3 +158,18 @@ def test_numpy_scalars_are_the_python_numbers_torch_takes_them_as():
         torch.testing.assert_close(result, ((xd * 0.25 + 3) * 2.0), atol=1e-2, rtol=1e-2)
         torch.testing.assert_close(run_ref(numpy_scalars, (xd,), block_sizes=[8]), result)
     torch.testing.assert_close(numpy_scalars(x), expected)
+
+
+@pallasite.kernel
+def by_dtype_function(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        v = x[t]
+        out[t] = v * 2 if torch.is_floating_point(v) and not torch.is_complex(x) else v
+    return out
+
+
+def test_torch_is_floating_point_is_answered_as_the_method_is():
+    x = torch.randn(16)
+    torch.testing.assert_close(by_dtype_function(x), x * 2)
+    torch.testing.assert_close(run_ref(by_dtype_function, (x,), block_sizes=[8]), x * 2)

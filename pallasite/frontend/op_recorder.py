@@ -40,6 +40,9 @@ from .operands import (  # check_dtype: also for runtime/kernel.py
 )
 from .torch_names import display_name, spelling_name, unsupported_hint
 
+# torch functions answered from a tensor's dtype, as its methods are (`OpRecorder.call_method`)
+_DTYPE_QUESTIONS = (torch.is_floating_point, torch.is_complex)
+
 # properties every tensor a kernel takes answers False: dense, on no CUDA or other device
 _FALSE_PROPERTIES = ("is_cuda", "is_sparse", "is_quantized", "is_mps", "is_xpu", "is_mkldnn", "is_nested")
 
@@ -236,6 +239,8 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
+        if func in _DTYPE_QUESTIONS and len(args) == 1 and not kwargs and isinstance(args[0], Traced):
+            return getattr(args[0].dtype, func.__name__)  # torch.is_floating_point(x): from the dtype
         if func is torch.numel and len(args) == 1 and isinstance(args[0], DeviceTensor) and not kwargs:
             return tile_sizes.numel(args[0])  # as v.numel() in the user's code
         if func is torch.arange and self.device is None and not (self._in_meta or internal):
@@ -271,7 +276,7 @@ class OpRecorder:
             "arguments requires_grad; pass anything else the kernel needs as an argument.")
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
-        if name in ("is_floating_point", "is_complex", "is_signed") and not args and not kwargs:
+        if name in ("is_floating_point", "is_complex", "is_signed") and not args and not kwargs:  # as torch's
             return getattr(obj.dtype, name)  # torch answers them from the dtype
         if (name == "item" and isinstance(obj, HostTensor) and self.device is not None and not args and not kwargs
                 and all(type(size) is int and size == 1 for size in obj.symbol.shape)):
