@@ -551,9 +551,12 @@ class TileProxy:
         if computed is not None:  # `x[t + (c + 1)]`: of int arguments and ints
             return computed
         if isinstance(other, bool) or not isinstance(other, int):
+            shown = (other.value.name if isinstance(other, DeviceTensor) and other.value.name else
+                     "s" if isinstance(other, (DeviceTensor, torch.Tensor)) else repr(other))
             raise exc.UnsupportedSyntax(
-                f"{self.dim.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "
-                f"arithmetic use {self.dim.name}.index (a vector of indices) or {self.dim.name}.begin.")
+                f"{self.dim.name} {symbol} {shown}: a tile shifts by a compile-time int; for other "
+                f"arithmetic use {self.dim.name}.index (a vector of indices, `{shown} + {self.dim.name}.index` "
+                f"in a subscript is the tile's window there) or {self.dim.name}.begin.")
         return other
 
     def __index__(self) -> int:
