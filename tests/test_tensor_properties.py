@@ -19,7 +19,7 @@ from pallasite.testing import code_and_output, run_ref
 @pallasite.kernel
 def by_device(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    on_gpu = x.is_cuda
+    on_gpu = x.is_cuda or x.layout != torch.strided
     for t in hl.tile(x.size(0)):
         v = x[t]
         out[t] = (v * 2 if v.is_cuda else v) + (1.0 if on_gpu else 2.0)

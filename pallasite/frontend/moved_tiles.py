@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ..ir import GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value
+from ..ir import GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value, walk_bodies
 
 # ops that may name a rebased tile: its position-free facts (shape, step, count)
 _POSITION_FREE = ("full", "tile_id", "tile_count")
@@ -113,7 +113,7 @@ def _rebase(body: list, inner: TileLoop, dim: TileDim, shift: Value, dropped: li
         index[position] = TileSlice(dim)
         access.index = tuple(index)
     gone = {node.id for node in dropped}
-    for loop_body in _bodies(inner.body):
+    for loop_body in walk_bodies(inner.body):
         loop_body[:] = [item for item in loop_body if item.id not in gone]
 
 
@@ -189,22 +189,11 @@ def _inner_loops(body: list) -> Iterator[tuple[list, TileLoop]]:
             yield from _inner_loops(item.else_body)
 
 
-def _bodies(body: list) -> Iterator[list]:
-    """`body` and every body nested in it (loops' and both branches of ifs')."""
-    yield body
-    for item in body:
-        if isinstance(item, TileLoop):
-            yield from _bodies(item.body)
-        elif isinstance(item, IfBlock):
-            yield from _bodies(item.then_body)
-            yield from _bodies(item.else_body)
-
-
 def _defined_in(loop: TileLoop) -> set[int]:
     """The ids of the values `loop` defines: its nodes' results, carried values and merged
     values of ifs, its nested loops' included (a shift must not be one of them)."""
     ids = set()
-    for body in _bodies([loop]):
+    for body in walk_bodies([loop]):
         for item in body:
             if isinstance(item, TileLoop):
                 ids |= {v.id for c in item.carried for v in (c.param, c.result, c.out) if v is not None}

@@ -267,12 +267,14 @@ class OpRecorder:
             return False
         if name == "itemsize":
             return obj.dtype.itemsize
+        if name == "layout":
+            return torch.strided
         if name == "requires_grad" and isinstance(obj, HostTensor) and obj.symbol.origin == "arg":
             return obj.symbol.requires_grad  # the caller's tensor's (part of the variant key)
         raise exc.UnsupportedOperation(
             f"Tensor.{name} is not supported by pallasite" + (" in device code." if self.device is not None
                                                               else " in host code.")
-            + " A kernel's tensors answer shape, dtype, device, ndim, itemsize and is_cuda (False), its "
+            + " A kernel's tensors answer shape, dtype, device, ndim, itemsize, layout and is_cuda (False), its "
             "arguments requires_grad; pass anything else the kernel needs as an argument.")
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:

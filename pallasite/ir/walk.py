@@ -16,6 +16,18 @@ def walk_nodes(body: list[Node | TileLoop | IfBlock]):
             yield item
 
 
+def walk_bodies(body: list[Node | TileLoop | IfBlock]):
+    """`body` and every body nested in it (loops' and both branches of ifs'), outer first: the
+    lists a pass rewriting the IR edits in place."""
+    yield body
+    for item in body:
+        if isinstance(item, TileLoop):
+            yield from walk_bodies(item.body)
+        elif isinstance(item, IfBlock):
+            yield from walk_bodies(item.then_body)
+            yield from walk_bodies(item.else_body)
+
+
 def guarded_node_ids(body: list[Node | TileLoop | IfBlock], guarded: bool = False) -> set[int]:
     """The ids of the nodes of `body` that run only where a device `if` lets them (either branch,
     at any depth): an index they use may lie outside its tensor where the condition is false."""
