@@ -74,16 +74,30 @@ def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> tuple | N
     return shifts[0], dropped, accesses
 
 
+def moved_tile(value: Any) -> tuple[TileDim, Any] | None:
+    """(tile, s) when the device vector `value` is `s + tile.index` (either order; s an int32
+    scalar Value or an int), (tile, 0) for `tile.index` itself, else None: a tile's positions,
+    no two lanes alike (an atomic through them is a plain read-modify-write, `Tracer.distinct_positions`)."""
+    node = value.producer if isinstance(value, Value) else None
+    if node is not None and node.op == "tile_index":
+        return node.args[0], 0
+    if node is None or isinstance(node, (Load, Store)) or node.op != "add" or node.kwargs.get("alpha", 1) != 1 \
+            or len(node.args) != 2:
+        return None
+    for positions, shift in (node.args, node.args[::-1]):
+        inner = positions.producer if isinstance(positions, Value) else None
+        scalar = type(shift) is int or isinstance(shift, Value) and shift.shape == () and shift.dtype == torch.int32
+        if inner is not None and inner.op == "tile_index" and scalar:
+            return inner.args[0], shift
+    return None
+
+
 def _shift_of(node: Any, positions: Value) -> Value | None:
     """s when `node` is `s + positions` (or `positions + s`) for an int32 scalar Value s."""
-    if not isinstance(node, Node) or isinstance(node, (Load, Store)) or node.op != "add" \
-            or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+    moved = moved_tile(node.outputs[0]) if isinstance(node, Node) and len(node.outputs) == 1 else None
+    if moved is None or not isinstance(moved[1], Value) or positions not in (node.args[0], node.args[1]):
         return None
-    left, right = node.args
-    shift = right if left is positions else left if right is positions else None
-    if isinstance(shift, Value) and shift.shape == () and shift.dtype == torch.int32 and shift is not positions:
-        return shift
-    return None
+    return moved[1]
 
 
 def _plain_access_position(node: Any, index: Value) -> int | None:

@@ -22,9 +22,10 @@ from torch.overrides import TorchFunctionMode
 
 from .. import exc
 from .. import language as hl
-from ..ir import KernelIR, ScalarSymbol, TensorSymbol, Value
+from ..ir import KernelIR, ScalarSymbol, TensorSymbol
 from ..ir.sizes import pin
 from . import closures, collectives, device_values, lane_pairs, scans, source
+from .moved_tiles import moved_tile
 from .op_recorder import CompositeRecord, OpRecorder
 from .operands import kernel_dtype
 from .proxies import BlockSize, DeviceTensor, HostScalar, HostTensor, Traced, static_int
@@ -273,13 +274,7 @@ class Tracer:
         """Whether no two lanes of the index vector `index` hold one position: a tile's positions,
         moved by a scalar or not (`start + tile.index`), so an atomic through it is a plain
         read-modify-write of distinct rows (and `frontend/moved_tiles.py` may make it a window)."""
-        value = index.value if isinstance(index, DeviceTensor) else None
-        node = value.producer if value is not None else None
-        if node is not None and node.op == "add" and node.kwargs.get("alpha", 1) == 1 and len(node.args) == 2:
-            scalars = [arg for arg in node.args if isinstance(arg, int) or getattr(arg, "shape", None) == ()]
-            rest = [arg for arg in node.args if not any(arg is s for s in scalars)]
-            node = rest[0].producer if len(scalars) == 1 and len(rest) == 1 and isinstance(rest[0], Value) else None
-        return node is not None and node.op == "tile_index"
+        return isinstance(index, DeviceTensor) and moved_tile(index.value) is not None
 
     @contextlib.contextmanager
     def exact_products(self) -> Iterator[None]:
