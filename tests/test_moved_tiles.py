@@ -217,3 +217,33 @@ def test_an_atomic_at_a_moved_tile_is_a_window_read_modify_write(dtype):
     torch.testing.assert_close(result, expected)
     torch.testing.assert_close(run_ref(grouped_accumulate, (A, offsets), **config), expected)
     assert "index_hot" not in code and "hit = " not in code
+
+
+@pallasite.kernel
+def grouped_masked(A: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    T, K = A.shape
+    out = torch.zeros([T, K], dtype=A.dtype, device=A.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        M_g = offsets[g + 1] - start
+        for tile_m, tk in hl.tile([M_g, K]):
+            v = A[start + tile_m.index, tk]
+            keep = (tile_m.index < M_g - 3)[:, None]
+            out[start + tile_m.index, tk] = torch.where(keep, v, -v)
+    return out
+
+
+def test_a_gather_overflow_names_the_use_that_kept_a_moved_tile_from_its_window():
+    """Trial MM: the mask's use of tile_m.index keeps the accesses gathers (correct); at MoE sizes the
+    overflow blamed a scatter the user never wrote, without saying what cost the window."""
+    A, offsets = torch.randn(100, 128), torch.tensor([0, 20, 20, 57, 100])
+    expected = torch.zeros_like(A)
+    for a, b in zip(offsets.tolist()[:-1], offsets.tolist()[1:]):
+        expected[a:b] = torch.where((torch.arange(b - a) < b - a - 3)[:, None], A[a:b], -A[a:b])
+    config = dict(block_sizes=[16, 128], pallas_loop_type="fori_loop")
+    _, result = code_and_output(grouped_masked, (A, offsets), **config)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(grouped_masked, (A, offsets), **config), expected)
+    big = torch.empty(65536, 512, dtype=torch.float32, device="meta")
+    with pytest.raises(exc.VmemOverflow, match=r"here another use of tile_m.index \(line \d+: \"keep = "):
+        check_tpu_lowering(grouped_masked, (big, torch.tensor([0, 30000, 65536])), chips=("v5e",), **config)

@@ -46,32 +46,48 @@ def rebase_moved_tiles(loop: TileLoop, jagged_dims: set[int]) -> None:
 
 def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> tuple | None:
     """(s, the tile_index and add nodes to drop, the (access, item position) pairs) when each
-    use of `dim` is an access at `s + dim.index` (or a position-free op), else None."""
-    if uses.of_value(dim.begin_value):  # the user's `tile.begin` in arithmetic
-        return None
-    shifts, dropped, accesses = [], [], []
+    use of `dim` is an access at `s + dim.index` (or a position-free op), else None; where some
+    access is moved but another use keeps the gathers, that use is recorded on the dim
+    (`TileDim.kept_gathers`, which a gather's VMEM overflow names)."""
+    shifts, dropped, accesses, blockers = [], [], [], []
+    blockers += [_use_text(user, f"{dim.name}.begin") for user in uses.of_value(dim.begin_value)]
     for user in uses.of_dim(dim):
-        if isinstance(user, TileLoop) or getattr(user, "op", None) in _POSITION_FREE:
-            continue
-        if user is dim.begin_value.producer:
+        if isinstance(user, TileLoop) or getattr(user, "op", None) in _POSITION_FREE or user is dim.begin_value.producer:
             continue
         if not isinstance(user, Node) or user.op != "tile_index" or isinstance(user, (Load, Store)):
-            return None
+            blockers.append(_use_text(user, f"an access at {dim.name} itself" if isinstance(user, (Load, Store))
+                                      else f"another use of {dim.name}"))
+            continue
         dropped.append(user)
         for add in uses.of_value(user.output):
             shift = _shift_of(add, user.output)
             if shift is None:
-                return None
+                blockers.append(_use_text(add, f"another use of {dim.name}.index"))
+                continue
             shifts.append(shift)
             dropped.append(add)
             for access in uses.of_value(add.output):
                 position = _plain_access_position(access, add.output)
                 if position is None:
-                    return None
+                    blockers.append(_use_text(access, "a masked, atomic or other use of the moved positions"))
+                    continue
                 accesses.append((access, position))
-    if not accesses or any(shift is not shifts[0] for shift in shifts) or shifts[0].id in defined:
+    if any(shift is not shifts[0] for shift in shifts):
+        blockers.append("accesses moved by two different scalars")
+    elif shifts and shifts[0].id in defined:
+        blockers.append(f"the shift {shifts[0].name or ''} is computed inside the loop")
+    if not accesses:
+        return None
+    if blockers:
+        dim.kept_gathers = blockers[0]
         return None
     return shifts[0], dropped, accesses
+
+
+def _use_text(node: Any, what: str) -> str:
+    """`what` with the user's line: `another use of tile_m.index (line 22: "keep = ...")`."""
+    location = getattr(node, "location", None)
+    return what if location is None else f'{what} (line {location.lineno}: "{location.text.strip()}")'
 
 
 def moved_tile(value: Any) -> tuple[TileDim, Any] | None:

@@ -268,6 +268,8 @@ class TileDim:
     # the device scalar s every access of this tile was moved by (`x[s + tile.index]`): its range
     # is the moved one, [s + begin, s + end) (frontend/moved_tiles.py); messages spell it as written
     moved_by: Value | None = None
+    # why accesses at `s + tile.index` stayed gathers (another use of the tile), for messages
+    kept_gathers: str = ""
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

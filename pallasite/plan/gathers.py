@@ -29,7 +29,7 @@ import torch
 
 from .. import exc
 from ..config import IndirectAccessMode
-from ..ir import GatherIndex, Load, NewAxis
+from ..ir import GatherIndex, Load, NewAxis, Value
 from ..ir.sizes import SymbolicSize
 from .plans import Gather, GatherMethod, Memory, Operand
 from .row_gathers import is_gather, row_dma_refusal
@@ -128,6 +128,11 @@ def choose_table_lowering(operand: Operand, nodes: list, mode: IndirectAccessMod
     return TableLowering(True, why)
 
 
+def _gather_index(node: Load) -> Value:
+    (index,) = [item.value for item in node.index if isinstance(item, GatherIndex)]
+    return index
+
+
 def _resident_bytes(operand: Operand, node: Load) -> int:
     """What gathering `node` from the resident window of `operand` holds in VMEM: the window
     and its one-hot and selected copies (plan/vmem.py `resident_gather_bytes`); the one-hot
@@ -147,8 +152,22 @@ def _too_large(operand: Operand, size: int, threshold: int, vmem_capacity: int, 
     return exc.VmemOverflow(
         f"'{operand.symbol.name}' is gathered, so its gathered axis stays whole in VMEM, with the "
         f"gather's one-hot over it: {_mib(size)}, which exceeds the {_mib(threshold)} VMEM threshold "
-        f"for gathered tables ({GATHER_TABLE_VMEM_FRACTION:.0%} of {budget} of VMEM). {advice}",
-        node.location)
+        f"for gathered tables ({GATHER_TABLE_VMEM_FRACTION:.0%} of {budget} of VMEM). {advice}"
+        + moved_tile_hint(_gather_index(node)), node.location)
+
+
+def moved_tile_hint(index: Value) -> str:
+    """Why an index vector `s + tile.index` is a gather rather than the tile's window (the use of the
+    tile that kept it one, frontend/moved_tiles.py), for a VMEM overflow's message; "" otherwise."""
+    node = index.producer
+    for arg in (node.args if node is not None and node.op == "add" else ()):
+        inner = arg.producer if isinstance(arg, Value) else None
+        if inner is not None and inner.op == "tile_index" and inner.args[0].kept_gathers:
+            dim = inner.args[0]
+            return (f" Its index, a moved {dim.name}.index, reads {dim.name}'s window only when every use of "
+                    f"{dim.name} is an access at that scalar plus {dim.name}.index; here "
+                    f"{dim.kept_gathers} keeps it a gather.")
+    return ""
 
 
 def _mib(size: float) -> str:

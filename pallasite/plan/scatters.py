@@ -23,6 +23,7 @@ import torch
 
 from .. import exc
 from ..ir import SCATTER_DTYPES, GatherIndex, NewAxis, Store
+from .gathers import moved_tile_hint
 from .grid_exprs import distinguishing_axes
 from .index_expr import ZERO
 from .plans import Access, AxisBlock, BlockKind, GatherMethod, LaneRange, Memory, Operand, Scatter
@@ -112,7 +113,8 @@ def check_scattered_output(operand: Operand, stores: list, vmem_capacity: int) -
             f"'{operand.symbol.name}' is scattered into, so its scattered axis stays whole in VMEM: "
             f"{size / 2**20:.1f} MiB, which exceeds the {threshold / 2**20:.1f} MiB VMEM threshold "
             f"for scattered outputs ({SCATTER_WINDOW_VMEM_FRACTION:.0%} of the chip's "
-            f"{vmem_capacity / 2**20:.0f} MiB). Scatter into a smaller tensor or split it.",
+            f"{vmem_capacity / 2**20:.0f} MiB). Scatter into a smaller tensor or split it."
+            + moved_tile_hint(next(i.value for i in scatters[0].index if isinstance(i, GatherIndex))),
             scatters[0].location)
     for node in scatters:  # int32 picks by select-and-sum over a (rows, lanes, rest) array
         if _METHODS.get(node.tensor.dtype) is not GatherMethod.SELECT_SUM:
