@@ -28,7 +28,7 @@ from ..ir import (
 from .op_arguments import (
     check_extreme_of_nothing, check_int32_numbers, constant_attr, masks_as_constants, wrapped_numbers,
 )
-from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access
+from . import atomics, device_values, host_items, lane_pairs, random_values, remote, tensor_access, tensor_facts
 from .host_program import HostProgram
 from .indexing import whole_slice
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, Traced
@@ -36,23 +36,10 @@ from . import tile_sizes
 from .tile_sizes import TileExtent
 from .operands import (  # check_dtype: also for runtime/kernel.py
     check_dtype, has_proxy, reject_whole_host_tensors, size_of, symbolic_result_shape, to_meta,
-    python_number, whole_host_tensor_error,
+    whole_host_tensor_error,
 )
+from .tensor_facts import python_numbers
 from .torch_names import display_name, spelling_name, unsupported_hint
-
-# torch functions answered from a tensor's dtype, as its methods are (`OpRecorder.call_method`)
-_DTYPE_QUESTIONS = (torch.is_floating_point, torch.is_complex)
-
-# properties every tensor a kernel takes answers False: dense, on no CUDA or other device
-_FALSE_PROPERTIES = ("is_cuda", "is_sparse", "is_quantized", "is_mps", "is_xpu", "is_mkldnn", "is_nested")
-
-
-def _python_numbers(operand: Any) -> Any:
-    """`operand` with each NumPy scalar in it (in tuples and lists too) its Python number."""
-    if isinstance(operand, (tuple, list)):
-        return type(operand)(_python_numbers(item) for item in operand)
-    return python_number(operand)
-
 
 class OpRecorder:
     """Records each torch operation on proxies: a device `Node` in the open device body, or a
@@ -239,7 +226,7 @@ class OpRecorder:
         if hint and name is None and self.device is not None and not (self._in_meta or internal):
             # torch.rand([8, 128]) takes no proxy, but would draw one tensor when traced
             raise exc.UnsupportedOperation(f"{display_name(func)} is not supported in device code.{hint}")
-        if func in _DTYPE_QUESTIONS and len(args) == 1 and not kwargs and isinstance(args[0], Traced):
+        if func in tensor_facts.DTYPE_QUESTIONS and len(args) == 1 and not kwargs and isinstance(args[0], Traced):
             return getattr(args[0].dtype, func.__name__)  # torch.is_floating_point(x): from the dtype
         if func is torch.numel and len(args) == 1 and isinstance(args[0], DeviceTensor) and not kwargs:
             return tile_sizes.numel(args[0])  # as v.numel() in the user's code
@@ -260,22 +247,8 @@ class OpRecorder:
         return self.apply(name, func, args, kwargs, display=display_name(func))
 
     def tensor_property(self, obj: Any, name: str) -> Any:
-        """`x.is_cuda`, `x.itemsize`: a tensor property the kernel's tensors answer alike (dense
-        tensors the runtime hands to JAX); any other (`x.requires_grad`, `x.grad`) is refused, never
-        guessed."""
-        if name in _FALSE_PROPERTIES:
-            return False
-        if name == "itemsize":
-            return obj.dtype.itemsize
-        if name == "layout":
-            return torch.strided
-        if name == "requires_grad" and isinstance(obj, HostTensor) and obj.symbol.origin == "arg":
-            return obj.symbol.requires_grad  # the caller's tensor's (part of the variant key)
-        raise exc.UnsupportedOperation(
-            f"Tensor.{name} is not supported by pallasite" + (" in device code." if self.device is not None
-                                                              else " in host code.")
-            + " A kernel's tensors answer shape, dtype, device, ndim, itemsize, layout and is_cuda (False), its "
-            "arguments requires_grad; pass anything else the kernel needs as an argument.")
+        """`x.is_cuda`, `x.requires_grad`: `tensor_facts.py:tensor_property`."""
+        return tensor_facts.tensor_property(obj, name, self.device is not None)
 
     def call_method(self, obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
         if name in ("is_floating_point", "is_complex", "is_signed") and not args and not kwargs:  # as torch's
@@ -308,7 +281,7 @@ class OpRecorder:
         """Record one call of `spelling` (`function` is what the user called, if anything)."""
         self._reject_real_tensors(args, kwargs)
         # NumPy scalars (`1 / np.sqrt(d)` of host code) are the Python numbers torch takes them as
-        args, kwargs = _python_numbers(args), {key: _python_numbers(value) for key, value in kwargs.items()}
+        args, kwargs = python_numbers(args), {key: python_numbers(value) for key, value in kwargs.items()}
         if spelling in ops.FACTORIES:
             factory = ops.FACTORIES[spelling]
             if self.device is not None:

@@ -22,7 +22,7 @@ from .expressions import FLOATS, NARROW_EXTREMES, ChainBuilder, Value, dtype_nam
 from .gather_kinds import flat_gather, paired_indices
 from .guarded_kinds import guarded_loops, guarded_rows
 from .narrowing import narrowing
-from .range_kinds import chunk_ranges, tile_ranges
+from .range_kinds import chunk_ranges, jagged_rows, tile_ranges
 from .row_kinds import shared_rows
 from .scan_kinds import scans
 from .shape_kinds import shape_ops
@@ -343,28 +343,6 @@ def _block(draw: Draw, choices=(None, None, 8, 16, 32)) -> str:
     return "" if size is None else f", block_size={size}"
 
 
-def _jagged_rows(draw: Draw, body: list) -> None:
-    """Rows of each segment written from x: a range read from data, Helion's moved rows, a 2-D loop."""
-    rng = draw.rng
-    body.append(Line(0, "out = torch.zeros_like(x)"))
-    body.append(Line(0, "for g in hl.grid(segments):"))
-    shape = rng.random()
-    if shape < 0.35:
-        body.append(Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{_block(draw)}):"))
-        body.append(Line(2, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] + t.begin",
-                                        "out[t, :] = x[t, :] - t.id"))))
-    elif shape < 0.65:  # Helion's grouped GEMM: rows at `start + t.index` (frontend/moved_tiles.py)
-        body += _lines(1, "start = offsets[g]", "rows = offsets[g + 1] - start", "if rows != 0:")
-        body.append(Line(2, f"for t, tc in hl.tile([rows, d]{rng.choice(('', ', block_size=[8, 128]'))}):"))
-        body.append(Line(3, "out[start + t.index, tc] = " + rng.choice((
-            "x[start + t.index, tc] * 2 + g", "x[start + t.index, tc] - t.id",
-            "x[start + t.index, tc] + t.index[:, None]"))))  # positions used: it stays a gather
-    else:  # a 2-D loop whose rows come from data (a grouped GEMM's shape)
-        block = rng.choice(("", ", block_size=[8, 128]", ", block_size=[16, 256]"))
-        body.append(Line(1, f"for t, tc in hl.tile([offsets[g], 0], [offsets[g + 1], d]{block}):"))
-        body.append(Line(2, rng.choice(("out[t, tc] = x[t, tc] * 2 + g", "out[t, tc] = x[t, tc] - t.begin"))))
-
-
 def bounds(draw: Draw, name: str) -> Case:
     rng = draw.rng
     form = rng.choice(("static_outer", "static_inner", "end_inside", "jagged_rows", "jagged_reduce", "dependent"))
@@ -404,7 +382,7 @@ def bounds(draw: Draw, name: str) -> Case:
         loop_type = draw.loop_type()
         body = _lines(0, "segments = offsets.size(0) - 1", "d = x.size(1)")
         if form == "jagged_rows":
-            _jagged_rows(draw, body)
+            jagged_rows(draw, body, _block)
         elif form == "jagged_reduce":
             acc_dtype = "torch.int32" if dtype == torch.int32 else "torch.float32"
             reducer, init, update = rng.choice((

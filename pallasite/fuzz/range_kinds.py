@@ -1,4 +1,6 @@
-"""The `tile_ranges` kind: an inner loop whose range is computed from the outer tile — causal
+"""Ranges computed on the device (`chunk_ranges`, tiles inside chunks of an axis, and the
+`bounds` kind's segment rows, `jagged_rows`, are below). The `tile_ranges` kind: an inner loop
+whose range is computed from the outer tile — causal
 (`hl.tile(0, min(n, tm.end))`), a lookahead (`min(n, tm.end + e)`), a sliding window
 (`hl.tile(max(0, tm.begin - w), ...)`, w a block multiple or not), the columns after the tile
 (`hl.tile(min(n, tm.end), n)`, empty for some programs) — that writes the tiles it
@@ -10,7 +12,7 @@ A 2-D inner loop over (n, k) takes the range on either of its dims.
 Outputs start as zeros, so the positions no range covers are compared too."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -108,3 +110,26 @@ def chunk_ranges(draw: Any, name: str) -> Case:
     loop_type = draw.loop_type() if form in ("inner", "causal", "past") else None
     return Case("chunk_ranges", name, inputs, tuple(body), dims, loop_type=loop_type,
                 exact=dtype == torch.int32, tags=("chunk_ranges", form, dtype_name(dtype)))
+
+
+def jagged_rows(draw: Any, body: list, block_of: Callable[[Any], str]) -> None:
+    """The `bounds` kind's rows of each segment written from x (grammar.py): a range read from data,
+    Helion's moved rows, a 2-D loop; `block_of(draw)` draws a `, block_size=...` text."""
+    rng = draw.rng
+    body.append(Line(0, "out = torch.zeros_like(x)"))
+    body.append(Line(0, "for g in hl.grid(segments):"))
+    shape = rng.random()
+    if shape < 0.35:
+        body.append(Line(1, f"for t in hl.tile(offsets[g], offsets[g + 1]{block_of(draw)}):"))
+        body.append(Line(2, rng.choice(("out[t, :] = x[t, :] * 2 + g", "out[t, :] = x[t, :] + t.begin",
+                                        "out[t, :] = x[t, :] - t.id"))))
+    elif shape < 0.65:  # Helion's grouped GEMM: rows at `start + t.index` (frontend/moved_tiles.py)
+        body += [Line(1, "start = offsets[g]"), Line(1, "rows = offsets[g + 1] - start"), Line(1, "if rows != 0:")]
+        body.append(Line(2, f"for t, tc in hl.tile([rows, d]{rng.choice(('', ', block_size=[8, 128]'))}):"))
+        body.append(Line(3, "out[start + t.index, tc] = " + rng.choice((
+            "x[start + t.index, tc] * 2 + g", "x[start + t.index, tc] - t.id",
+            "x[start + t.index, tc] + t.index[:, None]"))))  # positions used: it stays a gather
+    else:  # a 2-D loop whose rows come from data (a grouped GEMM's shape)
+        block = rng.choice(("", ", block_size=[8, 128]", ", block_size=[16, 256]"))
+        body.append(Line(1, f"for t, tc in hl.tile([offsets[g], 0], [offsets[g + 1], d]{block}):"))
+        body.append(Line(2, rng.choice(("out[t, tc] = x[t, tc] * 2 + g", "out[t, tc] = x[t, tc] - t.begin"))))
