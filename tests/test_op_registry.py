@@ -135,7 +135,7 @@ def test_reduction_facts_agree():
     chunked = {op.reduction.partials for op in ops.OPS.values() if op.reduction and op.reduction.partials}
     # every kind of partial a reduction states has a way to be written for a chunk loop
     assert chunked == set(ops.Partials)
-    assert set(looped_codegen._PARTIAL) | set(looped_codegen._ARG) == set(ops.Partials)
+    assert set(looped_codegen._PARTIAL) | set(looped_codegen._ARG) | set(looped_codegen._LOGICAL) == set(ops.Partials)
     assert set(looped_codegen._COMBINE) == set(looped_codegen._PARTIAL)
 
 

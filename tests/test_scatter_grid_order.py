@@ -28,12 +28,27 @@ def chunked_rows(x, scale):
 
 
 def test_a_scatter_revisited_along_outer_tiles_walks_them_innermost():
-    x, scale = torch.randn(2, 64, 2, 128), torch.randn(4)
-    expected = x * scale.repeat_interleave(CHUNK)[None, :, None, None]
+    """A chunk that does not divide the axis (56 rows, chunks of 16: rows 48.. untouched) keeps the
+    gather and scatter, whose block is revisited along tile_c and tile_m."""
+    x, scale = torch.randn(2, 56, 2, 128), torch.randn(3)
+    expected = x[:, :48] * scale.repeat_interleave(CHUNK)[None, :, None, None]
     _, out = code_and_output(chunked_rows, (x, scale))
-    torch.testing.assert_close(out, expected)
-    torch.testing.assert_close(run_ref(chunked_rows, (x, scale)), expected)
+    torch.testing.assert_close(out[:, :48], expected)
+    torch.testing.assert_close(run_ref(chunked_rows, (x, scale))[:, :48], expected)
     (call,) = chunked_rows.bind((x, scale)).plan().calls
     assert "'tile_m'" in call.grid_order_reason and "'tile_c'" in call.grid_order_reason
     assert [axis.dim.name for axis in call.grid][:2] == ["tile_h", "tile_b"]  # the block's own axes outermost
+    check_tpu_lowering(chunked_rows, (x, scale))
+
+
+def test_a_chunk_dividing_the_axis_is_a_tile_of_its_view_in_the_written_grid_order():
+    """Chunks of 16 over 64 rows: the rows are tile_m of row tile_c of the chunk view
+    (frontend/chunk_views.py), no scatter, so nothing is revisited and the grid keeps its order."""
+    x, scale = torch.randn(2, 64, 2, 128), torch.randn(4)
+    expected = x * scale.repeat_interleave(CHUNK)[None, :, None, None]
+    code, out = code_and_output(chunked_rows, (x, scale))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(run_ref(chunked_rows, (x, scale)), expected)
+    (call,) = chunked_rows.bind((x, scale)).plan().calls
+    assert call.grid_order_reason == "" and "x_chunks" in code and "index_hot" not in code
     check_tpu_lowering(chunked_rows, (x, scale))
