@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ..ir import GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value, walk_bodies
+from ..ir import GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value, operand_leaves, walk_bodies
 
 # ops that may name a rebased tile: its position-free facts (shape, step, count)
 _POSITION_FREE = ("full", "tile_id", "tile_count")
@@ -188,24 +188,11 @@ class _Uses:
                 self._note(item, [getattr(item, f.name) for f in fields if f.name not in _NOT_OPERANDS])
 
     def _note(self, user: Any, operands: Any) -> None:
-        for operand in _flatten(operands):
+        for operand in operand_leaves(operands):
             if isinstance(operand, Value):
                 self._values[operand.id].append(user)
             elif isinstance(operand, TileDim):
                 self._dims[operand.id].append(user)
-
-
-def _flatten(operands: Any) -> Iterator[Any]:
-    if isinstance(operands, (tuple, list)):
-        for item in operands:
-            yield from _flatten(item)
-    elif isinstance(operands, dict):
-        yield from _flatten(tuple(operands.values()))
-    elif isinstance(operands, (Value, TileDim)) or not dataclasses.is_dataclass(operands) \
-            or isinstance(operands, (Node, type)):
-        yield operands
-    else:  # a subscript's or a narrowing read's item (TileSlice, GatherIndex, Run, ...): its fields
-        yield from _flatten([getattr(operands, f.name) for f in dataclasses.fields(operands)])
 
 
 def _inner_loops(body: list) -> Iterator[tuple[list, TileLoop]]:

@@ -1,7 +1,10 @@
 """Walks over a device body: its nodes, its loops, and which nodes a device `if` guards."""
 from __future__ import annotations
 
-from .nodes import IfBlock, Node, TileLoop
+import dataclasses
+from typing import Any, Iterator
+
+from .nodes import IfBlock, Node, TensorSymbol, TileDim, TileLoop, Value
 
 
 def walk_nodes(body: list[Node | TileLoop | IfBlock]):
@@ -51,3 +54,18 @@ def walk_loops(body: list[Node | TileLoop | IfBlock]):
         elif isinstance(item, IfBlock):
             yield from walk_loops(item.then_body)
             yield from walk_loops(item.else_body)
+
+
+def operand_leaves(item: Any) -> Iterator[Value | TileDim]:
+    """The Values and tile dims an operand holds: in tuples, lists, dicts and index items (a
+    subscript's `TileSlice`, `GatherIndex`, a narrowing read's `Run`, ...), not inside nodes,
+    tensors or dims (a pass asking what a dim holds reads its fields)."""
+    if isinstance(item, (Value, TileDim)):
+        yield item
+    elif isinstance(item, (tuple, list)):
+        for part in item:
+            yield from operand_leaves(part)
+    elif isinstance(item, dict):
+        yield from operand_leaves(tuple(item.values()))
+    elif dataclasses.is_dataclass(item) and not isinstance(item, (type, Node, TensorSymbol)):
+        yield from operand_leaves(tuple(getattr(item, field.name) for field in dataclasses.fields(item)))

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 import torch
 
 from .. import exc
-from ..ir import IfBlock, Load, Node, Store, TensorSymbol, TileLoop, Value, ops, walk_nodes
+from ..ir import IfBlock, Load, Node, Store, TileLoop, Value, operand_leaves, ops, walk_nodes
 from ..ir.exact_ints import EXACT, SATURATED_USE, drops_wrap, needing_use, passes_wrapped, past_int32
 from .bounds import describe, value_interval
 from .plans import RangeCheck
@@ -243,16 +243,13 @@ def _needing_operands(node: Node, wide: set[int], needed: dict[int, str]) -> Ite
 
 
 def _values_in(item: Any) -> Iterator[Value]:
-    """The Values an operand, index or bound holds (in tuples, dicts and index items)."""
-    if isinstance(item, Value):
-        yield item
-    elif isinstance(item, (tuple, list)):
-        for part in item:
-            yield from _values_in(part)
-    elif isinstance(item, dict):
-        yield from _values_in(tuple(item.values()))
-    elif dataclasses.is_dataclass(item) and not isinstance(item, (type, Node, TensorSymbol)):
-        yield from _values_in(tuple(getattr(item, field.name) for field in dataclasses.fields(item)))
+    """The Values an operand, index or bound holds (in tuples, dicts and index items; a tile's
+    bounds and begin for a tile in a subscript)."""
+    for leaf in operand_leaves(item):
+        if isinstance(leaf, Value):
+            yield leaf
+        else:
+            yield from _values_in(tuple(getattr(leaf, field.name) for field in dataclasses.fields(leaf)))
 
 
 # -------------------------------------------------------------- proofs --
