@@ -91,3 +91,35 @@ def test_a_comparison_of_a_grid_index_works_as_a_device_bool():
     for run in (lambda args: code_and_output(store_masked_by_comparison, args)[1],
                 lambda args: run_ref(store_masked_by_comparison, args)):
         torch.testing.assert_close(run((X, torch.zeros(5, 128))), X[0::2])
+
+
+@pallasite.kernel
+def rows_at_grid_offset(x):
+    T, D = x.shape
+    out = torch.zeros([T + 8, D], dtype=x.dtype)
+    for g in hl.grid(2):
+        for tile_m in hl.tile(T // 2 + 8):
+            out[g * (T // 2) + tile_m.index, :] = x[g * (T // 2) + tile_m.index, :] + 1.0
+    return out
+
+
+@pallasite.kernel
+def rows_at_begin_offset(x, chunk: hl.constexpr):
+    out = torch.zeros_like(x)
+    for tile_c in hl.tile(x.size(0) // chunk + 1, block_size=1):
+        for tile_m in hl.tile(chunk):
+            out[tile_c.begin * chunk + tile_m.index, :] = x[tile_c.begin * chunk + tile_m.index, :] * 2
+    return out
+
+
+@pytest.mark.parametrize("case", ["grid", "begin"])
+def test_a_runtime_offset_of_a_tile_is_an_index_checked_in_both_modes(case):
+    """(trial MM D5) `g * K + tile.index` past the tensor's end: the compiled kernel gathers
+    (a grid index is a device scalar) and raises; reference mode took `g * K` for a
+    compile-time int, kept the tile's shifted-positions mark and read 0 there."""
+    x = torch.arange(32, dtype=torch.float32).reshape(16, 2)
+    kernel, args, config = ((rows_at_grid_offset, (x,), {"block_sizes": [8]}) if case == "grid" else
+                            (rows_at_begin_offset, (x[:12], 5), {"block_sizes": [8]}))
+    for run in (lambda: code_and_output(kernel, args, **config), lambda: run_ref(kernel, args, **config)):
+        with pytest.raises(pallasite.exc.ShapeMismatch, match=r"indices must lie in \[0, 1[26]\)"):
+            run()

@@ -78,12 +78,13 @@ def chunk_ranges(draw: Any, name: str) -> Case:
     """`x[tc * chunk + tm.index]`: tiles inside chunks of an axis (Helion's Mamba2, read through
     a chunk view, frontend/chunk_views.py) — an inner tile per chunk of an outer grid, a grid
     tile beside the chunk's, a causal inner range `hl.tile((tm.id + 1) * block)` summed, or a
-    range running 8 rows into the next chunk (no view: a gather)."""
+    range running 8 rows into the next chunk (no view: a gather), the last one past the tensor's
+    end (both modes refuse the index: reference mode once read 0 there)."""
     rng = draw.rng
     dtype = rng.choice((torch.float32, torch.bfloat16, torch.int32))
-    form = rng.choice(("inner", "grid", "causal", "past"))
+    form = rng.choice(("inner", "grid", "causal", "past", "inner", "grid", "causal", "past", "past_end"))
     nchunks, chunk = rng.choice((1, 2, 3, 4)), rng.choice((8, 16, 24, 40, 64))
-    if form == "past":
+    if form.startswith("past"):
         nchunks = max(nchunks, 2)
     block = rng.choice((8, 16)) if chunk % 16 == 0 else 8
     dims = {"L": nchunks * chunk, "n": rng.choice((1, 128, 200))}
@@ -102,12 +103,14 @@ def chunk_ranges(draw: Any, name: str) -> Case:
                  Line(1, f"for tk in hl.tile((tm.id + 1) * {block}, block_size=8):"),
                  Line(2, "acc = acc + x[tc.begin * chunk + tk.index, :].sum(0)[None, :]"),
                  Line(1, f"out[tc.begin * chunk + tm.index, :] = acc.to(x.dtype)")]
-    else:  # 8 rows past the chunk: each program reads into the next one
-        body += [Line(0, f"for tc in hl.grid({nchunks - 1}):"), Line(1, "for tm in hl.tile(chunk + 8):"),
+    else:  # 8 rows past the chunk: each program reads into the next one (the last one, in
+        # past_end, past the tensor: an index out of range, refused in both modes)
+        programs = nchunks if form == "past_end" else nchunks - 1
+        body += [Line(0, f"for tc in hl.grid({programs}):"), Line(1, "for tm in hl.tile(chunk + 8):"),
                  Line(2, f"out[{rows}, :] = x[{rows}, :] + 1")]
     body.append(Line(0, "return out"))
     inputs = (InputSpec("x", ("L", "n"), dtype, "randint" if dtype == torch.int32 else "randn"),)
-    loop_type = draw.loop_type() if form in ("inner", "causal", "past") else None
+    loop_type = draw.loop_type() if form in ("inner", "causal", "past", "past_end") else None
     return Case("chunk_ranges", name, inputs, tuple(body), dims, loop_type=loop_type,
                 exact=dtype == torch.int32, tags=("chunk_ranges", form, dtype_name(dtype)))
 

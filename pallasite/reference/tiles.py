@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, Callable, Iterator
 
 import torch
@@ -103,6 +104,19 @@ def _compared(name: str):
     return compare
 
 
+def _arith(op: Callable[[Any, Any], Any], reflected: bool = False):
+    """`g op other` of a `RuntimeInt`: an int result keeps the mark. A tensor takes the call
+    itself (its reflected method), so the op sees the runtime int, never a compile-time one:
+    `g * K + tile.index` is then an index tensor checked against the tensor's size, as
+    compiled, not a tile shifted by a constant (which reads 0 past the tensor)."""
+    def arith(self, other):
+        if isinstance(other, torch.Tensor):
+            return NotImplemented
+        value = op(other, int(self)) if reflected else op(int(self), other)
+        return RuntimeInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return arith
+
+
 class RuntimeInt(_RuntimeScalar):
     """An int the compiled kernel knows only at run time: an `hl.grid` index, a tile's begin,
     and ints computed from them (arithmetic keeps the mark, a comparison gives a `RuntimeBool`).
@@ -113,32 +127,9 @@ class RuntimeInt(_RuntimeScalar):
     __eq__, __ne__ = _compared("__eq__"), _compared("__ne__")
     __hash__ = int.__hash__
 
-    def _keep(self, value):
-        return RuntimeInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    def __add__(self, other):
-        return self._keep(int(self) + other)
-
-    def __radd__(self, other):
-        return self._keep(other + int(self))
-
-    def __sub__(self, other):
-        return self._keep(int(self) - other)
-
-    def __rsub__(self, other):
-        return self._keep(other - int(self))
-
-    def __mul__(self, other):
-        return self._keep(int(self) * other)
-
-    def __rmul__(self, other):
-        return self._keep(other * int(self))
-
-    def __floordiv__(self, other):
-        return self._keep(int(self) // other)
-
-    def __mod__(self, other):
-        return self._keep(int(self) % other)
+    __add__, __sub__, __mul__ = _arith(operator.add), _arith(operator.sub), _arith(operator.mul)
+    __floordiv__, __mod__ = _arith(operator.floordiv), _arith(operator.mod)
+    __radd__, __rsub__, __rmul__ = (_arith(op, reflected=True) for op in (operator.add, operator.sub, operator.mul))
 
     def __neg__(self):
         return RuntimeInt(-int(self))
