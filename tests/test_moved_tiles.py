@@ -130,16 +130,6 @@ def two_shifts(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> to
     return out
 
 
-@pallasite.kernel
-def positions_used(x: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(x)
-    for g in hl.grid(offsets.size(0) - 1):
-        start = offsets[g]
-        for tile in hl.tile(offsets[g + 1] - start):
-            out[start + tile.index, :] = x[start + tile.index, :] + tile.index[:, None].float() + tile.begin
-    return out
-
-
 def _expected(kernel, x, offsets, bias):
     out = torch.zeros_like(x)
     bounds = offsets.tolist()
@@ -147,14 +137,12 @@ def _expected(kernel, x, offsets, bias):
         local = torch.arange(b - a)
         if kernel is moved_and_unmoved:
             out[a:b] = x[a:b] + bias[local]
-        elif kernel is two_shifts:
-            out[a:b] = x[a + 1:b + 1] + bias[0]
         else:
-            out[a:b] = x[a:b] + local[:, None].float() + local[:, None] // 8 * 8
+            out[a:b] = x[a + 1:b + 1] + bias[0]
     return out
 
 
-@pytest.mark.parametrize("kernel", [moved_and_unmoved, two_shifts, positions_used])
+@pytest.mark.parametrize("kernel", [moved_and_unmoved, two_shifts])
 def test_a_tile_with_other_uses_keeps_its_gathers_and_torchs_result(kernel):
     x = torch.randn(101, 128)
     offsets = torch.tensor([0, 13, 13, 40, 100])
@@ -233,17 +221,81 @@ def grouped_masked(A: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@pallasite.kernel
+def positions_used(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile in hl.tile(offsets[g + 1] - start):
+            row = x[start + tile.index, :] + tile.index[:, None].float() + tile.begin
+            out[start + tile.index, :] = row * (tile.end - tile.begin) + tile.id
+    return out
+
+
+def _positions_expected(kernel, x, offsets):
+    out = torch.zeros_like(x)
+    for a, b in zip(offsets.tolist()[:-1], offsets.tolist()[1:]):
+        local = torch.arange(b - a)
+        if kernel is grouped_masked:
+            out[a:b] = torch.where((local < b - a - 3)[:, None], x[a:b], -x[a:b])
+        else:
+            begin, tile_id = local // 8 * 8, local // 8
+            rows = (torch.minimum(begin + 8, torch.tensor(b - a)) - begin)[:, None]
+            out[a:b] = (x[a:b] + local[:, None].float() + begin[:, None]) * rows + tile_id[:, None]
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop", "emit_pipeline"])
+@pytest.mark.parametrize("kernel", [grouped_masked, positions_used])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_the_tiles_positions_begin_and_end_in_arithmetic_read_what_they_were(loop_type, kernel, dtype):
+    """Trial MM: a mask `tile_m.index < M_g - 3` (or `tile.begin`, `tile.end` arithmetic) beside
+    `A[start + tile_m.index, tk]` kept the accesses one-hot gathers over the whole tensor; the tile
+    is now rebased and those uses read the moved value minus start: what they were."""
+    x, offsets = torch.randn(100, 128), torch.tensor([0, 20, 20, 57, 100], dtype=dtype)
+    config = dict(block_sizes=[8] if kernel is positions_used else [8, 128], pallas_loop_type=loop_type)
+    code, result = code_and_output(kernel, (x, offsets), **config)
+    expected = _positions_expected(kernel, x, offsets)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(kernel, (x, offsets), **config), expected)
+    assert "index_hot" not in code and "hit = " not in code
+    assert "tile_m_index = tile_m_moved_index - start" in code if kernel is grouped_masked else \
+        "tile_begin = tile_moved_begin - start" in code
+
+
+def test_a_masked_grouped_kernel_at_moe_sizes_lowers():
+    big = torch.empty(65536, 512, dtype=torch.float32, device="meta")
+    codes = check_tpu_lowering(grouped_masked, (big, torch.tensor([0, 30000, 65536])), chips=("v5e",),
+                               block_sizes=[256, 256], pallas_loop_type="fori_loop")
+    assert all("index_hot" not in code for code in codes.values())
+
+
+@pallasite.kernel
+def grouped_with_local_bias(A: torch.Tensor, offsets: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    T, K = A.shape
+    out = torch.zeros([T, K], dtype=A.dtype, device=A.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for tile_m, tk in hl.tile([offsets[g + 1] - start, K]):
+            local = bias[tile_m, tk]
+            out[start + tile_m.index, tk] = A[start + tile_m.index, tk] + local
+    return out
+
+
 def test_a_gather_overflow_names_the_use_that_kept_a_moved_tile_from_its_window():
-    """Trial MM: the mask's use of tile_m.index keeps the accesses gathers (correct); at MoE sizes the
-    overflow blamed a scatter the user never wrote, without saying what cost the window."""
-    A, offsets = torch.randn(100, 128), torch.tensor([0, 20, 20, 57, 100])
+    """Trial MM: a use of the tile that keeps the accesses gathers (here an access at the tile itself,
+    which reads the group's own rows of bias) is correct; at MoE sizes the overflow blamed a scatter
+    the user never wrote, without saying what cost the window."""
+    A, offsets, bias = torch.randn(100, 128), torch.tensor([0, 20, 20, 57, 100]), torch.randn(64, 128)
     expected = torch.zeros_like(A)
     for a, b in zip(offsets.tolist()[:-1], offsets.tolist()[1:]):
-        expected[a:b] = torch.where((torch.arange(b - a) < b - a - 3)[:, None], A[a:b], -A[a:b])
+        expected[a:b] = A[a:b] + bias[:b - a]
     config = dict(block_sizes=[16, 128], pallas_loop_type="fori_loop")
-    _, result = code_and_output(grouped_masked, (A, offsets), **config)
+    _, result = code_and_output(grouped_with_local_bias, (A, offsets, bias), **config)
     torch.testing.assert_close(result, expected)
-    torch.testing.assert_close(run_ref(grouped_masked, (A, offsets), **config), expected)
+    torch.testing.assert_close(run_ref(grouped_with_local_bias, (A, offsets, bias), **config), expected)
     big = torch.empty(65536, 512, dtype=torch.float32, device="meta")
-    with pytest.raises(exc.VmemOverflow, match=r"here another use of tile_m.index \(line \d+: \"keep = "):
-        check_tpu_lowering(grouped_masked, (big, torch.tensor([0, 30000, 65536])), chips=("v5e",), **config)
+    big_bias = torch.empty(40000, 512, dtype=torch.float32, device="meta")
+    with pytest.raises(exc.VmemOverflow, match=r"here an access at tile_m itself \(line \d+: \"local = "):
+        check_tpu_lowering(grouped_with_local_bias, (big, torch.tensor([0, 30000, 65536]), big_bias),
+                           chips=("v5e",), **config)

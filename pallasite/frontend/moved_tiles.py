@@ -12,8 +12,10 @@ reads and writes through one-hot products over the whole tensor. When every acce
 tile is moved by the same scalar, defined before its loop, the loop is the same as one over
 [start, start + extent) accessed at its own tiles (`hl.tile([start, 0], [end, N])`): this
 pass rebases the tile's range there and turns the accesses into tile accesses, which
-stream a window at a runtime offset. A tile with any other use (its positions, begin or end
-in arithmetic, a random draw, an unmoved access, a masked or atomic access) keeps its gathers.
+stream a window at a runtime offset. Other uses of the tile's positions, begin or end (a
+mask `tile_m.index < M_g - 3`, `tile_m.begin` in arithmetic, a random draw) read the moved
+value minus the shift, what they were. A tile with an unmoved access (`bias[tile_m]`),
+accesses moved by two scalars, or a shift computed inside its loop keeps its gathers.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from typing import Any, Iterator
 
 import torch
 
-from ..ir import GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value, operand_leaves, walk_bodies
+from ..ir import (GatherIndex, IfBlock, Load, Node, Store, TileDim, TileLoop, TileSlice, Value, operand_leaves,
+                  unmoved_coordinate, walk_bodies)
 
 # ops that may name a rebased tile: its position-free facts (shape, step, count)
 _POSITION_FREE = ("full", "tile_id", "tile_count")
@@ -39,39 +42,59 @@ def rebase_moved_tiles(loop: TileLoop, jagged_dims: set[int]) -> None:
         for dim in inner.dims:
             if dim.is_grid or dim.id in jagged_dims:
                 continue
-            moved = _moved_accesses(uses, dim, defined)
-            if moved is not None:
-                _rebase(body, inner, dim, *moved)
+            move = _moved_accesses(uses, dim, defined)
+            if move is not None:
+                _rebase(body, inner, dim, move)
 
 
-def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> tuple | None:
-    """(s, the tile_index and add nodes to drop, the (access, item position) pairs) when each
-    use of `dim` is an access at `s + dim.index` (or a position-free op), else None; where some
-    access is moved but another use keeps the gathers, that use is recorded on the dim
+@dataclasses.dataclass
+class _Move:
+    """How one tile moves: its shift, the accesses that become tile accesses ((access, item
+    position) pairs), the position arithmetic they no longer need, and the nodes giving the
+    tile's positions, begin or end to other uses (re-expressed relative to the range's start)."""
+    shift: Value
+    accesses: list
+    dropped: list
+    relative: list
+
+
+def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> _Move | None:
+    """How `dim` moves when its accesses read or write at `s + dim.index` for one scalar s and
+    its other uses are arithmetic on its positions, begin or end (or position-free ops), else
+    None; where some access is moved but another use keeps the gathers (an access at the tile
+    itself, two shifts, a shift computed in the loop), that use is recorded on the dim
     (`TileDim.kept_gathers`, which a gather's VMEM overflow names)."""
-    shifts, dropped, accesses, blockers = [], [], [], []
-    blockers += [_use_text(user, f"{dim.name}.begin") for user in uses.of_value(dim.begin_value)]
+    shifts, dropped, accesses, blockers, relative = [], [], [], [], []
+    if uses.of_value(dim.begin_value):
+        relative.append(dim.begin_value.producer)
     for user in uses.of_dim(dim):
         if isinstance(user, TileLoop) or getattr(user, "op", None) in _POSITION_FREE or user is dim.begin_value.producer:
+            continue
+        if isinstance(user, Node) and not isinstance(user, (Load, Store)) and user.op == "tile_end":
+            relative.append(user)
             continue
         if not isinstance(user, Node) or user.op != "tile_index" or isinstance(user, (Load, Store)):
             blockers.append(_use_text(user, f"an access at {dim.name} itself" if isinstance(user, (Load, Store))
                                       else f"another use of {dim.name}"))
             continue
-        dropped.append(user)
+        positions_used = False
         for add in uses.of_value(user.output):
             shift = _shift_of(add, user.output)
-            if shift is None:
-                blockers.append(_use_text(add, f"another use of {dim.name}.index"))
+            if shift is None:  # arithmetic on the positions themselves
+                positions_used = True
                 continue
             shifts.append(shift)
-            dropped.append(add)
+            moved_only = True
             for access in uses.of_value(add.output):
                 position = _plain_access_position(access, add.output)
-                if position is None:
-                    blockers.append(_use_text(access, "a masked, atomic or other use of the moved positions"))
+                if position is None:  # a masked or other use of the moved positions: it keeps `s + index`
+                    moved_only = False
                     continue
                 accesses.append((access, position))
+            positions_used |= not moved_only
+            if moved_only:
+                dropped.append(add)
+        (relative if positions_used else dropped).append(user)
     if any(shift is not shifts[0] for shift in shifts):
         blockers.append("accesses moved by two different scalars")
     elif shifts and shifts[0].id in defined:
@@ -81,7 +104,7 @@ def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> tuple | N
     if blockers:
         dim.kept_gathers = blockers[0]
         return None
-    return shifts[0], dropped, accesses
+    return _Move(shifts[0], accesses, dropped, relative)
 
 
 def _use_text(node: Any, what: str) -> str:
@@ -128,9 +151,12 @@ def _plain_access_position(node: Any, index: Value) -> int | None:
     return positions[0] if len(positions) == 1 else None
 
 
-def _rebase(body: list, inner: TileLoop, dim: TileDim, shift: Value, dropped: list, accesses: list) -> None:
-    """Move `dim`'s range by `shift` (nodes computing its new bounds, just before `inner`),
-    make the accesses tile accesses and drop the position arithmetic they no longer use."""
+def _rebase(body: list, inner: TileLoop, dim: TileDim, move: _Move) -> None:
+    """Move `dim`'s range by the shift (nodes computing its new bounds, just before `inner`),
+    make the accesses tile accesses, drop the position arithmetic they no longer use, and
+    give the other uses of the tile's positions, begin and end what they were: the moved
+    value minus the shift."""
+    shift = move.shift
     at = body.index(inner)
     new_end = _scalar_add(shift, dim.end, f"{dim.name}_end", inner)
     new_begin = shift if isinstance(dim.begin, int) and dim.begin == 0 else \
@@ -138,13 +164,33 @@ def _rebase(body: list, inner: TileLoop, dim: TileDim, shift: Value, dropped: li
     body[at:at] = [value.producer for value in (new_begin, new_end)
                    if value.producer is not None and value is not shift]
     dim.begin, dim.end, dim.moved_by = new_begin, new_end, shift
-    for access, position in accesses:
+    for access, position in move.accesses:
         index = list(access.index)
         index[position] = TileSlice(dim)
         access.index = tuple(index)
-    gone = {node.id for node in dropped}
+    gone = {node.id for node in move.dropped}
     for loop_body in walk_bodies(inner.body):
         loop_body[:] = [item for item in loop_body if item.id not in gone]
+    for node in move.relative:
+        _unmove(inner, dim, node, shift)
+
+
+def _unmove(inner: TileLoop, dim: TileDim, node: Node, shift: Value) -> None:
+    """`node` (the tile's begin, positions or end) now gives the moved value, under a new name;
+    its old Value, which its uses name, becomes that minus the shift (a node right after it)."""
+    original = node.outputs[0]
+    moved = Value(original.shape, original.dtype, f"{dim.name}_moved_{node.op.removeprefix('tile_')}")
+    moved.producer, node.outputs = node, [moved]
+    if dim.begin_value is original:
+        dim.begin_value = moved
+    original.producer = Node("sub", (moved, shift), {"alpha": 1}, [original], node.location)
+    assert unmoved_coordinate(original.producer)  # what the planner recognizes it by
+    for loop_body in walk_bodies(inner.body):
+        at = next((i for i, item in enumerate(loop_body) if item is node), None)
+        if at is not None:
+            loop_body.insert(at + 1, original.producer)
+            return
+    raise AssertionError(f"{node.op} of {dim.name} is not in its loop")
 
 
 def _scalar_add(shift: Value, operand: Any, name: str, inner: TileLoop) -> Value:

@@ -131,7 +131,10 @@ def jagged_rows(draw: Any, body: list, block_of: Callable[[Any], str]) -> None:
         body.append(Line(2, f"for t, tc in hl.tile([rows, d]{rng.choice(('', ', block_size=[8, 128]'))}):"))
         body.append(Line(3, "out[start + t.index, tc] = " + rng.choice((
             "x[start + t.index, tc] * 2 + g", "x[start + t.index, tc] - t.id",
-            "x[start + t.index, tc] + t.index[:, None]"))))  # positions used: it stays a gather
+            # the tile's own positions, begin and end beside the moved rows (what they were)
+            "x[start + t.index, tc] + t.index[:, None]", "x[start + t.index, tc] * (t.end - t.begin)",
+            "torch.where((t.index < rows - 3)[:, None], x[start + t.index, tc], -x[start + t.index, tc])",
+            "x[start + t.index, tc] + x[t, tc]"))))  # an unmoved access too: it stays a gather
     else:  # a 2-D loop whose rows come from data (a grouped GEMM's shape)
         block = rng.choice(("", ", block_size=[8, 128]", ", block_size=[16, 256]"))
         body.append(Line(1, f"for t, tc in hl.tile([offsets[g], 0], [offsets[g + 1], d]{block}):"))

@@ -69,3 +69,15 @@ def operand_leaves(item: Any) -> Iterator[Value | TileDim]:
         yield from operand_leaves(tuple(item.values()))
     elif dataclasses.is_dataclass(item) and not isinstance(item, (type, Node, TensorSymbol)):
         yield from operand_leaves(tuple(getattr(item, field.name) for field in dataclasses.fields(item)))
+
+
+def unmoved_coordinate(node: Any) -> bool:
+    """Whether `node` is a moved tile's begin, positions or end minus the scalar the tile was
+    moved by (frontend/moved_tiles.py): the tile's own coordinates as the user wrote them, a
+    position like `tile.index`, not a value computed from the shift's tensor."""
+    if not isinstance(node, Node) or node.op != "sub" or len(node.args) != 2:
+        return False
+    moved, shift = node.args
+    producer = moved.producer if isinstance(moved, Value) else None
+    return producer is not None and producer.op in ("tile_begin", "tile_index", "tile_end") \
+        and isinstance(producer.args[0], TileDim) and producer.args[0].moved_by is shift

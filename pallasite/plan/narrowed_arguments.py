@@ -33,7 +33,7 @@ from .. import exc
 from ..ir.sizes import pin
 from ..ir import (
     DeviceLoopCall, HostOp, HostStore, IfBlock, KernelIR, Load, Node, RemoteCopy, Store, TensorSymbol, TileLoop,
-    Value, ops,
+    Value, ops, unmoved_coordinate,
 )
 
 
@@ -296,7 +296,7 @@ class _Provenance:
                     self.origin[id(item.output)] = source
                     if id(item.tensor) in self.step_of:  # a host step's values: that step's range
                         self.step_of[id(item.output)] = self.step_of[id(item.tensor)]
-            elif _exact_cast(item) or getattr(item, "op", None) in _POSITIONS:
+            elif _exact_cast(item) or getattr(item, "op", None) in _POSITIONS or unmoved_coordinate(item):
                 continue  # the user's int32 of the caller's int64 values; or positions, not values
             elif isinstance(item, Node):
                 sources = [self._of(arg) for arg in _flat(_value_operands(item)) if isinstance(arg, Value)]
