@@ -68,7 +68,8 @@ def _moved_accesses(uses: "_Uses", dim: TileDim, defined: set[int]) -> _Move | N
     if uses.of_value(dim.begin_value):
         relative.append(dim.begin_value.producer)
     for user in uses.of_dim(dim):
-        if isinstance(user, TileLoop) or getattr(user, "op", None) in _POSITION_FREE or user is dim.begin_value.producer:
+        if isinstance(user, TileLoop) or getattr(user, "op", None) in _POSITION_FREE \
+                or user is dim.begin_value.producer:
             continue
         if isinstance(user, Node) and not isinstance(user, (Load, Store)) and user.op == "tile_end":
             relative.append(user)
