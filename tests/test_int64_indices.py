@@ -541,3 +541,34 @@ def test_a_fill_shaped_like_int64_indices_is_no_use_of_their_values():
     _, result = code_and_output(expert_histogram, (ids, 7))
     assert torch.equal(result, expected)
     assert torch.equal(run_ref(expert_histogram, (ids, 7)), expected)
+
+
+@pallasite.kernel
+def rows_masked_by_group_end(A, offsets):
+    out = torch.zeros_like(A)
+    for g in hl.grid(offsets.size(0) - 1):
+        start, end = offsets[g], offsets[g + 1]
+        for tile_m in hl.tile(160):
+            rows = start + tile_m.index
+            ok = (rows < end)[:, None]
+            v = hl.load(A, [rows, slice(None)], extra_mask=ok)
+            hl.store(out, [rows, slice(None)], v * 2 + (start + hl.arange(32) < 3)[:, None], extra_mask=ok)
+    return out
+
+
+@pytest.mark.parametrize("loop_type", LOOP_TYPES)
+def test_int64_offsets_plus_positions_compared_are_checked_steps(loop_type):
+    """Trial NN: `start + tile_m.index < end` (Helion's mask of a group's rows) with int64 offsets
+    was refused as data: a tile's positions and `hl.arange` values have a range planning knows, so
+    the add is a host-checked step like `offsets[g] + 1`."""
+    A = torch.randn(300, 128)
+    offsets = torch.tensor([0, 37, 37, 170, 300])
+    starts = offsets[:-1].repeat_interleave(offsets.diff())
+    local = torch.arange(300) - starts
+    expected = A * 2 + (starts + local % 32 < 3)[:, None]
+    config = dict(block_sizes=[32], pallas_loop_type=loop_type)
+    _, result = code_and_output(rows_masked_by_group_end, (A, offsets), **config)
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(run_ref(rows_masked_by_group_end, (A, offsets), **config), expected)
+    with pytest.raises(exc.KernelArgumentError, match=r"'offsets' holds values in \[0, 2147483600\].*its add"):
+        code_and_output(rows_masked_by_group_end, (A, torch.tensor([0, 2147483600])), **config)

@@ -31,6 +31,7 @@ import torch
 
 from .. import exc
 from ..ir.sizes import pin
+from .bounds import value_interval
 from ..ir import (
     DeviceLoopCall, HostOp, HostStore, IfBlock, KernelIR, Load, Node, RemoteCopy, Store, TensorSymbol, TileLoop,
     Value, ops, unmoved_coordinate,
@@ -44,8 +45,8 @@ _INT32 = torch.iinfo(torch.int32)
 class RangeStep:
     """One integer step host code computes from a narrowed argument: `op` on `operands`,
     each the argument itself (`ARGUMENT`), an earlier step's result (its position in
-    `NarrowedArgument.computed`), a number, or `None` (a where's condition, whose values do
-    not matter); `kwargs` the op's number attributes (alpha=, clamp's min=/max=, a cast's
+    `NarrowedArgument.computed`), a number, `(WITHIN, lo, hi)` (positions, whose values
+    planning bounds), or `None` (a where's condition, whose values do not matter); `kwargs` the op's number attributes (alpha=, clamp's min=/max=, a cast's
     dtype). `text`/`location`: the user's line, for the error."""
 
     op: str
@@ -105,9 +106,23 @@ def _range_of(operand: Any, ranges: list[tuple[int, int]]) -> tuple[int, int]:
         return 0, 0
     if operand == ARGUMENT:
         return ranges[-1]
+    if isinstance(operand, tuple) and operand[0] == WITHIN:  # (WITHIN, lo, hi): values planning bounds
+        return operand[1], operand[2]
     if isinstance(operand, tuple):  # ("step", position)
         return ranges[operand[1]]
     return operand, operand
+
+
+WITHIN = "within"
+
+
+def _within(value: Value) -> tuple | None:
+    """(WITHIN, lo, hi) for an integer device value no narrowed argument made whose values
+    planning bounds (iotas, a static tile's positions, arithmetic on them: `value_interval`)."""
+    if value.dtype.is_floating_point or value.dtype == torch.bool:
+        return None
+    interval = value_interval(value)
+    return None if interval is None else (WITHIN, int(interval[0]), int(interval[1]))
 
 
 def _corners(function: Any, *intervals: tuple[int, int]) -> tuple[int, int]:
@@ -353,6 +368,8 @@ class _Provenance:
                 operands.append(("step", self.step_of[id(item)]) if id(item) in self.step_of else ARGUMENT)
             elif isinstance(item, int) and not isinstance(item, bool):
                 operands.append(pin(item))
+            elif isinstance(item, Value) and self._of(item) is None and _within(item) is not None:
+                operands.append(_within(item))  # positions (`hl.arange`, a static tile's index)
             elif op == "sum" and position > 0:
                 continue  # the dims and keepdim: the lane count below bounds the sum
             else:
