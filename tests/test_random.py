@@ -194,3 +194,26 @@ def test_hl_rand_in_host_code_is_rejected():
 
     with pytest.raises(exc.UnsupportedSyntax, match="device"):
         host(torch.randn(8, 128))
+
+
+@pallasite.kernel
+def noise_per_group(x, offsets):
+    out = torch.zeros_like(x)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        for t, tc in hl.tile([offsets[g + 1] - start, x.size(1)], block_size=[8, 128]):
+            out[start + t.index, tc] = x[start + t.index, tc] + hl.rand([t, tc], seed=7)
+    return out
+
+
+@pytest.mark.parametrize("loop_type", ["unroll", "fori_loop"])
+def test_a_draw_in_a_range_read_from_int64_offsets_is_the_int32_offsets_draw(loop_type):
+    """hl.rand's counter (coordinates in mixed radix, here with a range from offsets) is only
+    hashed: with int64 offsets it was refused as int64 data converted. A moved tile's draw uses
+    its own coordinates, as reference mode does, and keeps its windows."""
+    x = torch.zeros(100, 128)
+    wide, narrow = torch.tensor([0, 20, 20, 57, 100]), torch.tensor([0, 20, 20, 57, 100], dtype=torch.int32)
+    code, result = code_and_output(noise_per_group, (x, wide), pallas_loop_type=loop_type)
+    assert torch.equal(result, code_and_output(noise_per_group, (x, narrow), pallas_loop_type=loop_type)[1])
+    assert torch.equal(result, run_ref(noise_per_group, (x, wide), pallas_loop_type=loop_type))
+    assert 0.4 < result.mean() < 0.6 and "index_hot" not in code

@@ -332,6 +332,8 @@ class _Provenance:
             return
         self.stepped.add(id(node))
         integer = [out for out in node.outputs if _is_integer(out.dtype)]
+        if not integer and node.op in _HASHED:  # only the low 32 bits count, which int32 arithmetic keeps
+            return
         if not integer:  # the values leave as a comparison or a float: exact if nothing wrapped
             wrapped = next((arg for arg in _flat(_value_operands(node)) if id(arg) in self.unbounded), None)
             if wrapped is not None:
@@ -428,6 +430,9 @@ def _exact_cast(node: Any) -> bool:
 
 # Ops whose results are positions in their operand (not its values): they leave the values
 _POSITIONS = frozenset({"argmax", "argmin"})
+# Ops that hash an integer operand's 32-bit words (hl.rand's counter: a tile's coordinates in
+# mixed radix, whose extents may come from offsets): torch's int64 number is never needed
+_HASHED = frozenset({"random_uniform"})
 
 
 def _keeps_values(node: Node) -> bool:
