@@ -211,6 +211,11 @@ def emit_store(k, node: Store) -> None:
     k.emit(f"{target} = {text}", comment=access.note or None)
     if access.write_back is not None and access.write_back.partial_dim is not None:
         emit_partial_write_back(k, access.write_back)
+    elif access.write_back is not None and access.write_back.direction.reads:
+        frame = k.frames[access.write_back.loop_id]
+        k.emit(f"{access.write_back.write_fn}({frame.step}, {frame.slot}).start()")
+        k.emit(f"{access.write_back.write_fn}({frame.step}, {frame.slot}).wait()",
+               comment="before the slot takes a later window in")
     elif access.write_back is not None:
         frame = k.frames[access.write_back.loop_id]
         k.emit(f"{access.write_back.copy_fn}({frame.step}, {frame.slot}).start()",

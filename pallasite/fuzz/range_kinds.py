@@ -119,7 +119,7 @@ def jagged_rows(draw: Any, body: list, block_of: Callable[[Any], str]) -> None:
     """The `bounds` kind's rows of each segment written from x (grammar.py): a range read from data,
     Helion's moved rows, a 2-D loop; `block_of(draw)` draws a `, block_size=...` text."""
     rng = draw.rng
-    body.append(Line(0, "out = torch.zeros_like(x)"))
+    body.append(Line(0, "out = torch.ones_like(x)"))
     body.append(Line(0, "for g in hl.grid(segments):"))
     shape = rng.random()
     if shape < 0.35:
@@ -129,7 +129,8 @@ def jagged_rows(draw: Any, body: list, block_of: Callable[[Any], str]) -> None:
     elif shape < 0.65:  # Helion's grouped GEMM: rows at `start + t.index` (frontend/moved_tiles.py)
         body += [Line(1, "start = offsets[g]"), Line(1, "rows = offsets[g + 1] - start"), Line(1, "if rows != 0:")]
         body.append(Line(2, f"for t, tc in hl.tile([rows, d]{rng.choice(('', ', block_size=[8, 128]'))}):"))
-        body.append(Line(3, "out[start + t.index, tc] = " + rng.choice((
+        # `+=`: read and written at the moved windows (a fori_loop streams it in and out)
+        body.append(Line(3, f"out[start + t.index, tc] {rng.choice(('=', '+='))} " + rng.choice((
             "x[start + t.index, tc] * 2 + g", "x[start + t.index, tc] - t.id",
             # the tile's own positions, begin and end beside the moved rows (what they were)
             "x[start + t.index, tc] + t.index[:, None]", "x[start + t.index, tc] * (t.end - t.begin)",
@@ -138,4 +139,5 @@ def jagged_rows(draw: Any, body: list, block_of: Callable[[Any], str]) -> None:
     else:  # a 2-D loop whose rows come from data (a grouped GEMM's shape)
         block = rng.choice(("", ", block_size=[8, 128]", ", block_size=[16, 256]"))
         body.append(Line(1, f"for t, tc in hl.tile([offsets[g], 0], [offsets[g + 1], d]{block}):"))
-        body.append(Line(2, rng.choice(("out[t, tc] = x[t, tc] * 2 + g", "out[t, tc] = x[t, tc] - t.begin"))))
+        body.append(Line(2, rng.choice(("out[t, tc] = x[t, tc] * 2 + g", "out[t, tc] = x[t, tc] - t.begin",
+                                        "out[t, tc] += x[t, tc] * 2"))))

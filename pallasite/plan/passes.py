@@ -56,7 +56,7 @@ def plan_loops(draft: CallDraft) -> CallDraft:
     unstreamable = (looped.unstreamable() | remote_symbols(body)  # items' own rows: written by DMA
                     | {w.symbol.id for w in (draft.worklist.write_backs if draft.worklist else ())})
     streams = plan_streams(body, inner_loops, strategy_of, [u for u in uses if u.symbol.id not in unstreamable],
-                           draft.grid_axis_of, kernel.buffer_counts)
+                           draft.grid_axis_of, kernel.buffer_counts, draft.defined)
     return dataclasses.replace(draft, uses=uses, looped=looped, inner_loops=attach_streams(inner_loops, streams),
                                streams=streams)
 

@@ -24,7 +24,7 @@ from .grid_order import RevisitedBlock
 from .loops import strategy_of
 from .loops.streams import stream_operand
 from .memory import check_block_legality, plan_access, plan_operand
-from .plans import Access, Direction, InPlaceUpdate, Memory, Operand, RefOffset, Scratch, ScratchKind
+from .plans import Access, InPlaceUpdate, Memory, Operand, RefOffset, Scratch, ScratchKind
 from .remote_copies import check_whole_operand, remote_symbols
 from .row_gathers import plan_row_gather
 from .scatters import check_scattered_output
@@ -146,7 +146,7 @@ class _Placing:
         (its HBM buffer is written window by window, so the rest keeps its contents)."""
         strategy = strategy_of(self.draft.inner_loops[stream.loop_id])
         operand, used_axes = stream_operand(stream, self.draft.grid_axis_of, strategy.windows_from_block_multiples)
-        if stream.direction is Direction.IN:
+        if not stream.direction.writes:
             self.inputs.append(operand)
         else:
             if id(use.symbol) in self.draft.defined:

@@ -47,6 +47,15 @@ class Memory(str, enum.Enum):
 class Direction(str, enum.Enum):
     IN = "in"
     OUT = "out"
+    IN_OUT = "in and out"  # read and written at the same windows: copied in, updated, written back
+
+    @property
+    def reads(self) -> bool:
+        return self is not Direction.OUT
+
+    @property
+    def writes(self) -> bool:
+        return self is not Direction.IN
 
 
 @dataclass(frozen=True)
@@ -231,7 +240,12 @@ class Stream:
     @property
     def prefetches_next_tile(self) -> bool:
         """An input's next tile is in flight while this tile computes (every streaming strategy)."""
-        return self.direction is Direction.IN
+        return self.direction.reads
+
+    @property
+    def write_fn(self) -> str:
+        """The write-back builder of a stream read and written (its `copy_fn` reads)."""
+        return f"{self.symbol.name}_write"
 
 
 class ScratchKind(str, enum.Enum):

@@ -118,8 +118,8 @@ def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int =
     elif written:
         advice = (f"'{written[0]}' is written at tiles starting at data-dependent rows, so all its rows stay "
                   "resident whatever the block size (a fori_loop streams such an output only when its body "
-                  "writes it directly, never reads it, and its range ends inside it along one axis other than "
-                  "the last); tile its other dims in the outer loop, around the data-dependent tile "
+                  "reads and writes it directly, at one window form, in one loop, and its range ends inside it "
+                  "along one axis other than the last); tile its other dims in the outer loop, around the data-dependent tile "
                   "loop (`for tile_e, tile_n in hl.tile([E, N], block_size=[1, None]):` then `for tile_t in "
                   "hl.tile(start, end):`), so "
                   "its resident block is one tile of them")

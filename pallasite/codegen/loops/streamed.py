@@ -56,9 +56,19 @@ def emit_fori_loop(k, loop: TileLoop, loop_plan: LoopPlan) -> list:
 def _emit_copy_builder(k, stream: Stream, trips: LoopTrips) -> None:
     """One function builds each DMA descriptor, for its start and for its wait. An output
     written back in pieces (`Stream.partial_dim`) gets a builder of one piece: rows
-    [row, row + size) of the step's window along that dim."""
+    [row, row + size) of the step's window along that dim. A stream read and written gets
+    the reading builder (`copy_fn`) and a writing one (`write_fn`, or the piece builder)."""
     counters = counter_exprs(trips, "step")
     items = [item for item in stream.index if not isinstance(item, NewAxis)]
+    window = f"{stream.hbm_ref}.at[{', '.join(_window_item(k, item, counters) for item in items)}]"
+    buffer = f"{stream.buffer}.at[slot]"
+    if stream.direction is Direction.IN_OUT:
+        with k.block(f"def {stream.copy_fn}(step, slot):"):
+            k.emit(f"return pltpu.make_async_copy({window}, {buffer}, {stream.semaphores}.at[slot])")
+        if stream.partial_dim is None:
+            with k.block(f"def {stream.write_fn}(step, slot):"):
+                k.emit(f"return pltpu.make_async_copy({buffer}, {window}, {stream.semaphores}.at[slot])")
+            return
     if stream.partial_dim is not None:
         parts = [f"pl.ds({_window_start(k, item, counters)} + row, size)"
                  if isinstance(item, TileSlice) and item.dim is stream.partial_dim
@@ -68,8 +78,6 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips) -> None:
             k.emit(f"return pltpu.make_async_copy({stream.buffer}.at[slot, {rows}], "
                    f"{stream.hbm_ref}.at[{', '.join(parts)}], {stream.semaphores}.at[slot])")
         return
-    window = f"{stream.hbm_ref}.at[{', '.join(_window_item(k, item, counters) for item in items)}]"
-    buffer = f"{stream.buffer}.at[slot]"
     src, dst = (window, buffer) if stream.direction is Direction.IN else (buffer, window)
     with k.block(f"def {stream.copy_fn}(step, slot):"):
         k.emit(f"return pltpu.make_async_copy({src}, {dst}, {stream.semaphores}.at[slot])")
@@ -118,7 +126,7 @@ def _depth(streams) -> int:
 
 
 def _emit_first_copies(k, streams, trips: str) -> None:
-    inputs = [s for s in streams if s.direction is Direction.IN]
+    inputs = [s for s in streams if s.direction.reads]
     if not inputs:
         return
     depth = _depth(streams)
@@ -142,7 +150,7 @@ def _emit_step_copies(k, streams, frame, trips: str) -> None:
     step, slot = frame.step, frame.slot
     depth = _depth(streams)
     k.emit(f"{slot} = {step} % {depth}")
-    inputs = [s for s in streams if s.direction is Direction.IN]
+    inputs = [s for s in streams if s.direction.reads]
     outputs = _written_back_whole(streams)
     if inputs:
         ahead = depth - 1
@@ -163,7 +171,8 @@ def _emit_step_copies(k, streams, frame, trips: str) -> None:
 
 def _written_back_whole(streams) -> list:
     """The output streams whose windows are copied asynchronously, each waited for when its
-    slot is reused (outputs written back in pieces wait for each piece at once)."""
+    slot is reused (outputs written back in pieces, and streams read too, whose slot takes a
+    later window's copy in, wait for each write at once)."""
     return [s for s in streams if s.direction is Direction.OUT and s.partial_dim is None]
 
 

@@ -29,8 +29,11 @@ class LoopStrategy:
     # writes back only a partial tile's rows inside its range, so an output whose last tile
     # may end inside the tensor (a range read from data) streams instead of staying resident
     writes_partial_windows: bool
+    # streams a tensor the loop reads and writes at the same windows (`out[w] += v`): each
+    # window copied in, updated and written back before its buffer is reused
+    streams_read_write: bool
     FACTS = ("name", "default_order", "streams", "windows_from_block_multiples", "steps_at_run_time",
-             "writes_partial_windows")
+             "writes_partial_windows", "streams_read_write")
 
     @property
     def copies_unaligned_windows(self) -> bool:

@@ -29,6 +29,7 @@ class FoldedGridSteps(LoopStrategy):
     streams = False
     windows_from_block_multiples = False
     steps_at_run_time = False  # a step is a grid step, which the cost model charges as such
+    streams_read_write = False
     writes_partial_windows = False
 
     def plan_loop(self, loop: FoldedSteps, names: set[str], order: tuple[int, ...]) -> FoldedStepsPlan:

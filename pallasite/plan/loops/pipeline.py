@@ -31,6 +31,7 @@ class Pipeline(LoopStrategy):
     streams = True
     windows_from_block_multiples = True
     steps_at_run_time = True
+    streams_read_write = False
     writes_partial_windows = False
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> PipelineLoopPlan:

@@ -25,6 +25,7 @@ class Resident(LoopStrategy):
     streams = False
     windows_from_block_multiples = False
     steps_at_run_time = False
+    streams_read_write = False
     writes_partial_windows = False
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> ResidentLoopPlan:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import TileLoop
-from ..plans import Access, Direction, LoopPlan, Scratch, ScratchKind, Stream, StreamSlot
+from ..plans import Access, LoopPlan, Scratch, ScratchKind, Stream, StreamSlot
 from .base import LoopStrategy, static_trips, value_shape, window_value_axes
 
 
@@ -31,13 +31,14 @@ class StreamedFori(LoopStrategy):
     streams = True
     windows_from_block_multiples = False
     steps_at_run_time = True
+    streams_read_write = True
     writes_partial_windows = True
 
     def plan_loop(self, loop: TileLoop, names: set[str], order: tuple[int, ...]) -> StreamedLoopPlan:
         return StreamedLoopPlan(self.name, static_trips(loop), order=order)
 
     def stream_access(self, node, stream: Stream) -> Access:
-        write_back = stream if stream.direction is Direction.OUT else None
+        write_back = stream if stream.direction.writes else None
         return Access(stream.buffer, (StreamSlot(stream.loop_id),), stream.window_shape,
                       value_shape(node, stream), (), write_back, value_axes=window_value_axes(node))
 

@@ -7,11 +7,15 @@ index form that walks one of L's tile dims and whose scalar indices are known
 before L starts (its copies are built there), it has no empty dim, and it is
 not bool (Mosaic's DMA refuses bool refs; JAX passes a BlockSpec's bools as
 int32 itself), and it is
-only read (an input stream) or only written (an output stream, which walks
+only read (an input stream), only written (an output stream, which walks
 every dim of a multi-dim loop, so no two steps write back one window; where its
 partial last tile may end inside the tensor, along one dim other than the lane
 axis, a strategy that `writes_partial_windows` writes back only the tile's rows
-inside its range: `Stream.partial_dim`); the strategy may
+inside its range: `Stream.partial_dim`), or read and written at one window form where
+the strategy `streams_read_write` and the tensor holds contents before the call
+(`out[start + tile.index, tn] += v`: each step's window is copied in, updated in
+its buffer and written back before the buffer is reused, so no later read misses
+a write); the strategy may
 refuse an index form (`LoopStrategy.accepts_stream`). Anything else stays resident in VMEM,
 as with `unroll` (so does a gathered table: any row may be picked). Streamed tensors are pl.ANY operands that the host pads so
 every window is in bounds.
@@ -34,11 +38,13 @@ from ..plans import Direction, LoopPlan, Memory, Operand, Stream
 
 
 def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list[TensorUse],
-                 grid_axis_of: dict[int, int], buffer_counts: Mapping[int, int]) -> dict[int, Stream]:
+                 grid_axis_of: dict[int, int], buffer_counts: Mapping[int, int],
+                 defined: frozenset[int] = frozenset()) -> dict[int, Stream]:
     """Streams by tensor symbol id, for the inner loops whose strategy (`strategy_of` a
     loop's plan) streams; each
     rotates through the strategy's depth for its loop's entry of `buffer_counts`
-    (`pallas_load_buffer_count`, by TileLoop id: `plan/loops:buffer_counts`)."""
+    (`pallas_load_buffer_count`, by TileLoop id: `plan/loops:buffer_counts`); `defined`: the ids
+    of the tensors holding contents before the call (only such a tensor streams read and written)."""
     owner: dict[int, TileLoop] = {}
     _direct_parents(body, owner)
     streams: dict[int, Stream] = {}
@@ -50,7 +56,8 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list
         if loop is None:
             continue
         strategy = strategy_of(plans[loop.id])
-        if not strategy.streams or (use.loads and use.stores):
+        read_write = bool(use.loads and use.stores)
+        if not strategy.streams or read_write and not (strategy.streams_read_write and id(use.symbol) in defined):
             continue
         first = use.nodes[0].index
         if any(node.index != first for node in use.nodes):
@@ -76,7 +83,7 @@ def plan_streams(body: list, plans: dict[int, LoopPlan], strategy_of, uses: list
         window = tuple(item.dim.block_size if isinstance(item, TileSlice) else size
                        for item, size in zip(tensor_axes(first), use.symbol.shape)
                        if not isinstance(item, ScalarIndex))
-        direction = Direction.OUT if use.stores else Direction.IN
+        direction = Direction.IN_OUT if read_write else Direction.OUT if use.stores else Direction.IN
         streams[use.symbol.id] = Stream(use.symbol, loop.id, direction, first, window,
                                         strategy.stream_buffers(direction, buffer_counts[loop.id]),
                                         partial_dim=spilling[0] if spilling else None)
@@ -143,7 +150,7 @@ def stream_operand(stream: Stream, grid_axis_of: dict[int, int],
             if dim.id in grid_axis_of:
                 used.add(grid_axis_of[dim.id])
             aligned = from_block_multiples and dim.id not in grid_axis_of
-            if dim is stream.partial_dim:  # only rows inside the range are copied: none past the tensor
+            if dim is stream.partial_dim and not stream.direction.reads:  # rows inside the range only
                 padded.append(size)
                 continue
             padded.append(_covering(size, _window_end(dim, size, aligned), dim))
