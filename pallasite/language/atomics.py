@@ -81,8 +81,10 @@ def _atomic_scatter(name: str, target: Any, index: Sequence[Any], value: Any, se
     if axis:
         total = total.permute([order.index(a) for a in range(rank)])
         prior = prior.permute([order.index(a) for a in range(rank)])
-    new = _COMBINES[name](old, total)
-    target[key] = new
+    if name == "atomic_add" and old.dtype.is_floating_point:  # float32 sums: rounded once into the row
+        target[key] = (old.to(torch.float32) + total).to(old.dtype)
+        return (old.to(torch.float32) + prior).to(old.dtype)
+    target[key] = _COMBINES[name](old, total)
     return _COMBINES[name](old, prior)
 
 
@@ -105,7 +107,7 @@ def _combined(name: str, hit: Any, moved: Any, dtype: torch.dtype, rank: int, la
 
 def _float_sums(hit: Any, moved: Any, dtype: torch.dtype, lanes: int) -> Any:
     """`hit` as 0/1 @ the values in float32, exact (HIGHEST precision: a TPU's default is one
-    bfloat16 pass). Non-finite values stay out of the product (0 * inf is NaN in every row
+    bfloat16 pass), kept in float32 for the add into the row. Non-finite values stay out of the product (0 * inf is NaN in every row
     they do not hit): a row's inf, -inf or NaN lanes are counted by products of their own
     (0/1 factors, exact in any precision)."""
     flat = moved.reshape(lanes, -1).to(torch.float32)
@@ -115,7 +117,7 @@ def _float_sums(hit: Any, moved: Any, dtype: torch.dtype, lanes: int) -> Any:
     nan, up, down = (pick @ torch.where(flag, 1.0, 0.0) > 0
                      for flag in (torch.isnan(flat), flat == float("inf"), flat == float("-inf")))
     total = torch.where(up, float("inf"), torch.where(down, float("-inf"), total))
-    return torch.where(nan | (up & down), float("nan"), total).reshape(moved.shape).to(dtype)
+    return torch.where(nan | (up & down), float("nan"), total).reshape(moved.shape)
 
 
 _BITWISE = {"atomic_and": lambda a, b: a & b, "atomic_or": lambda a, b: a | b, "atomic_xor": lambda a, b: a ^ b}
