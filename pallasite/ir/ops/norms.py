@@ -138,7 +138,8 @@ _SIXTEEN = "16-bit inputs compute in float32, rounded once"
 NORM_DEFINITIONS = (
     Composite("rms_norm", ("rms_norm",), _rms_norm, dtypes=FLOATS,
               note="x * rsqrt(mean(x * x) + eps) * weight over the trailing normalized dims, in float32 "
-                   "(weight too), rounded once; eps defaults to float32's epsilon, as torch"),
+                   "(weight too), rounded once; eps defaults to float32's epsilon, as torch; a weight tensor "
+                   "argument is read whole in device code as `w[:]`"),
     Composite("vector_norm", ("vector_norm",), _vector_norm, dtypes=FLOATS,
               note=f"torch.linalg.vector_norm: ord 2, 1, inf, -inf, 0 or any number; dim=, keepdim=, dtype=; "
                    f"{_SIXTEEN}"),

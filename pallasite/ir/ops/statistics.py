@@ -125,5 +125,6 @@ STATISTIC_DEFINITIONS = (
               note=f"(std, mean); {_NOTE}"),
     Composite("layer_norm", ("layer_norm",), _layer_norm, dtypes=FLOATS,
               note="F.layer_norm over the trailing normalized dims (two passes: mean, then squared deviations); "
-                   "weight, bias, eps; 16-bit inputs compute in float32, rounded once"),
+                   "weight, bias, eps (tensor arguments read whole in device code as `w[:]`, `b[:]`); 16-bit "
+                   "inputs compute in float32, rounded once"),
 )
