@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..ir import TileDim, Value
-from ..ir.ops import scalar_arithmetic
+from ..ir.intervals import scalar_interval
 from . import flat_rows
 from .proxies import DeviceTensor, HostTensor, TileProxy
 
@@ -54,7 +54,7 @@ def _chunk_form(value: Value, size: Any) -> tuple[Any, int, TileDim] | None:
         chunk, width = factors
         if type(size) is not int or width <= 0 or size % width or not isinstance(dim.begin, int) or dim.begin < 0:
             continue
-        interval = _interval(dim.end)
+        interval = scalar_interval(dim.end)
         if interval is not None and interval[1] <= width:
             return chunk, width, dim
     return None
@@ -76,39 +76,4 @@ def _scaled(value: Any) -> tuple[Any, int] | None:
         if type(width) is int and width > 0 and (type(chunk) is int or isinstance(chunk, Value)
                                                  and chunk.shape == () and chunk.dtype == torch.int32):
             return chunk, width
-    return None
-
-
-def _interval(operand: Any) -> tuple[int, int] | None:
-    """[lo, hi] of an int scalar built of ints, tile ids, begins and ends of static tile loops,
-    +, -, * and min/max (Mamba2's inner range `hl.tile((tile_m.id + 1) * block_m)`); None
-    when any part is unknown (data, a kernel argument)."""
-    if isinstance(operand, int) and not isinstance(operand, bool):  # a block size's proxy is an int too
-        return int(operand), int(operand)
-    node = operand.producer if isinstance(operand, Value) else None
-    if node is None:
-        return None
-    if node.op in ("tile_id", "tile_begin", "tile_end"):
-        dim = node.args[0]
-        trips = dim.static_trips
-        if not isinstance(dim.begin, int) or not isinstance(dim.end, int) or not trips:
-            return None
-        last = trips - 1
-        if node.op == "tile_id":
-            return 0, last
-        if node.op == "tile_begin":
-            return dim.begin, dim.begin + last * dim.block_size
-        return min(dim.begin + dim.block_size, dim.end), dim.end
-    arithmetic = scalar_arithmetic(node.op)
-    if arithmetic is None or len(node.args) != 2 or node.kwargs.get("alpha", 1) != 1:
-        return None
-    left, right = _interval(node.args[0]), _interval(node.args[1])
-    if left is None or right is None:
-        return None
-    if arithmetic.spelling in ("+", "-", "*", "min", "max"):
-        function = arithmetic.function
-        corners = [function(a, b) for a in left for b in right]
-        if arithmetic.spelling == "-":
-            return left[0] - right[1], left[1] - right[0]
-        return min(corners), max(corners)
     return None

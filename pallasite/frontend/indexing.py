@@ -20,7 +20,7 @@ from ..ir import (
     Value,
 )
 from ..ir.sizes import SymbolicSize
-from ..plan.bounds import scalar_interval
+from ..ir.intervals import scalar_interval
 from .tile_runs import tile_run
 from ..ir.index_forms import NARROW_INDEX_DTYPES, IndexForm, RefusedForm, narrow_index
 from .proxies import DeviceTensor, HostScalar, HostTensor, TileProxy, int_argument_value, static_int

@@ -14,7 +14,8 @@ from typing import Iterator
 
 from .. import exc
 from ..ir import Value, walk_nodes
-from .bounds import describe, value_interval
+from ..ir.intervals import value_interval
+from .bounds import describe
 from .plans import RangeCheck
 
 _DIVISIONS = ("floor_divide", "remainder", "fmod")

@@ -34,7 +34,8 @@ import torch
 from .. import exc
 from ..ir import IfBlock, Load, Node, Store, TileLoop, Value, operand_leaves, ops, walk_nodes
 from ..ir.exact_ints import EXACT, SATURATED_USE, drops_wrap, needing_use, passes_wrapped, past_int32
-from .bounds import describe, value_interval
+from ..ir.intervals import value_interval
+from .bounds import describe
 from .plans import RangeCheck
 
 _INT32 = torch.iinfo(torch.int32)

@@ -31,7 +31,7 @@ import torch
 
 from .. import exc
 from ..ir.sizes import pin
-from .bounds import value_interval
+from ..ir.intervals import value_interval
 from ..ir import (
     DeviceLoopCall, HostOp, HostStore, IfBlock, KernelIR, Load, Node, RemoteCopy, Store, TensorSymbol, TileLoop,
     Value, ops, unmoved_coordinate,

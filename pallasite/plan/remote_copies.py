@@ -58,7 +58,8 @@ from dataclasses import dataclass
 
 from .. import exc
 from ..ir import FullSlice, Load, Node, RemoteBarrier, RemoteCopy, RemoteCopyStep, Store, Value, ops, walk_nodes
-from .bounds import describe, scalar_interval
+from ..ir.intervals import scalar_interval
+from .bounds import describe
 from .plans import BlockKind, Memory, Operand, RangeCheck, Scratch, ScratchKind
 
 COLLECTIVE_ID_LIMIT = 2**15  # the interpreter stores a collective id as int16

@@ -30,7 +30,8 @@ import torch
 
 from .. import exc
 from ..ir import FullSlice, Load, NewAxis, ScalarIndex, TileDim, TileSlice, Value, cdiv, walk_nodes
-from .bounds import describe, scalar_interval
+from ..ir.intervals import scalar_interval
+from .bounds import describe
 from .access_plans import keeps_axis
 from .plans import (
     Access, BlockCopy, InnerTileSlice, PrefixSlice, RefOffset, ReductionChunk, Scratch, ScratchKind,
