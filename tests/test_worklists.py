@@ -431,7 +431,7 @@ def test_an_output_written_at_data_dependent_rows_streams_or_is_told_how_to_tile
     message = str(info.value)
     assert "the largest: 'out' 2 x" in message and "use smaller block sizes" not in message
     assert "'out' is written at tiles starting at data-dependent rows" in message
-    assert "reads and writes it directly, at one window form, in one loop" in message
+    assert "one loop's body writes it, or reads and writes it, directly at one window form" in message
     assert "hl.tile([E, N], block_size=[1, None])" in message
 
 

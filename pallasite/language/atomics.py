@@ -93,7 +93,7 @@ def _combined(name: str, hit: Any, moved: Any, dtype: torch.dtype, rank: int, la
     operation's identity where none): float sums on the MXU (`_float_sums`), the others a
     select over [lanes, lanes, ...] and a reduction over j."""
     if name == "atomic_add" and dtype.is_floating_point:
-        return _float_sums(hit, moved, dtype, lanes)
+        return _float_sums(hit, moved, lanes)
     spread = hit.reshape((lanes, lanes) + (1,) * (rank - 1))
     if name == "atomic_add":
         return torch.where(spread, moved[None], 0).sum(1).to(dtype)
@@ -105,11 +105,11 @@ def _combined(name: str, hit: Any, moved: Any, dtype: torch.dtype, rank: int, la
     return chosen.amax(1) if name == "atomic_max" else chosen.amin(1)
 
 
-def _float_sums(hit: Any, moved: Any, dtype: torch.dtype, lanes: int) -> Any:
+def _float_sums(hit: Any, moved: Any, lanes: int) -> Any:
     """`hit` as 0/1 @ the values in float32, exact (HIGHEST precision: a TPU's default is one
-    bfloat16 pass), kept in float32 for the add into the row. Non-finite values stay out of the product (0 * inf is NaN in every row
-    they do not hit): a row's inf, -inf or NaN lanes are counted by products of their own
-    (0/1 factors, exact in any precision)."""
+    bfloat16 pass), kept in float32 for the add into the row. Non-finite values stay out of
+    the product (0 * inf is NaN in every row they do not hit): a row's inf, -inf or NaN lanes
+    are counted by products of their own (0/1 factors, exact in any precision)."""
     flat = moved.reshape(lanes, -1).to(torch.float32)
     pick = torch.where(hit, 1.0, 0.0)
     with _tracer("atomic_add").exact_products():

@@ -46,7 +46,8 @@ class RangeStep:
     """One integer step host code computes from a narrowed argument: `op` on `operands`,
     each the argument itself (`ARGUMENT`), an earlier step's result (its position in
     `NarrowedArgument.computed`), a number, `(WITHIN, lo, hi)` (positions, whose values
-    planning bounds), or `None` (a where's condition, whose values do not matter); `kwargs` the op's number attributes (alpha=, clamp's min=/max=, a cast's
+    planning bounds), or `None` (a where's condition, whose values do not matter); `kwargs` the
+    op's number attributes (alpha=, clamp's min=/max=, a cast's
     dtype). `text`/`location`: the user's line, for the error."""
 
     op: str

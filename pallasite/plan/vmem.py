@@ -117,12 +117,11 @@ def overflow_advice(plan: PallasCallPlan, copying: tuple[str, ...], count: int =
                   f"block size; pallas_loop_type={copying[0]!r} copies their windows by DMA instead")
     elif written:
         advice = (f"'{written[0]}' is written at tiles starting at data-dependent rows, so all its rows stay "
-                  "resident whatever the block size (a fori_loop streams such an output only when its body "
-                  "reads and writes it directly, at one window form, in one loop, and its range ends inside it "
-                  "along one axis other than the last); tile its other dims in the outer loop, around the data-dependent tile "
-                  "loop (`for tile_e, tile_n in hl.tile([E, N], block_size=[1, None]):` then `for tile_t in "
-                  "hl.tile(start, end):`), so "
-                  "its resident block is one tile of them")
+                  "resident whatever the block size (a fori_loop streams such an output only when one loop's "
+                  "body writes it, or reads and writes it, directly at one window form, and its range ends "
+                  "inside it along one axis other than the last); tile its other dims in the outer loop, around "
+                  "the data-dependent tile loop (`for tile_e, tile_n in hl.tile([E, N], block_size=[1, None]):` "
+                  "then `for tile_t in hl.tile(start, end):`), so its resident block is one tile of them")
     elif _smallest_tiles([op for op, _ in blocks]):
         advice = ("the tiled axes are down to one sublane tile (8; below it a block is not aligned and its "
                   "tensor stays resident), so the whole axes are what does not fit; loop over them in tiles "
