@@ -572,3 +572,26 @@ def test_int64_offsets_plus_positions_compared_are_checked_steps(loop_type):
     torch.testing.assert_close(run_ref(rows_masked_by_group_end, (A, offsets), **config), expected)
     with pytest.raises(exc.KernelArgumentError, match=r"'offsets' holds values in \[0, 2147483600\].*its add"):
         code_and_output(rows_masked_by_group_end, (A, torch.tensor([0, 2147483600])), **config)
+
+
+@pallasite.kernel
+def rows_up_to_max_len(A, offsets, max_len: int):
+    out = torch.zeros_like(A)
+    for g in hl.grid(offsets.size(0) - 1):
+        start, end = offsets[g], offsets[g + 1]
+        for tile_m in hl.tile(max_len):
+            rows = start + tile_m.index
+            ok = (rows < end)[:, None]
+            hl.store(out, [rows, slice(None)], hl.load(A, [rows, slice(None)], extra_mask=ok) * 2, extra_mask=ok)
+    return out
+
+
+def test_positions_of_a_loop_bounded_by_an_int_argument_are_ranged_at_each_call():
+    """Trial NN's form: `hl.tile(max_len)`, max_len a runtime int argument; the add's range is
+    known once a call gives max_len (`ir/intervals.py` with the call's scalars)."""
+    A, offsets = torch.randn(300, 128), torch.tensor([0, 37, 37, 170, 300])
+    config = dict(block_sizes=[32], pallas_loop_type="fori_loop")
+    torch.testing.assert_close(code_and_output(rows_up_to_max_len, (A, offsets, 160), **config)[1], A * 2)
+    torch.testing.assert_close(run_ref(rows_up_to_max_len, (A, offsets, 160), **config), A * 2)
+    with pytest.raises(exc.KernelArgumentError, match=r"its add at .*rows = start \+ tile_m.index"):
+        code_and_output(rows_up_to_max_len, (A, offsets, 2**31 - 10), **config)

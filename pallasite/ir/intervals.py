@@ -29,6 +29,12 @@ def value_interval(operand, scalars: Mapping[str, int] | None = None) -> Interva
     if node.op == "tile_index" and node.args[0].static_trips:  # its padding lanes too
         dim = node.args[0]
         return dim.begin, dim.begin + dim.static_trips * dim.block_size - 1
+    if node.op == "tile_index" and scalars is not None:  # bounds from runtime ints: a call knows them
+        dim = node.args[0]
+        begin, end = scalar_interval(dim.begin, scalars), scalar_interval(dim.end, scalars)
+        if begin is None or end is None:
+            return None
+        return begin[0], max(begin[0], end[1]) + dim.block_size - 1  # up to the last tile's padding
     if node.op in POWERS:
         left, right = value_interval(node.args[0], scalars), value_interval(node.args[1], scalars)
         return None if left is None or right is None else POWERS[node.op](left, right)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import torch
 
@@ -56,9 +56,10 @@ class RangeStep:
     text: str
     location: Any
 
-    def interval(self, ranges: list[tuple[int, int]]) -> tuple[int, int]:
-        """The result's [lo, hi] given every earlier value's (`ranges`, the argument's last)."""
-        values = [_range_of(operand, ranges) for operand in self.operands]
+    def interval(self, ranges: list[tuple[int, int]], scalars: Mapping[str, int] | None = None) -> tuple[int, int]:
+        """The result's [lo, hi] given every earlier value's (`ranges`, the argument's last) and
+        the call's runtime int arguments (`scalars`, by name)."""
+        values = [_range_of(operand, ranges, scalars or {}) for operand in self.operands]
         kwargs = dict(self.kwargs)
         if self.op in ("add", "sub", "rsub"):
             a, b = values if self.op != "rsub" else values[::-1]
@@ -102,28 +103,52 @@ def _clamped(value: int, low: int | None, high: int | None) -> int:
     return value if high is None else min(high, value)
 
 
-def _range_of(operand: Any, ranges: list[tuple[int, int]]) -> tuple[int, int]:
+def _range_of(operand: Any, ranges: list[tuple[int, int]], scalars: Mapping[str, int]) -> tuple[int, int]:
     if operand is None:  # a where's condition, a clamp's missing bound
         return 0, 0
     if operand == ARGUMENT:
         return ranges[-1]
     if isinstance(operand, tuple) and operand[0] == WITHIN:  # (WITHIN, lo, hi): values planning bounds
         return operand[1], operand[2]
+    if isinstance(operand, tuple) and operand[0] == WITHIN_AT_CALL:  # bounded by the call's int arguments
+        interval = value_interval(operand[1], scalars)
+        return interval if interval is not None else (_INT32.min, _INT32.max + 1)
     if isinstance(operand, tuple):  # ("step", position)
         return ranges[operand[1]]
     return operand, operand
 
 
-WITHIN = "within"
+WITHIN, WITHIN_AT_CALL = "within", "within at call"
+
+
+class _AnyInts(Mapping):
+    """Every runtime int argument, with a stand-in value: whether an interval is known once a
+    call gives their values."""
+
+    def __getitem__(self, name: str) -> int:
+        return 1
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _within(value: Value) -> tuple | None:
     """(WITHIN, lo, hi) for an integer device value no narrowed argument made whose values
-    planning bounds (iotas, a static tile's positions, arithmetic on them: `value_interval`)."""
+    planning bounds (iotas, a static tile's positions, arithmetic on them: `value_interval`);
+    (WITHIN_AT_CALL, value) where a call's runtime int arguments bound them (the positions of
+    `hl.tile(max_len)`, max_len an int argument)."""
     if value.dtype.is_floating_point or value.dtype == torch.bool:
         return None
     interval = value_interval(value)
-    return None if interval is None else (WITHIN, int(interval[0]), int(interval[1]))
+    if interval is not None:
+        return WITHIN, int(interval[0]), int(interval[1])
+    return (WITHIN_AT_CALL, value) if value_interval(value, _AnyInts()) is not None else None
 
 
 def _corners(function: Any, *intervals: tuple[int, int]) -> tuple[int, int]:
@@ -146,12 +171,14 @@ class NarrowedArgument:
     values_read: bool
     computed: tuple[RangeStep, ...] = ()  # host code's integer steps from it, in order
 
-    def step_past_int32(self, lo: int, hi: int) -> tuple[RangeStep, tuple[int, int]] | None:
+    def step_past_int32(self, lo: int, hi: int, scalars: Mapping[str, int] | None = None
+                        ) -> tuple[RangeStep, tuple[int, int]] | None:
         """The first computed step that could leave int32 when the argument's values lie in
-        [lo, hi], with its result's range; None when every step stays inside."""
+        [lo, hi] (and the runtime int arguments are `scalars`), with its result's range; None
+        when every step stays inside."""
         ranges: list[tuple[int, int]] = []
         for step in self.computed:
-            result = step.interval([*ranges, (lo, hi)])
+            result = step.interval([*ranges, (lo, hi)], scalars)
             if result[0] < _INT32.min or result[1] > _INT32.max:
                 return step, result
             ranges.append(result)

@@ -154,7 +154,7 @@ class CompiledKernel:
                     "to compute on. Pass a CPU tensor; kernel.bind(args).to_code() and .plan() inspect a "
                     "kernel on meta tensors without running it.")
             if i in self.narrowed:
-                value = narrow_argument(value, self.narrowed[i])
+                value = narrow_argument(value, self.narrowed[i], self._scalars(values))
             if spec.kind == "tensor":
                 out.append(to_jax(value) if isinstance(value, torch.Tensor) else value)
             else:
@@ -170,11 +170,15 @@ class CompiledKernel:
             out.append(self._draw_seed(out))
         return out
 
+    def _scalars(self, values: list[Any]) -> dict[str, Any]:
+        """This call's runtime number arguments, by name."""
+        return {self._names[i]: values[i] for i, spec in self._runtime_params
+                if spec.kind == "scalar" and isinstance(values[i], (int, float)) and not isinstance(values[i], bool)}
+
     def _check_arithmetic(self, values: list[Any]) -> None:
         """The plan's int arithmetic on runtime int arguments (`(r + g) * 1000003`), at this
         call's values: past int32 it would wrap on the device, where torch computes exactly."""
-        scalars = {self._names[i]: values[i] for i, spec in self._runtime_params
-                   if spec.kind == "scalar" and isinstance(values[i], (int, float)) and not isinstance(values[i], bool)}
+        scalars = self._scalars(values)
         key = tuple(sorted(scalars.items()))
         if key != self._arithmetic_checked:
             check_scalar_arithmetic(self.arithmetic, scalars)

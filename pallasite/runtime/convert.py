@@ -1,7 +1,7 @@
 """Moving tensors between torch and JAX (zero-copy through DLPack where possible)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -58,10 +58,11 @@ def tree_to_torch(value: Any) -> Any:
     return value
 
 
-def narrow_argument(value: Any, argument: Any) -> Any:
+def narrow_argument(value: Any, argument: Any, scalars: Mapping[str, int] | None = None) -> Any:
     """A tensor argument the plan narrows (`plan/narrowed_arguments.py`: an int64 tensor read
     only as indices) in its kernel dtype; when the kernel reads its values, each must fit
-    that dtype, else `exc.KernelArgumentError` names the argument and the value."""
+    that dtype, else `exc.KernelArgumentError` names the argument and the value. `scalars`:
+    the call's runtime int arguments, by name (a step's other operand may depend on them)."""
     if isinstance(value, jax.core.Tracer):  # inside the user's jit: no values to check
         return value.astype(jnp.int32)
     tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
@@ -77,7 +78,7 @@ def narrow_argument(value: Any, argument: Any) -> Any:
                 f"{str(argument.kernel_dtype).removeprefix('torch.')} (TPU has no 64-bit vectors).")
     if argument.computed and tensor.numel() and tensor.device.type != "meta":
         lo, hi = (int(v) for v in torch.aminmax(tensor))
-        past = argument.step_past_int32(lo, hi)
+        past = argument.step_past_int32(lo, hi, scalars)
         if past is not None:
             step, (low, high) = past
             where = f" at {step.location}" if step.location is not None else ""

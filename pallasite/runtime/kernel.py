@@ -189,9 +189,11 @@ class Kernel:
             return
         tensors = {**read_scope(self.fn, self.scope_reads())[0], **listed}
         everything = [*values, *(tensors.get(name) for name in bound.captured)]  # the host function's order
+        scalars = {param.name: value for param, value in zip(self.params, values)
+                   if isinstance(value, int) and not isinstance(value, bool)}
         for argument in plan.narrowed_arguments:
             if argument.position < len(everything) and everything[argument.position] is not None:
-                narrow_argument(everything[argument.position], argument)
+                narrow_argument(everything[argument.position], argument, scalars)
 
     def bind_arguments(self, args: tuple, kwargs: dict) -> list[Any]:
         try:
