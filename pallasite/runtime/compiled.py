@@ -19,7 +19,8 @@ from ..plan.bounds import check_scalar_arithmetic
 from .code_files import _write_code, host_function, load_module
 from .convert import narrow_argument, to_jax, tree_to_torch
 from .dynamic import SizeGuards
-from .interpret import compiler_options, interpret_params, interpreter_reports, without_gpu_interpreter
+from .interpret import (compiler_options, cores_compiled_alike, interpret_params, interpreter_reports,
+                        without_gpu_interpreter)
 from .jax_cache import use_persistent_cache
 from .scope import changed_names, read_scope
 
@@ -257,6 +258,7 @@ class CompiledKernel:
             return fn(*args)
         with contextlib.ExitStack() as stack:
             stack.enter_context(without_gpu_interpreter())
+            stack.enter_context(cores_compiled_alike())
             found = stack.enter_context(checks.collect()) if checks is not None else []
             reports = stack.enter_context(interpreter_reports())
             try:

@@ -9,7 +9,10 @@ import sys
 import threading
 from typing import Iterator
 
+import jax
+import jax.core as jax_core
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _tpu_interpret
+from jax._src.pallas.mosaic.interpret import thread_map as _thread_map
 from jax.experimental.pallas import tpu as pltpu
 
 from .chips import default_chip, on_tpu, register_cpu_chip
@@ -89,6 +92,47 @@ def without_gpu_interpreter() -> Iterator[None]:
     finally:
         if sys.modules.get(_GPU_INTERPRETER, 0) is None:
             del sys.modules[_GPU_INTERPRETER]
+
+
+# With several simulated cores, JAX's interpreter runs each core's body as an XLA program of
+# its own, compiled in `thread_map._run_jaxpr` with no options.
+_cores_lock = threading.Lock()
+_cores_depth = 0
+
+
+def _run_with_options(jaxpr, consts, *args):
+    """JAX's `_run_jaxpr`, compiled with the kernel program's options (`compiler_options`)."""
+    def run(jaxpr, consts, *args):
+        jax_core.eval_jaxpr(jaxpr, consts, *args)
+
+    traced = jax.jit(run, static_argnums=(0,)).trace(jaxpr, consts, *args)
+    traced.lower().compile(compiler_options() or None)(consts, *args)
+
+
+@contextlib.contextmanager
+def cores_compiled_alike() -> Iterator[None]:
+    """While kernels run: each simulated core's program (PALLASITE_INTERPRET_CORES > 1) is
+    compiled with the options the kernel's own program gets, so results do not depend on the
+    core count (without them LLVM fuses `a * b + c` into one rounding, an FMA, on 2 cores and
+    not on 1, and XLA may keep 16-bit intermediates in float32). Nested and concurrent calls
+    share one replacement, put back when the last ends."""
+    global _cores_depth
+    module = _thread_map
+    if int(os.environ.get(CORES_ENV, "1")) <= 1 or not hasattr(module, "_run_jaxpr"):
+        yield
+        return
+    with _cores_lock:
+        if _cores_depth == 0:
+            module._pallasite_original_run = module._run_jaxpr
+            module._run_jaxpr = _run_with_options
+        _cores_depth += 1
+    try:
+        yield
+    finally:
+        with _cores_lock:
+            _cores_depth -= 1
+            if _cores_depth == 0:
+                module._run_jaxpr = module._pallasite_original_run
 
 
 class _Tee(io.TextIOBase):
