@@ -79,3 +79,17 @@ def test_other_loop_types_keep_a_read_and_written_tensor_resident(loop_type):
                                    pallas_loop_type=loop_type)
     torch.testing.assert_close(result, x * scale + 1)
     assert "(in and out)" not in code
+
+
+def test_the_cost_model_counts_each_window_in_and_back_and_each_write_waited():
+    """A read-and-written stream moves its windows twice, and each store's write-back is waited
+    for at once (an exposed wait per step), against one copy for an input stream."""
+    from pallasite.testing import schedule_report
+    x, scale = torch.randn(256, 256), torch.randn(256)
+    config = dict(block_sizes=[128, 16], pallas_loop_type="fori_loop")
+    report = schedule_report(rows_updated_twice, (x, scale), **config)
+    steps = 2 * (256 // 16)  # two column tiles, 16 row steps each
+    window = 16 * 128 * 4
+    assert report["inner_tiles"] == steps
+    assert report["hbm_bytes"] >= 2 * steps * window  # in and back
+    assert report["exposed_dma_waits"] >= steps

@@ -5,8 +5,9 @@ Used by benchmarks and (later) the autotuner's cost model. The model:
   between consecutive grid steps (Pallas skips the copy otherwise); edge
   blocks count only their in-bounds part;
 - a streamed tensor (fori_loop / emit_pipeline) copies one window per inner
-  step, every time its loop runs (one read and written, two: in, then back,
-  the write-back waited for at once, an exposed wait per step);
+  step, every time its loop runs (one read and written, two: in, then back);
+  a write-back waited for at once (a stream read too, or written back in
+  pieces, `Stream.partial_dim`) is an exposed wait per step;
 - the host pads streamed tensors whose windows overrun them (one extra read
   and write of the padded array);
 - a DMA wait is exposed (not overlapped with compute) at the start of every
@@ -114,7 +115,8 @@ def _call_metrics(call: PallasCallPlan, tables, loops: dict[int, LoopCount | Non
         for stream in loop_plan.streams:
             ways = 2 if stream.direction.reads and stream.direction.writes else 1  # copied in, then back
             traffic += ways * count.tiles * _nbytes(stream.window_shape, stream.symbol.dtype)
-            exposed += count.busy_runs + (count.tiles if ways == 2 else 0)  # each write-back waited at once
+            waited_at_once = stream.direction.writes and (ways == 2 or stream.partial_dim is not None)
+            exposed += count.busy_runs + (count.tiles if waited_at_once else 0)  # each write-back's wait
     return ScheduleMetrics(traffic, minimum, padding, exposed, rows)
 
 
