@@ -157,8 +157,9 @@ def atomic_add(target: Any, index: Sequence[Any], value: Any, sem: str = "relaxe
     (`hl.atomic_add(out, [segment[tile], slice(None)], v)`: `:` is not Python outside a
     subscript), lanes naming the same row all add up, and each lane gets its row as the
     lanes before it left it (the adds in lane order: `hl.atomic_add(counter, [bucket[t]], 1)`
-    hands out distinct slots); float lanes are summed exactly in float32 and rounded once into
-    the row (torch's index_add_ rounds after each add)."""
+    hands out distinct slots); the values are converted to the target's dtype first (as
+    Triton's atomics convert them), then float lanes are summed exactly in float32 and rounded
+    once into the row (torch's index_add_ rounds after each add)."""
     if _through_index_tensor(index):
         return _atomic_scatter("atomic_add", target, index, value, sem)
     return _atomic("atomic_add", target, index, lambda old: old + value, sem)
