@@ -72,8 +72,9 @@ def has_proxy(args: Any, kwargs: Any = None) -> bool:
 
 
 
-def whole_host_tensor_error(tensor: HostTensor) -> exc.IndexingError:
-    name = tensor.symbol.name
+def whole_host_tensor_error(tensor: HostTensor | str) -> exc.IndexingError:
+    """A kernel tensor (or its name: reference mode's) used whole in device code."""
+    name = tensor if isinstance(tensor, str) else tensor.symbol.name
     return exc.IndexingError(
         f"Host tensor '{name}' is used whole inside a device loop; index it with tiles, "
         f"e.g. {name}[tile], or read all of it as a block with {name}[:] (a layer norm's weight)."

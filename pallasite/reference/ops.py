@@ -19,7 +19,6 @@ Lanes (see `lanes.py`) are tracked through every op here: a one-index tile never
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 from typing import Any, Callable
 
@@ -29,14 +28,16 @@ from torch.overrides import TorchFunctionMode
 from .. import exc
 from .. import language as hl
 from ..ir.ops import (
-    FILL_ARGUMENT, OPS, OpKind, augmented_dtype, check_dot_accumulator, dtype_refusal, new_tensor_size_and_fill,
+    FILL_ARGUMENT, OPS, OpKind, check_dot_accumulator, dtype_refusal, new_tensor_size_and_fill,
     refuses_dtype,
 )
 from ..ir.exact_ints import wrapped_to
 from ..ir.ops.statistics import STATISTIC_DEFINITIONS
 from ..frontend.torch_names import display_name
 from ..frontend.walker import remember_under_operator
-from . import in_place, indexing, int64, lanes, scans, tiles
+from . import in_place, indexing, int64, lanes, scans, views
+from .operands import check_operands, current_runner, generic
+from .views import VIEWS
 from .extents import agree, describe_mark, partial_tiles, tile_axes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -106,11 +107,13 @@ class DeviceSemantics(TorchFunctionMode):
 
 
 def device_call(func: Callable, args: tuple, kwargs: dict, runner: Any) -> Any:
-    name = getattr(func, "__name__", "")
+    name, token = getattr(func, "__name__", ""), current_runner.set(runner)  # whose names messages use
     try:
         return _device_value_call(func, args, kwargs, runner, name)
     except exc.PallasiteError as err:  # under an operator method torch turns a TypeError into NotImplemented
         raise remember_under_operator(err)
+    finally:
+        current_runner.reset(token)
 
 
 def _device_value_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: str) -> Any:
@@ -143,7 +146,7 @@ def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: s
         if in_place.is_in_place(name):
             return in_place.updated(name, args, kwargs, runner, device_call)
         if name == "__get__":
-            return _property(func, args)
+            return views.property_of(func, args)
         if name in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype.is_floating_point:
             return _float_cast(func, args, kwargs)
         if name in _POINTWISE:
@@ -153,23 +156,23 @@ def _device_call(func: Callable, args: tuple, kwargs: dict, runner: Any, name: s
         if name in _STATISTICS:
             return _statistic(func, args, kwargs)
         if name in ("cumsum", "cumprod"):
-            _check_operands((args, kwargs))
+            check_operands((args, kwargs))
             dim = args[1] if len(args) > 1 else kwargs["dim"]
             return scans.cumulative(name, args[0], dim, dtype=kwargs.get("dtype"))
         if name in scans.ORDERINGS:
-            _check_operands((args, kwargs))
+            check_operands((args, kwargs))
             return scans.ordering(name, args, kwargs)
         if name in _MATMULS:
             return _matmul(func, name, args, kwargs)
-        if name in _VIEWS:
-            return _VIEWS[name](func, args, kwargs)
+        if name in VIEWS:
+            return VIEWS[name](func, args, kwargs)
         if name in _NEW_TENSORS:
             return _new_tensor(name, args, kwargs, runner)
         if name == "rand_like":
             return _rand_like(args, kwargs, runner)
         if name == "empty_like":  # the compiled kernel fills it with zeros: be deterministic
             func = torch.zeros_like
-        return _generic(func, args, kwargs)
+        return generic(func, args, kwargs)
     except exc.PallasiteError:
         raise
     except IndexError as err:  # torch's IndexError of a reduction over nothing is a shape error
@@ -192,38 +195,18 @@ def _display(func: Callable, name: str) -> str:
 # ---------------------------------------------------------------- results --
 
 
-def _check_operands(args: Any) -> None:
-    for item in lanes.leaves(args):
-        if isinstance(item, torch.Tensor) and not lanes.is_device(item) and item.ndim > 0:  # a 0-d one: its value
-            raise exc.IndexingError(
-                "A host tensor is used whole inside a device loop; index it with tiles, "
-                "e.g. x[tile], or read all of it as a block with x[:] (a layer norm's weight).")
-
-
 def _float_cast(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A float value cast to an integer dtype saturates, as the kernel's does (`lanes.saturated`)."""
-    result = _generic(func, args, kwargs)
+    result = generic(func, args, kwargs)
     if not isinstance(result, torch.Tensor) or result.dtype.is_floating_point or result.dtype == torch.bool:
         return result
     return lanes.marked_as(lanes.saturated(args[0], result.dtype), result)
 
 
-def _generic(func: Callable, args: tuple, kwargs: dict) -> Any:
-    """Any other op: torch's own semantics; lanes kept when the shape is kept."""
-    result = func(*args, **kwargs)
-    if not any(isinstance(r, torch.Tensor) for r in lanes.leaves(result)):
-        return result  # shape queries, item(), bool(), ...
-    _check_operands((args, kwargs))
-    first = next((t for t in lanes.leaves((args, kwargs)) if isinstance(t, torch.Tensor)), None)
-    axes = lanes.of(first) if isinstance(result, torch.Tensor) and first is not None and \
-        result.shape == first.shape else ()
-    return lanes.finish(result, axes)
-
-
 def _pointwise(func: Callable, args: tuple, kwargs: dict, name: str) -> Any:
     if name == "where" and len(args) + len(kwargs) == 1:
-        return _generic(func, args, kwargs)
-    _check_operands((args, kwargs))
+        return generic(func, args, kwargs)
+    check_operands((args, kwargs))
     slots = [("arg", i) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     slots += [("kwarg", k) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
     args, kwargs = list(args), dict(kwargs)
@@ -275,7 +258,7 @@ def _reduction(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
     other = args[1] if len(args) > 1 else kwargs.get("other")
     if name in ("max", "min") and isinstance(other, torch.Tensor):
         return _pointwise(func, args, kwargs, name)
-    _check_operands((args, kwargs))
+    check_operands((args, kwargs))
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
     if name in _ACCUMULATING and source.dtype in _LOW_PRECISION and kwargs.get("dtype") is None:
@@ -288,7 +271,7 @@ def _reduction(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
 
 def _statistic(func: Callable, args: tuple, kwargs: dict) -> Any:
     """var/std/var_mean/std_mean: 16-bit floats in float32, rounded once, as the kernel does."""
-    _check_operands((args, kwargs))
+    check_operands((args, kwargs))
     source = args[0]
     if getattr(func, "__name__", "") == "layer_norm":  # the shape kept; weight and bias in float32 too
         wide = source.dtype in _LOW_PRECISION
@@ -347,7 +330,7 @@ def product(a: torch.Tensor, b: torch.Tensor, func: Callable = torch.matmul) -> 
     one; any other pair, two tiles' axes of different extents included, is
     torch's error.
     """
-    _check_operands((a, b))
+    check_operands((a, b))
     axes = set()
     rows_lane = a.ndim >= 2 and a.ndim - 2 in lanes.of(a)
     columns_lane = b.ndim >= 2 and b.ndim - 1 in lanes.of(b)
@@ -401,7 +384,7 @@ def _matmul(func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
         beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
         result, axes = product(a, b, torch.mm if name == "addmm" else torch.bmm)
         if isinstance(bias, torch.Tensor):
-            _check_operands(bias)
+            check_operands(bias)
             result, axes = accumulate(bias, result, axes, beta, alpha)
             return lanes.finish(result.to(out_dtype or bias.dtype), axes)
         return lanes.finish((result * alpha).to(out_dtype or torch.promote_types(a.dtype, b.dtype)), axes)
@@ -422,150 +405,9 @@ def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, out_dtype: t
             out_dtype = torch.float32 if torch.promote_types(a.dtype, b.dtype).is_floating_point else torch.int32
     result, axes = product(a, b)
     if acc is not None:
-        _check_operands(acc)
+        check_operands(acc)
         result, axes = accumulate(acc, result, axes)
     return lanes.finish(result.to(out_dtype), axes)
-
-
-# ------------------------------------------------------------------ views --
-
-
-def _dims(args: tuple, kwargs: dict, key: str) -> list[int]:
-    dims = args[1:] if len(args) > 1 else kwargs.get(key, ())
-    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
-        dims = dims[0]
-    # a tile, or a product of tiles' block sizes, stands for its extent
-    return [d.extent if isinstance(d, (tiles.RefTile, tiles.BlockSize)) else int(d) for d in dims]
-
-
-def _permuted(func: Callable, args: tuple, kwargs: dict, perm: list[int]) -> Any:
-    _check_operands((args, kwargs))
-    source = args[0]
-    kept = lanes.of(source)
-    return lanes.finish(func(*args, **kwargs), {j for j, p in enumerate(perm) if p in kept})
-
-
-def _permute(func, args, kwargs):
-    rank = args[0].ndim
-    return _permuted(func, args, kwargs, [d % rank for d in _dims(args, kwargs, "dims")])
-
-
-def _transpose(func, args, kwargs):
-    rank = args[0].ndim
-    d0 = args[1] if len(args) > 1 else kwargs["dim0"]
-    d1 = args[2] if len(args) > 2 else kwargs["dim1"]
-    perm = list(range(rank))
-    perm[d0 % rank], perm[d1 % rank] = perm[d1 % rank], perm[d0 % rank]
-    return _permuted(func, args, kwargs, perm)
-
-
-def _t(func, args, kwargs):
-    rank = args[0].ndim
-    return _permuted(func, args, kwargs, [1, 0] if rank == 2 else list(range(rank)))
-
-
-def _property(func: Callable, args: tuple) -> Any:
-    """`x.T`, `x.mT`, ... are permutations; other properties pass through."""
-    owner = getattr(func, "__self__", None)
-    source = args[0]
-    rank = source.ndim if isinstance(source, torch.Tensor) else 0
-    if owner is torch.Tensor.T or owner is torch.Tensor.H:
-        return _permuted(func, args, {}, list(reversed(range(rank))))
-    if (owner is torch.Tensor.mT or owner is torch.Tensor.mH) and rank >= 2:
-        return _permuted(func, args, {}, list(range(rank - 2)) + [rank - 1, rank - 2])
-    return _generic(func, args, {})
-
-
-def _unsqueeze(func, args, kwargs):
-    _check_operands((args, kwargs))
-    source = args[0]
-    dim = args[1] if len(args) > 1 else kwargs["dim"]
-    dim = dim % (source.ndim + 1)
-    return lanes.finish(func(*args, **kwargs), {a + (a >= dim) for a in lanes.of(source)})
-
-
-def _squeeze(func, args, kwargs):
-    """Squeezes broadcast axes only: a lane is a real axis of its block."""
-    _check_operands((args, kwargs))
-    source = args[0]
-    dims = args[1] if len(args) > 1 else kwargs.get("dim")
-    if dims is None:
-        dims = range(source.ndim)
-    elif not isinstance(dims, (list, tuple)):
-        dims = (dims,)
-    kept = lanes.of(source)
-    removed = {d % source.ndim for d in dims if source.shape[d] == 1 and d % source.ndim not in kept}
-    shape = [s for axis, s in enumerate(source.shape) if axis not in removed]
-    axes = {a - sum(1 for r in removed if r < a) for a in kept}
-    return lanes.finish(source.reshape(shape), axes)
-
-
-def _reshape(func, args, kwargs):
-    """`reshape`/`view` with the extent rule: a size written for a block (`v.reshape(8, 128)`
-    of a 4-row tile) takes the extent of the axis it stands for."""
-    if "dtype" in kwargs or any(isinstance(d, torch.dtype) for d in args[1:]):
-        return _generic(func, args, kwargs)  # a bitcast view
-    _check_operands((args, kwargs))
-    source = args[0]
-    shape = _dims(args, kwargs, "shape")
-    try:
-        result = source.reshape(shape)
-    except RuntimeError:
-        fitted = _fit_to_extents(source, shape)
-        if fitted is None:
-            raise
-        result = source.reshape(fitted)
-    return lanes.finish(result, _reshaped_lanes(source, result))
-
-
-def _unflatten(func, args, kwargs):
-    """`x.unflatten(dim, sizes)`: the reshape that splits `dim` (a tile among the sizes
-    stands for its extent)."""
-    source = args[0]
-    dim = (args[1] if len(args) > 1 else kwargs["dim"]) % source.ndim
-    sizes = _dims((None, args[2] if len(args) > 2 else kwargs["sizes"]), {}, "sizes")
-    return _reshape(torch.Tensor.reshape, (source, [*source.shape[:dim], *sizes, *source.shape[dim + 1:]]), {})
-
-
-def _fit_to_extents(source: torch.Tensor, shape: list[int]) -> list[int] | None:
-    """`shape` with its non-unit sizes replaced by the source's real extents, one for one."""
-    real = [lanes.real_extent(source, axis) for axis in range(source.ndim)]
-    real = [extent for extent in real if extent is not None]
-    positions = [j for j, size in enumerate(shape) if size != 1]
-    if -1 in shape or len(positions) != len(real) or any(shape[j] < e for j, e in zip(positions, real)):
-        return None
-    fitted = list(shape)
-    for j, extent in zip(positions, real):
-        fitted[j] = extent
-    return fitted
-
-
-def _reshaped_lanes(source: torch.Tensor, result: torch.Tensor) -> set[int]:
-    """A lane goes to the unit axis of the result with as many elements before it."""
-    axes: set[int] = set()
-    for axis in sorted(lanes.of(source)):
-        before = source.shape[:axis].numel()
-        for j, size in enumerate(result.shape):
-            if size == 1 and j not in axes and result.shape[:j].numel() == before:
-                axes.add(j)
-                break
-    return axes
-
-
-def _expand(func, args, kwargs):
-    """Expanding changes broadcast axes only: an axis with an extent keeps it (a size written
-    for the block stands for the tile's extent), and a lane never widens."""
-    _check_operands((args, kwargs))
-    source = args[0]
-    if func is torch.Tensor.expand_as:
-        sizes = list(args[1].shape)
-    else:
-        sizes = _dims(args, kwargs, "size")
-    shift = len(sizes) - source.ndim
-    for axis in range(source.ndim):
-        if lanes.real_extent(source, axis) is not None:
-            sizes[axis + shift] = -1
-    return lanes.finish(source.expand(sizes), {a + shift for a in lanes.of(source)})
 
 
 # ------------------------------------------------------------ allocations --
@@ -590,11 +432,3 @@ def _rand_like(args: tuple, kwargs: dict, runner: Any) -> torch.Tensor:
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise exc.UnsupportedDtype(f"torch.rand_like of a {dtype} value: random numbers need a float dtype.")
     return runner.rand_like(like, dtype)
-
-
-_VIEWS: dict[str, Callable] = {
-    "permute": _permute, "transpose": _transpose, "swapaxes": _transpose, "swapdims": _transpose,
-    "t": _t, "unsqueeze": _unsqueeze, "squeeze": _squeeze, "reshape": _reshape, "view": _reshape,
-    "unflatten": _unflatten,
-    "expand": _expand, "expand_as": _expand, "broadcast_to": _expand,
-}
