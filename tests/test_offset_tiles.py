@@ -193,8 +193,18 @@ def float_shift(x):
     return out
 
 
+@pallasite.kernel
+def grid_index_shift(x):
+    out = torch.zeros_like(x)
+    for g in hl.grid(2):
+        for t in hl.tile(128, block_size=128):
+            out[t + g * 128] = x[g * 128 + t] + 1  # trial OO: reference mode read 0 past x's end
+    return out
+
+
 @pytest.mark.parametrize("kernel, error, message, in_reference", [
     (float_shift, exc.UnsupportedSyntax, "compile-time int", True),
+    (grid_index_shift, exc.UnsupportedSyntax, "compile-time int", True),
 ])
 def test_refused(kernel, error, message, in_reference):
     x = torch.randn(256)

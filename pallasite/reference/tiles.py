@@ -204,7 +204,7 @@ class RefTile(hl.Tile):
         return _moved(self.index - self._offset(other, "-"))
 
     def _offset(self, other: Any, symbol: str) -> int:
-        if isinstance(other, bool) or not isinstance(other, int):
+        if isinstance(other, (bool, RuntimeInt)) or not isinstance(other, int):  # a grid index: run time
             raise exc.UnsupportedSyntax(
                 f"{self.name} {symbol} {other!r}: a tile shifts by a compile-time int; for other "
                 f"arithmetic use {self.name}.index (a vector of indices) or {self.name}.begin.")
