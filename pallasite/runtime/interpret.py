@@ -26,8 +26,9 @@ FAST_COMPILE_ENV = "PALLASITE_INTERPRET_FAST_COMPILE"  # 0: XLA optimizes interp
 # An interpret-mode program is a loop of small XLA CPU ops and host callbacks: compiled
 # without LLVM's optimizations and XLA's fusion emitters it compiles in ~2/3 of the time
 # (0.3-0.5 s less on a first call of the examples) and runs as fast (measured on the
-# examples' warm calls: within 4%).
-_FAST_CPU_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# examples' warm calls: within 4%). LLVM's optimizations stay off in any case
+# (`_EXACT_PRECISION`): they fuse `a * b + c` into one rounding, which torch does not.
+_FAST_CPU_COMPILE = {"xla_cpu_use_fusion_emitters": False}
 
 
 def _flag(name: str, default: str = "0") -> bool:
@@ -56,12 +57,14 @@ def interpret_params():
 
 # XLA's CPU compiler may keep a bf16/f16 intermediate in float32 (`x_bf16 * 3.14159` stored as
 # float32 kept bits bf16 rounding drops); a TPU rounds each op's 16-bit result, as torch does.
-_EXACT_PRECISION = {"xla_allow_excess_precision": False}
+# LLVM's optimizations contract a float multiply and add into an FMA (one rounding: float32
+# results one ulp from torch's); XLA's CPU backend has no switch for that alone.
+_EXACT_PRECISION = {"xla_allow_excess_precision": False, "xla_backend_optimization_level": 0}
 
 
 def compiler_options() -> dict:
     """XLA options for compiling a kernel's program: none on a TPU; in interpret mode, 16-bit
-    results rounded as a TPU rounds them, and a fast compile unless
+    results rounded as a TPU rounds them and no multiply-add fused, and a fast compile unless
     PALLASITE_INTERPRET_FAST_COMPILE=0."""
     if on_tpu():
         return {}
