@@ -595,3 +595,29 @@ def test_positions_of_a_loop_bounded_by_an_int_argument_are_ranged_at_each_call(
     torch.testing.assert_close(run_ref(rows_up_to_max_len, (A, offsets, 160), **config), A * 2)
     with pytest.raises(exc.KernelArgumentError, match=r"its add at .*rows = start \+ tile_m.index"):
         code_and_output(rows_up_to_max_len, (A, offsets, 2**31 - 10), **config)
+
+
+@pallasite.kernel
+def group_rows_but_last(A, offsets, compare_positions: hl.constexpr):
+    out = torch.zeros_like(A)
+    for g in hl.grid(offsets.size(0) - 1):
+        start, end = offsets[g], offsets[g + 1]
+        for tile_m in hl.tile(end - start):
+            if compare_positions:
+                ok = (tile_m.index < end - start - 1)[:, None]
+            else:
+                ok = (start + tile_m.index < end - 1)[:, None]
+            out[start + tile_m.index, :] = torch.where(ok, A[start + tile_m.index, :], 0.0)
+    return out
+
+
+def test_int64_offsets_plus_positions_of_a_data_decided_range_say_to_compare_the_positions():
+    """Trial OO: `start + tile_m.index < end - 1` over `hl.tile(end - start)` is refused (the range
+    has no bound before the call); the message now names the form that needs none."""
+    A, offsets = torch.randn(100, 128), torch.tensor([0, 30, 30, 100])
+    with pytest.raises(exc.UnsupportedDtype, match=r"compare the positions with the range's length instead"):
+        group_rows_but_last(A, offsets, False)
+    expected = A.clone()
+    expected[[29, 99]] = 0
+    torch.testing.assert_close(group_rows_but_last(A, offsets, True), expected)
+    torch.testing.assert_close(run_ref(group_rows_but_last, (A, offsets, True)), expected)

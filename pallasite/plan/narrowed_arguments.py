@@ -380,7 +380,7 @@ class _Provenance:
         step = self._device_range_step(node, source) if len(names) == 1 and len(integer) == 1 else None
         if step is None:
             for out in integer:
-                self.unbounded[id(out)] = f"its {node.op}"
+                self.unbounded[id(out)] = f"its {node.op}" + _positions_hint(node)
             return
         steps = self.computed.setdefault(source.name, [])
         self.step_of[id(integer[0])] = len(steps)
@@ -506,6 +506,17 @@ def _flat(items: Iterable) -> Iterable:
 
 def _is_integer(dtype: torch.dtype) -> bool:
     return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+
+
+def _positions_hint(node: Node) -> str:
+    """For a step on a tile's positions whose range data decides (`start + tile.index` over
+    `hl.tile(end - start)`): the form that needs no range, comparing the positions themselves."""
+    for arg in node.args:
+        producer = arg.producer if isinstance(arg, Value) else None
+        if producer is not None and (producer.op == "tile_index" or unmoved_coordinate(producer)):
+            return (" of a tile's positions, whose loop's range data decides; compare the positions with the "
+                    "range's length instead, `tile.index < end - start`")
+    return ""
 
 
 def _data_use(symbol: TensorSymbol, what: str, location: Any) -> exc.UnsupportedDtype:
