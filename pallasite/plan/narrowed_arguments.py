@@ -398,8 +398,8 @@ class _Provenance:
                 operands.append(("step", self.step_of[id(item)]) if id(item) in self.step_of else ARGUMENT)
             elif isinstance(item, int) and not isinstance(item, bool):
                 operands.append(pin(item))
-            elif isinstance(item, Value) and self._of(item) is None and _within(item) is not None:
-                operands.append(_within(item))  # positions (`hl.arange`, a static tile's index)
+            elif isinstance(item, Value) and self._of(item) is None and (within := _within(item)) is not None:
+                operands.append(within)  # positions (`hl.arange`, a tile's index) whose range is known
             elif op == "sum" and position > 0:
                 continue  # the dims and keepdim: the lane count below bounds the sum
             else:

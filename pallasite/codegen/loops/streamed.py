@@ -62,13 +62,6 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips) -> None:
     items = [item for item in stream.index if not isinstance(item, NewAxis)]
     window = f"{stream.hbm_ref}.at[{', '.join(_window_item(k, item, counters) for item in items)}]"
     buffer = f"{stream.buffer}.at[slot]"
-    if stream.direction is Direction.IN_OUT:
-        with k.block(f"def {stream.copy_fn}(step, slot):"):
-            k.emit(f"return pltpu.make_async_copy({window}, {buffer}, {stream.semaphores}.at[slot])")
-        if stream.partial_dim is None:
-            with k.block(f"def {stream.write_fn}(step, slot):"):
-                k.emit(f"return pltpu.make_async_copy({buffer}, {window}, {stream.semaphores}.at[slot])")
-            return
     if stream.partial_dim is not None:
         parts = [f"pl.ds({_window_start(k, item, counters)} + row, size)"
                  if isinstance(item, TileSlice) and item.dim is stream.partial_dim
@@ -77,8 +70,12 @@ def _emit_copy_builder(k, stream: Stream, trips: LoopTrips) -> None:
         with k.block(f"def {stream.piece_fn}(step, slot, row, size):"):
             k.emit(f"return pltpu.make_async_copy({stream.buffer}.at[slot, {rows}], "
                    f"{stream.hbm_ref}.at[{', '.join(parts)}], {stream.semaphores}.at[slot])")
+    elif stream.direction is Direction.IN_OUT:
+        with k.block(f"def {stream.write_fn}(step, slot):"):
+            k.emit(f"return pltpu.make_async_copy({buffer}, {window}, {stream.semaphores}.at[slot])")
+    if stream.partial_dim is not None and not stream.direction.reads:
         return
-    src, dst = (window, buffer) if stream.direction is Direction.IN else (buffer, window)
+    src, dst = (window, buffer) if stream.direction.reads else (buffer, window)
     with k.block(f"def {stream.copy_fn}(step, slot):"):
         k.emit(f"return pltpu.make_async_copy({src}, {dst}, {stream.semaphores}.at[slot])")
 
